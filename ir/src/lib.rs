@@ -1,0 +1,29 @@
+//! kir-ir: the tile-level IR of kir — entities, types, the one op table, modules and kernels,
+//! the text format (lexer, parser, canonical printer) and the verifier.
+//!
+//! A [`Module`] holds specialization constants, kernels and an optional entry [`Program`].
+//! Kernels work on whole tiles and never name threads. See `docs/ir.md` for the grammar and the
+//! semantics of every op.
+
+pub mod dtype;
+pub mod entities;
+pub mod error;
+pub mod expr;
+pub mod module;
+pub mod ops;
+pub mod span;
+pub mod text;
+pub mod types;
+pub mod verifier;
+
+pub use dtype::Dtype;
+pub use entities::{Block, KernelId, Op, Value};
+pub use error::{Diagnostic, Diagnostics};
+pub use expr::{BinOp, EvalError, EvalVal, Expr, ExprKind, Func, UnOp};
+pub use module::{
+    Access, ArgBinding, BlockData, ConstDecl, ConstKind, ConstValues, Dfg, Kernel, Launch, Module,
+    Offset, OpData, Param, ParamKind, Program, TempDecl, TensorRef, ValueData, ValueDef,
+};
+pub use ops::{Arity, Attr, AttrKind, OpClass, OpInfo, Opcode, NF4_TABLE};
+pub use span::Span;
+pub use types::{ElemType, TensorType, Type};
