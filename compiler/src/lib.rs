@@ -1,1 +1,10 @@
-//! placeholder
+//! kir-compiler: the passes, the pipeline that orders them, the built-in op library, `.npy`
+//! I/O and the `kirc` command line.
+//!
+//! The entry point for frameworks is [`pipeline`]: parse a module (or take a built-in op from
+//! [`oplib`]), verify it, specialize it with `-D NAME=VALUE` overrides and verify the result.
+
+pub mod npy;
+pub mod oplib;
+pub mod passes;
+pub mod pipeline;

@@ -11,6 +11,7 @@ pub mod error;
 pub mod expr;
 pub mod module;
 pub mod ops;
+pub mod renumber;
 pub mod span;
 pub mod text;
 pub mod types;

@@ -1,1 +1,156 @@
-//! placeholder
+//! Shared test support: fresh random inputs, dtype rounding, error metrics, and a runner that
+//! takes an op from the library through the front end and the CPU interpreter.
+//!
+//! Oracles live in [`oracle`] and are plain f64 loops, independent of the IR.
+
+pub mod oracle;
+
+use kir_backends::interp::{self, HostArg, HostTensor};
+use kir_ir::Dtype;
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// A small deterministic PRNG (splitmix64) with a normal sampler.
+pub struct Rng(u64);
+
+static SEQ: AtomicU64 = AtomicU64::new(0);
+
+impl Rng {
+    /// A generator with a fresh seed per call (time-based, or `KIR_TEST_SEED` + a counter),
+    /// printed so a failure can be replayed.
+    pub fn fresh(what: &str) -> Rng {
+        let n = SEQ.fetch_add(1, Ordering::Relaxed);
+        let base = std::env::var("KIR_TEST_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or_else(|| {
+            std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(1, |d| d.as_nanos() as u64)
+        });
+        let seed = base ^ n.wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        eprintln!("[{what}] seed {seed} (replay: KIR_TEST_SEED={base})");
+        Rng(seed)
+    }
+
+    /// A generator with a fixed seed.
+    pub fn seeded(seed: u64) -> Rng {
+        Rng(seed)
+    }
+
+    /// Next 64 random bits.
+    pub fn next_u64(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+
+    /// Uniform in [0, 1).
+    pub fn uniform(&mut self) -> f64 {
+        (self.next_u64() >> 11) as f64 / (1u64 << 53) as f64
+    }
+
+    /// Standard normal (Box–Muller).
+    pub fn normal(&mut self) -> f64 {
+        let u1 = self.uniform().max(1e-300);
+        let u2 = self.uniform();
+        (-2.0 * u1.ln()).sqrt() * (2.0 * std::f64::consts::PI * u2).cos()
+    }
+
+    /// Uniform integer in [lo, hi).
+    pub fn range(&mut self, lo: usize, hi: usize) -> usize {
+        lo + (self.next_u64() % (hi - lo).max(1) as u64) as usize
+    }
+
+    /// `n` normal samples times `scale`, rounded to `dtype` (what the kernel will see).
+    pub fn tensor(&mut self, n: usize, scale: f64, dtype: Dtype) -> Vec<f64> {
+        (0..n).map(|_| round(dtype, self.normal() * scale)).collect()
+    }
+}
+
+/// Rounds `x` to the nearest value of `dtype` (ties to even), as the IR's storage does.
+pub fn round(dtype: Dtype, x: f64) -> f64 {
+    match dtype {
+        Dtype::F32 => x as f32 as f64,
+        Dtype::F16 => half::f16::from_f64(x).to_f64(),
+        Dtype::Bf16 => half::bf16::from_f64(x).to_f64(),
+        Dtype::I32 | Dtype::I64 | Dtype::U8 | Dtype::I1 => x.round(),
+    }
+}
+
+/// Parses a dtype name used in test tables.
+pub fn dtype(name: &str) -> Dtype {
+    Dtype::from_name(name).unwrap_or_else(|| panic!("bad dtype {name}"))
+}
+
+/// Tolerances for comparing a kernel output of `dtype` with an f64 oracle:
+/// (max relative L2 error ‖out−ref‖/‖ref‖, max elementwise error relative to max|ref|).
+/// These are the documented tolerances of docs/testing.md.
+pub fn tolerance(dtype: Dtype) -> (f64, f64) {
+    match dtype {
+        Dtype::F32 => (2e-5, 2e-4),
+        Dtype::F16 => (2e-3, 1e-2),
+        Dtype::Bf16 => (1.2e-2, 5e-2),
+        Dtype::I32 | Dtype::I64 | Dtype::U8 | Dtype::I1 => (0.0, 0.0),
+    }
+}
+
+/// Relative L2 error and max abs error over max|ref|; fails on any non-finite mismatch
+/// (a poisoned element that was never written shows up here).
+pub fn compare(name: &str, out: &[f64], reference: &[f64], tol: (f64, f64)) {
+    assert_eq!(out.len(), reference.len(), "{name}: length {} vs reference {}", out.len(), reference.len());
+    let (mut num, mut den, mut max_err, mut max_ref) = (0.0f64, 0.0f64, 0.0f64, 0.0f64);
+    for (i, (&o, &r)) in out.iter().zip(reference).enumerate() {
+        if !r.is_finite() || !o.is_finite() {
+            assert!(o == r || (o.is_nan() && r.is_nan()), "{name}[{i}]: got {o}, expected {r}");
+            continue;
+        }
+        num += (o - r) * (o - r);
+        den += r * r;
+        max_err = max_err.max((o - r).abs());
+        max_ref = max_ref.max(r.abs());
+    }
+    let rel = if den > 0.0 { (num / den).sqrt() } else { num.sqrt() };
+    let rel_max = if max_ref > 0.0 { max_err / max_ref } else { max_err };
+    assert!(
+        rel <= tol.0 && rel_max <= tol.1,
+        "{name}: rel L2 error {rel:.3e} (tol {:.1e}), max error / max|ref| {rel_max:.3e} (tol {:.1e})",
+        tol.0,
+        tol.1
+    );
+}
+
+/// A tensor argument.
+pub fn t(dtype: Dtype, shape: &[usize], data: Vec<f64>) -> HostArg {
+    HostArg::Tensor(HostTensor { dtype, shape: shape.to_vec(), data })
+}
+
+/// Runs built-in op `name` with `-D` style `defines` on the interpreter and returns its outputs.
+pub fn run_op(name: &str, defines: &[(&str, &str)], args: Vec<(&str, HostArg)>) -> BTreeMap<String, HostTensor> {
+    let src = kir_compiler::oplib::builtin(name).unwrap_or_else(|| panic!("no built-in op {name}"));
+    let defs: Vec<(String, String)> = defines.iter().map(|(a, b)| (a.to_string(), b.to_string())).collect();
+    let (_, spec) = kir_compiler::pipeline::frontend(src, &defs)
+        .unwrap_or_else(|e| panic!("{name} {defines:?}:\n{}", e.render(name, src)));
+    let args: BTreeMap<String, HostArg> = args.into_iter().map(|(k, v)| (k.to_string(), v)).collect();
+    interp::run(&spec, &args).unwrap_or_else(|e| panic!("{name} {defines:?}: {e}"))
+}
+
+/// Every `.kir` file in the repository (op library, test inputs, error cases), sorted.
+pub fn kir_files() -> Vec<std::path::PathBuf> {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let mut out = Vec::new();
+    for dir in ["compiler/ops", "tests/in", "tests/in/errors"] {
+        if let Ok(rd) = std::fs::read_dir(root.join(dir)) {
+            for e in rd.flatten() {
+                let p = e.path();
+                if p.extension().is_some_and(|x| x == "kir") {
+                    out.push(p);
+                }
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+/// The file name without extension.
+pub fn stem(p: &std::path::Path) -> String {
+    p.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default()
+}

@@ -161,7 +161,7 @@ pub(crate) fn scalar_from_f64(d: Dtype, x: f64) -> Result<Scalar, String> {
         return Err(format!("{x} is not an integer (for {d})"));
     }
     // i64::MAX is not representable in f64: 2^63 itself is out of range.
-    if x < lo || x > hi || (d == Dtype::I64 && x >= 9.223_372_036_854_775_808e18) {
+    if x < lo || x > hi || (d == Dtype::I64 && x >= (1u64 << 63) as f64) {
         return Err(format!("{x} is not in the range of {d}"));
     }
     Ok(if d == Dtype::I1 { Scalar::B(x != 0.0) } else { Scalar::I(x as i64) })
@@ -304,7 +304,7 @@ mod tests {
         assert_eq!(scalar_from_f64(Dtype::U8, 255.0), Ok(Scalar::I(255)));
         assert!(scalar_from_f64(Dtype::U8, 256.0).is_err());
         assert!(scalar_from_f64(Dtype::I32, 1.5).is_err());
-        assert!(scalar_from_f64(Dtype::I64, 9.223_372_036_854_775_808e18).is_err());
+        assert!(scalar_from_f64(Dtype::I64, (1u64 << 63) as f64).is_err());
         assert_eq!(scalar_from_f64(Dtype::I1, 1.0), Ok(Scalar::B(true)));
         assert!(scalar_from_f64(Dtype::I1, 2.0).is_err());
     }

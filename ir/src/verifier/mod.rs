@@ -7,19 +7,23 @@
 //! the input: arenas are read with `.get()` and dangling references become diagnostics.
 //!
 //! Layout of the checks:
-//! - [`names`]: constants, kernel signatures, the program and its launches (name resolution in every
-//!   constant expression outside kernel bodies);
-//! - [`body`]: the op table's arity facts, region structure, `yield` placement, SSA scoping and
-//!   dominance inside a kernel body;
-//! - [`rules`] and [`rules_compute`]: the type rule of every opcode (one exhaustive `match`).
+//! - `names`: constants, kernel signatures and params (name resolution in every constant
+//!   expression outside kernel bodies); `program`: the entry program and its launches;
+//! - `body`: region structure, `yield` placement, SSA scoping and dominance inside a kernel body;
+//!   `table`: conformance of each op to its row of the op table;
+//! - `rules` (with `rules_memory` and `rules_compute`): the type rule of every opcode, dispatched
+//!   by one exhaustive `match`.
 //!
 //! Ops and blocks that are left in a kernel's arenas but are not reachable from its body are
 //! ignored (passes may detach them); every reachable op must sit in exactly one block.
 
 mod body;
 mod names;
+mod program;
 mod rules;
 mod rules_compute;
+mod rules_memory;
+mod table;
 #[cfg(test)]
 mod tests;
 #[cfg(test)]
@@ -46,7 +50,7 @@ pub fn verify(m: &Module) -> Result<(), Diagnostics> {
         body::check_body(m, k, &dims, &mut errs);
     }
     if let Some(p) = &m.program {
-        names::check_program(m, p, &mut errs);
+        program::check_program(m, p, &mut errs);
     }
     if errs.is_empty() {
         Ok(())
@@ -64,7 +68,12 @@ pub(crate) fn err(errs: &mut Errs, span: Span, msg: impl Into<String>) {
 }
 
 /// Pushes an error with a note.
-pub(crate) fn err_note(errs: &mut Errs, span: Span, msg: impl Into<String>, note: impl Into<String>) {
+pub(crate) fn err_note(
+    errs: &mut Errs,
+    span: Span,
+    msg: impl Into<String>,
+    note: impl Into<String>,
+) {
     errs.push(Diagnostic::new(span, msg).with_note(note));
 }
 
@@ -157,5 +166,9 @@ pub(crate) fn dtype_is(t: &Type, pred: impl Fn(Dtype) -> bool) -> Option<bool> {
 
 /// A list of names for notes: `a, b, c`.
 pub(crate) fn list<S: AsRef<str>>(items: &[S]) -> String {
-    items.iter().map(|s| s.as_ref()).collect::<Vec<_>>().join(", ")
+    items
+        .iter()
+        .map(|s| s.as_ref())
+        .collect::<Vec<_>>()
+        .join(", ")
 }

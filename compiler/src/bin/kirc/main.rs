@@ -1,1 +1,56 @@
-fn main(){}
+//! `kirc`: the kir command line. One file per subcommand; `common` holds source loading, `-D`
+//! parsing and error reporting.
+//!
+//! Exit codes: 0 on success, 2 on any user error (printed as `file:line:col: error: ...` with
+//! the source line and a caret when the error has a location, else `error: ...`), and 1 only
+//! when `kirc fmt --check` finds a file that is not canonical.
+
+mod check;
+mod common;
+mod fmt;
+mod ops;
+mod randn;
+mod run;
+
+use clap::{Parser, Subcommand};
+use std::process::ExitCode;
+
+/// kir kernel compiler: check, format and run tile-IR kernels.
+#[derive(Parser)]
+#[command(name = "kirc", version)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Parse, verify and specialize a module; print `ok: <module> (<n> kernels)`.
+    Check(check::Args),
+    /// Print a module in canonical form, or check that a file already is.
+    Fmt(fmt::Args),
+    /// Run a module on the CPU interpreter with .npy inputs; write .npy outputs.
+    Run(run::Args),
+    /// Write a deterministic pseudo-random array to an .npy file.
+    Randn(randn::Args),
+    /// List the built-in ops.
+    Ops(ops::Args),
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Check(a) => check::main(a),
+        Command::Fmt(a) => fmt::main(a),
+        Command::Run(a) => run::main(a),
+        Command::Randn(a) => randn::main(a),
+        Command::Ops(a) => ops::main(a),
+    };
+    match result {
+        Ok(code) => code,
+        Err(e) => {
+            eprint!("{}", e.render());
+            ExitCode::from(2)
+        }
+    }
+}

@@ -1,0 +1,107 @@
+//! The CPU interpreter: runs a specialized module's entry (its program, or its single kernel) on
+//! host tensors and returns the final contents of every `out` and `inout` entry param.
+//!
+//! Semantics follow `docs/ir.md` and the op table (`kir_ir::ops`). Highlights:
+//! - Floats narrower than f32 are emulated exactly: every op producing f16/bf16 computes in f32
+//!   and rounds to nearest even. Host values convert to the param dtype with a single correct
+//!   round-to-nearest-even from f64.
+//! - `out` tensors and temps start **poisoned**: NaN for float dtypes, -0x5A5A5A5A for i32/i64,
+//!   0xA5 for u8 and 1 (true) for i1, so an element no kernel writes is visible in the result.
+//! - Program instances run in parallel (rayon) unless [`RunOptions::parallel`] is false or the
+//!   kernel contains `atomic_add`; then they run in order z, y, x with x fastest. Results are
+//!   deterministic: a kernel without races gives the same bits either way, and a failing run
+//!   reports the error of the first failing instance in that order.
+//! - Nothing reachable from user input panics: every failure is an [`InterpError`].
+
+mod exec;
+mod math;
+mod memory;
+mod runner;
+mod tile;
+
+#[cfg(test)]
+mod tests;
+
+use kir_ir::{Dtype, Module, Span};
+use std::collections::BTreeMap;
+
+/// A host-side tensor: dtype, shape and data in C order as f64. Values given to [`run`] are
+/// converted to the param dtype (round to nearest even for floats; ints must be integral and in
+/// range). Values returned by [`run`] are exactly the values of the tensor's dtype (NaN stays NaN).
+#[derive(Clone, Debug, PartialEq)]
+pub struct HostTensor {
+    /// The element type. For inputs it is informational (values convert to the param's dtype);
+    /// for results it is the tensor's dtype.
+    pub dtype: Dtype,
+    /// The dims, outermost first.
+    pub shape: Vec<usize>,
+    /// The elements in C order; its length is the product of `shape`.
+    pub data: Vec<f64>,
+}
+
+/// An argument of the entry: a tensor for a tensor param, a number for a scalar param.
+#[derive(Clone, Debug, PartialEq)]
+pub enum HostArg {
+    /// For an `in` or `inout` tensor param (`out` params take no argument).
+    Tensor(HostTensor),
+    /// For a scalar param; converted like a tensor element (ints integral and in range, i1 0 or 1).
+    Scalar(f64),
+}
+
+/// How to run. `Default` is `parallel: true`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct RunOptions {
+    /// Run program instances on the rayon pool (kernels with `atomic_add` always run sequentially).
+    pub parallel: bool,
+}
+
+impl Default for RunOptions {
+    fn default() -> RunOptions {
+        RunOptions { parallel: true }
+    }
+}
+
+/// Why a run failed: a message (with the kernel and program id for runtime errors), the span of
+/// the op, param or expression at fault when there is one, and the kernel's name.
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+#[error("{message}")]
+pub struct InterpError {
+    /// What went wrong; runtime errors start with `kernel `NAME`, program (x, y, z):`.
+    pub message: String,
+    /// The op, param, launch or expression at fault, when there is one.
+    pub span: Option<Span>,
+    /// The kernel that was running or being launched, when there is one.
+    pub kernel: Option<String>,
+}
+
+impl InterpError {
+    /// An error with no location.
+    pub(crate) fn new(message: impl Into<String>) -> InterpError {
+        InterpError { message: message.into(), span: None, kernel: None }
+    }
+
+    /// An error at `span`.
+    pub(crate) fn at(span: Span, message: impl Into<String>) -> InterpError {
+        InterpError { message: message.into(), span: Some(span), kernel: None }
+    }
+}
+
+/// Runs the entry of `module` with `args` (by entry param name) and default options. Returns the
+/// final contents of every `out` and `inout` entry param, by name.
+///
+/// The module must be specialized (no constants, every type concrete, no `static_if`, no param
+/// conditions); anything else, a missing or ill-shaped argument, a failed `requires`, an
+/// out-of-bounds access without `other`/`guard`, an integer division by zero or a bad shift is
+/// an [`InterpError`].
+pub fn run(module: &Module, args: &BTreeMap<String, HostArg>) -> Result<BTreeMap<String, HostTensor>, InterpError> {
+    run_with(module, args, &RunOptions::default())
+}
+
+/// [`run`] with explicit options. Parallel and sequential runs give identical results.
+pub fn run_with(
+    module: &Module,
+    args: &BTreeMap<String, HostArg>,
+    opts: &RunOptions,
+) -> Result<BTreeMap<String, HostTensor>, InterpError> {
+    runner::run_module(module, args, opts)
+}

@@ -1,0 +1,131 @@
+//! What the subcommands share: loading a module's source (a path or a built-in op name),
+//! `-D NAME=VALUE` parsing, the front end, and rendering errors.
+
+use kir_compiler::{oplib, pipeline};
+use kir_ir::{Diagnostic, Diagnostics, Span};
+use std::path::Path;
+
+/// A module's source text and the name errors show for it.
+pub struct Source {
+    /// The path as given, or `<name>.kir` for a built-in op.
+    pub name: String,
+    pub text: String,
+}
+
+/// A user error. `kirc` prints it and exits with code 2.
+pub enum CliError {
+    /// An error with no place in a source file.
+    Plain(String),
+    /// Errors located in a source file.
+    Located {
+        file: String,
+        src: String,
+        diags: Diagnostics,
+    },
+}
+
+impl CliError {
+    /// Errors located in `src`.
+    pub fn located(src: &Source, diags: impl Into<Diagnostics>) -> CliError {
+        CliError::Located {
+            file: src.name.clone(),
+            src: src.text.clone(),
+            diags: diags.into(),
+        }
+    }
+
+    /// The text printed to stderr: `file:line:col: error: ...`, the source line and a caret
+    /// for each located error; `error: ...` for the others.
+    pub fn render(&self) -> String {
+        match self {
+            CliError::Plain(m) => format!("error: {m}\n"),
+            CliError::Located { file, src, diags } => {
+                let mut ds: Vec<&Diagnostic> = diags.0.iter().collect();
+                ds.sort_by_key(|d| d.span.start);
+                let mut out = String::new();
+                for d in ds {
+                    if d.span.start == 0 && d.span.end == 0 {
+                        // No location (e.g. an unknown -D name).
+                        out += &format!("error: {}\n", d.message);
+                        if let Some(n) = &d.note {
+                            out += &format!("      = note: {n}\n");
+                        }
+                    } else {
+                        out += &on_char_boundaries(d, src).render(file, src);
+                    }
+                }
+                out
+            }
+        }
+    }
+}
+
+/// `d` with its span moved onto char boundaries of `src` (rendering slices the text there).
+fn on_char_boundaries(d: &Diagnostic, src: &str) -> Diagnostic {
+    let fix = |mut i: usize| {
+        i = i.min(src.len());
+        while !src.is_char_boundary(i) {
+            i -= 1;
+        }
+        i
+    };
+    let mut d = d.clone();
+    d.span = Span::new(fix(d.span.start as usize), fix(d.span.end as usize));
+    d
+}
+
+/// Reads `file`; if no such file exists, takes the built-in op of that name.
+pub fn load(file: &str) -> Result<Source, CliError> {
+    let path = Path::new(file);
+    if path.exists() {
+        let text =
+            std::fs::read_to_string(path).map_err(|e| CliError::Plain(format!("{file}: {e}")))?;
+        return Ok(Source {
+            name: file.to_string(),
+            text,
+        });
+    }
+    let op = file.strip_suffix(".kir").unwrap_or(file);
+    match oplib::builtin(op) {
+        Some(text) => Ok(Source {
+            name: format!("{op}.kir"),
+            text: text.to_string(),
+        }),
+        None => {
+            let names: Vec<&str> = oplib::builtins().map(|(n, _)| n).collect();
+            Err(CliError::Plain(format!(
+                "{file}: no such file, and no built-in op of that name (built-in ops: {})",
+                names.join(", ")
+            )))
+        }
+    }
+}
+
+/// Parses `NAME=VALUE` (the argument of `-D`).
+pub fn parse_define(s: &str) -> Result<(String, String), String> {
+    match s.split_once('=') {
+        Some((n, v)) if is_name(n.trim()) && !v.trim().is_empty() => {
+            Ok((n.trim().to_string(), v.trim().to_string()))
+        }
+        _ => Err(format!(
+            "expected NAME=VALUE (e.g. -D HEAD_DIM=64), found `{s}`"
+        )),
+    }
+}
+
+/// True for an identifier: a letter or `_`, then letters, digits and `_`.
+pub fn is_name(s: &str) -> bool {
+    let mut cs = s.chars();
+    cs.next()
+        .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+        && cs.all(|c| c.is_ascii_alphanumeric() || c == '_')
+}
+
+/// Parses, verifies, specializes with `defines` and verifies again.
+pub fn frontend(
+    src: &Source,
+    defines: &[(String, String)],
+) -> Result<pipeline::Frontend, CliError> {
+    pipeline::run_observed(&src.text, defines, &mut |_, _| {})
+        .map_err(|d| CliError::located(src, d))
+}

@@ -1,0 +1,187 @@
+//! `kirc run FILE [--kernel NAME] [-D NAME=VALUE]... --arg NAME=PATH.npy|NUMBER ... --out DIR`:
+//! runs a module's entry (its program, its single kernel, or the kernel `--kernel` names) on
+//! the CPU interpreter and writes every `out`/`inout` tensor to `DIR/NAME.npy` (the fixed
+//! contract of DESIGN.md §6).
+//!
+//! Inputs: each tensor param takes a C-order `.npy`; its shape binds the symbolic dims and its
+//! values are converted to the param's dtype with round-to-nearest-even by the interpreter.
+//! Outputs: float dtypes are written as `<f4` (holding exactly the kernel dtype's values),
+//! i32/i64 as themselves, u8 and i1 as `|u1`.
+
+use crate::common::{self, CliError, Source};
+use kir_backends::interp::{self, HostArg, HostTensor, RunOptions};
+use kir_compiler::npy::{self, NpyDtype};
+use kir_ir::{Diagnostic, Dtype, Module, ParamKind, Span};
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+/// Arguments of `kirc run`.
+#[derive(clap::Args)]
+pub struct Args {
+    /// A .kir file, or the name of a built-in op (see `kirc ops`).
+    file: String,
+    /// Run this kernel of the module alone, as the entry (instead of the program).
+    #[arg(long, value_name = "NAME")]
+    kernel: Option<String>,
+    /// Override a specialization constant (repeatable; the last one of a name wins).
+    #[arg(short = 'D', value_name = "NAME=VALUE", value_parser = common::parse_define)]
+    defines: Vec<(String, String)>,
+    /// An entry argument: a .npy file for a tensor param, a number for a scalar param.
+    #[arg(long = "arg", value_name = "NAME=PATH.npy|NUMBER", value_parser = parse_arg)]
+    args: Vec<(String, String)>,
+    /// Directory for the outputs, one NAME.npy per out/inout tensor (created if missing).
+    #[arg(long, value_name = "DIR")]
+    out: PathBuf,
+    /// Run program instances one after another instead of in parallel (same results).
+    #[arg(long)]
+    sequential: bool,
+}
+
+/// Parses `NAME=VALUE` (the argument of `--arg`).
+fn parse_arg(s: &str) -> Result<(String, String), String> {
+    match s.split_once('=') {
+        Some((n, v)) if common::is_name(n) && !v.is_empty() => Ok((n.to_string(), v.to_string())),
+        _ => Err(format!("expected NAME=PATH.npy or NAME=NUMBER (e.g. --arg q=q.npy --arg scale=0.125), found `{s}`")),
+    }
+}
+
+/// The module whose entry runs: the specialized module, or just the kernel `--kernel` names.
+fn entry_module(m: Module, kernel: Option<&str>) -> Result<Module, CliError> {
+    let names = || {
+        m.kernels
+            .values()
+            .map(|k| k.name.as_str())
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    let Some(name) = kernel else {
+        if m.entry_params().is_none() {
+            return Err(CliError::Plain(format!(
+                "module `{}` has {} kernels and no program: choose one with --kernel ({})",
+                m.name,
+                m.kernels.len(),
+                names()
+            )));
+        }
+        return Ok(m);
+    };
+    let Some((_, k)) = m.kernel(name) else {
+        return Err(CliError::Plain(format!(
+            "--kernel {name}: module `{}` has no such kernel (kernels: {})",
+            m.name,
+            names()
+        )));
+    };
+    let mut kernels = cranelift_entity::PrimaryMap::new();
+    kernels.push(k.clone());
+    Ok(Module {
+        doc: m.doc.clone(),
+        name: m.name.clone(),
+        consts: vec![],
+        kernels,
+        program: None,
+    })
+}
+
+/// Turns the `--arg`s into interpreter arguments, reading `.npy` files for tensor params.
+fn host_args(
+    src: &Source,
+    m: &Module,
+    args: &[(String, String)],
+) -> Result<BTreeMap<String, HostArg>, CliError> {
+    let params = m.entry_params().unwrap_or(&[]);
+    let entry_span = match &m.program {
+        Some(p) => p.span,
+        None => m
+            .kernels
+            .values()
+            .next()
+            .map_or(Span::default(), |k| k.span),
+    };
+    let mut out = BTreeMap::new();
+    let mut errs = Vec::new();
+    for (name, value) in args {
+        if out.contains_key(name) {
+            return Err(CliError::Plain(format!("--arg {name} is given twice")));
+        }
+        let Some(p) = params.iter().find(|p| &p.name == name) else {
+            let names: Vec<&str> = params.iter().map(|p| p.name.as_str()).collect();
+            errs.push(
+                Diagnostic::new(
+                    entry_span,
+                    format!("--arg {name}: the entry has no param `{name}`"),
+                )
+                .with_note(format!("the entry params are: {}", names.join(", "))),
+            );
+            continue;
+        };
+        if let Ok(x) = value.trim().parse::<f64>() {
+            out.insert(name.clone(), HostArg::Scalar(x));
+            continue;
+        }
+        match &p.kind {
+            ParamKind::Scalar(e) => errs.push(Diagnostic::new(
+                p.span,
+                format!("--arg {name}={value}: `{name}` is a scalar param of type {e}; expected a number"),
+            )),
+            ParamKind::Tensor(_, tt) => match npy::read(Path::new(value)) {
+                Ok(a) => {
+                    let dtype = tt.elem.known().unwrap_or(Dtype::F32);
+                    out.insert(name.clone(), HostArg::Tensor(HostTensor { dtype, shape: a.shape, data: a.data }));
+                }
+                Err(e) => errs.push(Diagnostic::new(p.span, format!("--arg {name}: {e}"))),
+            },
+        }
+    }
+    if errs.is_empty() {
+        Ok(out)
+    } else {
+        Err(CliError::located(src, kir_ir::Diagnostics(errs)))
+    }
+}
+
+/// The `.npy` element type an output of `dtype` is written as.
+fn out_dtype(dtype: Dtype) -> NpyDtype {
+    match dtype {
+        Dtype::F32 | Dtype::F16 | Dtype::Bf16 => NpyDtype::F32,
+        Dtype::I32 => NpyDtype::I32,
+        Dtype::I64 => NpyDtype::I64,
+        Dtype::U8 | Dtype::I1 => NpyDtype::U8,
+    }
+}
+
+/// Runs `kirc run`.
+pub fn main(a: Args) -> Result<ExitCode, CliError> {
+    let src = common::load(&a.file)?;
+    let f = common::frontend(&src, &a.defines)?;
+    let m = entry_module(f.specialized, a.kernel.as_deref())?;
+    let args = host_args(&src, &m, &a.args)?;
+    let opts = RunOptions {
+        parallel: !a.sequential,
+    };
+    let outputs = interp::run_with(&m, &args, &opts).map_err(|e| {
+        let message = match &e.kernel {
+            Some(k) if !e.message.contains(k.as_str()) => format!("in kernel @{k}: {}", e.message),
+            _ => e.message.clone(),
+        };
+        match e.span {
+            Some(span) => CliError::located(&src, Diagnostic::new(span, message)),
+            None => CliError::Plain(message),
+        }
+    })?;
+    std::fs::create_dir_all(&a.out)
+        .map_err(|e| CliError::Plain(format!("{}: {e}", a.out.display())))?;
+    for (name, t) in &outputs {
+        let path = a.out.join(format!("{name}.npy"));
+        let dtype = out_dtype(t.dtype);
+        npy::write(&path, dtype, &t.shape, &t.data).map_err(|e| CliError::Plain(e.to_string()))?;
+        println!(
+            "wrote {} ({} {:?}, as {dtype})",
+            path.display(),
+            t.dtype,
+            t.shape
+        );
+    }
+    Ok(ExitCode::SUCCESS)
+}

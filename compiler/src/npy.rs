@@ -1,0 +1,400 @@
+//! `.npy` files (NumPy's array format), read and written by hand: versions 1, 2 and 3,
+//! little-endian, C order. Values travel as `f64`, which holds every supported dtype exactly.
+//!
+//! Reading accepts `<f8 <f4 <f2 <i8 <i4 <i2 <u4 |u1 |i1 |b1`; writing supports `<f8 <f4 <i4 <i8 |u1`.
+//! Every malformed input (truncated, garbage, Fortran order, big-endian) is an [`NpyError`]
+//! naming the file and the problem; nothing here panics on input.
+
+use std::fmt;
+use std::path::Path;
+
+/// An element type of an `.npy` file.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum NpyDtype {
+    /// `<f8`
+    F64,
+    /// `<f4`
+    F32,
+    /// `<f2`
+    F16,
+    /// `<i8`
+    I64,
+    /// `<i4`
+    I32,
+    /// `<i2`
+    I16,
+    /// `<u4`
+    U32,
+    /// `|u1`
+    U8,
+    /// `|i1`
+    I8,
+    /// `|b1` (bool, one byte, 0 or 1)
+    Bool,
+}
+
+impl NpyDtype {
+    /// Every dtype, for lookups.
+    const ALL: [NpyDtype; 10] = [
+        NpyDtype::F64,
+        NpyDtype::F32,
+        NpyDtype::F16,
+        NpyDtype::I64,
+        NpyDtype::I32,
+        NpyDtype::I16,
+        NpyDtype::U32,
+        NpyDtype::U8,
+        NpyDtype::I8,
+        NpyDtype::Bool,
+    ];
+
+    /// The canonical descriptor NumPy writes (`<f4`, `|u1`).
+    pub fn descr(self) -> &'static str {
+        match self {
+            NpyDtype::F64 => "<f8",
+            NpyDtype::F32 => "<f4",
+            NpyDtype::F16 => "<f2",
+            NpyDtype::I64 => "<i8",
+            NpyDtype::I32 => "<i4",
+            NpyDtype::I16 => "<i2",
+            NpyDtype::U32 => "<u4",
+            NpyDtype::U8 => "|u1",
+            NpyDtype::I8 => "|i1",
+            NpyDtype::Bool => "|b1",
+        }
+    }
+
+    /// Bytes per element.
+    pub fn size(self) -> usize {
+        match self {
+            NpyDtype::F64 | NpyDtype::I64 => 8,
+            NpyDtype::F32 | NpyDtype::I32 | NpyDtype::U32 => 4,
+            NpyDtype::F16 | NpyDtype::I16 => 2,
+            NpyDtype::U8 | NpyDtype::I8 | NpyDtype::Bool => 1,
+        }
+    }
+
+    /// Parses a descriptor; one-byte types accept any byte-order mark. `Err` says why not.
+    fn from_descr(d: &str) -> Result<NpyDtype, String> {
+        let (order, code) = d.split_at(d.len().min(1));
+        let found = NpyDtype::ALL.into_iter().find(|t| &t.descr()[1..] == code);
+        match (order, found) {
+            (_, Some(t)) if t.size() == 1 && matches!(order, "|" | "<" | ">" | "=") => Ok(t),
+            ("<" | "=", Some(t)) => Ok(t),
+            (">", Some(_)) => Err(format!(
+                "big-endian dtype `{d}` is not supported (convert to little-endian)"
+            )),
+            _ => Err(format!(
+                "unsupported dtype `{d}` (supported: {})",
+                NpyDtype::ALL.map(|t| t.descr()).join(" ")
+            )),
+        }
+    }
+
+    /// Decodes one little-endian element (`b` holds exactly `size()` bytes).
+    fn decode(self, b: &[u8]) -> f64 {
+        let a8 = |b: &[u8]| -> [u8; 8] { std::array::from_fn(|i| b.get(i).copied().unwrap_or(0)) };
+        let a4 = |b: &[u8]| -> [u8; 4] { std::array::from_fn(|i| b.get(i).copied().unwrap_or(0)) };
+        let a2 = |b: &[u8]| -> [u8; 2] { std::array::from_fn(|i| b.get(i).copied().unwrap_or(0)) };
+        let b0 = b.first().copied().unwrap_or(0);
+        match self {
+            NpyDtype::F64 => f64::from_le_bytes(a8(b)),
+            NpyDtype::F32 => f32::from_le_bytes(a4(b)) as f64,
+            NpyDtype::F16 => half::f16::from_bits(u16::from_le_bytes(a2(b))).to_f64(),
+            NpyDtype::I64 => i64::from_le_bytes(a8(b)) as f64,
+            NpyDtype::I32 => i32::from_le_bytes(a4(b)) as f64,
+            NpyDtype::I16 => i16::from_le_bytes(a2(b)) as f64,
+            NpyDtype::U32 => u32::from_le_bytes(a4(b)) as f64,
+            NpyDtype::U8 => b0 as f64,
+            NpyDtype::I8 => b0 as i8 as f64,
+            NpyDtype::Bool => (b0 != 0) as u8 as f64,
+        }
+    }
+}
+
+impl fmt::Display for NpyDtype {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.descr())
+    }
+}
+
+/// An array read from (or to be written to) an `.npy` file, in C order.
+#[derive(Clone, Debug, PartialEq)]
+pub struct NpyArray {
+    /// The file's element type.
+    pub dtype: NpyDtype,
+    pub shape: Vec<usize>,
+    /// Every element, converted exactly to f64 (i64 beyond ±2⁵³ rounds).
+    pub data: Vec<f64>,
+}
+
+/// A problem with an `.npy` file: the file and what is wrong.
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+#[error("{file}: {message}")]
+pub struct NpyError {
+    pub file: String,
+    pub message: String,
+}
+
+const MAGIC: &[u8] = b"\x93NUMPY";
+
+/// Reads an `.npy` file.
+pub fn read(path: &Path) -> Result<NpyArray, NpyError> {
+    let file = path.display().to_string();
+    let bytes = std::fs::read(path).map_err(|e| NpyError {
+        file: file.clone(),
+        message: format!("cannot read: {e}"),
+    })?;
+    parse(&bytes, &file)
+}
+
+/// Parses the bytes of an `.npy` file; `file` names it in errors.
+pub fn parse(bytes: &[u8], file: &str) -> Result<NpyArray, NpyError> {
+    let err = |m: String| NpyError {
+        file: file.to_string(),
+        message: m,
+    };
+    if bytes.len() < 10 || &bytes[..6] != MAGIC {
+        return Err(err("not an .npy file (missing the \\x93NUMPY magic)".into()));
+    }
+    let (major, minor) = (bytes[6], bytes[7]);
+    let (hlen, start): (usize, usize) = match major {
+        1 => (u16::from_le_bytes([bytes[8], bytes[9]]) as usize, 10),
+        2 | 3 => {
+            let b = bytes
+                .get(8..12)
+                .ok_or_else(|| err("truncated header".into()))?;
+            (u32::from_le_bytes([b[0], b[1], b[2], b[3]]) as usize, 12)
+        }
+        _ => {
+            return Err(err(format!(
+                "unsupported .npy version {major}.{minor} (supported: 1, 2, 3)"
+            )))
+        }
+    };
+    let end = start
+        .checked_add(hlen)
+        .filter(|&e| e <= bytes.len())
+        .ok_or_else(|| {
+            err(format!(
+                "truncated header: it claims {hlen} bytes, the file has {}",
+                bytes.len() - start
+            ))
+        })?;
+    let header =
+        std::str::from_utf8(&bytes[start..end]).map_err(|_| err("header is not text".into()))?;
+    let h = parse_header(header)
+        .map_err(|m| err(format!("bad header {:?}: {m}", header.trim_end())))?;
+    if h.fortran_order {
+        return Err(err(
+            "Fortran-order arrays are not supported (save with C order, e.g. np.ascontiguousarray)"
+                .into(),
+        ));
+    }
+    let dtype = NpyDtype::from_descr(&h.descr).map_err(err)?;
+    let count = h.shape.iter().try_fold(1usize, |a, &d| a.checked_mul(d));
+    let nbytes = count.and_then(|c| c.checked_mul(dtype.size()));
+    let (Some(count), Some(nbytes)) = (count, nbytes) else {
+        return Err(err(format!("shape {:?} is too large", h.shape)));
+    };
+    let data = &bytes[end..];
+    if data.len() != nbytes {
+        let what = if data.len() < nbytes {
+            "truncated"
+        } else {
+            "too long"
+        };
+        return Err(err(format!(
+            "{what}: shape {:?} of {dtype} needs {nbytes} data bytes, the file has {}",
+            h.shape,
+            data.len()
+        )));
+    }
+    let values = data
+        .chunks_exact(dtype.size())
+        .map(|c| dtype.decode(c))
+        .collect::<Vec<_>>();
+    debug_assert_eq!(values.len(), count);
+    Ok(NpyArray {
+        dtype,
+        shape: h.shape,
+        data: values,
+    })
+}
+
+/// The three fields of an `.npy` header.
+struct Header {
+    descr: String,
+    fortran_order: bool,
+    shape: Vec<usize>,
+}
+
+/// Parses the Python dict literal of a header: `{'descr': '<f4', 'fortran_order': False, 'shape': (2, 3), }`.
+fn parse_header(h: &str) -> Result<Header, String> {
+    let mut p = Lit {
+        s: h.trim().as_bytes(),
+        i: 0,
+    };
+    p.expect(b'{')?;
+    let (mut descr, mut fortran, mut shape) = (None, None, None);
+    loop {
+        p.ws();
+        if p.eat(b'}') {
+            break;
+        }
+        let key = p.string()?;
+        p.ws();
+        p.expect(b':')?;
+        p.ws();
+        match key.as_str() {
+            "descr" => descr = Some(p.string()?),
+            "fortran_order" => fortran = Some(p.boolean()?),
+            "shape" => shape = Some(p.tuple()?),
+            _ => return Err(format!("unknown key '{key}'")),
+        }
+        p.ws();
+        if !p.eat(b',') {
+            p.ws();
+            p.expect(b'}')?;
+            break;
+        }
+    }
+    Ok(Header {
+        descr: descr.ok_or("no 'descr'")?,
+        fortran_order: fortran.ok_or("no 'fortran_order'")?,
+        shape: shape.ok_or("no 'shape'")?,
+    })
+}
+
+/// A cursor over a Python literal.
+struct Lit<'a> {
+    s: &'a [u8],
+    i: usize,
+}
+
+impl Lit<'_> {
+    fn ws(&mut self) {
+        while self.s.get(self.i).is_some_and(|c| c.is_ascii_whitespace()) {
+            self.i += 1;
+        }
+    }
+
+    fn eat(&mut self, c: u8) -> bool {
+        let hit = self.s.get(self.i) == Some(&c);
+        self.i += hit as usize;
+        hit
+    }
+
+    fn expect(&mut self, c: u8) -> Result<(), String> {
+        if self.eat(c) {
+            Ok(())
+        } else {
+            Err(format!("expected '{}' at byte {}", c as char, self.i))
+        }
+    }
+
+    fn string(&mut self) -> Result<String, String> {
+        let q = match self.s.get(self.i) {
+            Some(&q @ (b'\'' | b'"')) => q,
+            _ => return Err(format!("expected a string at byte {}", self.i)),
+        };
+        let start = self.i + 1;
+        let len = self.s[start..]
+            .iter()
+            .position(|&c| c == q)
+            .ok_or("unterminated string")?;
+        self.i = start + len + 1;
+        Ok(String::from_utf8_lossy(&self.s[start..start + len]).into_owned())
+    }
+
+    fn boolean(&mut self) -> Result<bool, String> {
+        for (word, v) in [(&b"True"[..], true), (&b"False"[..], false)] {
+            if self.s[self.i..].starts_with(word) {
+                self.i += word.len();
+                return Ok(v);
+            }
+        }
+        Err(format!("expected True or False at byte {}", self.i))
+    }
+
+    fn tuple(&mut self) -> Result<Vec<usize>, String> {
+        self.expect(b'(')?;
+        let mut dims = Vec::new();
+        loop {
+            self.ws();
+            if self.eat(b')') {
+                return Ok(dims);
+            }
+            let start = self.i;
+            while self.s.get(self.i).is_some_and(u8::is_ascii_digit) {
+                self.i += 1;
+            }
+            let text = std::str::from_utf8(&self.s[start..self.i]).unwrap_or("");
+            let d = text
+                .parse::<usize>()
+                .map_err(|_| format!("expected a dimension at byte {start}"))?;
+            dims.push(d);
+            self.ws();
+            if !self.eat(b',') {
+                self.ws();
+                self.expect(b')')?;
+                return Ok(dims);
+            }
+        }
+    }
+}
+
+/// The bytes of an `.npy` file (version 1.0; 2.0 if the header needs it) holding `data` (C order) as `dtype`. Values are
+/// converted with `as` (floats round to nearest even; integers are expected to be integral
+/// and in range, and saturate otherwise).
+pub fn to_bytes(dtype: NpyDtype, shape: &[usize], data: &[f64]) -> Vec<u8> {
+    let dims: Vec<String> = shape.iter().map(|d| d.to_string()).collect();
+    let shape_text = match dims.len() {
+        1 => format!("({},)", dims[0]),
+        _ => format!("({})", dims.join(", ")),
+    };
+    let mut header = format!(
+        "{{'descr': '{}', 'fortran_order': False, 'shape': {shape_text}, }}",
+        dtype.descr()
+    );
+    // Pad with spaces so the data starts at a multiple of 64 bytes; end with a newline.
+    // Version 1 stores the header length in 2 bytes, version 2 in 4.
+    let v1 = MAGIC.len() + 4 + header.len() + 1 + 64 <= u16::MAX as usize;
+    let prefix = MAGIC.len() + if v1 { 4 } else { 6 };
+    let unpadded = prefix + header.len() + 1;
+    header.push_str(&" ".repeat((64 - unpadded % 64) % 64));
+    header.push('\n');
+    let mut out = Vec::with_capacity(prefix + header.len() + data.len() * dtype.size());
+    out.extend_from_slice(MAGIC);
+    if v1 {
+        out.extend_from_slice(&[1, 0]);
+        out.extend_from_slice(&(header.len() as u16).to_le_bytes());
+    } else {
+        out.extend_from_slice(&[2, 0]);
+        out.extend_from_slice(&(header.len() as u32).to_le_bytes());
+    }
+    out.extend_from_slice(header.as_bytes());
+    for &x in data {
+        match dtype {
+            NpyDtype::F64 => out.extend_from_slice(&x.to_le_bytes()),
+            NpyDtype::F32 => out.extend_from_slice(&(x as f32).to_le_bytes()),
+            NpyDtype::F16 => out.extend_from_slice(&half::f16::from_f64(x).to_bits().to_le_bytes()),
+            NpyDtype::I64 => out.extend_from_slice(&(x as i64).to_le_bytes()),
+            NpyDtype::I32 => out.extend_from_slice(&(x as i32).to_le_bytes()),
+            NpyDtype::I16 => out.extend_from_slice(&(x as i16).to_le_bytes()),
+            NpyDtype::U32 => out.extend_from_slice(&(x as u32).to_le_bytes()),
+            NpyDtype::U8 => out.push(x as u8),
+            NpyDtype::I8 => out.push(x as i8 as u8),
+            NpyDtype::Bool => out.push((x != 0.0) as u8),
+        }
+    }
+    out
+}
+
+/// Writes `data` (C order, `shape`) to `path` as `dtype` (see [`to_bytes`]).
+pub fn write(path: &Path, dtype: NpyDtype, shape: &[usize], data: &[f64]) -> Result<(), NpyError> {
+    std::fs::write(path, to_bytes(dtype, shape, data)).map_err(|e| NpyError {
+        file: path.display().to_string(),
+        message: format!("cannot write: {e}"),
+    })
+}

@@ -1,0 +1,412 @@
+//! Type rules, part 2: compute ops (cast, select, cmp, reduce, dot, nf4) and structured control
+//! flow (`for`, `if`, `static_if`, with the values their regions `yield`).
+
+use super::body::Body;
+use super::rules::{binary_operands, expect_ty, opd, res};
+use super::{dim_eq, dims_of, dtype_is, err, err_note, lit_int, shape_eq, ty_eq};
+use crate::dtype::Dtype;
+use crate::entities::Block;
+use crate::expr::Expr;
+use crate::module::OpData;
+use crate::ops::{Attr, Opcode};
+use crate::types::{ElemType, Type};
+
+/// The comparisons `cmp` accepts.
+const CMP_KINDS: [&str; 6] = ["eq", "ne", "lt", "le", "gt", "ge"];
+/// The reductions `reduce` accepts.
+const REDUCE_KINDS: [&str; 3] = ["sum", "max", "min"];
+
+/// `t`'s shape with a known element type.
+fn with_dtype(t: &Type, dt: Dtype) -> Type {
+    match t {
+        Type::Scalar(_) => Type::scalar(dt),
+        Type::Tile(d, _) => Type::Tile(d.clone(), ElemType::Known(dt)),
+    }
+}
+
+/// `cast`: any dtypes, same shape.
+pub(crate) fn cast(b: &mut Body, d: &OpData) {
+    let (Some(x), Some(r)) = (opd(b, d, 0), res(b, d, 0)) else {
+        return;
+    };
+    if shape_eq(x, r) == Some(false) {
+        err(b.errs, d.span, format!("`cast` keeps the shape: {x} → {r}"));
+    }
+}
+
+/// `select c, x, y`: c is i1 (scalar or x's shape), x and y and the result share one type.
+pub(crate) fn select(b: &mut Body, d: &OpData) {
+    let (Some(c), Some(x), Some(y)) = (opd(b, d, 0), opd(b, d, 1), opd(b, d, 2)) else {
+        return;
+    };
+    if dtype_is(c, |t| t == Dtype::I1) == Some(false) {
+        err(
+            b.errs,
+            d.span,
+            format!("the condition of `select` must be i1, found {c}"),
+        );
+    }
+    if !c.is_scalar() && shape_eq(c, x) == Some(false) {
+        err(b.errs, d.span, format!("the condition of `select` is {c} but the values are {x}: use a scalar or the same shape"));
+    }
+    if ty_eq(x, y) == Some(false) {
+        err(
+            b.errs,
+            d.span,
+            format!("`select` values differ: {x} vs {y}"),
+        );
+    }
+    if let Some(r) = res(b, d, 0) {
+        expect_ty(b.errs, d, "the result of `select`", x, r);
+    }
+}
+
+/// `cmp KIND x, y`: operands as for binary ops, result i1 of their shape.
+pub(crate) fn cmp(b: &mut Body, d: &OpData) {
+    if let Some(Attr::Name(n, sp)) = &d.lead {
+        if !CMP_KINDS.contains(&n.as_str()) {
+            err_note(
+                b.errs,
+                *sp,
+                format!("unknown comparison `{n}`"),
+                "expected eq, ne, lt, le, gt or ge",
+            );
+        }
+    }
+    let Some(t) = binary_operands(b, d) else {
+        return;
+    };
+    if let Some(r) = res(b, d, 0) {
+        expect_ty(
+            b.errs,
+            d,
+            "the result of `cmp`",
+            &with_dtype(t, Dtype::I1),
+            r,
+        );
+    }
+}
+
+/// `reduce KIND x axis A`: the axis is required and in range; the result keeps the rank with
+/// that dim 1, and the dtype.
+pub(crate) fn reduce(b: &mut Body, d: &OpData) {
+    let kind = match &d.lead {
+        Some(Attr::Name(n, sp)) => {
+            if !REDUCE_KINDS.contains(&n.as_str()) {
+                err_note(
+                    b.errs,
+                    *sp,
+                    format!("unknown reduction `{n}`"),
+                    "expected sum, max or min",
+                );
+            }
+            n.as_str()
+        }
+        _ => "",
+    };
+    let Some(x) = opd(b, d, 0) else { return };
+    let Type::Tile(xd, xe) = x else {
+        err(
+            b.errs,
+            d.span,
+            format!("`reduce` needs a tile operand, found {x}"),
+        );
+        return;
+    };
+    if kind == "sum" && dtype_is(x, |t| t == Dtype::I1) == Some(true) {
+        err(
+            b.errs,
+            d.span,
+            format!("`reduce sum` does not apply to {x} (cast to an integer first)"),
+        );
+    }
+    let axis = match d.attr("axis") {
+        None => {
+            err_note(
+                b.errs,
+                d.span,
+                "`reduce` needs an `axis`",
+                "write the axis to reduce, e.g. `reduce sum %x axis 1`",
+            );
+            return;
+        }
+        Some(Attr::Expr(e)) => e,
+        Some(_) => return,
+    };
+    let Some(a) = lit_int(axis) else { return };
+    if a < 0 || a as usize >= xd.len() {
+        err(
+            b.errs,
+            axis.span,
+            format!(
+                "axis {a} of `reduce` is out of range for {x} (rank {})",
+                xd.len()
+            ),
+        );
+        return;
+    }
+    let mut dims = xd.clone();
+    dims[a as usize] = Expr::int(1);
+    if let Some(r) = res(b, d, 0) {
+        expect_ty(
+            b.errs,
+            d,
+            &format!("the result of `reduce` along axis {a} of {x}"),
+            &Type::Tile(dims, xe.clone()),
+            r,
+        );
+    }
+}
+
+/// `dot a, b, acc`: a [M,K] and b [K,N] of one float dtype; acc and the result f32 [M,N].
+pub(crate) fn dot(b: &mut Body, d: &OpData) {
+    let (Some(a), Some(bt), Some(acc)) = (opd(b, d, 0), opd(b, d, 1), opd(b, d, 2)) else {
+        return;
+    };
+    let mut ok = true;
+    for (t, which) in [(a, "a"), (bt, "b"), (acc, "acc")] {
+        if dims_of(t).len() != 2 {
+            err(
+                b.errs,
+                d.span,
+                format!("`dot` operand {which} must be a 2-D tile, found {t}"),
+            );
+            ok = false;
+        }
+    }
+    for (t, which) in [(a, "a"), (bt, "b")] {
+        if dtype_is(t, Dtype::is_float) == Some(false) {
+            err(
+                b.errs,
+                d.span,
+                format!("`dot` operand {which} must be a float tile, found {t}"),
+            );
+        }
+    }
+    if super::elem_eq(a.elem(), bt.elem()) == Some(false) {
+        err(
+            b.errs,
+            d.span,
+            format!("`dot` operands a and b differ in dtype: {a} vs {bt} (use `cast`)"),
+        );
+    }
+    if !ok {
+        return;
+    }
+    let (ad, bd) = (dims_of(a), dims_of(bt));
+    if dim_eq(&ad[1], &bd[0]) == Some(false) {
+        err(
+            b.errs,
+            d.span,
+            format!(
+                "`dot` inner dims differ: a is {a} (K = {}) but b is {bt} (K = {})",
+                ad[1], bd[0]
+            ),
+        );
+    }
+    let mn = Type::Tile(
+        vec![ad[0].clone(), bd[1].clone()],
+        ElemType::Known(Dtype::F32),
+    );
+    expect_ty(
+        b.errs,
+        d,
+        &format!("the accumulator of `dot` on {a} and {bt}"),
+        &mn,
+        acc,
+    );
+    if let Some(r) = res(b, d, 0) {
+        expect_ty(b.errs, d, "the result of `dot`", &mn, r);
+    }
+}
+
+/// `nf4 x`: u8 codes to f32 values of the same shape.
+pub(crate) fn nf4(b: &mut Body, d: &OpData) {
+    let Some(x) = opd(b, d, 0) else { return };
+    if dtype_is(x, |t| t == Dtype::U8) == Some(false) {
+        err(b.errs, d.span, format!("`nf4` needs u8 codes, found {x}"));
+    }
+    if let Some(r) = res(b, d, 0) {
+        expect_ty(
+            b.errs,
+            d,
+            "the result of `nf4`",
+            &with_dtype(x, Dtype::F32),
+            r,
+        );
+    }
+}
+
+/// Checks the final `yield` of region `r` of `d` against `expected` (one type per value).
+fn check_yield(b: &mut Body, d: &OpData, r: Block, expected: &[Option<&Type>], which: &str) {
+    let dfg = &b.k.dfg;
+    let name = d.opcode.name();
+    let Some(y) = dfg
+        .blocks
+        .get(r)
+        .and_then(|bd| bd.ops.last())
+        .and_then(|&l| dfg.ops.get(l))
+    else {
+        return;
+    };
+    if y.opcode != Opcode::Yield {
+        return; // reported by the body walk
+    }
+    if y.operands.len() != expected.len() {
+        let types: Vec<String> = expected
+            .iter()
+            .map(|t| t.map_or("?".into(), |t| t.to_string()))
+            .collect();
+        let mut note = format!("expected types: ({})", super::list(&types));
+        if which.contains("else") && y.operands.is_empty() {
+            note += "; an op with results needs an `else` region that yields them";
+        }
+        err_note(
+            b.errs,
+            y.span,
+            format!(
+                "`yield` in {which} of `{name}` gives {} value(s); expected {}",
+                y.operands.len(),
+                expected.len()
+            ),
+            note,
+        );
+        return;
+    }
+    for (i, (&v, e)) in y.operands.iter().zip(expected).enumerate() {
+        if let (Some(t), Some(e)) = (b.vty(v), e) {
+            if ty_eq(t, e) == Some(false) {
+                err(
+                    b.errs,
+                    y.span,
+                    format!("value {i} yielded by {which} of `{name}` is {t}, expected {e}"),
+                );
+            }
+        }
+    }
+}
+
+/// Regions of `if`/`static_if` take no block arguments and yield the op's result types.
+fn check_branches(b: &mut Body, d: &OpData) {
+    let expected: Vec<Option<&Type>> = (0..d.results.len()).map(|i| res(b, d, i)).collect();
+    for (&r, which) in d.regions.iter().zip(["the then region", "the else region"]) {
+        if b.k.dfg.blocks.get(r).is_some_and(|bd| !bd.args.is_empty()) {
+            err(
+                b.errs,
+                d.span,
+                format!(
+                    "{which} of `{}` must take no block arguments",
+                    d.opcode.name()
+                ),
+            );
+        }
+        check_yield(b, d, r, &expected, which);
+    }
+}
+
+/// `for iv = lo to hi step s iter(...)`: i32 scalar bounds; block args [iv, carried...] with the
+/// init types; results and yielded values of the init types.
+pub(crate) fn for_(b: &mut Body, d: &OpData) {
+    if d.operands.len() < 3 {
+        err(
+            b.errs,
+            d.span,
+            format!(
+                "`for` needs lo, hi and step operands, found {} operand(s)",
+                d.operands.len()
+            ),
+        );
+        return;
+    }
+    let i32s = Type::scalar(Dtype::I32);
+    for (i, which) in ["lower bound", "upper bound", "step"]
+        .into_iter()
+        .enumerate()
+    {
+        if let Some(t) = opd(b, d, i) {
+            expect_ty(b.errs, d, &format!("the {which} of `for`"), &i32s, t);
+        }
+    }
+    let inits: Vec<Option<&Type>> = (3..d.operands.len()).map(|i| opd(b, d, i)).collect();
+    if d.results.len() != inits.len() {
+        err(
+            b.errs,
+            d.span,
+            format!(
+                "`for` has {} loop-carried value(s) but {} result(s)",
+                inits.len(),
+                d.results.len()
+            ),
+        );
+    } else {
+        for (i, init) in inits.iter().enumerate() {
+            if let (Some(init), Some(r)) = (init, res(b, d, i)) {
+                if ty_eq(init, r) == Some(false) {
+                    err(
+                        b.errs,
+                        d.span,
+                        format!("result {i} of `for` is {r} but its initial value is {init}"),
+                    );
+                }
+            }
+        }
+    }
+    let Some(&body) = d.regions.first() else {
+        return;
+    };
+    if let Some(bd) = b.k.dfg.blocks.get(body) {
+        if bd.args.len() != 1 + inits.len() {
+            err(
+                b.errs,
+                d.span,
+                format!(
+                    "the body of `for` has {} block argument(s); expected {} (the induction variable and one per carried value)",
+                    bd.args.len(),
+                    1 + inits.len()
+                ),
+            );
+        } else {
+            if let Some(t) = bd.args.first().and_then(|&v| b.vty(v)) {
+                expect_ty(b.errs, d, "the induction variable of `for`", &i32s, t);
+            }
+            for (i, init) in inits.iter().enumerate() {
+                if let (Some(init), Some(t)) = (init, bd.args.get(i + 1).and_then(|&v| b.vty(v))) {
+                    if ty_eq(init, t) == Some(false) {
+                        err(b.errs, d.span, format!("carried value {i} of `for` is {t} in the body but starts as {init}"));
+                    }
+                }
+            }
+        }
+    }
+    check_yield(b, d, body, &inits, "the body");
+}
+
+/// `if %c`: one scalar i1 operand, two regions yielding the result types.
+pub(crate) fn if_(b: &mut Body, d: &OpData) {
+    if d.operands.len() != 1 {
+        err(
+            b.errs,
+            d.span,
+            format!(
+                "`if` takes one condition operand, found {}",
+                d.operands.len()
+            ),
+        );
+    }
+    if let Some(c) = opd(b, d, 0) {
+        if !c.is_scalar() || dtype_is(c, |t| t == Dtype::I1) == Some(false) {
+            err(
+                b.errs,
+                d.span,
+                format!("the condition of `if` must be a scalar i1, found {c}"),
+            );
+        }
+    }
+    check_branches(b, d);
+}
+
+/// `static_if EXPR`: a constant condition (names checked by the body walk), two regions
+/// yielding the result types.
+pub(crate) fn static_if(b: &mut Body, d: &OpData) {
+    check_branches(b, d);
+}

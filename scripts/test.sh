@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# The one test command (CI runs exactly this): installs the pinned CUDA tools (ptxas, NVRTC)
+# under .tools/, points kir at them, and runs every test of the workspace in release mode (so
+# interpreter tests at real sizes are fast). No test skips for lack of a tool.
+set -euo pipefail
+
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cd "$root"
+start=$SECONDS
+
+./scripts/install-tools.sh
+# shellcheck source=/dev/null
+source .tools/env.sh
+echo "test.sh: tools ready after $((SECONDS - start))s (KIR_PTXAS=$KIR_PTXAS, KIR_NVRTC=$KIR_NVRTC)"
+
+t=$SECONDS
+cargo test --workspace --release
+echo "test.sh: cargo test --workspace --release took $((SECONDS - t))s"
+echo "test.sh: all tests passed in $((SECONDS - start))s"
