@@ -123,6 +123,7 @@ impl fmt::Display for NpyDtype {
 pub struct NpyArray {
     /// The file's element type.
     pub dtype: NpyDtype,
+    /// The dims, outermost first (empty for a 0-d array).
     pub shape: Vec<usize>,
     /// Every element, converted exactly to f64 (i64 beyond ±2⁵³ rounds).
     pub data: Vec<f64>,
@@ -132,7 +133,9 @@ pub struct NpyArray {
 #[derive(Clone, Debug, PartialEq, thiserror::Error)]
 #[error("{file}: {message}")]
 pub struct NpyError {
+    /// The file, as given.
     pub file: String,
+    /// What is wrong with it.
     pub message: String,
 }
 

@@ -117,6 +117,29 @@ pub fn compare(name: &str, out: &[f64], reference: &[f64], tol: (f64, f64)) {
     );
 }
 
+/// Like [`compare`], but errors are measured against `scale` (the magnitude of the terms the
+/// result is computed from) rather than the result itself, for outputs that are a difference of
+/// larger terms: ‖out−ref‖/‖scale‖ and max|out−ref| / max|scale|.
+pub fn compare_scaled(name: &str, out: &[f64], reference: &[f64], scale: &[f64], tol: (f64, f64)) {
+    assert_eq!(out.len(), reference.len(), "{name}: length {} vs reference {}", out.len(), reference.len());
+    let (mut num, mut den, mut max_err, mut max_scale) = (0.0f64, 0.0f64, 0.0f64, 0.0f64);
+    for (i, ((&o, &r), &s)) in out.iter().zip(reference).zip(scale).enumerate() {
+        assert!(o.is_finite(), "{name}[{i}]: got {o}, expected {r}");
+        num += (o - r) * (o - r);
+        den += s * s;
+        max_err = max_err.max((o - r).abs());
+        max_scale = max_scale.max(s.abs());
+    }
+    let rel = if den > 0.0 { (num / den).sqrt() } else { num.sqrt() };
+    let rel_max = if max_scale > 0.0 { max_err / max_scale } else { max_err };
+    assert!(
+        rel <= tol.0 && rel_max <= tol.1,
+        "{name}: rel L2 error vs term scale {rel:.3e} (tol {:.1e}), max error / max scale {rel_max:.3e} (tol {:.1e})",
+        tol.0,
+        tol.1
+    );
+}
+
 /// A tensor argument.
 pub fn t(dtype: Dtype, shape: &[usize], data: Vec<f64>) -> HostArg {
     HostArg::Tensor(HostTensor { dtype, shape: shape.to_vec(), data })

@@ -72,9 +72,12 @@ pub fn rmsnorm_fwd(x: &[f64], w: &[f64], rows: usize, n: usize, eps: f64) -> (Ve
     (y, rstd)
 }
 
-/// RMSNorm backward: (dx, dw) for y = x·rstd·w.
-pub fn rmsnorm_bwd(x: &[f64], w: &[f64], dy: &[f64], rows: usize, n: usize, eps: f64) -> (Vec<f64>, Vec<f64>) {
+/// RMSNorm backward: (dx, dw, dx_scale) for y = x·rstd·w. `dx_scale` is |rstd·w·dy| +
+/// |rstd³·x·mean(x·w·dy)| per element: the size of the two terms whose difference is dx, which
+/// bounds the rounding error of any finite-precision evaluation (dx itself can cancel to ~0).
+pub fn rmsnorm_bwd(x: &[f64], w: &[f64], dy: &[f64], rows: usize, n: usize, eps: f64) -> (Vec<f64>, Vec<f64>, Vec<f64>) {
     let mut dx = vec![0.0; rows * n];
+    let mut dx_scale = vec![0.0; rows * n];
     let mut dw = vec![0.0; n];
     for r in 0..rows {
         let xr = &x[r * n..][..n];
@@ -83,11 +86,13 @@ pub fn rmsnorm_bwd(x: &[f64], w: &[f64], dy: &[f64], rows: usize, n: usize, eps:
         let rs = 1.0 / (ms + eps).sqrt();
         let c = (0..n).map(|j| xr[j] * w[j] * dyr[j]).sum::<f64>() / n as f64;
         for j in 0..n {
-            dx[r * n + j] = rs * w[j] * dyr[j] - rs * rs * rs * xr[j] * c;
+            let (t1, t2) = (rs * w[j] * dyr[j], rs * rs * rs * xr[j] * c);
+            dx[r * n + j] = t1 - t2;
+            dx_scale[r * n + j] = t1.abs() + t2.abs();
             dw[j] += dyr[j] * xr[j] * rs;
         }
     }
-    (dx, dw)
+    (dx, dw, dx_scale)
 }
 
 /// Epilogue of the gemm oracle.

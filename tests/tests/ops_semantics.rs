@@ -115,7 +115,6 @@ fn shapes_reductions_transpose_masks() {
         vec![
             ("x", t(Dtype::F32, &[m, n], x.clone())),
             ("rowsum", t(Dtype::F32, &[m], vec![0.0; m])),
-            ("colmax", t(Dtype::F32, &[gm, n], vec![0.0; gm * n])),
         ],
     );
     let rowsum: Vec<f64> = (0..m).map(|i| (0..n).map(|j| x[i * n + j]).sum()).collect();

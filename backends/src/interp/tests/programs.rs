@@ -238,20 +238,20 @@ fn gemm_like_dims() -> Module {
 fn unspecialized_modules_are_rejected() {
     let mut md = gemm_like_dims();
     md.consts.push(ConstDecl { name: "BLOCK".into(), kind: ConstKind::Int, default: Expr::int(4), require: None, doc: vec![], span: Span::default() });
-    assert!(go(&md, vec![], true).unwrap_err().message.contains("still has constants (BLOCK)"));
+    assert!(go_unverified(&md, vec![], true).unwrap_err().message.contains("still has constants (BLOCK)"));
 
     let mut b = B::new();
     let (t, e) = (b.dfg.new_block(), b.dfg.new_block());
     let body = b.body;
     b.op_full(body, Opcode::StaticIf, &[], Some(Attr::Expr(Expr::int(1))), None, vec![], vec![t, e], vec![]);
     let md = module(vec![kernel("k", vec![], [Expr::int(1), Expr::int(1), Expr::int(1)], vec![], b)], None);
-    assert!(go(&md, vec![], true).unwrap_err().message.contains("static_if"));
+    assert!(go_unverified(&md, vec![], true).unwrap_err().message.contains("static_if"));
 
     let mut b = B::new();
     let body = b.body;
     b.op_lead(body, Opcode::Const, Attr::Expr(Expr::int(0)), &[], vec![], Type::Tile(vec![Expr::ident("BLOCK")], ElemType::Known(F32)));
     let md = module(vec![kernel("k", vec![], [Expr::int(1), Expr::int(1), Expr::int(1)], vec![], b)], None);
-    assert!(go(&md, vec![], true).unwrap_err().message.contains("not concrete"));
+    assert!(go_unverified(&md, vec![], true).unwrap_err().message.contains("not concrete"));
 }
 
 #[test]
@@ -281,4 +281,40 @@ fn if_picks_a_region_and_strided_params_work() {
     assert_eq!(o["y"].data, xv.iter().map(|v| -v).collect::<Vec<_>>());
     let e = go(&md, vec![("x", ht(F32, &[2, 3], xv)), ("flag", HostArg::Scalar(2.0))], true).unwrap_err();
     assert!(e.message.contains("scalar `flag`: 2 is not in the range of i1"), "{}", e.message);
+}
+
+#[test]
+fn text_softmax_runs() {
+    let src = r#"module softmax
+kernel @softmax(x: in tensor<f32>[R, N], y: out tensor<f32>[R, N]) grid [R, 1, 1] requires [N <= 16] {
+  %r = program_id 0 : i32
+  %z = const 0 : i32
+  %t = load x[%r, %z] other -inf : tile<16xf32>
+  %t2 = reshape %t : tile<1x16xf32>
+  %m = reduce max %t2 axis 1 : tile<1x1xf32>
+  %mb = broadcast %m : tile<1x16xf32>
+  %d = sub %t2, %mb : tile<1x16xf32>
+  %e = exp %d : tile<1x16xf32>
+  %s = reduce sum %e axis 1 : tile<1x1xf32>
+  %sb = broadcast %s : tile<1x16xf32>
+  %p = div %e, %sb : tile<1x16xf32>
+  %p1 = reshape %p : tile<16xf32>
+  store y[%r, %z], %p1 guard
+}
+"#;
+    let md = kir_ir::text::parse(src).unwrap_or_else(|e| panic!("{}", e.render("softmax", src)));
+    let (r, n) = (3, 11);
+    let x: Vec<f64> = rand_vals(r * n, 5, false).iter().map(|v| v * 5.0).collect();
+    let out = go(&md, vec![("x", ht(F32, &[r, n], x.clone()))], true).unwrap();
+    for i in 0..r {
+        let row = &x[i * n..][..n];
+        let m = row.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
+        let s: f64 = row.iter().map(|v| (v - m).exp()).sum();
+        for j in 0..n {
+            let want = (row[j] - m).exp() / s;
+            assert!((out["y"].data[i * n + j] - want).abs() < 1e-6);
+        }
+    }
+    let e = go(&md, vec![("x", ht(F32, &[1, 17], vec![0.0; 17]))], true).unwrap_err();
+    assert!(e.message.contains("requirement `N <= 16` does not hold (N = 17, R = 1)"), "{}", e.message);
 }
