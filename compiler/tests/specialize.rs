@@ -288,6 +288,59 @@ fn names_types_and_spans_survive() {
 }
 
 #[test]
+fn spliced_names_that_collide_are_made_unique() {
+    let src = "module c
+const A: int = 1
+kernel @k(y: out tensor<i32>[N]) grid [1, 1, 1] {
+  %r = static_if A == 1 : i32 {
+    %x = const 1 : i32
+    yield %x
+  } else {
+    %x = const 2 : i32
+    yield %x
+  }
+  %x = add %r, %r : i32
+  %t = splat %x : tile<4xi32>
+  store y[0], %t guard
+}
+";
+    let s = specialize(&text::parse(src).unwrap(), &[]).unwrap();
+    let txt = text::print(&s);
+    assert!(
+        txt.contains("%x = const 1") && txt.contains("%x_1 = add %x, %x"),
+        "{txt}"
+    );
+    assert_eq!(text::parse(&txt).unwrap(), s);
+}
+
+#[test]
+fn regions_not_taken_are_not_folded() {
+    let src = "module d
+const B: int = 32
+kernel @k(y: out tensor<i32>[N]) grid [1, 1, 1] {
+  %r = static_if B == 32 : i32 {
+    %a = const 1 : i32
+    yield %a
+  } else {
+    %q = const 64 / (B - 32) : i32
+    yield %q
+  }
+  %t = splat %r : tile<4xi32>
+  store y[0], %t guard
+}
+";
+    let m = text::parse(src).unwrap();
+    let s = specialize(&m, &[]).unwrap_or_else(|e| panic!("{}", e.render("d.kir", src)));
+    assert!(text::print(&s).contains("%t = splat %a"));
+    let e = specialize(&m, &defs(&[("B", "0")])).unwrap();
+    assert!(
+        text::print(&e).contains("%q = const -2 : i32"),
+        "{}",
+        text::print(&e)
+    );
+}
+
+#[test]
 fn every_builtin_round_trips_after_specialization() {
     for (name, src) in oplib::builtins() {
         let (_, s) =

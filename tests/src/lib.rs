@@ -66,13 +66,24 @@ impl Rng {
 }
 
 /// Rounds `x` to the nearest value of `dtype` (ties to even), as the IR's storage does.
+/// Written independently of the code under test: f64 arithmetic on the binary format's
+/// parameters (significand bits, minimum normal exponent, largest finite value).
 pub fn round(dtype: Dtype, x: f64) -> f64 {
-    match dtype {
-        Dtype::F32 => x as f32 as f64,
-        Dtype::F16 => half::f16::from_f64(x).to_f64(),
-        Dtype::Bf16 => half::bf16::from_f64(x).to_f64(),
-        Dtype::I32 | Dtype::I64 | Dtype::U8 | Dtype::I1 => x.round(),
+    let (bits, emin, max) = match dtype {
+        Dtype::F32 => return x as f32 as f64,
+        Dtype::F16 => (11, -14, 65504.0),
+        Dtype::Bf16 => (8, -126, 3.3895313892515355e38),
+        Dtype::I32 | Dtype::I64 | Dtype::U8 | Dtype::I1 => return x.round(),
+    };
+    if !x.is_finite() || x == 0.0 {
+        return x;
     }
+    // Exponent of x from its bits (x is normal in f64 for every value tests use).
+    let e = (((x.to_bits() >> 52) & 0x7ff) as i32 - 1023).max(emin);
+    let ulp = 2f64.powi(e - (bits - 1));
+    let r = (x / ulp).round_ties_even() * ulp;
+    // Overflow: values at or beyond max + ulp/2 round to infinity.
+    if r.abs() > max { f64::INFINITY.copysign(x) } else { r }
 }
 
 /// Parses a dtype name used in test tables.

@@ -165,3 +165,19 @@ fn control_flow_and_nf4() {
     let want: Vec<f64> = codes.iter().map(|&cd| nf4[(cd as usize) & 15] as f32 as f64).collect();
     assert_eq!(out["nf4out"].data, want);
 }
+
+/// The test crate's rounding matches known values, including ties to even and subnormals.
+#[test]
+fn reference_rounding() {
+    use kir_tests::round;
+    // bf16: 1 + 2^-8 is a tie between 1 and 1 + 2^-7 → even (1.0); just above rounds up.
+    assert_eq!(round(Dtype::Bf16, 1.0 + 2f64.powi(-8)), 1.0);
+    assert_eq!(round(Dtype::Bf16, 1.0 + 2f64.powi(-8) + 2f64.powi(-40)), 1.0 + 2f64.powi(-7));
+    assert_eq!(round(Dtype::Bf16, 1.0 + 3.0 * 2f64.powi(-8)), 1.0 + 2f64.powi(-6));
+    // f16: 2049 is a tie between 2048 and 2050 → 2048; 2051 → 2052; smallest subnormal 2^-24.
+    assert_eq!(round(Dtype::F16, 2049.0), 2048.0);
+    assert_eq!(round(Dtype::F16, 2051.0), 2052.0);
+    assert_eq!(round(Dtype::F16, 2f64.powi(-24) * 0.75), 2f64.powi(-24));
+    assert_eq!(round(Dtype::F16, 65520.0), f64::INFINITY);
+    assert_eq!(round(Dtype::F16, 65519.0), 65504.0);
+}

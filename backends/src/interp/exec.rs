@@ -4,17 +4,20 @@
 //! [`Instance::exec`] holds the one exhaustive `match` over [`Opcode`]. Every failure becomes an
 //! [`InterpError`] carrying the op's span, the kernel name and the program id.
 
-use super::math::{self, Bin, Pred, Red, Un};
-use super::memory::{Access, Buffer};
-use super::tile::{class, convert, poison, scalar_from_i64, type_name, Class, Data, Scalar, Tile};
+use super::math::{self, Bin, Pred, Un};
+use super::memory::Buffer;
+use super::reduce::{self, Red};
+use super::shape;
+use super::tile::{class, convert, scalar_from_i64, type_name, Class, Scalar, Tile};
 use super::InterpError;
-use kir_ir::{Attr, Block, Dtype, EvalVal, Kernel, Offset, Op, OpData, Opcode, Value};
-use std::collections::BTreeMap;
 use cranelift_entity::EntityRef;
+use kir_ir::{Attr, Block, Dtype, EvalVal, Kernel, Op, OpData, Opcode, Value};
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 /// Everything one launch of a kernel shares between its program instances (read-only, `Sync`).
 pub(crate) struct LaunchCtx<'a> {
+    /// The kernel being launched.
     pub kernel: &'a Kernel,
     /// Concrete dtype and shape of every value reachable from the body, indexed by value number
     /// (`None` for values the body does not reach).
@@ -25,34 +28,35 @@ pub(crate) struct LaunchCtx<'a> {
     pub scalars: BTreeMap<String, Arc<Tile>>,
     /// Kernel dim name → size.
     pub dims: BTreeMap<String, i64>,
+    /// Grid size along axes 0, 1, 2 (each in [0, 2^31)).
     pub grid: [i64; 3],
 }
 
-/// The buffer, element offsets and optional mask of a memory op.
-type AccessParts = (Arc<Buffer>, Vec<i64>, Option<Arc<Tile>>);
-
 /// What executing one op means for the enclosing block.
-enum Flow {
+pub(super) enum Flow {
+    /// Go on with the next op.
     Next,
+    /// The block ends here with these values.
     Yield(Vec<Arc<Tile>>),
 }
 
 /// One program instance: its id and its value environment.
 pub(crate) struct Instance<'a> {
-    ctx: &'a LaunchCtx<'a>,
+    pub(super) ctx: &'a LaunchCtx<'a>,
     pid: [i64; 3],
     env: Vec<Option<Arc<Tile>>>,
 }
 
 /// Evaluates a closed constant expression (a literal after specialization).
-fn eval_const(e: &kir_ir::Expr) -> Result<EvalVal, String> {
-    e.eval(&|_| None, false).map_err(|err| format!("cannot evaluate `{e}`: {err}"))
+pub(super) fn eval_const(e: &kir_ir::Expr) -> Result<EvalVal, String> {
+    e.eval(&|_| None, false)
+        .map_err(|err| format!("cannot evaluate `{e}`: {err}"))
 }
 
 /// Converts a literal (`const`, `other`) to dtype `d`. Floats go through f32 and round to the
 /// dtype (as every op producing f16/bf16 computes in f32); integer dtypes take integral values
 /// in range; i1 takes 0 or 1.
-fn literal(d: Dtype, v: EvalVal) -> Result<Scalar, String> {
+pub(super) fn literal(d: Dtype, v: EvalVal) -> Result<Scalar, String> {
     match v {
         EvalVal::Int(i) => scalar_from_i64(d, i),
         EvalVal::Bool(b) => scalar_from_i64(d, b as i64),
@@ -63,32 +67,50 @@ fn literal(d: Dtype, v: EvalVal) -> Result<Scalar, String> {
 }
 
 /// Evaluates a closed constant expression to an integer.
-fn eval_int(e: &kir_ir::Expr) -> Result<i64, String> {
-    e.eval_int(&|_| None).map_err(|err| format!("cannot evaluate `{e}` to an integer: {err}"))
+pub(super) fn eval_int(e: &kir_ir::Expr) -> Result<i64, String> {
+    e.eval_int(&|_| None)
+        .map_err(|err| format!("cannot evaluate `{e}` to an integer: {err}"))
 }
 
 impl<'a> Instance<'a> {
     /// A fresh instance with program id `pid` and an empty environment.
     pub(crate) fn new(ctx: &'a LaunchCtx<'a>, pid: [i64; 3]) -> Instance<'a> {
-        Instance { ctx, pid, env: vec![None; ctx.kernel.dfg.values.len()] }
+        Instance {
+            ctx,
+            pid,
+            env: vec![None; ctx.kernel.dfg.values.len()],
+        }
     }
 
     /// Runs the kernel body to completion.
     pub(crate) fn run(&mut self) -> Result<(), InterpError> {
-        self.run_block(self.ctx.kernel.body, self.ctx.kernel.span).map(|_| ())
+        self.run_block(self.ctx.kernel.body, self.ctx.kernel.span)
+            .map(|_| ())
     }
 
-    fn fail(&self, span: kir_ir::Span, msg: impl std::fmt::Display) -> InterpError {
+    /// An error at `span` whose message names the kernel and this program id.
+    pub(super) fn fail(&self, span: kir_ir::Span, msg: impl std::fmt::Display) -> InterpError {
         let [x, y, z] = self.pid;
         InterpError {
-            message: format!("kernel `{}`, program ({x}, {y}, {z}): {msg}", self.ctx.kernel.name),
+            message: format!(
+                "kernel `{}`, program ({x}, {y}, {z}): {msg}",
+                self.ctx.kernel.name
+            ),
             span: Some(span),
             kernel: Some(self.ctx.kernel.name.clone()),
         }
     }
 
-    fn vname(&self, v: Value) -> String {
-        match self.ctx.kernel.dfg.values.get(v).and_then(|d| d.name.clone()) {
+    /// A value as written in text (`%name` or `%vN`), for messages.
+    pub(super) fn vname(&self, v: Value) -> String {
+        match self
+            .ctx
+            .kernel
+            .dfg
+            .values
+            .get(v)
+            .and_then(|d| d.name.clone())
+        {
             Some(n) => format!("%{n}"),
             None => format!("{v}"),
         }
@@ -97,7 +119,12 @@ impl<'a> Instance<'a> {
     /// Runs the ops of block `b` in order; returns the values of its `yield` (none if it has none).
     fn run_block(&mut self, b: Block, span: kir_ir::Span) -> Result<Vec<Arc<Tile>>, InterpError> {
         let ctx = self.ctx;
-        let block = ctx.kernel.dfg.blocks.get(b).ok_or_else(|| self.fail(span, format!("unknown block {b}")))?;
+        let block = ctx
+            .kernel
+            .dfg
+            .blocks
+            .get(b)
+            .ok_or_else(|| self.fail(span, format!("unknown block {b}")))?;
         for &op in &block.ops {
             match self.exec(op, span)? {
                 Flow::Next => {}
@@ -107,10 +134,14 @@ impl<'a> Instance<'a> {
         Ok(vec![])
     }
 
-    fn get(&self, v: Value, span: kir_ir::Span) -> Result<Arc<Tile>, InterpError> {
+    /// The runtime value of `v`; an error if it is not defined yet.
+    pub(super) fn get(&self, v: Value, span: kir_ir::Span) -> Result<Arc<Tile>, InterpError> {
         match self.env.get(v.index()) {
             Some(Some(t)) => Ok(t.clone()),
-            _ => Err(self.fail(span, format!("value `{}` is used before it is defined", self.vname(v)))),
+            _ => Err(self.fail(
+                span,
+                format!("value `{}` is used before it is defined", self.vname(v)),
+            )),
         }
     }
 
@@ -120,7 +151,12 @@ impl<'a> Instance<'a> {
             return Err(self.fail(span, format!("unknown value {v}")));
         };
         if t.dtype != *d || t.shape != *shape {
-            let msg = format!("`{}` is declared `{}` but the op produced `{}`", self.vname(v), type_name(*d, shape), t.type_name());
+            let msg = format!(
+                "`{}` is declared `{}` but the op produced `{}`",
+                self.vname(v),
+                type_name(*d, shape),
+                t.type_name()
+            );
             return Err(self.fail(span, msg));
         }
         self.env[v.index()] = Some(t);
@@ -128,34 +164,56 @@ impl<'a> Instance<'a> {
     }
 
     /// The declared dtype and shape of the op's single result.
-    fn result_type(&self, o: &OpData) -> Result<(Value, Dtype, Vec<usize>), InterpError> {
+    pub(super) fn result_type(
+        &self,
+        o: &OpData,
+    ) -> Result<(Value, Dtype, Vec<usize>), InterpError> {
         match o.results[..] {
             [v] => match self.ctx.types.get(v.index()) {
                 Some(Some((d, s))) => Ok((v, *d, s.clone())),
                 _ => Err(self.fail(o.span, format!("unknown value {v}"))),
             },
-            _ => Err(self.fail(o.span, format!("`{}` must have one result, found {}", o.opcode.name(), o.results.len()))),
+            _ => Err(self.fail(
+                o.span,
+                format!(
+                    "`{}` must have one result, found {}",
+                    o.opcode.name(),
+                    o.results.len()
+                ),
+            )),
         }
     }
 
-    fn operand(&self, o: &OpData, i: usize) -> Result<Arc<Tile>, InterpError> {
+    /// Operand `i` of `o`.
+    pub(super) fn operand(&self, o: &OpData, i: usize) -> Result<Arc<Tile>, InterpError> {
         match o.operands.get(i) {
             Some(&v) => self.get(v, o.span),
-            None => Err(self.fail(o.span, format!("`{}` is missing operand {i}", o.opcode.name()))),
+            None => Err(self.fail(
+                o.span,
+                format!("`{}` is missing operand {i}", o.opcode.name()),
+            )),
         }
     }
 
+    /// The lead attribute as a name (`reduce sum`).
     fn lead_name<'o>(&self, o: &'o OpData) -> Result<&'o str, InterpError> {
         match &o.lead {
             Some(Attr::Name(n, _)) => Ok(n),
-            _ => Err(self.fail(o.span, format!("`{}` needs a name after the mnemonic", o.opcode.name()))),
+            _ => Err(self.fail(
+                o.span,
+                format!("`{}` needs a name after the mnemonic", o.opcode.name()),
+            )),
         }
     }
 
+    /// The lead attribute evaluated as a constant expression.
     fn lead_expr(&self, o: &OpData) -> Result<EvalVal, InterpError> {
         match &o.lead {
             Some(Attr::Expr(e)) => eval_const(e).map_err(|m| self.fail(o.span, m)),
-            _ => Err(self.fail(o.span, format!("`{}` needs a constant after the mnemonic", o.opcode.name()))),
+            _ => Err(self.fail(
+                o.span,
+                format!("`{}` needs a constant after the mnemonic", o.opcode.name()),
+            )),
         }
     }
 
@@ -176,23 +234,26 @@ impl<'a> Instance<'a> {
         }
     }
 
-    fn set1(&mut self, o: &OpData, t: Tile) -> Result<Flow, InterpError> {
+    /// Binds the op's single result to `t` (checked against its declared type).
+    pub(super) fn set1(&mut self, o: &OpData, t: Tile) -> Result<Flow, InterpError> {
         let (v, ..) = self.result_type(o)?;
         self.set(v, Arc::new(t), o.span)?;
         Ok(Flow::Next)
     }
 
     /// Wraps a math error with this op's context.
-    fn m<T>(&self, o: &OpData, r: Result<T, String>) -> Result<T, InterpError> {
+    pub(super) fn m<T>(&self, o: &OpData, r: Result<T, String>) -> Result<T, InterpError> {
         r.map_err(|e| self.fail(o.span, format!("`{}`: {e}", o.opcode.name())))
     }
 
+    /// An elementwise unary op.
     fn unary(&mut self, o: &OpData, u: Un) -> Result<Flow, InterpError> {
         let x = self.operand(o, 0)?;
         let r = self.m(o, math::unary(u, &x))?;
         self.set1(o, r)
     }
 
+    /// An elementwise binary op.
     fn binary(&mut self, o: &OpData, b: Bin) -> Result<Flow, InterpError> {
         let (x, y) = (self.operand(o, 0)?, self.operand(o, 1)?);
         let r = self.m(o, math::binary(b, &x, &y))?;
@@ -202,7 +263,12 @@ impl<'a> Instance<'a> {
     /// Executes one op.
     fn exec(&mut self, op: Op, span: kir_ir::Span) -> Result<Flow, InterpError> {
         let ctx = self.ctx;
-        let o = ctx.kernel.dfg.ops.get(op).ok_or_else(|| self.fail(span, format!("unknown op {op}")))?;
+        let o = ctx
+            .kernel
+            .dfg
+            .ops
+            .get(op)
+            .ok_or_else(|| self.fail(span, format!("unknown op {op}")))?;
         match o.opcode {
             Opcode::ProgramId => {
                 let a = self.lead_axis(o)?;
@@ -214,7 +280,9 @@ impl<'a> Instance<'a> {
             }
             Opcode::Dim => {
                 let n = self.lead_name(o)?;
-                let v = *ctx.dims.get(n).ok_or_else(|| self.fail(o.span, format!("`{n}` is not a dim of this kernel")))?;
+                let v = *ctx.dims.get(n).ok_or_else(|| {
+                    self.fail(o.span, format!("`{n}` is not a dim of this kernel"))
+                })?;
                 if i32::try_from(v).is_err() {
                     return Err(self.fail(o.span, format!("dim `{n}` = {v} does not fit i32")));
                 }
@@ -222,7 +290,12 @@ impl<'a> Instance<'a> {
             }
             Opcode::Param => {
                 let n = self.lead_name(o)?;
-                let t = ctx.scalars.get(n).ok_or_else(|| self.fail(o.span, format!("`{n}` is not a scalar param of this kernel")))?;
+                let t = ctx.scalars.get(n).ok_or_else(|| {
+                    self.fail(
+                        o.span,
+                        format!("`{n}` is not a scalar param of this kernel"),
+                    )
+                })?;
                 let (v, ..) = self.result_type(o)?;
                 self.set(v, t.clone(), o.span)?;
                 Ok(Flow::Next)
@@ -236,39 +309,50 @@ impl<'a> Instance<'a> {
             Opcode::Iota => {
                 let (_, d, shape) = self.result_type(o)?;
                 let axis = self.attr_int(o, "axis", 0)?;
-                let r = self.m(o, usize::try_from(axis).map_err(|_| format!("bad axis {axis}")).and_then(|a| math::iota(d, &shape, a)))?;
+                let r = self.m(
+                    o,
+                    usize::try_from(axis)
+                        .map_err(|_| format!("bad axis {axis}"))
+                        .and_then(|a| shape::iota(d, &shape, a)),
+                )?;
                 self.set1(o, r)
             }
             Opcode::Splat | Opcode::Broadcast => {
                 let (_, _, shape) = self.result_type(o)?;
                 let x = self.operand(o, 0)?;
                 if o.opcode == Opcode::Splat && !x.is_scalar() {
-                    return Err(self.fail(o.span, format!("splat needs a scalar, found `{}`", x.type_name())));
+                    return Err(self.fail(
+                        o.span,
+                        format!("splat needs a scalar, found `{}`", x.type_name()),
+                    ));
                 }
-                let r = self.m(o, math::broadcast(&x, &shape))?;
+                let r = self.m(o, shape::broadcast(&x, &shape))?;
                 self.set1(o, r)
             }
             Opcode::Reshape => {
                 let (_, _, shape) = self.result_type(o)?;
                 let x = self.operand(o, 0)?;
-                let r = self.m(o, math::reshape(&x, &shape))?;
+                let r = self.m(o, shape::reshape(&x, &shape))?;
                 self.set1(o, r)
             }
             Opcode::Transpose => {
                 let x = self.operand(o, 0)?;
-                let perm: Vec<usize> = match o.attr("perm") {
-                    None => (0..x.shape.len()).rev().collect(),
-                    Some(Attr::List(es)) => {
-                        let mut p = Vec::with_capacity(es.len());
-                        for e in es {
-                            let i = eval_int(e).map_err(|m| self.fail(o.span, m))?;
-                            p.push(usize::try_from(i).map_err(|_| self.fail(o.span, format!("bad perm entry {i}")))?);
+                let perm: Vec<usize> =
+                    match o.attr("perm") {
+                        None => (0..x.shape.len()).rev().collect(),
+                        Some(Attr::List(es)) => {
+                            let mut p = Vec::with_capacity(es.len());
+                            for e in es {
+                                let i = eval_int(e).map_err(|m| self.fail(o.span, m))?;
+                                p.push(usize::try_from(i).map_err(|_| {
+                                    self.fail(o.span, format!("bad perm entry {i}"))
+                                })?);
+                            }
+                            p
                         }
-                        p
-                    }
-                    Some(_) => return Err(self.fail(o.span, "`perm` must be a list")),
-                };
-                let r = self.m(o, math::transpose(&x, &perm))?;
+                        Some(_) => return Err(self.fail(o.span, "`perm` must be a list")),
+                    };
+                let r = self.m(o, shape::transpose(&x, &perm))?;
                 self.set1(o, r)
             }
             Opcode::Load => self.load(o),
@@ -306,28 +390,43 @@ impl<'a> Instance<'a> {
                 self.set1(o, math::cast(&x, d))
             }
             Opcode::Select => {
-                let (c, x, y) = (self.operand(o, 0)?, self.operand(o, 1)?, self.operand(o, 2)?);
+                let (c, x, y) = (
+                    self.operand(o, 0)?,
+                    self.operand(o, 1)?,
+                    self.operand(o, 2)?,
+                );
                 let r = self.m(o, math::select(&c, &x, &y))?;
                 self.set1(o, r)
             }
             Opcode::Cmp => {
                 let n = self.lead_name(o)?;
-                let p = Pred::from_name(n).ok_or_else(|| self.fail(o.span, format!("unknown comparison `{n}`")))?;
+                let p = Pred::from_name(n)
+                    .ok_or_else(|| self.fail(o.span, format!("unknown comparison `{n}`")))?;
                 let (x, y) = (self.operand(o, 0)?, self.operand(o, 1)?);
                 let r = self.m(o, math::cmp(p, &x, &y))?;
                 self.set1(o, r)
             }
             Opcode::Reduce => {
                 let n = self.lead_name(o)?;
-                let r = Red::from_name(n).ok_or_else(|| self.fail(o.span, format!("unknown reduction `{n}`")))?;
+                let r = Red::from_name(n)
+                    .ok_or_else(|| self.fail(o.span, format!("unknown reduction `{n}`")))?;
                 let axis = self.attr_int(o, "axis", 0)?;
                 let x = self.operand(o, 0)?;
-                let t = self.m(o, usize::try_from(axis).map_err(|_| format!("bad axis {axis}")).and_then(|a| math::reduce(r, &x, a)))?;
+                let t = self.m(
+                    o,
+                    usize::try_from(axis)
+                        .map_err(|_| format!("bad axis {axis}"))
+                        .and_then(|a| reduce::reduce(r, &x, a)),
+                )?;
                 self.set1(o, t)
             }
             Opcode::Dot => {
-                let (a, b, c) = (self.operand(o, 0)?, self.operand(o, 1)?, self.operand(o, 2)?);
-                let r = self.m(o, math::dot(&a, &b, &c))?;
+                let (a, b, c) = (
+                    self.operand(o, 0)?,
+                    self.operand(o, 1)?,
+                    self.operand(o, 2)?,
+                );
+                let r = self.m(o, reduce::dot(&a, &b, &c))?;
                 self.set1(o, r)
             }
             Opcode::Nf4 => {
@@ -338,14 +437,22 @@ impl<'a> Instance<'a> {
             Opcode::For => self.exec_for(o),
             Opcode::If => {
                 let c = self.operand(o, 0)?;
-                let c = c.bool_scalar().ok_or_else(|| self.fail(o.span, format!("`if` needs an i1 scalar, found `{}`", c.type_name())))?;
+                let c = c.bool_scalar().ok_or_else(|| {
+                    self.fail(
+                        o.span,
+                        format!("`if` needs an i1 scalar, found `{}`", c.type_name()),
+                    )
+                })?;
                 let vals = match o.regions.get(if c { 0 } else { 1 }) {
                     Some(&b) => self.run_block(b, o.span)?,
                     None => vec![],
                 };
                 self.bind_results(o, vals)
             }
-            Opcode::StaticIf => Err(self.fail(o.span, "`static_if` must be removed by specialization before running")),
+            Opcode::StaticIf => Err(self.fail(
+                o.span,
+                "`static_if` must be removed by specialization before running",
+            )),
             Opcode::Yield => {
                 let mut v = Vec::with_capacity(o.operands.len());
                 for i in 0..o.operands.len() {
@@ -359,7 +466,12 @@ impl<'a> Instance<'a> {
     /// Binds the values a region yielded to the op's results.
     fn bind_results(&mut self, o: &OpData, vals: Vec<Arc<Tile>>) -> Result<Flow, InterpError> {
         if vals.len() != o.results.len() {
-            let msg = format!("the region yields {} values but `{}` has {} results", vals.len(), o.opcode.name(), o.results.len());
+            let msg = format!(
+                "the region yields {} values but `{}` has {} results",
+                vals.len(),
+                o.opcode.name(),
+                o.results.len()
+            );
             return Err(self.fail(o.span, msg));
         }
         for (&r, t) in o.results.iter().zip(vals) {
@@ -368,13 +480,22 @@ impl<'a> Instance<'a> {
         Ok(Flow::Next)
     }
 
+    /// `for`: runs the body for iv = lo, lo+step, … < hi, threading the carried values.
     fn exec_for(&mut self, o: &OpData) -> Result<Flow, InterpError> {
         let mut bounds = [0i64; 3];
         for (i, b) in bounds.iter_mut().enumerate() {
             let t = self.operand(o, i)?;
             *b = match (t.dtype, t.int_scalar()) {
                 (Dtype::I32, Some(x)) => x,
-                _ => return Err(self.fail(o.span, format!("`for` bounds must be i32 scalars, found `{}`", t.type_name()))),
+                _ => {
+                    return Err(self.fail(
+                        o.span,
+                        format!(
+                            "`for` bounds must be i32 scalars, found `{}`",
+                            t.type_name()
+                        ),
+                    ))
+                }
             };
         }
         let [lo, hi, step] = bounds;
@@ -385,137 +506,44 @@ impl<'a> Instance<'a> {
         for i in 3..o.operands.len() {
             carried.push(self.operand(o, i)?);
         }
-        let body = *o.regions.first().ok_or_else(|| self.fail(o.span, "`for` has no body"))?;
-        let args = self.ctx.kernel.dfg.blocks.get(body).map(|b| b.args.clone()).unwrap_or_default();
+        let body = *o
+            .regions
+            .first()
+            .ok_or_else(|| self.fail(o.span, "`for` has no body"))?;
+        let args = self
+            .ctx
+            .kernel
+            .dfg
+            .blocks
+            .get(body)
+            .map(|b| b.args.clone())
+            .unwrap_or_default();
         if args.len() != carried.len() + 1 {
             let msg = format!("the body takes {} arguments, expected the induction variable and {} carried values", args.len(), carried.len());
             return Err(self.fail(o.span, msg));
         }
         let mut iv = lo;
         while iv < hi {
-            self.set(args[0], Arc::new(Tile::scalar(Dtype::I32, Scalar::I(iv))), o.span)?;
+            self.set(
+                args[0],
+                Arc::new(Tile::scalar(Dtype::I32, Scalar::I(iv))),
+                o.span,
+            )?;
             for (&a, t) in args[1..].iter().zip(&carried) {
                 self.set(a, t.clone(), o.span)?;
             }
             let next = self.run_block(body, o.span)?;
             if next.len() != carried.len() {
-                let msg = format!("the body yields {} values but the loop carries {}", next.len(), carried.len());
+                let msg = format!(
+                    "the body yields {} values but the loop carries {}",
+                    next.len(),
+                    carried.len()
+                );
                 return Err(self.fail(o.span, msg));
             }
             carried = next;
             iv += step;
         }
         self.bind_results(o, carried)
-    }
-
-    /// The buffer, offsets and optional mask of a memory op, for a tile of `tile` shape.
-    fn access_parts(&self, o: &OpData, tile: &[usize]) -> Result<AccessParts, InterpError> {
-        let tr = o.tensor.as_ref().ok_or_else(|| self.fail(o.span, format!("`{}` needs a tensor reference", o.opcode.name())))?;
-        let buf = self.ctx.tensors.get(&tr.param).ok_or_else(|| self.fail(tr.span, format!("`{}` is not a tensor param of this kernel", tr.param)))?;
-        let rank = buf.shape.len();
-        if tr.offsets.len() != rank || tile.len() > rank {
-            let msg = format!("`{}` has rank {rank}: it takes {rank} offsets and tiles of rank ≤ {rank}, found {} offsets and `{}`", tr.param, tr.offsets.len(), type_name(buf.dtype, tile));
-            return Err(self.fail(o.span, msg));
-        }
-        let mut offs = Vec::with_capacity(rank);
-        for off in &tr.offsets {
-            offs.push(match off {
-                Offset::Value(v) => {
-                    let t = self.get(*v, o.span)?;
-                    match (t.dtype, t.int_scalar()) {
-                        (Dtype::I32 | Dtype::I64, Some(x)) => x,
-                        _ => return Err(self.fail(o.span, format!("offset `{}` must be an i32 or i64 scalar, found `{}`", self.vname(*v), t.type_name()))),
-                    }
-                }
-                Offset::Expr(e) => eval_int(e).map_err(|m| self.fail(o.span, m))?,
-            });
-        }
-        let mask = match o.attr("mask") {
-            None => None,
-            Some(Attr::Value(v)) => {
-                let m = self.get(*v, o.span)?;
-                if m.dtype != Dtype::I1 || (!m.is_scalar() && m.shape != tile) {
-                    let msg = format!("mask `{}` must be i1 of shape {tile:?} or a scalar, found `{}`", self.vname(*v), m.type_name());
-                    return Err(self.fail(o.span, msg));
-                }
-                Some(m)
-            }
-            Some(_) => return Err(self.fail(o.span, "`mask` must be a value")),
-        };
-        Ok((buf.clone(), offs, mask))
-    }
-
-    fn oob(&self, o: &OpData, what: &str, buf: &Buffer, acc: &Access, lin: usize) -> InterpError {
-        let name = o.tensor.as_ref().map_or("?", |t| t.param.as_str());
-        let via = if name == buf.name { String::new() } else { format!(" (buffer `{}`)", buf.name) };
-        let msg = format!("{what} out of bounds: `{name}`{via} index {:?} is outside shape {:?}", acc.index_of(lin), buf.shape);
-        self.fail(o.span, msg)
-    }
-
-    fn load(&mut self, o: &OpData) -> Result<Flow, InterpError> {
-        let (_, d, shape) = self.result_type(o)?;
-        let (buf, offs, mask) = self.access_parts(o, &shape)?;
-        if buf.dtype != d {
-            return Err(self.fail(o.span, format!("load of {} tensor `{}` must give {}, not {d}", buf.dtype, buf.name, buf.dtype)));
-        }
-        let other = match o.attr("other") {
-            None => None,
-            Some(Attr::Expr(e)) => {
-                let s = eval_const(e).and_then(|v| literal(d, v));
-                Some(self.m(o, s)?)
-            }
-            Some(_) => return Err(self.fail(o.span, "`other` must be a constant")),
-        };
-        let acc = Access { shape: &buf.shape, strides: &buf.strides, offsets: &offs, tile: &shape };
-        let mut out = Tile::filled(d, shape.clone(), poison(d));
-        let fill = other.unwrap_or_else(|| poison(d));
-        let masked = |lin: usize| match &mask {
-            Some(m) => matches!(m.data.get(if m.is_scalar() { 0 } else { lin }), Some(Scalar::B(false))),
-            None => false,
-        };
-        acc.visit(|lin, addr| {
-            let s = match addr {
-                _ if masked(lin) => fill,
-                Some(a) => buf.read(a).map_err(|m| self.fail(o.span, m))?,
-                None if other.is_some() => fill,
-                None => return Err(self.oob(o, "load", &buf, &acc, lin)),
-            };
-            match (&mut out.data, s) {
-                (Data::F(v), Scalar::F(x)) => v[lin] = x,
-                (Data::I(v), Scalar::I(x)) => v[lin] = x,
-                (Data::B(v), Scalar::B(x)) => v[lin] = x,
-                _ => return Err(self.fail(o.span, "internal error: element class mismatch")),
-            }
-            Ok(())
-        })?;
-        self.set1(o, out)
-    }
-
-    fn store(&mut self, o: &OpData, atomic: bool) -> Result<Flow, InterpError> {
-        let x = self.operand(o, 0)?;
-        let (buf, offs, mask) = self.access_parts(o, &x.shape)?;
-        let what = if atomic { "atomic_add" } else { "store" };
-        if buf.dtype != x.dtype {
-            return Err(self.fail(o.span, format!("{what} of `{}` into {} tensor `{}`", x.type_name(), buf.dtype, buf.name)));
-        }
-        if atomic && x.dtype == Dtype::I1 {
-            return Err(self.fail(o.span, "atomic_add does not apply to i1"));
-        }
-        let guard = matches!(o.attr("guard"), Some(Attr::Flag));
-        let acc = Access { shape: &buf.shape, strides: &buf.strides, offsets: &offs, tile: &x.shape };
-        acc.visit(|lin, addr| {
-            if let Some(m) = &mask {
-                if matches!(m.data.get(if m.is_scalar() { 0 } else { lin }), Some(Scalar::B(false))) {
-                    return Ok(());
-                }
-            }
-            let Some(a) = addr else {
-                return if guard { Ok(()) } else { Err(self.oob(o, what, &buf, &acc, lin)) };
-            };
-            let s = x.data.get(lin).ok_or_else(|| self.fail(o.span, "internal error: tile too short"))?;
-            let r = if atomic { buf.atomic_add(a, s) } else { buf.write(a, s) };
-            r.map_err(|m| self.fail(o.span, m))
-        })?;
-        Ok(Flow::Next)
     }
 }

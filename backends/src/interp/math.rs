@@ -1,10 +1,10 @@
-//! Elementwise, reduction, dot and shape kernels on runtime tiles.
+//! Elementwise kernels on runtime tiles: unary and binary math, cmp, select, cast and nf4.
 //!
 //! Every function is total: a dtype or shape that does not fit, a division by zero or a bad
 //! shift is an `Err(message)` that the dispatcher wraps with the op's span and program id.
 //! Float results are computed in f32 and rounded to the result dtype (nearest even).
 
-use super::tile::{class, convert, int_bits, round_f32, wrap_int, Class, Data, Scalar, Tile};
+use super::tile::{convert, int_bits, round_f32, wrap_int, Data, Scalar, Tile};
 use kir_ir::{Dtype, NF4_TABLE};
 
 /// Elementwise unary operations.
@@ -80,32 +80,16 @@ impl Pred {
     }
 }
 
-/// Reductions of `reduce`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Red {
-    Sum,
-    Max,
-    Min,
-}
-
-impl Red {
-    /// Parses `sum|max|min`.
-    pub(crate) fn from_name(s: &str) -> Option<Red> {
-        Some(match s {
-            "sum" => Red::Sum,
-            "max" => Red::Max,
-            "min" => Red::Min,
-            _ => return None,
-        })
-    }
-}
-
 /// max with NaN propagation; +0 is greater than -0.
-fn fmax(a: f32, b: f32) -> f32 {
+pub(crate) fn fmax(a: f32, b: f32) -> f32 {
     if a.is_nan() || b.is_nan() {
         f32::NAN
     } else if a == b {
-        if a.is_sign_negative() { b } else { a }
+        if a.is_sign_negative() {
+            b
+        } else {
+            a
+        }
     } else if a > b {
         a
     } else {
@@ -114,11 +98,15 @@ fn fmax(a: f32, b: f32) -> f32 {
 }
 
 /// min with NaN propagation; -0 is less than +0.
-fn fmin(a: f32, b: f32) -> f32 {
+pub(crate) fn fmin(a: f32, b: f32) -> f32 {
     if a.is_nan() || b.is_nan() {
         f32::NAN
     } else if a == b {
-        if a.is_sign_negative() { a } else { b }
+        if a.is_sign_negative() {
+            a
+        } else {
+            b
+        }
     } else if a < b {
         a
     } else {
@@ -127,7 +115,11 @@ fn fmin(a: f32, b: f32) -> f32 {
 }
 
 /// Applies `f` elementwise to two slices, broadcasting a one-element side (a scalar).
-fn zip<T: Copy, R>(a: &[T], b: &[T], mut f: impl FnMut(T, T) -> Result<R, String>) -> Result<Vec<R>, String> {
+fn zip<T: Copy, R>(
+    a: &[T],
+    b: &[T],
+    mut f: impl FnMut(T, T) -> Result<R, String>,
+) -> Result<Vec<R>, String> {
     if a.len() == b.len() {
         a.iter().zip(b).map(|(&x, &y)| f(x, y)).collect()
     } else if a.len() == 1 {
@@ -144,7 +136,11 @@ fn common_shape(a: &Tile, b: &Tile) -> Result<Vec<usize>, String> {
     } else if a.is_scalar() {
         Ok(b.shape.clone())
     } else {
-        Err(format!("operand shapes differ: `{}` and `{}`", a.type_name(), b.type_name()))
+        Err(format!(
+            "operand shapes differ: `{}` and `{}`",
+            a.type_name(),
+            b.type_name()
+        ))
     }
 }
 
@@ -178,28 +174,62 @@ pub(crate) fn unary(op: Un, t: &Tile) -> Result<Tile, String> {
                 Un::Neg => i64::wrapping_neg,
                 Un::Abs => i64::wrapping_abs,
                 Un::Not => |x| !x,
-                Un::Exp | Un::Exp2 | Un::Log | Un::Log2 | Un::Sqrt | Un::Rsqrt | Un::Tanh | Un::Sigmoid
-                | Un::Silu | Un::Recip | Un::Floor => return bad(),
+                Un::Exp
+                | Un::Exp2
+                | Un::Log
+                | Un::Log2
+                | Un::Sqrt
+                | Un::Rsqrt
+                | Un::Tanh
+                | Un::Sigmoid
+                | Un::Silu
+                | Un::Recip
+                | Un::Floor => return bad(),
             };
             Data::I(v.iter().map(|&x| wrap_int(d, f(x))).collect())
         }
         Data::B(v) => match op {
             Un::Not => Data::B(v.iter().map(|&x| !x).collect()),
-            Un::Neg | Un::Abs | Un::Exp | Un::Exp2 | Un::Log | Un::Log2 | Un::Sqrt | Un::Rsqrt | Un::Tanh
-            | Un::Sigmoid | Un::Silu | Un::Recip | Un::Floor => return bad(),
+            Un::Neg
+            | Un::Abs
+            | Un::Exp
+            | Un::Exp2
+            | Un::Log
+            | Un::Log2
+            | Un::Sqrt
+            | Un::Rsqrt
+            | Un::Tanh
+            | Un::Sigmoid
+            | Un::Silu
+            | Un::Recip
+            | Un::Floor => return bad(),
         },
     };
-    Ok(Tile { dtype: d, shape: t.shape.clone(), data })
+    Ok(Tile {
+        dtype: d,
+        shape: t.shape.clone(),
+        data,
+    })
 }
 
 /// An elementwise binary op on operands of one dtype (a scalar broadcasts over a tile).
 pub(crate) fn binary(op: Bin, a: &Tile, b: &Tile) -> Result<Tile, String> {
     if a.dtype != b.dtype {
-        return Err(format!("operand types differ: `{}` and `{}`", a.type_name(), b.type_name()));
+        return Err(format!(
+            "operand types differ: `{}` and `{}`",
+            a.type_name(),
+            b.type_name()
+        ));
     }
     let d = a.dtype;
     let shape = common_shape(a, b)?;
-    let bad = || format!("`{}` does not apply to `{}`", format!("{op:?}").to_lowercase(), a.type_name());
+    let bad = || {
+        format!(
+            "`{}` does not apply to `{}`",
+            format!("{op:?}").to_lowercase(),
+            a.type_name()
+        )
+    };
     let data = match (&a.data, &b.data) {
         (Data::F(x), Data::F(y)) => {
             let f: fn(f32, f32) -> f32 = match op {
@@ -246,20 +276,35 @@ pub(crate) fn binary(op: Bin, a: &Tile, b: &Tile) -> Result<Tile, String> {
                 Bin::And => |a, b| a & b,
                 Bin::Or => |a, b| a | b,
                 Bin::Xor => |a, b| a ^ b,
-                Bin::Add | Bin::Sub | Bin::Mul | Bin::Div | Bin::Rem | Bin::Max | Bin::Min | Bin::Shl
+                Bin::Add
+                | Bin::Sub
+                | Bin::Mul
+                | Bin::Div
+                | Bin::Rem
+                | Bin::Max
+                | Bin::Min
+                | Bin::Shl
                 | Bin::Shr => return Err(bad()),
             };
             Data::B(zip(x, y, |a, b| Ok(f(a, b)))?)
         }
         _ => return Err("internal error: tile data does not match its dtype".into()),
     };
-    Ok(Tile { dtype: d, shape, data })
+    Ok(Tile {
+        dtype: d,
+        shape,
+        data,
+    })
 }
 
 /// Elementwise comparison giving i1; any comparison with NaN is false except `ne`.
 pub(crate) fn cmp(p: Pred, a: &Tile, b: &Tile) -> Result<Tile, String> {
     if a.dtype != b.dtype {
-        return Err(format!("operand types differ: `{}` and `{}`", a.type_name(), b.type_name()));
+        return Err(format!(
+            "operand types differ: `{}` and `{}`",
+            a.type_name(),
+            b.type_name()
+        ));
     }
     let shape = common_shape(a, b)?;
     let data = match (&a.data, &b.data) {
@@ -268,33 +313,70 @@ pub(crate) fn cmp(p: Pred, a: &Tile, b: &Tile) -> Result<Tile, String> {
         (Data::B(x), Data::B(y)) => zip(x, y, |a, b| Ok(p.test(a, b)))?,
         _ => return Err("internal error: tile data does not match its dtype".into()),
     };
-    Ok(Tile { dtype: Dtype::I1, shape, data: Data::B(data) })
+    Ok(Tile {
+        dtype: Dtype::I1,
+        shape,
+        data: Data::B(data),
+    })
 }
 
 /// `c ? x : y` elementwise; `c` is i1, each operand a scalar or a tile of the common shape.
 pub(crate) fn select(c: &Tile, x: &Tile, y: &Tile) -> Result<Tile, String> {
     if c.dtype != Dtype::I1 {
-        return Err(format!("the condition must be i1, found `{}`", c.type_name()));
+        return Err(format!(
+            "the condition must be i1, found `{}`",
+            c.type_name()
+        ));
     }
     if x.dtype != y.dtype {
-        return Err(format!("operand types differ: `{}` and `{}`", x.type_name(), y.type_name()));
+        return Err(format!(
+            "operand types differ: `{}` and `{}`",
+            x.type_name(),
+            y.type_name()
+        ));
     }
     let shape = common_shape(x, y)?;
     if !c.is_scalar() && c.shape != shape && !shape.is_empty() {
-        return Err(format!("condition `{}` does not match operands `{}`", c.type_name(), x.type_name()));
+        return Err(format!(
+            "condition `{}` does not match operands `{}`",
+            c.type_name(),
+            x.type_name()
+        ));
     }
-    let shape = if shape.is_empty() { c.shape.clone() } else { shape };
+    let shape = if shape.is_empty() {
+        c.shape.clone()
+    } else {
+        shape
+    };
     let n: usize = shape.iter().product();
     let pick = |t: &Tile, i: usize| if t.len() == 1 { 0 } else { i };
-    let Data::B(cv) = &c.data else { return Err("internal error: i1 tile without bool data".into()) };
+    let Data::B(cv) = &c.data else {
+        return Err("internal error: i1 tile without bool data".into());
+    };
     let idx: Vec<(bool, usize)> = (0..n).map(|i| (cv[pick(c, i)], i)).collect();
     let data = match (&x.data, &y.data) {
-        (Data::F(a), Data::F(b)) => Data::F(idx.iter().map(|&(k, i)| if k { a[pick(x, i)] } else { b[pick(y, i)] }).collect()),
-        (Data::I(a), Data::I(b)) => Data::I(idx.iter().map(|&(k, i)| if k { a[pick(x, i)] } else { b[pick(y, i)] }).collect()),
-        (Data::B(a), Data::B(b)) => Data::B(idx.iter().map(|&(k, i)| if k { a[pick(x, i)] } else { b[pick(y, i)] }).collect()),
+        (Data::F(a), Data::F(b)) => Data::F(
+            idx.iter()
+                .map(|&(k, i)| if k { a[pick(x, i)] } else { b[pick(y, i)] })
+                .collect(),
+        ),
+        (Data::I(a), Data::I(b)) => Data::I(
+            idx.iter()
+                .map(|&(k, i)| if k { a[pick(x, i)] } else { b[pick(y, i)] })
+                .collect(),
+        ),
+        (Data::B(a), Data::B(b)) => Data::B(
+            idx.iter()
+                .map(|&(k, i)| if k { a[pick(x, i)] } else { b[pick(y, i)] })
+                .collect(),
+        ),
         _ => return Err("internal error: tile data does not match its dtype".into()),
     };
-    Ok(Tile { dtype: x.dtype, shape, data })
+    Ok(Tile {
+        dtype: x.dtype,
+        shape,
+        data,
+    })
 }
 
 /// Converts every element to `to` (see [`convert`] for the rules).
@@ -302,7 +384,10 @@ pub(crate) fn cast(t: &Tile, to: Dtype) -> Tile {
     let n = t.len();
     let mut out = Tile::filled(to, t.shape.clone(), Scalar::I(0));
     match (&t.data, &mut out.data) {
-        (Data::F(a), Data::F(b)) => b.iter_mut().zip(a).for_each(|(o, &x)| *o = round_f32(to, x)),
+        (Data::F(a), Data::F(b)) => b
+            .iter_mut()
+            .zip(a)
+            .for_each(|(o, &x)| *o = round_f32(to, x)),
         _ => {
             for i in 0..n {
                 if let Some(s) = t.data.get(i) {
@@ -319,117 +404,6 @@ pub(crate) fn cast(t: &Tile, to: Dtype) -> Tile {
     out
 }
 
-/// Reduces along `axis`, keeping it as size 1. Floats accumulate in f32 in ascending index
-/// order (sum from 0.0; max/min from the first element) and round to the dtype at the end;
-/// ints wrap; i1 max/min are any/all.
-pub(crate) fn reduce(r: Red, t: &Tile, axis: usize) -> Result<Tile, String> {
-    if axis >= t.shape.len() {
-        return Err(format!("axis {axis} is out of range for `{}`", t.type_name()));
-    }
-    let outer: usize = t.shape[..axis].iter().product();
-    let n = t.shape[axis];
-    let inner: usize = t.shape[axis + 1..].iter().product();
-    if n == 0 && r != Red::Sum {
-        return Err(format!("{r:?} of an empty axis").to_lowercase());
-    }
-    let mut shape = t.shape.clone();
-    shape[axis] = 1;
-    let d = t.dtype;
-    let at = |o: usize, k: usize, i: usize| (o * n + k) * inner + i;
-    let data = match &t.data {
-        Data::F(v) => Data::F(
-            (0..outer * inner)
-                .map(|oi| {
-                    let (o, i) = (oi / inner.max(1), oi % inner.max(1));
-                    let acc = match r {
-                        Red::Sum => (0..n).fold(0.0f32, |acc, k| acc + v[at(o, k, i)]),
-                        Red::Max => (1..n).fold(v[at(o, 0, i)], |acc, k| fmax(acc, v[at(o, k, i)])),
-                        Red::Min => (1..n).fold(v[at(o, 0, i)], |acc, k| fmin(acc, v[at(o, k, i)])),
-                    };
-                    round_f32(d, acc)
-                })
-                .collect(),
-        ),
-        Data::I(v) => Data::I(
-            (0..outer * inner)
-                .map(|oi| {
-                    let (o, i) = (oi / inner.max(1), oi % inner.max(1));
-                    let acc = match r {
-                        Red::Sum => (0..n).fold(0i64, |acc, k| acc.wrapping_add(v[at(o, k, i)])),
-                        Red::Max => (1..n).fold(v[at(o, 0, i)], |acc, k| acc.max(v[at(o, k, i)])),
-                        Red::Min => (1..n).fold(v[at(o, 0, i)], |acc, k| acc.min(v[at(o, k, i)])),
-                    };
-                    wrap_int(d, acc)
-                })
-                .collect(),
-        ),
-        Data::B(v) => {
-            if r == Red::Sum {
-                return Err(format!("sum does not apply to `{}`", t.type_name()));
-            }
-            Data::B(
-                (0..outer * inner)
-                    .map(|oi| {
-                        let (o, i) = (oi / inner.max(1), oi % inner.max(1));
-                        let mut it = (0..n).map(|k| v[at(o, k, i)]);
-                        if r == Red::Max { it.any(|x| x) } else { it.all(|x| x) }
-                    })
-                    .collect(),
-            )
-        }
-    };
-    Ok(Tile { dtype: d, shape, data })
-}
-
-/// `acc + a·b` for a [M,K], b [K,N] (float dtypes, converted to f32 exactly) and acc [M,N] f32.
-/// Per element: r = acc[m][n]; for k ascending r = r + a[m][k]·b[k][n], with a separate f32
-/// multiply and add (no fma). Runs i-k-j over contiguous rows so the inner loop vectorizes.
-pub(crate) fn dot(a: &Tile, b: &Tile, acc: &Tile) -> Result<Tile, String> {
-    let (Data::F(av), Data::F(bv), Data::F(cv)) = (&a.data, &b.data, &acc.data) else {
-        return Err(format!("dot needs float operands, found `{}`, `{}`, `{}`", a.type_name(), b.type_name(), acc.type_name()));
-    };
-    let (&[m, k], &[k2, n], &[m2, n2]) = (&a.shape[..], &b.shape[..], &acc.shape[..]) else {
-        return Err(format!("dot needs rank-2 operands, found `{}`, `{}`, `{}`", a.type_name(), b.type_name(), acc.type_name()));
-    };
-    if k != k2 || m != m2 || n != n2 || acc.dtype != Dtype::F32 {
-        return Err(format!(
-            "dot shapes do not fit: `{}` · `{}` + `{}` (acc must be f32 [M,N])",
-            a.type_name(), b.type_name(), acc.type_name()
-        ));
-    }
-    let mut out = cv.clone();
-    if n > 0 {
-        for (row, arow) in out.chunks_exact_mut(n).zip(av.chunks_exact(k.max(1))) {
-            let mut kk = 0;
-            // Four k at a time: per element still ((r + a0·b0) + a1·b1) + ..., in k order.
-            while kk + 4 <= k {
-                let (s0, s1, s2, s3) = (arow[kk], arow[kk + 1], arow[kk + 2], arow[kk + 3]);
-                let b0 = &bv[kk * n..(kk + 1) * n];
-                let b1 = &bv[(kk + 1) * n..(kk + 2) * n];
-                let b2 = &bv[(kk + 2) * n..(kk + 3) * n];
-                let b3 = &bv[(kk + 3) * n..(kk + 4) * n];
-                for j in 0..n {
-                    let mut r = row[j];
-                    r += s0 * b0[j];
-                    r += s1 * b1[j];
-                    r += s2 * b2[j];
-                    r += s3 * b3[j];
-                    row[j] = r;
-                }
-                kk += 4;
-            }
-            while kk < k {
-                let s = arow[kk];
-                for (r, &x) in row.iter_mut().zip(&bv[kk * n..(kk + 1) * n]) {
-                    *r += s * x;
-                }
-                kk += 1;
-            }
-        }
-    }
-    Ok(Tile { dtype: Dtype::F32, shape: vec![m, n], data: Data::F(out) })
-}
-
 /// NF4 lookup: each u8 code's low 4 bits index [`NF4_TABLE`], giving f32.
 pub(crate) fn nf4(t: &Tile) -> Result<Tile, String> {
     match (&t.data, t.dtype) {
@@ -440,68 +414,4 @@ pub(crate) fn nf4(t: &Tile) -> Result<Tile, String> {
         }),
         _ => Err(format!("nf4 needs u8 codes, found `{}`", t.type_name())),
     }
-}
-
-/// A tile of `shape` whose element is its index along `axis`, in dtype `d`.
-pub(crate) fn iota(d: Dtype, shape: &[usize], axis: usize) -> Result<Tile, String> {
-    if axis >= shape.len() || class(d) == Class::Bool {
-        return Err(format!("iota along axis {axis} cannot make `{}`", super::tile::type_name(d, shape)));
-    }
-    let inner: usize = shape[axis + 1..].iter().product();
-    let n = shape[axis];
-    let total: usize = shape.iter().product();
-    let mut t = Tile::filled(d, shape.to_vec(), Scalar::I(0));
-    for i in 0..total {
-        let v = convert(Scalar::I(((i / inner.max(1)) % n.max(1)) as i64), d);
-        match (v, &mut t.data) {
-            (Scalar::F(x), Data::F(o)) => o[i] = x,
-            (Scalar::I(x), Data::I(o)) => o[i] = x,
-            _ => {}
-        }
-    }
-    Ok(t)
-}
-
-/// Stretches size-1 dims of `t` to `shape` (same rank). A scalar operand is splatted.
-pub(crate) fn broadcast(t: &Tile, shape: &[usize]) -> Result<Tile, String> {
-    if t.is_scalar() {
-        let s = t.only().ok_or("internal error: empty scalar")?;
-        return Ok(Tile::filled(t.dtype, shape.to_vec(), s));
-    }
-    if t.shape.len() != shape.len() || t.shape.iter().zip(shape).any(|(&a, &b)| a != b && a != 1) {
-        return Err(format!("cannot broadcast `{}` to `{}`", t.type_name(), super::tile::type_name(t.dtype, shape)));
-    }
-    let src_strides = super::memory::contiguous_strides(&t.shape);
-    let strides: Vec<usize> = t.shape.iter().zip(&src_strides).map(|(&n, &s)| if n == 1 { 0 } else { s }).collect();
-    Ok(Tile { dtype: t.dtype, shape: shape.to_vec(), data: t.data.gather(&strided_indices(shape, &strides)) })
-}
-
-/// Permutes dims: result dim i is operand dim `perm[i]`.
-pub(crate) fn transpose(t: &Tile, perm: &[usize]) -> Result<Tile, String> {
-    let r = t.shape.len();
-    let mut seen = vec![false; r];
-    if perm.len() != r || perm.iter().any(|&p| p >= r || std::mem::replace(&mut seen[p], true)) {
-        return Err(format!("{perm:?} is not a permutation of the {r} dims of `{}`", t.type_name()));
-    }
-    let src = super::memory::contiguous_strides(&t.shape);
-    let shape: Vec<usize> = perm.iter().map(|&p| t.shape[p]).collect();
-    let strides: Vec<usize> = perm.iter().map(|&p| src[p]).collect();
-    Ok(Tile { dtype: t.dtype, shape: shape.clone(), data: t.data.gather(&strided_indices(&shape, &strides)) })
-}
-
-/// The same elements in row-major order with a new shape (same element count).
-pub(crate) fn reshape(t: &Tile, shape: &[usize]) -> Result<Tile, String> {
-    if shape.iter().product::<usize>() != t.len() {
-        return Err(format!("cannot reshape `{}` to `{}`", t.type_name(), super::tile::type_name(t.dtype, shape)));
-    }
-    Ok(Tile { dtype: t.dtype, shape: shape.to_vec(), data: t.data.clone() })
-}
-
-/// Source index of every element of `shape` (row-major) under `strides`.
-fn strided_indices(shape: &[usize], strides: &[usize]) -> Vec<usize> {
-    let mut out = vec![0usize];
-    for (&n, &s) in shape.iter().zip(strides) {
-        out = out.iter().flat_map(|&b| (0..n).map(move |i| b + i * s)).collect();
-    }
-    out
 }

@@ -43,7 +43,11 @@ pub(crate) fn contiguous_strides(shape: &[usize]) -> Vec<usize> {
 }
 
 /// Calls `f(linear, address)` for every element of `shape` in row-major order.
-fn for_each_addr(shape: &[usize], strides: &[usize], mut f: impl FnMut(usize, usize) -> Result<(), String>) -> Result<(), String> {
+fn for_each_addr(
+    shape: &[usize],
+    strides: &[usize],
+    mut f: impl FnMut(usize, usize) -> Result<(), String>,
+) -> Result<(), String> {
     let n: usize = shape.iter().product();
     let mut idx = vec![0usize; shape.len()];
     for lin in 0..n {
@@ -82,10 +86,19 @@ fn decode(d: Dtype, bits: u64) -> Scalar {
 impl Buffer {
     /// A buffer of `shape` with `strides` (C-contiguous when `None`) filled with the dtype's
     /// poison value. Fails if the storage would be absurdly large or cannot be allocated.
-    pub(crate) fn poisoned(name: &str, dtype: Dtype, shape: Vec<usize>, strides: Option<Vec<usize>>) -> Result<Buffer, String> {
+    pub(crate) fn poisoned(
+        name: &str,
+        dtype: Dtype,
+        shape: Vec<usize>,
+        strides: Option<Vec<usize>>,
+    ) -> Result<Buffer, String> {
         let strides = strides.unwrap_or_else(|| contiguous_strides(&shape));
         if strides.len() != shape.len() {
-            return Err(format!("`{name}` has {} dims but {} strides", shape.len(), strides.len()));
+            return Err(format!(
+                "`{name}` has {} dims but {} strides",
+                shape.len(),
+                strides.len()
+            ));
         }
         let mut span: usize = 1;
         for (&n, &s) in shape.iter().zip(&strides) {
@@ -93,43 +106,77 @@ impl Buffer {
                 span = 0;
                 break;
             }
-            span = (n - 1).checked_mul(s).and_then(|x| x.checked_add(span)).unwrap_or(usize::MAX);
+            span = (n - 1)
+                .checked_mul(s)
+                .and_then(|x| x.checked_add(span))
+                .unwrap_or(usize::MAX);
         }
-        let count = shape.iter().try_fold(1usize, |a, &n| a.checked_mul(n)).unwrap_or(usize::MAX);
+        let count = shape
+            .iter()
+            .try_fold(1usize, |a, &n| a.checked_mul(n))
+            .unwrap_or(usize::MAX);
         if span > MAX_ELEMS || count > MAX_ELEMS {
-            return Err(format!("`{name}` of shape {shape:?} is too large to allocate"));
+            return Err(format!(
+                "`{name}` of shape {shape:?} is too large to allocate"
+            ));
         }
         let p = encode(dtype, poison(dtype));
         let storage = if dtype == Dtype::I64 {
             let mut v = Vec::new();
-            v.try_reserve_exact(span).map_err(|_| format!("cannot allocate `{name}` ({span} elements)"))?;
+            v.try_reserve_exact(span)
+                .map_err(|_| format!("cannot allocate `{name}` ({span} elements)"))?;
             v.extend((0..span).map(|_| AtomicU64::new(p)));
             Storage::W64(v)
         } else {
             let mut v = Vec::new();
-            v.try_reserve_exact(span).map_err(|_| format!("cannot allocate `{name}` ({span} elements)"))?;
+            v.try_reserve_exact(span)
+                .map_err(|_| format!("cannot allocate `{name}` ({span} elements)"))?;
             v.extend((0..span).map(|_| AtomicU32::new(p as u32)));
             Storage::W32(v)
         };
-        Ok(Buffer { name: name.to_string(), dtype, shape, strides, storage })
+        Ok(Buffer {
+            name: name.to_string(),
+            dtype,
+            shape,
+            strides,
+            storage,
+        })
     }
 
     /// A buffer holding `data` (C order over `shape`), each value converted to `dtype` (floats
     /// round to nearest even; ints must be integral and in range). Fails on a length mismatch,
     /// a value that does not convert, or strides that map two different values to one address.
-    pub(crate) fn from_host(name: &str, dtype: Dtype, shape: Vec<usize>, strides: Option<Vec<usize>>, data: &[f64]) -> Result<Buffer, String> {
-        let count: usize = shape.iter().try_fold(1usize, |a, &n| a.checked_mul(n)).unwrap_or(usize::MAX);
+    pub(crate) fn from_host(
+        name: &str,
+        dtype: Dtype,
+        shape: Vec<usize>,
+        strides: Option<Vec<usize>>,
+        data: &[f64],
+    ) -> Result<Buffer, String> {
+        let count: usize = shape
+            .iter()
+            .try_fold(1usize, |a, &n| a.checked_mul(n))
+            .unwrap_or(usize::MAX);
         if data.len() != count {
-            return Err(format!("`{name}` has shape {shape:?} ({count} elements) but {} values", data.len()));
+            return Err(format!(
+                "`{name}` has shape {shape:?} ({count} elements) but {} values",
+                data.len()
+            ));
         }
         let buf = Buffer::poisoned(name, dtype, shape, strides)?;
         let mut written = vec![false; buf.len()];
         let shape = buf.shape.clone();
         let strides = buf.strides.clone();
         for_each_addr(&shape, &strides, |lin, addr| {
-            let s = scalar_from_f64(dtype, data[lin]).map_err(|e| format!("element {lin} of `{name}`: {e}"))?;
-            if written[addr] && buf.read(addr)? != s && !(s.to_f64().is_nan() && buf.read(addr)?.to_f64().is_nan()) {
-                return Err(format!("the strides of `{name}` map elements with different values to one address"));
+            let s = scalar_from_f64(dtype, data[lin])
+                .map_err(|e| format!("element {lin} of `{name}`: {e}"))?;
+            if written[addr]
+                && buf.read(addr)? != s
+                && !(s.to_f64().is_nan() && buf.read(addr)?.to_f64().is_nan())
+            {
+                return Err(format!(
+                    "the strides of `{name}` map elements with different values to one address"
+                ));
             }
             written[addr] = true;
             buf.write(addr, s)
@@ -144,7 +191,11 @@ impl Buffer {
             data.push(self.read(addr)?.to_f64());
             Ok(())
         })?;
-        Ok(HostTensor { dtype: self.dtype, shape: self.shape.clone(), data })
+        Ok(HostTensor {
+            dtype: self.dtype,
+            shape: self.shape.clone(),
+            data,
+        })
     }
 
     /// Number of storage slots.
@@ -161,7 +212,8 @@ impl Buffer {
             Storage::W32(v) => v.get(addr).map(|a| a.load(Relaxed) as u64),
             Storage::W64(v) => v.get(addr).map(|a| a.load(Relaxed)),
         };
-        bits.map(|b| decode(self.dtype, b)).ok_or_else(|| self.bad_addr(addr))
+        bits.map(|b| decode(self.dtype, b))
+            .ok_or_else(|| self.bad_addr(addr))
     }
 
     /// Writes `s` (already valid for the dtype) at storage address `addr`.
@@ -198,7 +250,11 @@ impl Buffer {
     }
 
     fn bad_addr(&self, addr: usize) -> String {
-        format!("internal error: address {addr} outside the storage of `{}` ({} slots)", self.name, self.len())
+        format!(
+            "internal error: address {addr} outside the storage of `{}` ({} slots)",
+            self.name,
+            self.len()
+        )
     }
 }
 
@@ -215,7 +271,10 @@ impl Access<'_> {
     /// Calls `f(linear tile index, Some(address))` for every in-bounds element and
     /// `f(linear, None)` for every out-of-bounds one, in row-major tile order.
     /// The caller has checked `offsets.len() == shape.len() >= tile.len()`.
-    pub(crate) fn visit<E>(&self, mut f: impl FnMut(usize, Option<usize>) -> Result<(), E>) -> Result<(), E> {
+    pub(crate) fn visit<E>(
+        &self,
+        mut f: impl FnMut(usize, Option<usize>) -> Result<(), E>,
+    ) -> Result<(), E> {
         let (rk, r) = (self.shape.len(), self.tile.len());
         let lead = rk - r;
         let mut base = 0usize;
@@ -233,7 +292,11 @@ impl Access<'_> {
         }
         // Valid range [lo, hi) of each tile coordinate.
         let range = |j: usize| -> (usize, usize) {
-            let (o, n, t) = (self.offsets[lead + j], self.shape[lead + j] as i64, self.tile[j] as i64);
+            let (o, n, t) = (
+                self.offsets[lead + j],
+                self.shape[lead + j] as i64,
+                self.tile[j] as i64,
+            );
             let lo = o.saturating_neg().clamp(0, t);
             let hi = n.saturating_sub(o).clamp(lo, t);
             (lo as usize, hi as usize)
@@ -248,8 +311,19 @@ impl Access<'_> {
         let rows: usize = self.tile[..r - 1].iter().product();
         let mut c = vec![0usize; r - 1];
         for row in 0..rows {
-            let row_ok = lead_ok && c.iter().enumerate().all(|(j, &x)| x >= ranges[j].0 && x < ranges[j].1);
-            let row_base = if row_ok { base + c.iter().enumerate().map(|(j, &x)| coord(j, x)).sum::<usize>() } else { 0 };
+            let row_ok = lead_ok
+                && c.iter()
+                    .enumerate()
+                    .all(|(j, &x)| x >= ranges[j].0 && x < ranges[j].1);
+            let row_base = if row_ok {
+                base + c
+                    .iter()
+                    .enumerate()
+                    .map(|(j, &x)| coord(j, x))
+                    .sum::<usize>()
+            } else {
+                0
+            };
             for t in 0..last {
                 let lin = row * last + t;
                 if row_ok && t >= llo && t < lhi {
@@ -302,28 +376,65 @@ mod tests {
     #[test]
     fn access_maps_trailing_dims_and_checks_bounds() {
         // tensor [3, 4], tile [2, 2] at (2, 3): only (2, 3) is in bounds.
-        let a = Access { shape: &[3, 4], strides: &[4, 1], offsets: &[2, 3], tile: &[2, 2] };
+        let a = Access {
+            shape: &[3, 4],
+            strides: &[4, 1],
+            offsets: &[2, 3],
+            tile: &[2, 2],
+        };
         assert_eq!(collect(&a), vec![Some(11), None, None, None]);
         assert_eq!(a.index_of(3), vec![3, 4]);
         // tensor [2, 3, 4], tile [4] at (1, 2, -1)
-        let a = Access { shape: &[2, 3, 4], strides: &[12, 4, 1], offsets: &[1, 2, -1], tile: &[4] };
+        let a = Access {
+            shape: &[2, 3, 4],
+            strides: &[12, 4, 1],
+            offsets: &[1, 2, -1],
+            tile: &[4],
+        };
         assert_eq!(collect(&a), vec![None, Some(20), Some(21), Some(22)]);
         // leading dim out of bounds
-        let a = Access { shape: &[2, 4], strides: &[4, 1], offsets: &[2, 0], tile: &[2] };
+        let a = Access {
+            shape: &[2, 4],
+            strides: &[4, 1],
+            offsets: &[2, 0],
+            tile: &[2],
+        };
         assert_eq!(collect(&a), vec![None, None]);
         // scalar
-        let a = Access { shape: &[2, 4], strides: &[1, 2], offsets: &[1, 3], tile: &[] };
+        let a = Access {
+            shape: &[2, 4],
+            strides: &[1, 2],
+            offsets: &[1, 3],
+            tile: &[],
+        };
         assert_eq!(collect(&a), vec![Some(7)]);
         // huge offsets do not overflow
-        let a = Access { shape: &[4], strides: &[1], offsets: &[i64::MIN], tile: &[2] };
+        let a = Access {
+            shape: &[4],
+            strides: &[1],
+            offsets: &[i64::MIN],
+            tile: &[2],
+        };
         assert_eq!(collect(&a), vec![None, None]);
-        let a = Access { shape: &[4], strides: &[1], offsets: &[i64::MAX], tile: &[2] };
+        let a = Access {
+            shape: &[4],
+            strides: &[1],
+            offsets: &[i64::MAX],
+            tile: &[2],
+        };
         assert_eq!(collect(&a), vec![None, None]);
     }
 
     #[test]
     fn strided_host_round_trip() {
-        let b = Buffer::from_host("x", Dtype::F32, vec![2, 3], Some(vec![1, 2]), &[0., 1., 2., 3., 4., 5.]).unwrap();
+        let b = Buffer::from_host(
+            "x",
+            Dtype::F32,
+            vec![2, 3],
+            Some(vec![1, 2]),
+            &[0., 1., 2., 3., 4., 5.],
+        )
+        .unwrap();
         assert_eq!(b.read(2).unwrap(), Scalar::F(1.0));
         assert_eq!(b.to_host().unwrap().data, vec![0., 1., 2., 3., 4., 5.]);
         assert!(Buffer::from_host("x", Dtype::F32, vec![2], Some(vec![0]), &[1., 2.]).is_err());

@@ -12,11 +12,22 @@
 //!   deterministic: a kernel without races gives the same bits either way, and a failing run
 //!   reports the error of the first failing instance in that order.
 //! - Nothing reachable from user input panics: every failure is an [`InterpError`].
+//! - Strided params: element `i` lives at `Σ i_d·stride_d` of the buffer's storage. A kernel
+//!   param's strides (C order when not written) must equal those of the buffer bound to it.
+//!
+//! Layout: `runner` (specialization check, launches, grid), `bind` (entry arguments, temps,
+//! launch bindings), `exec` (the op dispatcher) with `memops` (load/store/atomic_add),
+//! `math` (elementwise), `reduce` (reduce, dot), `shape` (iota, broadcast, transpose, reshape),
+//! `tile` (runtime values, rounding) and `memory` (global buffers, access addressing).
 
+mod bind;
 mod exec;
 mod math;
+mod memops;
 mod memory;
+mod reduce;
 mod runner;
+mod shape;
 mod tile;
 
 #[cfg(test)]
@@ -77,12 +88,20 @@ pub struct InterpError {
 impl InterpError {
     /// An error with no location.
     pub(crate) fn new(message: impl Into<String>) -> InterpError {
-        InterpError { message: message.into(), span: None, kernel: None }
+        InterpError {
+            message: message.into(),
+            span: None,
+            kernel: None,
+        }
     }
 
     /// An error at `span`.
     pub(crate) fn at(span: Span, message: impl Into<String>) -> InterpError {
-        InterpError { message: message.into(), span: Some(span), kernel: None }
+        InterpError {
+            message: message.into(),
+            span: Some(span),
+            kernel: None,
+        }
     }
 }
 
@@ -93,7 +112,10 @@ impl InterpError {
 /// conditions); anything else, a missing or ill-shaped argument, a failed `requires`, an
 /// out-of-bounds access without `other`/`guard`, an integer division by zero or a bad shift is
 /// an [`InterpError`].
-pub fn run(module: &Module, args: &BTreeMap<String, HostArg>) -> Result<BTreeMap<String, HostTensor>, InterpError> {
+pub fn run(
+    module: &Module,
+    args: &BTreeMap<String, HostArg>,
+) -> Result<BTreeMap<String, HostTensor>, InterpError> {
     run_with(module, args, &RunOptions::default())
 }
 

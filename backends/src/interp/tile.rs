@@ -164,7 +164,11 @@ pub(crate) fn scalar_from_f64(d: Dtype, x: f64) -> Result<Scalar, String> {
     if x < lo || x > hi || (d == Dtype::I64 && x >= (1u64 << 63) as f64) {
         return Err(format!("{x} is not in the range of {d}"));
     }
-    Ok(if d == Dtype::I1 { Scalar::B(x != 0.0) } else { Scalar::I(x as i64) })
+    Ok(if d == Dtype::I1 {
+        Scalar::B(x != 0.0)
+    } else {
+        Scalar::I(x as i64)
+    })
 }
 
 /// Converts an integer literal to dtype `d`: floats round (via f32, as every op producing
@@ -291,7 +295,10 @@ mod tests {
         // The exact tie rounds to even (down).
         assert_eq!(round_f64(Dtype::Bf16, 1.0 + 2f64.powi(-8)), 1.0);
         // f16: 1 + 2^-11 + 2^-40 rounds up to 1 + 2^-10.
-        assert_eq!(round_f64(Dtype::F16, 1.0 + 2f64.powi(-11) + 2f64.powi(-40)), 1.0 + 2f32.powi(-10));
+        assert_eq!(
+            round_f64(Dtype::F16, 1.0 + 2f64.powi(-11) + 2f64.powi(-40)),
+            1.0 + 2f32.powi(-10)
+        );
         assert_eq!(round_f64(Dtype::F16, -(1.0 + 2f64.powi(-11))), -1.0);
         assert_eq!(round_f64(Dtype::F16, 1e6), f32::INFINITY);
         assert_eq!(round_f64(Dtype::Bf16, 1e300), f32::INFINITY);
@@ -312,7 +319,10 @@ mod tests {
     #[test]
     fn cast_rules() {
         assert_eq!(convert(Scalar::F(f32::NAN), Dtype::I32), Scalar::I(0));
-        assert_eq!(convert(Scalar::F(-1e20), Dtype::I32), Scalar::I(i32::MIN as i64));
+        assert_eq!(
+            convert(Scalar::F(-1e20), Dtype::I32),
+            Scalar::I(i32::MIN as i64)
+        );
         assert_eq!(convert(Scalar::F(-2.7), Dtype::I32), Scalar::I(-2));
         assert_eq!(convert(Scalar::F(300.0), Dtype::U8), Scalar::I(255));
         assert_eq!(convert(Scalar::I(300), Dtype::U8), Scalar::I(44));

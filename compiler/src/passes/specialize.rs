@@ -5,10 +5,11 @@
 //! (`kir_ir::renumber`) in the order the parser creates entities, so `parse(print(s)) == s`.
 
 use kir_ir::renumber::renumber_kernel;
+use kir_ir::text::printer::value_names;
 use kir_ir::{
     Attr, Block, ConstDecl, ConstKind, ConstValues, Dfg, Diagnostic, Diagnostics, Dtype, ElemType,
-    EvalError, EvalVal, Expr, Module, Offset, Opcode, Param, ParamKind, Program, Span, TempDecl,
-    TensorType, Type, Value,
+    EvalError, EvalVal, Expr, Kernel, Module, Offset, Opcode, Param, ParamKind, Program, Span,
+    TempDecl, TensorType, Type, Value,
 };
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
@@ -85,8 +86,11 @@ pub fn specialize(m: &Module, defines: &[(String, String)]) -> Result<Module, Di
         k.params = params;
         k.grid = k.grid.iter().map(|e| cx.expr(e)).collect();
         k.requires = cx.requires(&k.requires);
-        cx.body(&mut k.dfg, k.body);
+        // Splice first, so constants are folded (and checked) in live code only.
+        cx.splice_body(&mut k.dfg, k.body);
         renumber_kernel(k);
+        cx.fold_body(&mut k.dfg);
+        settle_names(k);
     }
     let program = m.program.as_ref().map(|p| cx.program(p, &removed_params));
     if !cx.errs.is_empty() {
@@ -99,6 +103,18 @@ pub fn specialize(m: &Module, defines: &[(String, String)]) -> Result<Module, Di
         kernels,
         program,
     })
+}
+
+/// Renames values whose names a splice made collide (`%x` from a `static_if` region and a
+/// later `%x` outside it) to the names the printer gives them, so the printed text reparses
+/// to an equal kernel.
+fn settle_names(k: &mut Kernel) {
+    let names = value_names(k);
+    for (v, d) in k.dfg.values.iter_mut() {
+        if d.name.is_some() {
+            d.name = names.get(v).cloned();
+        }
+    }
 }
 
 /// Every enum variant name of the module: such names evaluate to themselves.
@@ -386,30 +402,10 @@ impl Cx<'_> {
         }
     }
 
-    /// Specializes a kernel body in place: substitutes the constants into every type and
-    /// expression, splices each `static_if`'s chosen region into its parent block and redirects
-    /// the uses of its results to the values the region yields. The replaced ops stay in the
-    /// arenas, unreachable, until the caller renumbers.
-    fn body(&mut self, dfg: &mut Dfg, body: Block) {
-        for vd in dfg.values.values_mut() {
-            vd.ty = self.ty(&vd.ty);
-        }
-        for od in dfg.ops.values_mut() {
-            if od.opcode != Opcode::StaticIf {
-                od.lead = od.lead.take().map(|a| self.attr(a));
-            }
-            od.attrs = std::mem::take(&mut od.attrs)
-                .into_iter()
-                .map(|(k, a)| (k, self.attr(a)))
-                .collect();
-            if let Some(t) = &mut od.tensor {
-                for off in &mut t.offsets {
-                    if let Offset::Expr(e) = off {
-                        *e = self.expr(e);
-                    }
-                }
-            }
-        }
+    /// Splices each `static_if`'s chosen region into its parent block and redirects the uses
+    /// of its results to the values the region yields. The replaced ops and the regions not
+    /// taken stay in the arenas, unreachable, until the caller renumbers.
+    fn splice_body(&mut self, dfg: &mut Dfg, body: Block) {
         let mut replace = HashMap::new();
         self.splice(dfg, body, &mut replace);
         if replace.is_empty() {
@@ -444,6 +440,28 @@ impl Cx<'_> {
         }
     }
 
+    /// Substitutes the constants into every type and expression of a (renumbered, so live)
+    /// kernel body.
+    fn fold_body(&mut self, dfg: &mut Dfg) {
+        for vd in dfg.values.values_mut() {
+            vd.ty = self.ty(&vd.ty);
+        }
+        for od in dfg.ops.values_mut() {
+            od.lead = od.lead.take().map(|a| self.attr(a));
+            od.attrs = std::mem::take(&mut od.attrs)
+                .into_iter()
+                .map(|(k, a)| (k, self.attr(a)))
+                .collect();
+            if let Some(t) = &mut od.tensor {
+                for off in &mut t.offsets {
+                    if let Offset::Expr(e) = off {
+                        *e = self.expr(e);
+                    }
+                }
+            }
+        }
+    }
+
     fn attr(&mut self, a: Attr) -> Attr {
         match a {
             Attr::Expr(e) => Attr::Expr(self.expr(&e)),
@@ -459,14 +477,14 @@ impl Cx<'_> {
         let ops = std::mem::take(&mut dfg.blocks[b].ops);
         let mut out = Vec::with_capacity(ops.len());
         for o in ops {
-            for r in dfg.ops[o].regions.clone() {
-                self.splice(dfg, r, replace);
-            }
-            let od = &dfg.ops[o];
-            if od.opcode != Opcode::StaticIf {
+            if dfg.ops[o].opcode != Opcode::StaticIf {
+                for r in dfg.ops[o].regions.clone() {
+                    self.splice(dfg, r, replace);
+                }
                 out.push(o);
                 continue;
             }
+            let od = &dfg.ops[o];
             let (span, results) = (od.span, od.results.clone());
             let Some(Attr::Expr(c)) = od.lead.clone() else {
                 self.errs
@@ -481,6 +499,7 @@ impl Cx<'_> {
                     .push(Diagnostic::new(span, "`static_if` is missing a region"));
                 continue;
             };
+            self.splice(dfg, region, replace);
             let mut body = dfg.blocks[region].ops.clone();
             let yielded = match body.last() {
                 Some(&y) if dfg.ops[y].opcode == Opcode::Yield => {

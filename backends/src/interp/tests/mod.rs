@@ -2,6 +2,7 @@
 //! (independent of the text parser). Oracles are plain loops in f64 (or f32 where the exact
 //! order of operations is the point).
 
+mod attention;
 mod ops;
 mod programs;
 
@@ -18,17 +19,26 @@ pub(crate) struct B {
 
 /// An expression `a op b`.
 pub(crate) fn ebin(op: BinOp, a: Expr, b: Expr) -> Expr {
-    Expr { kind: ExprKind::Binary(op, Box::new(a), Box::new(b)), span: Span::default() }
+    Expr {
+        kind: ExprKind::Binary(op, Box::new(a), Box::new(b)),
+        span: Span::default(),
+    }
 }
 
 /// `cdiv(a, b)`.
 pub(crate) fn cdiv(a: Expr, b: Expr) -> Expr {
-    Expr { kind: ExprKind::Call(Func::Cdiv, vec![a, b]), span: Span::default() }
+    Expr {
+        kind: ExprKind::Call(Func::Cdiv, vec![a, b]),
+        span: Span::default(),
+    }
 }
 
 /// A float literal expression.
 pub(crate) fn efloat(x: f64) -> Expr {
-    Expr { kind: ExprKind::Float(expr::F64Bits(x)), span: Span::default() }
+    Expr {
+        kind: ExprKind::Float(expr::F64Bits(x)),
+        span: Span::default(),
+    }
 }
 
 pub(crate) fn tile(shape: &[usize], d: Dtype) -> Type {
@@ -74,7 +84,9 @@ impl B {
             doc: vec![],
             span: Span::default(),
         };
-        let op = self.dfg.append_op(b, data, results.into_iter().map(|t| (t, None)).collect());
+        let op = self
+            .dfg
+            .append_op(b, data, results.into_iter().map(|t| (t, None)).collect());
         self.dfg.ops[op].results.clone()
     }
 
@@ -84,8 +96,25 @@ impl B {
     }
 
     /// An op with a lead attribute, operands and one result.
-    pub(crate) fn op_lead(&mut self, b: Block, opcode: Opcode, lead: Attr, operands: &[Value], attrs: Vec<(&str, Attr)>, ty: Type) -> Value {
-        self.op_full(b, opcode, operands, Some(lead), None, attrs, vec![], vec![ty])[0]
+    pub(crate) fn op_lead(
+        &mut self,
+        b: Block,
+        opcode: Opcode,
+        lead: Attr,
+        operands: &[Value],
+        attrs: Vec<(&str, Attr)>,
+        ty: Type,
+    ) -> Value {
+        self.op_full(
+            b,
+            opcode,
+            operands,
+            Some(lead),
+            None,
+            attrs,
+            vec![],
+            vec![ty],
+        )[0]
     }
 
     pub(crate) fn int(&mut self, b: Block, v: i64, ty: Type) -> Value {
@@ -97,7 +126,14 @@ impl B {
     }
 
     pub(crate) fn pid(&mut self, b: Block, axis: i64) -> Value {
-        self.op_lead(b, Opcode::ProgramId, Attr::Expr(Expr::int(axis)), &[], vec![], sc(Dtype::I32))
+        self.op_lead(
+            b,
+            Opcode::ProgramId,
+            Attr::Expr(Expr::int(axis)),
+            &[],
+            vec![],
+            sc(Dtype::I32),
+        )
     }
 
     pub(crate) fn dim(&mut self, b: Block, n: &str) -> Value {
@@ -105,15 +141,52 @@ impl B {
     }
 
     fn tref(tensor: &str, offsets: &[Value]) -> TensorRef {
-        TensorRef { param: tensor.into(), offsets: offsets.iter().map(|&v| Offset::Value(v)).collect(), span: Span::default() }
+        TensorRef {
+            param: tensor.into(),
+            offsets: offsets.iter().map(|&v| Offset::Value(v)).collect(),
+            span: Span::default(),
+        }
     }
 
-    pub(crate) fn load(&mut self, b: Block, tensor: &str, offsets: &[Value], attrs: Vec<(&str, Attr)>, ty: Type) -> Value {
-        self.op_full(b, Opcode::Load, &[], None, Some(B::tref(tensor, offsets)), attrs, vec![], vec![ty])[0]
+    pub(crate) fn load(
+        &mut self,
+        b: Block,
+        tensor: &str,
+        offsets: &[Value],
+        attrs: Vec<(&str, Attr)>,
+        ty: Type,
+    ) -> Value {
+        self.op_full(
+            b,
+            Opcode::Load,
+            &[],
+            None,
+            Some(B::tref(tensor, offsets)),
+            attrs,
+            vec![],
+            vec![ty],
+        )[0]
     }
 
-    pub(crate) fn store(&mut self, b: Block, opcode: Opcode, tensor: &str, offsets: &[Value], value: Value, attrs: Vec<(&str, Attr)>) {
-        self.op_full(b, opcode, &[value], None, Some(B::tref(tensor, offsets)), attrs, vec![], vec![]);
+    pub(crate) fn store(
+        &mut self,
+        b: Block,
+        opcode: Opcode,
+        tensor: &str,
+        offsets: &[Value],
+        value: Value,
+        attrs: Vec<(&str, Attr)>,
+    ) {
+        self.op_full(
+            b,
+            opcode,
+            &[value],
+            None,
+            Some(B::tref(tensor, offsets)),
+            attrs,
+            vec![],
+            vec![],
+        );
     }
 
     /// `for iv = lo to hi step st iter(inits)`: `body(builder, block, iv, carried) -> yielded`.
@@ -127,9 +200,17 @@ impl B {
         body: impl FnOnce(&mut B, Block, Value, &[Value]) -> Vec<Value>,
     ) -> Vec<Value> {
         let blk = self.dfg.new_block();
-        let iv = self.dfg.add_block_arg(blk, sc(Dtype::I32), Some("iv".into()), Span::default());
+        let iv = self
+            .dfg
+            .add_block_arg(blk, sc(Dtype::I32), Some("iv".into()), Span::default());
         let tys: Vec<Type> = inits.iter().map(|&v| self.dfg.ty(v).clone()).collect();
-        let carried: Vec<Value> = tys.iter().map(|t| self.dfg.add_block_arg(blk, t.clone(), None, Span::default())).collect();
+        let carried: Vec<Value> = tys
+            .iter()
+            .map(|t| {
+                self.dfg
+                    .add_block_arg(blk, t.clone(), None, Span::default())
+            })
+            .collect();
         let ys = body(self, blk, iv, &carried);
         self.op_full(blk, Opcode::Yield, &ys, None, None, vec![], vec![], vec![]);
         let mut ops = vec![lo, hi, st];
@@ -142,7 +223,14 @@ impl B {
 pub(crate) fn tparam(n: &str, acc: Access, d: Dtype, dims: Vec<Expr>) -> Param {
     Param {
         name: n.into(),
-        kind: ParamKind::Tensor(acc, TensorType { elem: ElemType::Known(d), dims, strides: None }),
+        kind: ParamKind::Tensor(
+            acc,
+            TensorType {
+                elem: ElemType::Known(d),
+                dims,
+                strides: None,
+            },
+        ),
         cond: None,
         span: Span::default(),
     }
@@ -150,7 +238,12 @@ pub(crate) fn tparam(n: &str, acc: Access, d: Dtype, dims: Vec<Expr>) -> Param {
 
 /// A scalar param.
 pub(crate) fn sparam(n: &str, d: Dtype) -> Param {
-    Param { name: n.into(), kind: ParamKind::Scalar(ElemType::Known(d)), cond: None, span: Span::default() }
+    Param {
+        name: n.into(),
+        kind: ParamKind::Scalar(ElemType::Known(d)),
+        cond: None,
+        span: Span::default(),
+    }
 }
 
 pub(crate) fn ids(names: &[&str]) -> Vec<Expr> {
@@ -158,8 +251,23 @@ pub(crate) fn ids(names: &[&str]) -> Vec<Expr> {
 }
 
 /// A kernel from a finished builder.
-pub(crate) fn kernel(n: &str, params: Vec<Param>, grid: [Expr; 3], requires: Vec<Expr>, b: B) -> Kernel {
-    Kernel { name: n.into(), params, grid: grid.to_vec(), requires, body: b.body, dfg: b.dfg, doc: vec![], span: Span::default() }
+pub(crate) fn kernel(
+    n: &str,
+    params: Vec<Param>,
+    grid: [Expr; 3],
+    requires: Vec<Expr>,
+    b: B,
+) -> Kernel {
+    Kernel {
+        name: n.into(),
+        params,
+        grid: grid.to_vec(),
+        requires,
+        body: b.body,
+        dfg: b.dfg,
+        doc: vec![],
+        span: Span::default(),
+    }
 }
 
 /// A module with the given kernels and optional program.
@@ -168,16 +276,30 @@ pub(crate) fn module(kernels: Vec<Kernel>, program: Option<Program>) -> Module {
     for k in kernels {
         ks.push(k);
     }
-    Module { doc: vec![], name: "test".into(), consts: vec![], kernels: ks, program }
+    Module {
+        doc: vec![],
+        name: "test".into(),
+        consts: vec![],
+        kernels: ks,
+        program,
+    }
 }
 
 /// A host tensor argument.
 pub(crate) fn ht(d: Dtype, shape: &[usize], data: Vec<f64>) -> HostArg {
-    HostArg::Tensor(HostTensor { dtype: d, shape: shape.to_vec(), data })
+    HostArg::Tensor(HostTensor {
+        dtype: d,
+        shape: shape.to_vec(),
+        data,
+    })
 }
 
 /// Verifies `m` (the builder must make valid IR), then runs it with the given args.
-pub(crate) fn go(m: &Module, args: Vec<(&str, HostArg)>, parallel: bool) -> Result<BTreeMap<String, HostTensor>, InterpError> {
+pub(crate) fn go(
+    m: &Module,
+    args: Vec<(&str, HostArg)>,
+    parallel: bool,
+) -> Result<BTreeMap<String, HostTensor>, InterpError> {
     if let Err(d) = kir_ir::verifier::verify(m) {
         panic!("the test module does not verify: {:#?}", d.0);
     }
@@ -185,20 +307,33 @@ pub(crate) fn go(m: &Module, args: Vec<(&str, HostArg)>, parallel: bool) -> Resu
 }
 
 /// Runs with the given args and parallelism, without verifying first.
-pub(crate) fn go_unverified(m: &Module, args: Vec<(&str, HostArg)>, parallel: bool) -> Result<BTreeMap<String, HostTensor>, InterpError> {
-    let args: BTreeMap<String, HostArg> = args.into_iter().map(|(k, v)| (k.to_string(), v)).collect();
+pub(crate) fn go_unverified(
+    m: &Module,
+    args: Vec<(&str, HostArg)>,
+    parallel: bool,
+) -> Result<BTreeMap<String, HostTensor>, InterpError> {
+    let args: BTreeMap<String, HostArg> =
+        args.into_iter().map(|(k, v)| (k.to_string(), v)).collect();
     run_with(m, &args, &RunOptions { parallel })
 }
 
 /// Deterministic pseudo-random values in [-1, 1), exactly representable in f32 (and in bf16
 /// when `bf16` is set).
 pub(crate) fn rand_vals(n: usize, seed: u64, bf16: bool) -> Vec<f64> {
-    let mut s = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+    let mut s = seed
+        .wrapping_mul(6364136223846793005)
+        .wrapping_add(1442695040888963407);
     (0..n)
         .map(|_| {
-            s = s.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            s = s
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
             let x = ((s >> 40) as f64 / (1u64 << 24) as f64) * 2.0 - 1.0;
-            if bf16 { half::bf16::from_f32(x as f32).to_f64() } else { x as f32 as f64 }
+            if bf16 {
+                half::bf16::from_f32(x as f32).to_f64()
+            } else {
+                x as f32 as f64
+            }
         })
         .collect()
 }

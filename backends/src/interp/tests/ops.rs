@@ -15,7 +15,11 @@ fn gemm_module() -> Module {
     let c16 = b.int(body, 16, sc(I32));
     let m0 = b.op(body, Opcode::Mul, &[pm, c16], sc(I32));
     let n0 = b.op(body, Opcode::Mul, &[pn, c16], sc(I32));
-    let (zero, kdim, st) = (b.int(body, 0, sc(I32)), b.dim(body, "K"), b.int(body, 8, sc(I32)));
+    let (zero, kdim, st) = (
+        b.int(body, 0, sc(I32)),
+        b.dim(body, "K"),
+        b.int(body, 8, sc(I32)),
+    );
     let acc0 = b.float(body, 0.0, tile(&[16, 16], F32));
     let res = b.for_loop(body, zero, kdim, st, &[acc0], |b, blk, k, c| {
         let other = vec![("other", Attr::Expr(efloat(0.0)))];
@@ -23,13 +27,24 @@ fn gemm_module() -> Module {
         let bt = b.load(blk, "b", &[k, n0], other, tile(&[8, 16], F32));
         vec![b.op(blk, Opcode::Dot, &[a, bt, c[0]], tile(&[16, 16], F32))]
     });
-    b.store(body, Opcode::Store, "c", &[m0, n0], res[0], vec![("guard", Attr::Flag)]);
+    b.store(
+        body,
+        Opcode::Store,
+        "c",
+        &[m0, n0],
+        res[0],
+        vec![("guard", Attr::Flag)],
+    );
     let params = vec![
         tparam("a", Access::In, F32, ids(&["M", "K"])),
         tparam("b", Access::In, F32, ids(&["K", "N"])),
         tparam("c", Access::Out, F32, ids(&["M", "N"])),
     ];
-    let grid = [cdiv(Expr::ident("M"), Expr::int(16)), cdiv(Expr::ident("N"), Expr::int(16)), Expr::int(1)];
+    let grid = [
+        cdiv(Expr::ident("M"), Expr::int(16)),
+        cdiv(Expr::ident("N"), Expr::int(16)),
+        Expr::int(1),
+    ];
     module(vec![kernel("gemm", params, grid, vec![], b)], None)
 }
 
@@ -38,7 +53,12 @@ fn tiled_dot_matches_f64_and_exact_f32_order() {
     let (m, k, n) = (37, 45, 29);
     let (a, bm) = (rand_vals(m * k, 1, false), rand_vals(k * n, 2, false));
     let md = gemm_module();
-    let args = || vec![("a", ht(F32, &[m, k], a.clone())), ("b", ht(F32, &[k, n], bm.clone()))];
+    let args = || {
+        vec![
+            ("a", ht(F32, &[m, k], a.clone())),
+            ("b", ht(F32, &[k, n], bm.clone())),
+        ]
+    };
     let out = go(&md, args(), true).unwrap();
     let c = &out["c"];
     assert_eq!((c.dtype, &c.shape[..]), (F32, &[m, n][..]));
@@ -51,11 +71,21 @@ fn tiled_dot_matches_f64_and_exact_f32_order() {
                 mag += (a[i * k + kk] * bm[kk * n + j]).abs();
             }
             let got = c.data[i * n + j];
-            assert!((got - r64).abs() <= 1e-6 * mag + 1e-7, "c[{i}][{j}] = {got}, f64 {r64}");
-            assert_eq!(got, r32 as f64, "c[{i}][{j}] differs from the k-ascending f32 loop");
+            assert!(
+                (got - r64).abs() <= 1e-6 * mag + 1e-7,
+                "c[{i}][{j}] = {got}, f64 {r64}"
+            );
+            assert_eq!(
+                got, r32 as f64,
+                "c[{i}][{j}] differs from the k-ascending f32 loop"
+            );
         }
     }
-    assert_eq!(go(&md, args(), false).unwrap(), out, "parallel and sequential runs differ");
+    assert_eq!(
+        go(&md, args(), false).unwrap(),
+        out,
+        "parallel and sequential runs differ"
+    );
 }
 
 /// z = x + y elementwise on bf16 [4].
@@ -81,13 +111,26 @@ fn bf16_add_rounds_to_nearest_even() {
     // x[0] = 1 + 2^-8 arrives as a host value: a tie, so it rounds to 1.0 on input.
     let x = vec![1.0 + e(-8), 1.0 + e(-7), 1.0, 256.0];
     let y = vec![e(-8), e(-8), 3.0 * e(-9), 1.0];
-    let out = go(&add_module(Bf16), vec![("x", ht(Bf16, &[4], x)), ("y", ht(Bf16, &[4], y))], true).unwrap();
+    let out = go(
+        &add_module(Bf16),
+        vec![("x", ht(Bf16, &[4], x)), ("y", ht(Bf16, &[4], y))],
+        true,
+    )
+    .unwrap();
     // 1 + 2^-8: tie → 1.0 (even); 1 + 3·2^-8: tie → 1 + 2^-6 (even); 1 + 3·2^-9 → 1 + 2^-7;
     // 257: tie between 256 and 258 → 256.
     assert_eq!(out["z"].data, vec![1.0, 1.0 + e(-6), 1.0 + e(-7), 256.0]);
     assert_eq!(out["z"].dtype, Bf16);
     // f16: 2048 + 1 is a tie between 2048 and 2050 → 2048; 1 + 2^-11 + 2^-11 is exact.
-    let out = go(&add_module(F16), vec![("x", ht(F16, &[4], vec![2048.0, 1.0, 0.5, -1.0])), ("y", ht(F16, &[4], vec![1.0, e(-10), 0.25, 1.0]))], false).unwrap();
+    let out = go(
+        &add_module(F16),
+        vec![
+            ("x", ht(F16, &[4], vec![2048.0, 1.0, 0.5, -1.0])),
+            ("y", ht(F16, &[4], vec![1.0, e(-10), 0.25, 1.0])),
+        ],
+        false,
+    )
+    .unwrap();
     assert_eq!(out["z"].data, vec![2048.0, 1.0 + e(-10), 0.75, 0.0]);
 }
 
@@ -98,24 +141,61 @@ fn copy_module(other: bool) -> Module {
     let p = b.pid(body, 0);
     let c4 = b.int(body, 4, sc(I32));
     let off = b.op(body, Opcode::Mul, &[p, c4], sc(I32));
-    let attrs = if other { vec![("other", Attr::Expr(efloat(-1.0)))] } else { vec![] };
+    let attrs = if other {
+        vec![("other", Attr::Expr(efloat(-1.0)))]
+    } else {
+        vec![]
+    };
     let t = b.load(body, "x", &[off], attrs, tile(&[4], F32));
     b.store(body, Opcode::Store, "y", &[off], t, vec![]);
-    let ps = vec![tparam("x", Access::In, F32, ids(&["N"])), tparam("y", Access::Out, F32, vec![Expr::int(8)])];
-    module(vec![kernel("copy", ps, [Expr::int(2), Expr::int(1), Expr::int(1)], vec![], b)], None)
+    let ps = vec![
+        tparam("x", Access::In, F32, ids(&["N"])),
+        tparam("y", Access::Out, F32, vec![Expr::int(8)]),
+    ];
+    module(
+        vec![kernel(
+            "copy",
+            ps,
+            [Expr::int(2), Expr::int(1), Expr::int(1)],
+            vec![],
+            b,
+        )],
+        None,
+    )
 }
 
 #[test]
 fn load_other_pads_and_oob_is_an_error() {
     let x = vec![1.0, 2.0, 3.0, 4.0, 5.0, 6.0];
-    let out = go(&copy_module(true), vec![("x", ht(F32, &[6], x.clone()))], true).unwrap();
-    assert_eq!(out["y"].data, vec![1.0, 2.0, 3.0, 4.0, 5.0, 6.0, -1.0, -1.0]);
+    let out = go(
+        &copy_module(true),
+        vec![("x", ht(F32, &[6], x.clone()))],
+        true,
+    )
+    .unwrap();
+    assert_eq!(
+        out["y"].data,
+        vec![1.0, 2.0, 3.0, 4.0, 5.0, 6.0, -1.0, -1.0]
+    );
     for par in [true, false] {
-        let e = go(&copy_module(false), vec![("x", ht(F32, &[6], x.clone()))], par).unwrap_err();
+        let e = go(
+            &copy_module(false),
+            vec![("x", ht(F32, &[6], x.clone()))],
+            par,
+        )
+        .unwrap_err();
         assert_eq!(e.kernel.as_deref(), Some("copy"));
         assert!(e.span.is_some());
-        assert!(e.message.contains("program (1, 0, 0)") && e.message.contains("out of bounds"), "{}", e.message);
-        assert!(e.message.contains("`x` index [6] is outside shape [6]"), "{}", e.message);
+        assert!(
+            e.message.contains("program (1, 0, 0)") && e.message.contains("out of bounds"),
+            "{}",
+            e.message
+        );
+        assert!(
+            e.message.contains("`x` index [6] is outside shape [6]"),
+            "{}",
+            e.message
+        );
     }
 }
 
@@ -125,10 +205,33 @@ fn masked_store_leaves_poison() {
     let body = b.body;
     let z0 = b.int(body, 0, sc(I32));
     let x = b.load(body, "x", &[z0], vec![], tile(&[8], F32));
-    let i = b.op_full(body, Opcode::Iota, &[], None, None, vec![], vec![], vec![tile(&[8], I32)])[0];
+    let i = b.op_full(
+        body,
+        Opcode::Iota,
+        &[],
+        None,
+        None,
+        vec![],
+        vec![],
+        vec![tile(&[8], I32)],
+    )[0];
     let five = b.int(body, 5, sc(I32));
-    let m = b.op_lead(body, Opcode::Cmp, name("lt"), &[i, five], vec![], tile(&[8], I1));
-    b.store(body, Opcode::Store, "y", &[z0], x, vec![("mask", Attr::Value(m))]);
+    let m = b.op_lead(
+        body,
+        Opcode::Cmp,
+        name("lt"),
+        &[i, five],
+        vec![],
+        tile(&[8], I1),
+    );
+    b.store(
+        body,
+        Opcode::Store,
+        "y",
+        &[z0],
+        x,
+        vec![("mask", Attr::Value(m))],
+    );
     let ps = vec![
         tparam("x", Access::In, F32, ids(&["N"])),
         tparam("y", Access::Out, F32, ids(&["N"])),
@@ -137,7 +240,12 @@ fn masked_store_leaves_poison() {
         tparam("yl", Access::Out, I64, vec![Expr::int(1)]),
     ];
     let md = module(vec![kernel("masked", ps, grid1(), vec![], b)], None);
-    let out = go(&md, vec![("x", ht(F32, &[8], (0..8).map(|v| v as f64).collect()))], true).unwrap();
+    let out = go(
+        &md,
+        vec![("x", ht(F32, &[8], (0..8).map(|v| v as f64).collect()))],
+        true,
+    )
+    .unwrap();
     let y = &out["y"].data;
     assert_eq!(&y[..5], &[0.0, 1.0, 2.0, 3.0, 4.0]);
     assert!(y[5..].iter().all(|v| v.is_nan()), "{y:?}");
@@ -150,14 +258,21 @@ fn masked_store_leaves_poison() {
 fn for_loop_carries_a_scalar_sum() {
     let mut b = B::new();
     let body = b.body;
-    let (z0, n, one) = (b.int(body, 0, sc(I32)), b.dim(body, "N"), b.int(body, 1, sc(I32)));
+    let (z0, n, one) = (
+        b.int(body, 0, sc(I32)),
+        b.dim(body, "N"),
+        b.int(body, 1, sc(I32)),
+    );
     let acc0 = b.float(body, 0.0, sc(F32));
     let r = b.for_loop(body, z0, n, one, &[acc0], |b, blk, i, c| {
         let v = b.load(blk, "x", &[i], vec![], sc(F32));
         vec![b.op(blk, Opcode::Add, &[c[0], v], sc(F32))]
     });
     b.store(body, Opcode::Store, "s", &[z0], r[0], vec![]);
-    let ps = vec![tparam("x", Access::In, F32, ids(&["N"])), tparam("s", Access::Out, F32, vec![Expr::int(1)])];
+    let ps = vec![
+        tparam("x", Access::In, F32, ids(&["N"])),
+        tparam("s", Access::Out, F32, vec![Expr::int(1)]),
+    ];
     let md = module(vec![kernel("sum", ps, grid1(), vec![], b)], None);
     let x = rand_vals(1000, 7, false);
     let out = go(&md, vec![("x", ht(F32, &[1000], x.clone()))], true).unwrap();
@@ -174,10 +289,31 @@ fn atomic_add_is_deterministic() {
     let (p, z0) = (b.pid(body, 0), b.int(body, 0, sc(I32)));
     let t = b.load(body, "x", &[p, z0], vec![], tile(&[8], F32));
     b.store(body, Opcode::AtomicAdd, "acc", &[z0], t, vec![]);
-    let ps = vec![tparam("x", Access::In, F32, ids(&["G", "E"])), tparam("acc", Access::InOut, F32, ids(&["E"]))];
-    let md = module(vec![kernel("atomic", ps, [Expr::ident("G"), Expr::int(1), Expr::int(1)], vec![], b)], None);
-    let x: Vec<f64> = rand_vals(G * 8, 3, false).iter().enumerate().map(|(i, v)| (v * 10f64.powi((i / 8 % 7) as i32 - 3)) as f32 as f64).collect();
-    let args = || vec![("x", ht(F32, &[G, 8], x.clone())), ("acc", ht(F32, &[8], vec![0.5; 8]))];
+    let ps = vec![
+        tparam("x", Access::In, F32, ids(&["G", "E"])),
+        tparam("acc", Access::InOut, F32, ids(&["E"])),
+    ];
+    let md = module(
+        vec![kernel(
+            "atomic",
+            ps,
+            [Expr::ident("G"), Expr::int(1), Expr::int(1)],
+            vec![],
+            b,
+        )],
+        None,
+    );
+    let x: Vec<f64> = rand_vals(G * 8, 3, false)
+        .iter()
+        .enumerate()
+        .map(|(i, v)| (v * 10f64.powi((i / 8 % 7) as i32 - 3)) as f32 as f64)
+        .collect();
+    let args = || {
+        vec![
+            ("x", ht(F32, &[G, 8], x.clone())),
+            ("acc", ht(F32, &[8], vec![0.5; 8])),
+        ]
+    };
     let par = go(&md, args(), true).unwrap();
     let seq = go(&md, args(), false).unwrap();
     assert_eq!(par, seq);
@@ -187,11 +323,17 @@ fn atomic_add_is_deterministic() {
             want[j] += x[g * 8 + j] as f32;
         }
     }
-    assert_eq!(par["acc"].data, want.iter().map(|&v| v as f64).collect::<Vec<_>>());
+    assert_eq!(
+        par["acc"].data,
+        want.iter().map(|&v| v as f64).collect::<Vec<_>>()
+    );
 }
 
 /// One kernel storing `f(b, body)` scalars into `r: out tensor<d>[n]` at 0, 1, ...
-fn scalar_results(d: Dtype, f: impl FnOnce(&mut B, Block) -> Vec<Value>) -> Result<Vec<f64>, InterpError> {
+fn scalar_results(
+    d: Dtype,
+    f: impl FnOnce(&mut B, Block) -> Vec<Value>,
+) -> Result<Vec<f64>, InterpError> {
     let mut b = B::new();
     let body = b.body;
     let vals = f(&mut b, body);
@@ -200,14 +342,29 @@ fn scalar_results(d: Dtype, f: impl FnOnce(&mut B, Block) -> Vec<Value>) -> Resu
         let off = b.int(body, i as i64, sc(I32));
         b.store(body, Opcode::Store, "r", &[off], v, vec![]);
     }
-    let md = module(vec![kernel("k", vec![tparam("r", Access::Out, d, vec![Expr::int(n as i64)])], grid1(), vec![], b)], None);
+    let md = module(
+        vec![kernel(
+            "k",
+            vec![tparam("r", Access::Out, d, vec![Expr::int(n as i64)])],
+            grid1(),
+            vec![],
+            b,
+        )],
+        None,
+    );
     go(&md, vec![], true).map(|o| o["r"].data.clone())
 }
 
 #[test]
 fn integer_semantics() {
     let r = scalar_results(I32, |b, k| {
-        let (m7, two, m16, one, big) = (b.int(k, -7, sc(I32)), b.int(k, 2, sc(I32)), b.int(k, -16, sc(I32)), b.int(k, 1, sc(I32)), b.int(k, i32::MAX as i64, sc(I32)));
+        let (m7, two, m16, one, big) = (
+            b.int(k, -7, sc(I32)),
+            b.int(k, 2, sc(I32)),
+            b.int(k, -16, sc(I32)),
+            b.int(k, 1, sc(I32)),
+            b.int(k, i32::MAX as i64, sc(I32)),
+        );
         let thirty1 = b.int(k, 31, sc(I32));
         let f = b.float(k, -2.7, sc(F32));
         let nan = b.float(k, f64::NAN, sc(F32));
@@ -226,9 +383,28 @@ fn integer_semantics() {
         ]
     })
     .unwrap();
-    assert_eq!(r, vec![-3.0, -1.0, -4.0, i32::MIN as f64, i32::MIN as f64, -2.0, 0.0, i32::MAX as f64, -3.0, 7.0]);
+    assert_eq!(
+        r,
+        vec![
+            -3.0,
+            -1.0,
+            -4.0,
+            i32::MIN as f64,
+            i32::MIN as f64,
+            -2.0,
+            0.0,
+            i32::MAX as f64,
+            -3.0,
+            7.0
+        ]
+    );
     let r = scalar_results(U8, |b, k| {
-        let (f0, four, three, five) = (b.int(k, 0xF0, sc(U8)), b.int(k, 4, sc(U8)), b.int(k, 3, sc(U8)), b.int(k, 5, sc(U8)));
+        let (f0, four, three, five) = (
+            b.int(k, 0xF0, sc(U8)),
+            b.int(k, 4, sc(U8)),
+            b.int(k, 3, sc(U8)),
+            b.int(k, 5, sc(U8)),
+        );
         let f = b.float(k, 300.0, sc(F32));
         let i = b.int(k, 300, sc(I32));
         vec![
@@ -259,7 +435,11 @@ fn integer_semantics() {
 #[test]
 fn float_semantics() {
     let r = scalar_results(F32, |b, k| {
-        let (x, nan, one) = (b.float(k, 0.75, sc(F32)), b.float(k, f64::NAN, sc(F32)), b.float(k, 1.0, sc(F32)));
+        let (x, nan, one) = (
+            b.float(k, 0.75, sc(F32)),
+            b.float(k, f64::NAN, sc(F32)),
+            b.float(k, 1.0, sc(F32)),
+        );
         let neg = b.float(k, -1.5, sc(F32));
         let c = b.op_lead(k, Opcode::Cmp, name("lt"), &[nan, one], vec![], sc(I1));
         let cne = b.op_lead(k, Opcode::Cmp, name("ne"), &[nan, one], vec![], sc(I1));
@@ -280,7 +460,13 @@ fn float_semantics() {
     })
     .unwrap();
     let s = |v: f64| 1.0 / (1.0 + (-v).exp());
-    let want = [0.75f64.exp(), s(0.75), 0.75 * s(0.75), 1.0 / 0.75f64.sqrt(), 0.75f64.tanh()];
+    let want = [
+        0.75f64.exp(),
+        s(0.75),
+        0.75 * s(0.75),
+        1.0 / 0.75f64.sqrt(),
+        0.75f64.tanh(),
+    ];
     for (g, w) in r.iter().zip(want) {
         assert!((g - w).abs() < 1e-6, "{g} vs {w}");
     }
@@ -304,11 +490,34 @@ fn shape_ops_and_reductions() {
     let x = b.load(body, "x", &[z0, z0], vec![], tile(&[2, 3], F32));
     let t = b.op(body, Opcode::Transpose, &[x], tile(&[3, 2], F32));
     let r = b.op(body, Opcode::Reshape, &[x], tile(&[6], F32));
-    let s = b.op_lead(body, Opcode::Reduce, name("sum"), &[x], vec![("axis", Attr::Expr(Expr::int(1)))], tile(&[2, 1], F32));
-    let m = b.op_lead(body, Opcode::Reduce, name("max"), &[x], vec![("axis", Attr::Expr(Expr::int(0)))], tile(&[1, 3], F32));
+    let s = b.op_lead(
+        body,
+        Opcode::Reduce,
+        name("sum"),
+        &[x],
+        vec![("axis", Attr::Expr(Expr::int(1)))],
+        tile(&[2, 1], F32),
+    );
+    let m = b.op_lead(
+        body,
+        Opcode::Reduce,
+        name("max"),
+        &[x],
+        vec![("axis", Attr::Expr(Expr::int(0)))],
+        tile(&[1, 3], F32),
+    );
     let mb = b.op(body, Opcode::Broadcast, &[m], tile(&[2, 3], F32));
     let d = b.op(body, Opcode::Sub, &[x, mb], tile(&[2, 3], F32));
-    let io = b.op_full(body, Opcode::Iota, &[], None, None, vec![("axis", Attr::Expr(Expr::int(1)))], vec![], vec![tile(&[2, 3], I32)])[0];
+    let io = b.op_full(
+        body,
+        Opcode::Iota,
+        &[],
+        None,
+        None,
+        vec![("axis", Attr::Expr(Expr::int(1)))],
+        vec![],
+        vec![tile(&[2, 3], I32)],
+    )[0];
     let codes = b.op(body, Opcode::Cast, &[io], tile(&[2, 3], U8));
     let nf = b.op(body, Opcode::Nf4, &[codes], tile(&[2, 3], F32));
     for (n, v) in [("t", t), ("r", r), ("s", s), ("d", d), ("nf", nf)] {
@@ -335,5 +544,8 @@ fn shape_ops_and_reductions() {
     assert_eq!(o["s"].data, vec![8.0, 11.0]);
     assert_eq!(o["d"].data, vec![-3.0, 0.0, -6.0, 0.0, -6.0, 0.0]);
     let nf4 = |i: usize| NF4_TABLE[i] as f64;
-    assert_eq!(o["nf"].data, vec![nf4(0), nf4(1), nf4(2), nf4(0), nf4(1), nf4(2)]);
+    assert_eq!(
+        o["nf"].data,
+        vec![nf4(0), nf4(1), nf4(2), nf4(0), nf4(1), nf4(2)]
+    );
 }

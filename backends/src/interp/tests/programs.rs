@@ -1,158 +1,8 @@
-//! Program-level tests: attention against an f64 oracle, programs with temps and several
-//! launches, argument binding errors, specialization checks, and manual timing checks.
+//! Program-level tests: programs with temps and several launches, argument binding errors,
+//! specialization checks, `if`, strided params, and a module parsed from text.
 
 use super::*;
 use kir_ir::Dtype::*;
-use std::time::Instant;
-
-const BM: usize = 64;
-const BN: usize = 64;
-const D: usize = 128;
-
-/// One-head attention, online softmax: q, k, v bf16 [S, D]; o f32 [S, D]; BM query rows per
-/// program, BN keys per loop step.
-fn attention_module() -> Module {
-    let mut b = B::new();
-    let body = b.body;
-    let p = b.pid(body, 0);
-    let cbm = b.int(body, BM as i64, sc(I32));
-    let row0 = b.op(body, Opcode::Mul, &[p, cbm], sc(I32));
-    let z0 = b.int(body, 0, sc(I32));
-    let q = b.load(body, "q", &[row0, z0], vec![], tile(&[BM, D], Bf16));
-    let m0 = b.float(body, f64::NEG_INFINITY, tile(&[BM, 1], F32));
-    let l0 = b.float(body, 0.0, tile(&[BM, 1], F32));
-    let acc0 = b.float(body, 0.0, tile(&[BM, D], F32));
-    let zero_s = b.float(body, 0.0, tile(&[BM, BN], F32));
-    let scale = b.float(body, 1.0 / (D as f64).sqrt(), sc(F32));
-    let (s_dim, step) = (b.dim(body, "S"), b.int(body, BN as i64, sc(I32)));
-    let res = b.for_loop(body, z0, s_dim, step, &[m0, l0, acc0], |b, k, j, c| {
-        let (m, l, acc) = (c[0], c[1], c[2]);
-        let kt = b.load(k, "k", &[j, z0], vec![], tile(&[BN, D], Bf16));
-        let ktt = b.op(k, Opcode::Transpose, &[kt], tile(&[D, BN], Bf16));
-        let s = b.op(k, Opcode::Dot, &[q, ktt, zero_s], tile(&[BM, BN], F32));
-        let s = b.op(k, Opcode::Mul, &[s, scale], tile(&[BM, BN], F32));
-        let axis1 = || vec![("axis", Attr::Expr(Expr::int(1)))];
-        let mx = b.op_lead(k, Opcode::Reduce, name("max"), &[s], axis1(), tile(&[BM, 1], F32));
-        let mn = b.op(k, Opcode::Max, &[m, mx], tile(&[BM, 1], F32));
-        let mnb = b.op(k, Opcode::Broadcast, &[mn], tile(&[BM, BN], F32));
-        let sh = b.op(k, Opcode::Sub, &[s, mnb], tile(&[BM, BN], F32));
-        let pr = b.op(k, Opcode::Exp, &[sh], tile(&[BM, BN], F32));
-        let dm = b.op(k, Opcode::Sub, &[m, mn], tile(&[BM, 1], F32));
-        let alpha = b.op(k, Opcode::Exp, &[dm], tile(&[BM, 1], F32));
-        let ls = b.op_lead(k, Opcode::Reduce, name("sum"), &[pr], axis1(), tile(&[BM, 1], F32));
-        let la = b.op(k, Opcode::Mul, &[l, alpha], tile(&[BM, 1], F32));
-        let l2 = b.op(k, Opcode::Add, &[la, ls], tile(&[BM, 1], F32));
-        let ab = b.op(k, Opcode::Broadcast, &[alpha], tile(&[BM, D], F32));
-        let accs = b.op(k, Opcode::Mul, &[acc, ab], tile(&[BM, D], F32));
-        let v = b.load(k, "v", &[j, z0], vec![], tile(&[BN, D], Bf16));
-        let vf = b.op(k, Opcode::Cast, &[v], tile(&[BN, D], F32));
-        let acc2 = b.op(k, Opcode::Dot, &[pr, vf, accs], tile(&[BM, D], F32));
-        vec![mn, l2, acc2]
-    });
-    let lb = b.op(body, Opcode::Broadcast, &[res[1]], tile(&[BM, D], F32));
-    let o = b.op(body, Opcode::Div, &[res[2], lb], tile(&[BM, D], F32));
-    b.store(body, Opcode::Store, "o", &[row0, z0], o, vec![]);
-    let ps = vec![
-        tparam("q", Access::In, Bf16, ids(&["S", "D"])),
-        tparam("k", Access::In, Bf16, ids(&["S", "D"])),
-        tparam("v", Access::In, Bf16, ids(&["S", "D"])),
-        tparam("o", Access::Out, F32, ids(&["S", "D"])),
-    ];
-    let grid = [ebin(BinOp::Div, Expr::ident("S"), Expr::int(BM as i64)), Expr::int(1), Expr::int(1)];
-    let req = vec![
-        ebin(BinOp::Eq, ebin(BinOp::Rem, Expr::ident("S"), Expr::int(BM as i64)), Expr::int(0)),
-        ebin(BinOp::Eq, Expr::ident("D"), Expr::int(D as i64)),
-    ];
-    module(vec![kernel("attention", ps, grid, req, b)], None)
-}
-
-fn attention_ref(q: &[f64], k: &[f64], v: &[f64], s: usize) -> Vec<f64> {
-    let mut o = vec![0.0; s * D];
-    let scale = 1.0 / (D as f64).sqrt();
-    for i in 0..s {
-        let sc: Vec<f64> = (0..s).map(|j| (0..D).map(|d| q[i * D + d] * k[j * D + d]).sum::<f64>() * scale).collect();
-        let mx = sc.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
-        let p: Vec<f64> = sc.iter().map(|x| (x - mx).exp()).collect();
-        let l: f64 = p.iter().sum();
-        for d in 0..D {
-            o[i * D + d] = (0..s).map(|j| p[j] * v[j * D + d]).sum::<f64>() / l;
-        }
-    }
-    o
-}
-
-fn attention_args(s: usize) -> Vec<(&'static str, HostArg)> {
-    let mut args = vec![];
-    for (i, n) in ["q", "k", "v"].into_iter().enumerate() {
-        // Larger q so the softmax is not flat.
-        let vals: Vec<f64> = rand_vals(s * D, 10 + i as u64, true).iter().map(|x| if n == "q" { x * 4.0 } else { *x }).collect();
-        args.push((n, ht(Bf16, &[s, D], vals)));
-    }
-    args
-}
-
-fn data(a: &[(&str, HostArg)], n: &str) -> Vec<f64> {
-    match a.iter().find(|(k, _)| *k == n) {
-        Some((_, HostArg::Tensor(t))) => t.data.clone(),
-        _ => vec![],
-    }
-}
-
-#[test]
-fn attention_matches_f64_oracle() {
-    let s = 256;
-    let md = attention_module();
-    let args = attention_args(s);
-    let want = attention_ref(&data(&args, "q"), &data(&args, "k"), &data(&args, "v"), s);
-    let out = go(&md, args.clone(), true).unwrap();
-    let err = out["o"].data.iter().zip(&want).map(|(g, w)| (g - w).abs()).fold(0.0, f64::max);
-    assert!(err < 2e-5, "max abs error {err}");
-    assert_eq!(go(&md, args, false).unwrap(), out);
-    // requires: S % 64 == 0
-    let bad = vec![("q", ht(Bf16, &[100, D], vec![0.0; 100 * D])), ("k", ht(Bf16, &[100, D], vec![0.0; 100 * D])), ("v", ht(Bf16, &[100, D], vec![0.0; 100 * D]))];
-    let e = go(&md, bad, true).unwrap_err();
-    assert!(e.message.contains("requirement `S % 64 == 0` does not hold (D = 128, S = 100)"), "{}", e.message);
-}
-
-/// Manual timing check: `cargo test -p kir-backends --release -- --ignored --nocapture timing`.
-#[test]
-#[ignore]
-fn timing_attention_s1024() {
-    let md = attention_module();
-    let args = attention_args(1024);
-    let t = Instant::now();
-    go(&md, args.clone(), true).unwrap();
-    eprintln!("attention S=1024 D=128 parallel: {:?}", t.elapsed());
-    let t = Instant::now();
-    go(&md, args, false).unwrap();
-    eprintln!("attention S=1024 D=128 sequential: {:?}", t.elapsed());
-}
-
-/// Manual timing check of a single 1024x128 · 128x1024 dot (one program, one op).
-#[test]
-#[ignore]
-fn timing_dot_1024x128x1024() {
-    let mut b = B::new();
-    let body = b.body;
-    let z0 = b.int(body, 0, sc(I32));
-    let a = b.load(body, "a", &[z0, z0], vec![], tile(&[1024, 128], F32));
-    let bt = b.load(body, "b", &[z0, z0], vec![], tile(&[128, 1024], F32));
-    let c0 = b.float(body, 0.0, tile(&[1024, 1024], F32));
-    let c = b.op(body, Opcode::Dot, &[a, bt, c0], tile(&[1024, 1024], F32));
-    let c = b.op(body, Opcode::Dot, &[a, bt, c], tile(&[1024, 1024], F32));
-    b.store(body, Opcode::Store, "c", &[z0, z0], c, vec![]);
-    let ps = vec![
-        tparam("a", Access::In, F32, ids(&["M", "K"])),
-        tparam("b", Access::In, F32, ids(&["K", "N"])),
-        tparam("c", Access::Out, F32, ids(&["M", "N"])),
-    ];
-    let md = module(vec![kernel("dot", ps, [Expr::int(1), Expr::int(1), Expr::int(1)], vec![], b)], None);
-    let args = vec![("a", ht(F32, &[1024, 128], rand_vals(1024 * 128, 1, false))), ("b", ht(F32, &[128, 1024], rand_vals(1024 * 128, 2, false)))];
-    let t = Instant::now();
-    go(&md, args, true).unwrap();
-    eprintln!("two 1024x128x1024 dots (0.54 GFLOP) in one program: {:?}", t.elapsed());
-}
-
 /// y = 2x + 1 as two launches through a temp; `scale` is a scalar param of the program.
 fn two_launch_module() -> Module {
     let mk = |kname: &str, src: &str, dst: &str, op: Opcode| {
@@ -165,61 +15,191 @@ fn two_launch_module() -> Module {
         let f = b.op_lead(body, Opcode::Param, name("f"), &[], vec![], sc(F32));
         let y = b.op(body, op, &[x, f], tile(&[4], F32));
         b.store(body, Opcode::Store, dst, &[off], y, vec![]);
-        let ps = vec![tparam(src, Access::In, F32, ids(&["L"])), tparam(dst, Access::Out, F32, ids(&["L"])), sparam("f", F32)];
-        kernel(kname, ps, [cdiv(Expr::ident("L"), Expr::int(4)), Expr::int(1), Expr::int(1)], vec![], b)
+        let ps = vec![
+            tparam(src, Access::In, F32, ids(&["L"])),
+            tparam(dst, Access::Out, F32, ids(&["L"])),
+            sparam("f", F32),
+        ];
+        kernel(
+            kname,
+            ps,
+            [
+                cdiv(Expr::ident("L"), Expr::int(4)),
+                Expr::int(1),
+                Expr::int(1),
+            ],
+            vec![],
+            b,
+        )
     };
-    let bind = |p: &str, a: &str| ArgBinding { param: p.into(), arg: a.into(), span: Span::default() };
-    let launch = |k: &str, bs: Vec<ArgBinding>| Launch { kernel: k.into(), args: bs, span: Span::default() };
-    let tt = TensorType { elem: ElemType::Known(F32), dims: ids(&["N"]), strides: None };
+    let bind = |p: &str, a: &str| ArgBinding {
+        param: p.into(),
+        arg: a.into(),
+        span: Span::default(),
+    };
+    let launch = |k: &str, bs: Vec<ArgBinding>| Launch {
+        kernel: k.into(),
+        args: bs,
+        span: Span::default(),
+    };
+    let tt = TensorType {
+        elem: ElemType::Known(F32),
+        dims: ids(&["N"]),
+        strides: None,
+    };
     let prog = Program {
-        params: vec![tparam("x", Access::In, F32, ids(&["N"])), sparam("scale", F32), sparam("one", F32), tparam("y", Access::Out, F32, ids(&["N"]))],
-        temps: vec![TempDecl { name: "t".into(), ty: tt, span: Span::default() }],
+        params: vec![
+            tparam("x", Access::In, F32, ids(&["N"])),
+            sparam("scale", F32),
+            sparam("one", F32),
+            tparam("y", Access::Out, F32, ids(&["N"])),
+        ],
+        temps: vec![TempDecl {
+            name: "t".into(),
+            ty: tt,
+            span: Span::default(),
+        }],
         launches: vec![
-            launch("mul", vec![bind("a", "x"), bind("b", "t"), bind("f", "scale")]),
-            launch("add", vec![bind("a", "t"), bind("b", "y"), bind("f", "one")]),
+            launch(
+                "mul",
+                vec![bind("a", "x"), bind("b", "t"), bind("f", "scale")],
+            ),
+            launch(
+                "add",
+                vec![bind("a", "t"), bind("b", "y"), bind("f", "one")],
+            ),
         ],
         doc: vec![],
         span: Span::default(),
     };
-    module(vec![mk("mul", "a", "b", Opcode::Mul), mk("add", "a", "b", Opcode::Add)], Some(prog))
+    module(
+        vec![
+            mk("mul", "a", "b", Opcode::Mul),
+            mk("add", "a", "b", Opcode::Add),
+        ],
+        Some(prog),
+    )
 }
 
 #[test]
 fn program_runs_launches_through_temps() {
     let md = two_launch_module();
     let x: Vec<f64> = (0..8).map(|i| i as f64 * 0.5).collect();
-    let args = || vec![("x", ht(F32, &[8], x.clone())), ("scale", HostArg::Scalar(2.0)), ("one", HostArg::Scalar(1.0))];
+    let args = || {
+        vec![
+            ("x", ht(F32, &[8], x.clone())),
+            ("scale", HostArg::Scalar(2.0)),
+            ("one", HostArg::Scalar(1.0)),
+        ]
+    };
     let out = go(&md, args(), true).unwrap();
     assert_eq!(out.keys().collect::<Vec<_>>(), vec!["y"]);
-    assert_eq!(out["y"].data, x.iter().map(|v| 2.0 * v + 1.0).collect::<Vec<_>>());
+    assert_eq!(
+        out["y"].data,
+        x.iter().map(|v| 2.0 * v + 1.0).collect::<Vec<_>>()
+    );
     // Out-of-bounds in the second launch: N = 6 is not a multiple of 4.
-    let e = go(&md, vec![("x", ht(F32, &[6], vec![0.0; 6])), ("scale", HostArg::Scalar(2.0)), ("one", HostArg::Scalar(1.0))], true).unwrap_err();
+    let e = go(
+        &md,
+        vec![
+            ("x", ht(F32, &[6], vec![0.0; 6])),
+            ("scale", HostArg::Scalar(2.0)),
+            ("one", HostArg::Scalar(1.0)),
+        ],
+        true,
+    )
+    .unwrap_err();
     assert_eq!(e.kernel.as_deref(), Some("mul"));
-    assert!(e.message.contains("`a` (buffer `x`) index [6] is outside shape [6]"), "{}", e.message);
+    assert!(
+        e.message
+            .contains("`a` (buffer `x`) index [6] is outside shape [6]"),
+        "{}",
+        e.message
+    );
     // Missing and unknown arguments.
-    let e = go(&md, vec![("x", ht(F32, &[8], x.clone())), ("scale", HostArg::Scalar(2.0))], true).unwrap_err();
-    assert!(e.message.contains("missing argument `one`"), "{}", e.message);
+    let e = go(
+        &md,
+        vec![
+            ("x", ht(F32, &[8], x.clone())),
+            ("scale", HostArg::Scalar(2.0)),
+        ],
+        true,
+    )
+    .unwrap_err();
+    assert!(
+        e.message.contains("missing argument `one`"),
+        "{}",
+        e.message
+    );
     let mut a = args();
     a.push(("z", HostArg::Scalar(1.0)));
-    assert!(go(&md, a, true).unwrap_err().message.contains("unknown argument `z`"));
+    assert!(go(&md, a, true)
+        .unwrap_err()
+        .message
+        .contains("unknown argument `z`"));
     let mut a = args();
     a.push(("y", ht(F32, &[8], x.clone())));
-    assert!(go(&md, a, true).unwrap_err().message.contains("`y` is an `out` param"));
+    assert!(go(&md, a, true)
+        .unwrap_err()
+        .message
+        .contains("`y` is an `out` param"));
     let mut a = args();
     a[0] = ("x", ht(F32, &[2, 4], x.clone()));
-    assert!(go(&md, a, true).unwrap_err().message.contains("`x` has rank 1"));
+    assert!(go(&md, a, true)
+        .unwrap_err()
+        .message
+        .contains("`x` has rank 1"));
 }
 
 #[test]
 fn dims_must_agree_between_params() {
     let md = gemm_like_dims();
-    let e = go(&md, vec![("a", ht(F32, &[2, 3], vec![0.0; 6])), ("b", ht(F32, &[4, 2], vec![0.0; 8]))], true).unwrap_err();
-    assert!(e.message.contains("dim `K` is 3 from `a` but 4 from `b`"), "{}", e.message);
-    let e = go(&md, vec![("a", ht(F32, &[2, 3], vec![0.0; 6])), ("b", ht(F32, &[3, 2], vec![0.0; 5]))], true).unwrap_err();
-    assert!(e.message.contains("6 elements) but 5 values"), "{}", e.message);
-    let e = go(&md, vec![("a", ht(F32, &[2, 3], vec![0.5; 6])), ("b", ht(I32, &[3, 2], vec![0.0; 6]))], true);
+    let e = go(
+        &md,
+        vec![
+            ("a", ht(F32, &[2, 3], vec![0.0; 6])),
+            ("b", ht(F32, &[4, 2], vec![0.0; 8])),
+        ],
+        true,
+    )
+    .unwrap_err();
+    assert!(
+        e.message.contains("dim `K` is 3 from `a` but 4 from `b`"),
+        "{}",
+        e.message
+    );
+    let e = go(
+        &md,
+        vec![
+            ("a", ht(F32, &[2, 3], vec![0.0; 6])),
+            ("b", ht(F32, &[3, 2], vec![0.0; 5])),
+        ],
+        true,
+    )
+    .unwrap_err();
+    assert!(
+        e.message.contains("6 elements) but 5 values"),
+        "{}",
+        e.message
+    );
+    let e = go(
+        &md,
+        vec![
+            ("a", ht(F32, &[2, 3], vec![0.5; 6])),
+            ("b", ht(I32, &[3, 2], vec![0.0; 6])),
+        ],
+        true,
+    );
     assert!(e.is_ok(), "host dtype is informational");
-    let e = go(&md, vec![("a", ht(F32, &[2, 3], vec![0.0; 6])), ("b", ht(F32, &[3, 5], vec![0.0; 15]))], true).unwrap_err();
+    let e = go(
+        &md,
+        vec![
+            ("a", ht(F32, &[2, 3], vec![0.0; 6])),
+            ("b", ht(F32, &[3, 5], vec![0.0; 15])),
+        ],
+        true,
+    )
+    .unwrap_err();
     assert!(e.message.contains("needs dim `K - 1` = 2"), "{}", e.message);
 }
 
@@ -228,30 +208,97 @@ fn gemm_like_dims() -> Module {
     let b = B::new();
     let ps = vec![
         tparam("a", Access::In, F32, ids(&["M", "K"])),
-        tparam("b", Access::In, F32, vec![Expr::ident("K"), ebin(BinOp::Sub, Expr::ident("K"), Expr::int(1))]),
+        tparam(
+            "b",
+            Access::In,
+            F32,
+            vec![
+                Expr::ident("K"),
+                ebin(BinOp::Sub, Expr::ident("K"), Expr::int(1)),
+            ],
+        ),
         tparam("c", Access::Out, F32, ids(&["M"])),
     ];
-    module(vec![kernel("k", ps, [Expr::int(0), Expr::int(1), Expr::int(1)], vec![], b)], None)
+    module(
+        vec![kernel(
+            "k",
+            ps,
+            [Expr::int(0), Expr::int(1), Expr::int(1)],
+            vec![],
+            b,
+        )],
+        None,
+    )
 }
 
 #[test]
 fn unspecialized_modules_are_rejected() {
     let mut md = gemm_like_dims();
-    md.consts.push(ConstDecl { name: "BLOCK".into(), kind: ConstKind::Int, default: Expr::int(4), require: None, doc: vec![], span: Span::default() });
-    assert!(go_unverified(&md, vec![], true).unwrap_err().message.contains("still has constants (BLOCK)"));
+    md.consts.push(ConstDecl {
+        name: "BLOCK".into(),
+        kind: ConstKind::Int,
+        default: Expr::int(4),
+        require: None,
+        doc: vec![],
+        span: Span::default(),
+    });
+    assert!(go_unverified(&md, vec![], true)
+        .unwrap_err()
+        .message
+        .contains("still has constants (BLOCK)"));
 
     let mut b = B::new();
     let (t, e) = (b.dfg.new_block(), b.dfg.new_block());
     let body = b.body;
-    b.op_full(body, Opcode::StaticIf, &[], Some(Attr::Expr(Expr::int(1))), None, vec![], vec![t, e], vec![]);
-    let md = module(vec![kernel("k", vec![], [Expr::int(1), Expr::int(1), Expr::int(1)], vec![], b)], None);
-    assert!(go_unverified(&md, vec![], true).unwrap_err().message.contains("static_if"));
+    b.op_full(
+        body,
+        Opcode::StaticIf,
+        &[],
+        Some(Attr::Expr(Expr::int(1))),
+        None,
+        vec![],
+        vec![t, e],
+        vec![],
+    );
+    let md = module(
+        vec![kernel(
+            "k",
+            vec![],
+            [Expr::int(1), Expr::int(1), Expr::int(1)],
+            vec![],
+            b,
+        )],
+        None,
+    );
+    assert!(go_unverified(&md, vec![], true)
+        .unwrap_err()
+        .message
+        .contains("static_if"));
 
     let mut b = B::new();
     let body = b.body;
-    b.op_lead(body, Opcode::Const, Attr::Expr(Expr::int(0)), &[], vec![], Type::Tile(vec![Expr::ident("BLOCK")], ElemType::Known(F32)));
-    let md = module(vec![kernel("k", vec![], [Expr::int(1), Expr::int(1), Expr::int(1)], vec![], b)], None);
-    assert!(go_unverified(&md, vec![], true).unwrap_err().message.contains("not concrete"));
+    b.op_lead(
+        body,
+        Opcode::Const,
+        Attr::Expr(Expr::int(0)),
+        &[],
+        vec![],
+        Type::Tile(vec![Expr::ident("BLOCK")], ElemType::Known(F32)),
+    );
+    let md = module(
+        vec![kernel(
+            "k",
+            vec![],
+            [Expr::int(1), Expr::int(1), Expr::int(1)],
+            vec![],
+            b,
+        )],
+        None,
+    );
+    assert!(go_unverified(&md, vec![], true)
+        .unwrap_err()
+        .message
+        .contains("not concrete"));
 }
 
 #[test]
@@ -266,21 +313,69 @@ fn if_picks_a_region_and_strided_params_work() {
     b.op_full(tb, Opcode::Yield, &[x], None, None, vec![], vec![], vec![]);
     let nx = b.op(eb, Opcode::Neg, &[x], tile(&[2, 3], F32));
     b.op_full(eb, Opcode::Yield, &[nx], None, None, vec![], vec![], vec![]);
-    let r = b.op_full(body, Opcode::If, &[f], None, None, vec![], vec![tb, eb], vec![tile(&[2, 3], F32)])[0];
+    let r = b.op_full(
+        body,
+        Opcode::If,
+        &[f],
+        None,
+        None,
+        vec![],
+        vec![tb, eb],
+        vec![tile(&[2, 3], F32)],
+    )[0];
     b.store(body, Opcode::Store, "y", &[z0, z0], r, vec![]);
     let mut xp = tparam("x", Access::In, F32, ids(&["M", "N"]));
     if let ParamKind::Tensor(_, tt) = &mut xp.kind {
         tt.strides = Some(vec![Expr::int(1), Expr::ident("M")]);
     }
-    let ps = vec![xp, sparam("flag", I1), tparam("y", Access::Out, F32, ids(&["M", "N"]))];
-    let md = module(vec![kernel("k", ps, [Expr::int(1), Expr::int(1), Expr::int(1)], vec![], b)], None);
+    let ps = vec![
+        xp,
+        sparam("flag", I1),
+        tparam("y", Access::Out, F32, ids(&["M", "N"])),
+    ];
+    let md = module(
+        vec![kernel(
+            "k",
+            ps,
+            [Expr::int(1), Expr::int(1), Expr::int(1)],
+            vec![],
+            b,
+        )],
+        None,
+    );
     let xv = vec![1.0, 2.0, 3.0, 4.0, 5.0, 6.0];
-    let o = go(&md, vec![("x", ht(F32, &[2, 3], xv.clone())), ("flag", HostArg::Scalar(1.0))], true).unwrap();
+    let o = go(
+        &md,
+        vec![
+            ("x", ht(F32, &[2, 3], xv.clone())),
+            ("flag", HostArg::Scalar(1.0)),
+        ],
+        true,
+    )
+    .unwrap();
     assert_eq!(o["y"].data, xv);
-    let o = go(&md, vec![("x", ht(F32, &[2, 3], xv.clone())), ("flag", HostArg::Scalar(0.0))], true).unwrap();
+    let o = go(
+        &md,
+        vec![
+            ("x", ht(F32, &[2, 3], xv.clone())),
+            ("flag", HostArg::Scalar(0.0)),
+        ],
+        true,
+    )
+    .unwrap();
     assert_eq!(o["y"].data, xv.iter().map(|v| -v).collect::<Vec<_>>());
-    let e = go(&md, vec![("x", ht(F32, &[2, 3], xv)), ("flag", HostArg::Scalar(2.0))], true).unwrap_err();
-    assert!(e.message.contains("scalar `flag`: 2 is not in the range of i1"), "{}", e.message);
+    let e = go(
+        &md,
+        vec![("x", ht(F32, &[2, 3], xv)), ("flag", HostArg::Scalar(2.0))],
+        true,
+    )
+    .unwrap_err();
+    assert!(
+        e.message
+            .contains("scalar `flag`: 2 is not in the range of i1"),
+        "{}",
+        e.message
+    );
 }
 
 #[test]
@@ -310,11 +405,16 @@ kernel @softmax(x: in tensor<f32>[R, N], y: out tensor<f32>[R, N]) grid [R, 1, 1
         let row = &x[i * n..][..n];
         let m = row.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
         let s: f64 = row.iter().map(|v| (v - m).exp()).sum();
-        for j in 0..n {
-            let want = (row[j] - m).exp() / s;
+        for (j, v) in row.iter().enumerate() {
+            let want = (v - m).exp() / s;
             assert!((out["y"].data[i * n + j] - want).abs() < 1e-6);
         }
     }
     let e = go(&md, vec![("x", ht(F32, &[1, 17], vec![0.0; 17]))], true).unwrap_err();
-    assert!(e.message.contains("requirement `N <= 16` does not hold (N = 17, R = 1)"), "{}", e.message);
+    assert!(
+        e.message
+            .contains("requirement `N <= 16` does not hold (N = 17, R = 1)"),
+        "{}",
+        e.message
+    );
 }

@@ -8,7 +8,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 /// Largest element count `randn` writes (keeps a typo from filling the disk).
-const MAX_ELEMENTS: usize = 1 << 32;
+const MAX_ELEMENTS: usize = 1 << 28;
 
 /// Arguments of `kirc randn`.
 #[derive(clap::Args)]
