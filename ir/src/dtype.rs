@@ -24,8 +24,15 @@ pub enum Dtype {
 
 impl Dtype {
     /// Every dtype, in declaration order.
-    pub const ALL: [Dtype; 7] =
-        [Dtype::F32, Dtype::F16, Dtype::Bf16, Dtype::I32, Dtype::I64, Dtype::U8, Dtype::I1];
+    pub const ALL: [Dtype; 7] = [
+        Dtype::F32,
+        Dtype::F16,
+        Dtype::Bf16,
+        Dtype::I32,
+        Dtype::I64,
+        Dtype::U8,
+        Dtype::I1,
+    ];
 
     /// The keyword used in text (`f32`, `bf16`, ...).
     pub fn name(self) -> &'static str {

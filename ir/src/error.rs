@@ -15,7 +15,11 @@ pub struct Diagnostic {
 impl Diagnostic {
     /// An error at `span`.
     pub fn new(span: Span, message: impl Into<String>) -> Diagnostic {
-        Diagnostic { message: message.into(), span, note: None }
+        Diagnostic {
+            message: message.into(),
+            span,
+            note: None,
+        }
     }
 
     /// Adds a note.
@@ -31,7 +35,12 @@ impl Diagnostic {
         let width = (self.span.end.saturating_sub(self.span.start) as usize)
             .clamp(1, text.chars().count().saturating_sub(col - 1).max(1));
         let mut s = format!("{file}:{line}:{col}: error: {}\n", self.message);
-        s += &format!("{:>5} | {text}\n      | {}{}\n", line, " ".repeat(col - 1), "^".repeat(width));
+        s += &format!(
+            "{:>5} | {text}\n      | {}{}\n",
+            line,
+            " ".repeat(col - 1),
+            "^".repeat(width)
+        );
         if let Some(n) = &self.note {
             s += &format!("      = note: {n}\n");
         }

@@ -92,7 +92,9 @@ impl Func {
 
     /// Looks a function up by name.
     pub fn from_name(s: &str) -> Option<Func> {
-        [Func::Cdiv, Func::Min, Func::Max, Func::Select].into_iter().find(|f| f.name() == s)
+        [Func::Cdiv, Func::Min, Func::Max, Func::Select]
+            .into_iter()
+            .find(|f| f.name() == s)
     }
 
     /// Number of arguments the function takes.
@@ -185,22 +187,36 @@ pub fn fmt_float(x: f64) -> String {
     if x.is_nan() {
         "nan".into()
     } else if x.is_infinite() {
-        if x > 0.0 { "inf".into() } else { "-inf".into() }
+        if x > 0.0 {
+            "inf".into()
+        } else {
+            "-inf".into()
+        }
     } else {
         let s = format!("{x:?}");
-        if s.contains('.') || s.contains('e') || s.contains("inf") { s } else { format!("{s}.0") }
+        if s.contains('.') || s.contains('e') || s.contains("inf") {
+            s
+        } else {
+            format!("{s}.0")
+        }
     }
 }
 
 impl Expr {
     /// An integer literal with no source span.
     pub fn int(v: i64) -> Expr {
-        Expr { kind: ExprKind::Int(v), span: Span::default() }
+        Expr {
+            kind: ExprKind::Int(v),
+            span: Span::default(),
+        }
     }
 
     /// An identifier with no source span.
     pub fn ident(s: &str) -> Expr {
-        Expr { kind: ExprKind::Ident(s.to_string()), span: Span::default() }
+        Expr {
+            kind: ExprKind::Ident(s.to_string()),
+            span: Span::default(),
+        }
     }
 
     /// The literal integer, if this is one.
@@ -237,14 +253,20 @@ impl Expr {
             match v {
                 EvalVal::Int(i) => Ok(i),
                 EvalVal::Bool(b) => Ok(b as i64),
-                other => Err(EvalError::Type(format!("expected an integer, found `{other}`"), sp)),
+                other => Err(EvalError::Type(
+                    format!("expected an integer, found `{other}`"),
+                    sp,
+                )),
             }
         };
         let as_b = |v: EvalVal| -> Result<bool, EvalError> {
             match v {
                 EvalVal::Bool(b) => Ok(b),
                 EvalVal::Int(i) => Ok(i != 0),
-                other => Err(EvalError::Type(format!("expected a condition, found `{other}`"), sp)),
+                other => Err(EvalError::Type(
+                    format!("expected a condition, found `{other}`"),
+                    sp,
+                )),
             }
         };
         Ok(match &self.kind {
@@ -267,7 +289,12 @@ impl Expr {
             ExprKind::Call(f, args) => {
                 if args.len() != f.arity() {
                     return Err(EvalError::Type(
-                        format!("`{}` takes {} arguments, found {}", f.name(), f.arity(), args.len()),
+                        format!(
+                            "`{}` takes {} arguments, found {}",
+                            f.name(),
+                            f.arity(),
+                            args.len()
+                        ),
                         sp,
                     ));
                 }
@@ -301,7 +328,10 @@ impl Expr {
         match self.eval(lookup, false)? {
             EvalVal::Int(i) => Ok(i),
             EvalVal::Bool(b) => Ok(b as i64),
-            v => Err(EvalError::Type(format!("expected an integer, found `{v}`"), self.span)),
+            v => Err(EvalError::Type(
+                format!("expected an integer, found `{v}`"),
+                self.span,
+            )),
         }
     }
 
@@ -321,9 +351,10 @@ impl Expr {
         let e = match &self.kind {
             ExprKind::Int(_) | ExprKind::Float(_) => return Ok(self.clone()),
             ExprKind::Ident(s) => return Ok(subst(s).map(lit).unwrap_or_else(|| self.clone())),
-            ExprKind::Unary(op, a) => {
-                Expr { kind: ExprKind::Unary(*op, Box::new(a.substitute(subst)?)), span: sp }
-            }
+            ExprKind::Unary(op, a) => Expr {
+                kind: ExprKind::Unary(*op, Box::new(a.substitute(subst)?)),
+                span: sp,
+            },
             ExprKind::Binary(op, a, b) => Expr {
                 kind: ExprKind::Binary(
                     *op,
@@ -335,7 +366,9 @@ impl Expr {
             ExprKind::Call(f, args) => Expr {
                 kind: ExprKind::Call(
                     *f,
-                    args.iter().map(|a| a.substitute(subst)).collect::<Result<_, _>>()?,
+                    args.iter()
+                        .map(|a| a.substitute(subst))
+                        .collect::<Result<_, _>>()?,
                 ),
                 span: sp,
             },
@@ -354,7 +387,11 @@ impl Expr {
 /// Floor division; `None` on overflow. `b` must be non-zero.
 pub fn floor_div(a: i64, b: i64) -> Option<i64> {
     let q = a.checked_div(b)?;
-    Some(if a % b != 0 && ((a < 0) != (b < 0)) { q - 1 } else { q })
+    Some(if a % b != 0 && ((a < 0) != (b < 0)) {
+        q - 1
+    } else {
+        q
+    })
 }
 
 fn eval_binary(op: BinOp, x: EvalVal, y: EvalVal, sp: Span) -> Result<EvalVal, EvalError> {
@@ -363,14 +400,23 @@ fn eval_binary(op: BinOp, x: EvalVal, y: EvalVal, sp: Span) -> Result<EvalVal, E
         return match op {
             BinOp::Eq => Ok(Bool(a == b)),
             BinOp::Ne => Ok(Bool(a != b)),
-            _ => Err(EvalError::Type(format!("`{}` does not apply to names", op.symbol()), sp)),
+            _ => Err(EvalError::Type(
+                format!("`{}` does not apply to names", op.symbol()),
+                sp,
+            )),
         };
     }
     if matches!(x, Sym(_)) || matches!(y, Sym(_)) {
-        return Err(EvalError::Type(format!("cannot compare `{x}` with `{y}`"), sp));
+        return Err(EvalError::Type(
+            format!("cannot compare `{x}` with `{y}`"),
+            sp,
+        ));
     }
     if matches!(x, Float(_)) || matches!(y, Float(_)) {
-        return Err(EvalError::Type("float arithmetic is not allowed in expressions".into(), sp));
+        return Err(EvalError::Type(
+            "float arithmetic is not allowed in expressions".into(),
+            sp,
+        ));
     }
     let to_i = |v: &EvalVal| match v {
         Int(i) => *i,

@@ -173,18 +173,33 @@ impl Dfg {
     /// Appends a block argument of type `ty`.
     pub fn add_block_arg(&mut self, b: Block, ty: Type, name: Option<String>, span: Span) -> Value {
         let idx = self.blocks[b].args.len() as u32;
-        let v = self.values.push(ValueData { ty, name, def: ValueDef::Arg(b, idx), span });
+        let v = self.values.push(ValueData {
+            ty,
+            name,
+            def: ValueDef::Arg(b, idx),
+            span,
+        });
         self.blocks[b].args.push(v);
         v
     }
 
     /// Appends `op` (whose `results` is ignored) to block `b`, creating one result per type.
-    pub fn append_op(&mut self, b: Block, mut op: OpData, result_types: Vec<(Type, Option<String>)>) -> Op {
+    pub fn append_op(
+        &mut self,
+        b: Block,
+        mut op: OpData,
+        result_types: Vec<(Type, Option<String>)>,
+    ) -> Op {
         op.results.clear();
         let span = op.span;
         let id = self.ops.push(op);
         for (i, (ty, name)) in result_types.into_iter().enumerate() {
-            let v = self.values.push(ValueData { ty, name, def: ValueDef::Result(id, i as u32), span });
+            let v = self.values.push(ValueData {
+                ty,
+                name,
+                def: ValueDef::Result(id, i as u32),
+                span,
+            });
             self.ops[id].results.push(v);
         }
         self.blocks[b].ops.push(id);

@@ -44,15 +44,21 @@ impl Renumber<'_> {
 
     fn block(&mut self, b: Block) -> Block {
         let nb = self.new.new_block();
-        let Some(bd) = self.old.blocks.get(b) else { return nb };
+        let Some(bd) = self.old.blocks.get(b) else {
+            return nb;
+        };
         self.depth += 1;
         if self.depth > 1000 {
             self.depth -= 1;
             return nb;
         }
         for &a in &bd.args {
-            let Some(vd) = self.old.values.get(a) else { continue };
-            let na = self.new.add_block_arg(nb, vd.ty.clone(), vd.name.clone(), vd.span);
+            let Some(vd) = self.old.values.get(a) else {
+                continue;
+            };
+            let na = self
+                .new
+                .add_block_arg(nb, vd.ty.clone(), vd.name.clone(), vd.span);
             self.vmap[a] = Some(na);
         }
         for &o in &bd.ops {
@@ -63,7 +69,9 @@ impl Renumber<'_> {
     }
 
     fn op(&mut self, nb: Block, o: Op) {
-        let Some(od) = self.old.ops.get(o) else { return };
+        let Some(od) = self.old.ops.get(o) else {
+            return;
+        };
         let regions: Vec<Block> = od.regions.iter().map(|&rb| self.block(rb)).collect();
         let new_op = OpData {
             opcode: od.opcode,
@@ -96,7 +104,12 @@ impl Renumber<'_> {
         let rts: Vec<_> = od
             .results
             .iter()
-            .filter_map(|&r| self.old.values.get(r).map(|d| (d.ty.clone(), d.name.clone())))
+            .filter_map(|&r| {
+                self.old
+                    .values
+                    .get(r)
+                    .map(|d| (d.ty.clone(), d.name.clone()))
+            })
             .collect();
         let id = self.new.append_op(nb, new_op, rts);
         let news = self.new.ops[id].results.clone();

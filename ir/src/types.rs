@@ -48,7 +48,10 @@ impl Type {
 
     /// A tile of a known dtype and literal shape.
     pub fn tile(shape: &[usize], d: Dtype) -> Type {
-        Type::Tile(shape.iter().map(|&n| Expr::int(n as i64)).collect(), ElemType::Known(d))
+        Type::Tile(
+            shape.iter().map(|&n| Expr::int(n as i64)).collect(),
+            ElemType::Known(d),
+        )
     }
 
     /// The element type.

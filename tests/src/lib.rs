@@ -20,9 +20,14 @@ impl Rng {
     /// printed so a failure can be replayed.
     pub fn fresh(what: &str) -> Rng {
         let n = SEQ.fetch_add(1, Ordering::Relaxed);
-        let base = std::env::var("KIR_TEST_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or_else(|| {
-            std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(1, |d| d.as_nanos() as u64)
-        });
+        let base = std::env::var("KIR_TEST_SEED")
+            .ok()
+            .and_then(|s| s.parse().ok())
+            .unwrap_or_else(|| {
+                std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .map_or(1, |d| d.as_nanos() as u64)
+            });
         let seed = base ^ n.wrapping_mul(0x9E37_79B9_7F4A_7C15);
         eprintln!("[{what}] seed {seed} (replay: KIR_TEST_SEED={base})");
         Rng(seed)
@@ -61,7 +66,9 @@ impl Rng {
 
     /// `n` normal samples times `scale`, rounded to `dtype` (what the kernel will see).
     pub fn tensor(&mut self, n: usize, scale: f64, dtype: Dtype) -> Vec<f64> {
-        (0..n).map(|_| round(dtype, self.normal() * scale)).collect()
+        (0..n)
+            .map(|_| round(dtype, self.normal() * scale))
+            .collect()
     }
 }
 
@@ -83,7 +90,11 @@ pub fn round(dtype: Dtype, x: f64) -> f64 {
     let ulp = 2f64.powi(e - (bits - 1));
     let r = (x / ulp).round_ties_even() * ulp;
     // Overflow: values at or beyond max + ulp/2 round to infinity.
-    if r.abs() > max { f64::INFINITY.copysign(x) } else { r }
+    if r.abs() > max {
+        f64::INFINITY.copysign(x)
+    } else {
+        r
+    }
 }
 
 /// Parses a dtype name used in test tables.
@@ -106,11 +117,20 @@ pub fn tolerance(dtype: Dtype) -> (f64, f64) {
 /// Relative L2 error and max abs error over max|ref|; fails on any non-finite mismatch
 /// (a poisoned element that was never written shows up here).
 pub fn compare(name: &str, out: &[f64], reference: &[f64], tol: (f64, f64)) {
-    assert_eq!(out.len(), reference.len(), "{name}: length {} vs reference {}", out.len(), reference.len());
+    assert_eq!(
+        out.len(),
+        reference.len(),
+        "{name}: length {} vs reference {}",
+        out.len(),
+        reference.len()
+    );
     let (mut num, mut den, mut max_err, mut max_ref) = (0.0f64, 0.0f64, 0.0f64, 0.0f64);
     for (i, (&o, &r)) in out.iter().zip(reference).enumerate() {
         if !r.is_finite() || !o.is_finite() {
-            assert!(o == r || (o.is_nan() && r.is_nan()), "{name}[{i}]: got {o}, expected {r}");
+            assert!(
+                o == r || (o.is_nan() && r.is_nan()),
+                "{name}[{i}]: got {o}, expected {r}"
+            );
             continue;
         }
         num += (o - r) * (o - r);
@@ -118,8 +138,16 @@ pub fn compare(name: &str, out: &[f64], reference: &[f64], tol: (f64, f64)) {
         max_err = max_err.max((o - r).abs());
         max_ref = max_ref.max(r.abs());
     }
-    let rel = if den > 0.0 { (num / den).sqrt() } else { num.sqrt() };
-    let rel_max = if max_ref > 0.0 { max_err / max_ref } else { max_err };
+    let rel = if den > 0.0 {
+        (num / den).sqrt()
+    } else {
+        num.sqrt()
+    };
+    let rel_max = if max_ref > 0.0 {
+        max_err / max_ref
+    } else {
+        max_err
+    };
     assert!(
         rel <= tol.0 && rel_max <= tol.1,
         "{name}: rel L2 error {rel:.3e} (tol {:.1e}), max error / max|ref| {rel_max:.3e} (tol {:.1e})",
@@ -132,7 +160,13 @@ pub fn compare(name: &str, out: &[f64], reference: &[f64], tol: (f64, f64)) {
 /// result is computed from) rather than the result itself, for outputs that are a difference of
 /// larger terms: ‖out−ref‖/‖scale‖ and max|out−ref| / max|scale|.
 pub fn compare_scaled(name: &str, out: &[f64], reference: &[f64], scale: &[f64], tol: (f64, f64)) {
-    assert_eq!(out.len(), reference.len(), "{name}: length {} vs reference {}", out.len(), reference.len());
+    assert_eq!(
+        out.len(),
+        reference.len(),
+        "{name}: length {} vs reference {}",
+        out.len(),
+        reference.len()
+    );
     let (mut num, mut den, mut max_err, mut max_scale) = (0.0f64, 0.0f64, 0.0f64, 0.0f64);
     for (i, ((&o, &r), &s)) in out.iter().zip(reference).zip(scale).enumerate() {
         assert!(o.is_finite(), "{name}[{i}]: got {o}, expected {r}");
@@ -141,8 +175,16 @@ pub fn compare_scaled(name: &str, out: &[f64], reference: &[f64], scale: &[f64],
         max_err = max_err.max((o - r).abs());
         max_scale = max_scale.max(s.abs());
     }
-    let rel = if den > 0.0 { (num / den).sqrt() } else { num.sqrt() };
-    let rel_max = if max_scale > 0.0 { max_err / max_scale } else { max_err };
+    let rel = if den > 0.0 {
+        (num / den).sqrt()
+    } else {
+        num.sqrt()
+    };
+    let rel_max = if max_scale > 0.0 {
+        max_err / max_scale
+    } else {
+        max_err
+    };
     assert!(
         rel <= tol.0 && rel_max <= tol.1,
         "{name}: rel L2 error vs term scale {rel:.3e} (tol {:.1e}), max error / max scale {rel_max:.3e} (tol {:.1e})",
@@ -153,16 +195,28 @@ pub fn compare_scaled(name: &str, out: &[f64], reference: &[f64], scale: &[f64],
 
 /// A tensor argument.
 pub fn t(dtype: Dtype, shape: &[usize], data: Vec<f64>) -> HostArg {
-    HostArg::Tensor(HostTensor { dtype, shape: shape.to_vec(), data })
+    HostArg::Tensor(HostTensor {
+        dtype,
+        shape: shape.to_vec(),
+        data,
+    })
 }
 
 /// Runs built-in op `name` with `-D` style `defines` on the interpreter and returns its outputs.
-pub fn run_op(name: &str, defines: &[(&str, &str)], args: Vec<(&str, HostArg)>) -> BTreeMap<String, HostTensor> {
+pub fn run_op(
+    name: &str,
+    defines: &[(&str, &str)],
+    args: Vec<(&str, HostArg)>,
+) -> BTreeMap<String, HostTensor> {
     let src = kir_compiler::oplib::builtin(name).unwrap_or_else(|| panic!("no built-in op {name}"));
-    let defs: Vec<(String, String)> = defines.iter().map(|(a, b)| (a.to_string(), b.to_string())).collect();
+    let defs: Vec<(String, String)> = defines
+        .iter()
+        .map(|(a, b)| (a.to_string(), b.to_string()))
+        .collect();
     let (_, spec) = kir_compiler::pipeline::frontend(src, &defs)
         .unwrap_or_else(|e| panic!("{name} {defines:?}:\n{}", e.render(name, src)));
-    let args: BTreeMap<String, HostArg> = args.into_iter().map(|(k, v)| (k.to_string(), v)).collect();
+    let args: BTreeMap<String, HostArg> =
+        args.into_iter().map(|(k, v)| (k.to_string(), v)).collect();
     interp::run(&spec, &args).unwrap_or_else(|e| panic!("{name} {defines:?}: {e}"))
 }
 
@@ -186,5 +240,7 @@ pub fn kir_files() -> Vec<std::path::PathBuf> {
 
 /// The file name without extension.
 pub fn stem(p: &std::path::Path) -> String {
-    p.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default()
+    p.file_stem()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_default()
 }

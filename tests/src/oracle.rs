@@ -14,8 +14,22 @@ pub struct AttnShape {
 /// softmax(scale·q kᵀ) v and the natural-log lse per row; GQA head h reads kv head h/(hq/hkv);
 /// causal is bottom-right aligned (key j visible to query i iff j ≤ i + sk − sq); a row with no
 /// visible key gets o = 0 and lse = −inf.
-pub fn attention(s: AttnShape, q: &[f64], k: &[f64], v: &[f64], scale: f64, causal: bool) -> (Vec<f64>, Vec<f64>) {
-    let AttnShape { b, hq, hkv, sq, sk, d } = s;
+pub fn attention(
+    s: AttnShape,
+    q: &[f64],
+    k: &[f64],
+    v: &[f64],
+    scale: f64,
+    causal: bool,
+) -> (Vec<f64>, Vec<f64>) {
+    let AttnShape {
+        b,
+        hq,
+        hkv,
+        sq,
+        sk,
+        d,
+    } = s;
     let group = hq / hkv;
     let mut o = vec![0.0; b * hq * sq * d];
     let mut lse = vec![f64::NEG_INFINITY; b * hq * sq];
@@ -37,7 +51,10 @@ pub fn attention(s: AttnShape, q: &[f64], k: &[f64], v: &[f64], scale: f64, caus
                 if n_vis == 0 {
                     continue;
                 }
-                let m = scores[..n_vis].iter().cloned().fold(f64::NEG_INFINITY, f64::max);
+                let m = scores[..n_vis]
+                    .iter()
+                    .cloned()
+                    .fold(f64::NEG_INFINITY, f64::max);
                 let mut l = 0.0;
                 let orow = &mut o[((bi * hq + h) * sq + i) * d..][..d];
                 for j in 0..n_vis {
@@ -75,7 +92,14 @@ pub fn rmsnorm_fwd(x: &[f64], w: &[f64], rows: usize, n: usize, eps: f64) -> (Ve
 /// RMSNorm backward: (dx, dw, dx_scale) for y = x·rstd·w. `dx_scale` is |rstd·w·dy| +
 /// |rstd³·x·mean(x·w·dy)| per element: the size of the two terms whose difference is dx, which
 /// bounds the rounding error of any finite-precision evaluation (dx itself can cancel to ~0).
-pub fn rmsnorm_bwd(x: &[f64], w: &[f64], dy: &[f64], rows: usize, n: usize, eps: f64) -> (Vec<f64>, Vec<f64>, Vec<f64>) {
+pub fn rmsnorm_bwd(
+    x: &[f64],
+    w: &[f64],
+    dy: &[f64],
+    rows: usize,
+    n: usize,
+    eps: f64,
+) -> (Vec<f64>, Vec<f64>, Vec<f64>) {
     let mut dx = vec![0.0; rows * n];
     let mut dx_scale = vec![0.0; rows * n];
     let mut dw = vec![0.0; n];
@@ -122,7 +146,13 @@ pub fn gemm(
     epi: Epilogue,
 ) -> Vec<f64> {
     let (bt, m, k, n) = dims;
-    let bidx = |t: usize, kk: usize, j: usize| if trans_b { (t * n + j) * k + kk } else { (t * k + kk) * n + j };
+    let bidx = |t: usize, kk: usize, j: usize| {
+        if trans_b {
+            (t * n + j) * k + kk
+        } else {
+            (t * k + kk) * n + j
+        }
+    };
     let mut c = vec![0.0; bt * m * n];
     for t in 0..bt {
         for i in 0..m {

@@ -12,7 +12,8 @@ fn tokens(src: &str) -> Vec<&str> {
     let b = src.as_bytes();
     let mut i = 0;
     while i < b.len() {
-        let word = |c: u8| c.is_ascii_alphanumeric() || c == b'_' || c == b'%' || c == b'@' || c == b'.';
+        let word =
+            |c: u8| c.is_ascii_alphanumeric() || c == b'_' || c == b'%' || c == b'@' || c == b'.';
         let start = i;
         if word(b[i]) {
             while i < b.len() && word(b[i]) {
@@ -31,13 +32,51 @@ fn tokens(src: &str) -> Vec<&str> {
 }
 
 const INSERTS: &[&str] = &[
-    "(", ")", "[", "]", "{", "}", "<", ">", ",", ":", "=", "-", "%v0", "%x", "@k", "0", "-1", "99999999999",
-    "tile", "x", "yield", "for", "if", "static_if", "load", "dot", "f32", "i1", "inf", "nan", "//", "\n",
-    "kernel", "program", "const", "launch", "cdiv(", "1.5e308", "é",
+    "(",
+    ")",
+    "[",
+    "]",
+    "{",
+    "}",
+    "<",
+    ">",
+    ",",
+    ":",
+    "=",
+    "-",
+    "%v0",
+    "%x",
+    "@k",
+    "0",
+    "-1",
+    "99999999999",
+    "tile",
+    "x",
+    "yield",
+    "for",
+    "if",
+    "static_if",
+    "load",
+    "dot",
+    "f32",
+    "i1",
+    "inf",
+    "nan",
+    "//",
+    "\n",
+    "kernel",
+    "program",
+    "const",
+    "launch",
+    "cdiv(",
+    "1.5e308",
+    "é",
 ];
 
 fn check(src: &str) {
-    let Ok(m) = kir_ir::text::parse(src) else { return };
+    let Ok(m) = kir_ir::text::parse(src) else {
+        return;
+    };
     let _ = kir_ir::verifier::verify(&m);
     let _ = kir_ir::text::print(&m);
     if let Ok((_, spec)) = kir_compiler::pipeline::frontend(src, &[]) {

@@ -18,7 +18,11 @@ fn attention_case(dt: &str, d: usize, causal: bool, s: AttnShape, mag: f64) {
     let hd = d.to_string();
     let out = run_op(
         "attention_fwd",
-        &[("DTYPE", dt), ("HEAD_DIM", &hd), ("CAUSAL", if causal { "1" } else { "0" })],
+        &[
+            ("DTYPE", dt),
+            ("HEAD_DIM", &hd),
+            ("CAUSAL", if causal { "1" } else { "0" }),
+        ],
         vec![
             ("q", t(dty, &[s.b, s.hq, s.sq, d], q)),
             ("k", t(dty, &[s.b, s.hkv, s.sk, d], k)),
@@ -29,13 +33,30 @@ fn attention_case(dt: &str, d: usize, causal: bool, s: AttnShape, mag: f64) {
     let name = format!("attention {dt} d{d} causal={causal} {s:?} mag {mag}");
     assert_eq!(out["o"].shape, vec![s.b, s.hq, s.sq, d]);
     assert_eq!(out["lse"].shape, vec![s.b, s.hq, s.sq]);
-    compare(&format!("{name}: o"), &out["o"].data, &o_ref, tolerance(dty));
+    compare(
+        &format!("{name}: o"),
+        &out["o"].data,
+        &o_ref,
+        tolerance(dty),
+    );
     // lse is f32 computed from exactly-rounded inputs: only f32 rounding separates it from f64.
-    compare(&format!("{name}: lse"), &out["lse"].data, &lse_ref, (1e-5, 1e-4));
+    compare(
+        &format!("{name}: lse"),
+        &out["lse"].data,
+        &lse_ref,
+        (1e-5, 1e-4),
+    );
 }
 
 fn sh(b: usize, hq: usize, hkv: usize, sq: usize, sk: usize, d: usize) -> AttnShape {
-    AttnShape { b, hq, hkv, sq, sk, d }
+    AttnShape {
+        b,
+        hq,
+        hkv,
+        sq,
+        sk,
+        d,
+    }
 }
 
 #[test]
@@ -79,7 +100,14 @@ fn attention_random_shapes() {
         let hkv = rng.range(1, 3);
         let hq = hkv * rng.range(1, 4);
         let d = 8 * rng.range(1, 17);
-        let s = sh(rng.range(1, 3), hq, hkv, rng.range(1, 200), rng.range(1, 200), d);
+        let s = sh(
+            rng.range(1, 3),
+            hq,
+            hkv,
+            rng.range(1, 200),
+            rng.range(1, 200),
+            d,
+        );
         let dt = ["f32", "f16", "bf16"][rng.range(0, 3)];
         attention_case(dt, d, rng.range(0, 2) == 1, s, [1.0, 3.0][rng.range(0, 2)]);
     }
@@ -95,11 +123,25 @@ fn rmsnorm_fwd_case(dt: &str, rows: usize, n: usize, mag: f64) {
     let out = run_op(
         "rmsnorm_fwd",
         &[("DTYPE", dt)],
-        vec![("x", t(dty, &[rows, n], x)), ("w", t(dty, &[n], w)), ("eps", HostArg::Scalar(eps))],
+        vec![
+            ("x", t(dty, &[rows, n], x)),
+            ("w", t(dty, &[n], w)),
+            ("eps", HostArg::Scalar(eps)),
+        ],
     );
     let name = format!("rmsnorm_fwd {dt} {rows}x{n} mag {mag}");
-    compare(&format!("{name}: y"), &out["y"].data, &y_ref, tolerance(dty));
-    compare(&format!("{name}: rstd"), &out["rstd"].data, &r_ref, tolerance(Dtype::F32));
+    compare(
+        &format!("{name}: y"),
+        &out["y"].data,
+        &y_ref,
+        tolerance(dty),
+    );
+    compare(
+        &format!("{name}: rstd"),
+        &out["rstd"].data,
+        &r_ref,
+        tolerance(Dtype::F32),
+    );
 }
 
 #[test]
@@ -132,8 +174,19 @@ fn rmsnorm_bwd_case(dt: &str, rows: usize, n: usize, mag: f64) {
     ];
     let out = run_op("rmsnorm_bwd", &[("DTYPE", dt)], args.clone());
     let name = format!("rmsnorm_bwd {dt} {rows}x{n} mag {mag}");
-    compare_scaled(&format!("{name}: dx"), &out["dx"].data, &dx_ref, &dx_scale, tolerance(dty));
-    compare(&format!("{name}: dw"), &out["dw"].data, &dw_ref, tolerance(dty));
+    compare_scaled(
+        &format!("{name}: dx"),
+        &out["dx"].data,
+        &dx_ref,
+        &dx_scale,
+        tolerance(dty),
+    );
+    compare(
+        &format!("{name}: dw"),
+        &out["dw"].data,
+        &dw_ref,
+        tolerance(dty),
+    );
 }
 
 #[test]
@@ -150,26 +203,62 @@ fn rmsnorm_bwd_shapes() {
 #[test]
 fn rmsnorm_bwd_is_bit_identical_across_runs() {
     let src = kir_compiler::oplib::builtin("rmsnorm_bwd").expect("rmsnorm_bwd is built in");
-    let (_, spec) = kir_compiler::pipeline::frontend(src, &[("DTYPE".into(), "f32".into())]).expect("front end");
+    let (_, spec) = kir_compiler::pipeline::frontend(src, &[("DTYPE".into(), "f32".into())])
+        .expect("front end");
     let mut rng = Rng::fresh("rmsnorm_bwd determinism");
     let (rows, n) = (301, 777);
     let mut args = std::collections::BTreeMap::new();
-    args.insert("x".to_string(), t(Dtype::F32, &[rows, n], rng.tensor(rows * n, 3.0, Dtype::F32)));
-    args.insert("w".to_string(), t(Dtype::F32, &[n], rng.tensor(n, 1.0, Dtype::F32)));
-    args.insert("dy".to_string(), t(Dtype::F32, &[rows, n], rng.tensor(rows * n, 1.0, Dtype::F32)));
+    args.insert(
+        "x".to_string(),
+        t(
+            Dtype::F32,
+            &[rows, n],
+            rng.tensor(rows * n, 3.0, Dtype::F32),
+        ),
+    );
+    args.insert(
+        "w".to_string(),
+        t(Dtype::F32, &[n], rng.tensor(n, 1.0, Dtype::F32)),
+    );
+    args.insert(
+        "dy".to_string(),
+        t(
+            Dtype::F32,
+            &[rows, n],
+            rng.tensor(rows * n, 1.0, Dtype::F32),
+        ),
+    );
     args.insert("eps".to_string(), HostArg::Scalar(1e-5));
-    let bits = |o: &std::collections::BTreeMap<String, kir_backends::interp::HostTensor>| -> Vec<u64> {
-        o["dw"].data.iter().chain(&o["dx"].data).map(|v| v.to_bits()).collect()
-    };
+    let bits =
+        |o: &std::collections::BTreeMap<String, kir_backends::interp::HostTensor>| -> Vec<u64> {
+            o["dw"]
+                .data
+                .iter()
+                .chain(&o["dx"].data)
+                .map(|v| v.to_bits())
+                .collect()
+        };
     let first = bits(&run_with(&spec, &args, &RunOptions { parallel: true }).expect("run"));
     for parallel in [true, false, true] {
         let again = bits(&run_with(&spec, &args, &RunOptions { parallel }).expect("run"));
-        assert!(first == again, "rmsnorm_bwd differs between runs (parallel={parallel})");
+        assert!(
+            first == again,
+            "rmsnorm_bwd differs between runs (parallel={parallel})"
+        );
     }
 }
 
 #[allow(clippy::too_many_arguments)]
-fn gemm_case(dt: &str, bt: usize, m: usize, k: usize, n: usize, trans_b: bool, epi: Epilogue, mag: f64) {
+fn gemm_case(
+    dt: &str,
+    bt: usize,
+    m: usize,
+    k: usize,
+    n: usize,
+    trans_b: bool,
+    epi: Epilogue,
+    mag: f64,
+) {
     let dty = dtype(dt);
     let mut rng = Rng::fresh(&format!("gemm {dt} {bt}x{m}x{k}x{n} tb{trans_b} {epi:?}"));
     let a = rng.tensor(bt * m * k, mag, dty);
@@ -188,7 +277,11 @@ fn gemm_case(dt: &str, bt: usize, m: usize, k: usize, n: usize, trans_b: bool, e
         epi,
     );
     let bshape = if trans_b { [bt, n, k] } else { [bt, k, n] };
-    let mut args = vec![("a", t(dty, &[bt, m, k], a)), ("b", t(dty, &bshape, b)), ("alpha", HostArg::Scalar(alpha))];
+    let mut args = vec![
+        ("a", t(dty, &[bt, m, k], a)),
+        ("b", t(dty, &bshape, b)),
+        ("alpha", HostArg::Scalar(alpha)),
+    ];
     if epi == Epilogue::Swiglu {
         args.push(("b2", t(dty, &bshape, b2)));
     }
@@ -203,7 +296,11 @@ fn gemm_case(dt: &str, bt: usize, m: usize, k: usize, n: usize, trans_b: bool, e
     };
     let out = run_op(
         "gemm",
-        &[("DTYPE", dt), ("TRANS_B", if trans_b { "1" } else { "0" }), ("EPILOGUE", epi_name)],
+        &[
+            ("DTYPE", dt),
+            ("TRANS_B", if trans_b { "1" } else { "0" }),
+            ("EPILOGUE", epi_name),
+        ],
         args,
     );
     assert_eq!(out["c"].shape, vec![bt, m, n]);
@@ -215,7 +312,12 @@ fn gemm_case(dt: &str, bt: usize, m: usize, k: usize, n: usize, trans_b: bool, e
 fn gemm_epilogues_and_layouts() {
     for dt in ["f32", "f16", "bf16"] {
         for trans_b in [false, true] {
-            for epi in [Epilogue::None, Epilogue::Bias, Epilogue::Silu, Epilogue::Swiglu] {
+            for epi in [
+                Epilogue::None,
+                Epilogue::Bias,
+                Epilogue::Silu,
+                Epilogue::Swiglu,
+            ] {
                 gemm_case(dt, 1, 67, 45, 130, trans_b, epi, 1.0);
             }
         }
@@ -228,9 +330,28 @@ fn gemm_epilogues_and_layouts() {
 fn gemm_random_shapes() {
     let mut rng = Rng::fresh("gemm random shapes");
     for _ in 0..4 {
-        let (bt, m, k, n) = (rng.range(1, 4), rng.range(1, 150), rng.range(1, 200), rng.range(1, 150));
-        let epi = [Epilogue::None, Epilogue::Bias, Epilogue::Silu, Epilogue::Swiglu][rng.range(0, 4)];
+        let (bt, m, k, n) = (
+            rng.range(1, 4),
+            rng.range(1, 150),
+            rng.range(1, 200),
+            rng.range(1, 150),
+        );
+        let epi = [
+            Epilogue::None,
+            Epilogue::Bias,
+            Epilogue::Silu,
+            Epilogue::Swiglu,
+        ][rng.range(0, 4)];
         let dt = ["f32", "f16", "bf16"][rng.range(0, 3)];
-        gemm_case(dt, bt, m, k, n, rng.range(0, 2) == 1, epi, [1.0, 3.0][rng.range(0, 2)]);
+        gemm_case(
+            dt,
+            bt,
+            m,
+            k,
+            n,
+            rng.range(0, 2) == 1,
+            epi,
+            [1.0, 3.0][rng.range(0, 2)],
+        );
     }
 }

@@ -6,11 +6,19 @@ use kir_ir::Dtype;
 use kir_tests::{compare, round, t, Rng};
 use std::collections::BTreeMap;
 
-fn run_file(file: &str, defines: &[(&str, &str)], args: Vec<(&str, HostArg)>) -> BTreeMap<String, HostTensor> {
+fn run_file(
+    file: &str,
+    defines: &[(&str, &str)],
+    args: Vec<(&str, HostArg)>,
+) -> BTreeMap<String, HostTensor> {
     let path = format!("{}/in/{file}", env!("CARGO_MANIFEST_DIR"));
     let src = std::fs::read_to_string(&path).expect("read test input");
-    let defs: Vec<(String, String)> = defines.iter().map(|(a, b)| (a.to_string(), b.to_string())).collect();
-    let (_, spec) = kir_compiler::pipeline::frontend(&src, &defs).unwrap_or_else(|e| panic!("{}", e.render(file, &src)));
+    let defs: Vec<(String, String)> = defines
+        .iter()
+        .map(|(a, b)| (a.to_string(), b.to_string()))
+        .collect();
+    let (_, spec) = kir_compiler::pipeline::frontend(&src, &defs)
+        .unwrap_or_else(|e| panic!("{}", e.render(file, &src)));
     let args = args.into_iter().map(|(k, v)| (k.to_string(), v)).collect();
     run(&spec, &args).unwrap_or_else(|e| panic!("{file}: {e}"))
 }
@@ -25,7 +33,10 @@ fn elementwise_float_ops() {
         let out = run_file(
             "elementwise.kir",
             &[("DTYPE", dt)],
-            vec![("x", t(Dtype::F32, &[n], x.clone())), ("y", t(Dtype::F32, &[n], y.clone()))],
+            vec![
+                ("x", t(Dtype::F32, &[n], x.clone())),
+                ("y", t(Dtype::F32, &[n], y.clone())),
+            ],
         );
         let r = &out["r"].data;
         let sig = |v: f64| 1.0 / (1.0 + (-v).exp());
@@ -46,14 +57,30 @@ fn elementwise_float_ops() {
         ];
         for (row, f) in unary.iter().enumerate() {
             let want: Vec<f64> = x.iter().map(|&v| f(v)).collect();
-            compare(&format!("unary row {row}"), &r[row * n..][..n], &want, (1e-6, 1e-5));
+            compare(
+                &format!("unary row {row}"),
+                &r[row * n..][..n],
+                &want,
+                (1e-6, 1e-5),
+            );
         }
-        let binary: [fn(f64, f64) -> f64; 6] =
-            [|a, b| a + b, |a, b| a - b, |a, b| a * b, |a, b| a / b, f64::max, f64::min];
+        let binary: [fn(f64, f64) -> f64; 6] = [
+            |a, b| a + b,
+            |a, b| a - b,
+            |a, b| a * b,
+            |a, b| a / b,
+            f64::max,
+            f64::min,
+        ];
         for (i, f) in binary.iter().enumerate() {
             let row = 13 + i;
             let want: Vec<f64> = x.iter().zip(&y).map(|(&a, &b)| f(a, b)).collect();
-            compare(&format!("binary row {row}"), &r[row * n..][..n], &want, (1e-7, 1e-6));
+            compare(
+                &format!("binary row {row}"),
+                &r[row * n..][..n],
+                &want,
+                (1e-7, 1e-6),
+            );
         }
         // Row 19 must be exactly x rounded to the dtype (round to nearest even).
         let want: Vec<f64> = x.iter().map(|&v| round(kir_tests::dtype(dt), v)).collect();
@@ -65,18 +92,27 @@ fn elementwise_float_ops() {
 fn integer_ops_wrap_and_truncate() {
     let mut rng = Rng::fresh("integer ops");
     let n = rng.range(1, 200);
-    let x: Vec<i64> = (0..n).map(|_| (rng.next_u64() as i32) as i64 >> rng.range(0, 31)).collect();
+    let x: Vec<i64> = (0..n)
+        .map(|_| (rng.next_u64() as i32) as i64 >> rng.range(0, 31))
+        .collect();
     let y: Vec<i64> = (0..n)
         .map(|_| {
             let v = (rng.next_u64() as i32 as i64) >> rng.range(0, 31);
-            if v == 0 { 3 } else { v }
+            if v == 0 {
+                3
+            } else {
+                v
+            }
         })
         .collect();
     let f = |v: &[i64]| v.iter().map(|&a| a as f64).collect::<Vec<_>>();
     let out = run_file(
         "integer_ops.kir",
         &[],
-        vec![("x", t(Dtype::I32, &[n], f(&x))), ("y", t(Dtype::I32, &[n], f(&y)))],
+        vec![
+            ("x", t(Dtype::I32, &[n], f(&x))),
+            ("y", t(Dtype::I32, &[n], f(&y))),
+        ],
     );
     let ops: [fn(i32, i32) -> i32; 14] = [
         |a, b| a.wrapping_add(b),
@@ -98,7 +134,13 @@ fn integer_ops_wrap_and_truncate() {
     for (row, op) in ops.iter().enumerate() {
         for i in 0..n {
             let want = op(x[i] as i32, y[i] as i32) as f64;
-            assert_eq!(r[row * n + i], want, "row {row} element {i}: x={} y={}", x[i], y[i]);
+            assert_eq!(
+                r[row * n + i],
+                want,
+                "row {row} element {i}: x={} y={}",
+                x[i],
+                y[i]
+            );
         }
     }
 }
@@ -108,7 +150,9 @@ fn shapes_reductions_transpose_masks() {
     let mut rng = Rng::fresh("shapes");
     let (m, n) = (rng.range(1, 60), rng.range(1, 60));
     let gm = m.div_ceil(16);
-    let x: Vec<f64> = (0..m * n).map(|_| (rng.normal() * 3.0) as f32 as f64).collect();
+    let x: Vec<f64> = (0..m * n)
+        .map(|_| (rng.normal() * 3.0) as f32 as f64)
+        .collect();
     let out = run_file(
         "shapes.kir",
         &[],
@@ -129,7 +173,9 @@ fn shapes_reductions_transpose_masks() {
     assert_eq!(out["colmax"].data, colmax, "colmax");
     let tr: Vec<f64> = (0..n * m).map(|k| x[(k % m) * n + k / m]).collect();
     assert_eq!(out["t"].data, tr, "transpose");
-    let lower: Vec<f64> = (0..m * n).map(|k| if k % n <= k / n { x[k] } else { 0.0 }).collect();
+    let lower: Vec<f64> = (0..m * n)
+        .map(|k| if k % n <= k / n { x[k] } else { 0.0 })
+        .collect();
     assert_eq!(out["lower"].data, lower, "masked stores");
 }
 
@@ -137,12 +183,17 @@ fn shapes_reductions_transpose_masks() {
 fn control_flow_and_nf4() {
     let mut rng = Rng::fresh("control");
     let (r, n, c) = (rng.range(1, 20), rng.range(1, 50), rng.range(1, 40));
-    let x: Vec<f64> = (0..r * n).map(|_| (rng.normal() * 3.0) as f32 as f64).collect();
+    let x: Vec<f64> = (0..r * n)
+        .map(|_| (rng.normal() * 3.0) as f32 as f64)
+        .collect();
     let codes: Vec<f64> = (0..c).map(|_| (rng.next_u64() % 256) as f64).collect();
     let out = run_file(
         "control.kir",
         &[],
-        vec![("x", t(Dtype::F32, &[r, n], x.clone())), ("codes", t(Dtype::U8, &[c], codes.clone()))],
+        vec![
+            ("x", t(Dtype::F32, &[r, n], x.clone())),
+            ("codes", t(Dtype::U8, &[c], codes.clone())),
+        ],
     );
     let mut sum = vec![0.0; r];
     let mut cnt = vec![0.0; r];
@@ -157,12 +208,27 @@ fn control_flow_and_nf4() {
     assert_eq!(out["count"].data, cnt);
     // The NF4 codebook as published (QLoRA), independent of the op table.
     let nf4 = [
-        -1.0, -0.6961928009986877, -0.5250730514526367, -0.39491748809814453, -0.28444138169288635,
-        -0.18477343022823334, -0.09105003625154495, 0.0, 0.07958029955625534, 0.16093020141124725,
-        0.24611230194568634, 0.33791524171829224, 0.44070982933044434, 0.5626170039176941,
-        0.7229568362236023, 1.0,
+        -1.0,
+        -0.6961928009986877,
+        -0.5250730514526367,
+        -0.39491748809814453,
+        -0.28444138169288635,
+        -0.18477343022823334,
+        -0.09105003625154495,
+        0.0,
+        0.07958029955625534,
+        0.16093020141124725,
+        0.24611230194568634,
+        0.33791524171829224,
+        0.44070982933044434,
+        0.5626170039176941,
+        0.7229568362236023,
+        1.0,
     ];
-    let want: Vec<f64> = codes.iter().map(|&cd| nf4[(cd as usize) & 15] as f32 as f64).collect();
+    let want: Vec<f64> = codes
+        .iter()
+        .map(|&cd| nf4[(cd as usize) & 15] as f32 as f64)
+        .collect();
     assert_eq!(out["nf4out"].data, want);
 }
 
@@ -172,8 +238,14 @@ fn reference_rounding() {
     use kir_tests::round;
     // bf16: 1 + 2^-8 is a tie between 1 and 1 + 2^-7 → even (1.0); just above rounds up.
     assert_eq!(round(Dtype::Bf16, 1.0 + 2f64.powi(-8)), 1.0);
-    assert_eq!(round(Dtype::Bf16, 1.0 + 2f64.powi(-8) + 2f64.powi(-40)), 1.0 + 2f64.powi(-7));
-    assert_eq!(round(Dtype::Bf16, 1.0 + 3.0 * 2f64.powi(-8)), 1.0 + 2f64.powi(-6));
+    assert_eq!(
+        round(Dtype::Bf16, 1.0 + 2f64.powi(-8) + 2f64.powi(-40)),
+        1.0 + 2f64.powi(-7)
+    );
+    assert_eq!(
+        round(Dtype::Bf16, 1.0 + 3.0 * 2f64.powi(-8)),
+        1.0 + 2f64.powi(-6)
+    );
     // f16: 2049 is a tie between 2048 and 2050 → 2048; 2051 → 2052; smallest subnormal 2^-24.
     assert_eq!(round(Dtype::F16, 2049.0), 2048.0);
     assert_eq!(round(Dtype::F16, 2051.0), 2052.0);

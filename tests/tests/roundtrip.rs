@@ -7,7 +7,10 @@ use kir_tests::{kir_files, stem};
 #[test]
 fn every_file_round_trips() {
     let files = kir_files();
-    assert!(files.len() >= 4, "expected the op library and test inputs, found {files:?}");
+    assert!(
+        files.len() >= 4,
+        "expected the op library and test inputs, found {files:?}"
+    );
     let mut parsed = 0;
     for f in &files {
         let src = std::fs::read_to_string(f).expect("read");
@@ -23,7 +26,8 @@ fn every_file_round_trips() {
         };
         parsed += 1;
         let text = print(&m);
-        let m2 = parse(&text).unwrap_or_else(|e| panic!("reparse of {name}:\n{}", e.render("printed", &text)));
+        let m2 = parse(&text)
+            .unwrap_or_else(|e| panic!("reparse of {name}:\n{}", e.render("printed", &text)));
         assert!(m == m2, "{name}: parse(print(m)) != m");
         assert_eq!(text, print(&m2), "{name}: printing is not idempotent");
     }
@@ -37,7 +41,10 @@ fn specialized_ops_round_trip() {
             .unwrap_or_else(|e| panic!("{}", e.render(name, src)));
         let text = print(&spec);
         let again = parse(&text).unwrap_or_else(|e| panic!("{}", e.render(name, &text)));
-        assert!(spec == again, "{name}: specialized module does not round-trip");
+        assert!(
+            spec == again,
+            "{name}: specialized module does not round-trip"
+        );
         assert_eq!(text, print(&again));
     }
 }

@@ -25,16 +25,29 @@ fn canonical_ir() {
 #[test]
 fn representative_specializations() {
     let cases: &[(&str, &[(&str, &str)])] = &[
-        ("attention_fwd", &[("DTYPE", "bf16"), ("HEAD_DIM", "128"), ("CAUSAL", "1")]),
-        ("gemm", &[("DTYPE", "f16"), ("TRANS_B", "1"), ("EPILOGUE", "swiglu")]),
+        (
+            "attention_fwd",
+            &[("DTYPE", "bf16"), ("HEAD_DIM", "128"), ("CAUSAL", "1")],
+        ),
+        (
+            "gemm",
+            &[("DTYPE", "f16"), ("TRANS_B", "1"), ("EPILOGUE", "swiglu")],
+        ),
         ("rmsnorm_bwd", &[("DTYPE", "f32"), ("ROWS", "2")]),
     ];
     for (op, defs) in cases {
         let src = kir_compiler::oplib::builtin(op).expect("built-in op");
-        let d: Vec<(String, String)> = defs.iter().map(|(a, b)| (a.to_string(), b.to_string())).collect();
-        let (_, spec) = kir_compiler::pipeline::frontend(src, &d).unwrap_or_else(|e| panic!("{}", e.render(op, src)));
+        let d: Vec<(String, String)> = defs
+            .iter()
+            .map(|(a, b)| (a.to_string(), b.to_string()))
+            .collect();
+        let (_, spec) = kir_compiler::pipeline::frontend(src, &d)
+            .unwrap_or_else(|e| panic!("{}", e.render(op, src)));
         let tag: Vec<String> = defs.iter().map(|(a, b)| format!("{a}={b}")).collect();
-        insta::assert_snapshot!(format!("spec__{op}__{}", tag.join("_")), kir_ir::text::print(&spec));
+        insta::assert_snapshot!(
+            format!("spec__{op}__{}", tag.join("_")),
+            kir_ir::text::print(&spec)
+        );
     }
 }
 

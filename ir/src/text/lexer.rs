@@ -50,8 +50,9 @@ pub struct Token {
 }
 
 const PUNCT2: [&str; 6] = ["==", "!=", "<=", ">=", "&&", "||"];
-const PUNCT1: [&str; 17] =
-    ["(", ")", "[", "]", "{", "}", "<", ">", ",", ":", "=", "+", "-", "*", "/", "%", "!"];
+const PUNCT1: [&str; 17] = [
+    "(", ")", "[", "]", "{", "}", "<", ">", ",", ":", "=", "+", "-", "*", "/", "%", "!",
+];
 
 fn is_ident_char(c: u8) -> bool {
     c.is_ascii_alphanumeric() || c == b'_'
@@ -81,7 +82,13 @@ pub fn lex(src: &str) -> Result<Vec<Token>, Diagnostic> {
             lex_number(src, &mut i)?
         } else if c == b'x'
             && !spaced
-            && matches!(out.last(), Some(Token { tok: Tok::Int(_), .. }))
+            && matches!(
+                out.last(),
+                Some(Token {
+                    tok: Tok::Int(_),
+                    ..
+                })
+            )
         {
             i += 1;
             Tok::X
@@ -100,7 +107,11 @@ pub fn lex(src: &str) -> Result<Vec<Token>, Diagnostic> {
                 i += 1;
             }
             let name = src[start + 1..i].to_string();
-            if c == b'%' { Tok::Value(name) } else { Tok::At(name) }
+            if c == b'%' {
+                Tok::Value(name)
+            } else {
+                Tok::At(name)
+            }
         } else if let Some(p) = PUNCT2.iter().find(|p| src[i..].starts_with(**p)) {
             i += 2;
             Tok::Punct(p)
@@ -114,10 +125,18 @@ pub fn lex(src: &str) -> Result<Vec<Token>, Diagnostic> {
                 format!("unexpected character `{}`", ch.escape_default()),
             ));
         };
-        out.push(Token { tok, span: Span::new(start, i), spaced });
+        out.push(Token {
+            tok,
+            span: Span::new(start, i),
+            spaced,
+        });
         spaced = false;
     }
-    out.push(Token { tok: Tok::Eof, span: Span::new(b.len(), b.len()), spaced: true });
+    out.push(Token {
+        tok: Tok::Eof,
+        span: Span::new(b.len(), b.len()),
+        spaced: true,
+    });
     Ok(out)
 }
 

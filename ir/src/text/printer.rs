@@ -51,7 +51,13 @@ pub fn print(m: &Module) -> String {
             let args: Vec<String> = l
                 .args
                 .iter()
-                .map(|a| if a.param == a.arg { a.param.clone() } else { format!("{} = {}", a.param, a.arg) })
+                .map(|a| {
+                    if a.param == a.arg {
+                        a.param.clone()
+                    } else {
+                        format!("{} = {}", a.param, a.arg)
+                    }
+                })
                 .collect();
             writeln!(s, "  launch @{}({})", l.kernel, args.join(", ")).ok();
         }
@@ -61,7 +67,11 @@ pub fn print(m: &Module) -> String {
 }
 
 fn comment(d: &str) -> String {
-    if d.is_empty() { "//".into() } else { format!("// {d}") }
+    if d.is_empty() {
+        "//".into()
+    } else {
+        format!("// {d}")
+    }
 }
 
 /// Prints one param as in a signature.
@@ -87,7 +97,10 @@ fn print_params(s: &mut String, params: &[Param]) {
 }
 
 fn join<T: std::fmt::Display>(v: &[T]) -> String {
-    v.iter().map(|x| x.to_string()).collect::<Vec<_>>().join(", ")
+    v.iter()
+        .map(|x| x.to_string())
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 fn print_kernel(s: &mut String, k: &Kernel) {
@@ -139,7 +152,9 @@ pub fn value_names(k: &Kernel) -> SecondaryMap<Value, String> {
         }
         fn walk(&mut self, b: Block, depth: usize) {
             let k = self.k;
-            let Some(bd) = k.dfg.blocks.get(b) else { return };
+            let Some(bd) = k.dfg.blocks.get(b) else {
+                return;
+            };
             if depth > 1000 {
                 return;
             }
@@ -162,18 +177,35 @@ pub fn value_names(k: &Kernel) -> SecondaryMap<Value, String> {
             self.scopes.pop();
         }
     }
-    let mut n = Namer { k, names: SecondaryMap::new(), scopes: vec![], next: 0 };
+    let mut n = Namer {
+        k,
+        names: SecondaryMap::new(),
+        scopes: vec![],
+        next: 0,
+    };
     n.walk(k.body, 0);
     n.names
 }
 
 fn vname(names: &SecondaryMap<Value, String>, v: Value) -> String {
     let n = &names[v];
-    if n.is_empty() { format!("%<bad {v}>") } else { format!("%{n}") }
+    if n.is_empty() {
+        format!("%<bad {v}>")
+    } else {
+        format!("%{n}")
+    }
 }
 
-fn print_block_ops(s: &mut String, k: &Kernel, names: &SecondaryMap<Value, String>, b: Block, depth: usize) {
-    let Some(bd) = k.dfg.blocks.get(b) else { return };
+fn print_block_ops(
+    s: &mut String,
+    k: &Kernel,
+    names: &SecondaryMap<Value, String>,
+    b: Block,
+    depth: usize,
+) {
+    let Some(bd) = k.dfg.blocks.get(b) else {
+        return;
+    };
     let ind = "  ".repeat(depth);
     let n = bd.ops.len();
     for (i, &o) in bd.ops.iter().enumerate() {
@@ -182,7 +214,12 @@ fn print_block_ops(s: &mut String, k: &Kernel, names: &SecondaryMap<Value, Strin
             writeln!(s, "{ind}{}", comment(d)).ok();
         }
         // An empty final yield is implied by `}`.
-        if op.opcode == Opcode::Yield && op.operands.is_empty() && i + 1 == n && depth > 0 && op.doc.is_empty() {
+        if op.opcode == Opcode::Yield
+            && op.operands.is_empty()
+            && i + 1 == n
+            && depth > 0
+            && op.doc.is_empty()
+        {
             continue;
         }
         s.push_str(&ind);
@@ -191,7 +228,13 @@ fn print_block_ops(s: &mut String, k: &Kernel, names: &SecondaryMap<Value, Strin
     }
 }
 
-fn print_op(s: &mut String, k: &Kernel, names: &SecondaryMap<Value, String>, op: &OpData, depth: usize) {
+fn print_op(
+    s: &mut String,
+    k: &Kernel,
+    names: &SecondaryMap<Value, String>,
+    op: &OpData,
+    depth: usize,
+) {
     let vn = |v: Value| vname(names, v);
     let vlist = |v: &[Value]| v.iter().map(|&x| vn(x)).collect::<Vec<_>>().join(", ");
     if !op.results.is_empty() {
@@ -201,7 +244,12 @@ fn print_op(s: &mut String, k: &Kernel, names: &SecondaryMap<Value, String>, op:
     let types = op
         .results
         .iter()
-        .map(|&r| k.dfg.values.get(r).map_or("?".to_string(), |d| d.ty.to_string()))
+        .map(|&r| {
+            k.dfg
+                .values
+                .get(r)
+                .map_or("?".to_string(), |d| d.ty.to_string())
+        })
         .collect::<Vec<_>>()
         .join(", ");
     let region = |s: &mut String, r: Option<&Block>| {
@@ -213,7 +261,12 @@ fn print_op(s: &mut String, k: &Kernel, names: &SecondaryMap<Value, String>, op:
     };
     match op.opcode {
         Opcode::For => {
-            let args = op.regions.first().and_then(|&b| k.dfg.blocks.get(b)).map(|b| b.args.clone()).unwrap_or_default();
+            let args = op
+                .regions
+                .first()
+                .and_then(|&b| k.dfg.blocks.get(b))
+                .map(|b| b.args.clone())
+                .unwrap_or_default();
             let iv = args.first().map_or("%?".to_string(), |&v| vn(v));
             let o = |i: usize| op.operands.get(i).map_or("%?".to_string(), |&v| vn(v));
             write!(s, " {iv} = {} to {} step {}", o(0), o(1), o(2)).ok();
@@ -221,7 +274,13 @@ fn print_op(s: &mut String, k: &Kernel, names: &SecondaryMap<Value, String>, op:
                 let pairs: Vec<String> = op.operands[3..]
                     .iter()
                     .enumerate()
-                    .map(|(i, &init)| format!("{} = {}", args.get(i + 1).map_or("%?".into(), |&a| vn(a)), vn(init)))
+                    .map(|(i, &init)| {
+                        format!(
+                            "{} = {}",
+                            args.get(i + 1).map_or("%?".into(), |&a| vn(a)),
+                            vn(init)
+                        )
+                    })
                     .collect();
                 write!(s, " iter({})", pairs.join(", ")).ok();
             }
@@ -241,10 +300,17 @@ fn print_op(s: &mut String, k: &Kernel, names: &SecondaryMap<Value, String>, op:
                 write!(s, " : {types}").ok();
             }
             region(s, op.regions.first());
-            let else_empty = op.regions.get(1).and_then(|&b| k.dfg.blocks.get(b)).is_some_and(|b| {
-                b.ops.len() == 1
-                    && k.dfg.ops.get(b.ops[0]).is_some_and(|y| y.operands.is_empty() && y.doc.is_empty())
-            });
+            let else_empty = op
+                .regions
+                .get(1)
+                .and_then(|&b| k.dfg.blocks.get(b))
+                .is_some_and(|b| {
+                    b.ops.len() == 1
+                        && k.dfg
+                            .ops
+                            .get(b.ops[0])
+                            .is_some_and(|y| y.operands.is_empty() && y.doc.is_empty())
+                });
             if op.regions.len() > 1 && !(else_empty && op.results.is_empty()) {
                 s.push_str(" else");
                 region(s, op.regions.get(1));
