@@ -156,14 +156,15 @@ fn bind_dims(
         }
     }
     for &(p, tt, shape) in &shapes {
-        for (e, &n) in tt.dims.iter().zip(shape) {
+        for (axis, (e, &n)) in tt.dims.iter().zip(shape).enumerate() {
             if !matches!(e.kind, ExprKind::Ident(_)) {
                 let v = e.eval_int(&lookup(&dims)).map_err(|err| {
                     InterpError::at(e.span, format!("{what}: dim `{e}` of `{}`: {err}", p.name))
                 })?;
                 if v != n as i64 {
+                    let need = if e.as_int().is_some() { format!("{v}") } else { format!("`{e}` = {v}") };
                     let msg = format!(
-                        "{what}: `{}` needs dim `{e}` = {v} but its tensor has shape {shape:?}",
+                        "{what}: `{}` must have size {need} in dim {axis}, but its tensor has shape {shape:?}",
                         p.name
                     );
                     return Err(InterpError::at(e.span, msg));
