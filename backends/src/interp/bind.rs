@@ -162,7 +162,11 @@ fn bind_dims(
                     InterpError::at(e.span, format!("{what}: dim `{e}` of `{}`: {err}", p.name))
                 })?;
                 if v != n as i64 {
-                    let need = if e.as_int().is_some() { format!("{v}") } else { format!("`{e}` = {v}") };
+                    let need = if e.as_int().is_some() {
+                        format!("{v}")
+                    } else {
+                        format!("`{e}` = {v}")
+                    };
                     let msg = format!(
                         "{what}: `{}` must have size {need} in dim {axis}, but its tensor has shape {shape:?}",
                         p.name
