@@ -1,4 +1,10 @@
-//! kir-backends: the targets that execute or lower kir modules. Today: [`interp`], the CPU
-//! interpreter that runs the IR as written (later also PTX and CUDA C).
+//! kir-backends: the targets that execute or lower kir modules: [`interp`], the CPU interpreter
+//! that runs the IR as written; the launch ABI and metadata shared by the GPU backends
+//! ([`abi`], [`meta`]) and the GPU [`target`]s.
 
+pub mod abi;
 pub mod interp;
+pub mod meta;
+pub mod target;
+
+pub use target::Target;

@@ -4,6 +4,7 @@
 //! The entry point for frameworks is [`pipeline`]: parse a module (or take a built-in op from
 //! [`oplib`]), verify it, specialize it with `-D NAME=VALUE` overrides and verify the result.
 
+pub mod compile;
 pub mod npy;
 pub mod oplib;
 pub mod passes;

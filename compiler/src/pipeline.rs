@@ -120,3 +120,42 @@ mod tests {
         }
     }
 }
+
+/// The module whose entry runs or compiles: `m` itself, or (with `kernel`) a module holding just
+/// that kernel, which becomes the entry. A module with several kernels and no program needs one.
+pub fn entry_module(m: Module, kernel: Option<&str>) -> Result<Module, String> {
+    let names = || {
+        m.kernels
+            .values()
+            .map(|k| k.name.as_str())
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    let Some(name) = kernel else {
+        if m.entry_params().is_none() {
+            return Err(format!(
+                "module `{}` has {} kernels and no program: choose one with --kernel ({})",
+                m.name,
+                m.kernels.len(),
+                names()
+            ));
+        }
+        return Ok(m);
+    };
+    let Some((_, k)) = m.kernel(name) else {
+        return Err(format!(
+            "--kernel {name}: module `{}` has no such kernel (kernels: {})",
+            m.name,
+            names()
+        ));
+    };
+    let mut kernels = cranelift_entity::PrimaryMap::new();
+    kernels.push(k.clone());
+    Ok(Module {
+        doc: m.doc.clone(),
+        name: m.name.clone(),
+        consts: vec![],
+        kernels,
+        program: None,
+    })
+}

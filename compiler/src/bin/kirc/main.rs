@@ -7,6 +7,7 @@
 
 mod check;
 mod common;
+mod compile;
 mod fmt;
 mod ops;
 mod randn;
@@ -29,6 +30,8 @@ enum Command {
     Check(check::Args),
     /// Print a module in canonical form, or check that a file already is.
     Fmt(fmt::Args),
+    /// Compile a module to PTX, CUDA C or specialized IR, with launch metadata.
+    Compile(compile::Args),
     /// Run a module on the CPU interpreter with .npy inputs; write .npy outputs.
     Run(run::Args),
     /// Write a deterministic pseudo-random array to an .npy file.
@@ -42,6 +45,7 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Check(a) => check::main(a),
         Command::Fmt(a) => fmt::main(a),
+        Command::Compile(a) => compile::main(a),
         Command::Run(a) => run::main(a),
         Command::Randn(a) => randn::main(a),
         Command::Ops(a) => ops::main(a),

@@ -11,6 +11,7 @@
 use crate::common::{self, CliError, Source};
 use kir_backends::interp::{self, HostArg, HostTensor, RunOptions};
 use kir_compiler::npy::{self, NpyDtype};
+use kir_compiler::pipeline;
 use kir_ir::{Diagnostic, Dtype, Module, ParamKind, Span};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -48,40 +49,7 @@ fn parse_arg(s: &str) -> Result<(String, String), String> {
 
 /// The module whose entry runs: the specialized module, or just the kernel `--kernel` names.
 fn entry_module(m: Module, kernel: Option<&str>) -> Result<Module, CliError> {
-    let names = || {
-        m.kernels
-            .values()
-            .map(|k| k.name.as_str())
-            .collect::<Vec<_>>()
-            .join(", ")
-    };
-    let Some(name) = kernel else {
-        if m.entry_params().is_none() {
-            return Err(CliError::Plain(format!(
-                "module `{}` has {} kernels and no program: choose one with --kernel ({})",
-                m.name,
-                m.kernels.len(),
-                names()
-            )));
-        }
-        return Ok(m);
-    };
-    let Some((_, k)) = m.kernel(name) else {
-        return Err(CliError::Plain(format!(
-            "--kernel {name}: module `{}` has no such kernel (kernels: {})",
-            m.name,
-            names()
-        )));
-    };
-    let mut kernels = cranelift_entity::PrimaryMap::new();
-    kernels.push(k.clone());
-    Ok(Module {
-        doc: m.doc.clone(),
-        name: m.name.clone(),
-        consts: vec![],
-        kernels,
-        program: None,
-    })
+    pipeline::entry_module(m, kernel).map_err(CliError::Plain)
 }
 
 /// Turns the `--arg`s into interpreter arguments, reading `.npy` files for tensor params.

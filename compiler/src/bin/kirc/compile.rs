@@ -1,0 +1,79 @@
+//! `kirc compile FILE [--kernel NAME] [-D NAME=VALUE]... --target T --emit ptx|cuda|ir -o OUT
+//! [--meta META.json]`: compile a module and write the code and its launch metadata.
+
+use crate::common::{self, CliError};
+use kir_backends::Target;
+use kir_compiler::compile::{self, CompileError, Emit};
+use std::process::ExitCode;
+
+/// Arguments of `kirc compile`.
+#[derive(clap::Args)]
+pub struct Args {
+    /// A .kir file, or the name of a built-in op (see `kirc ops`).
+    file: String,
+    /// Compile only this kernel of the module, as the entry.
+    #[arg(long)]
+    kernel: Option<String>,
+    /// Override a specialization constant (repeatable; the last one of a name wins).
+    #[arg(short = 'D', value_name = "NAME=VALUE", value_parser = common::parse_define)]
+    defines: Vec<(String, String)>,
+    /// Target architecture: sm_80, sm_90a, sm_100a or sm_120a.
+    #[arg(long, default_value = "sm_90a")]
+    target: String,
+    /// What to emit: ptx, cuda or ir.
+    #[arg(long, default_value = "ptx")]
+    emit: String,
+    /// Output file (`-` for stdout).
+    #[arg(short = 'o', value_name = "OUT", default_value = "-")]
+    out: String,
+    /// Write the launch metadata JSON here.
+    #[arg(long, value_name = "META.json")]
+    meta: Option<String>,
+}
+
+/// Runs `kirc compile`.
+pub fn main(a: Args) -> Result<ExitCode, CliError> {
+    let target = Target::from_name(&a.target).ok_or_else(|| {
+        let names: Vec<&str> = Target::ALL.iter().map(|t| t.name()).collect();
+        CliError::Plain(format!(
+            "unknown target `{}` (targets: {})",
+            a.target,
+            names.join(", ")
+        ))
+    })?;
+    let emit = Emit::from_name(&a.emit)
+        .ok_or_else(|| CliError::Plain(format!("unknown --emit `{}` (ptx, cuda, ir)", a.emit)))?;
+    let src = common::load(&a.file)?;
+    let out = compile::compile(&src.text, &a.defines, a.kernel.as_deref(), target, emit).map_err(
+        |e| match e {
+            CompileError::Source(d) => CliError::located(&src, d),
+            CompileError::Plain(m) => CliError::Plain(m),
+        },
+    )?;
+    write(&a.out, &out.text)?;
+    if let Some(meta) = &a.meta {
+        let json = out
+            .meta
+            .as_ref()
+            .ok_or_else(|| CliError::Plain("--meta needs --emit ptx or cuda".into()))?;
+        let text = serde_json::to_string_pretty(json)
+            .map_err(|e| CliError::Plain(format!("{meta}: {e}")))?;
+        write(meta, &(text + "\n"))?;
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn write(path: &str, text: &str) -> Result<(), CliError> {
+    if path == "-" {
+        print!("{text}");
+        return Ok(());
+    }
+    if let Some(dir) = std::path::Path::new(path)
+        .parent()
+        .filter(|d| !d.as_os_str().is_empty())
+    {
+        std::fs::create_dir_all(dir)
+            .map_err(|e| CliError::Plain(format!("{}: {e}", dir.display())))?;
+    }
+    std::fs::write(path, text).map_err(|e| CliError::Plain(format!("{path}: {e}")))
+}

@@ -1,0 +1,92 @@
+//! The compile driver: front end, then a backend, producing code text plus launch metadata.
+//! This is what `kirc compile` and frameworks call.
+
+use crate::passes::const_values;
+use crate::pipeline;
+use kir_backends::Target;
+use kir_ir::{Diagnostics, EvalVal, Module};
+
+/// What to emit.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Emit {
+    /// The specialized IR (canonical text).
+    Ir,
+    /// PTX for the target.
+    Ptx,
+    /// Scalar FP32 CUDA C.
+    Cuda,
+}
+
+impl Emit {
+    /// Parses `ir`, `ptx` or `cuda`.
+    pub fn from_name(s: &str) -> Option<Emit> {
+        match s {
+            "ir" => Some(Emit::Ir),
+            "ptx" => Some(Emit::Ptx),
+            "cuda" => Some(Emit::Cuda),
+            _ => None,
+        }
+    }
+}
+
+/// The output of a compilation.
+#[derive(Clone, Debug)]
+pub struct Compiled {
+    /// PTX, CUDA C or IR text.
+    pub text: String,
+    /// META.json (absent for `Emit::Ir`).
+    pub meta: Option<serde_json::Value>,
+    /// The specialized module that was lowered.
+    pub module: Module,
+}
+
+/// Why compilation failed.
+#[derive(Debug, thiserror::Error)]
+pub enum CompileError {
+    /// Errors located in the source (parse, verify, specialize, or a backend naming an op).
+    #[error("{0}")]
+    Source(Diagnostics),
+    /// An error with no source location (e.g. a target a backend does not support).
+    #[error("{0}")]
+    Plain(String),
+}
+
+/// The suffix that encodes a specialization in kernel symbols: `_DTYPE_bf16_HEAD_DIM_128`, one
+/// `_NAME_value` per constant in declaration order (negative values as `m5`).
+pub fn specialization_suffix(values: &[(String, EvalVal)]) -> String {
+    let mut s = String::new();
+    for (n, v) in values {
+        let v = v.to_string().replace('-', "m");
+        s.push_str(&format!("_{n}_{v}"));
+    }
+    s
+}
+
+/// Compiles `src` with `defines` for `target`, emitting `emit`; with `kernel`, only that kernel
+/// of the module (as the entry).
+pub fn compile(
+    src: &str,
+    defines: &pipeline::Defines,
+    kernel: Option<&str>,
+    target: Target,
+    emit: Emit,
+) -> Result<Compiled, CompileError> {
+    let (generic, spec) = pipeline::frontend(src, defines).map_err(CompileError::Source)?;
+    let spec = pipeline::entry_module(spec, kernel).map_err(CompileError::Plain)?;
+    let values = const_values(&generic, defines).map_err(CompileError::Source)?;
+    let suffix = specialization_suffix(&values);
+    match emit {
+        Emit::Ir => Ok(Compiled {
+            text: kir_ir::text::print(&spec),
+            meta: None,
+            module: spec,
+        }),
+        Emit::Ptx | Emit::Cuda => {
+            let _ = (target, suffix);
+            Err(CompileError::Plain(format!(
+                "--emit {}: this backend is not built yet (see docs/backends.md)",
+                if emit == Emit::Ptx { "ptx" } else { "cuda" }
+            )))
+        }
+    }
+}
