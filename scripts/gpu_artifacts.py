@@ -92,16 +92,30 @@ def main():
         dy = rng.standard_normal((r, n)).astype(f32)
         correctness(f"rmsnorm_bwd_{dt}_{r}x{n}", "rmsnorm_bwd", {"DTYPE": dt}, {"x": x, "w": w, "dy": dy}, {"eps": 1e-5})
 
+    # Bigger tiles (8 warps) must be exactly as correct.
+    q = rng.standard_normal((1, 3, 300, 128)).astype(f32)
+    k = rng.standard_normal((1, 1, 257, 128)).astype(f32)
+    correctness("attn_bf16_d128_c1_bm128", "attention_fwd", {"DTYPE": "bf16", "HEAD_DIM": 128, "CAUSAL": 1, "BLOCK_M": 128},
+                {"q": q, "k": k, "v": k[:, :, ::-1].copy()}, {"scale": 0.088})
+    correctness("gemm_bf16_128x128", "gemm", {"DTYPE": "bf16", "BLOCK_M": 128, "BLOCK_N": 128},
+                {"a": rng.standard_normal((2, 300, 200)).astype(f32), "b": rng.standard_normal((2, 200, 260)).astype(f32)},
+                {"alpha": 1.0})
+
     # Timing cases (inputs generated on the GPU).
-    for d_ in [64, 128, 256]:
+    for d_, bm in [(64, 128), (128, 64), (128, 128), (256, 64)]:
         for causal in [0, 1]:
-            name = f"time_attn_d{d_}_c{causal}"
-            compile_case(a.kirc, a.out, name, "attention_fwd", {"DTYPE": "bf16", "HEAD_DIM": d_, "CAUSAL": causal}, a.target)
+            name = f"time_attn_d{d_}_bm{bm}_c{causal}"
+            compile_case(a.kirc, a.out, name, "attention_fwd",
+                         {"DTYPE": "bf16", "HEAD_DIM": d_, "CAUSAL": causal, "BLOCK_M": bm}, a.target)
             cases.append({"name": name, "op": "attention_fwd", "dir": name, "mode": "time", "head_dim": d_, "causal": causal})
-    compile_case(a.kirc, a.out, "time_gemm", "gemm", {"DTYPE": "bf16"}, a.target)
-    cases.append({"name": "time_gemm", "op": "gemm", "dir": "time_gemm", "mode": "time"})
-    compile_case(a.kirc, a.out, "time_rmsnorm", "rmsnorm_fwd", {"DTYPE": "bf16"}, a.target)
-    cases.append({"name": "time_rmsnorm", "op": "rmsnorm_fwd", "dir": "time_rmsnorm", "mode": "time"})
+    for bmn in [64, 128]:
+        name = f"time_gemm_{bmn}"
+        compile_case(a.kirc, a.out, name, "gemm", {"DTYPE": "bf16", "BLOCK_M": bmn, "BLOCK_N": bmn}, a.target)
+        cases.append({"name": name, "op": "gemm", "dir": name, "mode": "time"})
+    for blk in [1024, 4096]:
+        name = f"time_rmsnorm_{blk}"
+        compile_case(a.kirc, a.out, name, "rmsnorm_fwd", {"DTYPE": "bf16", "BLOCK": blk}, a.target)
+        cases.append({"name": name, "op": "rmsnorm_fwd", "dir": name, "mode": "time"})
     with open(os.path.join(a.out, "manifest.json"), "w") as f:
         json.dump({"target": a.target, "cases": cases}, f, indent=1)
     print(f"{len(cases)} cases in {a.out}")

@@ -179,7 +179,7 @@ def time_case(root, c, peers):
             ref = torch.nn.functional.scaled_dot_product_attention(q[:1, :2].float(), k[:1, :2].float(), v[:1, :2].float(),
                                                                    is_causal=bool(causal))
             row["rel_vs_f32"] = rel(bufs["o"][:1, :2].float(), ref)
-            print(f"attn d{D} causal{causal} S{S}: " + ", ".join(f"{k2} {v2:.1f}" if isinstance(v2, float) and v2 > 1 else f"{k2} {v2}" for k2, v2 in row.items()), flush=True)
+            print(f"{c['name']} S{S}: " + ", ".join(f"{k2} {v2:.1f}" if isinstance(v2, float) and v2 > 1 else f"{k2} {v2}" for k2, v2 in row.items()), flush=True)
             rows.append(row)
             del q, k, v, bufs
         out["rows"] = rows
@@ -194,7 +194,7 @@ def time_case(root, c, peers):
             cms = bench(lambda: torch.matmul(a[0], b[0]), reps=20)
             r = rel(bufs["c"][0, :256].float(), (a[0, :256].float() @ b[0].float()))
             row = {"M": M, "N": N, "K": K, "kir_tflops": fl / ms / 1e9, "cublas_tflops": fl / cms / 1e9, "rel": r}
-            print(f"gemm {M}x{N}x{K}: {row}", flush=True)
+            print(f"{c['name']} {M}x{N}x{K}: {row}", flush=True)
             rows.append(row)
             del a, b, bufs
         out["rows"] = rows
@@ -213,7 +213,7 @@ def time_case(root, c, peers):
             ref = torch.nn.functional.rms_norm(x.float(), (N,), w.float(), 1e-5)
             row = {"R": R, "N": N, "kir_tbs": by / ms / 1e9, "eager_tbs": by / ems / 1e9, "compile_tbs": by / cms / 1e9,
                    "rel": rel(bufs["y"].float(), ref)}
-            print(f"rmsnorm {R}x{N}: {row}", flush=True)
+            print(f"{c['name']} {R}x{N}: {row}", flush=True)
             rows.append(row)
         out["rows"] = rows
     out["module_load_s"] = prog.load_s

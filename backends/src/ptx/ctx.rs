@@ -39,6 +39,9 @@ pub struct TensorInfo {
     pub dtype: Dtype,
     pub dims: Vec<Reg>,
     pub strides: Vec<Reg>,
+    /// True when the last dim has stride 1 (C order, or declared strides ending in literal 1),
+    /// which vectorized access needs.
+    pub contiguous_last: bool,
 }
 
 /// One slot's coordinates: one b32 index per tile dim, and whether the slot holds an element.
@@ -56,6 +59,9 @@ pub struct Ctx<'a> {
     pub blk: Block,
     pub places: HashMap<Value, Place>,
     pub vals: HashMap<Value, Val>,
+    /// Cheap integer/mask tiles (iota and index arithmetic) that are recomputed at each use
+    /// instead of living in registers across loops.
+    pub lazy: HashMap<Value, kir_ir::Op>,
     pub tensors: HashMap<String, TensorInfo>,
     pub dims: HashMap<String, Reg>,
     pub scalars: HashMap<String, Reg>,
@@ -68,11 +74,14 @@ pub struct Ctx<'a> {
     pub smem_top: u32,
     pub scratch_off: u32,
     rowbases: HashMap<usize, Reg>,
+    ldm_lane: Option<(Reg, Reg, Reg)>,
 }
 
 /// The lowered kernel.
 pub struct Lowered {
     pub text: String,
+    /// Threads per block.
+    pub threads: u32,
     pub shared_bytes: u32,
     /// The lowest PTX ISA version the kernel's instructions need.
     pub min_version: (u32, u32),
@@ -105,7 +114,10 @@ impl<'a> Ctx<'a> {
     }
 
     /// The lowered form of `v`.
-    pub fn val(&self, v: Value, span: Span) -> Result<Val, PtxError> {
+    pub fn val(&mut self, v: Value, span: Span) -> Result<Val, PtxError> {
+        if let Some(&o) = self.lazy.get(&v) {
+            return super::lower::materialize(self, o);
+        }
         self.vals
             .get(&v)
             .cloned()
@@ -122,11 +134,14 @@ impl<'a> Ctx<'a> {
         match layout {
             Layout::Blocked => {
                 let numel: usize = shape.iter().product();
+                let t = blk.threads as usize;
+                let v = layout::VEC;
                 for s in 0..n {
                     let e = self.b.reg(RegClass::B32);
-                    self.b
-                        .ins(format!("add.s32 {e}, {tid}, {}", s * blk.threads as usize));
-                    let valid = if (s + 1) * (blk.threads as usize) > numel {
+                    // e = ((s / VEC)·T + tid)·VEC + s % VEC
+                    self.b.ins(format!("add.s32 {e}, {tid}, {}", (s / v) * t));
+                    self.b.ins(format!("mad.lo.s32 {e}, {e}, {v}, {}", s % v));
+                    let valid = if (s / v + 1) * t * v > numel {
                         let p = self.b.reg(RegClass::Pred);
                         self.b.ins(format!("setp.lt.u32 {p}, {e}, {numel}"));
                         Some(p)
@@ -308,9 +323,21 @@ pub fn lower_kernel(
     target: Target,
     symbol: &str,
 ) -> Result<Lowered, PtxError> {
+    // 4 warps, or 8 when a dot's rows allow 16 rows per warp at 8 warps (BLOCK_M ≥ 128).
+    let warps = if k.dfg.ops.values().any(|o| {
+        o.opcode == kir_ir::Opcode::Dot
+            && o.results
+                .first()
+                .and_then(|&r| k.dfg.ty(r).shape())
+                .is_some_and(|s| s.len() == 2 && s[0] >= 128 && s[0] % 128 == 0)
+    }) {
+        8
+    } else {
+        THREADS / 32
+    };
     let blk = Block {
-        threads: THREADS,
-        warps: THREADS / 32,
+        threads: warps * 32,
+        warps,
     };
     let mut b = Builder::default();
     let places = layout::assign(k, blk);
@@ -347,6 +374,7 @@ pub fn lower_kernel(
         blk,
         places,
         vals: HashMap::new(),
+        lazy: HashMap::new(),
         tensors: HashMap::new(),
         dims: HashMap::new(),
         scalars: HashMap::new(),
@@ -359,6 +387,7 @@ pub fn lower_kernel(
         smem_top: scratch_bytes,
         scratch_off: 0,
         rowbases: HashMap::new(),
+        ldm_lane: None,
     };
     let mut params = Vec::new();
     ctx.b.in_prologue(|b| {
@@ -383,6 +412,7 @@ pub fn lower_kernel(
                         dtype: *dtype,
                         dims: vec![],
                         strides: vec![],
+                        contiguous_last: false,
                     },
                 );
             }
@@ -440,17 +470,47 @@ pub fn lower_kernel(
     let min_version = ctx.b.min_version;
     let body = ctx.b.finish();
     let text = format!(
-        ".visible .entry {symbol}(\n\t{}\n)\n.maxntid {THREADS}, 1, 1\n{{\n{body}\tret;\n}}\n",
-        params.join(",\n\t")
+        ".visible .entry {symbol}(\n\t{}\n)\n.maxntid {}, 1, 1\n{{\n{body}\tret;\n}}\n",
+        params.join(",\n\t"),
+        blk.threads
     );
     Ok(Lowered {
         text,
+        threads: blk.threads,
         shared_bytes,
         min_version,
     })
 }
 
 impl Ctx<'_> {
+    /// Per-lane (8·(m&1), 8·(m>>1), r) for ldmatrix.x4, where m = lane/8 picks the matrix and
+    /// r = lane%8 its row (computed once, in the prologue).
+    pub fn ldmatrix_lane(&mut self) -> (Reg, Reg, Reg) {
+        if let Some(t) = self.ldm_lane {
+            return t;
+        }
+        let tid = self.tid;
+        let t = self.b.in_prologue(|b| {
+            let (lane, m, mi, mj, r) = (
+                b.reg(RegClass::B32),
+                b.reg(RegClass::B32),
+                b.reg(RegClass::B32),
+                b.reg(RegClass::B32),
+                b.reg(RegClass::B32),
+            );
+            b.ins(format!("and.b32 {lane}, {tid}, 31"));
+            b.ins(format!("shr.u32 {m}, {lane}, 3"));
+            b.ins(format!("and.b32 {r}, {lane}, 7"));
+            b.ins(format!("and.b32 {mi}, {m}, 1"));
+            b.ins(format!("shl.b32 {mi}, {mi}, 3"));
+            b.ins(format!("shr.u32 {mj}, {m}, 1"));
+            b.ins(format!("shl.b32 {mj}, {mj}, 3"));
+            (mi, mj, r)
+        });
+        self.ldm_lane = Some(t);
+        t
+    }
+
     /// Reserves `bytes` of shared memory (16-byte aligned) for the rest of the kernel.
     pub fn alloc_shared(&mut self, bytes: u32) -> u32 {
         let off = self.smem_top.div_ceil(16) * 16;
@@ -514,9 +574,14 @@ impl Ctx<'_> {
                     st
                 }
             };
+            let contiguous_last = match &t.strides {
+                None => true,
+                Some(st) => st.last().and_then(|e| e.as_int()) == Some(1),
+            };
             if let Some(info) = self.tensors.get_mut(&p.name) {
                 info.dims = dim_regs;
                 info.strides = stride_regs;
+                info.contiguous_last = contiguous_last;
             }
         }
         Ok(())

@@ -191,6 +191,12 @@ fn mma(
                     }
                     f
                 }
+                _ if ldmatrix_ok(a, false) => {
+                    let i0 = c.b.reg(RegClass::B32);
+                    c.b.ins(format!("mad.lo.s32 {i0}, {warp}, {mw}, {}", mf * 16));
+                    let j0 = c.b.imm32((kf * 16) as i64);
+                    ldmatrix_x4(c, a, i0, j0, false).to_vec()
+                }
                 _ => {
                     let mut f = Vec::new();
                     for (dr, dk) in [(0, 0), (8, 0), (0, 8), (8, 8)] {
@@ -202,9 +208,24 @@ fn mma(
                     f
                 }
             };
+            let mut bpairs: Vec<[Reg; 2]> = Vec::new();
+            if ldmatrix_ok(b, true) {
+                for nf2 in 0..nfs / 2 {
+                    let (i0, j0) = (c.b.imm32((kf * 16) as i64), c.b.imm32((nf2 * 16) as i64));
+                    let r = ldmatrix_x4(c, b, i0, j0, true);
+                    bpairs.push([r[0], r[1]]);
+                    bpairs.push([r[2], r[3]]);
+                }
+            }
             for nf in 0..nfs {
                 let mut bfrag = Vec::new();
+                if let Some(p) = bpairs.get(nf) {
+                    bfrag.extend_from_slice(p);
+                }
                 for dk in [0, 8] {
+                    if bfrag.len() == 2 {
+                        break;
+                    }
                     let (i, j) = (c.b.reg(RegClass::B32), c.b.reg(RegClass::B32));
                     c.b.ins(format!("add.s32 {i}, {colbase}, {}", kf * 16 + dk));
                     c.b.ins(format!("add.s32 {j}, {g}, {}", nf * 8));
@@ -222,6 +243,54 @@ fn mma(
         }
     }
     cur
+}
+
+/// True if fragments of shared tile `v` can be loaded with ldmatrix: 16-bit elements and one
+/// of the two dims contiguous (then the other one is the row dim of the 8×8 matrices).
+fn ldmatrix_ok(v: &Val, _pair_along_rows: bool) -> bool {
+    matches!(v, Val::Shared { dtype: Dtype::F16 | Dtype::Bf16, row_stride, col_stride, .. } if *row_stride == 1 || *col_stride == 1)
+}
+
+/// Loads the four 8×8 matrices at tile origins (i0 + 8·(m&1), j0 + 8·(m>>1)) for m = 0..3 with
+/// one `ldmatrix.x4`. The two elements each register holds lie along the tile's columns for an
+/// A fragment (`pair_along_rows` false) or along its rows for a B fragment; the `.trans` form
+/// is used when that direction is not the contiguous one.
+fn ldmatrix_x4(c: &mut Ctx, v: &Val, i0: Reg, j0: Reg, pair_along_rows: bool) -> [Reg; 4] {
+    let Val::Shared {
+        off,
+        row_stride,
+        col_stride,
+        ..
+    } = *v
+    else {
+        return [i0; 4];
+    };
+    let contiguous_cols = col_stride == 1;
+    // Non-transposed when the pair direction is the contiguous one.
+    let trans = pair_along_rows == contiguous_cols;
+    // The lane's row of its matrix runs along the non-contiguous dim.
+    let (mi, mj, r) = c.ldmatrix_lane();
+    let (i, j) = (c.b.reg(RegClass::B32), c.b.reg(RegClass::B32));
+    c.b.ins(format!("add.s32 {i}, {i0}, {mi}"));
+    c.b.ins(format!("add.s32 {j}, {j0}, {mj}"));
+    if contiguous_cols {
+        c.b.ins(format!("add.s32 {i}, {i}, {r}"));
+    } else {
+        c.b.ins(format!("add.s32 {j}, {j}, {r}"));
+    }
+    let a = c.smem_addr(off, &[i, j], row_stride, col_stride, 2);
+    let out = [
+        c.b.reg(RegClass::B32),
+        c.b.reg(RegClass::B32),
+        c.b.reg(RegClass::B32),
+        c.b.reg(RegClass::B32),
+    ];
+    let t = if trans { ".trans" } else { "" };
+    c.b.ins(format!(
+        "ldmatrix.sync.aligned.m8n8.x4{t}.shared.b16 {{{}, {}, {}, {}}}, [{a}]",
+        out[0], out[1], out[2], out[3]
+    ));
+    out
 }
 
 fn fma(

@@ -1,7 +1,9 @@
 //! Layout assignment: where each tile value lives and which thread holds which element.
 //!
 //! - `Scalar`: one register, the same in every thread.
-//! - `Reg(Blocked)`: element with row-major linear index e lives in thread e % T, slot e / T.
+//! - `Reg(Blocked)`: elements go to threads in chunks of [`VEC`] consecutive elements (row-major
+//!   linear index): chunk k = e / VEC lives in thread k % T, slots (k / T)·VEC … + VEC − 1, so a
+//!   thread's chunk is one 16-byte vector of bf16 in memory.
 //! - `Reg(RowMma)`: the mma.sync m16n8 accumulator layout with the block's warps stacked along
 //!   rows (FlashAttention-2's): for a [M, N] tile each warp owns M/W rows; lane (g = lane/4,
 //!   q = lane%4) holds, per 16-row fragment mf and 8-column fragment nf, the elements
@@ -18,10 +20,13 @@
 use kir_ir::{Attr, Dtype, Kernel, Opcode, Type, Value};
 use std::collections::HashMap;
 
+/// Elements per chunk of the `Blocked` layout (16 bytes of bf16/f16).
+pub const VEC: usize = 8;
+
 /// A register distribution of a tile over the threads of a block.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Layout {
-    /// Linear: thread t holds elements t, t + T, t + 2T, … (row-major linear index).
+    /// Chunks of `VEC` consecutive elements dealt round-robin to the threads.
     Blocked,
     /// mma.sync accumulator fragments, warps stacked along rows.
     RowMma,
@@ -45,7 +50,13 @@ pub struct Block {
 /// Number of register slots per thread for a tile of `shape` in `layout`.
 pub fn slots(layout: Layout, shape: &[usize], b: Block) -> usize {
     match layout {
-        Layout::Blocked => shape.iter().product::<usize>().div_ceil(b.threads as usize),
+        Layout::Blocked => {
+            shape
+                .iter()
+                .product::<usize>()
+                .div_ceil(VEC * b.threads as usize)
+                * VEC
+        }
         Layout::RowMma => {
             let (m, n) = rows_cols(shape);
             let mf = m / (16 * b.warps as usize);

@@ -19,14 +19,64 @@ pub fn block(c: &mut Ctx, b: Block) -> Result<Vec<Value>, PtxError> {
     let ops = c.k.dfg.blocks[b].ops.clone();
     let mut yielded = Vec::new();
     for o in ops {
-        let op = &c.k.dfg.ops[o];
+        let k = c.k;
+        let op = &k.dfg.ops[o];
         if op.opcode == Opcode::Yield {
             yielded = op.operands.clone();
             continue;
         }
+        if lazy_ok(c, op) {
+            if let Some(&r) = op.results.first() {
+                c.lazy.insert(r, o);
+                continue;
+            }
+        }
         lower_op(c, op)?;
     }
     Ok(yielded)
+}
+
+/// True for cheap integer/mask tile ops (iota, index arithmetic, comparisons of indices)
+/// whose operands are scalars or lazy: they are recomputed where used.
+fn lazy_ok(c: &Ctx, op: &OpData) -> bool {
+    let Some(&r) = op.results.first() else {
+        return false;
+    };
+    if !matches!(place(c, r), Place::Reg(_)) {
+        return false;
+    }
+    let int_result = matches!(dtype(c, r), Dtype::I32 | Dtype::I1);
+    match op.opcode {
+        Opcode::Iota => int_result,
+        Opcode::Add
+        | Opcode::Sub
+        | Opcode::Mul
+        | Opcode::Min
+        | Opcode::Max
+        | Opcode::And
+        | Opcode::Or
+        | Opcode::Xor
+        | Opcode::Not
+        | Opcode::Cmp => {
+            int_result
+                && op.operands.iter().all(|a| {
+                    c.lazy.contains_key(a)
+                        || (c.k.dfg.ty(*a).is_scalar()
+                            && matches!(dtype(c, *a), Dtype::I32 | Dtype::I1))
+                })
+        }
+        _ => false,
+    }
+}
+
+/// Computes a lazy value at the current point.
+pub fn materialize(c: &mut Ctx, o: kir_ir::Op) -> Result<Val, PtxError> {
+    let k = c.k;
+    let op = &k.dfg.ops[o];
+    match op.opcode {
+        Opcode::Iota => super::tile::iota_val(c, op),
+        _ => elementwise_val(c, op),
+    }
 }
 
 fn place(c: &Ctx, v: Value) -> Place {
@@ -248,6 +298,13 @@ fn res_of(r: Option<Value>, sp: Span) -> Result<Value, PtxError> {
 }
 
 fn elementwise(c: &mut Ctx, op: &OpData) -> Result<(), PtxError> {
+    let v = res_of(op.results.first().copied(), op.span)?;
+    let val = elementwise_val(c, op)?;
+    def(c, v, val);
+    Ok(())
+}
+
+fn elementwise_val(c: &mut Ctx, op: &OpData) -> Result<Val, PtxError> {
     let sp = op.span;
     let v = res_of(op.results.first().copied(), sp)?;
     let rd = dtype(c, v);
@@ -281,20 +338,15 @@ fn elementwise(c: &mut Ctx, op: &OpData) -> Result<(), PtxError> {
         let args: Vec<Reg> = ins.iter().map(|r| r[i]).collect();
         out.push(scalar_op(c, op, od, rd, &args)?);
     }
-    match layout {
-        None => def(c, v, Val::Scalar(out[0])),
-        Some(l) => def(
-            c,
-            v,
-            Val::Tile {
-                layout: l,
-                shape: s,
-                dtype: rd,
-                regs: out,
-            },
-        ),
-    }
-    Ok(())
+    Ok(match layout {
+        None => Val::Scalar(out[0]),
+        Some(l) => Val::Tile {
+            layout: l,
+            shape: s,
+            dtype: rd,
+            regs: out,
+        },
+    })
 }
 
 fn ity(d: Dtype) -> &'static str {

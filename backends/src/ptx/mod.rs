@@ -85,7 +85,7 @@ pub fn compile_module(m: &Module, target: Target, suffix: &str) -> Result<PtxMod
             kernel: k.name.clone(),
             symbol,
             abi,
-            block: [THREADS, 1, 1],
+            block: [lowered.threads, 1, 1],
             shared_bytes: lowered.shared_bytes,
             registers: None,
         });

@@ -182,23 +182,10 @@ pub fn lower_shape_op(c: &mut Ctx, op: &OpData) -> Result<(), PtxError> {
     let l = result_layout(c, v, sp)?;
     let n = layout::slots(l, &shape, c.blk);
     let regs: Vec<Reg> = match op.opcode {
-        Opcode::Iota => {
-            let axis = axis_attr("axis");
-            let coords = c.coords(l, &shape);
-            coords
-                .iter()
-                .map(|sc| {
-                    let i = sc.idx.get(axis).copied().unwrap_or(sc.idx[0]);
-                    if d == Dtype::I64 {
-                        let r = c.b.reg(RegClass::B64);
-                        c.b.ins(format!("cvt.u64.u32 {r}, {i}"));
-                        r
-                    } else {
-                        i
-                    }
-                })
-                .collect()
-        }
+        Opcode::Iota => match iota_val(c, op)? {
+            Val::Tile { regs, .. } => regs,
+            _ => return Err(PtxError::at(sp, "internal: iota")),
+        },
         Opcode::Splat => {
             let a = *op
                 .operands
@@ -275,6 +262,42 @@ pub fn lower_shape_op(c: &mut Ctx, op: &OpData) -> Result<(), PtxError> {
         },
     );
     Ok(())
+}
+
+/// An iota tile in its assigned layout.
+pub fn iota_val(c: &mut Ctx, op: &OpData) -> Result<Val, PtxError> {
+    let sp = op.span;
+    let v = *op
+        .results
+        .first()
+        .ok_or_else(|| PtxError::at(sp, "missing result"))?;
+    let d = c.k.dfg.ty(v).dtype().unwrap_or(Dtype::I32);
+    let shape = c.k.dfg.ty(v).shape().unwrap_or_default();
+    let l = result_layout(c, v, sp)?;
+    let axis = match op.attr("axis") {
+        Some(Attr::Expr(e)) => e.as_int().unwrap_or(0) as usize,
+        _ => 0,
+    };
+    let coords = c.coords(l, &shape);
+    let regs = coords
+        .iter()
+        .map(|sc| {
+            let i = sc.idx.get(axis).copied().unwrap_or(sc.idx[0]);
+            if d == Dtype::I64 {
+                let r = c.b.reg(RegClass::B64);
+                c.b.ins(format!("cvt.u64.u32 {r}, {i}"));
+                r
+            } else {
+                i
+            }
+        })
+        .collect();
+    Ok(Val::Tile {
+        layout: l,
+        shape,
+        dtype: d,
+        regs,
+    })
 }
 
 /// broadcast / reshape / transpose through the scratch region.
@@ -424,6 +447,9 @@ fn reduce(
         }
         return Ok(out);
     }
+    if let Some(out) = reduce_blocked_rows(c, &kind, a, axis, l, shape, &ss, d, sp)? {
+        return Ok(out);
+    }
     // Generic: spill, then each output element folds its line in ascending order.
     let src = c.val(a, sp)?;
     let src = match src {
@@ -465,4 +491,161 @@ fn reduce(
         out.push(acc);
     }
     Ok(out)
+}
+
+fn identity(c: &mut Ctx, kind: &str, d: Dtype) -> Reg {
+    let v = match (kind, d.is_float()) {
+        ("sum", _) => 0.0,
+        ("max", true) => f64::NEG_INFINITY,
+        ("min", true) => f64::INFINITY,
+        ("max", false) => i32::MIN as f64,
+        _ => i32::MAX as f64,
+    };
+    super::lower::constant(c, d, v)
+}
+
+fn shfl_combine(c: &mut Ctx, kind: &str, d: Dtype, acc: Reg, mask: usize) {
+    let t = c.reg(d);
+    if class_of(d) == RegClass::F32 {
+        let (x, y) = (c.b.reg(RegClass::B32), c.b.reg(RegClass::B32));
+        c.b.ins(format!("mov.b32 {y}, {acc}"));
+        c.b.ins(format!(
+            "shfl.sync.bfly.b32 {x}, {y}, {mask}, 31, 0xffffffff"
+        ));
+        c.b.ins(format!("mov.b32 {t}, {x}"));
+    } else {
+        c.b.ins(format!(
+            "shfl.sync.bfly.b32 {t}, {acc}, {mask}, 31, 0xffffffff"
+        ));
+    }
+    combine(c, kind, d, acc, t);
+}
+
+/// Row reduction of a `Blocked` [R, C] tile whose rows are whole chunks (C a multiple of VEC,
+/// C/VEC a power of two): each thread folds its chunk, warp shuffles combine the chunks of a
+/// row, shared memory combines warps; the row totals go to the result's owners. The order is
+/// fixed, so results are identical from run to run. `None` when the shapes do not fit.
+#[allow(clippy::too_many_arguments)]
+fn reduce_blocked_rows(
+    c: &mut Ctx,
+    kind: &str,
+    a: Value,
+    axis: usize,
+    l: Layout,
+    shape: &[usize],
+    ss: &[usize],
+    d: Dtype,
+    sp: Span,
+) -> Result<Option<Vec<Reg>>, PtxError> {
+    let v = layout::VEC;
+    let threads = c.blk.threads as usize;
+    let fits = l == Layout::Blocked
+        && ss.len() == 2
+        && axis == 1
+        && ss[1] % v == 0
+        && (ss[1] / v).is_power_of_two()
+        && matches!(c.places.get(&a), Some(Place::Reg(Layout::Blocked)))
+        && matches!(d, Dtype::F32 | Dtype::F16 | Dtype::Bf16 | Dtype::I32);
+    if !fits {
+        return Ok(None);
+    }
+    let src = regs_in(c, a, Layout::Blocked, ss, sp)?;
+    let (rows, cpr) = (ss[0], ss[1] / v);
+    let width = cpr.min(32);
+    let groups = cpr.div_ceil(32);
+    let coords = c.coords(Layout::Blocked, ss);
+    c.b.ins("bar.sync 0");
+    let part_base = c.scratch_off;
+    let row_base = part_base + (rows * groups * 4) as u32;
+    for (g, chunk) in coords.chunks(v).enumerate() {
+        let acc = identity(c, kind, d);
+        for k in 0..v {
+            combine(c, kind, d, acc, src[g * v + k]);
+        }
+        if let Some(valid) = chunk[0].valid {
+            let id = identity(c, kind, d);
+            let m = if class_of(d) == RegClass::F32 {
+                "selp.f32"
+            } else {
+                "selp.b32"
+            };
+            c.b.ins(format!("{m} {acc}, {acc}, {id}, {valid}"));
+        }
+        let mut mask = width / 2;
+        while mask >= 1 {
+            shfl_combine(c, kind, d, acc, mask);
+            mask /= 2;
+        }
+        // chunk = g·T + tid; row = chunk / cpr; pos = chunk % cpr.
+        let (chunk_id, row, pos, p) = (
+            c.b.reg(RegClass::B32),
+            c.b.reg(RegClass::B32),
+            c.b.reg(RegClass::B32),
+            c.b.reg(RegClass::Pred),
+        );
+        c.b.ins(format!("add.s32 {chunk_id}, {}, {}", c.tid, g * threads));
+        c.b.ins(format!("div.u32 {row}, {chunk_id}, {cpr}"));
+        c.b.ins(format!("rem.u32 {pos}, {chunk_id}, {cpr}"));
+        // The first lane of each 32-chunk group writes its group total.
+        let (slot, q) = (c.b.reg(RegClass::B32), c.b.reg(RegClass::Pred));
+        c.b.ins(format!("rem.u32 {slot}, {pos}, {width}"));
+        c.b.ins(format!("setp.eq.u32 {p}, {slot}, 0"));
+        c.b.ins(format!("setp.lt.u32 {q}, {row}, {rows}"));
+        c.b.ins(format!("and.pred {p}, {p}, {q}"));
+        let gi = c.b.reg(RegClass::B32);
+        c.b.ins(format!("div.u32 {gi}, {pos}, 32"));
+        c.b.ins(format!("mad.lo.s32 {gi}, {row}, {groups}, {gi}"));
+        let addr = c.smem_addr(part_base, &[gi], 1, 0, 4);
+        let t = if class_of(d) == RegClass::F32 {
+            "f32"
+        } else {
+            "b32"
+        };
+        c.b.ins_if(p, false, format!("st.shared.{t} [{addr}], {acc}"));
+    }
+    c.b.ins("bar.sync 0");
+    // Row totals, groups in ascending order, by threads 0..rows.
+    let passes = rows.div_ceil(threads);
+    for pass in 0..passes {
+        let (row, p) = (c.b.reg(RegClass::B32), c.b.reg(RegClass::Pred));
+        c.b.ins(format!("add.s32 {row}, {}, {}", c.tid, pass * threads));
+        c.b.ins(format!("setp.lt.u32 {p}, {row}, {rows}"));
+        let acc = identity(c, kind, d);
+        for gi in 0..groups {
+            let idx = c.b.reg(RegClass::B32);
+            c.b.ins(format!("mad.lo.s32 {idx}, {row}, {groups}, {gi}"));
+            let a2 = c.smem_addr(part_base, &[idx], 1, 0, 4);
+            let x = c.reg(d);
+            let t = if class_of(d) == RegClass::F32 {
+                "f32"
+            } else {
+                "b32"
+            };
+            c.b.ins_if(p, false, format!("ld.shared.{t} {x}, [{a2}]"));
+            combine(c, kind, d, acc, x);
+        }
+        round(c, d, acc);
+        let a3 = c.smem_addr(row_base, &[row], 1, 0, 4);
+        let t = if class_of(d) == RegClass::F32 {
+            "f32"
+        } else {
+            "b32"
+        };
+        c.b.ins_if(p, false, format!("st.shared.{t} [{a3}], {acc}"));
+    }
+    c.b.ins("bar.sync 0");
+    let out_coords = c.coords(l, shape);
+    let mut out = Vec::new();
+    for sc in &out_coords {
+        let a4 = c.smem_addr(row_base, &[sc.idx[0]], 1, 0, 4);
+        let x = identity(c, kind, d);
+        let t = if class_of(d) == RegClass::F32 {
+            "f32"
+        } else {
+            "b32"
+        };
+        c.b.ins_if_opt(sc.valid, format!("ld.shared.{t} {x}, [{a4}]"));
+        out.push(x);
+    }
+    Ok(Some(out))
 }
