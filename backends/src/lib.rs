@@ -5,6 +5,7 @@
 pub mod abi;
 pub mod interp;
 pub mod meta;
+pub mod ptx;
 pub mod target;
 
 pub use target::Target;

@@ -81,12 +81,31 @@ pub fn compile(
             meta: None,
             module: spec,
         }),
-        Emit::Ptx | Emit::Cuda => {
-            let _ = (target, suffix);
-            Err(CompileError::Plain(format!(
-                "--emit {}: this backend is not built yet (see docs/backends.md)",
-                if emit == Emit::Ptx { "ptx" } else { "cuda" }
-            )))
+        Emit::Ptx => {
+            let out =
+                kir_backends::ptx::compile_module(&spec, target, &suffix).map_err(|e| {
+                    match e.span {
+                        Some(span) => {
+                            CompileError::Source(Diagnostics::from(kir_ir::Diagnostic::new(
+                                span,
+                                format!("{} (target {})", e.message, target.name()),
+                            )))
+                        }
+                        None => {
+                            CompileError::Plain(format!("{} (target {})", e.message, target.name()))
+                        }
+                    }
+                })?;
+            let meta =
+                kir_backends::meta::module_meta(&spec, target, "ptx", out.version, &out.kernels);
+            Ok(Compiled {
+                text: out.text,
+                meta: Some(meta),
+                module: spec,
+            })
         }
+        Emit::Cuda => Err(CompileError::Plain(
+            "--emit cuda: the CUDA-C backend is not built yet (see docs/backends.md)".into(),
+        )),
     }
 }

@@ -1,0 +1,285 @@
+//! `dot`: mma.sync m16n8k16 (bf16/f16 in, f32 accumulate) when the shapes allow, with the A
+//! operand taken straight from accumulator-layout registers (FlashAttention-2's P·V) or from
+//! shared memory and B from shared memory; otherwise an FMA loop per output element over
+//! shared-memory operands.
+
+use super::builder::{Reg, RegClass};
+use super::ctx::{smem_bytes, Ctx, Val};
+use super::layout::{self, Layout, Place};
+use super::lower::regs_in;
+use super::PtxError;
+use kir_ir::{Dtype, OpData, Span};
+
+/// Puts a tile in shared memory (a fresh region), converting from registers if needed.
+fn to_shared(c: &mut Ctx, v: &Val, sp: Span) -> Result<Val, PtxError> {
+    match v {
+        Val::Shared { .. } => Ok(v.clone()),
+        Val::Scalar(_) => Err(PtxError::at(sp, "a dot operand must be a tile")),
+        Val::Tile {
+            layout,
+            shape,
+            dtype,
+            regs,
+        } => {
+            let [rows, cols] = match shape[..] {
+                [r, c2] => [r, c2],
+                _ => return Err(PtxError::at(sp, "a dot operand must be rank 2")),
+            };
+            let eb = smem_bytes(*dtype);
+            let rs = cols + 16 / eb;
+            let off = c.alloc_shared((rows * rs * eb) as u32);
+            let coords = c.coords(*layout, shape);
+            let owner = *layout == Layout::RowMma && cols == 1;
+            c.b.ins("bar.sync 0");
+            for (sc, &r) in coords.iter().zip(regs) {
+                let a = c.smem_addr(off, &sc.idx, rs, 1, eb);
+                let valid = sc.valid.or(owner.then_some(c.quad_leader));
+                match dtype {
+                    Dtype::F16 | Dtype::Bf16 => {
+                        let h = c.b.reg(RegClass::B16);
+                        let t = if *dtype == Dtype::F16 { "f16" } else { "bf16" };
+                        c.b.ins(format!("cvt.rn.{t}.f32 {h}, {r}"));
+                        c.b.ins_if_opt(valid, format!("st.shared.b16 [{a}], {h}"));
+                    }
+                    Dtype::F32 => c.b.ins_if_opt(valid, format!("st.shared.f32 [{a}], {r}")),
+                    other => {
+                        return Err(PtxError::at(
+                            sp,
+                            format!("a dot operand of dtype {other} is not supported"),
+                        ))
+                    }
+                }
+            }
+            c.b.ins("bar.sync 0");
+            Ok(Val::Shared {
+                off,
+                shape: [rows, cols],
+                dtype: *dtype,
+                row_stride: rs,
+                col_stride: 1,
+            })
+        }
+    }
+}
+
+/// A b32 register holding two 16-bit elements (lo at (i, j), hi at the next k) of a shared tile.
+fn smem_pair(c: &mut Ctx, v: &Val, i: Reg, j: Reg, along_rows: bool) -> Reg {
+    let Val::Shared {
+        off,
+        row_stride,
+        col_stride,
+        ..
+    } = *v
+    else {
+        return c.b.imm32(0);
+    };
+    let a = c.smem_addr(off, &[i, j], row_stride, col_stride, 2);
+    let r = c.b.reg(RegClass::B32);
+    let step = if along_rows { row_stride } else { col_stride };
+    if step == 1 {
+        c.b.ins(format!("ld.shared.b32 {r}, [{a}]"));
+    } else {
+        let (lo, hi) = (c.b.reg(RegClass::B16), c.b.reg(RegClass::B16));
+        c.b.ins(format!("ld.shared.b16 {lo}, [{a}]"));
+        c.b.ins(format!("ld.shared.b16 {hi}, [{a}+{}]", step * 2));
+        c.b.ins(format!("mov.b32 {r}, {{{lo}, {hi}}}"));
+    }
+    r
+}
+
+/// Lowers `dot a, b, acc`.
+pub fn lower_dot(c: &mut Ctx, op: &OpData) -> Result<(), PtxError> {
+    let sp = op.span;
+    let (Some(&a), Some(&b), Some(&acc), Some(&v)) = (
+        op.operands.first(),
+        op.operands.get(1),
+        op.operands.get(2),
+        op.results.first(),
+    ) else {
+        return Err(PtxError::at(sp, "dot needs a, b, acc and a result"));
+    };
+    let (ta, tb, tv) = (
+        c.k.dfg.ty(a).clone(),
+        c.k.dfg.ty(b).clone(),
+        c.k.dfg.ty(v).clone(),
+    );
+    let shape = tv.shape().unwrap_or_default();
+    let (sa, ab_dtype) = (
+        ta.shape().unwrap_or_default(),
+        ta.dtype().unwrap_or(Dtype::F32),
+    );
+    let kdim = sa.get(1).copied().unwrap_or(0);
+    let place = c
+        .places
+        .get(&v)
+        .copied()
+        .unwrap_or(Place::Reg(Layout::Blocked));
+    let use_mma =
+        place == Place::Reg(Layout::RowMma) && layout::dot_uses_mma(&ta, &tb, &tv, c.blk.warps);
+    let l = match place {
+        Place::Reg(l) => l,
+        _ => {
+            return Err(PtxError::at(
+                sp,
+                "internal: dot result must be in registers",
+            ))
+        }
+    };
+    let acc_regs = regs_in(c, acc, l, &shape, sp)?;
+    let bv = c.val(b, sp)?;
+    let bs = to_shared(c, &bv, sp)?;
+    let av = c.val(a, sp)?;
+    let out = if use_mma {
+        let a_in_regs = matches!(&av, Val::Tile { layout: Layout::RowMma, shape: s, .. } if layout::rows_cols(s).0 == shape[0]);
+        let a_src = if a_in_regs {
+            av
+        } else {
+            to_shared(c, &av, sp)?
+        };
+        mma(c, &a_src, &bs, &acc_regs, &shape, kdim, ab_dtype)
+    } else {
+        let a_src = to_shared(c, &av, sp)?;
+        fma(c, &a_src, &bs, &acc_regs, l, &shape, kdim)
+    };
+    c.vals.insert(
+        v,
+        Val::Tile {
+            layout: l,
+            shape,
+            dtype: Dtype::F32,
+            regs: out,
+        },
+    );
+    Ok(())
+}
+
+fn mma(
+    c: &mut Ctx,
+    a: &Val,
+    b: &Val,
+    acc: &[Reg],
+    shape: &[usize],
+    kdim: usize,
+    d: Dtype,
+) -> Vec<Reg> {
+    let (m, n) = (shape[0], shape[1]);
+    let (mw, nfs, kfs) = (m / c.blk.warps as usize, n / 8, kdim / 16);
+    let mfs = mw / 16;
+    let t = if d == Dtype::F16 { "f16" } else { "bf16" };
+    let mut cur: Vec<Reg> = acc.to_vec();
+    // Row/column registers of this lane: row0 = warp·mw + g, k0 = 2q, n0 = g.
+    let (warp, g, colbase) = (c.warp, c.g, c.colbase);
+    let row0 = c.b.reg(RegClass::B32);
+    c.b.ins(format!("mad.lo.s32 {row0}, {warp}, {mw}, {g}"));
+    for kf in 0..kfs {
+        for mf in 0..mfs {
+            let afrag: Vec<Reg> = match a {
+                Val::Tile {
+                    regs, shape: sa, ..
+                } => {
+                    let nfa = sa[1] / 8;
+                    let slot = |nf: usize, cc: usize| regs[(mf * nfa + nf) * 4 + cc];
+                    let mut f = Vec::new();
+                    for (nf, h) in [(2 * kf, 0), (2 * kf, 1), (2 * kf + 1, 0), (2 * kf + 1, 1)] {
+                        let r = c.b.reg(RegClass::B32);
+                        c.b.ins(format!(
+                            "cvt.rn.{t}x2.f32 {r}, {}, {}",
+                            slot(nf, h * 2 + 1),
+                            slot(nf, h * 2)
+                        ));
+                        f.push(r);
+                    }
+                    f
+                }
+                _ => {
+                    let mut f = Vec::new();
+                    for (dr, dk) in [(0, 0), (8, 0), (0, 8), (8, 8)] {
+                        let (i, j) = (c.b.reg(RegClass::B32), c.b.reg(RegClass::B32));
+                        c.b.ins(format!("add.s32 {i}, {row0}, {}", mf * 16 + dr));
+                        c.b.ins(format!("add.s32 {j}, {colbase}, {}", kf * 16 + dk));
+                        f.push(smem_pair(c, a, i, j, false));
+                    }
+                    f
+                }
+            };
+            for nf in 0..nfs {
+                let mut bfrag = Vec::new();
+                for dk in [0, 8] {
+                    let (i, j) = (c.b.reg(RegClass::B32), c.b.reg(RegClass::B32));
+                    c.b.ins(format!("add.s32 {i}, {colbase}, {}", kf * 16 + dk));
+                    c.b.ins(format!("add.s32 {j}, {g}, {}", nf * 8));
+                    bfrag.push(smem_pair(c, b, i, j, true));
+                }
+                let base = (mf * nfs + nf) * 4;
+                let dst: Vec<Reg> = (0..4).map(|_| c.b.reg(RegClass::F32)).collect();
+                c.b.ins(format!(
+                    "mma.sync.aligned.m16n8k16.row.col.f32.{t}.{t}.f32 {{{}, {}, {}, {}}}, {{{}, {}, {}, {}}}, {{{}, {}}}, {{{}, {}, {}, {}}}",
+                    dst[0], dst[1], dst[2], dst[3], afrag[0], afrag[1], afrag[2], afrag[3], bfrag[0], bfrag[1],
+                    cur[base], cur[base + 1], cur[base + 2], cur[base + 3]
+                ));
+                cur[base..base + 4].copy_from_slice(&dst);
+            }
+        }
+    }
+    cur
+}
+
+fn fma(
+    c: &mut Ctx,
+    a: &Val,
+    b: &Val,
+    acc: &[Reg],
+    l: Layout,
+    shape: &[usize],
+    kdim: usize,
+) -> Vec<Reg> {
+    let coords = c.coords(l, shape);
+    let mut out = Vec::new();
+    for (sc, &init) in coords.iter().zip(acc) {
+        let r = c.b.reg(RegClass::F32);
+        c.b.ins(format!("mov.f32 {r}, {init}"));
+        let (k, p) = (c.b.reg(RegClass::B32), c.b.reg(RegClass::Pred));
+        let (top, end) = (c.b.label("fma"), c.b.label("endfma"));
+        c.b.ins(format!("mov.b32 {k}, 0"));
+        c.b.place(&top);
+        c.b.ins(format!("setp.ge.s32 {p}, {k}, {kdim}"));
+        c.b.ins_if(p, false, format!("bra.uni {end}"));
+        let x = shared_elem(c, a, sc.idx[0], k, sc.valid);
+        let y = shared_elem(c, b, k, sc.idx[1], sc.valid);
+        c.b.ins(format!("fma.rn.f32 {r}, {x}, {y}, {r}"));
+        c.b.ins(format!("add.s32 {k}, {k}, 1"));
+        c.b.ins(format!("bra.uni {top}"));
+        c.b.place(&end);
+        out.push(r);
+    }
+    out
+}
+
+/// Element (i, j) of a shared tile as f32 (0 when `valid` is false).
+fn shared_elem(c: &mut Ctx, v: &Val, i: Reg, j: Reg, valid: Option<Reg>) -> Reg {
+    let Val::Shared {
+        off,
+        dtype,
+        row_stride,
+        col_stride,
+        ..
+    } = *v
+    else {
+        return c.b.reg(RegClass::F32);
+    };
+    let eb = smem_bytes(dtype);
+    let a = c.smem_addr(off, &[i, j], row_stride, col_stride, eb);
+    let r = c.b.reg(RegClass::F32);
+    c.b.ins(format!("mov.f32 {r}, 0f00000000"));
+    match dtype {
+        Dtype::F16 | Dtype::Bf16 => {
+            let h = c.b.reg(RegClass::B16);
+            c.b.ins(format!("mov.b16 {h}, 0"));
+            c.b.ins_if_opt(valid, format!("ld.shared.b16 {h}, [{a}]"));
+            let t = if dtype == Dtype::F16 { "f16" } else { "bf16" };
+            c.b.ins(format!("cvt.f32.{t} {r}, {h}"));
+        }
+        _ => c.b.ins_if_opt(valid, format!("ld.shared.f32 {r}, [{a}]")),
+    }
+    r
+}

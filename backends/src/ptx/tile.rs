@@ -1,0 +1,468 @@
+//! Shape ops (iota, splat, broadcast, reshape, transpose), reductions, and layout conversions.
+//! Register-only fast paths cover the FlashAttention-2 layout (row reductions with quad
+//! shuffles, row broadcasts in place); everything else goes through the scratch region of
+//! shared memory, reading and writing each element at its row-major position.
+
+use super::builder::{Reg, RegClass};
+use super::ctx::{class_of, Ctx, Val};
+use super::layout::{self, Layout, Place};
+use super::lower::{regs_in, round};
+use super::PtxError;
+use kir_ir::{Attr, Dtype, ExprKind, OpData, Opcode, Span, Value};
+
+fn sty(d: Dtype) -> &'static str {
+    match class_of(d) {
+        RegClass::F32 => "f32",
+        RegClass::B64 => "b64",
+        _ => "b32",
+    }
+}
+
+fn ebytes(d: Dtype) -> usize {
+    if d == Dtype::I64 {
+        8
+    } else {
+        4
+    }
+}
+
+/// Writes a register tile to the scratch region at row-major positions (after a barrier).
+fn spill(c: &mut Ctx, layout: Layout, shape: &[usize], d: Dtype, regs: &[Reg]) {
+    let coords = c.coords(layout, shape);
+    c.b.ins("bar.sync 0");
+    let owner_only = layout == Layout::RowMma && layout::rows_cols(shape).1 == 1;
+    for (sc, &r) in coords.iter().zip(regs) {
+        let lin = c.linear(&sc.idx, shape);
+        let a = c.smem_addr(c.scratch_off, &[lin], 1, 0, ebytes(d));
+        let (val, t) = if d == Dtype::I1 {
+            let t = c.b.reg(RegClass::B32);
+            c.b.ins(format!("selp.b32 {t}, 1, 0, {r}"));
+            (t, "b32")
+        } else {
+            (r, sty(d))
+        };
+        let valid = match (sc.valid, owner_only) {
+            (Some(v), _) => Some(v),
+            (None, true) => Some(c.quad_leader),
+            (None, false) => None,
+        };
+        c.b.ins_if_opt(valid, format!("st.shared.{t} [{a}], {val}"));
+    }
+    c.b.ins("bar.sync 0");
+}
+
+/// Reads one element of dtype `d` at scratch linear index `lin` into a fresh register; slots
+/// that hold no element (`valid` false) read nothing and keep 0.
+fn read_scratch(c: &mut Ctx, d: Dtype, lin: Reg, valid: Option<Reg>) -> Reg {
+    let a = c.smem_addr(c.scratch_off, &[lin], 1, 0, ebytes(d));
+    let r = super::lower::constant(c, d, 0.0);
+    if d == Dtype::I1 {
+        let t = c.b.reg(RegClass::B32);
+        c.b.ins(format!("mov.b32 {t}, 0"));
+        c.b.ins_if_opt(valid, format!("ld.shared.b32 {t}, [{a}]"));
+        c.b.ins(format!("setp.ne.u32 {r}, {t}, 0"));
+    } else {
+        c.b.ins_if_opt(valid, format!("ld.shared.{} {r}, [{a}]", sty(d)));
+    }
+    r
+}
+
+/// Converts a value to registers in `to` (same shape).
+pub fn convert(c: &mut Ctx, v: &Val, to: Layout, sp: Span) -> Result<Val, PtxError> {
+    match v {
+        Val::Scalar(_) => Err(PtxError::at(sp, "internal: convert of a scalar")),
+        Val::Tile {
+            layout,
+            shape,
+            dtype,
+            regs,
+        } => {
+            if *layout == to {
+                return Ok(v.clone());
+            }
+            spill(c, *layout, shape, *dtype, regs);
+            let coords = c.coords(to, shape);
+            let mut out = Vec::new();
+            for sc in &coords {
+                let lin = c.linear(&sc.idx, shape);
+                out.push(read_scratch(c, *dtype, lin, sc.valid));
+            }
+            Ok(Val::Tile {
+                layout: to,
+                shape: shape.clone(),
+                dtype: *dtype,
+                regs: out,
+            })
+        }
+        Val::Shared {
+            off,
+            shape,
+            dtype,
+            row_stride,
+            col_stride,
+        } => {
+            let coords = c.coords(to, &shape[..]);
+            let eb = super::ctx::smem_bytes(*dtype);
+            let mut out = Vec::new();
+            for sc in &coords {
+                let a = c.smem_addr(*off, &sc.idx, *row_stride, *col_stride, eb);
+                let r = super::lower::constant(c, *dtype, 0.0);
+                match dtype {
+                    Dtype::F16 | Dtype::Bf16 => {
+                        let h = c.b.reg(RegClass::B16);
+                        c.b.ins(format!("mov.b16 {h}, 0"));
+                        c.b.ins_if_opt(sc.valid, format!("ld.shared.b16 {h}, [{a}]"));
+                        let t = if *dtype == Dtype::F16 { "f16" } else { "bf16" };
+                        c.b.ins(format!("cvt.f32.{t} {r}, {h}"));
+                    }
+                    _ => {
+                        c.b.ins_if_opt(sc.valid, format!("ld.shared.{} {r}, [{a}]", sty(*dtype)))
+                    }
+                }
+                out.push(r);
+            }
+            Ok(Val::Tile {
+                layout: to,
+                shape: shape.to_vec(),
+                dtype: *dtype,
+                regs: out,
+            })
+        }
+    }
+}
+
+fn result_layout(c: &Ctx, v: Value, sp: Span) -> Result<Layout, PtxError> {
+    match c.places.get(&v) {
+        Some(Place::Reg(l)) => Ok(*l),
+        _ => Err(PtxError::at(sp, "internal: expected a register tile")),
+    }
+}
+
+/// Lowers iota, splat, broadcast, reshape, transpose and reduce.
+pub fn lower_shape_op(c: &mut Ctx, op: &OpData) -> Result<(), PtxError> {
+    let sp = op.span;
+    let v = *op
+        .results
+        .first()
+        .ok_or_else(|| PtxError::at(sp, "missing result"))?;
+    let d = c.k.dfg.ty(v).dtype().unwrap_or(Dtype::F32);
+    let shape = c.k.dfg.ty(v).shape().unwrap_or_default();
+    let axis_attr = |name: &str| match op.attr(name) {
+        Some(Attr::Expr(e)) => match e.kind {
+            ExprKind::Int(i) => i as usize,
+            _ => 0,
+        },
+        _ => 0,
+    };
+    // Transpose of a shared tile is a view.
+    if op.opcode == Opcode::Transpose {
+        if let Some(&a) = op.operands.first() {
+            if let Val::Shared {
+                off,
+                shape: s,
+                dtype,
+                row_stride,
+                col_stride,
+            } = c.val(a, sp)?
+            {
+                if c.places.get(&v) == Some(&Place::Shared) {
+                    let view = Val::Shared {
+                        off,
+                        shape: [s[1], s[0]],
+                        dtype,
+                        row_stride: col_stride,
+                        col_stride: row_stride,
+                    };
+                    c.vals.insert(v, view);
+                    return Ok(());
+                }
+            }
+        }
+    }
+    let l = result_layout(c, v, sp)?;
+    let n = layout::slots(l, &shape, c.blk);
+    let regs: Vec<Reg> = match op.opcode {
+        Opcode::Iota => {
+            let axis = axis_attr("axis");
+            let coords = c.coords(l, &shape);
+            coords
+                .iter()
+                .map(|sc| {
+                    let i = sc.idx.get(axis).copied().unwrap_or(sc.idx[0]);
+                    if d == Dtype::I64 {
+                        let r = c.b.reg(RegClass::B64);
+                        c.b.ins(format!("cvt.u64.u32 {r}, {i}"));
+                        r
+                    } else {
+                        i
+                    }
+                })
+                .collect()
+        }
+        Opcode::Splat => {
+            let a = *op
+                .operands
+                .first()
+                .ok_or_else(|| PtxError::at(sp, "splat needs an operand"))?;
+            match c.val(a, sp)? {
+                Val::Scalar(r) => vec![r; n],
+                _ => return Err(PtxError::at(sp, "splat needs a scalar")),
+            }
+        }
+        Opcode::Broadcast | Opcode::Reshape | Opcode::Transpose => {
+            let a = *op
+                .operands
+                .first()
+                .ok_or_else(|| PtxError::at(sp, "missing operand"))?;
+            let src = c.val(a, sp)?;
+            let fast = match (&src, op.opcode) {
+                (Val::Scalar(r), _) => Some(vec![*r; n]),
+                (
+                    Val::Tile {
+                        layout: Layout::Blocked,
+                        regs,
+                        ..
+                    },
+                    Opcode::Reshape,
+                ) if l == Layout::Blocked => Some(regs.clone()),
+                (
+                    Val::Tile {
+                        layout: Layout::RowMma,
+                        shape: s,
+                        regs,
+                        ..
+                    },
+                    Opcode::Reshape,
+                ) if l == Layout::RowMma && layout::rows_cols(s) == layout::rows_cols(&shape) => {
+                    Some(regs.clone())
+                }
+                (
+                    Val::Tile {
+                        layout: Layout::RowMma,
+                        shape: s,
+                        regs,
+                        ..
+                    },
+                    Opcode::Broadcast,
+                ) if l == Layout::RowMma
+                    && layout::rows_cols(s).1 == 1
+                    && layout::rows_cols(s).0 == layout::rows_cols(&shape).0 =>
+                {
+                    // [M, 1] → [M, N]: slot (mf, nf, c) takes row slot (mf, c / 2).
+                    let nfs = layout::rows_cols(&shape).1 / 8;
+                    (0..n)
+                        .map(|s| regs[(s / (nfs * 4)) * 2 + (s % 4) / 2])
+                        .collect::<Vec<_>>()
+                        .into()
+                }
+                _ => None,
+            };
+            match fast {
+                Some(r) => r,
+                None => generic_shape(c, op, &src, l, &shape, d, sp)?,
+            }
+        }
+        Opcode::Reduce => reduce(c, op, axis_attr("axis"), l, &shape, d)?,
+        _ => return Err(PtxError::at(sp, "internal: not a shape op")),
+    };
+    c.vals.insert(
+        v,
+        Val::Tile {
+            layout: l,
+            shape,
+            dtype: d,
+            regs,
+        },
+    );
+    Ok(())
+}
+
+/// broadcast / reshape / transpose through the scratch region.
+fn generic_shape(
+    c: &mut Ctx,
+    op: &OpData,
+    src: &Val,
+    l: Layout,
+    shape: &[usize],
+    d: Dtype,
+    sp: Span,
+) -> Result<Vec<Reg>, PtxError> {
+    let src = match src {
+        Val::Shared { .. } => convert(c, src, Layout::Blocked, sp)?,
+        other => other.clone(),
+    };
+    let Val::Tile {
+        layout: sl,
+        shape: ss,
+        regs: sr,
+        ..
+    } = src
+    else {
+        return Err(PtxError::at(sp, "internal: expected a register tile"));
+    };
+    spill(c, sl, &ss, d, &sr);
+    let coords = c.coords(l, shape);
+    let perm: Vec<usize> = match op.attr("perm") {
+        Some(Attr::List(p)) => p.iter().map(|e| e.as_int().unwrap_or(0) as usize).collect(),
+        _ => (0..shape.len()).rev().collect(),
+    };
+    let mut out = Vec::new();
+    for sc in &coords {
+        let lin = match op.opcode {
+            Opcode::Reshape => c.linear(&sc.idx, shape),
+            Opcode::Broadcast => {
+                let zero = c.b.imm32(0);
+                let idx: Vec<Reg> = sc
+                    .idx
+                    .iter()
+                    .enumerate()
+                    .map(|(i, &r)| if ss[i] == 1 { zero } else { r })
+                    .collect();
+                c.linear(&idx, &ss)
+            }
+            _ => {
+                // Result dim i is source dim perm[i]: source index[perm[i]] = result index[i].
+                let mut idx = sc.idx.clone();
+                for (i, &p) in perm.iter().enumerate() {
+                    if let (Some(slot), Some(&r)) = (idx.get_mut(p), sc.idx.get(i)) {
+                        *slot = r;
+                    }
+                }
+                c.linear(&idx, &ss)
+            }
+        };
+        out.push(read_scratch(c, d, lin, sc.valid));
+    }
+    Ok(out)
+}
+
+fn combine(c: &mut Ctx, kind: &str, d: Dtype, acc: Reg, x: Reg) {
+    let t = match d {
+        Dtype::F32 | Dtype::F16 | Dtype::Bf16 => "f32",
+        Dtype::I64 => "s64",
+        Dtype::U8 => "u32",
+        _ => "s32",
+    };
+    if d == Dtype::I1 {
+        let w = if kind == "min" { "and" } else { "or" };
+        c.b.ins(format!("{w}.pred {acc}, {acc}, {x}"));
+        return;
+    }
+    let m = match (kind, d.is_float()) {
+        ("sum", _) => format!("add.{t}"),
+        ("max", true) => "max.NaN.f32".into(),
+        ("min", true) => "min.NaN.f32".into(),
+        ("max", false) => format!("max.{t}"),
+        _ => format!("min.{t}"),
+    };
+    c.b.ins(format!("{m} {acc}, {acc}, {x}"));
+}
+
+fn reduce(
+    c: &mut Ctx,
+    op: &OpData,
+    axis: usize,
+    l: Layout,
+    shape: &[usize],
+    d: Dtype,
+) -> Result<Vec<Reg>, PtxError> {
+    let sp = op.span;
+    let kind = match &op.lead {
+        Some(Attr::Name(n, _)) => n.clone(),
+        _ => return Err(PtxError::at(sp, "reduce needs a kind")),
+    };
+    let a = *op
+        .operands
+        .first()
+        .ok_or_else(|| PtxError::at(sp, "reduce needs an operand"))?;
+    let ss = c.k.dfg.ty(a).shape().unwrap_or_default();
+    // Fast path: a row reduction of a RowMma tile stays in registers (quad shuffles).
+    if l == Layout::RowMma && axis == 1 && ss.len() == 2 && d != Dtype::I1 && d != Dtype::I64 {
+        let src = regs_in(c, a, Layout::RowMma, &ss, sp)?;
+        let nfs = ss[1] / 8;
+        let rows = layout::slots(Layout::RowMma, shape, c.blk);
+        let mut out = Vec::new();
+        for rs in 0..rows {
+            let (mf, h) = (rs / 2, rs % 2);
+            let acc = c.reg(d);
+            let mut first = true;
+            for nf in 0..nfs {
+                for cc in 0..2 {
+                    let r = src[(mf * nfs + nf) * 4 + h * 2 + cc];
+                    if first {
+                        let m = if class_of(d) == RegClass::F32 {
+                            "mov.f32"
+                        } else {
+                            "mov.b32"
+                        };
+                        c.b.ins(format!("{m} {acc}, {r}"));
+                        first = false;
+                    } else {
+                        combine(c, &kind, d, acc, r);
+                    }
+                }
+            }
+            for lane_mask in [1, 2] {
+                let t = c.reg(d);
+                let (tb, ab) = if class_of(d) == RegClass::F32 {
+                    let (x, y) = (c.b.reg(RegClass::B32), c.b.reg(RegClass::B32));
+                    c.b.ins(format!("mov.b32 {y}, {acc}"));
+                    (x, y)
+                } else {
+                    (t, acc)
+                };
+                c.b.ins(format!(
+                    "shfl.sync.bfly.b32 {tb}, {ab}, {lane_mask}, 31, 0xffffffff"
+                ));
+                if class_of(d) == RegClass::F32 {
+                    c.b.ins(format!("mov.b32 {t}, {tb}"));
+                }
+                combine(c, &kind, d, acc, t);
+            }
+            round(c, d, acc);
+            out.push(acc);
+        }
+        return Ok(out);
+    }
+    // Generic: spill, then each output element folds its line in ascending order.
+    let src = c.val(a, sp)?;
+    let src = match src {
+        Val::Tile { .. } => src,
+        other => convert(c, &other, Layout::Blocked, sp)?,
+    };
+    let Val::Tile {
+        layout: sl,
+        regs: sr,
+        ..
+    } = src
+    else {
+        return Err(PtxError::at(sp, "internal: reduce source"));
+    };
+    spill(c, sl, &ss, d, &sr);
+    let coords = c.coords(l, shape);
+    let stride: usize = ss[axis + 1..].iter().product();
+    let mut out = Vec::new();
+    for sc in &coords {
+        let start = c.linear(&sc.idx, &ss);
+        let acc = read_scratch(c, d, start, sc.valid);
+        if ss[axis] > 1 {
+            let (k, p) = (c.b.reg(RegClass::B32), c.b.reg(RegClass::Pred));
+            let (top, end) = (c.b.label("red"), c.b.label("endred"));
+            let lin = c.b.reg(RegClass::B32);
+            c.b.ins(format!("mov.b32 {k}, 1"));
+            c.b.ins(format!("mov.b32 {lin}, {start}"));
+            c.b.place(&top);
+            c.b.ins(format!("setp.ge.s32 {p}, {k}, {}", ss[axis]));
+            c.b.ins_if(p, false, format!("bra.uni {end}"));
+            c.b.ins(format!("add.s32 {lin}, {lin}, {stride}"));
+            let x = read_scratch(c, d, lin, sc.valid);
+            combine(c, &kind, d, acc, x);
+            c.b.ins(format!("add.s32 {k}, {k}, 1"));
+            c.b.ins(format!("bra.uni {top}"));
+            c.b.place(&end);
+        }
+        round(c, d, acc);
+        out.push(acc);
+    }
+    Ok(out)
+}
