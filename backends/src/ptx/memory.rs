@@ -270,23 +270,24 @@ pub fn lower_memory_op(c: &mut Ctx, op: &OpData) -> Result<(), PtxError> {
                         c.b.ins(format!("setp.eq.u32 {first}, {}, 0", c.tid));
                         p = and_pred(c, p, Some(first));
                     }
-                    let red =
-                        match d {
-                            Dtype::F32 => "red.global.add.f32".to_string(),
-                            Dtype::F16 => "red.global.add.noftz.f16".to_string(),
-                            Dtype::Bf16 if c.target != crate::target::Target::Sm80 => {
-                                "red.global.add.noftz.bf16".to_string()
-                            }
-                            Dtype::I32 => "red.global.add.s32".to_string(),
-                            Dtype::I64 => "red.global.add.u64".to_string(),
-                            Dtype::Bf16 | Dtype::U8 | Dtype::I1 => return Err(PtxError::at(
+                    let red = match d {
+                        Dtype::F32 => "red.global.add.f32".to_string(),
+                        Dtype::F16 => "red.global.add.noftz.f16".to_string(),
+                        Dtype::Bf16 if c.target != crate::target::Target::Sm80 => {
+                            "red.global.add.noftz.bf16".to_string()
+                        }
+                        Dtype::I32 => "red.global.add.s32".to_string(),
+                        Dtype::I64 => "red.global.add.u64".to_string(),
+                        Dtype::Bf16 | Dtype::U8 | Dtype::I1 => {
+                            return Err(PtxError::at(
                                 sp,
                                 format!(
                                     "atomic_add on {d} is not supported by the PTX backend on {}",
                                     c.target.name()
                                 ),
-                            )),
-                        };
+                            ))
+                        }
+                    };
                     c.b.ins_if(p, false, format!("{red} [{addr}], {bits}"));
                 }
             }
