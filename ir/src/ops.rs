@@ -53,7 +53,7 @@ pub enum OpClass {
     Unary,
     /// Elementwise, two operands of one type (a scalar operand broadcasts over a tile).
     Binary,
-    /// Everything else that computes (cast, select, cmp, reduce, dot, nf4).
+    /// Everything else that computes (cast, bitcast, select, cmp, reduce, dot, nf4).
     Compute,
     /// Structured control flow.
     Control,
@@ -170,6 +170,8 @@ op_table! {
         "x >> y (integers; arithmetic for i32/i64, logical for u8; y in [0, bits)).";
     Cast "cast" Compute lead=None, tensor=false, operands=F(1), kw=[], results=F(1), regions=0,
         "Converts to the result dtype: floats round to nearest even, float→int truncates toward zero (saturating).";
+    Bitcast "bitcast" Compute lead=None, tensor=false, operands=F(1), kw=[], results=F(1), regions=0,
+        "Reinterprets each element's bits as the result dtype of the same width (f32↔i32, f16↔bf16); same shape.";
     Select "select" Compute lead=None, tensor=false, operands=F(3), kw=[], results=F(1), regions=0,
         "Elementwise c ? x : y (c is i1 of the same shape, or a scalar i1).";
     Cmp "cmp" Compute lead=N, tensor=false, operands=F(2), kw=[], results=F(1), regions=0,

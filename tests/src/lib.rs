@@ -1,9 +1,10 @@
 //! Shared test support: fresh random inputs, dtype rounding, error metrics, and a runner that
 //! takes an op from the library through the front end and the CPU interpreter.
 //!
-//! Oracles live in [`oracle`] and are plain f64 loops, independent of the IR.
+//! Oracles live in [`oracle`] and [`oracle_ops`] and are plain f64 loops, independent of the IR.
 
 pub mod oracle;
+pub mod oracle_ops;
 
 use kir_backends::interp::{self, HostArg, HostTensor};
 use kir_ir::Dtype;
@@ -199,6 +200,30 @@ pub fn run_op(
     let args: BTreeMap<String, HostArg> =
         args.into_iter().map(|(k, v)| (k.to_string(), v)).collect();
     interp::run(&spec, &args).unwrap_or_else(|e| panic!("{name} {defines:?}: {e}"))
+}
+
+/// Like [`run_op`], but returns an error instead of panicking: front-end errors and runtime
+/// errors with a location are rendered against the op's source as `NAME.kir:line:col` with
+/// the line and a caret.
+pub fn try_op(
+    name: &str,
+    defines: &[(&str, &str)],
+    args: Vec<(&str, HostArg)>,
+) -> Result<BTreeMap<String, HostTensor>, String> {
+    let src = kir_compiler::oplib::builtin(name).ok_or_else(|| format!("no built-in op {name}"))?;
+    let file = format!("{name}.kir");
+    let defs: Vec<(String, String)> = defines
+        .iter()
+        .map(|(a, b)| (a.to_string(), b.to_string()))
+        .collect();
+    let (_, spec) =
+        kir_compiler::pipeline::frontend(src, &defs).map_err(|e| e.render(&file, src))?;
+    let args: BTreeMap<String, HostArg> =
+        args.into_iter().map(|(k, v)| (k.to_string(), v)).collect();
+    interp::run(&spec, &args).map_err(|e| match e.span {
+        Some(sp) => kir_ir::Diagnostic::new(sp, e.message).render(&file, src),
+        None => e.message,
+    })
 }
 
 /// Every `.kir` file in the repository (op library, test inputs, error cases), sorted.

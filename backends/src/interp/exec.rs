@@ -389,6 +389,12 @@ impl<'a> Instance<'a> {
                 let x = self.operand(o, 0)?;
                 self.set1(o, math::cast(&x, d))
             }
+            Opcode::Bitcast => {
+                let (_, d, _) = self.result_type(o)?;
+                let x = self.operand(o, 0)?;
+                let r = self.m(o, math::bitcast(&x, d))?;
+                self.set1(o, r)
+            }
             Opcode::Select => {
                 let (c, x, y) = (
                     self.operand(o, 0)?,

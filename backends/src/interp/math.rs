@@ -1,4 +1,4 @@
-//! Elementwise kernels on runtime tiles: unary and binary math, cmp, select, cast and nf4.
+//! Elementwise kernels on runtime tiles: unary and binary math, cmp, select, cast, bitcast and nf4.
 //!
 //! Every function is total: a dtype or shape that does not fit, a division by zero or a bad
 //! shift is an `Err(message)` that the dispatcher wraps with the op's span and program id.
@@ -402,6 +402,60 @@ pub(crate) fn cast(t: &Tile, to: Dtype) -> Tile {
         }
     }
     out
+}
+
+/// The raw bits of one element of dtype `d` (`None` for i1, which has no bit pattern).
+fn bits_of(d: Dtype, s: Scalar) -> Option<u64> {
+    match (d, s) {
+        (Dtype::F32, Scalar::F(x)) => Some(x.to_bits() as u64),
+        (Dtype::F16, Scalar::F(x)) => Some(half::f16::from_f32(x).to_bits() as u64),
+        (Dtype::Bf16, Scalar::F(x)) => Some(half::bf16::from_f32(x).to_bits() as u64),
+        (Dtype::I32, Scalar::I(x)) => Some(x as u32 as u64),
+        (Dtype::I64, Scalar::I(x)) => Some(x as u64),
+        (Dtype::U8, Scalar::I(x)) => Some(x as u8 as u64),
+        _ => None,
+    }
+}
+
+/// The element of dtype `d` whose bit pattern is the low bits of `b` (`None` for i1).
+fn from_bits(d: Dtype, b: u64) -> Option<Scalar> {
+    match d {
+        Dtype::F32 => Some(Scalar::F(f32::from_bits(b as u32))),
+        Dtype::F16 => Some(Scalar::F(half::f16::from_bits(b as u16).to_f32())),
+        Dtype::Bf16 => Some(Scalar::F(half::bf16::from_bits(b as u16).to_f32())),
+        Dtype::I32 => Some(Scalar::I(b as u32 as i32 as i64)),
+        Dtype::I64 => Some(Scalar::I(b as i64)),
+        Dtype::U8 => Some(Scalar::I(b as u8 as i64)),
+        Dtype::I1 => None,
+    }
+}
+
+/// Reinterprets every element's bits as dtype `to` of the same width (f32↔i32, f16↔bf16, or a
+/// dtype to itself); anything else, and i1, is an error.
+pub(crate) fn bitcast(t: &Tile, to: Dtype) -> Result<Tile, String> {
+    let from = t.dtype;
+    if from == Dtype::I1 || to == Dtype::I1 || from.size_bytes() != to.size_bytes() {
+        return Err(format!(
+            "cannot reinterpret `{}` as {to}: bitcast needs two non-i1 dtypes of one width",
+            t.type_name()
+        ));
+    }
+    let mut out = Tile::filled(to, t.shape.clone(), super::tile::poison(to));
+    for i in 0..t.len() {
+        let s = t
+            .data
+            .get(i)
+            .and_then(|s| bits_of(from, s))
+            .and_then(|b| from_bits(to, b))
+            .ok_or_else(|| format!("element {i} of `{}` has no {from} bits", t.type_name()))?;
+        match (s, &mut out.data) {
+            (Scalar::F(x), Data::F(v)) => v[i] = x,
+            (Scalar::I(x), Data::I(v)) => v[i] = x,
+            (Scalar::B(x), Data::B(v)) => v[i] = x,
+            _ => return Err(format!("bitcast to {to}: storage class mismatch")),
+        }
+    }
+    Ok(out)
 }
 
 /// NF4 lookup: each u8 code's low 4 bits index [`NF4_TABLE`], giving f32.

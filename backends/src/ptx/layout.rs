@@ -188,6 +188,7 @@ pub fn assign(k: &Kernel, b: Block) -> HashMap<Value, Place> {
             | Opcode::Shl
             | Opcode::Shr
             | Opcode::Cast
+            | Opcode::Bitcast
             | Opcode::Select
             | Opcode::Cmp
             | Opcode::Nf4 => {

@@ -277,6 +277,7 @@ pub fn lower_op(c: &mut Ctx, op: &OpData) -> Result<(), PtxError> {
         | Opcode::Shl
         | Opcode::Shr
         | Opcode::Cast
+        | Opcode::Bitcast
         | Opcode::Select
         | Opcode::Cmp
         | Opcode::Nf4 => elementwise(c, op)?,
@@ -450,6 +451,23 @@ fn scalar_op(c: &mut Ctx, op: &OpData, od: Dtype, rd: Dtype, a: &[Reg]) -> Resul
             c.b.ins(format!("shr.{t} {r}, {}, {s}", a[0]));
         }
         Opcode::Cast => cast(c, od, rd, a[0], r),
+        // A register move: f32 and i32 share 32-bit registers; f16/bf16 live widened in f32
+        // registers, so reinterpreting one as the other is not a move and is not lowered.
+        Opcode::Bitcast => match (od, rd) {
+            (Dtype::F32 | Dtype::I32, Dtype::F32 | Dtype::I32) | (Dtype::U8, Dtype::U8) => {
+                c.b.ins(format!("mov.b32 {r}, {}", a[0]))
+            }
+            (Dtype::I64, Dtype::I64) => c.b.ins(format!("mov.b64 {r}, {}", a[0])),
+            (Dtype::F16, Dtype::F16) | (Dtype::Bf16, Dtype::Bf16) => {
+                c.b.ins(format!("mov.f32 {r}, {}", a[0]))
+            }
+            _ => {
+                return Err(PtxError::at(
+                    sp,
+                    format!("bitcast {od} → {rd} is not supported by the PTX backend"),
+                ))
+            }
+        },
         Opcode::Select => {
             let m = match class_of(rd) {
                 RegClass::F32 => "selp.f32",

@@ -45,6 +45,7 @@ pub(crate) fn check_op(b: &mut Body, _op: crate::entities::Op, d: &OpData) {
         Opcode::Rem | Opcode::Shl | Opcode::Shr => binary(b, d, Class::Int),
         Opcode::And | Opcode::Or | Opcode::Xor => binary(b, d, Class::Logic),
         Opcode::Cast => rc::cast(b, d),
+        Opcode::Bitcast => rc::bitcast(b, d),
         Opcode::Select => rc::select(b, d),
         Opcode::Cmp => rc::cmp(b, d),
         Opcode::Reduce => rc::reduce(b, d),

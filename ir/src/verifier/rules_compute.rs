@@ -1,4 +1,4 @@
-//! Type rules, part 2: compute ops (cast, select, cmp, reduce, dot, nf4) and structured control
+//! Type rules, part 2: compute ops (cast, bitcast, select, cmp, reduce, dot, nf4) and structured control
 //! flow (`for`, `if`, `static_if`, with the values their regions `yield`).
 
 use super::body::Body;
@@ -31,6 +31,43 @@ pub(crate) fn cast(b: &mut Body, d: &OpData) {
     };
     if shape_eq(x, r) == Some(false) {
         err(b.errs, d.span, format!("`cast` keeps the shape: {x} → {r}"));
+    }
+}
+
+/// `bitcast`: same shape, and both dtypes (when known) of one bit width and not i1: f32↔i32,
+/// f16↔bf16, or a dtype to itself.
+pub(crate) fn bitcast(b: &mut Body, d: &OpData) {
+    let (Some(x), Some(r)) = (opd(b, d, 0), res(b, d, 0)) else {
+        return;
+    };
+    if shape_eq(x, r) == Some(false) {
+        err(
+            b.errs,
+            d.span,
+            format!("`bitcast` keeps the shape: {x} → {r}"),
+        );
+    }
+    let (Some(from), Some(to)) = (x.dtype(), r.dtype()) else {
+        return;
+    };
+    if from == Dtype::I1 || to == Dtype::I1 {
+        err_note(
+            b.errs,
+            d.span,
+            format!("`bitcast` does not apply to i1: {x} → {r}"),
+            "use `cast` to convert booleans",
+        );
+    } else if from.size_bytes() != to.size_bytes() {
+        err_note(
+            b.errs,
+            d.span,
+            format!(
+                "`bitcast` needs dtypes of one width: {from} has {} bits, {to} has {}",
+                8 * from.size_bytes(),
+                8 * to.size_bytes()
+            ),
+            "same-width pairs: f32↔i32, f16↔bf16; use `cast` to convert values",
+        );
     }
 }
 

@@ -34,6 +34,7 @@ kernel @k(x: in tensor<f32>[R, 64], w: in tensor<bf16>[64, 64], q: in tensor<u8>
   %inb = cmp lt %idx, %lim : tile<1x64xi1>
   %x = load x[%r, 0] mask %inb other 0.0 : tile<1x64xf32>
   %xs = mul %x, %s : tile<1x64xf32>
+  %xi = bitcast %x : tile<1x64xi32>
   %xb = broadcast %xs : tile<64x64xf32>
   %xt = transpose %xb perm [1, 0] : tile<64x64xf32>
   %xr = reshape %xt : tile<4096xf32>
@@ -155,6 +156,44 @@ fn error_case_files() {
         seen += 1;
     }
     assert!(seen >= 20, "only {seen} error-case files");
+}
+
+#[test]
+fn bitcast_needs_one_width_and_no_i1() {
+    let src = |ty: &str| {
+        format!(
+            "module bc\nkernel @k(x: in tensor<f32>[64], h: in tensor<f16>[64]) grid [1, 1, 1] {{\n\
+             %x = load x[0] : tile<64xf32>\n  %h = load h[0] : tile<64xf16>\n  {ty}\n}}\n"
+        )
+    };
+    for ok in [
+        "%y = bitcast %x : tile<64xi32>",
+        "%y = bitcast %x : tile<64xf32>",
+        "%y = bitcast %h : tile<64xbf16>",
+    ] {
+        assert_eq!(errs(&src(ok)), Vec::<String>::new(), "{ok}");
+    }
+    for (bad, want) in [
+        (
+            "%y = bitcast %x : tile<64xf16>",
+            "`bitcast` needs dtypes of one width: f32 has 32 bits, f16 has 16",
+        ),
+        (
+            "%y = bitcast %h : tile<64xi32>",
+            "f16 has 16 bits, i32 has 32",
+        ),
+        (
+            "%y = bitcast %x : tile<32xi32>",
+            "`bitcast` keeps the shape",
+        ),
+        (
+            "%c = cmp lt %x, %x : tile<64xi1>\n  %y = bitcast %c : tile<64xu8>",
+            "`bitcast` does not apply to i1",
+        ),
+    ] {
+        let e = errs(&src(bad));
+        assert!(e.len() == 1 && e[0].contains(want), "{bad}: {e:#?}");
+    }
 }
 
 #[test]

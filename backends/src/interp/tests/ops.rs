@@ -549,3 +549,41 @@ fn shape_ops_and_reductions() {
         vec![nf4(0), nf4(1), nf4(2), nf4(0), nf4(1), nf4(2)]
     );
 }
+
+#[test]
+fn bitcast_reinterprets_bits() {
+    // f32 → i32, masked, → f32 truncates to bf16: 1 + 2⁻⁸ + 2⁻²⁰ becomes 1.0 (rounding to nearest
+    // would give 1 + 2⁻⁷, since the dropped part exceeds half a bf16 ulp).
+    let x = 1.0 + 2f64.powi(-8) + 2f64.powi(-20);
+    let r = scalar_results(F32, |b, k| {
+        let xv = b.float(k, x, sc(F32));
+        let bits = b.op(k, Opcode::Bitcast, &[xv], sc(I32));
+        let mask = b.int(k, -65536, sc(I32));
+        let hi = b.op(k, Opcode::And, &[bits, mask], sc(I32));
+        let neg = b.int(k, -0x4080_0000, sc(I32)); // 0xBF80_0000 = −1.0
+        vec![
+            b.op(k, Opcode::Bitcast, &[hi], sc(F32)),
+            b.op(k, Opcode::Bitcast, &[neg], sc(F32)),
+            b.op(k, Opcode::Bitcast, &[xv], sc(F32)),
+        ]
+    })
+    .unwrap();
+    assert_eq!(r, vec![1.0, -1.0, x as f32 as f64]);
+    let r = scalar_results(I32, |b, k| {
+        let one = b.float(k, 1.5, sc(F32));
+        vec![b.op(k, Opcode::Bitcast, &[one], sc(I32))]
+    })
+    .unwrap();
+    assert_eq!(r, vec![0x3FC0_0000 as f64]);
+    // f16 1.0 is 0x3C00, which as bf16 is 2^(120−127)·(1 + 0) = 2⁻⁷.
+    let r = scalar_results(Bf16, |b, k| {
+        let one = b.float(k, 1.0, sc(F16));
+        vec![b.op(k, Opcode::Bitcast, &[one], sc(Bf16))]
+    })
+    .unwrap();
+    assert_eq!(r, vec![2f64.powi(-7)]);
+    // A width mismatch (the verifier rejects it too) is an error, not a reinterpretation.
+    let t = crate::interp::tile::Tile::filled(F32, vec![2], crate::interp::tile::Scalar::F(1.0));
+    let e = crate::interp::math::bitcast(&t, F16).unwrap_err();
+    assert!(e.contains("one width"), "{e}");
+}
