@@ -514,13 +514,11 @@ fn scalar_op(c: &mut Ctx, op: &OpData, od: Dtype, rd: Dtype, a: &[Reg]) -> Resul
         Opcode::Nf4 => {
             let idx = c.b.reg(RegClass::B32);
             c.b.ins(format!("and.b32 {idx}, {}, 15", a[0]));
-            // Binary select tree over the 16 codebook entries.
-            c.b.ins(format!("mov.b32 {r}, {}", f32_lit(kir_ir::NF4_TABLE[0])));
-            for (i, v) in kir_ir::NF4_TABLE.iter().enumerate().skip(1) {
-                let p = c.b.reg(RegClass::Pred);
-                c.b.ins(format!("setp.eq.u32 {p}, {idx}, {i}"));
-                c.b.ins(format!("selp.f32 {r}, {}, {r}, {p}", f32_lit(*v)));
-            }
+            // The codebook lives in constant memory (`kir_nf4`, declared once per module).
+            let (off, base) = (c.b.reg(RegClass::B32), c.b.reg(RegClass::B32));
+            c.b.ins(format!("mov.u32 {base}, kir_nf4"));
+            c.b.ins(format!("mad.lo.s32 {off}, {idx}, 4, {base}"));
+            c.b.ins(format!("ld.const.f32 {r}, [{off}]"));
         }
         _ => {
             return Err(PtxError::at(

@@ -1,0 +1,130 @@
+//! The PTX backend in CI: every op × representative specializations × every target is compiled
+//! and assembled with the pinned `ptxas` (13.0); any spill fails; the `ptxas -v` report of the hot
+//! kernels and one golden PTX per op per target are snapshotted. Needs `KIR_PTXAS` (set by
+//! scripts/test.sh) and fails loudly without it.
+
+use kir_backends::Target;
+use kir_compiler::compile::{compile, Emit};
+use std::process::Command;
+
+fn ptxas() -> String {
+    std::env::var("KIR_PTXAS").unwrap_or_else(|_| {
+        panic!("KIR_PTXAS is not set: run ./scripts/test.sh (it installs the pinned ptxas and exports KIR_PTXAS)")
+    })
+}
+
+/// Assembles `ptx` for `target` with `ptxas -v`; returns the report lines, or panics with the log.
+fn assemble(name: &str, ptx: &str, target: Target) -> String {
+    let dir = std::env::temp_dir().join(format!("kir-ptx-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let file = dir.join(format!("{name}.{}.ptx", target.name()));
+    std::fs::write(&file, ptx).expect("write ptx");
+    let out = Command::new(ptxas())
+        .arg(format!("-arch={}", target.name()))
+        .arg("-v")
+        .arg(&file)
+        .arg("-o")
+        .arg(dir.join(format!("{name}.{}.cubin", target.name())))
+        .output()
+        .expect("run ptxas");
+    let log = String::from_utf8_lossy(&out.stderr).to_string() + &String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "ptxas -arch={} failed for {name}:\n{log}", target.name());
+    assert!(!log.contains("warning"), "ptxas warned for {name} on {}:\n{log}", target.name());
+    log
+}
+
+/// (op, defines) pairs covering every op and its main switches.
+fn cases() -> Vec<(&'static str, Vec<(&'static str, &'static str)>)> {
+    vec![
+        ("attention_fwd", vec![("DTYPE", "bf16"), ("HEAD_DIM", "64"), ("CAUSAL", "1")]),
+        ("attention_fwd", vec![("DTYPE", "bf16"), ("HEAD_DIM", "128"), ("CAUSAL", "0")]),
+        ("attention_fwd", vec![("DTYPE", "f16"), ("HEAD_DIM", "128"), ("CAUSAL", "1"), ("BLOCK_M", "128")]),
+        ("attention_fwd", vec![("DTYPE", "bf16"), ("HEAD_DIM", "256"), ("CAUSAL", "1")]),
+        ("attention_fwd", vec![("DTYPE", "f32"), ("HEAD_DIM", "80"), ("CAUSAL", "0")]),
+        ("gemm", vec![("DTYPE", "bf16")]),
+        ("gemm", vec![("DTYPE", "f16"), ("TRANS_B", "1"), ("EPILOGUE", "swiglu")]),
+        ("gemm", vec![("DTYPE", "bf16"), ("TRANS_A", "1"), ("EPILOGUE", "bias"), ("BLOCK_M", "128"), ("BLOCK_N", "128")]),
+        ("gemm", vec![("DTYPE", "f32"), ("C_IN", "1"), ("EPILOGUE", "gelu")]),
+        ("gemm", vec![("DTYPE", "f32"), ("BF16_COMPUTE", "1"), ("EPILOGUE", "relu")]),
+        ("rmsnorm_fwd", vec![("DTYPE", "bf16")]),
+        ("rmsnorm_fwd", vec![("DTYPE", "f32"), ("BLOCK", "4096")]),
+        ("rmsnorm_bwd", vec![("DTYPE", "bf16")]),
+        ("layernorm_fwd", vec![("DTYPE", "f16")]),
+        ("layernorm_bwd", vec![("DTYPE", "bf16")]),
+        ("swiglu", vec![("DTYPE", "bf16")]),
+        ("gemm_nf4", vec![("DTYPE", "bf16")]),
+        ("gemm_nf4", vec![("DTYPE", "f32"), ("TRANSPOSE", "1"), ("GATE_UP", "1")]),
+        ("gemm_nf4", vec![("DTYPE", "bf16"), ("GATE_UP", "1")]),
+        ("gemm_nf4", vec![("DTYPE", "bf16"), ("TRANSPOSE", "1")]),
+    ]
+}
+
+fn defs(d: &[(&str, &str)]) -> Vec<(String, String)> {
+    d.iter().map(|(a, b)| (a.to_string(), b.to_string())).collect()
+}
+
+#[test]
+fn every_op_assembles_for_every_target_without_spills() {
+    let mut runs = 0;
+    for (op, d) in cases() {
+        let src = kir_compiler::oplib::builtin(op).expect("built-in op");
+        for target in Target::ALL {
+            let out = compile(src, &defs(&d), None, target, Emit::Ptx)
+                .unwrap_or_else(|e| panic!("{op} {d:?} on {}: {e}", target.name()));
+            let (maj, min) = target.min_ptx_version();
+            let version = out.text.lines().find(|l| l.starts_with(".version")).expect(".version line").to_string();
+            let v: Vec<u32> = version.trim_start_matches(".version ").split('.').filter_map(|x| x.parse().ok()).collect();
+            assert!(v.len() == 2 && (v[0], v[1]) >= (maj, min) && (v[0], v[1]) <= (9, 0), "{op}: bad {version}");
+            let log = assemble(op, &out.text, target);
+            for line in log.lines().filter(|l| l.contains("spill")) {
+                assert!(
+                    line.contains(" 0 bytes spill stores") && line.contains(" 0 bytes spill loads"),
+                    "{op} {d:?} spills on {}: {line}",
+                    target.name()
+                );
+            }
+            runs += 1;
+        }
+    }
+    assert!(runs >= 70, "expected the whole matrix to run, ran {runs}");
+}
+
+/// Registers, shared memory and spills of the hot kernels on sm_90a (ptxas 13.0.88 is pinned, so
+/// the report is stable; a change here is a performance change to review).
+#[test]
+fn ptxas_report_of_hot_kernels() {
+    let hot: &[(&str, &[(&str, &str)])] = &[
+        ("attention_fwd", &[("DTYPE", "bf16"), ("HEAD_DIM", "128"), ("CAUSAL", "1")]),
+        ("attention_fwd", &[("DTYPE", "bf16"), ("HEAD_DIM", "64"), ("CAUSAL", "0"), ("BLOCK_M", "128")]),
+        ("gemm", &[("DTYPE", "bf16")]),
+        ("rmsnorm_fwd", &[("DTYPE", "bf16")]),
+        ("rmsnorm_bwd", &[("DTYPE", "bf16")]),
+    ];
+    let mut report = String::new();
+    for (op, d) in hot {
+        let src = kir_compiler::oplib::builtin(op).expect("built-in op");
+        let out = compile(src, &defs(d), None, Target::Sm90a, Emit::Ptx).expect("compile");
+        let log = assemble(op, &out.text, Target::Sm90a);
+        report += &format!("== {op} {d:?}\n");
+        for line in log.lines().filter(|l| l.contains("Used") || l.contains("spill") || l.contains("Compiling entry")) {
+            report += line.trim_start_matches("ptxas info    : ");
+            report.push('\n');
+        }
+        let meta = out.meta.expect("meta");
+        for k in meta["kernels"].as_array().into_iter().flatten() {
+            report += &format!("block {} shared_bytes {}\n", k["block"], k["shared_bytes"]);
+        }
+    }
+    insta::assert_snapshot!("ptxas_report_sm_90a", report);
+}
+
+/// One golden PTX per op per target (defaults of each op).
+#[test]
+fn golden_ptx() {
+    for (op, src) in kir_compiler::oplib::builtins() {
+        for target in Target::ALL {
+            let out = compile(src, &[], None, target, Emit::Ptx).unwrap_or_else(|e| panic!("{op}: {e}"));
+            insta::assert_snapshot!(format!("ptx__{op}__{}", target.name()), out.text);
+        }
+    }
+}
