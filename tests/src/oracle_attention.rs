@@ -189,24 +189,38 @@ pub fn loss(p: &Problem, q: &[f64], k: &[f64], v: &[f64], d_o: &[f64]) -> f64 {
     o.iter().zip(d_o).map(|(a, b)| a * b).sum()
 }
 
-/// Analytic gradients of L = Σ do ⊙ o: (dq, dk, dv), dk and dv summed over each GQA group.
-/// With P the softmax weights, dP = do·vᵀ, δ = Σ_j P·dP (= rowsum(do ⊙ o)), dS = P ⊙ (dP − δ):
-/// dv = Pᵀ·do, dq = scale·dS·k, dk = scale·dSᵀ·q. Supports causal, varlen, KV offset and
-/// window (the score is linear in q·k); not softcap or a mask.
-pub fn attention_bwd(
-    p: &Problem,
-    q: &[f64],
-    k: &[f64],
-    v: &[f64],
-    d_o: &[f64],
-) -> (Vec<f64>, Vec<f64>, Vec<f64>) {
+/// Analytic gradients of L = Σ do ⊙ o, with dk and dv summed over each GQA group, and the
+/// size of the terms dq and dk are computed from.
+pub struct Grads {
+    pub dq: Vec<f64>,
+    pub dk: Vec<f64>,
+    pub dv: Vec<f64>,
+    /// Per element of dq: scale·Σ_j |P_ij|·(|dP_ij| + Σ_x |do_ix·o_ix|)·|k_j|, the size of the
+    /// terms of dq = scale·Σ_j P_ij (dP_ij − δ_i) k_j. δ_i = rowsum(do ⊙ o) is computed by the
+    /// kernel from o rounded to its dtype, so its error is bounded by Σ_x |do_ix·o_ix| times the
+    /// dtype's rounding; where dP − δ cancels (a softmax peaked on one key), dq is far smaller
+    /// than that error, which is measured against these terms instead.
+    pub dq_terms: Vec<f64>,
+    /// Per element of dk: the same terms, scale·Σ_i |P_ij|·(|dP_ij| + Σ_x |do_ix·o_ix|)·|q_i|.
+    pub dk_terms: Vec<f64>,
+}
+
+/// Analytic gradients of L = Σ do ⊙ o. With P the softmax weights, dP = do·vᵀ,
+/// δ = Σ_j P·dP (= rowsum(do ⊙ o)), dS = P ⊙ (dP − δ): dv = Pᵀ·do, dq = scale·dS·k,
+/// dk = scale·dSᵀ·q. Supports causal, varlen, KV offset and window (the score is linear in
+/// q·k); not softcap or a mask.
+pub fn attention_bwd(p: &Problem, q: &[f64], k: &[f64], v: &[f64], d_o: &[f64]) -> Grads {
     assert!(
         p.softcap.is_none() && p.mask.is_none(),
         "the backward oracle covers scores linear in q·k"
     );
-    let mut dq = vec![0.0; q.len()];
-    let mut dk = vec![0.0; k.len()];
-    let mut dv = vec![0.0; v.len()];
+    let mut g = Grads {
+        dq: vec![0.0; q.len()],
+        dk: vec![0.0; k.len()],
+        dv: vec![0.0; v.len()],
+        dq_terms: vec![0.0; q.len()],
+        dk_terms: vec![0.0; k.len()],
+    };
     for bi in 0..p.b {
         for h in 0..p.hq {
             let hk = h / (p.hq / p.hkv);
@@ -221,19 +235,32 @@ pub fn attention_bwd(
                     })
                     .collect();
                 let delta: f64 = w.iter().zip(&dp).map(|(a, b)| a * b).sum();
+                // Σ_x |do_x·o_x| with o = Σ_j P_j v_j.
+                let delta_terms: f64 = (0..p.d)
+                    .map(|x| {
+                        let o: f64 = (0..p.cap)
+                            .filter(|&j| w[j] != 0.0)
+                            .map(|j| w[j] * v[p.k_at(bi, hk, j) + x])
+                            .sum();
+                        (dorow[x] * o).abs()
+                    })
+                    .sum();
                 for j in (0..p.cap).filter(|&j| w[j] != 0.0) {
                     let kj = p.k_at(bi, hk, j);
                     let ds = w[j] * (dp[j] - delta);
+                    let ds_terms = w[j] * (dp[j].abs() + delta_terms);
                     for x in 0..p.d {
-                        dq[qi + x] += p.scale * ds * k[kj + x];
-                        dk[kj + x] += p.scale * ds * q[qi + x];
-                        dv[kj + x] += w[j] * dorow[x];
+                        g.dq[qi + x] += p.scale * ds * k[kj + x];
+                        g.dk[kj + x] += p.scale * ds * q[qi + x];
+                        g.dv[kj + x] += w[j] * dorow[x];
+                        g.dq_terms[qi + x] += p.scale * ds_terms * k[kj + x].abs();
+                        g.dk_terms[kj + x] += p.scale * ds_terms * q[qi + x].abs();
                     }
                 }
             }
         }
     }
-    (dq, dk, dv)
+    g
 }
 
 /// Central finite differences in f64 of [`loss`] with respect to every element of q, k and v:
