@@ -567,13 +567,21 @@ mod tests {
         assert_eq!(off.as_int(), Some(1), "{off}");
         let on = e.substitute(&subst(&[("MASK", 1)])).unwrap();
         assert_eq!(on.to_string(), "P == 1 || P == B");
-        let and = parse("F == 1 && N > 2").substitute(&subst(&[("F", 0)])).unwrap();
+        let and = parse("F == 1 && N > 2")
+            .substitute(&subst(&[("F", 0)]))
+            .unwrap();
         assert_eq!(and.as_int(), Some(0));
-        let keep = parse("F == 1 && N > 2").substitute(&subst(&[("F", 1)])).unwrap();
+        let keep = parse("F == 1 && N > 2")
+            .substitute(&subst(&[("F", 1)]))
+            .unwrap();
         assert_eq!(keep.to_string(), "N > 2");
-        let sel = parse("select(D == 0, B, 0)").substitute(&subst(&[("D", 1)])).unwrap();
+        let sel = parse("select(D == 0, B, 0)")
+            .substitute(&subst(&[("D", 1)]))
+            .unwrap();
         assert_eq!(sel.as_int(), Some(0));
-        let sel = parse("select(D == 0, B, 0)").substitute(&subst(&[("D", 0)])).unwrap();
+        let sel = parse("select(D == 0, B, 0)")
+            .substitute(&subst(&[("D", 0)]))
+            .unwrap();
         assert_eq!(sel.to_string(), "B");
         // A neutral literal next to a non-condition keeps the operator (its value is 0 or 1).
         let num = parse("F || N").substitute(&subst(&[("F", 0)])).unwrap();

@@ -33,7 +33,11 @@ fn program(p: &Problem, dt: &str, deterministic: bool) -> kir_ir::Module {
 /// the dtype) and lse (rounded to f32) from the f64 oracle.
 fn inputs(p: &Problem, dty: Dtype, mag: f64, rng: &mut Rng) -> BTreeMap<String, HostArg> {
     let (nq, nk) = (p.b * p.hq * p.sq * p.d, p.b * p.hkv * p.cap * p.d);
-    let (q, k, v) = (rng.tensor(nq, mag, dty), rng.tensor(nk, mag, dty), rng.tensor(nk, mag, dty));
+    let (q, k, v) = (
+        rng.tensor(nq, mag, dty),
+        rng.tensor(nk, mag, dty),
+        rng.tensor(nk, mag, dty),
+    );
     let d_o = rng.tensor(nq, mag, dty);
     let (o, lse) = oracle::attention_fwd(p, &q, &k, &v);
     let o = o.iter().map(|&x| round(dty, x)).collect();
@@ -79,10 +83,18 @@ fn case(p: Problem, dt: &str, deterministic: bool, mag: f64) {
     p.scale = p.scale as f32 as f64;
     let args = inputs(&p, dty, mag, &mut rng);
     let spec = program(&p, dt, deterministic);
-    let out = run_with(&spec, &args, &RunOptions::default())
-        .unwrap_or_else(|e| panic!("{name}: {e}"));
-    assert_eq!(out["dq"].shape, vec![p.b, p.hq, p.sq, p.d], "{name}: dq shape");
-    assert_eq!(out["dk"].shape, vec![p.b, p.hkv, p.cap, p.d], "{name}: dk shape");
+    let out =
+        run_with(&spec, &args, &RunOptions::default()).unwrap_or_else(|e| panic!("{name}: {e}"));
+    assert_eq!(
+        out["dq"].shape,
+        vec![p.b, p.hq, p.sq, p.d],
+        "{name}: dq shape"
+    );
+    assert_eq!(
+        out["dk"].shape,
+        vec![p.b, p.hkv, p.cap, p.d],
+        "{name}: dk shape"
+    );
     let x = ["q", "k", "v", "do"].map(|n| data(&args, n));
     let grads = oracle::attention_bwd(&p, x[0], x[1], x[2], x[3]);
     check(&out, &grads, tolerance(dty), &name);
@@ -118,7 +130,12 @@ fn long_sequences_and_head_dims() {
     case(pr(1, 1, 1, 30, 300, 64, true), "bf16", false, 1.0);
     for (n, d) in [80, 256, 384].into_iter().enumerate() {
         let dt = ["f32", "f16", "bf16"][n];
-        case(pr(1, 2, 1, 70, 45, d, n % 2 == 0), dt, n != 1, [1.0, 3.0][n % 2]);
+        case(
+            pr(1, 2, 1, 70, 45, d, n % 2 == 0),
+            dt,
+            n != 1,
+            [1.0, 3.0][n % 2],
+        );
     }
 }
 
@@ -150,7 +167,10 @@ fn finite_differences() {
         (pr(1, 2, 1, 6, 4, 8, true), 3.0),
         (pr(2, 2, 2, 3, 5, 8, false), 3.0),
     ] {
-        let name = format!("finite differences Sq{} Sk{} causal={} mag {mag}", p.sq, p.cap, p.causal);
+        let name = format!(
+            "finite differences Sq{} Sk{} causal={} mag {mag}",
+            p.sq, p.cap, p.causal
+        );
         let mut rng = Rng::fresh(&name);
         let mut p = p;
         p.scale = p.scale as f32 as f64;
@@ -160,12 +180,27 @@ fn finite_differences() {
         let (fq, fk, fv) = oracle::finite_differences(&p, x[0], x[1], x[2], x[3]);
         // f64 central differences with ε = 1e-6: truncation ~1e-12, cancellation ~1e-10.
         for (key, a, f) in [("dq", &g.dq, &fq), ("dk", &g.dk, &fk), ("dv", &g.dv, &fv)] {
-            compare(&format!("{name}: analytic {key} vs finite differences"), a, f, (1e-7, 1e-7));
+            compare(
+                &format!("{name}: analytic {key} vs finite differences"),
+                a,
+                f,
+                (1e-7, 1e-7),
+            );
         }
         let out = run_with(&program(&p, "f32", true), &args, &RunOptions::default())
             .unwrap_or_else(|e| panic!("{name}: {e}"));
-        let fd = oracle::Grads { dq: fq, dk: fk, dv: fv, ..g };
-        check(&out, &fd, tolerance(Dtype::F32), &format!("{name}: kernel vs FD"));
+        let fd = oracle::Grads {
+            dq: fq,
+            dk: fk,
+            dv: fv,
+            ..g
+        };
+        check(
+            &out,
+            &fd,
+            tolerance(Dtype::F32),
+            &format!("{name}: kernel vs FD"),
+        );
     }
 }
 
@@ -186,9 +221,15 @@ fn deterministic_is_bit_identical() {
             .collect()
     };
     let first = bits(true);
-    assert!(first.iter().all(|&b| f64::from_bits(b).is_finite()), "unwritten output");
+    assert!(
+        first.iter().all(|&b| f64::from_bits(b).is_finite()),
+        "unwritten output"
+    );
     for parallel in [false, true, false, true] {
-        assert!(first == bits(parallel), "attention_bwd differs between runs (parallel={parallel})");
+        assert!(
+            first == bits(parallel),
+            "attention_bwd differs between runs (parallel={parallel})"
+        );
     }
 }
 

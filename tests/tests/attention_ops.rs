@@ -31,7 +31,10 @@ fn defines(p: &Problem, dt: &str, bshd: bool) -> Vec<(String, String)> {
         ("MASK".into(), flag(p.mask.is_some())),
         ("WINDOW".into(), flag(p.window.is_some())),
         ("SOFTCAP".into(), flag(p.softcap.is_some())),
-        ("OUT_LAYOUT".into(), if bshd { "bshd" } else { "bhsd" }.into()),
+        (
+            "OUT_LAYOUT".into(),
+            if bshd { "bshd" } else { "bhsd" }.into(),
+        ),
     ]
 }
 
@@ -79,14 +82,23 @@ fn mask(p: &Problem, rows: usize, dty: Dtype, mag: f64, rng: &mut Rng) -> Vec<f6
 }
 
 /// Runs attention_fwd from `src` (the op, or an edited copy) on problem `p`.
-fn run_fwd(src: &str, p: &Problem, dt: &str, bshd: bool, qkv: &[Vec<f64>; 3]) -> BTreeMap<String, HostTensor> {
+fn run_fwd(
+    src: &str,
+    p: &Problem,
+    dt: &str,
+    bshd: bool,
+    qkv: &[Vec<f64>; 3],
+) -> BTreeMap<String, HostTensor> {
     let dty = dtype(dt);
     let defs = defines(p, dt, bshd);
     let (_, spec) = kir_compiler::pipeline::frontend(src, &defs)
         .unwrap_or_else(|e| panic!("{defs:?}:\n{}", e.render("attention_fwd.kir", src)));
     let mut args = BTreeMap::new();
     let kv_shape = [p.b, p.hkv, p.cap, p.d];
-    args.insert("q".to_string(), t(dty, &[p.b, p.hq, p.sq, p.d], qkv[0].clone()));
+    args.insert(
+        "q".to_string(),
+        t(dty, &[p.b, p.hq, p.sq, p.d], qkv[0].clone()),
+    );
     args.insert("k".to_string(), t(dty, &kv_shape, qkv[1].clone()));
     args.insert("v".to_string(), t(dty, &kv_shape, qkv[2].clone()));
     args.insert("scale".to_string(), HostArg::Scalar(p.scale));
@@ -110,7 +122,14 @@ fn run_fwd(src: &str, p: &Problem, dt: &str, bshd: bool, qkv: &[Vec<f64>; 3]) ->
 }
 
 /// Errors of one run against the oracle: panics when o or lse is out of tolerance.
-fn check(p: &Problem, dt: &str, bshd: bool, out: &BTreeMap<String, HostTensor>, qkv: &[Vec<f64>; 3], name: &str) {
+fn check(
+    p: &Problem,
+    dt: &str,
+    bshd: bool,
+    out: &BTreeMap<String, HostTensor>,
+    qkv: &[Vec<f64>; 3],
+    name: &str,
+) {
     let dty = dtype(dt);
     let (o_ref, lse_ref) = oracle::attention_fwd(p, &qkv[0], &qkv[1], &qkv[2]);
     let (o_ref, o_shape) = if bshd {
@@ -120,9 +139,19 @@ fn check(p: &Problem, dt: &str, bshd: bool, out: &BTreeMap<String, HostTensor>, 
     };
     assert_eq!(out["o"].shape, o_shape, "{name}: o shape");
     assert_eq!(out["lse"].shape, vec![p.b, p.hq, p.sq], "{name}: lse shape");
-    compare(&format!("{name}: o"), &out["o"].data, &o_ref, tolerance(dty));
+    compare(
+        &format!("{name}: o"),
+        &out["o"].data,
+        &o_ref,
+        tolerance(dty),
+    );
     // lse is f32 from exactly rounded inputs: only f32 rounding separates it from f64.
-    compare(&format!("{name}: lse"), &out["lse"].data, &lse_ref, (1e-5, 1e-4));
+    compare(
+        &format!("{name}: lse"),
+        &out["lse"].data,
+        &lse_ref,
+        (1e-5, 1e-4),
+    );
 }
 
 /// One forward case: fresh inputs for `p` (a mask with `mask_rows` rows when given), the kernel,
@@ -220,7 +249,12 @@ fn sliding_window() {
 #[test]
 fn softcap_with_and_without_causal() {
     for (n, dt) in DTYPES.into_iter().enumerate() {
-        for (causal, cap, mag) in [(true, 5.0, 3.0), (true, 30.0, 1.0), (false, 2.0, 3.0), (true, 0.0, 3.0)] {
+        for (causal, cap, mag) in [
+            (true, 5.0, 3.0),
+            (true, 30.0, 1.0),
+            (false, 2.0, 3.0),
+            (true, 0.0, 3.0),
+        ] {
             let mut p = pr(1, 4, 2, 30, 60 + n, 64);
             p.causal = causal;
             p.softcap = Some(cap);
@@ -272,9 +306,17 @@ fn combinations() {
 #[test]
 fn shapes_and_head_dims() {
     let seqs = [1, 2, 30, 300];
-    for (n, &(sq, sk)) in [(1, 1), (1, 300), (2, 30), (30, 2), (300, 30), (30, 300), (300, 300)]
-        .iter()
-        .enumerate()
+    for (n, &(sq, sk)) in [
+        (1, 1),
+        (1, 300),
+        (2, 30),
+        (30, 2),
+        (300, 30),
+        (30, 300),
+        (300, 300),
+    ]
+    .iter()
+    .enumerate()
     {
         assert!(seqs.contains(&sq) && seqs.contains(&sk));
         let dt = DTYPES[n % 3];
@@ -300,7 +342,11 @@ fn shapes_and_head_dims() {
 /// [B, Sq, Hq·D], checked at the f32 tolerance.
 #[test]
 fn f32_parity_d384_token_major() {
-    for (causal, sq, sk, mag) in [(false, 30, 300, 1.0), (true, 300, 300, 3.0), (true, 1, 2, 3.0)] {
+    for (causal, sq, sk, mag) in [
+        (false, 30, 300, 1.0),
+        (true, 300, 300, 3.0),
+        (true, 1, 2, 3.0),
+    ] {
         let mut p = pr(1, 2, 1, sq, sk, 384);
         p.causal = causal;
         case(p, "f32", true, None, mag);
@@ -375,7 +421,11 @@ fn fp16_accumulator_regression_fails() {
     ];
     let mut bad = src.to_string();
     for (from, to) in edits {
-        assert_eq!(bad.matches(from).count(), 1, "the regression edit no longer applies: {from}");
+        assert_eq!(
+            bad.matches(from).count(),
+            1,
+            "the regression edit no longer applies: {from}"
+        );
         bad = bad.replace(from, to);
     }
     let dt = "f16";
@@ -387,16 +437,33 @@ fn fp16_accumulator_regression_fails() {
         let inputs = qkv(&p, Dtype::F16, 3.0, &mut rng);
         let name = format!("f16 mag 3 causal={causal}");
         let good = run_fwd(src, &p, dt, false, &inputs);
-        check(&p, dt, false, &good, &inputs, &format!("kernel as written, {name}"));
+        check(
+            &p,
+            dt,
+            false,
+            &good,
+            &inputs,
+            &format!("kernel as written, {name}"),
+        );
         let regressed = run_fwd(&bad, &p, dt, false, &inputs);
         let failed = std::panic::catch_unwind(|| {
-            check(&p, dt, false, &regressed, &inputs, &format!("fp16 accumulators, {name}"))
+            check(
+                &p,
+                dt,
+                false,
+                &regressed,
+                &inputs,
+                &format!("fp16 accumulators, {name}"),
+            )
         });
         let msg = match failed {
             Ok(()) => panic!("an fp16-accumulator attention passed the f16 check ({name})"),
             Err(e) => e.downcast_ref::<String>().cloned().unwrap_or_default(),
         };
-        assert!(msg.contains("rel L2 error"), "failed for another reason: {msg}");
+        assert!(
+            msg.contains("rel L2 error"),
+            "failed for another reason: {msg}"
+        );
         eprintln!("as required, the regression fails: {msg}");
     }
 }
@@ -407,39 +474,70 @@ fn specialization_errors_are_clear() {
     let src = fwd_src();
     let file = "attention_fwd.kir";
     let defs = |pairs: &[(&str, &str)]| -> Vec<(String, String)> {
-        pairs.iter().map(|(a, b)| (a.to_string(), b.to_string())).collect()
+        pairs
+            .iter()
+            .map(|(a, b)| (a.to_string(), b.to_string()))
+            .collect()
     };
     let err = kir_compiler::pipeline::frontend(src, &defs(&[("HEAD_DIM", "100")]))
         .expect_err("HEAD_DIM = 100 must be rejected")
         .render(file, src);
     assert!(err.starts_with("attention_fwd.kir:"), "{err}");
-    assert!(err.contains("constant `HEAD_DIM` = 100 (set by -D) does not satisfy"), "{err}");
-    assert!(err.contains("HEAD_DIM == 384") && err.contains('^'), "{err}");
+    assert!(
+        err.contains("constant `HEAD_DIM` = 100 (set by -D) does not satisfy"),
+        "{err}"
+    );
+    assert!(
+        err.contains("HEAD_DIM == 384") && err.contains('^'),
+        "{err}"
+    );
 
     // MASK = 1 with no mask, and a mask whose P is none of 1, B, B·Hq.
     let mut p = pr(2, 2, 1, 5, 7, 64);
     p.mask = Some((2, vec![0.0; 2 * 5 * 7]));
-    let (_, spec) = kir_compiler::pipeline::frontend(src, &defines(&p, "f32", false)).expect("front end");
+    let (_, spec) =
+        kir_compiler::pipeline::frontend(src, &defines(&p, "f32", false)).expect("front end");
     let inputs = qkv(&p, Dtype::F32, 1.0, &mut Rng::seeded(1));
     let mut args = BTreeMap::new();
-    for (name, x, s) in [("q", 0, [2, 2, 5, 64]), ("k", 1, [2, 1, 7, 64]), ("v", 2, [2, 1, 7, 64])] {
+    for (name, x, s) in [
+        ("q", 0, [2, 2, 5, 64]),
+        ("k", 1, [2, 1, 7, 64]),
+        ("v", 2, [2, 1, 7, 64]),
+    ] {
         args.insert(name.to_string(), t(Dtype::F32, &s, inputs[x].clone()));
     }
     args.insert("scale".to_string(), HostArg::Scalar(0.125));
     let render = |args: &BTreeMap<String, HostArg>| {
         let e = interp::run(&spec, args).expect_err("must fail");
-        let span = e.span.unwrap_or_else(|| panic!("error without a location: {e}"));
+        let span = e
+            .span
+            .unwrap_or_else(|| panic!("error without a location: {e}"));
         Diagnostic::new(span, e.message).render(file, src)
     };
     let err = render(&args);
     assert!(err.contains("missing argument `mask`"), "{err}");
-    assert!(err.contains("mask: in tensor<DTYPE>[P, Sq, Sk] if MASK == 1"), "{err}");
-    args.insert("mask".to_string(), t(Dtype::F32, &[3, 5, 7], vec![0.0; 3 * 5 * 7]));
+    assert!(
+        err.contains("mask: in tensor<DTYPE>[P, Sq, Sk] if MASK == 1"),
+        "{err}"
+    );
+    args.insert(
+        "mask".to_string(),
+        t(Dtype::F32, &[3, 5, 7], vec![0.0; 3 * 5 * 7]),
+    );
     let err = render(&args);
-    assert!(err.contains("requirement `P == 1 || P == B || P == B * Hq` does not hold"), "{err}");
-    assert!(err.contains("P = 3") && err.contains("B = 2") && err.contains("Hq = 2"), "{err}");
+    assert!(
+        err.contains("requirement `P == 1 || P == B || P == B * Hq` does not hold"),
+        "{err}"
+    );
+    assert!(
+        err.contains("P = 3") && err.contains("B = 2") && err.contains("Hq = 2"),
+        "{err}"
+    );
     // The requirement is written once in the source and the caret points at it.
-    assert!(err.contains("MASK == 0 || P == 1 || P == B || P == B * Hq"), "{err}");
+    assert!(
+        err.contains("MASK == 0 || P == 1 || P == B || P == B * Hq"),
+        "{err}"
+    );
 }
 
 /// Canonical IR of attention_fwd with every switch on.
