@@ -373,6 +373,11 @@ impl Expr {
                 span: sp,
             },
         };
+        // A constant side that decides `&&`, `||` or `select` folds the expression even when the
+        // rest still names dims: with MASK = 0, `MASK == 0 || P == 1` is true for every P.
+        if let Some(folded) = e.short_circuit() {
+            return Ok(folded);
+        }
         // Fold when nothing symbolic is left.
         let mut closed = true;
         e.for_each_ident(&mut |_, _| closed = false);
@@ -381,6 +386,56 @@ impl Expr {
         } else {
             Ok(e)
         }
+    }
+}
+
+impl Expr {
+    /// The folded form of `&&`, `||` or `select` whose literal operand decides it: `0 && x` is 0,
+    /// `1 || x` is 1, `select(1, a, b)` is `a`; a neutral literal next to a condition leaves the
+    /// condition (`0 || P == 1` is `P == 1`). `None` when nothing folds.
+    fn short_circuit(&self) -> Option<Expr> {
+        match &self.kind {
+            ExprKind::Binary(op @ (BinOp::And | BinOp::Or), a, b) => {
+                for (lit, other) in [(a, b), (b, a)] {
+                    let Some(v) = lit.as_int() else {
+                        continue;
+                    };
+                    if (v != 0) == (*op == BinOp::Or) {
+                        return Some(Expr {
+                            kind: ExprKind::Int((v != 0) as i64),
+                            span: self.span,
+                        });
+                    }
+                    if other.is_condition() {
+                        return Some((**other).clone());
+                    }
+                }
+                None
+            }
+            ExprKind::Call(Func::Select, args) if args.len() == 3 => args[0]
+                .as_int()
+                .map(|c| if c != 0 { &args[1] } else { &args[2] }.clone()),
+            _ => None,
+        }
+    }
+
+    /// Whether the expression's value is a condition (a comparison or logical operator).
+    fn is_condition(&self) -> bool {
+        matches!(
+            self.kind,
+            ExprKind::Unary(UnOp::Not, _)
+                | ExprKind::Binary(
+                    BinOp::Eq
+                        | BinOp::Ne
+                        | BinOp::Lt
+                        | BinOp::Le
+                        | BinOp::Gt
+                        | BinOp::Ge
+                        | BinOp::And
+                        | BinOp::Or,
+                    ..
+                )
+        )
     }
 }
 
@@ -485,5 +540,51 @@ fn write_expr(e: &Expr, min_prec: u8, f: &mut fmt::Formatter<'_>) -> fmt::Result
             }
             f.write_str(")")
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(src: &str) -> Expr {
+        let text = format!("module m\nconst X: int = {src}\n");
+        let m = crate::text::parse(&text).expect("parses");
+        m.consts[0].default.clone()
+    }
+
+    #[test]
+    fn substitute_short_circuits_decided_conditions() {
+        let subst = |vals: &'static [(&'static str, i64)]| {
+            move |n: &str| {
+                vals.iter()
+                    .find(|(k, _)| *k == n)
+                    .map(|(_, v)| EvalVal::Int(*v))
+            }
+        };
+        let e = parse("MASK == 0 || P == 1 || P == B");
+        let off = e.substitute(&subst(&[("MASK", 0)])).unwrap();
+        assert_eq!(off.as_int(), Some(1), "{off}");
+        let on = e.substitute(&subst(&[("MASK", 1)])).unwrap();
+        assert_eq!(on.to_string(), "P == 1 || P == B");
+        let and = parse("F == 1 && N > 2")
+            .substitute(&subst(&[("F", 0)]))
+            .unwrap();
+        assert_eq!(and.as_int(), Some(0));
+        let keep = parse("F == 1 && N > 2")
+            .substitute(&subst(&[("F", 1)]))
+            .unwrap();
+        assert_eq!(keep.to_string(), "N > 2");
+        let sel = parse("select(D == 0, B, 0)")
+            .substitute(&subst(&[("D", 1)]))
+            .unwrap();
+        assert_eq!(sel.as_int(), Some(0));
+        let sel = parse("select(D == 0, B, 0)")
+            .substitute(&subst(&[("D", 0)]))
+            .unwrap();
+        assert_eq!(sel.to_string(), "B");
+        // A neutral literal next to a non-condition keeps the operator (its value is 0 or 1).
+        let num = parse("F || N").substitute(&subst(&[("F", 0)])).unwrap();
+        assert_eq!(num.to_string(), "0 || N");
     }
 }

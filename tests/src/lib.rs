@@ -1,9 +1,11 @@
 //! Shared test support: fresh random inputs, dtype rounding, error metrics, and a runner that
 //! takes an op from the library through the front end and the CPU interpreter.
 //!
-//! Oracles live in [`oracle`] and [`oracle_ops`] and are plain f64 loops, independent of the IR.
+//! Oracles live in [`oracle`], [`oracle_ops`] and [`oracle_attention`] and are plain f64 loops,
+//! independent of the IR.
 
 pub mod oracle;
+pub mod oracle_attention;
 pub mod oracle_ops;
 
 use kir_backends::interp::{self, HostArg, HostTensor};

@@ -27,25 +27,76 @@ fn assemble(name: &str, ptx: &str, target: Target) -> String {
         .arg(dir.join(format!("{name}.{}.cubin", target.name())))
         .output()
         .expect("run ptxas");
-    let log = String::from_utf8_lossy(&out.stderr).to_string() + &String::from_utf8_lossy(&out.stdout);
-    assert!(out.status.success(), "ptxas -arch={} failed for {name}:\n{log}", target.name());
-    assert!(!log.contains("warning"), "ptxas warned for {name} on {}:\n{log}", target.name());
+    let log =
+        String::from_utf8_lossy(&out.stderr).to_string() + &String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "ptxas -arch={} failed for {name}:\n{log}",
+        target.name()
+    );
+    assert!(
+        !log.contains("warning"),
+        "ptxas warned for {name} on {}:\n{log}",
+        target.name()
+    );
     log
 }
 
 /// (op, defines) pairs covering every op and its main switches.
 fn cases() -> Vec<(&'static str, Vec<(&'static str, &'static str)>)> {
     vec![
-        ("attention_fwd", vec![("DTYPE", "bf16"), ("HEAD_DIM", "64"), ("CAUSAL", "1")]),
-        ("attention_fwd", vec![("DTYPE", "bf16"), ("HEAD_DIM", "128"), ("CAUSAL", "0")]),
-        ("attention_fwd", vec![("DTYPE", "f16"), ("HEAD_DIM", "128"), ("CAUSAL", "1"), ("BLOCK_M", "128")]),
-        ("attention_fwd", vec![("DTYPE", "bf16"), ("HEAD_DIM", "256"), ("CAUSAL", "1")]),
-        ("attention_fwd", vec![("DTYPE", "f32"), ("HEAD_DIM", "80"), ("CAUSAL", "0")]),
+        (
+            "attention_fwd",
+            vec![("DTYPE", "bf16"), ("HEAD_DIM", "64"), ("CAUSAL", "1")],
+        ),
+        (
+            "attention_fwd",
+            vec![("DTYPE", "bf16"), ("HEAD_DIM", "128"), ("CAUSAL", "0")],
+        ),
+        (
+            "attention_fwd",
+            vec![
+                ("DTYPE", "f16"),
+                ("HEAD_DIM", "128"),
+                ("CAUSAL", "1"),
+                ("BLOCK_M", "128"),
+            ],
+        ),
+        (
+            "attention_fwd",
+            vec![("DTYPE", "bf16"), ("HEAD_DIM", "256"), ("CAUSAL", "1")],
+        ),
+        (
+            "attention_fwd",
+            vec![("DTYPE", "f32"), ("HEAD_DIM", "80"), ("CAUSAL", "0")],
+        ),
         ("gemm", vec![("DTYPE", "bf16")]),
-        ("gemm", vec![("DTYPE", "f16"), ("TRANS_B", "1"), ("EPILOGUE", "swiglu")]),
-        ("gemm", vec![("DTYPE", "bf16"), ("TRANS_A", "1"), ("EPILOGUE", "bias"), ("BLOCK_M", "128"), ("BLOCK_N", "128")]),
-        ("gemm", vec![("DTYPE", "f32"), ("C_IN", "1"), ("EPILOGUE", "gelu")]),
-        ("gemm", vec![("DTYPE", "f32"), ("BF16_COMPUTE", "1"), ("EPILOGUE", "relu")]),
+        (
+            "gemm",
+            vec![("DTYPE", "f16"), ("TRANS_B", "1"), ("EPILOGUE", "swiglu")],
+        ),
+        (
+            "gemm",
+            vec![
+                ("DTYPE", "bf16"),
+                ("TRANS_A", "1"),
+                ("EPILOGUE", "bias"),
+                ("BLOCK_M", "128"),
+                ("BLOCK_N", "128"),
+            ],
+        ),
+        (
+            "gemm",
+            vec![("DTYPE", "f32"), ("C_IN", "1"), ("EPILOGUE", "gelu")],
+        ),
+        (
+            "gemm",
+            vec![
+                ("DTYPE", "f32"),
+                ("BF16_COMPUTE", "1"),
+                ("EPILOGUE", "relu"),
+            ],
+        ),
         ("rmsnorm_fwd", vec![("DTYPE", "bf16")]),
         ("rmsnorm_fwd", vec![("DTYPE", "f32"), ("BLOCK", "4096")]),
         ("rmsnorm_bwd", vec![("DTYPE", "bf16")]),
@@ -53,14 +104,19 @@ fn cases() -> Vec<(&'static str, Vec<(&'static str, &'static str)>)> {
         ("layernorm_bwd", vec![("DTYPE", "bf16")]),
         ("swiglu", vec![("DTYPE", "bf16")]),
         ("gemm_nf4", vec![("DTYPE", "bf16")]),
-        ("gemm_nf4", vec![("DTYPE", "f32"), ("TRANSPOSE", "1"), ("GATE_UP", "1")]),
+        (
+            "gemm_nf4",
+            vec![("DTYPE", "f32"), ("TRANSPOSE", "1"), ("GATE_UP", "1")],
+        ),
         ("gemm_nf4", vec![("DTYPE", "bf16"), ("GATE_UP", "1")]),
         ("gemm_nf4", vec![("DTYPE", "bf16"), ("TRANSPOSE", "1")]),
     ]
 }
 
 fn defs(d: &[(&str, &str)]) -> Vec<(String, String)> {
-    d.iter().map(|(a, b)| (a.to_string(), b.to_string())).collect()
+    d.iter()
+        .map(|(a, b)| (a.to_string(), b.to_string()))
+        .collect()
 }
 
 #[test]
@@ -72,9 +128,21 @@ fn every_op_assembles_for_every_target_without_spills() {
             let out = compile(src, &defs(&d), None, target, Emit::Ptx)
                 .unwrap_or_else(|e| panic!("{op} {d:?} on {}: {e}", target.name()));
             let (maj, min) = target.min_ptx_version();
-            let version = out.text.lines().find(|l| l.starts_with(".version")).expect(".version line").to_string();
-            let v: Vec<u32> = version.trim_start_matches(".version ").split('.').filter_map(|x| x.parse().ok()).collect();
-            assert!(v.len() == 2 && (v[0], v[1]) >= (maj, min) && (v[0], v[1]) <= (9, 0), "{op}: bad {version}");
+            let version = out
+                .text
+                .lines()
+                .find(|l| l.starts_with(".version"))
+                .expect(".version line")
+                .to_string();
+            let v: Vec<u32> = version
+                .trim_start_matches(".version ")
+                .split('.')
+                .filter_map(|x| x.parse().ok())
+                .collect();
+            assert!(
+                v.len() == 2 && (v[0], v[1]) >= (maj, min) && (v[0], v[1]) <= (9, 0),
+                "{op}: bad {version}"
+            );
             let log = assemble(op, &out.text, target);
             for line in log.lines().filter(|l| l.contains("spill")) {
                 assert!(
@@ -94,8 +162,19 @@ fn every_op_assembles_for_every_target_without_spills() {
 #[test]
 fn ptxas_report_of_hot_kernels() {
     let hot: &[(&str, &[(&str, &str)])] = &[
-        ("attention_fwd", &[("DTYPE", "bf16"), ("HEAD_DIM", "128"), ("CAUSAL", "1")]),
-        ("attention_fwd", &[("DTYPE", "bf16"), ("HEAD_DIM", "64"), ("CAUSAL", "0"), ("BLOCK_M", "128")]),
+        (
+            "attention_fwd",
+            &[("DTYPE", "bf16"), ("HEAD_DIM", "128"), ("CAUSAL", "1")],
+        ),
+        (
+            "attention_fwd",
+            &[
+                ("DTYPE", "bf16"),
+                ("HEAD_DIM", "64"),
+                ("CAUSAL", "0"),
+                ("BLOCK_M", "128"),
+            ],
+        ),
         ("gemm", &[("DTYPE", "bf16")]),
         ("rmsnorm_fwd", &[("DTYPE", "bf16")]),
         ("rmsnorm_bwd", &[("DTYPE", "bf16")]),
@@ -106,7 +185,10 @@ fn ptxas_report_of_hot_kernels() {
         let out = compile(src, &defs(d), None, Target::Sm90a, Emit::Ptx).expect("compile");
         let log = assemble(op, &out.text, Target::Sm90a);
         report += &format!("== {op} {d:?}\n");
-        for line in log.lines().filter(|l| l.contains("Used") || l.contains("spill") || l.contains("Compiling entry")) {
+        for line in log
+            .lines()
+            .filter(|l| l.contains("Used") || l.contains("spill") || l.contains("Compiling entry"))
+        {
             report += line.trim_start_matches("ptxas info    : ");
             report.push('\n');
         }
@@ -123,7 +205,8 @@ fn ptxas_report_of_hot_kernels() {
 fn golden_ptx() {
     for (op, src) in kir_compiler::oplib::builtins() {
         for target in Target::ALL {
-            let out = compile(src, &[], None, target, Emit::Ptx).unwrap_or_else(|e| panic!("{op}: {e}"));
+            let out =
+                compile(src, &[], None, target, Emit::Ptx).unwrap_or_else(|e| panic!("{op}: {e}"));
             insta::assert_snapshot!(format!("ptx__{op}__{}", target.name()), out.text);
         }
     }

@@ -188,6 +188,56 @@ impl<'a> Ctx<'a> {
         out
     }
 
+    /// Coordinates of slot `s` only (see [`Ctx::coords`]).
+    pub fn slot_coord(&mut self, layout: Layout, shape: &[usize], s: usize) -> SlotCoord {
+        let (tid, blk) = (self.tid, self.blk);
+        match layout {
+            Layout::Blocked => {
+                let numel: usize = shape.iter().product();
+                let (t, v) = (blk.threads as usize, layout::VEC);
+                let e = self.b.reg(RegClass::B32);
+                self.b.ins(format!("add.s32 {e}, {tid}, {}", (s / v) * t));
+                self.b.ins(format!("mad.lo.s32 {e}, {e}, {v}, {}", s % v));
+                let valid = ((s / v + 1) * t * v > numel).then(|| {
+                    let p = self.b.reg(RegClass::Pred);
+                    self.b.ins(format!("setp.lt.u32 {p}, {e}, {numel}"));
+                    p
+                });
+                let mut idx = vec![e; shape.len()];
+                let mut rest = e;
+                for d in (1..shape.len()).rev() {
+                    let (r, q) = (self.b.reg(RegClass::B32), self.b.reg(RegClass::B32));
+                    self.b.ins(format!("rem.u32 {r}, {rest}, {}", shape[d]));
+                    self.b.ins(format!("div.u32 {q}, {rest}, {}", shape[d]));
+                    idx[d] = r;
+                    rest = q;
+                }
+                if !shape.is_empty() {
+                    idx[0] = rest;
+                }
+                SlotCoord { idx, valid }
+            }
+            Layout::RowMma => {
+                let rowbase = self.rowbase(shape);
+                let colbase = self.colbase;
+                let (ro, co) = layout::rowmma_slot(shape, s);
+                let r = self.b.reg(RegClass::B32);
+                self.b.ins(format!("add.s32 {r}, {rowbase}, {ro}"));
+                let mut idx = vec![r];
+                if shape.len() == 2 {
+                    if shape[1] == 1 {
+                        idx.push(self.b.imm32(0));
+                    } else {
+                        let c = self.b.reg(RegClass::B32);
+                        self.b.ins(format!("add.s32 {c}, {colbase}, {co}"));
+                        idx.push(c);
+                    }
+                }
+                SlotCoord { idx, valid: None }
+            }
+        }
+    }
+
     /// warp·(rows per warp) + g for a `RowMma` tile of `shape` (one prologue register per M).
     fn rowbase(&mut self, shape: &[usize]) -> Reg {
         let (m, _) = layout::rows_cols(shape);

@@ -351,18 +351,28 @@ fn load_shared(
     let vectorizable = info.contiguous_last
         && cols % vec == 0
         && other == 0.0
-        && op.attr("mask").is_none()
+        && (op.attr("mask").is_none() || vec == super::layout::VEC)
         && matches!(d, Dtype::F16 | Dtype::Bf16 | Dtype::F32 | Dtype::I32);
     let done = c.b.label("ldsm_done");
     if vectorizable {
         let slow = c.b.label("ldsm_slow");
         let fast = vector_alignment_ok(c, info, offs, vec);
         c.b.ins_if(fast, true, format!("bra.uni {slow}"));
-        cp_async_tile(c, info, offs, rows, cols, off, rs, eb);
+        let mask = match op.attr("mask") {
+            Some(Attr::Value(m)) => Some(*m),
+            _ => None,
+        };
+        cp_async_tile(c, info, offs, rows, cols, off, rs, eb, mask, shape, sp)?;
         c.b.ins(format!("bra.uni {done}"));
         c.b.place(&slow);
     }
-    if op.attr("mask").is_some() {
+    let lazy_mask = match op.attr("mask") {
+        Some(Attr::Value(m)) if super::lower::is_lazy_tile(c, *m, Layout::Blocked, shape) => {
+            Some(*m)
+        }
+        _ => None,
+    };
+    if op.attr("mask").is_some() && lazy_mask.is_none() {
         // Masked: element by element in the Blocked layout (the mask lives there).
         let coords = c.coords(Layout::Blocked, shape);
         let masks = mask_regs(c, op, Some(Layout::Blocked), shape)?;
@@ -387,6 +397,14 @@ fn load_shared(
         c.b.ins(format!("rem.u32 {j}, {e}, {cols}"));
         let r = super::lower::constant(c, d, other);
         let (addr, inb) = element(c, info, offs, &[i, j]);
+        let inb = match lazy_mask {
+            // A mask computed from indices is evaluated for this element only.
+            Some(m) => {
+                let mv = super::lower::coord_value(c, m, &[i, j], sp)?;
+                and_pred(c, inb, Some(mv))
+            }
+            None => inb,
+        };
         load_elem(c, d, r, addr, inb);
         store_smem_elem(c, d, r, off, &[i, j], rs, eb, None, sp)?;
         c.b.ins(format!("add.s32 {e}, {e}, {}", c.blk.threads));
@@ -470,7 +488,10 @@ fn cp_async_tile(
     off: u32,
     rs: usize,
     eb: usize,
-) {
+    mask: Option<kir_ir::Value>,
+    shape: &[usize],
+    sp: Span,
+) -> Result<(), PtxError> {
     c.b.require((7, 0));
     let vec = 16 / eb;
     let rank = offs.len();
@@ -515,6 +536,7 @@ fn cp_async_tile(
         c.b.ins(format!("min.s32 {n}, {n}, {vec}"));
         c.b.ins(format!("setp.lt.u32 {p}, {gr}, {dim_r}"));
         c.b.ins(format!("and.pred {p}, {p}, {lead_ok}"));
+        let row_ok = p;
         c.b.ins(format!("selp.b32 {n}, {n}, 0, {p}"));
         c.b.ins(format!("mul.lo.s32 {n}, {n}, {esize}"));
         // Global address (the tile origin when nothing is read, so it stays valid).
@@ -529,21 +551,80 @@ fn cp_async_tile(
         c.b.ins(format!("setp.eq.u32 {pn}, {n}, 0"));
         c.b.ins(format!("selp.b64 {ga}, {}, {ga}, {pn}", info.ptr));
         let sa = c.smem_addr(off, &[row, colv], rs, vec, eb);
+        // A mask (one predicate per element, Blocked layout = this chunk's 8 slots): a chunk
+        // fully on copies, fully off zero-fills, mixed goes element by element below.
+        let mixed = match mask {
+            None => None,
+            Some(m) if super::lower::lazy_uniform_along(c, m, shape.len() - 1, 0) => {
+                // Constant along the row: the chunk's first element decides the whole chunk.
+                let m0 = super::lower::slot_value(c, m, Layout::Blocked, shape, it * vec, sp)?;
+                c.b.ins(format!("selp.b32 {n}, {n}, 0, {m0}"));
+                None
+            }
+            Some(m) => {
+                let mut ms = Vec::with_capacity(vec);
+                for k in 0..vec {
+                    ms.push(super::lower::slot_value(
+                        c,
+                        m,
+                        Layout::Blocked,
+                        shape,
+                        it * vec + k,
+                        sp,
+                    )?);
+                }
+                let (all, any) = (c.b.reg(RegClass::Pred), c.b.reg(RegClass::Pred));
+                c.b.ins(format!("mov.pred {all}, {}", ms[0]));
+                c.b.ins(format!("mov.pred {any}, {}", ms[0]));
+                for &p in &ms[1..] {
+                    c.b.ins(format!("and.pred {all}, {all}, {p}"));
+                    c.b.ins(format!("or.pred {any}, {any}, {p}"));
+                }
+                c.b.ins(format!("selp.b32 {n}, {n}, 0, {all}"));
+                let mx = c.b.reg(RegClass::Pred);
+                c.b.ins(format!("not.pred {mx}, {all}"));
+                c.b.ins(format!("and.pred {mx}, {mx}, {any}"));
+                Some((mx, ms))
+            }
+        };
         let inside = (it + 1) * threads > total;
+        let pv = c.b.reg(RegClass::Pred);
         if inside {
-            let pv = c.b.reg(RegClass::Pred);
             c.b.ins(format!("setp.lt.u32 {pv}, {chunk}, {total}"));
-            c.b.ins_if(
-                pv,
-                false,
-                format!("cp.async.cg.shared.global [{sa}], [{ga}], 16, {n}"),
-            );
         } else {
-            c.b.ins(format!("cp.async.cg.shared.global [{sa}], [{ga}], 16, {n}"));
+            c.b.ins(format!("setp.eq.u32 {pv}, 0, 0"));
+        }
+        c.b.ins_if(
+            pv,
+            false,
+            format!("cp.async.cg.shared.global [{sa}], [{ga}], 16, {n}"),
+        );
+        if let Some((mx, ms)) = mixed {
+            // Element by element: in-bounds and mask on → load, else 0.
+            let skip = c.b.label("cpmix");
+            let go = c.b.reg(RegClass::Pred);
+            c.b.ins(format!("and.pred {go}, {mx}, {pv}"));
+            c.b.ins_if(go, true, format!("bra {skip}"));
+            for (k, &mk) in ms.iter().enumerate() {
+                let (h, col, p) = (
+                    c.b.reg(RegClass::B16),
+                    c.b.reg(RegClass::B32),
+                    c.b.reg(RegClass::Pred),
+                );
+                c.b.ins(format!("mov.b16 {h}, 0"));
+                c.b.ins(format!("add.s32 {col}, {gc}, {k}"));
+                c.b.ins(format!("setp.lt.u32 {p}, {col}, {dim_c}"));
+                c.b.ins(format!("and.pred {p}, {p}, {mk}"));
+                c.b.ins(format!("and.pred {p}, {p}, {row_ok}"));
+                c.b.ins_if(p, false, format!("ld.global.b16 {h}, [{ga}+{}]", k * esize));
+                c.b.ins(format!("st.shared.b16 [{sa}+{}], {h}", k * eb));
+            }
+            c.b.place(&skip);
         }
     }
     c.b.ins("cp.async.commit_group");
     c.b.ins("cp.async.wait_group 0");
+    Ok(())
 }
 
 /// What [`blocked_vec_access`] does.
