@@ -81,12 +81,34 @@ pub fn compile(
             meta: None,
             module: spec,
         }),
-        Emit::Ptx | Emit::Cuda => {
+        Emit::Ptx => {
             let _ = (target, suffix);
-            Err(CompileError::Plain(format!(
-                "--emit {}: this backend is not built yet (see docs/backends.md)",
-                if emit == Emit::Ptx { "ptx" } else { "cuda" }
-            )))
+            Err(CompileError::Plain(
+                "--emit ptx: this backend is not built yet (see docs/backends.md)".into(),
+            ))
         }
+        Emit::Cuda => compile_cuda(spec, target, &suffix),
     }
+}
+
+/// The CUDA-C backend: one `.cu` for the whole module, and META.json with `emit: "cuda"`.
+fn compile_cuda(spec: Module, target: Target, suffix: &str) -> Result<Compiled, CompileError> {
+    let cu = kir_backends::cuda_c::lower(&spec, target, suffix).map_err(|e| match e.span {
+        Some(span) => CompileError::Source(Diagnostics(vec![kir_ir::Diagnostic::new(
+            span, e.message,
+        )])),
+        None => CompileError::Plain(e.message),
+    })?;
+    let meta = kir_backends::meta::module_meta(
+        &spec,
+        target,
+        "cuda",
+        target.min_ptx_version(),
+        &cu.kernels,
+    );
+    Ok(Compiled {
+        text: cu.source,
+        meta: Some(meta),
+        module: spec,
+    })
 }
