@@ -181,8 +181,8 @@ pub fn ptxas(ptx: &str, arch: &str) -> Result<String, String> {
     let _ = std::fs::remove_file(&ptx_path);
     let _ = std::fs::remove_file(&out_path);
     let out = res.map_err(|e| format!("cannot run {exe}: {e}"))?;
-    let text = String::from_utf8_lossy(&out.stderr).into_owned()
-        + &String::from_utf8_lossy(&out.stdout);
+    let text =
+        String::from_utf8_lossy(&out.stderr).into_owned() + &String::from_utf8_lossy(&out.stdout);
     if out.status.success() {
         Ok(text)
     } else {

@@ -94,9 +94,9 @@ pub fn compile(
 /// The CUDA-C backend: one `.cu` for the whole module, and META.json with `emit: "cuda"`.
 fn compile_cuda(spec: Module, target: Target, suffix: &str) -> Result<Compiled, CompileError> {
     let cu = kir_backends::cuda_c::lower(&spec, target, suffix).map_err(|e| match e.span {
-        Some(span) => CompileError::Source(Diagnostics(vec![kir_ir::Diagnostic::new(
-            span, e.message,
-        )])),
+        Some(span) => {
+            CompileError::Source(Diagnostics(vec![kir_ir::Diagnostic::new(span, e.message)]))
+        }
         None => CompileError::Plain(e.message),
     })?;
     let meta = kir_backends::meta::module_meta(

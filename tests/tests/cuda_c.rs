@@ -44,11 +44,21 @@ fn cases() -> Vec<Case> {
     }
     v.push((
         "attention_fwd",
-        defs(&[("DTYPE", "bf16"), ("HEAD_DIM", "256"), ("CAUSAL", "1"), ("BLOCK_M", "32")]),
+        defs(&[
+            ("DTYPE", "bf16"),
+            ("HEAD_DIM", "256"),
+            ("CAUSAL", "1"),
+            ("BLOCK_M", "32"),
+        ]),
     ));
     v.push((
         "attention_fwd",
-        defs(&[("DTYPE", "f16"), ("HEAD_DIM", "40"), ("BLOCK_M", "16"), ("BLOCK_N", "48")]),
+        defs(&[
+            ("DTYPE", "f16"),
+            ("HEAD_DIM", "40"),
+            ("BLOCK_M", "16"),
+            ("BLOCK_N", "48"),
+        ]),
     ));
     v.push((
         "gemm",
@@ -59,7 +69,9 @@ fn cases() -> Vec<Case> {
     let mut out: Vec<Case> = v
         .into_iter()
         .map(|(op, d)| {
-            let src = kir_compiler::oplib::builtin(op).expect("builtin op").to_string();
+            let src = kir_compiler::oplib::builtin(op)
+                .expect("builtin op")
+                .to_string();
             (op.to_string(), src, d)
         })
         .collect();
@@ -136,7 +148,9 @@ fn nvrtc_and_ptxas_every_op_spec_and_target() {
     let total = work.len();
     let queue = Mutex::new(work);
     let results = Mutex::new(Vec::new());
-    let threads = std::thread::available_parallelism().map_or(2, |n| n.get()).min(8);
+    let threads = std::thread::available_parallelism()
+        .map_or(2, |n| n.get())
+        .min(8);
     std::thread::scope(|s| {
         for _ in 0..threads {
             s.spawn(|| loop {
@@ -162,7 +176,11 @@ fn nvrtc_and_ptxas_every_op_spec_and_target() {
         failures.is_empty(),
         "{} of {total} failed:\n{}",
         failures.len(),
-        failures.iter().map(|s| s.as_str()).collect::<Vec<_>>().join("\n\n")
+        failures
+            .iter()
+            .map(|s| s.as_str())
+            .collect::<Vec<_>>()
+            .join("\n\n")
     );
 }
 
@@ -210,10 +228,15 @@ fn meta_describes_the_cuda_kernels() {
         .iter()
         .map(|p| p["name"].as_str().unwrap_or("?"))
         .collect();
-    assert_eq!(names, ["x", "w", "dy", "dx", "dw_part", "eps", "R", "N", "G"]);
+    assert_eq!(
+        names,
+        ["x", "w", "dy", "dx", "dw_part", "eps", "R", "N", "G"]
+    );
     for k in ks {
         let sym = k["symbol"].as_str().expect("symbol");
-        assert!(c.text.contains(&format!("extern \"C\" __global__ void __launch_bounds__(256) {sym}(")));
+        assert!(c.text.contains(&format!(
+            "extern \"C\" __global__ void __launch_bounds__(256) {sym}("
+        )));
     }
     assert_eq!(meta["launches"].as_array().map(|l| l.len()), Some(2));
 }

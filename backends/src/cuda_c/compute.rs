@@ -223,9 +223,7 @@ pub(crate) fn cast(from: Dtype, to: Dtype, x: &str) -> String {
         (_, Dtype::U8) if from.is_float() => format!("kir_f32_to_u8({x})"),
         (Dtype::I64, Dtype::F32) => format!("(float)(double){x}"),
         (_, Dtype::F32) => format!("(float){x}"),
-        (_, Dtype::F16 | Dtype::Bf16) => {
-            round_to(to, format!("kir_f64_to_f32_odd((double){x})"))
-        }
+        (_, Dtype::F16 | Dtype::Bf16) => round_to(to, format!("kir_f64_to_f32_odd((double){x})")),
         (Dtype::I64, Dtype::I32) => format!("kir_to_i32({x})"),
         _ => format!("({}){x}", super::ctype(to)),
     }

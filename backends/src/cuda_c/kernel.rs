@@ -2,11 +2,12 @@
 //! and one commented C statement per IR op, with structured loops for `for` and `if`.
 //!
 //! [`Emitter::op`] holds the exhaustive `match` over [`Opcode`]; memory ops are in
-//! `memory.rs`, per-element expressions in `compute.rs`.
+//! `memory.rs`, compute statements in `tiles.rs`, `for`/`if`/`yield` in `control.rs` and
+//! per-element expressions in `compute.rs`.
 
 use super::compute;
 use super::names::{op_text, value_c_names, Names};
-use super::plan::{self, contiguous, perm_of, shape_dtype, Plan, Repr};
+use super::plan::{self, contiguous, shape_dtype, Plan, Repr};
 use super::{ctype, CudaError};
 use crate::abi::{AbiArg, KernelAbi};
 use cranelift_entity::SecondaryMap;
@@ -27,7 +28,7 @@ pub(crate) struct TensorInfo {
 
 /// Where a region's `yield` puts its values.
 #[derive(Clone)]
-enum Dest {
+pub(crate) enum Dest {
     /// A scalar variable.
     Var(String),
     /// A tile: the pointer variable of the loop's carried tile or the `if`'s result.
@@ -44,10 +45,10 @@ pub(crate) struct Emitter<'a> {
     pub scalars: HashMap<String, (String, Dtype)>,
     pub dims: HashMap<String, String>,
     pub namer: Names,
-    out: String,
-    depth: usize,
+    pub(crate) out: String,
+    pub(crate) depth: usize,
     /// Destinations of the `yield` of each enclosing region, innermost last.
-    dests: Vec<(Vec<Dest>, bool)>,
+    pub(crate) dests: Vec<(Vec<Dest>, bool)>,
 }
 
 /// Lowers kernel `k` to a `__global__` function named `symbol`; returns its text and the
@@ -207,7 +208,13 @@ impl Emitter<'_> {
             return vec!["e".into()];
         }
         (0..shape.len())
-            .map(|d| if shape[d] == 1 { "0".into() } else { format!("e{d}") })
+            .map(|d| {
+                if shape[d] == 1 {
+                    "0".into()
+                } else {
+                    format!("e{d}")
+                }
+            })
             .collect()
     }
 
@@ -317,6 +324,7 @@ impl Emitter<'_> {
     }
 
     /// A statement that computes every element of the stored tile `r` from `f(coords, linear)`.
+    #[allow(clippy::type_complexity)]
     pub(crate) fn tile_statement(
         &mut self,
         r: Value,
@@ -342,7 +350,7 @@ impl Emitter<'_> {
         Ok(())
     }
 
-    fn block(&mut self, b: Block) -> Result<(), CudaError> {
+    pub(crate) fn block(&mut self, b: Block) -> Result<(), CudaError> {
         for &o in &self.k.dfg.blocks[b].ops.clone() {
             self.op(o)?;
         }
@@ -389,7 +397,10 @@ impl Emitter<'_> {
                     _ => String::new(),
                 };
                 let c = self.dims.get(&name).cloned().ok_or_else(|| {
-                    self.err_op(op, format!("`{name}` is not a dim of this kernel's tensors"))
+                    self.err_op(
+                        op,
+                        format!("`{name}` is not a dim of this kernel's tensors"),
+                    )
                 })?;
                 if let Some(r) = r {
                     self.line(format!("const int {} = {c};", self.n(r)));
@@ -426,7 +437,11 @@ impl Emitter<'_> {
                 } else {
                     format!(
                         "  // every element of the {} tile (not stored)",
-                        shape.iter().map(|n| n.to_string()).collect::<Vec<_>>().join("x")
+                        shape
+                            .iter()
+                            .map(|n| n.to_string())
+                            .collect::<Vec<_>>()
+                            .join("x")
                     )
                 };
                 self.line(format!("const {} {} = {lit};{note}", ctype(d), self.n(r)));
@@ -487,413 +502,6 @@ impl Emitter<'_> {
                 return Err(self.err_op(op, "must be removed by specialization before lowering"))
             }
             Opcode::Yield => self.yield_op(op)?,
-        }
-        Ok(())
-    }
-
-    /// splat / broadcast / reshape / transpose: a comment for a view or a uniform tile, a copy
-    /// statement when the plan stores the result.
-    fn shape_op(&mut self, op: &OpData) -> Result<(), CudaError> {
-        let (Some(&r), Some(&x)) = (op.results.first(), op.operands.first()) else {
-            return Ok(());
-        };
-        let (rs, _) = shape_dtype(self.k, r)?;
-        let (xs, _) = shape_dtype(self.k, x)?;
-        match self.repr(r) {
-            Repr::Uniform(e) => self.line(format!("//   not stored: every element is {e}")),
-            Repr::Iota(a) => {
-                let c = &Self::coord_names(&rs)[a.min(rs.len().saturating_sub(1))];
-                self.line(format!("//   not stored: each element is its coordinate {c}"));
-            }
-            Repr::Mem { base, .. } if base != r => {
-                let coords = Self::coord_names(&rs);
-                let at = self.read(r, &coords, None)?;
-                self.line(format!(
-                    "//   a view, not stored: element ({}) is {at}",
-                    coords.join(", ")
-                ));
-            }
-            Repr::Mem { .. } | Repr::Reg => {
-                // Stored: read the operand at the coordinates this element comes from.
-                let opcode = op.opcode;
-                let perm = perm_of(op, xs.len());
-                self.tile_statement(r, &|e: &Self, c: &[String]| {
-                    let src: Vec<String> = match opcode {
-                        Opcode::Transpose => {
-                            let mut s = vec![String::new(); xs.len()];
-                            for (i, &p) in perm.iter().enumerate() {
-                                s[p] = c[i].clone();
-                            }
-                            s
-                        }
-                        Opcode::Reshape => {
-                            let st = contiguous(&xs);
-                            (0..xs.len())
-                                .map(|d| format!("(e / {} % {})", st[d], xs[d]))
-                                .collect()
-                        }
-                        _ => c
-                            .iter()
-                            .zip(&xs)
-                            .map(|(c, &n)| if n == 1 { "0".into() } else { c.clone() })
-                            .collect(),
-                    };
-                    e.read(x, &src, None)
-                })?;
-            }
-        }
-        Ok(())
-    }
-
-    /// Elementwise ops (unary, binary, cast, select, cmp, nf4) on scalars or tiles.
-    fn elementwise(&mut self, op: &OpData) -> Result<(), CudaError> {
-        let Some(&r) = op.results.first() else {
-            return Ok(());
-        };
-        let (_, rd) = shape_dtype(self.k, r)?;
-        let xd = match op.operands.first() {
-            Some(&x) => shape_dtype(self.k, x)?.1,
-            None => return Err(self.err_op(op, "needs an operand")),
-        };
-        let operands = op.operands.clone();
-        let opcode = op.opcode;
-        let pred = match &op.lead {
-            Some(Attr::Name(n, _)) => n.clone(),
-            _ => String::new(),
-        };
-        let yd = operands
-            .get(1)
-            .map(|&y| shape_dtype(self.k, y).map(|t| t.1))
-            .transpose()?;
-        let f = move |e: &Self, c: &[String]| -> Result<String, CudaError> {
-            let lin = (c.len() == 1 || !c.is_empty()).then_some("e");
-            let mut a = Vec::new();
-            for &v in &operands {
-                let same = shape_dtype(e.k, v)?.0 == shape_dtype(e.k, r)?.0;
-                a.push(e.read(v, c, if same { lin } else { None })?);
-            }
-            let res = match opcode {
-                Opcode::Cast => Ok(compute::cast(xd, rd, &a[0])),
-                Opcode::Select => Ok(format!("({} ? {} : {})", a[0], a[1], a[2])),
-                Opcode::Cmp => compute::cmp(&pred, &a[0], &a[1]),
-                Opcode::Nf4 => Ok(format!("kir_nf4({})", a[0])),
-                _ if a.len() == 1 => compute::unary(opcode, xd, &a[0]),
-                _ => compute::binary(opcode, yd.unwrap_or(xd), &a[0], &a[1]),
-            };
-            res.map_err(|m| CudaError::plain(format!("kernel `{}`: {m}", e.k.name)))
-        };
-        if self.k.dfg.ty(r).is_scalar() {
-            let expr = f(self, &[])?;
-            self.line(format!("const {} {} = {expr};", ctype(rd), self.n(r)));
-            Ok(())
-        } else {
-            self.tile_statement(r, &f)
-        }
-    }
-
-    /// `reduce KIND %x axis A`: one thread per output element, ascending along the axis.
-    fn reduce(&mut self, op: &OpData) -> Result<(), CudaError> {
-        let (Some(&r), Some(&x)) = (op.results.first(), op.operands.first()) else {
-            return Ok(());
-        };
-        let (xs, d) = shape_dtype(self.k, x)?;
-        let (rs, _) = shape_dtype(self.k, r)?;
-        let axis = match op.attr("axis") {
-            Some(Attr::Expr(e)) => e.as_int().unwrap_or(0),
-            _ => 0,
-        } as usize;
-        let kind = match &op.lead {
-            Some(Attr::Name(n, _)) => n.clone(),
-            _ => String::new(),
-        };
-        let n = *xs
-            .get(axis)
-            .ok_or_else(|| self.err_op(op, format!("axis {axis} is out of range")))?;
-        if n == 0 && kind != "sum" {
-            return Err(self.err_op(op, format!("{kind} of an empty axis")));
-        }
-        let coords = Self::coord_names(&rs);
-        let mut at_j = coords.clone();
-        at_j[axis] = "j".into();
-        let mut at_0 = coords.clone();
-        at_0[axis] = "0".into();
-        let xj = self.read(x, &at_j, None)?;
-        let x0 = self.read(x, &at_0, None)?;
-        let (init, step) = match (kind.as_str(), d) {
-            ("sum", Dtype::I1) => return Err(self.err_op(op, "sum does not apply to i1")),
-            ("sum", _) if d.is_float() => ("0.0f".to_string(), format!("__fadd_rn(partial, {xj})")),
-            ("sum", _) => (
-                compute::literal(d, &kir_ir::EvalVal::Int(0)).unwrap_or_default(),
-                format!("kir_add(partial, {xj})"),
-            ),
-            ("max", Dtype::I1) => (x0, format!("(partial || {xj})")),
-            ("min", Dtype::I1) => (x0, format!("(partial && {xj})")),
-            ("max", _) if d.is_float() => (x0, format!("kir_fmax(partial, {xj})")),
-            ("min", _) if d.is_float() => (x0, format!("kir_fmin(partial, {xj})")),
-            ("max", _) => (x0, format!("kir_max(partial, {xj})")),
-            ("min", _) => (x0, format!("kir_min(partial, {xj})")),
-            (k, _) => return Err(self.err_op(op, format!("unknown reduction `{k}`"))),
-        };
-        let first = if kind == "sum" { 0 } else { 1 };
-        self.declare_tile(r)?;
-        let total: usize = rs.iter().product();
-        let name = self.n(r);
-        self.line(format!(
-            "for (int e = threadIdx.x; e < {total}; e += blockDim.x) {{  // one thread per result element"
-        ));
-        self.depth += 1;
-        if let Some(c) = Self::coord_decl(&rs, &format!("{init} {step}")) {
-            self.line(c);
-        }
-        self.line(format!("{} partial = {init};", ctype(d)));
-        self.line(format!(
-            "for (int j = {first}; j < {n}; ++j) partial = {step};  // ascending, as the interpreter"
-        ));
-        self.line(format!("{name}[e] = {};", compute::round_to(d, "partial".into())));
-        self.depth -= 1;
-        self.line("}");
-        self.sync();
-        Ok(())
-    }
-
-    /// `dot %a, %b, %acc`: one thread per output element, k ascending, separate f32 multiply
-    /// and add (as the interpreter).
-    fn dot(&mut self, op: &OpData) -> Result<(), CudaError> {
-        let (Some(&r), [a, b, acc]) = (op.results.first(), &op.operands[..]) else {
-            return Err(self.err_op(op, "needs three operands"));
-        };
-        let (as_, _) = shape_dtype(self.k, *a)?;
-        let (rs, _) = shape_dtype(self.k, r)?;
-        let (&[m, kdim], &[_, n]) = (&as_[..], &rs[..]) else {
-            return Err(self.err_op(op, "needs rank-2 operands"));
-        };
-        let rc = ["e0".to_string(), "e1".to_string()];
-        let av = self.read(*a, &["e0".into(), "kk".into()], None)?;
-        let bv = self.read(*b, &["kk".into(), "e1".into()], None)?;
-        let cv = self.read(*acc, &rc, Some("e"))?;
-        self.declare_tile(r)?;
-        let name = self.n(r);
-        self.line(format!(
-            "for (int e = threadIdx.x; e < {}; e += blockDim.x) {{  // one thread per (row e0, column e1)",
-            m * n
-        ));
-        self.depth += 1;
-        let used = format!("{av} {bv} {cv}");
-        if let Some(c) = Self::coord_decl(&[m, n], &used) {
-            self.line(c);
-        }
-        self.line(format!("float dot_sum = {cv};"));
-        self.line(format!(
-            "for (int kk = 0; kk < {kdim}; ++kk) dot_sum = __fadd_rn(dot_sum, __fmul_rn({av}, {bv}));"
-        ));
-        self.line(format!("{name}[e] = dot_sum;"));
-        self.depth -= 1;
-        self.line("}");
-        self.sync();
-        Ok(())
-    }
-
-    /// Copies tile `src` into the stored tile behind pointer `dst` (skipped when `src` already
-    /// is that tile), or assigns a scalar.
-    fn copy_into(&mut self, dest: &Dest, src: Value) -> Result<(), CudaError> {
-        match dest {
-            Dest::Var(name) => {
-                let v = self.read(src, &[], None)?;
-                if &v != name {
-                    self.line(format!("{name} = {v};"));
-                }
-            }
-            Dest::Tile(ptr, holder) => {
-                let (shape, _) = shape_dtype(self.k, src)?;
-                let same_region = match self.repr(src) {
-                    Repr::Mem { base, strides } => {
-                        plan::is_contiguous(&shape, &strides)
-                            && self.plan.region_of.get(&base) == self.plan.region_of.get(holder)
-                    }
-                    _ => false,
-                };
-                if same_region {
-                    self.line(format!(
-                        "// {} is already in {ptr}'s shared memory: nothing to copy",
-                        self.irn(src)
-                    ));
-                    return Ok(());
-                }
-                let coords = Self::coord_names(&shape);
-                let v = self.read(src, &coords, Some("e"))?;
-                let total: usize = shape.iter().product();
-                self.line(format!(
-                    "for (int e = threadIdx.x; e < {total}; e += blockDim.x) {{"
-                ));
-                self.depth += 1;
-                if let Some(c) = Self::coord_decl(&shape, &v) {
-                    self.line(c);
-                }
-                self.line(format!("{ptr}[e] = {v};"));
-                self.depth -= 1;
-                self.line("}");
-            }
-        }
-        Ok(())
-    }
-
-    /// `for`: carried scalars are variables, carried tiles pointers declared before the loop;
-    /// the induction variable runs in 64 bits so that `iv + step` cannot overflow.
-    fn for_op(&mut self, op: &OpData) -> Result<(), CudaError> {
-        let k = self.k;
-        let (Some(&body), [lo, hi, step, inits @ ..]) = (op.regions.first(), &op.operands[..])
-        else {
-            return Err(self.err_op(op, "needs bounds and a body"));
-        };
-        let args = k.dfg.blocks[body].args.clone();
-        let mut dests = Vec::new();
-        let mut copied = false;
-        for (&a, &init) in args.iter().skip(1).zip(inits) {
-            let (_, d) = shape_dtype(k, a)?;
-            if k.dfg.ty(a).is_scalar() {
-                let v = self.read(init, &[], None)?;
-                self.line(format!("{} {} = {v};  // carried", ctype(d), self.n(a)));
-                dests.push(Dest::Var(self.n(a)));
-            } else {
-                self.declare_tile(a)?;
-                let dest = Dest::Tile(self.n(a), a);
-                let before = self.out.len();
-                self.copy_into(&dest, init)?;
-                copied |= self.out[before..].contains("for (");
-                dests.push(dest);
-            }
-        }
-        if copied {
-            self.sync();
-        }
-        let iv = args.first().map(|&v| self.n(v)).unwrap_or_default();
-        let it = self.namer.fresh(&format!("{iv}_it"));
-        let (lo, hi, step) = (self.n(*lo), self.n(*hi), self.n(*step));
-        self.line(format!(
-            "if ({step} <= 0) kir_fail(\"kernel {}: for loop step must be positive\");",
-            k.name
-        ));
-        self.line(format!(
-            "for (long long {it} = {lo}; {it} < {hi}; {it} += {step}) {{"
-        ));
-        self.depth += 1;
-        self.line(format!("const int {iv} = (int){it};"));
-        self.dests.push((dests, true));
-        self.block(body)?;
-        self.dests.pop();
-        self.depth -= 1;
-        self.line("}");
-        for (&r, &a) in op.results.iter().zip(args.iter().skip(1)) {
-            let (_, d) = shape_dtype(k, r)?;
-            if !self.used(r) {
-                self.line(format!("// ({} is not used)", self.irn(r)));
-            } else if k.dfg.ty(r).is_scalar() {
-                self.line(format!("const {} {} = {};", ctype(d), self.n(r), self.n(a)));
-            } else {
-                self.line(format!("{}* {} = {};", ctype(d), self.n(r), self.n(a)));
-            }
-        }
-        Ok(())
-    }
-
-    /// `if`: results are declared before it and assigned by each branch's `yield`.
-    fn if_op(&mut self, op: &OpData) -> Result<(), CudaError> {
-        let k = self.k;
-        let Some(&c) = op.operands.first() else {
-            return Err(self.err_op(op, "needs a condition"));
-        };
-        let mut dests = Vec::new();
-        for &r in &op.results {
-            let (_, d) = shape_dtype(k, r)?;
-            if k.dfg.ty(r).is_scalar() {
-                self.line(format!("{} {};", ctype(d), self.n(r)));
-                dests.push(Dest::Var(self.n(r)));
-            } else {
-                self.declare_tile(r)?;
-                dests.push(Dest::Tile(self.n(r), r));
-            }
-        }
-        let cond = self.n(c);
-        self.line(format!("if ({cond}) {{"));
-        for (i, &region) in op.regions.iter().enumerate() {
-            if i == 1 {
-                self.line("} else {");
-            }
-            self.depth += 1;
-            self.dests.push((dests.clone(), false));
-            self.block(region)?;
-            self.dests.pop();
-            self.depth -= 1;
-        }
-        self.line("}");
-        Ok(())
-    }
-
-    /// `yield`: copies the values into the enclosing op's carried values or results.
-    fn yield_op(&mut self, op: &OpData) -> Result<(), CudaError> {
-        let Some((dests, is_loop)) = self.dests.last().cloned() else {
-            return Ok(());
-        };
-        if op.operands.is_empty() {
-            return Ok(());
-        }
-        self.line(format!(
-            "// {} (next values of the {})",
-            op_text(self.k, &self.ir, op),
-            if is_loop { "loop" } else { "if" }
-        ));
-        // A value yielded into another position's carried variable must be read before that
-        // variable is overwritten: stage scalars through temporaries, and refuse tile rotations.
-        let carried: Vec<Option<&Dest>> = op
-            .operands
-            .iter()
-            .map(|&v| {
-                dests.iter().find(|d| match d {
-                    Dest::Var(n) => *n == self.n(v),
-                    Dest::Tile(_, h) => {
-                        matches!(self.repr(v), Repr::Mem { base, .. }
-                            if self.plan.region_of.get(&base) == self.plan.region_of.get(h))
-                    }
-                })
-            })
-            .collect();
-        let crossed: Vec<bool> = carried
-            .iter()
-            .enumerate()
-            .map(|(i, d)| d.is_some_and(|d| !std::ptr::eq(d, &dests[i])))
-            .collect();
-        if let Some(i) = crossed.iter().position(|&c| c) {
-            if matches!(dests[i], Dest::Tile(..)) {
-                return Err(self.err_op(
-                    op,
-                    "yields a carried tile into another carried tile's position; the CUDA-C \
-                     backend does not rotate tiles (copy the tile first)",
-                ));
-            }
-            let mut temps = Vec::new();
-            for (&v, dest) in op.operands.iter().zip(&dests) {
-                if let Dest::Var(_) = dest {
-                    let (_, d) = shape_dtype(self.k, v)?;
-                    let t = self.namer.fresh(&format!("{}_next", self.n(v)));
-                    self.line(format!("const {} {t} = {};", ctype(d), self.n(v)));
-                    temps.push(Some(t));
-                } else {
-                    temps.push(None);
-                }
-            }
-            for ((&v, dest), t) in op.operands.iter().zip(&dests).zip(temps) {
-                match (dest, t) {
-                    (Dest::Var(n), Some(t)) => self.line(format!("{n} = {t};")),
-                    _ => self.copy_into(dest, v)?,
-                }
-            }
-        } else {
-            for (&v, dest) in op.operands.iter().zip(&dests) {
-                self.copy_into(dest, v)?;
-            }
-        }
-        if dests.iter().any(|d| matches!(d, Dest::Tile(..))) {
-            self.sync();
         }
         Ok(())
     }

@@ -45,7 +45,10 @@ impl Emitter<'_> {
                 }
             }
             ExprKind::Call(f, args) => {
-                let a: Vec<String> = args.iter().map(|x| self.expr_c(x)).collect::<Result<_, _>>()?;
+                let a: Vec<String> = args
+                    .iter()
+                    .map(|x| self.expr_c(x))
+                    .collect::<Result<_, _>>()?;
                 match (f, &a[..]) {
                     (kir_ir::Func::Cdiv, [x, y]) => format!("kir_cdiv({x}, {y})"),
                     (kir_ir::Func::Min, [x, y]) => format!("kir_min_ll({x}, {y})"),
@@ -63,30 +66,36 @@ impl Emitter<'_> {
         for r in &k.requires {
             let c = self.expr_c(r)?;
             let msg = format!("kernel {}: launch requirement `{r}` does not hold", k.name);
-            self.line(format!("if (!{c}) kir_fail(\"{}\");", msg.replace('"', "'")));
+            self.line(format!(
+                "if (!{c}) kir_fail(\"{}\");",
+                msg.replace('"', "'")
+            ));
         }
         self.line("extern __shared__ __align__(16) unsigned char kir_smem[];");
         for p in &k.params {
             let ParamKind::Tensor(_, t) = &p.kind else {
                 continue;
             };
-            let dims: Vec<String> = t.dims.iter().map(|d| self.dim_c(d)).collect::<Result<_, _>>()?;
+            let dims: Vec<String> = t
+                .dims
+                .iter()
+                .map(|d| self.dim_c(d))
+                .collect::<Result<_, _>>()?;
             let rank = dims.len();
             let Some(info) = self.tensors.get(&p.name) else {
                 continue;
             };
             let ptr = info.ptr.clone();
-            let index: Vec<String> = (0..rank).map(|d| self.namer.fresh(&format!("{ptr}_i{d}"))).collect();
+            let index: Vec<String> = (0..rank)
+                .map(|d| self.namer.fresh(&format!("{ptr}_i{d}")))
+                .collect();
             let mut strides = Vec::with_capacity(rank);
             let mut decls = Vec::new();
             for d in 0..rank {
                 let expr = match &t.strides {
                     Some(st) => self.expr_c(&st[d])?,
                     None if d + 1 == rank => "1".into(),
-                    None => format!(
-                        "(long long){}",
-                        dims[d + 1..].join(" * ")
-                    ),
+                    None => format!("(long long){}", dims[d + 1..].join(" * ")),
                 };
                 if expr == "1" || expr == "1LL" {
                     strides.push("1".into());
@@ -100,8 +109,16 @@ impl Emitter<'_> {
             self.line(format!(
                 "// {}: {ty} tensor [{}]{}",
                 p.name,
-                t.dims.iter().map(|d| d.to_string()).collect::<Vec<_>>().join(", "),
-                if t.strides.is_some() { ", declared strides" } else { ", row-major" }
+                t.dims
+                    .iter()
+                    .map(|d| d.to_string())
+                    .collect::<Vec<_>>()
+                    .join(", "),
+                if t.strides.is_some() {
+                    ", declared strides"
+                } else {
+                    ", row-major"
+                }
             ));
             if !decls.is_empty() {
                 self.line(format!("const long long {};", decls.join(", ")));
@@ -170,7 +187,10 @@ impl Emitter<'_> {
             })
             .collect();
         let (ptr, n) = (info.ptr.clone(), tr.param.clone());
-        self.line(format!("const long long {};  // index into {n}", idx.join(", ")));
+        self.line(format!(
+            "const long long {};  // index into {n}",
+            idx.join(", ")
+        ));
         self.line(format!("const bool in_bounds = {};", checks.join(" && ")));
         Ok(format!("{ptr}[{}]", addr.join(" + ")))
     }
@@ -204,12 +224,17 @@ impl Emitter<'_> {
         let (shape, d) = shape_dtype(self.k, r)?;
         let other = match op.attr("other") {
             Some(Attr::Expr(e)) => {
-                let v = e.eval(&|_| None, false).map_err(|err| self.err_op(op, err))?;
+                let v = e
+                    .eval(&|_| None, false)
+                    .map_err(|err| self.err_op(op, err))?;
                 Some(compute::literal(d, &v).map_err(|m| self.err_op(op, m))?)
             }
             _ => None,
         };
-        let tensor = op.tensor.as_ref().map_or(String::new(), |t| t.param.clone());
+        let tensor = op
+            .tensor
+            .as_ref()
+            .map_or(String::new(), |t| t.param.clone());
         let scalar = shape.is_empty();
         let coords = Self::coord_names(&shape);
         let mask = self.mask(op, &coords)?;
@@ -270,10 +295,16 @@ impl Emitter<'_> {
             return Err(self.err_op(op, "needs a value"));
         };
         let (shape, d) = shape_dtype(self.k, x)?;
-        let tensor = op.tensor.as_ref().map_or(String::new(), |t| t.param.clone());
+        let tensor = op
+            .tensor
+            .as_ref()
+            .map_or(String::new(), |t| t.param.clone());
         if let Some(info) = self.tensors.get(&tensor) {
             if info.dtype != d {
-                return Err(self.err_op(op, format!("stores {d} into {} tensor `{tensor}`", info.dtype)));
+                return Err(self.err_op(
+                    op,
+                    format!("stores {d} into {} tensor `{tensor}`", info.dtype),
+                ));
             }
         }
         let guard = matches!(op.attr("guard"), Some(Attr::Flag));
@@ -291,9 +322,9 @@ impl Emitter<'_> {
         let write = if atomic {
             match d {
                 Dtype::F32 | Dtype::I32 => format!("atomicAdd(&{addr}, {value});"),
-                Dtype::I64 => format!(
-                    "atomicAdd((unsigned long long*)&{addr}, (unsigned long long){value});"
-                ),
+                Dtype::I64 => {
+                    format!("atomicAdd((unsigned long long*)&{addr}, (unsigned long long){value});")
+                }
                 Dtype::Bf16 => format!("kir_atomic_add_16(&{addr}, {value}, true);"),
                 Dtype::F16 => format!("kir_atomic_add_16(&{addr}, {value}, false);"),
                 Dtype::U8 => format!("kir_atomic_add_u8(&{addr}, {value});"),

@@ -20,11 +20,13 @@
 //! the launch ABI ([`crate::abi`]), so the META.json of the PTX backend describes it too.
 
 mod compute;
+mod control;
 mod kernel;
 mod memory;
 mod names;
 pub mod plan;
 mod prelude;
+mod tiles;
 
 use crate::abi::kernel_abi;
 use crate::meta::KernelMeta;

@@ -200,7 +200,11 @@ fn dims_must_agree_between_params() {
         true,
     )
     .unwrap_err();
-    assert!(e.message.contains("must have size `K - 1` = 2 in dim 1"), "{}", e.message);
+    assert!(
+        e.message.contains("must have size `K - 1` = 2 in dim 1"),
+        "{}",
+        e.message
+    );
 }
 
 /// a: [M, K], b: [K, K - 1], c: out [M]; the kernel does nothing.
