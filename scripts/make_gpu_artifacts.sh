@@ -13,7 +13,7 @@ set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 out=${1:-$root/out/gpu_artifacts}
 cd "$root"
-kirc=${KIRC:-$root/target/release/kirc}
+kirc=${KIRC:-${CARGO_TARGET_DIR:-$root/target}/release/kirc}
 if [ -z "${KIRC:-}" ]; then
   cargo build --release -p kir-compiler --bin kirc >&2
 fi
