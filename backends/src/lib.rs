@@ -3,8 +3,10 @@
 //! ([`abi`], [`meta`]) and the GPU [`target`]s.
 
 pub mod abi;
+pub mod cuda_c;
 pub mod interp;
 pub mod meta;
+pub mod nvrtc;
 pub mod ptx;
 pub mod target;
 

@@ -104,8 +104,28 @@ pub fn compile(
                 module: spec,
             })
         }
-        Emit::Cuda => Err(CompileError::Plain(
-            "--emit cuda: the CUDA-C backend is not built yet (see docs/backends.md)".into(),
-        )),
+        Emit::Cuda => compile_cuda(spec, target, &suffix),
     }
+}
+
+/// The CUDA-C backend: one `.cu` for the whole module, and META.json with `emit: "cuda"`.
+fn compile_cuda(spec: Module, target: Target, suffix: &str) -> Result<Compiled, CompileError> {
+    let cu = kir_backends::cuda_c::lower(&spec, target, suffix).map_err(|e| match e.span {
+        Some(span) => {
+            CompileError::Source(Diagnostics(vec![kir_ir::Diagnostic::new(span, e.message)]))
+        }
+        None => CompileError::Plain(e.message),
+    })?;
+    let meta = kir_backends::meta::module_meta(
+        &spec,
+        target,
+        "cuda",
+        target.min_ptx_version(),
+        &cu.kernels,
+    );
+    Ok(Compiled {
+        text: cu.source,
+        meta: Some(meta),
+        module: spec,
+    })
 }
