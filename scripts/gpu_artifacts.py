@@ -53,6 +53,14 @@ def main():
         for k, v in scalars.items():
             cmd += ["--arg", f"{k}={v}"]
         sh(cmd)
+        # The CUDA-C parity backend on the same inputs (three-way parity).
+        ccmd = [a.kirc, "compile", op, "--target", a.target, "--emit", "cuda", "-o", os.path.join(d, "kernel.cu"),
+                "--meta", os.path.join(d, "meta_cuda.json")]
+        for k2, v2 in defines.items():
+            ccmd += ["-D", f"{k2}={v2}"]
+        r = subprocess.run(ccmd, capture_output=True, text=True)
+        if r.returncode != 0:
+            print(f"note: no CUDA C for {name}: {r.stderr.strip().splitlines()[0] if r.stderr else ''}")
         expect = {f[:-4]: f"interp/{f}" for f in os.listdir(os.path.join(d, "interp"))}
         cases.append({"name": name, "op": op, "dir": name, "defines": defines, "inputs": files,
                       "scalars": scalars, "expect": expect, "mode": "check"})
@@ -91,6 +99,58 @@ def main():
         correctness(f"rmsnorm_fwd_{dt}_{r}x{n}", "rmsnorm_fwd", {"DTYPE": dt}, {"x": x, "w": w}, {"eps": 1e-5})
         dy = rng.standard_normal((r, n)).astype(f32)
         correctness(f"rmsnorm_bwd_{dt}_{r}x{n}", "rmsnorm_bwd", {"DTYPE": dt}, {"x": x, "w": w, "dy": dy}, {"eps": 1e-5})
+
+    # The rest of the op library.
+    i32 = np.int32
+    for dt in ["bf16", "f32"]:
+        r_, n_ = (33, 4097) if dt == "bf16" else (7, 896)
+        x = (rng.standard_normal((r_, n_)) * 3).astype(f32)
+        w = rng.standard_normal(n_).astype(f32)
+        bb = rng.standard_normal(n_).astype(f32)
+        correctness(f"layernorm_fwd_{dt}", "layernorm_fwd", {"DTYPE": dt}, {"x": x, "w": w, "b": bb}, {"eps": 1e-5})
+        mean = x.mean(-1).astype(f32)
+        rstd = (1 / np.sqrt(x.var(-1) + 1e-5)).astype(f32)
+        correctness(f"layernorm_bwd_{dt}", "layernorm_bwd", {"DTYPE": dt},
+                    {"x": x, "w": w, "dy": rng.standard_normal((r_, n_)).astype(f32), "mean": mean, "rstd": rstd}, {})
+        correctness(f"swiglu_{dt}", "swiglu", {"DTYPE": dt},
+                    {"gate": (rng.standard_normal((r_, n_)) * 3).astype(f32), "up": rng.standard_normal((r_, n_)).astype(f32)}, {})
+    M, N, K = 70, 96, 192
+    codes = lambda: rng.integers(0, 256, (N, K // 2)).astype(np.uint8)
+    scales = lambda: (rng.random((N, K // 64)) + 0.5).astype(f32)
+    correctness("gemm_nf4_bf16", "gemm_nf4", {"DTYPE": "bf16"},
+                {"a": rng.standard_normal((M, K)).astype(f32), "codes": codes(), "scales": scales()}, {})
+    correctness("gemm_nf4_bf16_transpose", "gemm_nf4", {"DTYPE": "bf16", "TRANSPOSE": 1},
+                {"grad_out": rng.standard_normal((M, N)).astype(f32), "codes": codes(), "scales": scales()}, {})
+    correctness("gemm_nf4_f32_gate_up", "gemm_nf4", {"DTYPE": "f32", "GATE_UP": 1},
+                {"a": rng.standard_normal((M, K)).astype(f32), "gate_codes": codes(), "gate_scales": scales(),
+                 "up_codes": codes(), "up_scales": scales()}, {})
+    # attention_fwd features, one at a time and combined.
+    b, hq, hkv, sq, sk, d_ = 2, 4, 2, 77, 130, 64
+    q = rng.standard_normal((b, hq, sq, d_)).astype(f32)
+    k = rng.standard_normal((b, hkv, sk, d_)).astype(f32)
+    v = rng.standard_normal((b, hkv, sk, d_)).astype(f32)
+    base = {"DTYPE": "bf16", "HEAD_DIM": d_}
+    qkv = {"q": q, "k": k, "v": v}
+    correctness("attn_varlen_window_causal", "attention_fwd", dict(base, CAUSAL=1, VARLEN=1, WINDOW=1),
+                dict(qkv, total_lengths=np.array([100, 129], dtype=i32)), {"scale": 0.125, "window": 20})
+    correctness("attn_mask_bhq_softcap", "attention_fwd", dict(base, MASK=1, SOFTCAP=1),
+                dict(qkv, mask=rng.standard_normal((b * hq, sq, sk)).astype(f32)), {"scale": 0.125, "softcap": 5.0})
+    correctness("attn_kv_offset_bshd", "attention_fwd", dict(base, CAUSAL=1, KV_OFFSET=1, OUT_LAYOUT="bshd"),
+                dict(qkv, past_lengths=np.array([40, 53], dtype=i32)), {"scale": 0.125})
+    # attention_bwd (o, lse from a float64 forward so the inputs are consistent).
+    for det in [1, 0]:
+        qb, kb, vb = (rng.standard_normal((1, 4, 100, 64)).astype(f32), rng.standard_normal((1, 2, 90, 64)).astype(f32),
+                      rng.standard_normal((1, 2, 90, 64)).astype(f32))
+        kk, vv = np.repeat(kb, 2, 1).astype(np.float64), np.repeat(vb, 2, 1).astype(np.float64)
+        s_ = np.einsum("bhid,bhjd->bhij", qb.astype(np.float64), kk) * 0.125
+        m_ = s_.max(-1, keepdims=True)
+        p_ = np.exp(s_ - m_)
+        l_ = p_.sum(-1, keepdims=True)
+        o_ = (np.einsum("bhij,bhjd->bhid", p_, vv) / l_).astype(f32)
+        lse_ = (np.log(l_) + m_)[..., 0].astype(f32)
+        correctness(f"attn_bwd_det{det}", "attention_bwd", {"DTYPE": "bf16", "HEAD_DIM": 64, "DETERMINISTIC": det},
+                    {"q": qb, "k": kb, "v": vb, "o": o_, "do": rng.standard_normal(o_.shape).astype(f32), "lse": lse_},
+                    {"scale": 0.125})
 
     # Bigger tiles (8 warps) must be exactly as correct.
     q = rng.standard_normal((1, 3, 300, 128)).astype(f32)

@@ -26,10 +26,13 @@ def ev(expr, env):
 class Program:
     """A compiled module loaded from its PTX and META.json."""
 
-    def __init__(self, d):
-        self.meta = json.load(open(os.path.join(d, "meta.json")))
+    def __init__(self, d, kind="ptx"):
+        self.meta = json.load(open(os.path.join(d, "meta.json" if kind == "ptx" else "meta_cuda.json")))
         t0 = time.perf_counter()
-        self.mod = cp.RawModule(path=os.path.join(d, "kernel.ptx"))
+        if kind == "ptx":
+            self.mod = cp.RawModule(path=os.path.join(d, "kernel.ptx"))
+        else:
+            self.mod = cp.RawModule(code=open(os.path.join(d, "kernel.cu")).read(), options=("--std=c++17",))
         self.fns = {}
         for k in self.meta["kernels"]:
             fn = self.mod.get_function(k["symbol"])
@@ -115,14 +118,14 @@ def bench(fn, reps=50):
     return statistics.median(ts)
 
 
-def check_case(root, c):
+def check_case(root, c, kind="ptx"):
     d = os.path.join(root, c["dir"])
-    prog = Program(d)
+    prog = Program(d, kind)
     meta_params = {p["name"]: p for p in prog.meta["entry_params"]}
     tensors = {}
     for name, f in c["inputs"].items():
         arr = np.load(os.path.join(d, f))
-        tensors[name] = torch.from_numpy(arr).to(device="cuda", dtype=TDT[meta_params[name]["dtype"]])
+        tensors[name] = torch.from_numpy(np.ascontiguousarray(arr)).to(device="cuda", dtype=TDT[meta_params[name]["dtype"]])
     bufs = prog.prepare(tensors, c["scalars"])
     prog.launch(bufs)
     torch.cuda.synchronize()
@@ -135,7 +138,8 @@ def check_case(root, c):
         worst = max(worst, r)
     dt = c["defines"].get("DTYPE", "f32")
     # A second, independent reference for attention: torch in f32 from the same rounded inputs.
-    if c["op"] == "attention_fwd":
+    plain = all(not c["defines"].get(f) for f in ("VARLEN", "MASK", "WINDOW", "SOFTCAP", "KV_OFFSET", "OUT_LAYOUT"))
+    if c["op"] == "attention_fwd" and plain:
         q, k, v = (tensors[x].float() for x in "qkv")
         hq, hkv = q.shape[1], k.shape[1]
         k, v = k.repeat_interleave(hq // hkv, 1), v.repeat_interleave(hq // hkv, 1)
@@ -147,9 +151,12 @@ def check_case(root, c):
             s = s.masked_fill(j > i + sk - sq, float("-inf"))
         p = torch.softmax(s, -1).nan_to_num(0.0)
         report["o_vs_torch"] = rel(bufs["o"].float(), p @ v)
-    ok = all(v <= max(TOL.get(dt, 2e-5) * 2, 1e-4) for k, v in report.items() if k != "lse") and report.get("lse", 0) <= 1e-3
-    print(f"{'PASS' if ok else 'FAIL'} {c['name']}: " + ", ".join(f"{k} {v:.2e}" for k, v in report.items()), flush=True)
-    return {"name": c["name"], "ok": ok, "rel": report}
+    # vs the interpreter: the GPU's exp/log/tanh and summation order differ in the last bits;
+    # float outputs get twice the dtype tolerance (f32 outputs of bf16 kernels, e.g. lse, 1e-3).
+    ok = all(v <= max(TOL.get(dt, 2e-5) * 2, 1e-4) for k, v in report.items() if k not in ("lse", "delta", "mean", "rstd")) \
+        and all(report.get(x, 0) <= 1e-3 for x in ("lse", "delta", "mean", "rstd"))
+    print(f"{'PASS' if ok else 'FAIL'} {kind:4} {c['name']}: " + ", ".join(f"{k} {v:.2e}" for k, v in report.items()), flush=True)
+    return {"name": c["name"], "backend": kind, "ok": ok, "rel": report}
 
 
 def time_case(root, c, peers):
@@ -236,6 +243,8 @@ def main():
         try:
             if c["mode"] == "check":
                 results["checks"].append(check_case(a.root, c))
+                if os.path.exists(os.path.join(a.root, c["dir"], "kernel.cu")):
+                    results["checks"].append(check_case(a.root, c, "cuda"))
             else:
                 results["timings"].append(time_case(a.root, c, None))
         except Exception as e:
