@@ -1,0 +1,113 @@
+//! The FA3 planner's feature, as kir expresses it: the tile plan is a specialization
+//! (`BLOCK_M`, `BLOCK_N` of attention_fwd), the interpreter proves the planned configuration
+//! computes attention exactly as the f64 oracle does, and the shared-memory budget of a plan is
+//! checked at compile time with a clear error instead of a launch failure. Stage counts and warp
+//! roles come with the scheduling passes.
+
+use kir_backends::interp::HostArg;
+use kir_backends::Target;
+use kir_compiler::compile::{compile, Emit};
+use kir_tests::oracle::{self, AttnShape};
+use kir_tests::{compare, dtype, run_op, t, tolerance, Rng};
+
+#[test]
+fn fa3_tile_plan_is_exact_on_the_interpreter() {
+    for causal in ["0", "1"] {
+        let mut rng = Rng::fresh("fa3 plan 128x128");
+        let s = AttnShape {
+            b: 1,
+            hq: 2,
+            hkv: 1,
+            sq: 1 + rng.range(130, 300),
+            sk: 1 + rng.range(130, 300),
+            d: 128,
+        };
+        let dt = dtype("f16");
+        let q = rng.tensor(s.b * s.hq * s.sq * s.d, 3.0, dt);
+        let k = rng.tensor(s.b * s.hkv * s.sk * s.d, 3.0, dt);
+        let v = rng.tensor(s.b * s.hkv * s.sk * s.d, 3.0, dt);
+        let scale = (1.0 / 128f64.sqrt()) as f32 as f64;
+        let (o_ref, lse_ref) = oracle::attention(s, &q, &k, &v, scale, causal == "1");
+        let out = run_op(
+            "attention_fwd",
+            &[
+                ("DTYPE", "f16"),
+                ("HEAD_DIM", "128"),
+                ("CAUSAL", causal),
+                ("BLOCK_M", "128"),
+                ("BLOCK_N", "128"),
+            ],
+            vec![
+                ("q", t(dt, &[s.b, s.hq, s.sq, s.d], q)),
+                ("k", t(dt, &[s.b, s.hkv, s.sk, s.d], k)),
+                ("v", t(dt, &[s.b, s.hkv, s.sk, s.d], v)),
+                ("scale", HostArg::Scalar(scale)),
+            ],
+        );
+        compare(
+            &format!("fa3 plan causal={causal} {s:?}: o"),
+            &out["o"].data,
+            &o_ref,
+            tolerance(dt),
+        );
+        compare(
+            &format!("fa3 plan causal={causal}: lse"),
+            &out["lse"].data,
+            &lse_ref,
+            (1e-5, 1e-4),
+        );
+    }
+}
+
+#[test]
+fn shared_memory_budget_is_a_compile_error() {
+    let src = kir_compiler::oplib::builtin("attention_fwd").expect("built-in op");
+    let d = |v: &[(&str, &str)]| {
+        v.iter()
+            .map(|(a, b)| (a.to_string(), b.to_string()))
+            .collect::<Vec<_>>()
+    };
+    // The 128×128 plan for d = 128 fits and META reports its shared memory.
+    let ok = compile(
+        src,
+        &d(&[
+            ("DTYPE", "f16"),
+            ("HEAD_DIM", "128"),
+            ("BLOCK_M", "128"),
+            ("BLOCK_N", "128"),
+        ]),
+        None,
+        Target::Sm90a,
+        Emit::Ptx,
+    )
+    .expect("the 128x128 plan compiles");
+    let bytes = ok.meta.expect("meta")["kernels"][0]["shared_bytes"]
+        .as_u64()
+        .expect("shared_bytes");
+    assert!(bytes > 0 && bytes <= 232_448, "shared_bytes {bytes}");
+    // A plan that cannot fit is refused at compile time, naming the kernel and the numbers.
+    let err = compile(
+        src,
+        &d(&[("HEAD_DIM", "256"), ("BLOCK_M", "256"), ("BLOCK_N", "256")]),
+        None,
+        Target::Sm90a,
+        Emit::Ptx,
+    )
+    .err()
+    .expect("a 256x256 plan at d = 256 must not fit");
+    let msg = err.to_string();
+    let rendered = match &err {
+        kir_compiler::compile::CompileError::Source(d) => d.render("attention_fwd.kir", src),
+        kir_compiler::compile::CompileError::Plain(m) => m.clone(),
+    };
+    assert!(
+        rendered.contains("attention_fwd")
+            && rendered.contains("232448")
+            && rendered.contains("bytes of shared memory"),
+        "{msg}\n{rendered}"
+    );
+    assert!(
+        rendered.contains("attention_fwd.kir:"),
+        "the error is located: {rendered}"
+    );
+}
