@@ -66,6 +66,65 @@ fn cases() -> Vec<Case> {
     ));
     v.push(("rmsnorm_fwd", defs(&[("BLOCK", "100")])));
     v.push(("rmsnorm_bwd", defs(&[("ROWS", "1"), ("BLOCK", "96")])));
+    // The rest of the op library and the attention_fwd switches.
+    for dt in ["f32", "bf16"] {
+        v.push(("layernorm_fwd", defs(&[("DTYPE", dt)])));
+        v.push(("layernorm_bwd", defs(&[("DTYPE", dt)])));
+        v.push(("swiglu", defs(&[("DTYPE", dt)])));
+        v.push(("gemm_nf4", defs(&[("DTYPE", dt)])));
+    }
+    v.push((
+        "gemm_nf4",
+        defs(&[("DTYPE", "bf16"), ("TRANSPOSE", "1"), ("GATE_UP", "1")]),
+    ));
+    v.push((
+        "gemm",
+        defs(&[
+            ("DTYPE", "f32"),
+            ("TRANS_A", "1"),
+            ("C_IN", "1"),
+            ("EPILOGUE", "gelu"),
+        ]),
+    ));
+    v.push((
+        "gemm",
+        defs(&[
+            ("DTYPE", "f32"),
+            ("BF16_COMPUTE", "1"),
+            ("EPILOGUE", "relu"),
+        ]),
+    ));
+    v.push((
+        "attention_fwd",
+        defs(&[
+            ("HEAD_DIM", "64"),
+            ("CAUSAL", "1"),
+            ("VARLEN", "1"),
+            ("WINDOW", "1"),
+            ("SOFTCAP", "1"),
+        ]),
+    ));
+    v.push((
+        "attention_fwd",
+        defs(&[
+            ("HEAD_DIM", "64"),
+            ("MASK", "1"),
+            ("KV_OFFSET", "1"),
+            ("CAUSAL", "1"),
+            ("OUT_LAYOUT", "bshd"),
+        ]),
+    ));
+    for det in ["0", "1"] {
+        v.push((
+            "attention_bwd",
+            defs(&[
+                ("HEAD_DIM", "64"),
+                ("DETERMINISTIC", det),
+                ("BLOCK_M", "32"),
+                ("BLOCK_N", "32"),
+            ]),
+        ));
+    }
     let mut out: Vec<Case> = v
         .into_iter()
         .map(|(op, d)| {

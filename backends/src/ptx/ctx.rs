@@ -366,6 +366,23 @@ impl<'a> Ctx<'a> {
     }
 }
 
+/// The block a kernel runs with: 4 warps, or 8 when a dot's result has 128 rows or more (so each
+/// warp keeps 16 rows of the accumulator).
+pub fn block_of(k: &Kernel) -> Block {
+    let big = k.dfg.ops.values().any(|o| {
+        o.opcode == kir_ir::Opcode::Dot
+            && o.results
+                .first()
+                .and_then(|&r| k.dfg.ty(r).shape())
+                .is_some_and(|s| s.len() == 2 && s[0] >= 128 && s[0] % 128 == 0)
+    });
+    let warps = if big { 8 } else { THREADS / 32 };
+    Block {
+        threads: warps * 32,
+        warps,
+    }
+}
+
 /// Lowers one specialized kernel to a `.entry`.
 pub fn lower_kernel(
     k: &Kernel,
@@ -373,22 +390,7 @@ pub fn lower_kernel(
     target: Target,
     symbol: &str,
 ) -> Result<Lowered, PtxError> {
-    // 4 warps, or 8 when a dot's rows allow 16 rows per warp at 8 warps (BLOCK_M ≥ 128).
-    let warps = if k.dfg.ops.values().any(|o| {
-        o.opcode == kir_ir::Opcode::Dot
-            && o.results
-                .first()
-                .and_then(|&r| k.dfg.ty(r).shape())
-                .is_some_and(|s| s.len() == 2 && s[0] >= 128 && s[0] % 128 == 0)
-    }) {
-        8
-    } else {
-        THREADS / 32
-    };
-    let blk = Block {
-        threads: warps * 32,
-        warps,
-    };
+    let blk = block_of(k);
     let mut b = Builder::default();
     let places = layout::assign(k, blk);
     // The scratch region used by layout conversions and reductions: the largest tile, 32 or

@@ -356,3 +356,42 @@ pub fn assign(k: &Kernel, b: Block) -> HashMap<Value, Place> {
     }
     out
 }
+
+/// A copy of a specialized module whose ops carry a comment naming the layout of each tile they
+/// define (what `kirc compile --emit ir --dump-after layout` prints).
+pub fn annotate(m: &kir_ir::Module) -> kir_ir::Module {
+    let mut out = m.clone();
+    for k in out.kernels.values_mut() {
+        let b = super::ctx::block_of(k);
+        let places = assign(k, b);
+        let names = kir_ir::text::printer::value_names(k);
+        let mut notes: Vec<(kir_ir::Op, String)> = Vec::new();
+        for (o, op) in k.dfg.ops.iter() {
+            let parts: Vec<String> = op
+                .results
+                .iter()
+                .filter(|r| !k.dfg.ty(**r).is_scalar())
+                .map(|r| {
+                    let what = match places.get(r) {
+                        Some(Place::Reg(Layout::Blocked)) => {
+                            format!("blocked(vec {VEC}, {} threads)", b.threads)
+                        }
+                        Some(Place::Reg(Layout::RowMma)) => {
+                            format!("mma-accumulator({} warps along rows)", b.warps)
+                        }
+                        Some(Place::Shared) => "shared(rows padded 16 B)".to_string(),
+                        Some(Place::Scalar) | None => "scalar".to_string(),
+                    };
+                    format!("%{} = {what}", names[*r])
+                })
+                .collect();
+            if !parts.is_empty() {
+                notes.push((o, format!("layout: {}", parts.join(", "))));
+            }
+        }
+        for (o, n) in notes {
+            k.dfg.ops[o].doc.push(n);
+        }
+    }
+    out
+}

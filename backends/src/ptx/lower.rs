@@ -48,6 +48,13 @@ fn lazy_ok(c: &Ctx, op: &OpData) -> bool {
     let int_result = matches!(dtype(c, r), Dtype::I32 | Dtype::I1);
     match op.opcode {
         Opcode::Iota => int_result,
+        Opcode::Splat => {
+            int_result
+                && op
+                    .operands
+                    .first()
+                    .is_some_and(|a| c.k.dfg.ty(*a).is_scalar())
+        }
         Opcode::Add
         | Opcode::Sub
         | Opcode::Mul
@@ -109,6 +116,16 @@ pub fn coord_value(c: &mut Ctx, v: Value, idx: &[Reg], sp: Span) -> Result<Reg, 
         };
         return Ok(idx.get(axis).copied().unwrap_or(idx[0]));
     }
+    if op.opcode == Opcode::Splat {
+        let a = *op
+            .operands
+            .first()
+            .ok_or_else(|| PtxError::at(sp, "splat needs an operand"))?;
+        return match c.val(a, sp)? {
+            Val::Scalar(r) => Ok(r),
+            _ => Err(PtxError::at(sp, "internal: splat of a tile")),
+        };
+    }
     let od = op
         .operands
         .first()
@@ -160,6 +177,24 @@ pub fn materialize(c: &mut Ctx, o: kir_ir::Op) -> Result<Val, PtxError> {
     let op = &k.dfg.ops[o];
     match op.opcode {
         Opcode::Iota => super::tile::iota_val(c, op),
+        Opcode::Splat => {
+            let r = op
+                .results
+                .first()
+                .copied()
+                .ok_or_else(|| PtxError::at(op.span, "splat without a result"))?;
+            let (l, shape) = match place(c, r) {
+                Place::Reg(l) => (l, c.k.dfg.ty(r).shape().unwrap_or_default()),
+                _ => return Err(PtxError::at(op.span, "internal: lazy splat placement")),
+            };
+            let regs = regs_in(c, r, l, &shape, op.span)?;
+            Ok(Val::Tile {
+                layout: l,
+                shape,
+                dtype: dtype(c, r),
+                regs,
+            })
+        }
         _ => elementwise_val(c, op),
     }
 }
@@ -235,6 +270,14 @@ pub fn regs_in(
     span: Span,
 ) -> Result<Vec<Reg>, PtxError> {
     let n = super::layout::slots(layout, shape, c.blk);
+    // A lazy index/mask tile is computed directly in the layout asked for: no conversion.
+    if c.lazy.contains_key(&v) && c.k.dfg.ty(v).shape().as_deref() == Some(shape) {
+        let coords = c.coords(layout, shape);
+        return coords
+            .iter()
+            .map(|sc| coord_value(c, v, &sc.idx, span))
+            .collect();
+    }
     match c.val(v, span)? {
         Val::Scalar(r) => Ok(vec![r; n]),
         Val::Tile {

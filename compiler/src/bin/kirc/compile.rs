@@ -29,6 +29,10 @@ pub struct Args {
     /// Write the launch metadata JSON here.
     #[arg(long, value_name = "META.json")]
     meta: Option<String>,
+    /// Print the IR right after a pass instead of compiling: parse, specialize, or layout (the
+    /// PTX backend's layout assignment, shown as a comment on each op).
+    #[arg(long, value_name = "PASS")]
+    dump_after: Option<String>,
 }
 
 /// Runs `kirc compile`.
@@ -44,6 +48,26 @@ pub fn main(a: Args) -> Result<ExitCode, CliError> {
     let emit = Emit::from_name(&a.emit)
         .ok_or_else(|| CliError::Plain(format!("unknown --emit `{}` (ptx, cuda, ir)", a.emit)))?;
     let src = common::load(&a.file)?;
+    if let Some(pass) = &a.dump_after {
+        let text = match pass.as_str() {
+            "layout" => {
+                let f = common::frontend(&src, &a.defines)?;
+                let spec = kir_compiler::pipeline::entry_module(f.specialized, a.kernel.as_deref())
+                    .map_err(CliError::Plain)?;
+                kir_ir::text::print(&kir_backends::ptx::layout::annotate(&spec))
+            }
+            p => kir_compiler::pipeline::dump_after(&src.text, &a.defines, p).map_err(
+                |e| match e {
+                    kir_compiler::pipeline::DumpError::UnknownPass(_) => {
+                        CliError::Plain(format!("{e} (and `layout` for kirc compile)"))
+                    }
+                    kir_compiler::pipeline::DumpError::Failed(d) => CliError::located(&src, d),
+                },
+            )?,
+        };
+        write(&a.out, &text)?;
+        return Ok(ExitCode::SUCCESS);
+    }
     let out = compile::compile(&src.text, &a.defines, a.kernel.as_deref(), target, emit).map_err(
         |e| match e {
             CompileError::Source(d) => CliError::located(&src, d),
