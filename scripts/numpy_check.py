@@ -7,46 +7,10 @@ usage: scripts/numpy_check.py [--kirc target/release/kirc] [--seed N] [--cases N
 import argparse, os, subprocess, sys, tempfile
 import numpy as np
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from kirnp import err, round_to, run  # noqa: E402
+
 TOL = {"f32": (2e-5, 2e-4), "f16": (2e-3, 1e-2), "bf16": (1.2e-2, 5e-2)}
-
-
-def round_to(x, dt):
-    x = np.asarray(x, dtype=np.float64)
-    if dt == "f32":
-        return x.astype(np.float32).astype(np.float64)
-    if dt == "f16":
-        return x.astype(np.float16).astype(np.float64)
-    # bf16: round f64 to 8 significant bits, ties to even (normal range is all tests need).
-    m, e = np.frexp(x)
-    return np.ldexp(np.round(m * 256.0), e - 8)
-
-
-def err(out, ref):
-    fin = np.isfinite(ref)
-    assert np.array_equal(np.isfinite(out), fin), "non-finite mismatch (unwritten or wrong -inf)"
-    assert np.array_equal(out[~fin], ref[~fin])
-    d = out[fin] - ref[fin]
-    rel = np.linalg.norm(d) / max(np.linalg.norm(ref[fin]), 1e-300)
-    mx = np.abs(d).max(initial=0) / max(np.abs(ref[fin]).max(initial=0), 1e-300)
-    return rel, mx
-
-
-def run(kirc, op, defines, args, tmp):
-    cmd = [kirc, "run", op]
-    for k, v in defines.items():
-        cmd += ["-D", f"{k}={v}"]
-    for k, v in args.items():
-        if isinstance(v, np.ndarray):
-            p = os.path.join(tmp, f"{k}.npy")
-            np.save(p, v)
-            v = p
-        cmd += ["--arg", f"{k}={v}"]
-    out = os.path.join(tmp, "out")
-    cmd += ["--out", out]
-    r = subprocess.run(cmd, capture_output=True, text=True)
-    if r.returncode != 0:
-        sys.exit(f"FAILED: {' '.join(cmd)}\n{r.stderr}")
-    return {f[:-4]: np.load(os.path.join(out, f)).astype(np.float64) for f in os.listdir(out)}
 
 
 def attention_ref(q, k, v, scale, causal):

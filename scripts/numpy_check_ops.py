@@ -8,6 +8,9 @@ usage: scripts/numpy_check_ops.py [--kirc target/release/kirc] [--seed N] [--cas
 import argparse, os, subprocess, sys, tempfile
 import numpy as np
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from kirnp import err, round_to, run  # noqa: E402
+
 TOL = {"f32": (2e-5, 2e-4), "f16": (2e-3, 1e-2), "bf16": (1.2e-2, 5e-2)}
 DTYPES = ["f32", "f16", "bf16"]
 NF4 = np.array([-1.0, -0.6961928009986877, -0.5250730514526367, -0.39491748809814453,
@@ -16,31 +19,10 @@ NF4 = np.array([-1.0, -0.6961928009986877, -0.5250730514526367, -0.3949174880981
                 0.44070982933044434, 0.5626170039176941, 0.7229568362236023, 1.0])
 
 
-def round_to(x, dt):
-    x = np.asarray(x, dtype=np.float64)
-    if dt == "f32":
-        return x.astype(np.float32).astype(np.float64)
-    if dt == "f16":
-        return x.astype(np.float16).astype(np.float64)
-    # bf16: round f64 to 8 significant bits, ties to even (normal range is all tests need).
-    m, e = np.frexp(x)
-    return np.ldexp(np.round(m * 256.0), e - 8)
-
-
 def trunc_bf16(x):
     """Truncates f32 values to bf16 by clearing the low 16 bits of their bit patterns."""
     b = np.asarray(x, dtype=np.float32).view(np.uint32) & np.uint32(0xFFFF0000)
     return b.view(np.float32).astype(np.float64)
-
-
-def err(out, ref, scale=None):
-    fin = np.isfinite(ref)
-    assert np.array_equal(np.isfinite(out), fin), "non-finite mismatch (unwritten element?)"
-    s = np.abs(ref[fin]) if scale is None else np.abs(scale[fin])
-    d = out[fin] - ref[fin]
-    rel = np.linalg.norm(d) / max(np.linalg.norm(s), 1e-300)
-    mx = np.abs(d).max(initial=0) / max(s.max(initial=0), 1e-300)
-    return rel, mx
 
 
 def check(name, out, ref, tol, scale=None):
@@ -48,27 +30,6 @@ def check(name, out, ref, tol, scale=None):
     what = "term scale" if scale is not None else "ref"
     print(f"{name}: rel L2 {rel:.2e}, max/max|{what}| {mx:.2e}")
     assert rel <= tol[0] and mx <= tol[1], f"{name} out of tolerance {tol}"
-
-
-def run(kirc, op, defines, args, tmp):
-    cmd = [kirc, "run", op]
-    for k, v in defines.items():
-        cmd += ["-D", f"{k}={v}"]
-    for k, v in args.items():
-        if isinstance(v, np.ndarray):
-            p = os.path.join(tmp, f"{k}.npy")
-            np.save(p, v)
-            v = p
-        cmd += ["--arg", f"{k}={v}"]
-    out = os.path.join(tmp, "out")
-    if os.path.isdir(out):
-        for f in os.listdir(out):
-            os.remove(os.path.join(out, f))
-    cmd += ["--out", out]
-    r = subprocess.run(cmd, capture_output=True, text=True)
-    if r.returncode != 0:
-        sys.exit(f"FAILED: {' '.join(cmd)}\n{r.stderr}")
-    return {f[:-4]: np.load(os.path.join(out, f)).astype(np.float64) for f in os.listdir(out)}
 
 
 def layernorm(kirc, rng, dt, mag, tmp):
