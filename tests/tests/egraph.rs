@@ -224,3 +224,33 @@ fn the_differential_test_catches_a_broken_rule() {
     let caught = std::panic::catch_unwind(|| differential("broken", &spec, &bad));
     assert!(caught.is_err(), "the broken rule was not caught");
 }
+
+/// The IR after the pass for the rule-family example and attention_fwd, and the rules applied
+/// (the `kirc explain` data): reviewed as code when they change.
+#[test]
+fn snapshots_after_egraph() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let rules_src = std::fs::read_to_string(root.join("in/egraph_rules.kir")).expect("read");
+    let attn = kir_compiler::oplib::builtin("attention_fwd").expect("op");
+    for (name, src) in [
+        ("egraph_rules", rules_src.as_str()),
+        ("attention_fwd", attn),
+    ] {
+        let ir = pipeline::dump_after(src, &[], "egraph").expect("dump");
+        let (_, spec) = pipeline::frontend(src, &[]).expect("frontend");
+        let (_, reps) = passes::egraph_with(&spec, &all_rules(), &Limits::default());
+        let applied: Vec<String> = reps
+            .iter()
+            .map(|r| {
+                format!(
+                    "@{}: {:?} cost {:.1} -> {:.1}",
+                    r.kernel, r.applied, r.cost_before, r.cost_after
+                )
+            })
+            .collect();
+        insta::assert_snapshot!(
+            format!("egraph__{name}"),
+            format!("{}\n\n{ir}", applied.join("\n"))
+        );
+    }
+}
