@@ -1,8 +1,10 @@
 //! The pipeline: the one place passes are ordered.
 //!
-//! Today the pipeline is the front end: `parse` → verify → `specialize` → verify. Later stages
-//! (e-graph rewriting, layout assignment, scheduling, lowering) are appended to [`PASSES`] and to
-//! [`run_observed`], in order; each pass stays a free function in `crate::passes`. Every pass
+//! Today the pipeline is `parse` → verify → `specialize` → verify → `egraph` → verify. Later
+//! stages (fusion, layout assignment, scheduling, lowering) are appended to [`PASSES`] and to
+//! [`run_observed`], in order; each pass stays a free function in `crate::passes`. The backends
+//! and `kirc run` still consume the specialized module; the e-graph output is
+//! [`Frontend::optimized`], checked differentially against it by the test suite. Every pass
 //! can be dumped: [`dump_after`] returns the canonical IR text right after a named pass, which is
 //! what `kirc check --dump-after PASS` prints and what snapshot tests record.
 
@@ -10,7 +12,7 @@ use crate::passes;
 use kir_ir::{text, verifier, Diagnostics, Module};
 
 /// The passes in pipeline order, by the name `--dump-after` takes.
-pub const PASSES: &[&str] = &["parse", "specialize"];
+pub const PASSES: &[&str] = &["parse", "specialize", "egraph"];
 
 /// `-D NAME=VALUE` overrides, in command-line order (the last one of a name wins).
 pub type Defines = [(String, String)];
@@ -22,6 +24,8 @@ pub struct Frontend {
     pub generic: Module,
     /// The module after specialization: no constants, all dtypes known.
     pub specialized: Module,
+    /// The specialized module after e-graph rewriting (`egraph` pass).
+    pub optimized: Module,
 }
 
 /// Runs every pass in order, verifying after each one that changes the IR, and calls
@@ -39,9 +43,14 @@ pub fn run_observed(
     verifier::verify(&specialized)?;
     observe("specialize", &specialized);
 
+    let optimized = passes::egraph(&specialized);
+    verifier::verify(&optimized)?;
+    observe("egraph", &optimized);
+
     Ok(Frontend {
         generic,
         specialized,
+        optimized,
     })
 }
 
@@ -100,7 +109,7 @@ mod tests {
         assert!(spec.contains("tile<8xf32>"), "{spec}");
         assert!(spec.contains("cdiv(R, 8)"), "{spec}");
         assert!(matches!(
-            dump_after(SRC, &[], "egraph"),
+            dump_after(SRC, &[], "no-such-pass"),
             Err(DumpError::UnknownPass(_))
         ));
     }

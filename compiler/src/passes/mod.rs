@@ -1,5 +1,7 @@
 //! Compiler passes: free functions, one per file, sequenced only by `crate::pipeline`.
 
+pub mod egraph;
 pub mod specialize;
 
+pub use egraph::{egraph, egraph_with};
 pub use specialize::{const_values, specialize};

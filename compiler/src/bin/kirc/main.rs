@@ -8,6 +8,7 @@
 mod check;
 mod common;
 mod compile;
+mod explain;
 mod fmt;
 mod ops;
 mod randn;
@@ -32,6 +33,8 @@ enum Command {
     Fmt(fmt::Args),
     /// Compile a module to PTX, CUDA C or specialized IR, with launch metadata.
     Compile(compile::Args),
+    /// Show what the e-graph phase did to each kernel: rules applied, cost before and after.
+    Explain(explain::Args),
     /// Run a module on the CPU interpreter with .npy inputs; write .npy outputs.
     Run(run::Args),
     /// Write a deterministic pseudo-random array to an .npy file.
@@ -46,6 +49,7 @@ fn main() -> ExitCode {
         Command::Check(a) => check::main(a),
         Command::Fmt(a) => fmt::main(a),
         Command::Compile(a) => compile::main(a),
+        Command::Explain(a) => explain::main(a),
         Command::Run(a) => run::main(a),
         Command::Randn(a) => randn::main(a),
         Command::Ops(a) => ops::main(a),
