@@ -17,14 +17,17 @@ fn ptxas() -> String {
 fn assemble(name: &str, ptx: &str, target: Target) -> String {
     let dir = std::env::temp_dir().join(format!("kir-ptx-{}", std::process::id()));
     std::fs::create_dir_all(&dir).expect("temp dir");
-    let file = dir.join(format!("{name}.{}.ptx", target.name()));
+    // Tests run in parallel threads: every assembly gets its own file names.
+    static SEQ: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let n = SEQ.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let file = dir.join(format!("{name}.{n}.{}.ptx", target.name()));
     std::fs::write(&file, ptx).expect("write ptx");
     let out = Command::new(ptxas())
         .arg(format!("-arch={}", target.name()))
         .arg("-v")
         .arg(&file)
         .arg("-o")
-        .arg(dir.join(format!("{name}.{}.cubin", target.name())))
+        .arg(dir.join(format!("{name}.{n}.{}.cubin", target.name())))
         .output()
         .expect("run ptxas");
     let log =
