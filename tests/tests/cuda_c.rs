@@ -204,7 +204,10 @@ fn golden_cuda_per_op() {
         // attention_bwd's default 64×64 tiles exceed 227 KB when every live tile is held as
         // 32-bit values (the parity backend's choice); its golden uses 32×32 tiles.
         let defs: Vec<(String, String)> = if name == "attention_bwd" {
-            vec![("BLOCK_M".into(), "32".into()), ("BLOCK_N".into(), "32".into())]
+            vec![
+                ("BLOCK_M".into(), "32".into()),
+                ("BLOCK_N".into(), "32".into()),
+            ]
         } else {
             vec![]
         };
