@@ -101,12 +101,18 @@ impl Gpu {
         }
         // SAFETY: plain driver calls with valid out-pointers.
         unsafe {
-            check(sys::cuInit(0), "cuInit (initializing the CUDA driver)")?;
+            let r = sys::cuInit(0);
+            if r == CUresult::CUDA_ERROR_NO_DEVICE {
+                return Err(RuntimeError::NoDriver(
+                    "no CUDA device found: the driver is installed but reports no GPU".into(),
+                ));
+            }
+            check(r, "cuInit (initializing the CUDA driver)")?;
             let mut n = 0;
             check(sys::cuDeviceGetCount(&mut n), "cuDeviceGetCount")?;
             if n <= 0 {
                 return Err(RuntimeError::NoDriver(
-                    "the CUDA driver reports no device".into(),
+                    "no CUDA device found: the driver reports none".into(),
                 ));
             }
             if ordinal >= n as usize {

@@ -44,6 +44,12 @@ pub enum RuntimeError {
     Bind(InterpError),
 }
 
+/// The PTX of the device fill kernels behind `kirc bench`'s random inputs (PTX 7.0, sm_80), for
+/// checking it with ptxas.
+pub fn fill_ptx() -> String {
+    fill::ptx()
+}
+
 /// The kir target matching a compute capability (`None` for devices kir does not target).
 pub fn target_for(capability: (i32, i32)) -> Option<Target> {
     match capability {
