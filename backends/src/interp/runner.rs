@@ -216,7 +216,7 @@ pub(crate) fn launch_grid(
             .join(", ")
     };
     for r in &k.requires {
-        match r.eval(&lookup(&dims), false) {
+        match r.eval(&lookup(dims), false) {
             Ok(EvalVal::Bool(true)) => {}
             Ok(EvalVal::Int(i)) if i != 0 => {}
             Ok(_) => {
@@ -242,7 +242,7 @@ pub(crate) fn launch_grid(
     let mut grid = [0i64; 3];
     for (g, e) in grid.iter_mut().zip(&k.grid) {
         *g = e
-            .eval_int(&lookup(&dims))
+            .eval_int(&lookup(dims))
             .map_err(|err| kerr(e.span, format!("grid `{e}`: {err}")))?;
         if !(0..=i32::MAX as i64).contains(g) {
             return Err(kerr(

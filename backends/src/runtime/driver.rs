@@ -302,7 +302,7 @@ impl DevMem {
     /// uploaded).
     pub(crate) fn fill(&self, pattern: &[u8]) -> Result<(), RuntimeError> {
         let w = pattern.len();
-        if w == 0 || self.bytes % w != 0 {
+        if w == 0 || !self.bytes.is_multiple_of(w) {
             return Err(RuntimeError::Cuda(format!(
                 "internal error: fill pattern of {w} bytes over {}",
                 self.bytes
