@@ -1,6 +1,7 @@
 //! kir-backends: the targets that execute or lower kir modules: [`interp`], the CPU interpreter
 //! that runs the IR as written; the launch ABI and metadata shared by the GPU backends
-//! ([`abi`], [`meta`]) and the GPU [`target`]s.
+//! ([`abi`], [`meta`]) and the GPU [`target`]s; with the feature `cuda`, the `runtime` that
+//! loads PTX and runs programs on a GPU.
 
 pub mod abi;
 pub mod cuda_c;
@@ -8,6 +9,8 @@ pub mod interp;
 pub mod meta;
 pub mod nvrtc;
 pub mod ptx;
+#[cfg(feature = "cuda")]
+pub mod runtime;
 pub mod target;
 
 pub use target::Target;

@@ -34,7 +34,7 @@ fn s(p: &Path) -> &str {
 
 #[test]
 fn help_and_ops() {
-    for sub in ["check", "fmt", "run", "randn", "ops"] {
+    for sub in ["check", "fmt", "run", "bench", "randn", "ops"] {
         let o = kirc(&[sub, "--help"]);
         assert!(
             o.status.success() && stdout(&o).contains("Usage: kirc"),
@@ -494,4 +494,70 @@ fn run_argument_errors_are_located() {
         Some(2),
         "bad --arg syntax"
     );
+}
+
+/// `kirc run --device cuda` on a machine without a GPU is a clear error with exit code 2, never
+/// a panic: either the CUDA driver is missing (a kirc built with `--features cuda`, as the
+/// workspace test build is) or the runtime is not built in (`cargo test -p kir-compiler`
+/// alone). On a machine with a GPU the run succeeds and writes the outputs.
+#[test]
+fn run_on_cuda_without_a_gpu_is_a_clear_error() {
+    let d = scratch("cuda");
+    let (x, w) = (d.join("x.npy"), d.join("w.npy"));
+    npy::write(&x, NpyDtype::F32, &[2, 8], &[0.5; 16]).unwrap();
+    npy::write(&w, NpyDtype::F32, &[8], &[1.0; 8]).unwrap();
+    let out = d.join("out");
+    let (xa, wa) = (format!("x={}", s(&x)), format!("w={}", s(&w)));
+    let args = [
+        "run",
+        "rmsnorm_fwd",
+        "--arg",
+        &xa,
+        "--arg",
+        &wa,
+        "--arg",
+        "eps=1e-5",
+    ];
+    let o = kirc(&[&args[..], &["--out", s(&out), "--device", "cuda"]].concat());
+    let err = stderr(&o);
+    if o.status.success() {
+        eprintln!(
+            "run_on_cuda_without_a_gpu_is_a_clear_error: a GPU is present; the run succeeded"
+        );
+        assert!(out.join("y.npy").exists() && out.join("rstd.npy").exists());
+        return;
+    }
+    assert_eq!(o.status.code(), Some(2), "stderr: {err}");
+    assert!(!err.contains("panicked"), "a panic: {err}");
+    assert!(
+        err.starts_with("error: no CUDA driver found")
+            || err.starts_with("error: no CUDA device found")
+            || err.starts_with(
+                "error: --device cuda needs the CUDA runtime, and this kirc was built without it"
+            ),
+        "unclear error: {err}"
+    );
+    assert!(!out.exists(), "no output may be written on failure");
+    // `--target` is for the GPU only; `kirc bench` fails the same way.
+    let o = kirc(&[&args[..], &["--out", s(&out), "--target", "sm_90a"]].concat());
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        stderr(&o).contains("--target applies to --device cuda"),
+        "{}",
+        stderr(&o)
+    );
+    let o = kirc(&[
+        "bench",
+        "rmsnorm_fwd",
+        "--shape",
+        "x=4x8",
+        "--shape",
+        "w=8",
+        "--arg",
+        "eps=1e-5",
+    ]);
+    if !o.status.success() {
+        assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+        assert!(!stderr(&o).contains("panicked"), "{}", stderr(&o));
+    }
 }

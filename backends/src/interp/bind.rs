@@ -1,23 +1,74 @@
 //! Argument binding: entry arguments (dims from shapes, dtype conversion, poisoned `out`
 //! tensors), temps, and the kernel params of each launch. Every mismatch is an error naming the
 //! params involved.
+//!
+//! The binding is generic over the buffer type ([`Shaped`]), so the GPU runtime binds dims,
+//! allocates outs and temps and checks launches with exactly this code: the interpreter binds
+//! host [`Buffer`]s, the runtime device buffers.
 
 use super::memory::{contiguous_strides, Buffer};
 use super::tile::{scalar_from_f64, Tile};
 use super::{HostArg, InterpError};
-use kir_ir::{Access, EvalVal, Expr, ExprKind, Kernel, Launch, Param, ParamKind, Span, TensorType};
+use kir_ir::{
+    Access, Dtype, EvalVal, Expr, ExprKind, Kernel, Launch, Param, ParamKind, Span, TensorType,
+};
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
+/// What binding needs to know of a buffer: its program-level name, dtype, shape and strides.
+pub(crate) trait Shaped {
+    /// The entry param or temp the buffer holds.
+    fn name(&self) -> &str;
+    /// The element type.
+    fn dtype(&self) -> Dtype;
+    /// The logical shape.
+    fn shape(&self) -> &[usize];
+    /// The element strides.
+    fn strides(&self) -> &[usize];
+}
+
+impl Shaped for Buffer {
+    fn name(&self) -> &str {
+        &self.name
+    }
+    fn dtype(&self) -> Dtype {
+        self.dtype
+    }
+    fn shape(&self) -> &[usize] {
+        &self.shape
+    }
+    fn strides(&self) -> &[usize] {
+        &self.strides
+    }
+}
+
+/// A buffer to create: an entry input (`data` in C order, not yet converted to `dtype`), or a
+/// poisoned `out` tensor or temp (`data` is `None`). `strides` is `None` for C order.
+pub(crate) struct NewBuf<'a> {
+    pub name: &'a str,
+    pub dtype: Dtype,
+    pub shape: Vec<usize>,
+    pub strides: Option<Vec<usize>>,
+    pub data: Option<&'a [f64]>,
+}
+
+/// The interpreter's buffer maker: host buffers, converted or poisoned.
+pub(crate) fn host_buffer(n: NewBuf<'_>) -> Result<Buffer, String> {
+    match n.data {
+        Some(d) => Buffer::from_host(n.name, n.dtype, n.shape, n.strides, d),
+        None => Buffer::poisoned(n.name, n.dtype, n.shape, n.strides),
+    }
+}
+
 /// Buffers and scalars by kernel param name, and kernel dims.
-pub(crate) type LaunchBinding = (
-    BTreeMap<String, Arc<Buffer>>,
+pub(crate) type LaunchBinding<B> = (
+    BTreeMap<String, Arc<B>>,
     BTreeMap<String, Arc<Tile>>,
     BTreeMap<String, i64>,
 );
 /// The entry's buffers, scalars, dims and the access of each tensor param.
-pub(crate) struct EntryEnv {
-    pub buffers: BTreeMap<String, Arc<Buffer>>,
+pub(crate) struct EntryEnv<B = Buffer> {
+    pub buffers: BTreeMap<String, Arc<B>>,
     pub scalars: BTreeMap<String, Arc<Tile>>,
     pub dims: BTreeMap<String, i64>,
     pub access: BTreeMap<String, Access>,
@@ -28,12 +79,14 @@ pub(crate) fn lookup(dims: &BTreeMap<String, i64>) -> impl Fn(&str) -> Option<Ev
 }
 
 /// Binds entry arguments: dims from the shapes of `in`/`inout` tensors, converted data and
-/// scalars, and poisoned `out` tensors allocated from their dim expressions.
-pub(crate) fn bind_entry(
+/// scalars, and poisoned `out` tensors allocated from their dim expressions; `make` creates
+/// each buffer.
+pub(crate) fn bind_entry<B: Shaped>(
     params: &[Param],
     args: &BTreeMap<String, HostArg>,
     span: Span,
-) -> Result<EntryEnv, InterpError> {
+    make: &mut dyn FnMut(NewBuf<'_>) -> Result<B, String>,
+) -> Result<EntryEnv<B>, InterpError> {
     if let Some(name) = args.keys().find(|a| !params.iter().any(|p| &p.name == *a)) {
         let names: Vec<&str> = params.iter().map(|p| p.name.as_str()).collect();
         return Err(InterpError::at(
@@ -85,10 +138,16 @@ pub(crate) fn bind_entry(
                 let buf = match args.get(&p.name) {
                     Some(HostArg::Tensor(t)) => {
                         let st = eval_strides(p, tt, &env.dims)?;
-                        Buffer::from_host(&p.name, d, t.shape.clone(), st, &t.data)
-                            .map_err(|m| InterpError::at(p.span, m))?
+                        make(NewBuf {
+                            name: &p.name,
+                            dtype: d,
+                            shape: t.shape.clone(),
+                            strides: st,
+                            data: Some(&t.data),
+                        })
+                        .map_err(|m| InterpError::at(p.span, m))?
                     }
-                    _ => alloc(&p.name, tt, &env.dims, p.span)?,
+                    _ => alloc(&p.name, tt, &env.dims, p.span, make)?,
                 };
                 env.access.insert(p.name.clone(), *acc);
                 env.buffers.insert(p.name.clone(), Arc::new(buf));
@@ -214,13 +273,15 @@ fn eval_strides(
         .map(Some)
 }
 
-/// A poisoned buffer for an `out` param or temp, its shape from its dim expressions.
-pub(crate) fn alloc(
+/// A poisoned buffer for an `out` param or temp, its shape from its dim expressions, created by
+/// `make`.
+pub(crate) fn alloc<B>(
     name: &str,
     tt: &TensorType,
     dims: &BTreeMap<String, i64>,
     span: Span,
-) -> Result<Buffer, InterpError> {
+    make: &mut dyn FnMut(NewBuf<'_>) -> Result<B, String>,
+) -> Result<B, InterpError> {
     let d = tt
         .elem
         .known()
@@ -251,16 +312,23 @@ pub(crate) fn alloc(
         ),
         None => None,
     };
-    Buffer::poisoned(name, d, shape, strides).map_err(|m| InterpError::at(span, m))
+    make(NewBuf {
+        name,
+        dtype: d,
+        shape,
+        strides,
+        data: None,
+    })
+    .map_err(|m| InterpError::at(span, m))
 }
 
 /// A launch's kernel-param bindings: buffers and scalars by kernel param name, and the kernel's
 /// dims bound from the buffers' shapes (checked against every dim expression and stride).
-pub(crate) fn bind_launch(
+pub(crate) fn bind_launch<B: Shaped>(
     k: &Kernel,
     l: &Launch,
-    env: &EntryEnv,
-) -> Result<LaunchBinding, InterpError> {
+    env: &EntryEnv<B>,
+) -> Result<LaunchBinding<B>, InterpError> {
     let mut tensors = BTreeMap::new();
     let mut scalars = BTreeMap::new();
     for b in &l.args {
@@ -275,12 +343,15 @@ pub(crate) fn bind_launch(
         }
         match (&kp.kind, env.buffers.get(&b.arg), env.scalars.get(&b.arg)) {
             (ParamKind::Tensor(acc, tt), Some(buf), _) => {
-                if tt.elem.known() != Some(buf.dtype) {
+                if tt.elem.known() != Some(buf.dtype()) {
                     return Err(InterpError::at(
                         b.span,
                         format!(
                             "`{}` is tensor<{}> but `{}` holds {}",
-                            b.param, tt.elem, b.arg, buf.dtype
+                            b.param,
+                            tt.elem,
+                            b.arg,
+                            buf.dtype()
                         ),
                     ));
                 }
@@ -335,19 +406,21 @@ pub(crate) fn bind_launch(
         ));
     }
     let shapes = k.params.iter().filter_map(|p| match &p.kind {
-        ParamKind::Tensor(_, tt) => tensors.get(&p.name).map(|b| (p, tt, &b.shape[..])),
+        ParamKind::Tensor(_, tt) => tensors.get(&p.name).map(|b| (p, tt, b.shape())),
         ParamKind::Scalar(_) => None,
     });
     let dims = bind_dims(shapes.collect(), &format!("launch of `@{}`", k.name))?;
     for p in &k.params {
         if let (ParamKind::Tensor(_, tt), Some(buf)) = (&p.kind, tensors.get(&p.name)) {
-            let st = eval_strides(p, tt, &dims)?.unwrap_or_else(|| contiguous_strides(&buf.shape));
-            if st != buf.strides {
+            let st = eval_strides(p, tt, &dims)?.unwrap_or_else(|| contiguous_strides(buf.shape()));
+            if st != buf.strides() {
                 return Err(InterpError::at(
                     p.span,
                     format!(
                         "`{}` has strides {st:?} but `{}` is stored with strides {:?}",
-                        p.name, buf.name, buf.strides
+                        p.name,
+                        buf.name(),
+                        buf.strides()
                     ),
                 ));
             }

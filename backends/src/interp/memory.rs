@@ -42,6 +42,60 @@ pub(crate) fn contiguous_strides(shape: &[usize]) -> Vec<usize> {
     st
 }
 
+/// The storage slots a buffer of `shape` with `strides` needs (one past its last address).
+/// Fails on a rank mismatch or an absurdly large shape.
+pub(crate) fn storage_len(name: &str, shape: &[usize], strides: &[usize]) -> Result<usize, String> {
+    if strides.len() != shape.len() {
+        return Err(format!(
+            "`{name}` has {} dims but {} strides",
+            shape.len(),
+            strides.len()
+        ));
+    }
+    let mut span: usize = 1;
+    for (&n, &s) in shape.iter().zip(strides) {
+        if n == 0 {
+            span = 0;
+            break;
+        }
+        span = (n - 1)
+            .checked_mul(s)
+            .and_then(|x| x.checked_add(span))
+            .unwrap_or(usize::MAX);
+    }
+    let count = shape
+        .iter()
+        .try_fold(1usize, |a, &n| a.checked_mul(n))
+        .unwrap_or(usize::MAX);
+    if span > MAX_ELEMS || count > MAX_ELEMS {
+        return Err(format!(
+            "`{name}` of shape {shape:?} is too large to allocate"
+        ));
+    }
+    Ok(span)
+}
+
+/// Bytes of one element of `d` in GPU memory.
+#[cfg_attr(not(feature = "cuda"), allow(dead_code))]
+pub(crate) fn native_width(d: Dtype) -> usize {
+    match d {
+        Dtype::U8 | Dtype::I1 => 1,
+        Dtype::F16 | Dtype::Bf16 => 2,
+        Dtype::F32 | Dtype::I32 => 4,
+        Dtype::I64 => 8,
+    }
+}
+
+/// The native bits of `s` (a value of dtype `d`) in its low [`native_width`] bytes.
+#[cfg_attr(not(feature = "cuda"), allow(dead_code))]
+pub(crate) fn native_bits(d: Dtype, s: Scalar) -> u64 {
+    match (d, s) {
+        (Dtype::F16, Scalar::F(x)) => half::f16::from_f32(x).to_bits() as u64,
+        (Dtype::Bf16, Scalar::F(x)) => half::bf16::from_f32(x).to_bits() as u64,
+        _ => encode(d, s),
+    }
+}
+
 /// Calls `f(linear, address)` for every element of `shape` in row-major order.
 fn for_each_addr(
     shape: &[usize],
@@ -93,33 +147,7 @@ impl Buffer {
         strides: Option<Vec<usize>>,
     ) -> Result<Buffer, String> {
         let strides = strides.unwrap_or_else(|| contiguous_strides(&shape));
-        if strides.len() != shape.len() {
-            return Err(format!(
-                "`{name}` has {} dims but {} strides",
-                shape.len(),
-                strides.len()
-            ));
-        }
-        let mut span: usize = 1;
-        for (&n, &s) in shape.iter().zip(&strides) {
-            if n == 0 {
-                span = 0;
-                break;
-            }
-            span = (n - 1)
-                .checked_mul(s)
-                .and_then(|x| x.checked_add(span))
-                .unwrap_or(usize::MAX);
-        }
-        let count = shape
-            .iter()
-            .try_fold(1usize, |a, &n| a.checked_mul(n))
-            .unwrap_or(usize::MAX);
-        if span > MAX_ELEMS || count > MAX_ELEMS {
-            return Err(format!(
-                "`{name}` of shape {shape:?} is too large to allocate"
-            ));
-        }
+        let span = storage_len(name, &shape, &strides)?;
         let p = encode(dtype, poison(dtype));
         let storage = if dtype == Dtype::I64 {
             let mut v = Vec::new();
@@ -247,6 +275,55 @@ impl Buffer {
             }),
         };
         ok.ok_or_else(|| self.bad_addr(addr))
+    }
+
+    /// The storage in the GPU's layout: every slot as its dtype's native little-endian bytes
+    /// (f16/bf16 as 16 bits, u8/i1 as one byte, i64 as eight), in storage order.
+    #[cfg_attr(not(feature = "cuda"), allow(dead_code))]
+    pub(crate) fn to_native(&self) -> Result<Vec<u8>, String> {
+        let w = native_width(self.dtype);
+        let mut out = Vec::new();
+        out.try_reserve_exact(self.len() * w)
+            .map_err(|_| format!("cannot allocate a copy of `{}`", self.name))?;
+        for addr in 0..self.len() {
+            let bits = native_bits(self.dtype, self.read(addr)?);
+            out.extend_from_slice(&bits.to_le_bytes()[..w]);
+        }
+        Ok(out)
+    }
+
+    /// A buffer of `shape`/`strides` whose storage is `bytes` in the GPU's layout (the inverse
+    /// of [`Buffer::to_native`]). Fails if `bytes` does not have the storage's length.
+    #[cfg_attr(not(feature = "cuda"), allow(dead_code))]
+    pub(crate) fn from_native(
+        name: &str,
+        dtype: Dtype,
+        shape: Vec<usize>,
+        strides: Option<Vec<usize>>,
+        bytes: &[u8],
+    ) -> Result<Buffer, String> {
+        let buf = Buffer::poisoned(name, dtype, shape, strides)?;
+        let w = native_width(dtype);
+        if bytes.len() != buf.len() * w {
+            return Err(format!(
+                "`{name}`: {} bytes for {} elements of {dtype}",
+                bytes.len(),
+                buf.len()
+            ));
+        }
+        for (addr, chunk) in bytes.chunks_exact(w).enumerate() {
+            let mut b = [0u8; 8];
+            b[..w].copy_from_slice(chunk);
+            let bits = u64::from_le_bytes(b);
+            let s = match dtype {
+                Dtype::F16 => Scalar::F(half::f16::from_bits(bits as u16).to_f32()),
+                Dtype::Bf16 => Scalar::F(half::bf16::from_bits(bits as u16).to_f32()),
+                Dtype::I1 => Scalar::B(bits & 0xFF != 0),
+                _ => decode(dtype, bits),
+            };
+            buf.write(addr, s)?;
+        }
+        Ok(buf)
     }
 
     fn bad_addr(&self, addr: usize) -> String {

@@ -20,15 +20,15 @@
 //! `math` (elementwise), `reduce` (reduce, dot), `shape` (iota, broadcast, transpose, reshape),
 //! `tile` (runtime values, rounding) and `memory` (global buffers, access addressing).
 
-mod bind;
+pub(crate) mod bind;
 mod exec;
 mod math;
 mod memops;
-mod memory;
+pub(crate) mod memory;
 mod reduce;
-mod runner;
+pub(crate) mod runner;
 mod shape;
-mod tile;
+pub(crate) mod tile;
 
 #[cfg(test)]
 mod tests;

@@ -2,7 +2,7 @@
 //! conversion), allocates `out` tensors and temps, and runs launches in order, each over its
 //! grid of program instances (in parallel or sequentially).
 
-use super::bind::{alloc, bind_entry, bind_launch, lookup};
+use super::bind::{alloc, bind_entry, bind_launch, host_buffer, lookup};
 use super::exec::{Instance, LaunchCtx};
 use super::memory::Buffer;
 use super::tile::Tile;
@@ -39,7 +39,7 @@ pub(crate) fn run_module(
         .is_none()
         .then(|| module.kernels.values().next().map(|k| k.name.clone()))
         .flatten();
-    let mut env = bind_entry(params, args, span).map_err(|mut e| {
+    let mut env = bind_entry(params, args, span, &mut host_buffer).map_err(|mut e| {
         e.kernel = e.kernel.or(entry_kernel);
         e
     })?;
@@ -52,7 +52,7 @@ pub(crate) fn run_module(
                         format!("temp `{}` has the name of a program param", t.name),
                     ));
                 }
-                let buf = alloc(&t.name, &t.ty, &env.dims, t.span)?;
+                let buf = alloc(&t.name, &t.ty, &env.dims, t.span, &mut host_buffer)?;
                 env.buffers.insert(t.name.clone(), Arc::new(buf));
             }
             for l in &p.launches {
@@ -117,7 +117,7 @@ fn reachable(k: &Kernel) -> (Vec<Op>, Vec<Value>) {
 }
 
 /// Rejects a module that is not fully specialized (looking only at what the body reaches).
-fn check_specialized(m: &Module) -> Result<(), InterpError> {
+pub(crate) fn check_specialized(m: &Module) -> Result<(), InterpError> {
     if let Some(c) = m.consts.first() {
         let names: Vec<&str> = m.consts.iter().map(|c| c.name.as_str()).collect();
         return Err(InterpError::at(
@@ -198,14 +198,12 @@ fn check_specialized(m: &Module) -> Result<(), InterpError> {
     }
     Ok(())
 }
-/// Runs one launch of `k`: checks `requires`, evaluates the grid and runs every program instance.
-fn run_kernel(
+/// Checks the `requires` of `k` over its launch `dims` and evaluates its grid: each dimension in
+/// [0, 2^31). Shared by the interpreter and the GPU runtime.
+pub(crate) fn launch_grid(
     k: &Kernel,
-    tensors: BTreeMap<String, Arc<Buffer>>,
-    scalars: BTreeMap<String, Arc<Tile>>,
-    dims: BTreeMap<String, i64>,
-    opts: &RunOptions,
-) -> Result<(), InterpError> {
+    dims: &BTreeMap<String, i64>,
+) -> Result<[i64; 3], InterpError> {
     let kerr = |span: Span, msg: String| InterpError {
         message: format!("kernel `{}`: {msg}", k.name),
         span: Some(span),
@@ -218,7 +216,7 @@ fn run_kernel(
             .join(", ")
     };
     for r in &k.requires {
-        match r.eval(&lookup(&dims), false) {
+        match r.eval(&lookup(dims), false) {
             Ok(EvalVal::Bool(true)) => {}
             Ok(EvalVal::Int(i)) if i != 0 => {}
             Ok(_) => {
@@ -244,7 +242,7 @@ fn run_kernel(
     let mut grid = [0i64; 3];
     for (g, e) in grid.iter_mut().zip(&k.grid) {
         *g = e
-            .eval_int(&lookup(&dims))
+            .eval_int(&lookup(dims))
             .map_err(|err| kerr(e.span, format!("grid `{e}`: {err}")))?;
         if !(0..=i32::MAX as i64).contains(g) {
             return Err(kerr(
@@ -253,6 +251,23 @@ fn run_kernel(
             ));
         }
     }
+    Ok(grid)
+}
+
+/// Runs one launch of `k`: checks `requires`, evaluates the grid and runs every program instance.
+fn run_kernel(
+    k: &Kernel,
+    tensors: BTreeMap<String, Arc<Buffer>>,
+    scalars: BTreeMap<String, Arc<Tile>>,
+    dims: BTreeMap<String, i64>,
+    opts: &RunOptions,
+) -> Result<(), InterpError> {
+    let grid = launch_grid(k, &dims)?;
+    let kerr = |span: Span, msg: String| InterpError {
+        message: format!("kernel `{}`: {msg}", k.name),
+        span: Some(span),
+        kernel: Some(k.name.clone()),
+    };
     let (ops, values) = reachable(k);
     let mut types = vec![None; k.dfg.values.len()];
     for v in values {

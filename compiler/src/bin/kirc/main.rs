@@ -1,14 +1,16 @@
 //! `kirc`: the kir command line. One file per subcommand; `common` holds source loading, `-D`
-//! parsing and error reporting.
+//! parsing and error reporting, `device` the GPU side of `run` and `bench` (feature `cuda`).
 //!
 //! Exit codes: 0 on success, 2 on any user error (printed as `file:line:col: error: ...` with
 //! the source line and a caret when the error has a location, else `error: ...`), and 1 only
 //! when `kirc fmt --check` finds a file that is not canonical.
 
+mod bench;
 mod check;
 mod common;
 mod compile;
 mod explain;
+mod device;
 mod fmt;
 mod ops;
 mod randn;
@@ -35,8 +37,10 @@ enum Command {
     Compile(compile::Args),
     /// Show what the e-graph phase did to each kernel: rules applied, cost before and after.
     Explain(explain::Args),
-    /// Run a module on the CPU interpreter with .npy inputs; write .npy outputs.
+    /// Run a module (CPU interpreter, or GPU with --device cuda) with .npy inputs; write .npy outputs.
     Run(run::Args),
+    /// Time a module on the GPU (CUDA events; median of many runs; TFLOP/s or TB/s).
+    Bench(bench::Args),
     /// Write a deterministic pseudo-random array to an .npy file.
     Randn(randn::Args),
     /// List the built-in ops.
@@ -51,6 +55,7 @@ fn main() -> ExitCode {
         Command::Compile(a) => compile::main(a),
         Command::Explain(a) => explain::main(a),
         Command::Run(a) => run::main(a),
+        Command::Bench(a) => bench::main(a),
         Command::Randn(a) => randn::main(a),
         Command::Ops(a) => ops::main(a),
     };

@@ -1,7 +1,9 @@
-//! `kirc run FILE [--kernel NAME] [-D NAME=VALUE]... --arg NAME=PATH.npy|NUMBER ... --out DIR`:
-//! runs a module's entry (its program, its single kernel, or the kernel `--kernel` names) on
-//! the CPU interpreter and writes every `out`/`inout` tensor to `DIR/NAME.npy` (the fixed
-//! contract of DESIGN.md §6).
+//! `kirc run FILE [--kernel NAME] [-D NAME=VALUE]... --arg NAME=PATH.npy|NUMBER ... --out DIR
+//! [--device cpu|cuda] [--target T]`: runs a module's entry (its program, its single kernel, or
+//! the kernel `--kernel` names) on the CPU interpreter (`--device cpu`, the default) or on the
+//! GPU (`--device cuda`: its PTX through the CUDA runtime, for `--target` or the target of the
+//! GPU present) and writes every `out`/`inout` tensor to `DIR/NAME.npy` (the fixed contract of
+//! DESIGN.md §6). Both devices take the same arguments and write the same files.
 //!
 //! Inputs: each tensor param takes a C-order `.npy`; its shape binds the symbolic dims and its
 //! values are converted to the param's dtype with round-to-nearest-even by the interpreter.
@@ -9,6 +11,7 @@
 //! i32/i64 as themselves, u8 and i1 as `|u1`.
 
 use crate::common::{self, CliError, Source};
+use crate::device::{self, Device};
 use kir_backends::interp::{self, HostArg, HostTensor, RunOptions};
 use kir_compiler::npy::{self, NpyDtype};
 use kir_compiler::pipeline;
@@ -34,13 +37,19 @@ pub struct Args {
     /// Directory for the outputs, one NAME.npy per out/inout tensor (created if missing).
     #[arg(long, value_name = "DIR")]
     out: PathBuf,
-    /// Run program instances one after another instead of in parallel (same results).
+    /// Run program instances one after another instead of in parallel (same results; cpu only).
     #[arg(long)]
     sequential: bool,
+    /// Where to run: the CPU interpreter, or the GPU through the CUDA runtime.
+    #[arg(long, value_enum, default_value = "cpu")]
+    device: Device,
+    /// The PTX target for `--device cuda` (sm_80, sm_90a, sm_100a, sm_120a); default: the GPU's.
+    #[arg(long, value_name = "TARGET")]
+    target: Option<String>,
 }
 
 /// Parses `NAME=VALUE` (the argument of `--arg`).
-fn parse_arg(s: &str) -> Result<(String, String), String> {
+pub fn parse_arg(s: &str) -> Result<(String, String), String> {
     match s.split_once('=') {
         Some((n, v)) if common::is_name(n) && !v.is_empty() => Ok((n.to_string(), v.to_string())),
         _ => Err(format!("expected NAME=PATH.npy or NAME=NUMBER (e.g. --arg q=q.npy --arg scale=0.125), found `{s}`")),
@@ -53,7 +62,7 @@ fn entry_module(m: Module, kernel: Option<&str>) -> Result<Module, CliError> {
 }
 
 /// Turns the `--arg`s into interpreter arguments, reading `.npy` files for tensor params.
-fn host_args(
+pub fn host_args(
     src: &Source,
     m: &Module,
     args: &[(String, String)],
@@ -119,25 +128,72 @@ fn out_dtype(dtype: Dtype) -> NpyDtype {
     }
 }
 
+/// Runs the entry on the CPU interpreter.
+fn run_cpu(
+    src: &Source,
+    m: &Module,
+    args: &BTreeMap<String, HostArg>,
+    sequential: bool,
+) -> Result<BTreeMap<String, HostTensor>, CliError> {
+    let opts = RunOptions {
+        parallel: !sequential,
+    };
+    interp::run_with(m, args, &opts).map_err(|e| {
+        let message = match &e.kernel {
+            Some(k) if !e.message.contains(k.as_str()) => format!("in kernel @{k}: {}", e.message),
+            _ => e.message.clone(),
+        };
+        match e.span {
+            Some(span) => CliError::located(src, Diagnostic::new(span, message)),
+            None => CliError::Plain(message),
+        }
+    })
+}
+
+/// Runs the entry on the GPU: PTX for `--target` (or the GPU's), launched from its META.
+#[cfg(feature = "cuda")]
+fn run_cuda(
+    src: &Source,
+    a: &Args,
+    args: &BTreeMap<String, HostArg>,
+) -> Result<BTreeMap<String, HostTensor>, CliError> {
+    let gpu = device::open_gpu(src)?;
+    let c = device::compile_for(
+        src,
+        &a.defines,
+        a.kernel.as_deref(),
+        a.target.as_deref(),
+        &gpu,
+    )?;
+    kir_backends::runtime::run(&gpu, &c.text, device::meta(&c)?, &c.module, args)
+        .map_err(|e| device::runtime_error(src, e))
+}
+
+/// `--device cuda` in a kirc built without the runtime: an error saying how to build it.
+#[cfg(not(feature = "cuda"))]
+fn run_cuda(
+    _src: &Source,
+    _a: &Args,
+    _args: &BTreeMap<String, HostArg>,
+) -> Result<BTreeMap<String, HostTensor>, CliError> {
+    Err(device::not_built("--device cuda"))
+}
+
 /// Runs `kirc run`.
 pub fn main(a: Args) -> Result<ExitCode, CliError> {
     let src = common::load(&a.file)?;
     let f = common::frontend(&src, &a.defines)?;
     let m = entry_module(f.specialized, a.kernel.as_deref())?;
     let args = host_args(&src, &m, &a.args)?;
-    let opts = RunOptions {
-        parallel: !a.sequential,
-    };
-    let outputs = interp::run_with(&m, &args, &opts).map_err(|e| {
-        let message = match &e.kernel {
-            Some(k) if !e.message.contains(k.as_str()) => format!("in kernel @{k}: {}", e.message),
-            _ => e.message.clone(),
-        };
-        match e.span {
-            Some(span) => CliError::located(&src, Diagnostic::new(span, message)),
-            None => CliError::Plain(message),
+    let outputs = match a.device {
+        Device::Cpu if a.target.is_some() => {
+            return Err(CliError::Plain(
+                "--target applies to --device cuda (the interpreter runs the IR itself)".into(),
+            ))
         }
-    })?;
+        Device::Cpu => run_cpu(&src, &m, &args, a.sequential)?,
+        Device::Cuda => run_cuda(&src, &a, &args)?,
+    };
     std::fs::create_dir_all(&a.out)
         .map_err(|e| CliError::Plain(format!("{}: {e}", a.out.display())))?;
     for (name, t) in &outputs {

@@ -1,0 +1,131 @@
+//! The CUDA runtime (feature `cuda`): loads the PTX of a compiled module and runs its program
+//! from META.json, on one GPU, with the interpreter's argument contract.
+//!
+//! - **No CUDA at build time.** The driver (`libcuda.so`) is loaded when [`Gpu::open`] runs
+//!   (`cudarc` with dynamic loading); a machine without a driver gets
+//!   [`RuntimeError::NoDriver`], never a panic.
+//! - **Loading.** `cuModuleLoadDataEx` (the driver JIT-compiles the PTX for the device; a JIT
+//!   error carries the driver's log), one function per META kernel by its `symbol`, with
+//!   `CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES` raised when `shared_bytes` > 48 KB. The
+//!   META params of each kernel are checked against the launch ABI of the module's kernel.
+//! - **Binding.** The interpreter's own binding code (`interp::bind`) over device buffers: the
+//!   same dims from the same shapes, the same errors, the same dtype conversion of inputs
+//!   (round to nearest even from f64), `out` tensors and temps poisoned with the interpreter's
+//!   poison values (NaN / −0x5A5A5A5A / 0xA5 / true), each launch's kernel params and dims
+//!   checked, `requires` evaluated and the grid computed by the interpreter's `launch_grid`.
+//! - **Launching.** Every launch of the program in order on the default stream, parameters in
+//!   ABI order (`abi.rs`), block and dynamic shared memory from META.
+//! - **Timing.** [`bench`]: warm-up runs, then each run between two CUDA events; the median.
+
+mod driver;
+mod fill;
+mod program;
+
+pub use driver::Gpu;
+pub use program::{Bound, Program};
+
+use crate::interp::{HostArg, HostTensor, InterpError};
+use crate::Target;
+use kir_ir::Module;
+use std::collections::{BTreeMap, BTreeSet};
+
+/// Why the runtime failed.
+#[derive(Debug, thiserror::Error)]
+pub enum RuntimeError {
+    /// No usable CUDA driver or device on this machine.
+    #[error("{0}")]
+    NoDriver(String),
+    /// A CUDA call failed (the message names the call and the driver's explanation), or the
+    /// metadata does not fit the module.
+    #[error("{0}")]
+    Cuda(String),
+    /// The arguments do not fit the entry (the interpreter's binding error, with its span).
+    #[error("{0}")]
+    Bind(InterpError),
+}
+
+/// The PTX of the device fill kernels behind `kirc bench`'s random inputs (PTX 7.0, sm_80), for
+/// checking it with ptxas.
+pub fn fill_ptx() -> String {
+    fill::ptx()
+}
+
+/// The kir target matching a compute capability (`None` for devices kir does not target).
+pub fn target_for(capability: (i32, i32)) -> Option<Target> {
+    match capability {
+        (8, _) => Some(Target::Sm80),
+        (9, 0) => Some(Target::Sm90a),
+        (10, _) => Some(Target::Sm100a),
+        (12, _) => Some(Target::Sm120a),
+        _ => None,
+    }
+}
+
+/// Runs `module`'s entry on `gpu` from its `ptx` and `meta` with `args` (by entry param name,
+/// as [`crate::interp::run`] takes them) and returns every `out`/`inout` tensor, as the
+/// interpreter does.
+pub fn run(
+    gpu: &Gpu,
+    ptx: &str,
+    meta: &serde_json::Value,
+    module: &Module,
+    args: &BTreeMap<String, HostArg>,
+) -> Result<BTreeMap<String, HostTensor>, RuntimeError> {
+    let mut p = Program::load(gpu, ptx, meta, module)?;
+    let mut b = p.bind(args, &BTreeSet::new(), 0)?;
+    p.launch(&mut b)?;
+    p.outputs(&b)
+}
+
+/// The times of a benchmark, in milliseconds per run of the whole program.
+#[derive(Clone, Debug, PartialEq)]
+pub struct BenchTimes {
+    /// The median over the timed runs.
+    pub median_ms: f64,
+    /// The fastest run.
+    pub min_ms: f64,
+    /// The slowest run.
+    pub max_ms: f64,
+    /// The number of timed runs.
+    pub iters: usize,
+}
+
+/// Times the program bound in `b`: `warmup` untimed runs, then `iters` runs, each between two
+/// CUDA events on the default stream (so each time covers every launch of the program and
+/// nothing else). Fails if `iters` is 0 or a kernel fails.
+pub fn bench(
+    p: &Program<'_>,
+    b: &mut Bound,
+    warmup: usize,
+    iters: usize,
+) -> Result<BenchTimes, RuntimeError> {
+    if iters == 0 {
+        return Err(RuntimeError::Cuda("--iters must be at least 1".into()));
+    }
+    for _ in 0..warmup {
+        p.launch(b)?;
+    }
+    p.synchronize()?;
+    let (start, end) = (driver::Event::new()?, driver::Event::new()?);
+    let mut times = Vec::with_capacity(iters);
+    for _ in 0..iters {
+        start.record()?;
+        p.launch(b)?;
+        end.record()?;
+        times.push(start.elapsed_ms(&end)? as f64);
+    }
+    p.synchronize()?;
+    times.sort_by(f64::total_cmp);
+    let n = times.len();
+    let median_ms = if n % 2 == 1 {
+        times[n / 2]
+    } else {
+        (times[n / 2 - 1] + times[n / 2]) / 2.0
+    };
+    Ok(BenchTimes {
+        median_ms,
+        min_ms: times[0],
+        max_ms: times[n - 1],
+        iters: n,
+    })
+}

@@ -1,0 +1,419 @@
+//! A compiled program on the GPU: PTX loaded with every kernel of META.json, entry arguments
+//! bound exactly as the interpreter binds them (the interpreter's own binding code, over device
+//! buffers), poisoned outs and temps, and the launches of the program in order.
+
+use super::driver::{launch, CuModule, DevMem, Gpu};
+use super::fill::Filler;
+use super::RuntimeError;
+use crate::abi::{kernel_abi, AbiArg};
+use crate::interp::bind::{alloc, bind_entry, bind_launch, EntryEnv, NewBuf, Shaped};
+use crate::interp::memory::{contiguous_strides, native_bits, native_width, storage_len, Buffer};
+use crate::interp::runner::{check_specialized, launch_grid};
+use crate::interp::tile::{poison, Scalar, Tile};
+use crate::interp::{HostArg, HostTensor, InterpError};
+use cudarc::driver::sys::CUfunction;
+use kir_ir::{Dtype, Module, Param, ParamKind, Span};
+use serde_json::Value;
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+
+/// A tensor in device memory: the binding's view of it and its allocation.
+pub(crate) struct DevBuf {
+    name: String,
+    dtype: Dtype,
+    shape: Vec<usize>,
+    strides: Vec<usize>,
+    mem: DevMem,
+}
+
+impl Shaped for DevBuf {
+    fn name(&self) -> &str {
+        &self.name
+    }
+    fn dtype(&self) -> Dtype {
+        self.dtype
+    }
+    fn shape(&self) -> &[usize] {
+        &self.shape
+    }
+    fn strides(&self) -> &[usize] {
+        &self.strides
+    }
+}
+
+/// One kernel of META.json, loaded.
+struct Loaded {
+    func: CUfunction,
+    symbol: String,
+    block: [u32; 3],
+    shared_bytes: u32,
+}
+
+/// One launch, ready to go: the function, its geometry and its argument values.
+struct Ready {
+    func: CUfunction,
+    symbol: String,
+    grid: [u32; 3],
+    block: [u32; 3],
+    shared_bytes: u32,
+    args: Vec<u64>,
+}
+
+/// A program's device buffers and its launches with their arguments, ready to run (again and
+/// again: `kirc bench` launches the same [`Bound`] many times).
+pub struct Bound {
+    env: EntryEnv<DevBuf>,
+    ready: Vec<Ready>,
+    /// The entry's dims, bound from the input shapes.
+    pub dims: BTreeMap<String, i64>,
+}
+
+impl Bound {
+    /// The bytes the entry's tensors move if each is touched once: every `in` and `out` tensor
+    /// once, every `inout` tensor twice (read and written); temps are not counted.
+    pub fn io_bytes(&self) -> u64 {
+        self.env
+            .buffers
+            .iter()
+            .filter_map(|(name, b)| {
+                let times = match self.env.access.get(name)? {
+                    kir_ir::Access::InOut => 2,
+                    _ => 1,
+                };
+                let n: usize = b.shape.iter().product();
+                Some(times * (n * native_width(b.dtype)) as u64)
+            })
+            .sum()
+    }
+}
+
+/// A module's PTX loaded on a GPU with the launch metadata of each kernel.
+pub struct Program<'g> {
+    gpu: &'g Gpu,
+    module: Module,
+    _cu: CuModule,
+    kernels: BTreeMap<String, Loaded>,
+    filler: Option<Filler>,
+}
+
+fn meta_err(what: impl Into<String>) -> RuntimeError {
+    RuntimeError::Cuda(format!("META.json: {}", what.into()))
+}
+
+fn u32_field(k: &Value, key: &str) -> Result<u32, RuntimeError> {
+    k.get(key)
+        .and_then(Value::as_u64)
+        .and_then(|v| u32::try_from(v).ok())
+        .ok_or_else(|| meta_err(format!("kernel field `{key}` is missing or not a count")))
+}
+
+impl<'g> Program<'g> {
+    /// Loads `ptx` on `gpu`. `meta` is the META.json of the same compilation and `module` the
+    /// specialized module it was compiled from (what `kir_compiler::compile` returns). Every
+    /// kernel's parameter list in `meta` must be the launch ABI of the module's kernel.
+    pub fn load(
+        gpu: &'g Gpu,
+        ptx: &str,
+        meta: &Value,
+        module: &Module,
+    ) -> Result<Program<'g>, RuntimeError> {
+        check_specialized(module).map_err(RuntimeError::Bind)?;
+        let cu = CuModule::load(gpu, ptx)?;
+        let list = meta
+            .get("kernels")
+            .and_then(Value::as_array)
+            .ok_or_else(|| meta_err("no `kernels` list"))?;
+        let mut kernels = BTreeMap::new();
+        for k in list {
+            let name = k
+                .get("name")
+                .and_then(Value::as_str)
+                .ok_or_else(|| meta_err("a kernel has no name"))?;
+            let symbol = k
+                .get("symbol")
+                .and_then(Value::as_str)
+                .ok_or_else(|| meta_err(format!("kernel `{name}` has no symbol")))?;
+            let block = k
+                .get("block")
+                .and_then(Value::as_array)
+                .filter(|b| b.len() == 3)
+                .ok_or_else(|| meta_err(format!("kernel `{name}`: `block` is not [x, y, z]")))?;
+            let mut b = [0u32; 3];
+            for (d, v) in b.iter_mut().zip(block) {
+                *d = v
+                    .as_u64()
+                    .and_then(|x| u32::try_from(x).ok())
+                    .filter(|&x| x > 0)
+                    .ok_or_else(|| meta_err(format!("kernel `{name}`: bad block")))?;
+            }
+            let shared_bytes = u32_field(k, "shared_bytes")?;
+            let (_, ir) = module
+                .kernel(name)
+                .ok_or_else(|| meta_err(format!("kernel `{name}` is not in the module")))?;
+            let abi = kernel_abi(ir).map_err(RuntimeError::Cuda)?;
+            let params = k
+                .get("params")
+                .and_then(Value::as_array)
+                .ok_or_else(|| meta_err(format!("kernel `{name}` has no params")))?;
+            let listed: Vec<(&str, &str)> = params
+                .iter()
+                .map(|p| {
+                    (
+                        p.get("kind").and_then(Value::as_str).unwrap_or(""),
+                        p.get("name").and_then(Value::as_str).unwrap_or(""),
+                    )
+                })
+                .collect();
+            let want: Vec<(&str, &str)> = abi
+                .args
+                .iter()
+                .map(|a| {
+                    (
+                        match a {
+                            AbiArg::Tensor { .. } => "tensor",
+                            AbiArg::Scalar { .. } => "scalar",
+                            AbiArg::Dim { .. } => "dim",
+                        },
+                        a.name(),
+                    )
+                })
+                .collect();
+            if listed != want {
+                return Err(meta_err(format!("kernel `{name}` lists params {listed:?}, but its launch ABI is {want:?} (stale META?)")));
+            }
+            let func = cu.function(symbol, shared_bytes)?;
+            kernels.insert(
+                name.to_string(),
+                Loaded {
+                    func,
+                    symbol: symbol.to_string(),
+                    block: b,
+                    shared_bytes,
+                },
+            );
+        }
+        Ok(Program {
+            gpu,
+            module: module.clone(),
+            _cu: cu,
+            kernels,
+            filler: None,
+        })
+    }
+
+    /// The entry params and the span errors about the entry point at.
+    fn entry(&self) -> Result<(&[Param], Span), RuntimeError> {
+        let m = &self.module;
+        match (&m.program, m.kernels.len()) {
+            (Some(p), _) => Ok((&p.params[..], p.span)),
+            (None, 1) => m.kernels.values().next().map(|k| (&k.params[..], k.span)).ok_or_else(|| RuntimeError::Cuda("the module has no kernel".into())),
+            (None, n) => Err(RuntimeError::Cuda(format!("the module has no program and {n} kernels; it needs a program or exactly one kernel"))),
+        }
+    }
+
+    /// Allocates and binds everything for one run: inputs from `args` (converted to the param
+    /// dtypes exactly as the interpreter converts them), except the tensors named in `random`,
+    /// which take their shape from `args` (the data may be empty) and random values generated
+    /// on the device from `seed`; `out` tensors and temps poisoned (NaN / −0x5A5A5A5A / 0xA5 /
+    /// true). Then checks every launch (dims, dtypes, strides, `requires`) and evaluates its grid.
+    pub fn bind(
+        &mut self,
+        args: &BTreeMap<String, HostArg>,
+        random: &BTreeSet<String>,
+        seed: u32,
+    ) -> Result<Bound, RuntimeError> {
+        if !random.is_empty() && self.filler.is_none() {
+            self.filler = Some(Filler::load(self.gpu)?);
+        }
+        let filler = self.filler.as_ref();
+        let mut counter = seed;
+        let mut make = |n: NewBuf<'_>| -> Result<DevBuf, String> {
+            let strides = n.strides.unwrap_or_else(|| contiguous_strides(&n.shape));
+            let len = storage_len(n.name, &n.shape, &strides)?;
+            let w = native_width(n.dtype);
+            let mem = DevMem::alloc(len * w, n.name).map_err(|e| e.to_string())?;
+            match (n.data, filler.filter(|_| random.contains(n.name))) {
+                (Some(_), Some(f)) => {
+                    counter = counter.wrapping_mul(0x9E37_79B9).wrapping_add(1);
+                    f.fill(&mem, n.dtype, len, counter)
+                        .map_err(|e| e.to_string())?
+                }
+                (Some(data), None) => {
+                    let host = Buffer::from_host(
+                        n.name,
+                        n.dtype,
+                        n.shape.clone(),
+                        Some(strides.clone()),
+                        data,
+                    )?;
+                    mem.upload(&host.to_native()?).map_err(|e| e.to_string())?
+                }
+                (None, _) => {
+                    let bits = native_bits(n.dtype, poison(n.dtype));
+                    mem.fill(&bits.to_le_bytes()[..w])
+                        .map_err(|e| e.to_string())?
+                }
+            }
+            Ok(DevBuf {
+                name: n.name.to_string(),
+                dtype: n.dtype,
+                shape: n.shape,
+                strides,
+                mem,
+            })
+        };
+        let (params, span) = self.entry()?;
+        let mut env = bind_entry(params, args, span, &mut make).map_err(RuntimeError::Bind)?;
+        let mut ready = Vec::new();
+        match &self.module.program {
+            Some(p) => {
+                for t in &p.temps {
+                    if env.buffers.contains_key(&t.name) || env.scalars.contains_key(&t.name) {
+                        return Err(RuntimeError::Bind(InterpError::at(
+                            t.span,
+                            format!("temp `{}` has the name of a program param", t.name),
+                        )));
+                    }
+                    let buf = alloc(&t.name, &t.ty, &env.dims, t.span, &mut make)
+                        .map_err(RuntimeError::Bind)?;
+                    env.buffers.insert(t.name.clone(), Arc::new(buf));
+                }
+                for l in &p.launches {
+                    let (_, k) = self.module.kernel(&l.kernel).ok_or_else(|| {
+                        RuntimeError::Bind(InterpError::at(
+                            l.span,
+                            format!("no kernel `@{}`", l.kernel),
+                        ))
+                    })?;
+                    let (tensors, scalars, dims) = bind_launch(k, l, &env).map_err(|mut e| {
+                        e.kernel.get_or_insert_with(|| k.name.clone());
+                        RuntimeError::Bind(e)
+                    })?;
+                    ready.push(self.ready(k, &tensors, &scalars, &dims)?);
+                }
+            }
+            None => {
+                if let Some(k) = self.module.kernels.values().next() {
+                    ready.push(self.ready(k, &env.buffers, &env.scalars, &env.dims)?);
+                }
+            }
+        }
+        let dims = env.dims.clone();
+        Ok(Bound { env, ready, dims })
+    }
+
+    /// One launch of kernel `k` with its bound tensors, scalars and dims, in ABI order.
+    fn ready(
+        &self,
+        k: &kir_ir::Kernel,
+        tensors: &BTreeMap<String, Arc<DevBuf>>,
+        scalars: &BTreeMap<String, Arc<Tile>>,
+        dims: &BTreeMap<String, i64>,
+    ) -> Result<Ready, RuntimeError> {
+        let loaded = self
+            .kernels
+            .get(&k.name)
+            .ok_or_else(|| meta_err(format!("no kernel `{}`", k.name)))?;
+        let grid = launch_grid(k, dims).map_err(RuntimeError::Bind)?;
+        let limits = [i32::MAX as i64, 65535, 65535];
+        if let Some(axis) = (0..3).find(|&a| grid[a] > limits[a]) {
+            return Err(RuntimeError::Cuda(format!(
+                "kernel `{}`: grid {grid:?} exceeds the CUDA limit {} in {}",
+                k.name,
+                limits[axis],
+                ["x", "y", "z"][axis]
+            )));
+        }
+        let abi = kernel_abi(k).map_err(RuntimeError::Cuda)?;
+        let mut args = Vec::with_capacity(abi.args.len());
+        for a in &abi.args {
+            let missing = || {
+                RuntimeError::Cuda(format!(
+                    "internal error: kernel `{}` has no binding for `{}`",
+                    k.name,
+                    a.name()
+                ))
+            };
+            args.push(match a {
+                AbiArg::Tensor { param, .. } => tensors.get(param).ok_or_else(missing)?.mem.ptr,
+                AbiArg::Scalar { param, dtype } => {
+                    let s: Scalar = scalars
+                        .get(param)
+                        .and_then(|t| t.only())
+                        .ok_or_else(missing)?;
+                    native_bits(*dtype, s)
+                }
+                AbiArg::Dim { name } => {
+                    let v = *dims.get(name).ok_or_else(missing)?;
+                    let v = i32::try_from(v).map_err(|_| {
+                        RuntimeError::Cuda(format!(
+                            "kernel `{}`: dim `{name}` = {v} does not fit the ABI's 32-bit dims",
+                            k.name
+                        ))
+                    })?;
+                    v as u32 as u64
+                }
+            });
+        }
+        Ok(Ready {
+            func: loaded.func,
+            symbol: loaded.symbol.clone(),
+            grid: grid.map(|g| g as u32),
+            block: loaded.block,
+            shared_bytes: loaded.shared_bytes,
+            args,
+        })
+    }
+
+    /// Launches every kernel of the program in order on the default stream (asynchronously;
+    /// launches with an empty grid are skipped).
+    pub fn launch(&self, b: &mut Bound) -> Result<(), RuntimeError> {
+        for r in &mut b.ready {
+            if r.grid.contains(&0) {
+                continue;
+            }
+            launch(
+                r.func,
+                r.grid,
+                r.block,
+                r.shared_bytes,
+                &mut r.args,
+                &r.symbol,
+            )?;
+        }
+        Ok(())
+    }
+
+    /// Waits for every launch to finish; a kernel fault shows here.
+    pub fn synchronize(&self) -> Result<(), RuntimeError> {
+        self.gpu.synchronize()
+    }
+
+    /// Waits for the device, then copies every `out`/`inout` entry tensor back, as the
+    /// interpreter returns them (values exactly those of the tensor's dtype).
+    pub fn outputs(&self, b: &Bound) -> Result<BTreeMap<String, HostTensor>, RuntimeError> {
+        self.gpu.synchronize()?;
+        let (params, _) = self.entry()?;
+        let mut out = BTreeMap::new();
+        for p in params {
+            if let ParamKind::Tensor(acc, _) = &p.kind {
+                if acc.writes() {
+                    let d = b.env.buffers.get(&p.name).ok_or_else(|| {
+                        RuntimeError::Cuda(format!("internal error: no buffer for `{}`", p.name))
+                    })?;
+                    let bytes = d.mem.download()?;
+                    let host = Buffer::from_native(
+                        &d.name,
+                        d.dtype,
+                        d.shape.clone(),
+                        Some(d.strides.clone()),
+                        &bytes,
+                    )
+                    .map_err(RuntimeError::Cuda)?;
+                    out.insert(p.name.clone(), host.to_host().map_err(RuntimeError::Cuda)?);
+                }
+            }
+        }
+        Ok(out)
+    }
+}

@@ -1,0 +1,107 @@
+//! `--device cpu|cuda` for `kirc run` and `kirc bench`: compiling a module to PTX for the GPU
+//! that is present and turning runtime errors into `kirc` errors (exit code 2).
+//!
+//! Built without the cargo feature `cuda`, `--device cuda` and `kirc bench` fail with an error
+//! that says how to build them.
+
+use crate::common::CliError;
+#[cfg(feature = "cuda")]
+use crate::common::Source;
+#[cfg(feature = "cuda")]
+use kir_backends::runtime::{self, Gpu, RuntimeError};
+#[cfg(feature = "cuda")]
+use kir_backends::Target;
+#[cfg(feature = "cuda")]
+use kir_compiler::compile::{self, CompileError, Compiled, Emit};
+#[cfg(feature = "cuda")]
+use kir_ir::Diagnostic;
+
+/// Where `kirc run` runs a module.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Device {
+    /// The CPU interpreter.
+    Cpu,
+    /// The GPU: the module's PTX, launched by the CUDA runtime.
+    Cuda,
+}
+
+/// The error of `--device cuda` in a `kirc` built without the runtime.
+#[cfg(not(feature = "cuda"))]
+pub fn not_built(what: &str) -> CliError {
+    CliError::Plain(format!(
+        "{what} needs the CUDA runtime, and this kirc was built without it: build with \
+         `cargo build --release --features cuda -p kir-compiler` (no CUDA installation is \
+         needed to build; the driver is loaded at run time)"
+    ))
+}
+
+/// A runtime error as a `kirc` error: binding errors point at the source like the
+/// interpreter's, the others are plain.
+#[cfg(feature = "cuda")]
+pub fn runtime_error(src: &Source, e: RuntimeError) -> CliError {
+    match e {
+        RuntimeError::Bind(e) => {
+            let message = match &e.kernel {
+                Some(k) if !e.message.contains(k.as_str()) => {
+                    format!("in kernel @{k}: {}", e.message)
+                }
+                _ => e.message.clone(),
+            };
+            match e.span {
+                Some(span) => CliError::located(src, Diagnostic::new(span, message)),
+                None => CliError::Plain(message),
+            }
+        }
+        RuntimeError::NoDriver(m) | RuntimeError::Cuda(m) => CliError::Plain(m),
+    }
+}
+
+/// Opens GPU 0 and reports it on stderr.
+#[cfg(feature = "cuda")]
+pub fn open_gpu(src: &Source) -> Result<Gpu, CliError> {
+    let gpu = Gpu::open(0).map_err(|e| runtime_error(src, e))?;
+    eprintln!(
+        "device: {} (sm_{}{})",
+        gpu.name, gpu.capability.0, gpu.capability.1
+    );
+    Ok(gpu)
+}
+
+/// Compiles `src` to PTX for `target` (by name), or for the target matching `gpu`.
+#[cfg(feature = "cuda")]
+pub fn compile_for(
+    src: &Source,
+    defines: &[(String, String)],
+    kernel: Option<&str>,
+    target: Option<&str>,
+    gpu: &Gpu,
+) -> Result<Compiled, CliError> {
+    let target = match target {
+        Some(t) => Target::from_name(t).ok_or_else(|| {
+            let names: Vec<&str> = Target::ALL.iter().map(|t| t.name()).collect();
+            CliError::Plain(format!(
+                "unknown target `{t}` (targets: {})",
+                names.join(", ")
+            ))
+        })?,
+        None => runtime::target_for(gpu.capability).ok_or_else(|| {
+            CliError::Plain(format!(
+                "the GPU has compute capability {}.{}, which no kir target covers; pass \
+                 --target explicitly",
+                gpu.capability.0, gpu.capability.1
+            ))
+        })?,
+    };
+    compile::compile(&src.text, defines, kernel, target, Emit::Ptx).map_err(|e| match e {
+        CompileError::Source(d) => CliError::located(src, d),
+        CompileError::Plain(m) => CliError::Plain(m),
+    })
+}
+
+/// The META.json of a PTX compilation (always present for `Emit::Ptx`).
+#[cfg(feature = "cuda")]
+pub fn meta(c: &Compiled) -> Result<&serde_json::Value, CliError> {
+    c.meta
+        .as_ref()
+        .ok_or_else(|| CliError::Plain("internal error: a PTX compilation without META".into()))
+}

@@ -1,0 +1,124 @@
+#!/usr/bin/env bash
+# Checks the CUDA runtime on a GPU machine with nothing but a kirc binary built with
+# `--features cuda` (no Rust there; the driver is loaded at run time) and python3 + numpy:
+#   1. every built-in op at its default specialization on small random inputs, run with
+#      `kirc run --device cuda` and `kirc run --device cpu` (the interpreter) on the same .npy
+#      files; every output must match (same shape, same non-finite positions, relative L2
+#      error ≤ 2.4e-2, twice the bf16 tolerance of docs/testing.md: the PTX sums in another
+#      order than the interpreter). Outputs are poisoned on both devices, so an element the GPU
+#      never writes shows as NaN.
+#   2. a negative control: attention on the GPU with another `scale` than on the CPU must FAIL
+#      the same comparison (the check can fail);
+#   3. `kirc bench` for attention_fwd (HEAD_DIM 128, B 4, H 16, S 4096, causal 0 and 1), gemm
+#      8192³ and rmsnorm_fwd 16384×4096 (bf16, the defaults).
+#
+# usage: scripts/gpu_runtime_check.sh [KIRC] [OUT_DIR]
+#   KIRC defaults to $KIRC, else target/release/kirc; OUT_DIR to out/gpu_runtime.
+# Build the binary where Rust is: cargo build --release --features cuda -p kir-compiler
+# Exit code: 0 when every comparison passes, the negative control fails and every bench runs.
+set -euo pipefail
+
+kirc=${1:-${KIRC:-target/release/kirc}}
+out=${2:-out/gpu_runtime}
+[ -x "$kirc" ] || { echo "gpu_runtime_check.sh: no kirc at $kirc" >&2; exit 1; }
+rm -rf "$out"
+mkdir -p "$out"
+seed=500
+failed=()
+
+# compare DIR_A DIR_B: relative L2 of every .npy of DIR_A against DIR_B; exit 1 on a mismatch.
+compare() {
+  python3 - "$1" "$2" <<'EOF'
+import os, sys
+import numpy as np
+a_dir, b_dir = sys.argv[1], sys.argv[2]
+ok = True
+for f in sorted(os.listdir(a_dir)):
+    a, b = np.load(os.path.join(a_dir, f)).astype(np.float64), np.load(os.path.join(b_dir, f)).astype(np.float64)
+    if a.shape != b.shape:
+        print(f"    {f}: shape {a.shape} vs {b.shape}"); ok = False; continue
+    fa, fb = np.isfinite(a), np.isfinite(b)
+    if not (fa == fb).all() or not np.array_equal(a[~fa], b[~fb], equal_nan=True):
+        print(f"    {f}: non-finite values differ ({(~fa).sum()} vs {(~fb).sum()} non-finite)"); ok = False; continue
+    d, n = np.linalg.norm(a[fa] - b[fb]), np.linalg.norm(b[fb])
+    rel = d / n if n > 0 else d
+    mx = np.abs(a[fa] - b[fb]).max() if fa.any() else 0.0
+    good = rel <= 2.4e-2
+    ok &= good
+    print(f"    {f}: rel L2 {rel:.2e}, max abs {mx:.2e} {'ok' if good else 'MISMATCH'}")
+sys.exit(0 if ok else 1)
+EOF
+}
+
+# case_ NAME OP "DEFINES" "SCALARS" INPUT=SHAPE[:RANDN_OPTIONS] | INPUT=@FILE.npy ...
+#   RANDN_OPTIONS: extra `kirc randn` options with `,` for spaces (e.g. `--dtype,u8,--high,256`).
+case_() {
+  local name=$1 op=$2 defines=$3 scalars=$4
+  shift 4
+  local dir="$out/$name" dflags=() args=()
+  mkdir -p "$dir/in"
+  for d in $defines; do dflags+=(-D "$d"); done
+  for s in $scalars; do args+=(--arg "$s"); done
+  for spec in "$@"; do
+    local iname=${spec%%=*} rest=${spec#*=}
+    if [[ $rest == @* ]]; then
+      args+=(--arg "$iname=${rest#@}")
+      continue
+    fi
+    local shape=${rest%%:*} opts=""
+    [[ $rest == *:* ]] && opts=${rest#*:}
+    seed=$((seed + 1))
+    # shellcheck disable=SC2086
+    "$kirc" randn "$shape" --seed "$seed" ${opts//,/ } -o "$dir/in/$iname.npy" >/dev/null
+    args+=(--arg "$iname=$dir/in/$iname.npy")
+  done
+  "$kirc" run "$op" "${dflags[@]}" "${args[@]}" --device cpu --out "$dir/cpu" >/dev/null
+  "$kirc" run "$op" "${dflags[@]}" "${args[@]}" --device cuda --out "$dir/cuda" >/dev/null
+  echo "$name ($op ${defines:-default}):"
+  if compare "$dir/cuda" "$dir/cpu"; then echo "  PASS"; else echo "  FAIL"; failed+=("$name"); fi
+}
+
+s128=0.08838834764831845
+# Attention forward (GQA, ragged Sq/Sk); its CPU outputs feed the backward's o and lse.
+case_ attention_fwd attention_fwd "" "scale=$s128" q=2x4x130x128 k=2x2x97x128 v=2x2x97x128
+a="$out/attention_fwd"
+case_ attention_bwd attention_bwd "" "scale=$s128" q=@$a/in/q.npy k=@$a/in/k.npy v=@$a/in/v.npy \
+  o=@$a/cpu/o.npy lse=@$a/cpu/lse.npy do=2x4x130x128
+case_ gemm gemm "" "alpha=0.5" a=1x200x96 b=1x96x130
+case_ gemm_nf4 gemm_nf4 "" "" a=70x128 codes=130x64:--dtype,u8,--high,256 scales=130x2:--scale,0.1
+case_ rmsnorm_fwd rmsnorm_fwd "" "eps=1e-5" x=37x1000:--scale,3 w=1000
+case_ rmsnorm_bwd rmsnorm_bwd "" "eps=1e-5" x=30x1000 w=1000 dy=30x1000
+case_ layernorm_fwd layernorm_fwd "" "eps=1e-5" x=37x1000 w=1000 b=1000
+l="$out/layernorm_fwd"
+case_ layernorm_bwd layernorm_bwd "" "" x=@$l/in/x.npy w=@$l/in/w.npy dy=37x1000 \
+  mean=@$l/cpu/mean.npy rstd=@$l/cpu/rstd.npy
+case_ swiglu swiglu "" "" gate=33x1500 up=33x1500
+
+# Negative control: the GPU runs attention with scale 0.05, the CPU with 1/sqrt(128).
+neg="$out/negative_control"
+"$kirc" run attention_fwd --arg q="$a/in/q.npy" --arg k="$a/in/k.npy" --arg v="$a/in/v.npy" \
+  --arg scale=0.05 --device cuda --out "$neg" >/dev/null
+echo "negative_control (scale 0.05 on the GPU vs $s128 on the CPU, must fail):"
+if compare "$neg" "$a/cpu"; then echo "  PASSED (the check cannot fail!)"; failed+=(negative_control); else echo "  FAIL, as it must"; fi
+
+echo
+echo "== kirc bench"
+bench() {
+  echo "\$ kirc bench $*"
+  "$kirc" bench "$@" || failed+=("bench $1")
+}
+qkv="--shape q=4x16x4096x128 --shape k=4x16x4096x128 --shape v=4x16x4096x128"
+for c in 0 1; do
+  # shellcheck disable=SC2086
+  bench attention_fwd -D HEAD_DIM=128 -D CAUSAL=$c $qkv --arg scale=$s128
+done
+bench gemm --shape a=1x8192x8192 --shape b=1x8192x8192 --arg alpha=1 --iters 30
+bench rmsnorm_fwd --shape x=16384x4096 --shape w=4096 --arg eps=1e-5
+
+echo
+if [ ${#failed[@]} -eq 0 ]; then
+  echo "gpu_runtime_check.sh: all checks passed"
+else
+  echo "gpu_runtime_check.sh: FAILED: ${failed[*]}"
+  exit 1
+fi
