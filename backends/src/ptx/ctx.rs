@@ -62,6 +62,10 @@ pub struct Ctx<'a> {
     /// Cheap integer/mask tiles (iota and index arithmetic) that are recomputed at each use
     /// instead of living in registers across loops.
     pub lazy: HashMap<Value, kir_ir::Op>,
+    /// Loads a loop prefetches: the shared offset of the buffer the current iteration reads.
+    pub prefetched: HashMap<Value, u32>,
+    /// Whether loops may prefetch their tiles into double buffers.
+    pub pipeline: bool,
     pub tensors: HashMap<String, TensorInfo>,
     pub dims: HashMap<String, Reg>,
     pub scalars: HashMap<String, Reg>,
@@ -72,7 +76,10 @@ pub struct Ctx<'a> {
     pub quad_leader: Reg,
     pub smem: Reg,
     pub smem_top: u32,
+    /// The scratch region (conversions, reductions) as an offset ≥ [`SCRATCH_BASE`].
     pub scratch_off: u32,
+    /// Whether any instruction addressed the scratch region.
+    pub scratch_used: bool,
     rowbases: HashMap<usize, Reg>,
     ldm_lane: Option<(Reg, Reg, Reg)>,
 }
@@ -366,6 +373,25 @@ impl<'a> Ctx<'a> {
     }
 }
 
+/// Offsets at or above this address the scratch region (relative to its final place).
+pub const SCRATCH_BASE: u32 = 1 << 30;
+
+/// Replaces every `KIRSCRATCH<n>` placeholder by `scratch_at + n`.
+fn patch_scratch(text: &str, scratch_at: u32) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(i) = rest.find("KIRSCRATCH") {
+        out.push_str(&rest[..i]);
+        let tail = &rest[i + "KIRSCRATCH".len()..];
+        let digits = tail.bytes().take_while(|b| b.is_ascii_digit()).count();
+        let n: u32 = tail[..digits].parse().unwrap_or(0);
+        out.push_str(&(scratch_at + n).to_string());
+        rest = &tail[digits..];
+    }
+    out.push_str(rest);
+    out
+}
+
 /// The block a kernel runs with: 4 warps, or 8 when a dot's result has 128 rows or more (so each
 /// warp keeps 16 rows of the accumulator).
 pub fn block_of(k: &Kernel) -> Block {
@@ -389,6 +415,7 @@ pub fn lower_kernel(
     abi: &KernelAbi,
     target: Target,
     symbol: &str,
+    pipeline: bool,
 ) -> Result<Lowered, PtxError> {
     let blk = block_of(k);
     let mut b = Builder::default();
@@ -427,6 +454,8 @@ pub fn lower_kernel(
         places,
         vals: HashMap::new(),
         lazy: HashMap::new(),
+        prefetched: HashMap::new(),
+        pipeline,
         tensors: HashMap::new(),
         dims: HashMap::new(),
         scalars: HashMap::new(),
@@ -436,8 +465,9 @@ pub fn lower_kernel(
         colbase,
         quad_leader,
         smem,
-        smem_top: scratch_bytes,
-        scratch_off: 0,
+        smem_top: 0,
+        scratch_off: SCRATCH_BASE,
+        scratch_used: false,
         rowbases: HashMap::new(),
         ldm_lane: None,
     };
@@ -518,9 +548,11 @@ pub fn lower_kernel(
     });
     ctx.setup_tensors()?;
     super::lower::lower_body(&mut ctx)?;
-    let shared_bytes = ctx.smem_top;
+    // Place the scratch region after all others, and only if something used it.
+    let scratch_at = ctx.smem_top.div_ceil(16) * 16;
+    let shared_bytes = if ctx.scratch_used { scratch_at + scratch_bytes } else { ctx.smem_top };
     let min_version = ctx.b.min_version;
-    let body = ctx.b.finish();
+    let body = patch_scratch(&ctx.b.finish(), scratch_at);
     let text = format!(
         ".visible .entry {symbol}(\n\t{}\n)\n.maxntid {}, 1, 1\n{{\n{body}\tret;\n}}\n",
         params.join(",\n\t"),
@@ -586,7 +618,12 @@ impl Ctx<'_> {
         }
         self.b
             .ins(format!("mad.lo.s32 {a}, {a}, {eb}, {}", self.smem));
-        if off > 0 {
+        if off >= SCRATCH_BASE {
+            // The scratch region goes after every other region; its offset is patched in once
+            // the kernel is lowered (see `lower_kernel`).
+            self.scratch_used = true;
+            self.b.ins(format!("add.s32 {a}, {a}, KIRSCRATCH{}", off - SCRATCH_BASE));
+        } else if off > 0 {
             self.b.ins(format!("add.s32 {a}, {a}, {off}"));
         }
         a

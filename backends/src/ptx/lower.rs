@@ -844,6 +844,14 @@ fn lower_for(c: &mut Ctx, op: &OpData) -> Result<(), PtxError> {
     }
     if let Some(&a0) = args.first() {
         c.vals.insert(a0, Val::Scalar(iv));
+        let pre = if c.pipeline {
+            prefetchable(c, body, a0)
+        } else {
+            vec![]
+        };
+        if !pre.is_empty() {
+            return lower_for_pipelined(c, op, body, a0, iv, hi, step, carried, pre);
+        }
     }
     let (top, end) = (c.b.label("for"), c.b.label("endfor"));
     let p = c.b.reg(RegClass::Pred);
@@ -857,6 +865,127 @@ fn lower_for(c: &mut Ctx, op: &OpData) -> Result<(), PtxError> {
     c.b.ins(format!("add.s32 {iv}, {iv}, {step}"));
     c.b.ins(format!("bra.uni {top}"));
     c.b.place(&end);
+    for (&r, v) in op.results.iter().zip(carried) {
+        c.vals.insert(r, v);
+    }
+    Ok(())
+}
+
+/// Loads at the top level of a loop body that read a tile for dot operands (placed in shared
+/// memory) at offsets known before the iteration starts (the induction variable or values from
+/// outside the loop) with no mask or an index mask: their next tile can be fetched while the
+/// current iteration computes. Returns (op, result, two buffer offsets).
+fn prefetchable(c: &mut Ctx, body: Block, iv: Value) -> Vec<(kir_ir::Op, Value, [u32; 2])> {
+    let k = c.k;
+    let ops = k.dfg.blocks[body].ops.clone();
+    // The body's index/mask chains are known up front (block() registers the same ones).
+    for &o in &ops {
+        let op = &k.dfg.ops[o];
+        if lazy_ok(c, op) {
+            if let Some(&r) = op.results.first() {
+                c.lazy.insert(r, o);
+            }
+        }
+    }
+    let mut out = Vec::new();
+    for &o in &ops {
+        let op = &k.dfg.ops[o];
+        let Some(&r) = op.results.first() else {
+            continue;
+        };
+        if op.opcode != Opcode::Load || place(c, r) != Place::Shared {
+            continue;
+        }
+        let Some(t) = &op.tensor else { continue };
+        let offsets_ok = t.offsets.iter().all(|off| match off {
+            kir_ir::Offset::Value(v) => *v == iv || c.vals.contains_key(v),
+            kir_ir::Offset::Expr(_) => true,
+        });
+        let mask_ok = match op.attr("mask") {
+            None => true,
+            Some(Attr::Value(m)) => c.lazy.contains_key(m),
+            Some(_) => false,
+        };
+        let (Some(d), Some(s)) = (k.dfg.ty(r).dtype(), k.dfg.ty(r).shape()) else {
+            continue;
+        };
+        if offsets_ok && mask_ok && s.len() == 2 {
+            let bytes = super::memory::shared_tile_bytes(&s, d);
+            let bufs = [c.alloc_shared(bytes), c.alloc_shared(bytes)];
+            out.push((o, r, bufs));
+        }
+    }
+    out
+}
+
+/// A loop whose dot-operand tiles are prefetched one iteration ahead into double buffers
+/// (cp.async groups): the body is emitted twice, once reading buffer 0 while buffer 1 fills and
+/// once the other way round, so every shared offset stays a constant.
+#[allow(clippy::too_many_arguments)]
+fn lower_for_pipelined(
+    c: &mut Ctx,
+    op: &OpData,
+    body: Block,
+    iv_val: Value,
+    iv: Reg,
+    hi: Reg,
+    step: Reg,
+    carried: Vec<Val>,
+    pre: Vec<(kir_ir::Op, Value, [u32; 2])>,
+) -> Result<(), PtxError> {
+    let sp = op.span;
+    let k = c.k;
+    let fetch = |c: &mut Ctx, at: Reg, buf: usize| -> Result<(), PtxError> {
+        for (o, _, offs) in &pre {
+            super::memory::prefetch_load(c, &k.dfg.ops[*o], iv_val, at, offs[buf])?;
+        }
+        Ok(())
+    };
+    // Prologue: the first iteration's tiles into buffer 0.
+    let (p, skip0) = (c.b.reg(RegClass::Pred), c.b.label("pf_skip"));
+    c.b.ins("bar.sync 0");
+    c.b.ins(format!("setp.ge.s32 {p}, {iv}, {hi}"));
+    c.b.ins_if(p, false, format!("bra.uni {skip0}"));
+    fetch(c, iv, 0)?;
+    c.b.place(&skip0);
+    c.b.ins("cp.async.commit_group");
+    let (top, end) = (c.b.label("pfor"), c.b.label("endpfor"));
+    c.b.place(&top);
+    for half in 0..2 {
+        let done = c.b.reg(RegClass::Pred);
+        c.b.ins(format!("setp.ge.s32 {done}, {iv}, {hi}"));
+        c.b.ins_if(done, false, format!("bra.uni {end}"));
+        // Fetch the next iteration's tiles into the other buffer while this one computes.
+        let (next, pn, skip) = (
+            c.b.reg(RegClass::B32),
+            c.b.reg(RegClass::Pred),
+            c.b.label("pf_skip"),
+        );
+        c.b.ins(format!("add.s32 {next}, {iv}, {step}"));
+        c.b.ins(format!("setp.ge.s32 {pn}, {next}, {hi}"));
+        c.b.ins_if(pn, false, format!("bra.uni {skip}"));
+        fetch(c, next, 1 - half)?;
+        c.b.place(&skip);
+        c.b.ins("cp.async.commit_group");
+        c.b.ins("cp.async.wait_group 1");
+        c.b.ins("bar.sync 0");
+        for (_, r, offs) in &pre {
+            c.prefetched.insert(*r, offs[half]);
+        }
+        let yielded = block(c, body)?;
+        // Everyone is done reading this buffer before the next iteration refills it.
+        c.b.ins("bar.sync 0");
+        for (dst, &src) in carried.iter().zip(&yielded) {
+            assign(c, dst, src, sp)?;
+        }
+        c.b.ins(format!("add.s32 {iv}, {iv}, {step}"));
+    }
+    c.b.ins(format!("bra.uni {top}"));
+    c.b.place(&end);
+    c.b.ins("cp.async.wait_group 0");
+    for (_, r, _) in &pre {
+        c.prefetched.remove(r);
+    }
     for (&r, v) in op.results.iter().zip(carried) {
         c.vals.insert(r, v);
     }

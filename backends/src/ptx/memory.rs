@@ -340,13 +340,53 @@ fn load_shared(
     shape: &[usize],
     other: f64,
 ) -> Result<Val, PtxError> {
+    let d = info.dtype;
+    let eb = smem_bytes(d);
+    let (rows, cols) = (shape[0], shape[1]);
+    let rs = cols + 16 / eb;
+    let val = |off| Val::Shared {
+        off,
+        shape: [rows, cols],
+        dtype: d,
+        row_stride: rs,
+        col_stride: 1,
+    };
+    // A load a loop prefetched: its data is already in the current buffer.
+    if let Some(&off) = op.results.first().and_then(|r| c.prefetched.get(r)) {
+        return Ok(val(off));
+    }
+    let off = c.alloc_shared((rows * rs * eb) as u32);
+    c.b.ins("bar.sync 0");
+    copy_tile(c, op, info, offs, shape, other, off)?;
+    c.b.ins("cp.async.commit_group");
+    c.b.ins("cp.async.wait_group 0");
+    c.b.ins("bar.sync 0");
+    Ok(val(off))
+}
+
+/// Bytes of the shared-memory region a load of `shape` and dtype `d` needs.
+pub fn shared_tile_bytes(shape: &[usize], d: Dtype) -> u32 {
+    let eb = smem_bytes(d);
+    (shape[0] * (shape[1] + 16 / eb) * eb) as u32
+}
+
+/// Issues the copy of a load's tile into the shared region at `off` (cp.async when possible,
+/// scalar loads otherwise) without waiting or synchronizing: the caller commits, waits and
+/// places the barriers (so a loop can prefetch the next iteration's tile).
+pub fn copy_tile(
+    c: &mut Ctx,
+    op: &OpData,
+    info: &TensorInfo,
+    offs: &[Reg],
+    shape: &[usize],
+    other: f64,
+    off: u32,
+) -> Result<(), PtxError> {
     let sp = op.span;
     let d = info.dtype;
     let eb = smem_bytes(d);
     let (rows, cols) = (shape[0], shape[1]);
     let rs = cols + 16 / eb;
-    let off = c.alloc_shared((rows * rs * eb) as u32);
-    c.b.ins("bar.sync 0");
     let vec = 16 / eb;
     let vectorizable = info.contiguous_last
         && cols % vec == 0
@@ -412,15 +452,42 @@ fn load_shared(
         c.b.place(&end);
     }
     c.b.place(&done);
-    c.b.ins("bar.sync 0");
     let _ = round;
-    Ok(Val::Shared {
-        off,
-        shape: [rows, cols],
-        dtype: d,
-        row_stride: rs,
-        col_stride: 1,
-    })
+    Ok(())
+}
+
+/// Prefetch support: the tile a `load` op reads when the loop's induction variable `iv` has the
+/// value in register `iv_next`, copied into the shared region at `off` (no wait, no barrier).
+pub fn prefetch_load(
+    c: &mut Ctx,
+    op: &OpData,
+    iv: kir_ir::Value,
+    iv_next: Reg,
+    off: u32,
+) -> Result<(), PtxError> {
+    let sp = op.span;
+    let t = op
+        .tensor
+        .as_ref()
+        .ok_or_else(|| PtxError::at(sp, "memory op without a tensor"))?;
+    let info = c
+        .tensors
+        .get(&t.param)
+        .cloned()
+        .ok_or_else(|| PtxError::at(sp, format!("unknown tensor `{}`", t.param)))?;
+    let r = *op
+        .results
+        .first()
+        .ok_or_else(|| PtxError::at(sp, "load without a result"))?;
+    let shape = c.k.dfg.ty(r).shape().unwrap_or_default();
+    let other = lit(op.attr("other")).unwrap_or(0.0);
+    let saved = c.vals.insert(iv, Val::Scalar(iv_next));
+    let res = offsets(c, t, sp).and_then(|offs| copy_tile(c, op, &info, &offs, &shape, other, off));
+    match saved {
+        Some(v) => c.vals.insert(iv, v),
+        None => c.vals.remove(&iv),
+    };
+    res
 }
 
 /// Stores one element (register form) into a shared tile at (idx[0], idx[1]).
@@ -622,8 +689,7 @@ fn cp_async_tile(
             c.b.place(&skip);
         }
     }
-    c.b.ins("cp.async.commit_group");
-    c.b.ins("cp.async.wait_group 0");
+
     Ok(())
 }
 

@@ -68,7 +68,11 @@ pub fn compile_module(m: &Module, target: Target, suffix: &str) -> Result<PtxMod
     for k in m.kernels.values() {
         let symbol = sanitize(&format!("{}{}", k.name, suffix));
         let abi = kernel_abi(k).map_err(|e| PtxError::at(k.span, e))?;
-        let lowered = ctx::lower_kernel(k, &abi, target, &symbol)?;
+        // Double-buffered loops need more shared memory; without the room, lower them plainly.
+        let mut lowered = ctx::lower_kernel(k, &abi, target, &symbol, true)?;
+        if lowered.shared_bytes > MAX_SHARED_BYTES {
+            lowered = ctx::lower_kernel(k, &abi, target, &symbol, false)?;
+        }
         if lowered.shared_bytes > MAX_SHARED_BYTES {
             return Err(PtxError::at(
                 k.span,
