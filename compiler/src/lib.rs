@@ -6,7 +6,9 @@
 
 pub mod compile;
 pub mod egraph;
+pub mod kedit;
 pub mod npy;
 pub mod oplib;
 pub mod passes;
 pub mod pipeline;
+pub mod traffic;

@@ -1,7 +1,7 @@
 //! The pipeline: the one place passes are ordered.
 //!
-//! Today the pipeline is `parse` → verify → `specialize` → verify → `egraph` → verify. Later
-//! stages (fusion, layout assignment, scheduling, lowering) are appended to [`PASSES`] and to
+//! Today the pipeline is `parse` → verify → `specialize` → verify → `egraph` → verify →
+//! `fusion` → verify. Later stages (layout assignment, scheduling, lowering) are appended to [`PASSES`] and to
 //! [`run_observed`], in order; each pass stays a free function in `crate::passes`. The backends
 //! and `kirc run` still consume the specialized module; the e-graph output is
 //! [`Frontend::optimized`], checked differentially against it by the test suite. Every pass
@@ -12,7 +12,7 @@ use crate::passes;
 use kir_ir::{text, verifier, Diagnostics, Module};
 
 /// The passes in pipeline order, by the name `--dump-after` takes.
-pub const PASSES: &[&str] = &["parse", "specialize", "egraph"];
+pub const PASSES: &[&str] = &["parse", "specialize", "egraph", "fusion"];
 
 /// `-D NAME=VALUE` overrides, in command-line order (the last one of a name wins).
 pub type Defines = [(String, String)];
@@ -26,6 +26,9 @@ pub struct Frontend {
     pub specialized: Module,
     /// The specialized module after e-graph rewriting (`egraph` pass).
     pub optimized: Module,
+    /// The optimized module after kernel-graph fusion (`fusion` pass); equal to `optimized`
+    /// for modules without a program or without fusible patterns.
+    pub fused: Module,
 }
 
 /// Runs every pass in order, verifying after each one that changes the IR, and calls
@@ -47,10 +50,15 @@ pub fn run_observed(
     verifier::verify(&optimized)?;
     observe("egraph", &optimized);
 
+    let fused = passes::fusion(&optimized);
+    verifier::verify(&fused)?;
+    observe("fusion", &fused);
+
     Ok(Frontend {
         generic,
         specialized,
         optimized,
+        fused,
     })
 }
 

@@ -228,11 +228,17 @@ pub fn try_op(
     })
 }
 
-/// Every `.kir` file in the repository (op library, test inputs, error cases), sorted.
+/// Every `.kir` file in the repository (op library, test inputs, error cases, fusion programs),
+/// sorted.
 pub fn kir_files() -> Vec<std::path::PathBuf> {
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
     let mut out = Vec::new();
-    for dir in ["compiler/ops", "tests/in", "tests/in/errors"] {
+    for dir in [
+        "compiler/ops",
+        "tests/in",
+        "tests/in/errors",
+        "tests/in/fusion",
+    ] {
         if let Ok(rd) = std::fs::read_dir(root.join(dir)) {
             for e in rd.flatten() {
                 let p = e.path();

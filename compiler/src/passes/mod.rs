@@ -1,7 +1,9 @@
 //! Compiler passes: free functions, one per file, sequenced only by `crate::pipeline`.
 
 pub mod egraph;
+pub mod fusion;
 pub mod specialize;
 
 pub use egraph::{egraph, egraph_with};
+pub use fusion::{fusion, fusion_with_report, FusionReport};
 pub use specialize::{const_values, specialize};

@@ -13,7 +13,7 @@ pub struct Args {
     /// Override a specialization constant (repeatable; the last one of a name wins).
     #[arg(short = 'D', value_name = "NAME=VALUE", value_parser = common::parse_define)]
     defines: Vec<(String, String)>,
-    /// Print the canonical IR right after this pass instead of `ok` (parse, specialize, egraph).
+    /// Print the canonical IR right after this pass instead of `ok` (parse, specialize, egraph, fusion).
     #[arg(long, value_name = "PASS")]
     dump_after: Option<String>,
 }

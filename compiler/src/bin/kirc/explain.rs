@@ -1,6 +1,8 @@
 //! `kirc explain FILE [-D NAME=VALUE]...`: for each kernel, what the e-graph phase did — the
 //! runner's stop reason and limits, every rule applied (with counts), the cost model and the pure
-//! op count before and after, and the time taken.
+//! op count before and after, and the time taken; then, for a module with a program, the
+//! `fusion` pass's decisions: kernels fused, candidates not fused and why, buffers eliminated,
+//! kernels and global bytes before and after.
 
 use crate::common::{self, CliError};
 use kir_compiler::egraph::rules::all_rules;
@@ -54,6 +56,34 @@ pub fn render(r: &KernelReport, limits: &Limits) -> String {
     s
 }
 
+/// The text `kirc explain` prints for the `fusion` pass of a module with a program.
+pub fn render_fusion(r: &passes::FusionReport) -> String {
+    let mut s = String::new();
+    let _ = writeln!(s, "fusion");
+    for f in &r.fused {
+        let _ = writeln!(s, "  fused: {f}");
+    }
+    for f in &r.not_fused {
+        let _ = writeln!(s, "  not fused: {f}");
+    }
+    let elim = if r.buffers_eliminated.is_empty() {
+        "none".to_string()
+    } else {
+        r.buffers_eliminated.join(", ")
+    };
+    let _ = writeln!(s, "  buffers eliminated: {elim}");
+    let _ = writeln!(s, "  kernels launched: {} -> {}", r.kernels.0, r.kernels.1);
+    let b = |x: Option<u64>| x.map_or("unknown".to_string(), |v| v.to_string());
+    let _ = writeln!(
+        s,
+        "  global bytes (every dim = {}): {} -> {}",
+        passes::fusion::NOMINAL_DIM,
+        b(r.bytes.0),
+        b(r.bytes.1)
+    );
+    s
+}
+
 /// Runs `kirc explain`.
 pub fn main(a: Args) -> Result<ExitCode, CliError> {
     let src = common::load(&a.file)?;
@@ -70,5 +100,9 @@ pub fn main(a: Args) -> Result<ExitCode, CliError> {
         total.as_secs_f64() * 1e3,
         reports.len()
     );
+    if f.optimized.program.is_some() {
+        let (_, rep) = passes::fusion_with_report(&f.optimized);
+        print!("{}", render_fusion(&rep));
+    }
     Ok(ExitCode::SUCCESS)
 }

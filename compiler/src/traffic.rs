@@ -1,0 +1,115 @@
+//! Global bytes moved by a program: the cost model of the `fusion` pass and its report.
+//!
+//! For every launch, every load, store and atomic in its kernel moves its whole tile (the bytes
+//! issued, masked or not) once per program instance of the grid and per iteration of each
+//! enclosing `for`. Loop trip counts come from bounds built of constants, dims and integer
+//! arithmetic; anything else makes the estimate unknown (`None`).
+
+use kir_ir::{Block, Dfg, EvalVal, Kernel, Module, Opcode, ParamKind, Value, ValueDef};
+
+/// Bytes moved by `m`'s program (or its single kernel) with program dims from `dim`.
+pub fn bytes_moved(m: &Module, dim: &dyn Fn(&str) -> Option<i64>) -> Option<u64> {
+    let Some(p) = &m.program else {
+        let k = m.kernels.values().next()?;
+        return kernel_bytes(k, dim);
+    };
+    let mut total = 0u64;
+    for l in &p.launches {
+        let (_, k) = m.kernel(&l.kernel)?;
+        // Kernel dim → program dim value, through the bound buffers' declared dims.
+        let mut dims: Vec<(String, i64)> = vec![];
+        for a in &l.args {
+            let Some(ParamKind::Tensor(_, kt)) = k.param(&a.param).map(|x| &x.kind) else {
+                continue;
+            };
+            let bt = p
+                .params
+                .iter()
+                .find_map(|x| match &x.kind {
+                    ParamKind::Tensor(_, t) if x.name == a.arg => Some(t.clone()),
+                    _ => None,
+                })
+                .or_else(|| {
+                    p.temps
+                        .iter()
+                        .find(|t| t.name == a.arg)
+                        .map(|t| t.ty.clone())
+                })?;
+            for (kd, bd) in kt.dims.iter().zip(&bt.dims) {
+                let v = bd.eval_int(&|n| dim(n).map(EvalVal::Int)).ok()?;
+                dims.push((format!("{kd}"), v));
+            }
+        }
+        let lookup = |n: &str| dims.iter().find(|(d, _)| d == n).map(|&(_, v)| v);
+        total += kernel_bytes(k, &lookup)?;
+    }
+    Some(total)
+}
+
+/// Bytes moved by one launch of `k` with its dims from `dim`.
+pub fn kernel_bytes(k: &Kernel, dim: &dyn Fn(&str) -> Option<i64>) -> Option<u64> {
+    let mut grid = 1u64;
+    for g in &k.grid {
+        grid *= g.eval_int(&|n| dim(n).map(EvalVal::Int)).ok()?.max(0) as u64;
+    }
+    Some(grid * block_bytes(&k.dfg, k.body, dim)?)
+}
+
+fn block_bytes(d: &Dfg, b: Block, dim: &dyn Fn(&str) -> Option<i64>) -> Option<u64> {
+    let mut total = 0u64;
+    for &o in &d.blocks[b].ops {
+        let od = &d.ops[o];
+        match od.opcode {
+            Opcode::Load => total += tile_bytes(d, od.results[0])?,
+            Opcode::Store | Opcode::AtomicAdd => total += tile_bytes(d, od.operands[0])?,
+            Opcode::For => {
+                let lo = scalar(d, od.operands[0], dim)?;
+                let hi = scalar(d, od.operands[1], dim)?;
+                let step = scalar(d, od.operands[2], dim)?;
+                if step <= 0 {
+                    return None;
+                }
+                let trips = if hi > lo {
+                    (hi - lo + step - 1) / step
+                } else {
+                    0
+                };
+                total += trips as u64 * block_bytes(d, od.regions[0], dim)?;
+            }
+            Opcode::If => {
+                // The larger branch: an upper bound.
+                let mut best = 0;
+                for &r in &od.regions {
+                    best = best.max(block_bytes(d, r, dim)?);
+                }
+                total += best;
+            }
+            _ => {}
+        }
+    }
+    Some(total)
+}
+
+fn tile_bytes(d: &Dfg, v: Value) -> Option<u64> {
+    let t = d.ty(v);
+    let n: usize = t.shape()?.iter().product();
+    Some((n * t.dtype()?.size_bytes()) as u64)
+}
+
+/// The value of an integer scalar built from constants, dims and + − × ÷.
+fn scalar(d: &Dfg, v: Value, dim: &dyn Fn(&str) -> Option<i64>) -> Option<i64> {
+    let ValueDef::Result(o, _) = d.values[v].def else {
+        return None;
+    };
+    let od = &d.ops[o];
+    let arg = |i: usize| scalar(d, od.operands[i], dim);
+    match (od.opcode, &od.lead) {
+        (Opcode::Const, Some(kir_ir::Attr::Expr(e))) => e.as_int(),
+        (Opcode::Dim, Some(kir_ir::Attr::Name(n, _))) => dim(n),
+        (Opcode::Add, _) => Some(arg(0)? + arg(1)?),
+        (Opcode::Sub, _) => Some(arg(0)? - arg(1)?),
+        (Opcode::Mul, _) => Some(arg(0)? * arg(1)?),
+        (Opcode::Div, _) => arg(0)?.checked_div(arg(1)?),
+        _ => None,
+    }
+}
