@@ -207,24 +207,7 @@ fn control_flow_and_nf4() {
     compare("control sum", &out["out"].data, &sum, (1e-6, 1e-5));
     assert_eq!(out["count"].data, cnt);
     // The NF4 codebook as published (QLoRA), independent of the op table.
-    let nf4 = [
-        -1.0,
-        -0.6961928009986877,
-        -0.5250730514526367,
-        -0.39491748809814453,
-        -0.28444138169288635,
-        -0.18477343022823334,
-        -0.09105003625154495,
-        0.0,
-        0.07958029955625534,
-        0.16093020141124725,
-        0.24611230194568634,
-        0.33791524171829224,
-        0.44070982933044434,
-        0.5626170039176941,
-        0.7229568362236023,
-        1.0,
-    ];
+    let nf4 = kir_tests::oracle_ops::NF4;
     let want: Vec<f64> = codes
         .iter()
         .map(|&cd| nf4[(cd as usize) & 15] as f32 as f64)
