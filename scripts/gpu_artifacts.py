@@ -17,11 +17,11 @@ def sh(cmd):
     return r.stdout
 
 
-def compile_case(kirc, out, name, op, defines, target):
+def compile_case(kirc, out, name, op, defines, target, extra=()):
     d = os.path.join(out, name)
     os.makedirs(d, exist_ok=True)
     cmd = [kirc, "compile", op, "--target", target, "--emit", "ptx", "-o", os.path.join(d, "kernel.ptx"),
-           "--meta", os.path.join(d, "meta.json")]
+           "--meta", os.path.join(d, "meta.json"), *extra]
     for k, v in defines.items():
         cmd += ["-D", f"{k}={v}"]
     sh(cmd)
@@ -38,8 +38,8 @@ def main():
     os.makedirs(a.out, exist_ok=True)
     cases = []
 
-    def correctness(name, op, defines, inputs, scalars):
-        d = compile_case(a.kirc, a.out, name, op, defines, a.target)
+    def correctness(name, op, defines, inputs, scalars, extra=()):
+        d = compile_case(a.kirc, a.out, name, op, defines, a.target, extra)
         os.makedirs(os.path.join(d, "inputs"), exist_ok=True)
         cmd = [a.kirc, "run", op, "--out", os.path.join(d, "interp")]
         for k, v in defines.items():
@@ -151,6 +151,26 @@ def main():
         correctness(f"attn_bwd_det{det}", "attention_bwd", {"DTYPE": "bf16", "HEAD_DIM": 64, "DETERMINISTIC": det},
                     {"q": qb, "k": kb, "v": vb, "o": o_, "do": rng.standard_normal(o_.shape).astype(f32), "lse": lse_},
                     {"scale": 0.125})
+
+    # Fusion: the unfused program and its fused form (kirc compile --fuse), checked and timed.
+    fdef = {"DTYPE": "bf16", "BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 32}
+    for prog in ["gate_up_swiglu", "rmsnorm_gemm"]:
+        path = f"tests/in/fusion/{prog}.kir"
+        if not os.path.exists(path):
+            continue
+        if prog == "gate_up_swiglu":
+            ins = {"x": rng.standard_normal((130, 96)).astype(f32), "wg": rng.standard_normal((96, 70)).astype(f32),
+                   "wu": rng.standard_normal((96, 70)).astype(f32)}
+            sc = {}
+        else:
+            ins = {"x": rng.standard_normal((130, 96)).astype(f32), "w": rng.standard_normal(96).astype(f32),
+                   "wm": rng.standard_normal((96, 70)).astype(f32)}
+            sc = {"eps": 1e-5}
+        for tag, extra in [("unfused", ()), ("fused", ("--fuse",))]:
+            correctness(f"fuse_{prog}_{tag}", path, fdef, ins, sc, extra)
+            tname = f"time_fuse_{prog}_{tag}"
+            compile_case(a.kirc, a.out, tname, path, fdef, a.target, extra)
+            cases.append({"name": tname, "op": "fusion", "program": prog, "variant": tag, "dir": tname, "mode": "time"})
 
     # Bigger tiles (8 warps) must be exactly as correct.
     q = rng.standard_normal((1, 3, 300, 128)).astype(f32)

@@ -205,6 +205,26 @@ def time_case(root, c, peers):
             rows.append(row)
             del a, b, bufs
         out["rows"] = rows
+    elif c["op"] == "fusion":
+        M, K, N = 8192, 4096, 14336
+        x = torch.randn(M, K, device="cuda", dtype=torch.bfloat16)
+        if c["program"] == "gate_up_swiglu":
+            wg = torch.randn(K, N, device="cuda", dtype=torch.bfloat16) / 64
+            wu = torch.randn(K, N, device="cuda", dtype=torch.bfloat16) / 64
+            bufs = prog.prepare({"x": x, "wg": wg, "wu": wu}, {})
+            ref = lambda: torch.nn.functional.silu((x[:256].float() @ wg.float()).bfloat16().float()) * (x[:256].float() @ wu.float()).bfloat16().float()
+            flops = 2 * 2 * M * N * K
+        else:
+            w = torch.randn(K, device="cuda", dtype=torch.bfloat16)
+            wm = torch.randn(K, N, device="cuda", dtype=torch.bfloat16) / 64
+            bufs = prog.prepare({"x": x, "w": w, "wm": wm}, {"eps": 1e-5})
+            ref = lambda: torch.nn.functional.rms_norm(x[:256].float(), (K,), w.float(), 1e-5).bfloat16().float() @ wm.float()
+            flops = 2 * M * N * K
+        ms = bench(lambda: prog.launch(bufs), reps=10)
+        row = {"M": M, "K": K, "N": N, "variant": c["variant"], "kernels": len(prog.meta["kernels"]),
+               "ms": ms, "tflops": flops / ms / 1e9, "rel_vs_torch_f32": rel(bufs["out" if "out" in bufs else "c"][:256].float(), ref())}
+        print(f"{c['name']}: {row}", flush=True)
+        out["rows"] = [row]
     elif c["op"] == "rmsnorm_fwd":
         rows = []
         comp = torch.compile(lambda x, w: torch.nn.functional.rms_norm(x, (x.shape[-1],), w, 1e-5))

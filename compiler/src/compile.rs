@@ -71,7 +71,33 @@ pub fn compile(
     target: Target,
     emit: Emit,
 ) -> Result<Compiled, CompileError> {
-    let (generic, spec) = pipeline::frontend(src, defines).map_err(CompileError::Source)?;
+    compile_stage(src, defines, kernel, target, emit, Stage::Specialized)
+}
+
+/// Which module of the pipeline a compilation lowers.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Stage {
+    /// The specialized module (what `kirc compile` lowers by default).
+    Specialized,
+    /// After the `egraph` and `fusion` passes (`kirc compile --fuse`).
+    Fused,
+}
+
+/// Like [`compile`], lowering the module of `stage`.
+pub fn compile_stage(
+    src: &str,
+    defines: &pipeline::Defines,
+    kernel: Option<&str>,
+    target: Target,
+    emit: Emit,
+    stage: Stage,
+) -> Result<Compiled, CompileError> {
+    let f = pipeline::run_observed(src, defines, &mut |_, _| {}).map_err(CompileError::Source)?;
+    let generic = f.generic;
+    let spec = match stage {
+        Stage::Specialized => f.specialized,
+        Stage::Fused => f.fused,
+    };
     let spec = pipeline::entry_module(spec, kernel).map_err(CompileError::Plain)?;
     let values = const_values(&generic, defines).map_err(CompileError::Source)?;
     let suffix = specialization_suffix(&values);

@@ -29,6 +29,10 @@ pub struct Args {
     /// Write the launch metadata JSON here.
     #[arg(long, value_name = "META.json")]
     meta: Option<String>,
+    /// Lower the module after the e-graph and fusion passes (fewer kernels and bytes for
+    /// programs with fusible kernels) instead of the specialized one.
+    #[arg(long)]
+    fuse: bool,
     /// Print the IR right after a pass instead of compiling: parse, specialize, or layout (the
     /// PTX backend's layout assignment, shown as a comment on each op).
     #[arg(long, value_name = "PASS")]
@@ -68,12 +72,23 @@ pub fn main(a: Args) -> Result<ExitCode, CliError> {
         write(&a.out, &text)?;
         return Ok(ExitCode::SUCCESS);
     }
-    let out = compile::compile(&src.text, &a.defines, a.kernel.as_deref(), target, emit).map_err(
-        |e| match e {
-            CompileError::Source(d) => CliError::located(&src, d),
-            CompileError::Plain(m) => CliError::Plain(m),
-        },
-    )?;
+    let stage = if a.fuse {
+        compile::Stage::Fused
+    } else {
+        compile::Stage::Specialized
+    };
+    let out = compile::compile_stage(
+        &src.text,
+        &a.defines,
+        a.kernel.as_deref(),
+        target,
+        emit,
+        stage,
+    )
+    .map_err(|e| match e {
+        CompileError::Source(d) => CliError::located(&src, d),
+        CompileError::Plain(m) => CliError::Plain(m),
+    })?;
     write(&a.out, &out.text)?;
     if let Some(meta) = &a.meta {
         let json = out
