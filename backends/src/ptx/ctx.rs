@@ -81,6 +81,7 @@ pub struct Ctx<'a> {
     /// Whether any instruction addressed the scratch region.
     pub scratch_used: bool,
     rowbases: HashMap<usize, Reg>,
+    gridbases: HashMap<(usize, usize), (Reg, Reg)>,
     ldm_lane: Option<(Reg, Reg, Reg)>,
 }
 
@@ -171,24 +172,10 @@ impl<'a> Ctx<'a> {
                     out.push(SlotCoord { idx, valid });
                 }
             }
-            Layout::RowMma => {
-                let rowbase = self.rowbase(shape);
-                let colbase = self.colbase;
+            Layout::RowMma | Layout::Grid => {
                 for s in 0..n {
-                    let (ro, co) = layout::rowmma_slot(shape, s);
-                    let r = self.b.reg(RegClass::B32);
-                    self.b.ins(format!("add.s32 {r}, {rowbase}, {ro}"));
-                    let mut idx = vec![r];
-                    if shape.len() == 2 {
-                        if shape[1] == 1 {
-                            idx.push(self.b.imm32(0));
-                        } else {
-                            let c = self.b.reg(RegClass::B32);
-                            self.b.ins(format!("add.s32 {c}, {colbase}, {co}"));
-                            idx.push(c);
-                        }
-                    }
-                    out.push(SlotCoord { idx, valid: None });
+                    let sc = self.slot_coord(layout, shape, s);
+                    out.push(sc);
                 }
             }
         }
@@ -224,10 +211,15 @@ impl<'a> Ctx<'a> {
                 }
                 SlotCoord { idx, valid }
             }
-            Layout::RowMma => {
-                let rowbase = self.rowbase(shape);
-                let colbase = self.colbase;
-                let (ro, co) = layout::rowmma_slot(shape, s);
+            Layout::RowMma | Layout::Grid => {
+                let (rowbase, colbase, sub) = if layout == Layout::Grid {
+                    let (r, c, wn) = self.grid_bases(shape);
+                    let (m, n) = layout::rows_cols(shape);
+                    (r, c, vec![m, n / wn])
+                } else {
+                    (self.rowbase(shape), self.colbase, shape.to_vec())
+                };
+                let (ro, co) = layout::rowmma_slot(&sub, s);
                 let r = self.b.reg(RegClass::B32);
                 self.b.ins(format!("add.s32 {r}, {rowbase}, {ro}"));
                 let mut idx = vec![r];
@@ -243,6 +235,31 @@ impl<'a> Ctx<'a> {
                 SlotCoord { idx, valid: None }
             }
         }
+    }
+
+    /// For a `Grid` tile of `shape`: (row base = wmi·M/wm + g, column base = wni·N/wn + 2q, wn),
+    /// where warp = wmi·wn + wni (prologue registers, one pair per shape).
+    pub fn grid_bases(&mut self, shape: &[usize]) -> (Reg, Reg, usize) {
+        let (m, n) = layout::rows_cols(shape);
+        let (wm, wn) = layout::grid_dims(shape, self.blk);
+        if let Some(&(r, c)) = self.gridbases.get(&(m, n)) {
+            return (r, c, wn);
+        }
+        let (warp, g, colbase) = (self.warp, self.g, self.colbase);
+        let (r, c, wmi, wni) = (
+            self.b.reg(RegClass::B32),
+            self.b.reg(RegClass::B32),
+            self.b.reg(RegClass::B32),
+            self.b.reg(RegClass::B32),
+        );
+        self.b.in_prologue(|b| {
+            b.ins(format!("div.u32 {wmi}, {warp}, {wn}"));
+            b.ins(format!("rem.u32 {wni}, {warp}, {wn}"));
+            b.ins(format!("mad.lo.s32 {r}, {wmi}, {}, {g}", m / wm));
+            b.ins(format!("mad.lo.s32 {c}, {wni}, {}, {colbase}", n / wn));
+        });
+        self.gridbases.insert((m, n), (r, c));
+        (r, c, wn)
     }
 
     /// warp·(rows per warp) + g for a `RowMma` tile of `shape` (one prologue register per M).
@@ -469,6 +486,7 @@ pub fn lower_kernel(
         scratch_off: SCRATCH_BASE,
         scratch_used: false,
         rowbases: HashMap::new(),
+        gridbases: HashMap::new(),
         ldm_lane: None,
     };
     let mut params = Vec::new();

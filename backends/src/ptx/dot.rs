@@ -114,8 +114,8 @@ pub fn lower_dot(c: &mut Ctx, op: &OpData) -> Result<(), PtxError> {
         .get(&v)
         .copied()
         .unwrap_or(Place::Reg(Layout::Blocked));
-    let use_mma =
-        place == Place::Reg(Layout::RowMma) && layout::dot_uses_mma(&ta, &tb, &tv, c.blk.warps);
+    let use_mma = matches!(place, Place::Reg(Layout::RowMma | Layout::Grid))
+        && layout::dot_uses_mma(&ta, &tb, &tv, c.blk.warps);
     let l = match place {
         Place::Reg(l) => l,
         _ => {
@@ -130,13 +130,15 @@ pub fn lower_dot(c: &mut Ctx, op: &OpData) -> Result<(), PtxError> {
     let bs = to_shared(c, &bv, sp)?;
     let av = c.val(a, sp)?;
     let out = if use_mma {
-        let a_in_regs = matches!(&av, Val::Tile { layout: Layout::RowMma, shape: s, .. } if layout::rows_cols(s).0 == shape[0]);
+        // The register A operand (P·V) needs the output's row split to match the operand's.
+        let a_in_regs = l == Layout::RowMma
+            && matches!(&av, Val::Tile { layout: Layout::RowMma, shape: s, .. } if layout::rows_cols(s).0 == shape[0]);
         let a_src = if a_in_regs {
             av
         } else {
             to_shared(c, &av, sp)?
         };
-        mma(c, &a_src, &bs, &acc_regs, &shape, kdim, ab_dtype)
+        mma(c, &a_src, &bs, &acc_regs, &shape, kdim, ab_dtype, l)
     } else {
         let a_src = to_shared(c, &av, sp)?;
         fma(c, &a_src, &bs, &acc_regs, l, &shape, kdim)
@@ -161,16 +163,28 @@ fn mma(
     shape: &[usize],
     kdim: usize,
     d: Dtype,
+    layout: Layout,
 ) -> Vec<Reg> {
     let (m, n) = (shape[0], shape[1]);
-    let (mw, nfs, kfs) = (m / c.blk.warps as usize, n / 8, kdim / 16);
+    // The warp's block of the output: rows [wmi·mw, +mw), columns [wni·nw, +nw).
+    let (wm, wn) = if layout == Layout::Grid {
+        layout::grid_dims(shape, c.blk)
+    } else {
+        (c.blk.warps as usize, 1)
+    };
+    let (mw, nw) = (m / wm, n / wn);
+    let (nfs, kfs) = (nw / 8, kdim / 16);
     let mfs = mw / 16;
     let t = if d == Dtype::F16 { "f16" } else { "bf16" };
     let mut cur: Vec<Reg> = acc.to_vec();
-    // Row/column registers of this lane: row0 = warp·mw + g, k0 = 2q, n0 = g.
     let (warp, g, colbase) = (c.warp, c.g, c.colbase);
-    let row0 = c.b.reg(RegClass::B32);
-    c.b.ins(format!("mad.lo.s32 {row0}, {warp}, {mw}, {g}"));
+    let (wmi, wni) = (c.b.reg(RegClass::B32), c.b.reg(RegClass::B32));
+    c.b.ins(format!("div.u32 {wmi}, {warp}, {wn}"));
+    c.b.ins(format!("rem.u32 {wni}, {warp}, {wn}"));
+    // row0 = wmi·mw + g (this lane's first row); col0 = wni·nw (the warp's first column).
+    let (row0, col0) = (c.b.reg(RegClass::B32), c.b.reg(RegClass::B32));
+    c.b.ins(format!("mad.lo.s32 {row0}, {wmi}, {mw}, {g}"));
+    c.b.ins(format!("mul.lo.s32 {col0}, {wni}, {nw}"));
     for kf in 0..kfs {
         for mf in 0..mfs {
             let afrag: Vec<Reg> = match a {
@@ -193,7 +207,7 @@ fn mma(
                 }
                 _ if ldmatrix_ok(a, false) => {
                     let i0 = c.b.reg(RegClass::B32);
-                    c.b.ins(format!("mad.lo.s32 {i0}, {warp}, {mw}, {}", mf * 16));
+                    c.b.ins(format!("mad.lo.s32 {i0}, {wmi}, {mw}, {}", mf * 16));
                     let j0 = c.b.imm32((kf * 16) as i64);
                     ldmatrix_x4(c, a, i0, j0, false).to_vec()
                 }
@@ -211,7 +225,8 @@ fn mma(
             let mut bpairs: Vec<[Reg; 2]> = Vec::new();
             if ldmatrix_ok(b, true) {
                 for nf2 in 0..nfs / 2 {
-                    let (i0, j0) = (c.b.imm32((kf * 16) as i64), c.b.imm32((nf2 * 16) as i64));
+                    let (i0, j0) = (c.b.imm32((kf * 16) as i64), c.b.reg(RegClass::B32));
+                    c.b.ins(format!("add.s32 {j0}, {col0}, {}", nf2 * 16));
                     let r = ldmatrix_x4(c, b, i0, j0, true);
                     bpairs.push([r[0], r[1]]);
                     bpairs.push([r[2], r[3]]);
@@ -229,6 +244,7 @@ fn mma(
                     let (i, j) = (c.b.reg(RegClass::B32), c.b.reg(RegClass::B32));
                     c.b.ins(format!("add.s32 {i}, {colbase}, {}", kf * 16 + dk));
                     c.b.ins(format!("add.s32 {j}, {g}, {}", nf * 8));
+                    c.b.ins(format!("add.s32 {j}, {j}, {col0}"));
                     bfrag.push(smem_pair(c, b, i, j, true));
                 }
                 let base = (mf * nfs + nf) * 4;

@@ -30,6 +30,26 @@ pub enum Layout {
     Blocked,
     /// mma.sync accumulator fragments, warps stacked along rows.
     RowMma,
+    /// mma.sync accumulator fragments, warps in a 2-D grid (see [`grid_dims`]): each warp owns a
+    /// (M/wm)×(N/wn) block, so it reads only its slice of the B tile. For dot results whose
+    /// class needs no row reductions or row broadcasts (GEMM).
+    Grid,
+}
+
+/// (wm, wn): warps along rows and along columns of a `Grid` tile of `shape` — the most columns
+/// (4, then 2) that divide the tile, else (W, 1).
+pub fn grid_dims(shape: &[usize], b: Block) -> (usize, usize) {
+    let (m, n) = rows_cols(shape);
+    let w = b.warps as usize;
+    for wn in [4, 2] {
+        if w % wn == 0 {
+            let wm = w / wn;
+            if n % (8 * wn) == 0 && m % (16 * wm) == 0 && n != 1 {
+                return (wm, wn);
+            }
+        }
+    }
+    (w, 1)
 }
 
 /// Where a value lives.
@@ -65,6 +85,11 @@ pub fn slots(layout: Layout, shape: &[usize], b: Block) -> usize {
             } else {
                 mf * (n / 8) * 4
             }
+        }
+        Layout::Grid => {
+            let (m, n) = rows_cols(shape);
+            let (wm, wn) = grid_dims(shape, b);
+            (m / wm / 16) * (n / wn / 8) * 4
         }
     }
 }
@@ -341,6 +366,27 @@ pub fn assign(k: &Kernel, b: Block) -> HashMap<Value, Place> {
             }
         }
     }
+    // A class whose members all have one [M, N] shape (no row statistics, no row broadcasts)
+    // can spread its warps over a 2-D grid.
+    let mut class_shape: HashMap<usize, Option<Vec<usize>>> = HashMap::new();
+    for (v, d) in dfg.values.iter() {
+        if d.ty.is_scalar() {
+            continue;
+        }
+        let s = d.ty.shape().unwrap_or_default();
+        let e = class_shape
+            .entry(uf.find(idx(v)))
+            .or_insert_with(|| Some(s.clone()));
+        if e.as_ref() != Some(&s) {
+            *e = None;
+        }
+    }
+    let grid_ok = |c: usize| -> bool {
+        match class_shape.get(&c) {
+            Some(Some(s)) => s.len() == 2 && s[1] > 1 && grid_dims(s, b).1 > 1,
+            _ => false,
+        }
+    };
     let mut out = HashMap::new();
     for (v, d) in dfg.values.iter() {
         let place = if d.ty.is_scalar() {
@@ -348,7 +394,11 @@ pub fn assign(k: &Kernel, b: Block) -> HashMap<Value, Place> {
         } else if shared.get(&v).copied().unwrap_or(false) {
             Place::Shared
         } else if class_ok.get(&uf.find(idx(v))).copied().unwrap_or(false) {
-            Place::Reg(Layout::RowMma)
+            if grid_ok(uf.find(idx(v))) {
+                Place::Reg(Layout::Grid)
+            } else {
+                Place::Reg(Layout::RowMma)
+            }
         } else {
             Place::Reg(Layout::Blocked)
         };
@@ -378,6 +428,11 @@ pub fn annotate(m: &kir_ir::Module) -> kir_ir::Module {
                         }
                         Some(Place::Reg(Layout::RowMma)) => {
                             format!("mma-accumulator({} warps along rows)", b.warps)
+                        }
+                        Some(Place::Reg(Layout::Grid)) => {
+                            let s = k.dfg.ty(*r).shape().unwrap_or_default();
+                            let (wm, wn) = grid_dims(&s, b);
+                            format!("mma-accumulator({wm}x{wn} warp grid)")
                         }
                         Some(Place::Shared) => "shared(rows padded 16 B)".to_string(),
                         Some(Place::Scalar) | None => "scalar".to_string(),
