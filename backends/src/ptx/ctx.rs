@@ -550,7 +550,11 @@ pub fn lower_kernel(
     super::lower::lower_body(&mut ctx)?;
     // Place the scratch region after all others, and only if something used it.
     let scratch_at = ctx.smem_top.div_ceil(16) * 16;
-    let shared_bytes = if ctx.scratch_used { scratch_at + scratch_bytes } else { ctx.smem_top };
+    let shared_bytes = if ctx.scratch_used {
+        scratch_at + scratch_bytes
+    } else {
+        ctx.smem_top
+    };
     let min_version = ctx.b.min_version;
     let body = patch_scratch(&ctx.b.finish(), scratch_at);
     let text = format!(
@@ -622,7 +626,10 @@ impl Ctx<'_> {
             // The scratch region goes after every other region; its offset is patched in once
             // the kernel is lowered (see `lower_kernel`).
             self.scratch_used = true;
-            self.b.ins(format!("add.s32 {a}, {a}, KIRSCRATCH{}", off - SCRATCH_BASE));
+            self.b.ins(format!(
+                "add.s32 {a}, {a}, KIRSCRATCH{}",
+                off - SCRATCH_BASE
+            ));
         } else if off > 0 {
             self.b.ins(format!("add.s32 {a}, {a}, {off}"));
         }

@@ -69,7 +69,8 @@ pub fn fusion_with_report(m: &Module) -> (Module, FusionReport) {
         return (m.clone(), rep);
     }
     loop {
-        let changed = st.merge_horizontal() || st.fuse_epilogue() || st.eliminate_temps();
+        let changed =
+            st.eliminate_temps() || st.merge_horizontal() || st.fuse_norm() || st.fuse_epilogue();
         if !changed {
             break;
         }

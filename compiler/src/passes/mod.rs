@@ -2,6 +2,7 @@
 
 pub mod egraph;
 pub mod fusion;
+mod fusion_norm;
 pub mod specialize;
 
 pub use egraph::{egraph, egraph_with};
