@@ -466,3 +466,36 @@ fn fuse_pair(k: &mut Kernel, l1: Op, l2: Op, j: usize) {
     d.blocks[b1].ops = ops1;
     d.blocks[k.body].ops.remove(j);
 }
+
+/// Every op of the kernel (in any block) that reads `v` directly.
+pub fn users(dfg: &Dfg, v: Value) -> Vec<Op> {
+    dfg.ops
+        .iter()
+        .filter(|(_, od)| od.uses().contains(&v))
+        .map(|(id, _)| id)
+        .collect()
+}
+
+/// Adds a carried value to `for` op `l`: `init` becomes its initial value, and a new block
+/// argument and a new result of type `ty` are created and returned (argument, result). The
+/// caller must append the next value to the body's `yield`.
+pub fn add_carried(
+    dfg: &mut Dfg,
+    l: Op,
+    init: Value,
+    ty: Type,
+    name: Option<String>,
+) -> (Value, Value) {
+    let body = dfg.ops[l].regions[0];
+    dfg.ops[l].operands.push(init);
+    let arg = dfg.add_block_arg(body, ty.clone(), name.clone(), kir_ir::Span::default());
+    let idx = dfg.ops[l].results.len() as u32;
+    let res = dfg.values.push(kir_ir::ValueData {
+        ty,
+        name,
+        def: ValueDef::Result(l, idx),
+        span: kir_ir::Span::default(),
+    });
+    dfg.ops[l].results.push(res);
+    (arg, res)
+}

@@ -5,7 +5,9 @@
 //! enclosing `for`. Loop trip counts come from bounds built of constants, dims and integer
 //! arithmetic; anything else makes the estimate unknown (`None`).
 
-use kir_ir::{Block, Dfg, EvalVal, Kernel, Module, Opcode, ParamKind, Value, ValueDef};
+use kir_ir::{
+    Block, Dfg, EvalVal, Kernel, Launch, Module, Opcode, ParamKind, Program, Value, ValueDef,
+};
 
 /// Bytes moved by `m`'s program (or its single kernel) with program dims from `dim`.
 pub fn bytes_moved(m: &Module, dim: &dyn Fn(&str) -> Option<i64>) -> Option<u64> {
@@ -16,34 +18,45 @@ pub fn bytes_moved(m: &Module, dim: &dyn Fn(&str) -> Option<i64>) -> Option<u64>
     let mut total = 0u64;
     for l in &p.launches {
         let (_, k) = m.kernel(&l.kernel)?;
-        // Kernel dim → program dim value, through the bound buffers' declared dims.
-        let mut dims: Vec<(String, i64)> = vec![];
-        for a in &l.args {
-            let Some(ParamKind::Tensor(_, kt)) = k.param(&a.param).map(|x| &x.kind) else {
-                continue;
-            };
-            let bt = p
-                .params
-                .iter()
-                .find_map(|x| match &x.kind {
-                    ParamKind::Tensor(_, t) if x.name == a.arg => Some(t.clone()),
-                    _ => None,
-                })
-                .or_else(|| {
-                    p.temps
-                        .iter()
-                        .find(|t| t.name == a.arg)
-                        .map(|t| t.ty.clone())
-                })?;
-            for (kd, bd) in kt.dims.iter().zip(&bt.dims) {
-                let v = bd.eval_int(&|n| dim(n).map(EvalVal::Int)).ok()?;
-                dims.push((format!("{kd}"), v));
-            }
-        }
-        let lookup = |n: &str| dims.iter().find(|(d, _)| d == n).map(|&(_, v)| v);
-        total += kernel_bytes(k, &lookup)?;
+        total += launch_bytes(p, l, k, dim)?;
     }
     Some(total)
+}
+
+/// Bytes moved by launch `l` of program `p`, running kernel `k`, with program dims from `dim`
+/// (each kernel dim takes the value of the program dim of the buffer bound to it).
+pub fn launch_bytes(
+    p: &Program,
+    l: &Launch,
+    k: &Kernel,
+    dim: &dyn Fn(&str) -> Option<i64>,
+) -> Option<u64> {
+    // Kernel dim → program dim value, through the bound buffers' declared dims.
+    let mut dims: Vec<(String, i64)> = vec![];
+    for a in &l.args {
+        let Some(ParamKind::Tensor(_, kt)) = k.param(&a.param).map(|x| &x.kind) else {
+            continue;
+        };
+        let bt = p
+            .params
+            .iter()
+            .find_map(|x| match &x.kind {
+                ParamKind::Tensor(_, t) if x.name == a.arg => Some(t.clone()),
+                _ => None,
+            })
+            .or_else(|| {
+                p.temps
+                    .iter()
+                    .find(|t| t.name == a.arg)
+                    .map(|t| t.ty.clone())
+            })?;
+        for (kd, bd) in kt.dims.iter().zip(&bt.dims) {
+            let v = bd.eval_int(&|n| dim(n).map(EvalVal::Int)).ok()?;
+            dims.push((format!("{kd}"), v));
+        }
+    }
+    let lookup = |n: &str| dims.iter().find(|(d, _)| d == n).map(|&(_, v)| v);
+    kernel_bytes(k, &lookup)
 }
 
 /// Bytes moved by one launch of `k` with its dims from `dim`.

@@ -1,11 +1,13 @@
 //! The `fusion` pass: kernel-graph fusion over a module's program.
 //!
 //! The program is a petgraph graph: one node per launch, one edge per buffer a launch writes and
-//! a later launch reads. On that graph the pass applies, in order, until nothing changes:
+//! a later launch reads. On that graph the pass applies, until nothing changes, the first of
+//! these that applies (temp elimination first):
 //! - **horizontal merge** of two adjacent launches with the same grid that share an input buffer
 //!   and do not depend on each other (gemm(gate) + gemm(up) on the same `a`): the bodies are
 //!   concatenated, equal ops merged (CSE), and loops with the same bounds merged, so the shared
 //!   loads happen once and both accumulators live in one loop;
+//! - **RMSNorm → GEMM fusion** when the byte estimate says it pays (`fusion_norm.rs`);
 //! - **epilogue fusion** of an elementwise consumer (straight-line, every load and the store at
 //!   the same offsets, only elementwise ops) into the kernel that stores the buffers it reads:
 //!   its ops are re-instantiated on the producer's stored tiles right after the stores;
@@ -69,7 +71,8 @@ pub fn fusion_with_report(m: &Module) -> (Module, FusionReport) {
         return (m.clone(), rep);
     }
     loop {
-        let changed = st.merge_horizontal() || st.fuse_epilogue() || st.eliminate_temps();
+        let changed =
+            st.eliminate_temps() || st.merge_horizontal() || st.fuse_norm() || st.fuse_epilogue();
         if !changed {
             break;
         }

@@ -2,6 +2,8 @@
 
 pub mod egraph;
 pub mod fusion;
+mod fusion_norm;
+mod fusion_norm_match;
 pub mod specialize;
 
 pub use egraph::{egraph, egraph_with};
