@@ -346,7 +346,11 @@ fn gemm_random_shapes() {
         // SwiGLU multiplies two accumulators: at magnitude 3 and K near 200 the product passes
         // f16's largest finite value (65504) and correctly becomes inf, which an f64 oracle does
         // not model; f16 SwiGLU therefore draws magnitude 1 (every other case draws 1 or 3).
-        let mag = if dt == "f16" && epi == Epilogue::Swiglu { 1.0 } else { [1.0, 3.0][rng.range(0, 2)] };
+        let mag = if dt == "f16" && epi == Epilogue::Swiglu {
+            1.0
+        } else {
+            [1.0, 3.0][rng.range(0, 2)]
+        };
         gemm_case(dt, bt, m, k, n, rng.range(0, 2) == 1, epi, mag);
     }
 }

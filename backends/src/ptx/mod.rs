@@ -7,13 +7,17 @@
 //! per-op lowering lives in `lower` (dispatch, control flow, elementwise), `memory` (global and
 //! shared memory), `tile` (shape ops, reductions, conversions) and `dot`.
 
+mod arith;
 pub mod builder;
+mod control;
 mod ctx;
 mod dot;
 pub mod layout;
+mod lazy;
 mod lower;
 mod memory;
 mod tile;
+mod vector;
 
 use crate::abi::kernel_abi;
 use crate::meta::KernelMeta;

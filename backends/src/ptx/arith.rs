@@ -1,0 +1,270 @@
+//! Elementwise arithmetic on one register per element: float ops in f32 with f16/bf16 rounding
+//! after each op, integer wrap-around, casts and comparisons with the interpreter's rules.
+
+use super::builder::{f32_lit, Reg, RegClass};
+use super::ctx::{class_of, Ctx};
+use super::lower::round;
+use super::PtxError;
+use kir_ir::{Attr, Dtype, OpData, Opcode};
+
+fn ity(d: Dtype) -> &'static str {
+    if d == Dtype::I64 {
+        "s64"
+    } else {
+        "s32"
+    }
+}
+
+/// One element of an elementwise op: operands of dtype `od`, result of dtype `rd`.
+pub(super) fn scalar_op(
+    c: &mut Ctx,
+    op: &OpData,
+    od: Dtype,
+    rd: Dtype,
+    a: &[Reg],
+) -> Result<Reg, PtxError> {
+    let sp = op.span;
+    let r = c.reg(rd);
+    let fl = od.is_float();
+    let bits = if od == Dtype::I64 { "b64" } else { "b32" };
+    const L2E: f32 = std::f32::consts::LOG2_E;
+    const LN2: f32 = std::f32::consts::LN_2;
+    match op.opcode {
+        Opcode::Neg if fl => c.b.ins(format!("neg.f32 {r}, {}", a[0])),
+        Opcode::Neg => c.b.ins(format!("neg.{} {r}, {}", ity(od), a[0])),
+        Opcode::Abs if fl => c.b.ins(format!("abs.f32 {r}, {}", a[0])),
+        Opcode::Abs => c.b.ins(format!("abs.{} {r}, {}", ity(od), a[0])),
+        Opcode::Exp => {
+            c.b.ins(format!("mul.f32 {r}, {}, {}", a[0], f32_lit(L2E)));
+            c.b.ins(format!("ex2.approx.ftz.f32 {r}, {r}"));
+        }
+        Opcode::Exp2 => c.b.ins(format!("ex2.approx.ftz.f32 {r}, {}", a[0])),
+        Opcode::Log => {
+            c.b.ins(format!("lg2.approx.ftz.f32 {r}, {}", a[0]));
+            c.b.ins(format!("mul.f32 {r}, {r}, {}", f32_lit(LN2)));
+        }
+        Opcode::Log2 => c.b.ins(format!("lg2.approx.ftz.f32 {r}, {}", a[0])),
+        Opcode::Sqrt => c.b.ins(format!("sqrt.rn.f32 {r}, {}", a[0])),
+        Opcode::Rsqrt => c.b.ins(format!("rsqrt.approx.ftz.f32 {r}, {}", a[0])),
+        Opcode::Tanh => c.b.ins(format!("tanh.approx.f32 {r}, {}", a[0])),
+        Opcode::Sigmoid | Opcode::Silu => {
+            c.b.ins(format!("mul.f32 {r}, {}, {}", a[0], f32_lit(-L2E)));
+            c.b.ins(format!("ex2.approx.ftz.f32 {r}, {r}"));
+            c.b.ins(format!("add.f32 {r}, {r}, 0f3F800000"));
+            if op.opcode == Opcode::Silu {
+                c.b.ins(format!("div.rn.f32 {r}, {}, {r}", a[0]));
+            } else {
+                c.b.ins(format!("rcp.rn.f32 {r}, {r}"));
+            }
+        }
+        Opcode::Recip => c.b.ins(format!("rcp.rn.f32 {r}, {}", a[0])),
+        Opcode::Floor => c.b.ins(format!("cvt.rmi.f32.f32 {r}, {}", a[0])),
+        Opcode::Not if od == Dtype::I1 => c.b.ins(format!("not.pred {r}, {}", a[0])),
+        Opcode::Not => c.b.ins(format!("not.{bits} {r}, {}", a[0])),
+        Opcode::Add | Opcode::Sub | Opcode::Mul | Opcode::Div | Opcode::Max | Opcode::Min if fl => {
+            let m = match op.opcode {
+                Opcode::Add => "add.f32",
+                Opcode::Sub => "sub.f32",
+                Opcode::Mul => "mul.f32",
+                Opcode::Div => "div.rn.f32",
+                Opcode::Max => "max.NaN.f32",
+                _ => "min.NaN.f32",
+            };
+            c.b.ins(format!("{m} {r}, {}, {}", a[0], a[1]));
+        }
+        Opcode::Add
+        | Opcode::Sub
+        | Opcode::Mul
+        | Opcode::Div
+        | Opcode::Rem
+        | Opcode::Max
+        | Opcode::Min => {
+            let t = if od == Dtype::U8 { "u32" } else { ity(od) };
+            let m = match op.opcode {
+                Opcode::Add => format!("add.{t}"),
+                Opcode::Sub => format!("sub.{t}"),
+                Opcode::Mul => format!("mul.lo.{t}"),
+                Opcode::Div => format!("div.{t}"),
+                Opcode::Rem => format!("rem.{t}"),
+                Opcode::Max => format!("max.{t}"),
+                _ => format!("min.{t}"),
+            };
+            c.b.ins(format!("{m} {r}, {}, {}", a[0], a[1]));
+        }
+        Opcode::And | Opcode::Or | Opcode::Xor => {
+            let m = match op.opcode {
+                Opcode::And => "and",
+                Opcode::Or => "or",
+                _ => "xor",
+            };
+            let t = if od == Dtype::I1 { "pred" } else { bits };
+            c.b.ins(format!("{m}.{t} {r}, {}, {}", a[0], a[1]));
+        }
+        Opcode::Shl => {
+            let s = cvt_shift(c, od, a[1]);
+            c.b.ins(format!("shl.{bits} {r}, {}, {s}", a[0]));
+        }
+        Opcode::Shr => {
+            let t = match od {
+                Dtype::U8 => "u32",
+                Dtype::I64 => "s64",
+                _ => "s32",
+            };
+            let s = cvt_shift(c, od, a[1]);
+            c.b.ins(format!("shr.{t} {r}, {}, {s}", a[0]));
+        }
+        Opcode::Cast => cast(c, od, rd, a[0], r),
+        // A register move: f32 and i32 share 32-bit registers; f16/bf16 live widened in f32
+        // registers, so reinterpreting one as the other is not a move and is not lowered.
+        Opcode::Bitcast => match (od, rd) {
+            (Dtype::F32 | Dtype::I32, Dtype::F32 | Dtype::I32) | (Dtype::U8, Dtype::U8) => {
+                c.b.ins(format!("mov.b32 {r}, {}", a[0]))
+            }
+            (Dtype::I64, Dtype::I64) => c.b.ins(format!("mov.b64 {r}, {}", a[0])),
+            (Dtype::F16, Dtype::F16) | (Dtype::Bf16, Dtype::Bf16) => {
+                c.b.ins(format!("mov.f32 {r}, {}", a[0]))
+            }
+            _ => {
+                return Err(PtxError::at(
+                    sp,
+                    format!("bitcast {od} → {rd} is not supported by the PTX backend"),
+                ))
+            }
+        },
+        Opcode::Select => {
+            let m = match class_of(rd) {
+                RegClass::F32 => "selp.f32",
+                RegClass::B64 => "selp.b64",
+                RegClass::Pred => {
+                    // r = c ? x : y for predicates.
+                    let (t1, t2) = (c.b.reg(RegClass::Pred), c.b.reg(RegClass::Pred));
+                    c.b.ins(format!("and.pred {t1}, {}, {}", a[0], a[1]));
+                    c.b.ins(format!("not.pred {t2}, {}", a[0]));
+                    c.b.ins(format!("and.pred {t2}, {t2}, {}", a[2]));
+                    c.b.ins(format!("or.pred {r}, {t1}, {t2}"));
+                    return Ok(r);
+                }
+                _ => "selp.b32",
+            };
+            c.b.ins(format!("{m} {r}, {}, {}, {}", a[1], a[2], a[0]));
+        }
+        Opcode::Cmp => {
+            let Some(Attr::Name(p, _)) = &op.lead else {
+                return Err(PtxError::at(sp, "cmp needs a predicate"));
+            };
+            let t = match od {
+                Dtype::F32 | Dtype::F16 | Dtype::Bf16 => "f32",
+                Dtype::U8 => "u32",
+                Dtype::I64 => "s64",
+                Dtype::I32 => "s32",
+                Dtype::I1 => {
+                    // Compare booleans as 0/1.
+                    let (x, y) = (c.b.reg(RegClass::B32), c.b.reg(RegClass::B32));
+                    c.b.ins(format!("selp.b32 {x}, 1, 0, {}", a[0]));
+                    c.b.ins(format!("selp.b32 {y}, 1, 0, {}", a[1]));
+                    c.b.ins(format!("setp.{}.u32 {r}, {x}, {y}", pred_name(p, false)));
+                    return Ok(r);
+                }
+            };
+            // Float comparisons are ordered (false with NaN) except `ne`, which is unordered.
+            c.b.ins(format!(
+                "setp.{}.{t} {r}, {}, {}",
+                pred_name(p, fl),
+                a[0],
+                a[1]
+            ));
+        }
+        Opcode::Nf4 => {
+            let idx = c.b.reg(RegClass::B32);
+            c.b.ins(format!("and.b32 {idx}, {}, 15", a[0]));
+            // The codebook lives in constant memory (`kir_nf4`, declared once per module).
+            let (off, base) = (c.b.reg(RegClass::B32), c.b.reg(RegClass::B32));
+            c.b.ins(format!("mov.u32 {base}, kir_nf4"));
+            c.b.ins(format!("mad.lo.s32 {off}, {idx}, 4, {base}"));
+            c.b.ins(format!("ld.const.f32 {r}, [{off}]"));
+        }
+        _ => {
+            return Err(PtxError::at(
+                sp,
+                format!("internal: `{}` is not elementwise", op.opcode.name()),
+            ))
+        }
+    }
+    if op.opcode != Opcode::Cast {
+        round(c, rd, r);
+    }
+    Ok(r)
+}
+
+fn pred_name(p: &str, float: bool) -> &'static str {
+    match (p, float) {
+        ("eq", _) => "eq",
+        ("ne", true) => "neu",
+        ("ne", false) => "ne",
+        ("lt", _) => "lt",
+        ("le", _) => "le",
+        ("gt", _) => "gt",
+        _ => "ge",
+    }
+}
+
+fn cvt_shift(c: &mut Ctx, d: Dtype, s: Reg) -> Reg {
+    if d == Dtype::I64 {
+        let r = c.b.reg(RegClass::B32);
+        c.b.ins(format!("cvt.u32.u64 {r}, {s}"));
+        r
+    } else {
+        s
+    }
+}
+
+/// dst = cast(src) from `from` to `to` with the interpreter's rules.
+fn cast(c: &mut Ctx, from: Dtype, to: Dtype, src: Reg, dst: Reg) {
+    use Dtype::*;
+    match (from.is_float(), to) {
+        (_, I1) => match from {
+            F32 | F16 | Bf16 => c.b.ins(format!("setp.neu.f32 {dst}, {src}, 0f00000000")),
+            I64 => c.b.ins(format!("setp.ne.s64 {dst}, {src}, 0")),
+            I1 => c.b.ins(format!("mov.pred {dst}, {src}")),
+            _ => c.b.ins(format!("setp.ne.s32 {dst}, {src}, 0")),
+        },
+        (true, F32 | F16 | Bf16) => {
+            c.b.ins(format!("mov.f32 {dst}, {src}"));
+            round(c, to, dst);
+        }
+        (true, I32) => c.b.ins(format!("cvt.rzi.s32.f32 {dst}, {src}")),
+        (true, I64) => c.b.ins(format!("cvt.rzi.s64.f32 {dst}, {src}")),
+        (true, U8) => {
+            // Saturate to [0, 255] like the interpreter.
+            c.b.ins(format!("cvt.rzi.sat.u8.f32 {dst}, {src}"));
+            c.b.ins(format!("and.b32 {dst}, {dst}, 255"));
+        }
+        (false, F32 | F16 | Bf16) => {
+            match from {
+                I64 => c.b.ins(format!("cvt.rn.f32.s64 {dst}, {src}")),
+                I1 => {
+                    c.b.ins(format!("selp.f32 {dst}, 0f3F800000, 0f00000000, {src}"))
+                }
+                U8 => c.b.ins(format!("cvt.rn.f32.u32 {dst}, {src}")),
+                _ => c.b.ins(format!("cvt.rn.f32.s32 {dst}, {src}")),
+            }
+            round(c, to, dst);
+        }
+        (false, I32 | U8) => {
+            match from {
+                I64 => c.b.ins(format!("cvt.u32.u64 {dst}, {src}")),
+                I1 => c.b.ins(format!("selp.b32 {dst}, 1, 0, {src}")),
+                _ => c.b.ins(format!("mov.b32 {dst}, {src}")),
+            }
+            if to == U8 {
+                c.b.ins(format!("and.b32 {dst}, {dst}, 255"));
+            }
+        }
+        (false, I64) => match from {
+            I1 => c.b.ins(format!("selp.b64 {dst}, 1, 0, {src}")),
+            U8 => c.b.ins(format!("cvt.u64.u32 {dst}, {src}")),
+            I64 => c.b.ins(format!("mov.b64 {dst}, {src}")),
+            _ => c.b.ins(format!("cvt.s64.s32 {dst}, {src}")),
+        },
+    }
+}
