@@ -7,6 +7,7 @@
 
 pub mod algebra;
 pub mod exp2;
+pub mod masks;
 pub mod recip;
 pub mod rsqrt;
 
@@ -63,6 +64,7 @@ pub fn all_rules() -> Vec<Rule> {
     v.extend(exp2::rules());
     v.extend(recip::rules());
     v.extend(rsqrt::rules());
+    v.extend(masks::rules());
     v
 }
 
