@@ -32,7 +32,7 @@ impl Applier<TileNode, TileAnalysis> for Build {
         eclass: Id,
         subst: &Subst,
         _ast: Option<&PatternAst<TileNode>>,
-        _rule: Symbol,
+        rule: Symbol,
     ) -> Vec<Id> {
         let Some(new) = (self.0)(g, eclass, subst) else {
             return vec![];
@@ -41,7 +41,13 @@ impl Applier<TileNode, TileAnalysis> for Build {
         if a.dtype != b.dtype || a.shape != b.shape {
             return vec![];
         }
-        if g.union(eclass, new) {
+        // With explanations on, record the rule's name as the reason (for `kirc explain`).
+        let merged = if g.are_explanations_enabled() {
+            g.union_trusted(eclass, new, rule)
+        } else {
+            g.union(eclass, new)
+        };
+        if merged {
             vec![eclass]
         } else {
             vec![]
