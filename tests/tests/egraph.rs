@@ -254,3 +254,17 @@ fn snapshots_after_egraph() {
         );
     }
 }
+
+/// `kirc explain`'s rewrite chains: on with `egraph_explained` (naming the rule that rewrote the
+/// stored value), absent from the pipeline's `egraph_with`, and the same module either way.
+#[test]
+fn explanations_only_when_asked_for() {
+    let (_, spec) = pipeline::frontend(EXP_KERNEL, &[]).expect("frontend");
+    let (plain, reps) = passes::egraph_with(&spec, &all_rules(), &Limits::default());
+    assert!(reps[0].explanations.is_empty());
+    let (explained, reps) = passes::egraph_explained(&spec, &all_rules(), &Limits::default());
+    let text = reps[0].explanations.join("\n");
+    assert!(text.contains("%e (read by store)"), "{text}");
+    assert!(text.contains("exp-to-exp2 ⇒ (exp2"), "{text}");
+    assert_eq!(kir_ir::text::print(&plain), kir_ir::text::print(&explained));
+}

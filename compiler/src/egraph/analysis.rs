@@ -138,7 +138,11 @@ impl egg::Analysis<TileNode> for TileAnalysis {
         }
         let node = TileNode::constant(v, f.dtype, &f.shape.clone());
         let c = egraph.add(node);
-        egraph.union(id, c);
+        if egraph.are_explanations_enabled() {
+            egraph.union_trusted(id, c, super::explain::FOLD_REASON);
+        } else {
+            egraph.union(id, c);
+        }
     }
 }
 

@@ -84,8 +84,18 @@ fn const_value(od: &OpData) -> Option<f64> {
 
 /// Builds the e-graph of `k`'s pure dataflow.
 pub fn to_egraph(k: &Kernel) -> Result<Conversion, String> {
+    to_egraph_with(k, false)
+}
+
+/// [`to_egraph`], with egg's explanations enabled on the e-graph when `explain` is set.
+pub fn to_egraph_with(k: &Kernel, explain: bool) -> Result<Conversion, String> {
+    let graph = if explain {
+        TileGraph::default().with_explanations_enabled()
+    } else {
+        TileGraph::default()
+    };
     let mut c = Conversion {
-        graph: TileGraph::default(),
+        graph,
         class_of: HashMap::new(),
         pure_ops: HashSet::new(),
         payload: HashMap::new(),

@@ -9,6 +9,7 @@
 pub mod analysis;
 pub mod convert;
 pub mod cost;
+pub mod explain;
 pub mod lang;
 pub mod rules;
 
@@ -66,14 +67,56 @@ pub struct KernelReport {
     pub ops_after: usize,
     /// Why the original kernel was kept, when it was.
     pub kept_original: Option<String>,
-    /// Wall time of conversion, rewriting, extraction and rebuilding.
+    /// Wall time of conversion, rewriting, extraction and rebuilding (and explaining, when on).
     pub elapsed: Duration,
+    /// The rewrite chain of each rewritten root, from egg's explanations (see [`explain`]);
+    /// empty unless the run was [`optimize_kernel_explained`].
+    pub explanations: Vec<String>,
 }
 
 /// Rewrites `k` with `rules` under `limits`. Never fails: when conversion or rebuilding is not
 /// possible, or the result would cost more, the original kernel is returned and the report
 /// says why.
 pub fn optimize_kernel(k: &Kernel, rules: &[Rule], limits: &Limits) -> (Kernel, KernelReport) {
+    run(k, rules, limits, false)
+}
+
+/// [`optimize_kernel`] with egg's explanations enabled: the report also carries the rewrite
+/// chain of each rewritten root. Slower (the e-graph keeps every node ever added); only
+/// `kirc explain` uses it.
+pub fn optimize_kernel_explained(
+    k: &Kernel,
+    rules: &[Rule],
+    limits: &Limits,
+) -> (Kernel, KernelReport) {
+    run(k, rules, limits, true)
+}
+
+/// The roots of `k`'s e-graph: every class an anchor reads, labelled by the value's name.
+fn roots(k: &Kernel, conv: &convert::Conversion) -> Vec<(String, egg::Id)> {
+    let mut seen = std::collections::HashSet::new();
+    let mut out = vec![];
+    for (o, od) in k.dfg.ops.iter() {
+        if conv.pure_ops.contains(&o) {
+            continue;
+        }
+        for v in od.uses() {
+            let Some(&id) = conv.class_of.get(&v) else {
+                continue;
+            };
+            if seen.insert(id) {
+                let name = match &k.dfg.values[v].name {
+                    Some(n) => format!("%{n}"),
+                    None => format!("%v{}", cranelift_entity::EntityRef::index(v)),
+                };
+                out.push((format!("{name} (read by {})", od.opcode.name()), id));
+            }
+        }
+    }
+    out
+}
+
+fn run(k: &Kernel, rules: &[Rule], limits: &Limits, explain: bool) -> (Kernel, KernelReport) {
     let start = Instant::now();
     let cost_before = convert::kernel_cost(k);
     let ops_before = convert::pure_op_count(k);
@@ -90,9 +133,10 @@ pub fn optimize_kernel(k: &Kernel, rules: &[Rule], limits: &Limits) -> (Kernel, 
         ops_after: ops_before,
         kept_original: None,
         elapsed: Duration::ZERO,
+        explanations: vec![],
     };
     let result = (|| {
-        let mut conv = convert::to_egraph(k)?;
+        let mut conv = convert::to_egraph_with(k, explain)?;
         let runner = Runner::default()
             .with_egraph(std::mem::take(&mut conv.graph))
             .with_iter_limit(limits.iterations)
@@ -112,7 +156,12 @@ pub fn optimize_kernel(k: &Kernel, rules: &[Rule], limits: &Limits) -> (Kernel, 
         conv.graph = runner.egraph;
         rep.nodes = conv.graph.total_number_of_nodes();
         rep.classes = conv.graph.number_of_classes();
-        convert::from_egraph(k, &conv)
+        let new = convert::from_egraph(k, &conv)?;
+        if explain {
+            let roots = roots(k, &conv);
+            rep.explanations = explain::rewrite_chains(&mut conv.graph, &roots);
+        }
+        Ok(new)
     })();
     let out = match result {
         Ok(new) => {

@@ -1,7 +1,7 @@
 //! The `egraph` pass: rewrites every kernel's pure dataflow with the e-graph rule families.
 
 use crate::egraph::rules::{all_rules, Rule};
-use crate::egraph::{optimize_kernel, KernelReport, Limits};
+use crate::egraph::{optimize_kernel, optimize_kernel_explained, KernelReport, Limits};
 use kir_ir::{verifier, Module};
 
 /// Rewrites every kernel of a specialized module with all rules under the default limits.
@@ -13,10 +13,29 @@ pub fn egraph(m: &Module) -> Module {
 /// per kernel. If the rewritten module does not verify, the input is returned unchanged and every
 /// report says so (the verifier is the last line of defence, and a test keeps it unused).
 pub fn egraph_with(m: &Module, rules: &[Rule], limits: &Limits) -> (Module, Vec<KernelReport>) {
+    run(m, rules, limits, false)
+}
+
+/// [`egraph_with`] with egg's explanations on: each report also carries the rewrite chain of
+/// every rewritten root (for `kirc explain`; slower, never used by the pipeline).
+pub fn egraph_explained(
+    m: &Module,
+    rules: &[Rule],
+    limits: &Limits,
+) -> (Module, Vec<KernelReport>) {
+    run(m, rules, limits, true)
+}
+
+fn run(m: &Module, rules: &[Rule], limits: &Limits, explain: bool) -> (Module, Vec<KernelReport>) {
+    let opt = if explain {
+        optimize_kernel_explained
+    } else {
+        optimize_kernel
+    };
     let mut out = m.clone();
     let mut reports = vec![];
     for k in out.kernels.values_mut() {
-        let (nk, rep) = optimize_kernel(k, rules, limits);
+        let (nk, rep) = opt(k, rules, limits);
         *k = nk;
         reports.push(rep);
     }
@@ -26,6 +45,7 @@ pub fn egraph_with(m: &Module, rules: &[Rule], limits: &Limits) -> (Module, Vec<
             r.kept_original = Some(why.clone());
             r.cost_after = r.cost_before;
             r.ops_after = r.ops_before;
+            r.explanations.clear();
         }
         return (m.clone(), reports);
     }

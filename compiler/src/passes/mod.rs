@@ -6,6 +6,6 @@ mod fusion_norm;
 mod fusion_norm_match;
 pub mod specialize;
 
-pub use egraph::{egraph, egraph_with};
+pub use egraph::{egraph, egraph_explained, egraph_with};
 pub use fusion::{fusion, fusion_with_report, FusionReport};
 pub use specialize::{const_values, specialize};

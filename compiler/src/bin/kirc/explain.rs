@@ -1,6 +1,7 @@
 //! `kirc explain FILE [-D NAME=VALUE]...`: for each kernel, what the e-graph phase did — the
-//! runner's stop reason and limits, every rule applied (with counts), the cost model and the pure
-//! op count before and after, and the time taken; then, for a module with a program, the
+//! runner's stop reason and limits, every rule applied (with counts), the rewrite chain of each
+//! rewritten root (egg's explanations, capped in length), the cost model and the pure op count
+//! before and after, and the time taken; then, for a module with a program, the
 //! `fusion` pass's decisions: kernels fused, candidates not fused and why, buffers eliminated,
 //! kernels and global bytes before and after.
 
@@ -43,6 +44,12 @@ pub fn render(r: &KernelReport, limits: &Limits) -> String {
         let _ = writeln!(s, "  rules applied:");
         for (name, n) in &r.applied {
             let _ = writeln!(s, "    {name} ×{n}");
+        }
+    }
+    if !r.explanations.is_empty() {
+        let _ = writeln!(s, "  rewrite chains (rule ⇒ subterm it produced):");
+        for line in &r.explanations {
+            let _ = writeln!(s, "    {line}");
         }
     }
     let _ = writeln!(
@@ -89,14 +96,14 @@ pub fn main(a: Args) -> Result<ExitCode, CliError> {
     let src = common::load(&a.file)?;
     let f = common::frontend(&src, &a.defines)?;
     let limits = Limits::default();
-    let (_, reports) = passes::egraph_with(&f.specialized, &all_rules(), &limits);
+    let (_, reports) = passes::egraph_explained(&f.specialized, &all_rules(), &limits);
     let mut total = std::time::Duration::ZERO;
     for r in &reports {
         print!("{}", render(r, &limits));
         total += r.elapsed;
     }
     println!(
-        "e-graph phase: {:.2} ms for {} kernel(s)",
+        "e-graph phase: {:.2} ms for {} kernel(s) (with explanations on; the pipeline runs without)",
         total.as_secs_f64() * 1e3,
         reports.len()
     );

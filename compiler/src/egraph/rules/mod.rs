@@ -7,6 +7,7 @@
 
 pub mod algebra;
 pub mod exp2;
+pub mod masks;
 pub mod recip;
 pub mod rsqrt;
 
@@ -31,7 +32,7 @@ impl Applier<TileNode, TileAnalysis> for Build {
         eclass: Id,
         subst: &Subst,
         _ast: Option<&PatternAst<TileNode>>,
-        _rule: Symbol,
+        rule: Symbol,
     ) -> Vec<Id> {
         let Some(new) = (self.0)(g, eclass, subst) else {
             return vec![];
@@ -40,7 +41,13 @@ impl Applier<TileNode, TileAnalysis> for Build {
         if a.dtype != b.dtype || a.shape != b.shape {
             return vec![];
         }
-        if g.union(eclass, new) {
+        // With explanations on, record the rule's name as the reason (for `kirc explain`).
+        let merged = if g.are_explanations_enabled() {
+            g.union_trusted(eclass, new, rule)
+        } else {
+            g.union(eclass, new)
+        };
+        if merged {
             vec![eclass]
         } else {
             vec![]
@@ -63,6 +70,7 @@ pub fn all_rules() -> Vec<Rule> {
     v.extend(exp2::rules());
     v.extend(recip::rules());
     v.extend(rsqrt::rules());
+    v.extend(masks::rules());
     v
 }
 
