@@ -1,10 +1,9 @@
 //! Attention end to end: one-head online-softmax attention built with the `Dfg` API, checked
-//! against an f64 oracle, plus manual timing checks (ignored by default; run with
-//! `cargo test -p kir-backends --release -- --ignored --nocapture timing`).
+//! against an f64 oracle. (Interpreter timing is a measurement, not a test:
+//! `cargo run --release -p kir-compiler --example interp_timing`.)
 
 use super::*;
 use kir_ir::Dtype::*;
-use std::time::Instant;
 
 const BM: usize = 64;
 const BN: usize = 64;
@@ -153,59 +152,5 @@ fn attention_matches_f64_oracle() {
             .contains("requirement `S % 64 == 0` does not hold (D = 128, S = 100)"),
         "{}",
         e.message
-    );
-}
-
-/// Manual timing check: `cargo test -p kir-backends --release -- --ignored --nocapture timing`.
-#[test]
-#[ignore]
-fn timing_attention_s1024() {
-    let md = attention_module();
-    let args = attention_args(1024);
-    let t = Instant::now();
-    go(&md, args.clone(), true).unwrap();
-    eprintln!("attention S=1024 D=128 parallel: {:?}", t.elapsed());
-    let t = Instant::now();
-    go(&md, args, false).unwrap();
-    eprintln!("attention S=1024 D=128 sequential: {:?}", t.elapsed());
-}
-
-/// Manual timing check of a single 1024x128 · 128x1024 dot (one program, one op).
-#[test]
-#[ignore]
-fn timing_dot_1024x128x1024() {
-    let mut b = B::new();
-    let body = b.body;
-    let z0 = b.int(body, 0, sc(I32));
-    let a = b.load(body, "a", &[z0, z0], vec![], tile(&[1024, 128], F32));
-    let bt = b.load(body, "b", &[z0, z0], vec![], tile(&[128, 1024], F32));
-    let c0 = b.float(body, 0.0, tile(&[1024, 1024], F32));
-    let c = b.op(body, Opcode::Dot, &[a, bt, c0], tile(&[1024, 1024], F32));
-    let c = b.op(body, Opcode::Dot, &[a, bt, c], tile(&[1024, 1024], F32));
-    b.store(body, Opcode::Store, "c", &[z0, z0], c, vec![]);
-    let ps = vec![
-        tparam("a", Access::In, F32, ids(&["M", "K"])),
-        tparam("b", Access::In, F32, ids(&["K", "N"])),
-        tparam("c", Access::Out, F32, ids(&["M", "N"])),
-    ];
-    let md = module(
-        vec![kernel(
-            "dot",
-            ps,
-            [Expr::int(1), Expr::int(1), Expr::int(1)],
-            vec![],
-            b,
-        )],
-        None,
-    );
-    let args = vec![
-        ("a", ht(F32, &[1024, 128], rand_vals(1024 * 128, 1, false))),
-        ("b", ht(F32, &[128, 1024], rand_vals(1024 * 128, 2, false))),
-    ];
-    let t = Instant::now();
-    go(&md, args, true).unwrap();
-    eprintln!(
-        "two 1024x128x1024 dots (0.54 GFLOP) in one program: {:?}",
-        t.elapsed()
     );
 }
