@@ -182,15 +182,22 @@ def main():
                 {"alpha": 1.0})
 
     # Timing cases (inputs generated on the GPU).
-    for d_, bm in [(64, 128), (128, 64), (128, 128), (256, 64)]:
+    for d_, bm, bn in [(64, 128, 64), (128, 64, 64), (128, 128, 64), (128, 128, 32), (256, 64, 64)]:
         for causal in [0, 1]:
-            name = f"time_attn_d{d_}_bm{bm}_c{causal}"
+            name = f"time_attn_d{d_}_bm{bm}_bn{bn}_c{causal}"
             compile_case(a.kirc, a.out, name, "attention_fwd",
-                         {"DTYPE": "bf16", "HEAD_DIM": d_, "CAUSAL": causal, "BLOCK_M": bm}, a.target)
+                         {"DTYPE": "bf16", "HEAD_DIM": d_, "CAUSAL": causal, "BLOCK_M": bm, "BLOCK_N": bn}, a.target)
             cases.append({"name": name, "op": "attention_fwd", "dir": name, "mode": "time", "head_dim": d_, "causal": causal})
-    for bmn in [64, 128]:
-        name = f"time_gemm_{bmn}"
-        compile_case(a.kirc, a.out, name, "gemm", {"DTYPE": "bf16", "BLOCK_M": bmn, "BLOCK_N": bmn}, a.target)
+    # The 4-warp attention tile (128 rows, 32-key blocks) must be exactly as correct.
+    correctness("attn_bf16_d128_c1_bm128_bn32", "attention_fwd",
+                {"DTYPE": "bf16", "HEAD_DIM": 128, "CAUSAL": 1, "BLOCK_M": 128, "BLOCK_N": 32},
+                {"q": q, "k": k, "v": k[:, :, ::-1].copy()}, {"scale": 0.088})
+    correctness("gemm_bf16_128x256x64", "gemm", {"DTYPE": "bf16", "BLOCK_M": 128, "BLOCK_N": 256, "BLOCK_K": 64},
+                {"a": rng.standard_normal((2, 300, 200)).astype(f32), "b": rng.standard_normal((2, 200, 520)).astype(f32)},
+                {"alpha": 1.0})
+    for bm, bn, bk in [(64, 64, 32), (128, 128, 32), (128, 256, 64)]:
+        name = f"time_gemm_{bm}x{bn}x{bk}"
+        compile_case(a.kirc, a.out, name, "gemm", {"DTYPE": "bf16", "BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk}, a.target)
         cases.append({"name": name, "op": "gemm", "dir": name, "mode": "time"})
     for blk in [1024, 4096]:
         name = f"time_rmsnorm_{blk}"

@@ -1,5 +1,6 @@
-//! Structured control flow: `for` (plain, or software-pipelined with double-buffered prefetch of
-//! its dot-operand tiles) and `if`, with loop-carried values in their own registers.
+//! Structured control flow: `for` (plain, or software-pipelined: its dot-operand tiles are
+//! prefetched into a ring of `stages` shared-memory buffers with cp.async groups) and `if`, with
+//! loop-carried values in their own registers.
 
 use super::builder::{Reg, RegClass};
 use super::ctx::{Ctx, Val};
@@ -119,7 +120,7 @@ pub(super) fn lower_for(c: &mut Ctx, op: &OpData) -> Result<(), PtxError> {
     }
     if let Some(&a0) = args.first() {
         c.vals.insert(a0, Val::Scalar(iv));
-        let pre = if c.pipeline {
+        let pre = if c.stages >= 2 {
             prefetchable(c, body, a0)
         } else {
             vec![]
@@ -149,8 +150,8 @@ pub(super) fn lower_for(c: &mut Ctx, op: &OpData) -> Result<(), PtxError> {
 /// Loads at the top level of a loop body that read a tile for dot operands (placed in shared
 /// memory) at offsets known before the iteration starts (the induction variable or values from
 /// outside the loop) with no mask or an index mask: their next tile can be fetched while the
-/// current iteration computes. Returns (op, result, two buffer offsets).
-fn prefetchable(c: &mut Ctx, body: Block, iv: Value) -> Vec<(kir_ir::Op, Value, [u32; 2])> {
+/// current iteration computes. Returns (op, result, one buffer offset per stage).
+fn prefetchable(c: &mut Ctx, body: Block, iv: Value) -> Vec<(kir_ir::Op, Value, Vec<u32>)> {
     let k = c.k;
     let ops = k.dfg.blocks[body].ops.clone();
     // The body's index/mask chains are known up front (block() registers the same ones).
@@ -186,16 +187,19 @@ fn prefetchable(c: &mut Ctx, body: Block, iv: Value) -> Vec<(kir_ir::Op, Value, 
         };
         if offsets_ok && mask_ok && s.len() == 2 {
             let bytes = super::memory::shared_tile_bytes(&s, d);
-            let bufs = [c.alloc_shared(bytes), c.alloc_shared(bytes)];
+            let bufs = (0..c.stages).map(|_| c.alloc_shared(bytes)).collect();
             out.push((o, r, bufs));
         }
     }
     out
 }
 
-/// A loop whose dot-operand tiles are prefetched one iteration ahead into double buffers
-/// (cp.async groups): the body is emitted twice, once reading buffer 0 while buffer 1 fills and
-/// once the other way round, so every shared offset stays a constant.
+/// A loop whose dot-operand tiles are prefetched `S = stages` − 1 iterations ahead into a ring
+/// of S buffers (one cp.async group per iteration). The body is emitted S times, copy h reading
+/// buffer h, so every shared offset stays a constant. Each iteration j: wait until j's group
+/// has landed (at most S − 2 younger groups pending), one barrier (the data is visible to every
+/// thread, and every thread is done with iteration j − 1, whose buffer is refilled next), then
+/// fetch iteration j + S − 1 into buffer (j − 1) mod S and compute j.
 #[allow(clippy::too_many_arguments)]
 fn lower_for_pipelined(
     c: &mut Ctx,
@@ -206,50 +210,54 @@ fn lower_for_pipelined(
     hi: Reg,
     step: Reg,
     carried: Vec<Val>,
-    pre: Vec<(kir_ir::Op, Value, [u32; 2])>,
+    pre: Vec<(kir_ir::Op, Value, Vec<u32>)>,
 ) -> Result<(), PtxError> {
     let sp = op.span;
     let k = c.k;
+    let stages = c.stages;
     let fetch = |c: &mut Ctx, at: Reg, buf: usize| -> Result<(), PtxError> {
         for (o, _, offs) in &pre {
             super::memory::prefetch_load(c, &k.dfg.ops[*o], iv_val, at, offs[buf])?;
         }
         Ok(())
     };
-    // Prologue: the first iteration's tiles into buffer 0.
-    let (p, skip0) = (c.b.reg(RegClass::Pred), c.b.label("pf_skip"));
-    c.b.ins("bar.sync 0");
-    c.b.ins(format!("setp.ge.s32 {p}, {iv}, {hi}"));
-    c.b.ins_if(p, false, format!("bra.uni {skip0}"));
-    fetch(c, iv, 0)?;
-    c.b.place(&skip0);
-    c.b.ins("cp.async.commit_group");
-    let (top, end) = (c.b.label("pfor"), c.b.label("endpfor"));
-    c.b.place(&top);
-    for half in 0..2 {
-        let done = c.b.reg(RegClass::Pred);
-        c.b.ins(format!("setp.ge.s32 {done}, {iv}, {hi}"));
-        c.b.ins_if(done, false, format!("bra.uni {end}"));
-        // Fetch the next iteration's tiles into the other buffer while this one computes.
-        let (next, pn, skip) = (
+    // Fetches iteration `iv + ahead·step` into `buf` when it exists; always closes a group, so
+    // group counts stay in step with iterations.
+    let fetch_ahead = |c: &mut Ctx, ahead: usize, buf: usize| -> Result<(), PtxError> {
+        let (at, p, skip) = (
             c.b.reg(RegClass::B32),
             c.b.reg(RegClass::Pred),
             c.b.label("pf_skip"),
         );
-        c.b.ins(format!("add.s32 {next}, {iv}, {step}"));
-        c.b.ins(format!("setp.ge.s32 {pn}, {next}, {hi}"));
-        c.b.ins_if(pn, false, format!("bra.uni {skip}"));
-        fetch(c, next, 1 - half)?;
+        c.b.ins(format!("mov.b32 {at}, {iv}"));
+        for _ in 0..ahead {
+            c.b.ins(format!("add.s32 {at}, {at}, {step}"));
+        }
+        c.b.ins(format!("setp.ge.s32 {p}, {at}, {hi}"));
+        c.b.ins_if(p, false, format!("bra.uni {skip}"));
+        fetch(c, at, buf)?;
         c.b.place(&skip);
         c.b.ins("cp.async.commit_group");
-        c.b.ins("cp.async.wait_group 1");
+        Ok(())
+    };
+    // Prologue: iterations 0 … S − 2 into buffers 0 … S − 2.
+    c.b.ins("bar.sync 0");
+    for j in 0..stages - 1 {
+        fetch_ahead(c, j, j)?;
+    }
+    let (top, end) = (c.b.label("pfor"), c.b.label("endpfor"));
+    c.b.place(&top);
+    for h in 0..stages {
+        let done = c.b.reg(RegClass::Pred);
+        c.b.ins(format!("setp.ge.s32 {done}, {iv}, {hi}"));
+        c.b.ins_if(done, false, format!("bra.uni {end}"));
+        c.b.ins(format!("cp.async.wait_group {}", stages - 2));
         c.b.ins("bar.sync 0");
+        fetch_ahead(c, stages - 1, (h + stages - 1) % stages)?;
         for (_, r, offs) in &pre {
-            c.prefetched.insert(*r, offs[half]);
+            c.prefetched.insert(*r, offs[h]);
         }
         let yielded = block(c, body)?;
-        // Everyone is done reading this buffer before the next iteration refills it.
-        c.b.ins("bar.sync 0");
         for (dst, &src) in carried.iter().zip(&yielded) {
             assign(c, dst, src, sp)?;
         }
@@ -257,7 +265,10 @@ fn lower_for_pipelined(
     }
     c.b.ins(format!("bra.uni {top}"));
     c.b.place(&end);
+    // Drain the (empty or unused) groups still pending, and let every thread finish reading
+    // the ring before shared memory is used for anything else.
     c.b.ins("cp.async.wait_group 0");
+    c.b.ins("bar.sync 0");
     for (_, r, _) in &pre {
         c.prefetched.remove(r);
     }

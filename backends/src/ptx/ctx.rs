@@ -64,8 +64,9 @@ pub struct Ctx<'a> {
     pub lazy: HashMap<Value, kir_ir::Op>,
     /// Loads a loop prefetches: the shared offset of the buffer the current iteration reads.
     pub prefetched: HashMap<Value, u32>,
-    /// Whether loops may prefetch their tiles into double buffers.
-    pub pipeline: bool,
+    /// Shared-memory buffers per prefetched tile of a software-pipelined loop (the ring depth);
+    /// below 2, loops are not pipelined.
+    pub stages: usize,
     pub tensors: HashMap<String, TensorInfo>,
     pub dims: HashMap<String, Reg>,
     pub scalars: HashMap<String, Reg>,
@@ -409,17 +410,62 @@ fn patch_scratch(text: &str, scratch_at: u32) -> String {
     out
 }
 
-/// The block a kernel runs with: 4 warps, or 8 when a dot's result has 128 rows or more (so each
-/// warp keeps 16 rows of the accumulator).
+/// The block a kernel runs with.
+/// - Without a `dot` (elementwise and row-reduction work in the blocked layout): one thread per
+///   16-byte chunk of its largest tile, from 4 to 16 warps, so a long row is spread over more
+///   threads instead of more registers per thread.
+/// - With dots whose results have fewer than 128 rows: 4 warps.
+/// - With a dot result of 128 rows or more: 8 warps (16 rows of each accumulator per warp, or a
+///   2-D warp grid for GEMM). A kernel that keeps row statistics of such tiles (a row `reduce`,
+///   as attention's online softmax) instead gets one warp per 32 rows — each warp holds two
+///   16-row fragments, so every B fragment read from shared memory feeds two mma.sync — when
+///   its dot accumulators then fit in 160 f32 registers per thread (Σ of the dot results'
+///   columns ≤ 160: d128 with 32-key blocks, d64 with 64-key blocks), leaving the rest of the
+///   255-register budget for operands and addresses without spilling.
 pub fn block_of(k: &Kernel) -> Block {
-    let big = k.dfg.ops.values().any(|o| {
-        o.opcode == kir_ir::Opcode::Dot
-            && o.results
-                .first()
-                .and_then(|&r| k.dfg.ty(r).shape())
-                .is_some_and(|s| s.len() == 2 && s[0] >= 128 && s[0] % 128 == 0)
-    });
-    let warps = if big { 8 } else { THREADS / 32 };
+    let dots: Vec<Vec<usize>> = k
+        .dfg
+        .ops
+        .values()
+        .filter(|o| o.opcode == kir_ir::Opcode::Dot)
+        .filter_map(|o| o.results.first().and_then(|&r| k.dfg.ty(r).shape()))
+        .collect();
+    let warps = if dots.is_empty() {
+        let largest = k
+            .dfg
+            .values
+            .values()
+            .filter_map(|d| d.ty.shape())
+            .map(|s| s.iter().product::<usize>())
+            .max()
+            .unwrap_or(0);
+        let chunks = largest.div_ceil(super::layout::VEC).next_power_of_two();
+        (chunks / 32).clamp((THREADS / 32) as usize, 16) as u32
+    } else {
+        let big: Vec<&Vec<usize>> = dots
+            .iter()
+            .filter(|s| s.len() == 2 && s[0] >= 128 && s[0] % 128 == 0)
+            .collect();
+        let row_stats = k.dfg.ops.values().any(|o| {
+            o.opcode == kir_ir::Opcode::Reduce
+                && matches!(o.attr("axis"), Some(kir_ir::Attr::Expr(e)) if e.as_int() == Some(1))
+                && o.operands
+                    .first()
+                    .and_then(|&a| k.dfg.ty(a).shape())
+                    .is_some_and(|s| s.len() == 2 && big.iter().any(|b| b[0] == s[0]))
+        });
+        match big.iter().map(|s| s[0]).max() {
+            None => THREADS / 32,
+            Some(m) => {
+                let cols: usize = dots.iter().filter(|s| s.len() == 2 && s[0] == m).map(|s| s[1]).sum();
+                if row_stats && cols <= 160 && m / 32 <= 16 {
+                    (m / 32) as u32
+                } else {
+                    8
+                }
+            }
+        }
+    };
     Block {
         threads: warps * 32,
         warps,
@@ -432,7 +478,7 @@ pub fn lower_kernel(
     abi: &KernelAbi,
     target: Target,
     symbol: &str,
-    pipeline: bool,
+    stages: usize,
 ) -> Result<Lowered, PtxError> {
     let blk = block_of(k);
     let mut b = Builder::default();
@@ -472,7 +518,7 @@ pub fn lower_kernel(
         vals: HashMap::new(),
         lazy: HashMap::new(),
         prefetched: HashMap::new(),
-        pipeline,
+        stages,
         tensors: HashMap::new(),
         dims: HashMap::new(),
         scalars: HashMap::new(),

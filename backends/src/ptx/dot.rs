@@ -8,7 +8,7 @@ use super::ctx::{smem_bytes, Ctx, Val};
 use super::layout::{self, Layout, Place};
 use super::lower::regs_in;
 use super::PtxError;
-use kir_ir::{Dtype, OpData, Span};
+use kir_ir::{Dtype, OpData, Opcode, Span, Value, ValueDef};
 
 /// Puts a tile in shared memory (a fresh region), converting from registers if needed.
 fn to_shared(c: &mut Ctx, v: &Val, sp: Span) -> Result<Val, PtxError> {
@@ -134,7 +134,7 @@ pub fn lower_dot(c: &mut Ctx, op: &OpData) -> Result<(), PtxError> {
         let a_in_regs = l == Layout::RowMma
             && matches!(&av, Val::Tile { layout: Layout::RowMma, shape: s, .. } if layout::rows_cols(s).0 == shape[0]);
         let a_src = if a_in_regs {
-            av
+            cast_source(c, a).unwrap_or(av)
         } else {
             to_shared(c, &av, sp)?
         };
@@ -153,6 +153,35 @@ pub fn lower_dot(c: &mut Ctx, op: &OpData) -> Result<(), PtxError> {
         },
     );
     Ok(())
+}
+
+/// A register A operand that is `cast(p)` of an f32 tile `p` in the same layout: `p` itself, so
+/// the fragments are packed straight from it. `cvt.rn.{bf16,f16}x2.f32` rounds exactly as the
+/// cast does, and the cast's own conversions become dead code.
+fn cast_source(c: &Ctx, a: Value) -> Option<Val> {
+    let ValueDef::Result(op, _) = c.k.dfg.values.get(a)?.def else {
+        return None;
+    };
+    let od = &c.k.dfg.ops[op];
+    let src = *od.operands.first()?;
+    if od.opcode != Opcode::Cast || c.k.dfg.ty(src).dtype() != Some(Dtype::F32) {
+        return None;
+    }
+    match (c.vals.get(&src)?, c.vals.get(&a)?) {
+        (
+            s @ Val::Tile {
+                layout: ls,
+                shape: ss,
+                ..
+            },
+            Val::Tile {
+                layout: la,
+                shape: sa,
+                ..
+            },
+        ) if ls == la && ss == sa => Some(s.clone()),
+        _ => None,
+    }
 }
 
 fn mma(
@@ -185,12 +214,36 @@ fn mma(
     let (row0, col0) = (c.b.reg(RegClass::B32), c.b.reg(RegClass::B32));
     c.b.ins(format!("mad.lo.s32 {row0}, {wmi}, {mw}, {g}"));
     c.b.ins(format!("mul.lo.s32 {col0}, {wni}, {nw}"));
+    let a_packed: Option<Vec<Reg>> = match a {
+        Val::Tile { regs, .. } => Some(regs.clone()),
+        _ => None,
+    };
     for kf in 0..kfs {
+        // The B fragments of this k step are loaded once and reused by every row fragment.
+        let mut bfrags: Vec<[Reg; 2]> = Vec::new();
+        if ldmatrix_ok(b, true) {
+            for nf2 in 0..nfs / 2 {
+                let (i0, j0) = (c.b.imm32((kf * 16) as i64), c.b.reg(RegClass::B32));
+                c.b.ins(format!("add.s32 {j0}, {col0}, {}", nf2 * 16));
+                let r = ldmatrix_x4(c, b, i0, j0, true);
+                bfrags.push([r[0], r[1]]);
+                bfrags.push([r[2], r[3]]);
+            }
+        }
+        for nf in bfrags.len()..nfs {
+            let mut pair = Vec::new();
+            for dk in [0, 8] {
+                let (i, j) = (c.b.reg(RegClass::B32), c.b.reg(RegClass::B32));
+                c.b.ins(format!("add.s32 {i}, {colbase}, {}", kf * 16 + dk));
+                c.b.ins(format!("add.s32 {j}, {g}, {}", nf * 8));
+                c.b.ins(format!("add.s32 {j}, {j}, {col0}"));
+                pair.push(smem_pair(c, b, i, j, true));
+            }
+            bfrags.push([pair[0], pair[1]]);
+        }
         for mf in 0..mfs {
-            let afrag: Vec<Reg> = match a {
-                Val::Tile {
-                    regs, shape: sa, ..
-                } => {
+            let afrag: Vec<Reg> = match (a, &a_packed) {
+                (Val::Tile { shape: sa, .. }, Some(regs)) => {
                     let nfa = sa[1] / 8;
                     let slot = |nf: usize, cc: usize| regs[(mf * nfa + nf) * 4 + cc];
                     let mut f = Vec::new();
@@ -222,31 +275,7 @@ fn mma(
                     f
                 }
             };
-            let mut bpairs: Vec<[Reg; 2]> = Vec::new();
-            if ldmatrix_ok(b, true) {
-                for nf2 in 0..nfs / 2 {
-                    let (i0, j0) = (c.b.imm32((kf * 16) as i64), c.b.reg(RegClass::B32));
-                    c.b.ins(format!("add.s32 {j0}, {col0}, {}", nf2 * 16));
-                    let r = ldmatrix_x4(c, b, i0, j0, true);
-                    bpairs.push([r[0], r[1]]);
-                    bpairs.push([r[2], r[3]]);
-                }
-            }
-            for nf in 0..nfs {
-                let mut bfrag = Vec::new();
-                if let Some(p) = bpairs.get(nf) {
-                    bfrag.extend_from_slice(p);
-                }
-                for dk in [0, 8] {
-                    if bfrag.len() == 2 {
-                        break;
-                    }
-                    let (i, j) = (c.b.reg(RegClass::B32), c.b.reg(RegClass::B32));
-                    c.b.ins(format!("add.s32 {i}, {colbase}, {}", kf * 16 + dk));
-                    c.b.ins(format!("add.s32 {j}, {g}, {}", nf * 8));
-                    c.b.ins(format!("add.s32 {j}, {j}, {col0}"));
-                    bfrag.push(smem_pair(c, b, i, j, true));
-                }
+            for (nf, bfrag) in bfrags.iter().enumerate() {
                 let base = (mf * nfs + nf) * 4;
                 let dst: Vec<Reg> = (0..4).map(|_| c.b.reg(RegClass::F32)).collect();
                 c.b.ins(format!(

@@ -10,6 +10,7 @@ use super::ctx::{smem_bytes, Ctx, SlotCoord, TensorInfo, Val};
 use super::layout::{Layout, Place};
 use super::lower::{lit, regs_in, round};
 use super::vector::{blocked_vec_access, cp_async_tile, vec_ok, vector_alignment_ok, Access};
+use super::tile::slot_live;
 use super::PtxError;
 use kir_ir::{Attr, Dtype, ExprKind, Offset, OpData, Opcode, Span, TensorRef};
 
@@ -216,6 +217,10 @@ pub fn lower_memory_op(c: &mut Ctx, op: &OpData) -> Result<(), PtxError> {
                     let mut regs = Vec::with_capacity(coords.len());
                     for (i, sc) in coords.iter().enumerate() {
                         let r = super::lower::constant(c, d, other);
+                        if !slot_live(c, l, &shape, i) {
+                            regs.push(r);
+                            continue;
+                        }
                         let (addr, inb) = element(c, &info, &offs, &sc.idx);
                         let p = and_pred(c, inb, masks.as_ref().map(|m| m[i]));
                         let p = and_pred(c, p, sc.valid);
@@ -285,11 +290,15 @@ pub fn lower_memory_op(c: &mut Ctx, op: &OpData) -> Result<(), PtxError> {
                 && vec_ok(&info, &shape, d)
                 && op.attr("mask").is_none()
             {
+                let regs = unrounded(c, src, d, &shape).unwrap_or(regs);
                 blocked_vec_access(c, &info, &offs, &shape, d, Access::Store, Some(&regs), None)?;
                 return Ok(());
             }
             let masks = mask_regs(c, op, layout, &shape)?;
             for (i, sc) in coords.iter().enumerate() {
+                if layout.is_some_and(|l| !slot_live(c, l, &shape, i)) {
+                    continue;
+                }
                 let (addr, inb) = element(c, &info, &offs, &sc.idx);
                 let mut p = and_pred(c, inb, masks.as_ref().map(|m| m[i]));
                 p = and_pred(c, p, sc.valid);
@@ -329,6 +338,30 @@ pub fn lower_memory_op(c: &mut Ctx, op: &OpData) -> Result<(), PtxError> {
         _ => return Err(PtxError::at(sp, "internal: not a memory op")),
     }
     Ok(())
+}
+
+/// The registers of the f32 tile that `v`, a `cast` to `d` (f16/bf16), rounds, when they are in
+/// `Blocked` registers of the same shape: a vector store of `v` converts them itself (`cvt.rn`
+/// to `d` rounds exactly as the cast does), so the cast's own rounding becomes dead code.
+fn unrounded(c: &Ctx, v: kir_ir::Value, d: Dtype, shape: &[usize]) -> Option<Vec<Reg>> {
+    let kir_ir::ValueDef::Result(o, _) = c.k.dfg.values.get(v)?.def else {
+        return None;
+    };
+    let od = &c.k.dfg.ops[o];
+    let src = *od.operands.first()?;
+    let is_round = od.opcode == Opcode::Cast
+        && matches!(d, Dtype::F16 | Dtype::Bf16)
+        && c.k.dfg.ty(v).dtype() == Some(d)
+        && c.k.dfg.ty(src).dtype() == Some(Dtype::F32);
+    match c.vals.get(&src)? {
+        Val::Tile {
+            layout: Layout::Blocked,
+            shape: s,
+            regs,
+            ..
+        } if is_round && s[..] == shape[..] => Some(regs.clone()),
+        _ => None,
+    }
 }
 
 /// Loads a rank-2 tile into its own shared-memory region (rows padded by 16 bytes so mma
@@ -403,7 +436,9 @@ pub fn copy_tile(
             Some(Attr::Value(m)) => Some(*m),
             _ => None,
         };
-        cp_async_tile(c, info, offs, rows, cols, off, rs, eb, mask, shape, sp)?;
+        if !super::cp_rows::cp_async_rows(c, info, offs, rows, cols, off, rs, eb, mask, sp)? {
+            cp_async_tile(c, info, offs, rows, cols, off, rs, eb, mask, shape, sp)?;
+        }
         c.b.ins(format!("bra.uni {done}"));
         c.b.place(&slow);
     }

@@ -10,6 +10,7 @@
 mod arith;
 pub mod builder;
 mod control;
+mod cp_rows;
 mod ctx;
 mod dot;
 pub mod layout;
@@ -26,6 +27,16 @@ use kir_ir::{Module, Span};
 
 /// Threads per block used by every kernel today (4 warps).
 pub const THREADS: u32 = 128;
+/// The deepest software-pipelining ring a loop gets: 2 (double buffering) measured best on the
+/// H200 for attention and as good as 3–4 for GEMM (docs/benchmarks.md). `KIR_STAGES=N` in the
+/// environment overrides it, for tuning; shallower rings are used when shared memory is short.
+pub static PIPELINE_STAGES: std::sync::LazyLock<usize> = std::sync::LazyLock::new(|| {
+    std::env::var("KIR_STAGES")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .filter(|&n| (1..=8).contains(&n))
+        .unwrap_or(2)
+});
 /// Shared memory a block may use on every supported target (227 KB).
 pub const MAX_SHARED_BYTES: u32 = 232_448;
 
@@ -72,10 +83,13 @@ pub fn compile_module(m: &Module, target: Target, suffix: &str) -> Result<PtxMod
     for k in m.kernels.values() {
         let symbol = sanitize(&format!("{}{}", k.name, suffix));
         let abi = kernel_abi(k).map_err(|e| PtxError::at(k.span, e))?;
-        // Double-buffered loops need more shared memory; without the room, lower them plainly.
-        let mut lowered = ctx::lower_kernel(k, &abi, target, &symbol, true)?;
-        if lowered.shared_bytes > MAX_SHARED_BYTES {
-            lowered = ctx::lower_kernel(k, &abi, target, &symbol, false)?;
+        // Pipelined loops need a ring of shared buffers: the deepest ring (up to
+        // `PIPELINE_STAGES`) that fits, else plain loops.
+        let mut lowered = ctx::lower_kernel(k, &abi, target, &symbol, *PIPELINE_STAGES)?;
+        let mut stages = *PIPELINE_STAGES;
+        while lowered.shared_bytes > MAX_SHARED_BYTES && stages > 1 {
+            stages -= 1;
+            lowered = ctx::lower_kernel(k, &abi, target, &symbol, stages)?;
         }
         if lowered.shared_bytes > MAX_SHARED_BYTES {
             return Err(PtxError::at(
