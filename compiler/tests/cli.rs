@@ -130,8 +130,8 @@ fn fmt_and_fmt_check() {
     std::fs::write(
         &bad,
         canonical.replace(
-            "  %row = program_id 0 : i32",
-            "  %row   =  program_id 0: i32",
+            "  %g = program_id 0 : i32",
+            "  %g   =  program_id 0: i32",
         ),
     )
     .unwrap();
