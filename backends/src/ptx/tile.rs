@@ -1,7 +1,9 @@
 //! Shape ops (iota, splat, broadcast, reshape, transpose), reductions, and layout conversions.
 //! Register-only fast paths cover the FlashAttention-2 layout (row reductions with quad
-//! shuffles, row broadcasts in place); everything else goes through the scratch region of
-//! shared memory, reading and writing each element at its row-major position.
+//! shuffles, row broadcasts in place) and, in `vector`, the `Blocked` layout (row reductions
+//! with warp shuffles and one exchange, broadcasts within a thread); everything else goes
+//! through the scratch region of shared memory, reading and writing each element at its
+//! row-major position.
 
 use super::builder::{Reg, RegClass};
 use super::ctx::{class_of, Ctx, Val};
@@ -10,7 +12,7 @@ use super::lower::{regs_in, round};
 use super::PtxError;
 use kir_ir::{Attr, Dtype, ExprKind, OpData, Opcode, Span, Value};
 
-fn sty(d: Dtype) -> &'static str {
+pub(super) fn sty(d: Dtype) -> &'static str {
     match class_of(d) {
         RegClass::F32 => "f32",
         RegClass::B64 => "b64",
@@ -31,7 +33,10 @@ fn spill(c: &mut Ctx, layout: Layout, shape: &[usize], d: Dtype, regs: &[Reg]) {
     let coords = c.coords(layout, shape);
     c.b.ins("bar.sync 0");
     let owner_only = layout == Layout::RowMma && layout::rows_cols(shape).1 == 1;
-    for (sc, &r) in coords.iter().zip(regs) {
+    for (s, (sc, &r)) in coords.iter().zip(regs).enumerate() {
+        if !slot_live(c, layout, shape, s) {
+            continue;
+        }
         let lin = c.linear(&sc.idx, shape);
         let a = c.smem_addr(c.scratch_off, &[lin], 1, 0, ebytes(d));
         let (val, t) = if d == Dtype::I1 {
@@ -83,7 +88,11 @@ pub fn convert(c: &mut Ctx, v: &Val, to: Layout, sp: Span) -> Result<Val, PtxErr
             spill(c, *layout, shape, *dtype, regs);
             let coords = c.coords(to, shape);
             let mut out = Vec::new();
-            for sc in &coords {
+            for (s, sc) in coords.iter().enumerate() {
+                if !slot_live(c, to, shape, s) {
+                    out.push(super::lower::constant(c, *dtype, 0.0));
+                    continue;
+                }
                 let lin = c.linear(&sc.idx, shape);
                 out.push(read_scratch(c, *dtype, lin, sc.valid));
             }
@@ -204,6 +213,9 @@ pub fn lower_shape_op(c: &mut Ctx, op: &OpData) -> Result<(), PtxError> {
             let src = c.val(a, sp)?;
             let fast = match (&src, op.opcode) {
                 (Val::Scalar(r), _) => Some(vec![*r; n]),
+                (Val::Tile { .. }, Opcode::Broadcast) if l == Layout::Blocked => {
+                    super::vector::blocked_broadcast(c, a, &src, &shape)
+                }
                 (
                     Val::Tile {
                         layout: Layout::Blocked,
@@ -330,7 +342,11 @@ fn generic_shape(
         _ => (0..shape.len()).rev().collect(),
     };
     let mut out = Vec::new();
-    for sc in &coords {
+    for (s, sc) in coords.iter().enumerate() {
+        if !slot_live(c, l, shape, s) {
+            out.push(super::lower::constant(c, d, 0.0));
+            continue;
+        }
         let lin = match op.opcode {
             Opcode::Reshape => c.linear(&sc.idx, shape),
             Opcode::Broadcast => {
@@ -359,7 +375,7 @@ fn generic_shape(
     Ok(out)
 }
 
-fn combine(c: &mut Ctx, kind: &str, d: Dtype, acc: Reg, x: Reg) {
+pub(super) fn combine(c: &mut Ctx, kind: &str, d: Dtype, acc: Reg, x: Reg) {
     let t = match d {
         Dtype::F32 | Dtype::F16 | Dtype::Bf16 => "f32",
         Dtype::I64 => "s64",
@@ -426,28 +442,15 @@ fn reduce(
                 }
             }
             for lane_mask in [1, 2] {
-                let t = c.reg(d);
-                let (tb, ab) = if class_of(d) == RegClass::F32 {
-                    let (x, y) = (c.b.reg(RegClass::B32), c.b.reg(RegClass::B32));
-                    c.b.ins(format!("mov.b32 {y}, {acc}"));
-                    (x, y)
-                } else {
-                    (t, acc)
-                };
-                c.b.ins(format!(
-                    "shfl.sync.bfly.b32 {tb}, {ab}, {lane_mask}, 31, 0xffffffff"
-                ));
-                if class_of(d) == RegClass::F32 {
-                    c.b.ins(format!("mov.b32 {t}, {tb}"));
-                }
-                combine(c, &kind, d, acc, t);
+                shfl_combine(c, &kind, d, acc, lane_mask);
             }
             round(c, d, acc);
             out.push(acc);
         }
         return Ok(out);
     }
-    if let Some(out) = reduce_blocked_rows(c, &kind, a, axis, l, shape, &ss, d, sp)? {
+    if let Some(out) = super::vector::reduce_blocked_rows(c, &kind, op, axis, l, shape, &ss, d, sp)?
+    {
         return Ok(out);
     }
     // Generic: spill, then each output element folds its line in ascending order.
@@ -493,7 +496,7 @@ fn reduce(
     Ok(out)
 }
 
-fn identity(c: &mut Ctx, kind: &str, d: Dtype) -> Reg {
+pub(super) fn identity(c: &mut Ctx, kind: &str, d: Dtype) -> Reg {
     let v = match (kind, d.is_float()) {
         ("sum", _) => 0.0,
         ("max", true) => f64::NEG_INFINITY,
@@ -504,7 +507,7 @@ fn identity(c: &mut Ctx, kind: &str, d: Dtype) -> Reg {
     super::lower::constant(c, d, v)
 }
 
-fn shfl_combine(c: &mut Ctx, kind: &str, d: Dtype, acc: Reg, mask: usize) {
+pub(super) fn shfl_combine(c: &mut Ctx, kind: &str, d: Dtype, acc: Reg, mask: usize) {
     let t = c.reg(d);
     if class_of(d) == RegClass::F32 {
         let (x, y) = (c.b.reg(RegClass::B32), c.b.reg(RegClass::B32));
@@ -521,131 +524,116 @@ fn shfl_combine(c: &mut Ctx, kind: &str, d: Dtype, acc: Reg, mask: usize) {
     combine(c, kind, d, acc, t);
 }
 
-/// Row reduction of a `Blocked` [R, C] tile whose rows are whole chunks (C a multiple of VEC,
-/// C/VEC a power of two): each thread folds its chunk, warp shuffles combine the chunks of a
-/// row, shared memory combines warps; the row totals go to the result's owners. The order is
-/// fixed, so results are identical from run to run. `None` when the shapes do not fit.
-#[allow(clippy::too_many_arguments)]
-fn reduce_blocked_rows(
-    c: &mut Ctx,
-    kind: &str,
-    a: Value,
-    axis: usize,
-    l: Layout,
-    shape: &[usize],
-    ss: &[usize],
-    d: Dtype,
-    sp: Span,
-) -> Result<Option<Vec<Reg>>, PtxError> {
+/// True if slot `s` of a tile of `shape` in `layout` holds an element in some thread (a
+/// `Blocked` tile smaller than the block leaves trailing slots empty everywhere).
+pub(super) fn slot_live(c: &Ctx, layout: Layout, shape: &[usize], s: usize) -> bool {
     let v = layout::VEC;
-    let threads = c.blk.threads as usize;
-    let fits = l == Layout::Blocked
-        && ss.len() == 2
-        && axis == 1
-        && ss[1] % v == 0
-        && (ss[1] / v).is_power_of_two()
-        && matches!(c.places.get(&a), Some(Place::Reg(Layout::Blocked)))
-        && matches!(d, Dtype::F32 | Dtype::F16 | Dtype::Bf16 | Dtype::I32);
-    if !fits {
-        return Ok(None);
+    layout != Layout::Blocked
+        || (s / v) * c.blk.threads as usize * v + s % v < shape.iter().product::<usize>()
+}
+
+/// True if `v` is defined inside the body of a `for` (so its op may run more than once).
+pub(super) fn in_loop(c: &Ctx, v: Value) -> bool {
+    fn defines(dfg: &kir_ir::Dfg, b: kir_ir::Block, v: Value) -> bool {
+        dfg.blocks[b].ops.iter().any(|&o| {
+            dfg.ops[o].results.contains(&v)
+                || dfg.ops[o].regions.iter().any(|&r| defines(dfg, r, v))
+        })
     }
-    let src = regs_in(c, a, Layout::Blocked, ss, sp)?;
-    let (rows, cpr) = (ss[0], ss[1] / v);
-    let width = cpr.min(32);
-    let groups = cpr.div_ceil(32);
-    let coords = c.coords(Layout::Blocked, ss);
-    c.b.ins("bar.sync 0");
-    let part_base = c.scratch_off;
-    let row_base = part_base + (rows * groups * 4) as u32;
-    for (g, chunk) in coords.chunks(v).enumerate() {
-        let acc = identity(c, kind, d);
-        for k in 0..v {
-            combine(c, kind, d, acc, src[g * v + k]);
+    let dfg = &c.k.dfg;
+    dfg.ops
+        .values()
+        .any(|o| o.opcode == Opcode::For && o.regions.iter().any(|&r| defines(dfg, r, v)))
+}
+
+/// True if `v` is a `Blocked` tile of at most VEC elements held whole by every thread (slot i =
+/// element i, as in thread 0): constants and splats, the result of a row reduction that
+/// `vector::reduce_blocked_rows` leaves whole, and elementwise ops, reshapes and register broadcasts
+/// of such tiles.
+pub(super) fn replicated(c: &Ctx, v: Value, depth: usize) -> bool {
+    let dfg = &c.k.dfg;
+    let ty = dfg.ty(v);
+    if ty.is_scalar() {
+        return true;
+    }
+    let numel = |v: Value| dfg.ty(v).shape().map_or(usize::MAX, |s| s.iter().product());
+    if depth > 32
+        || numel(v) > layout::VEC
+        || c.places.get(&v) != Some(&Place::Reg(Layout::Blocked))
+    {
+        return false;
+    }
+    let Some(kir_ir::ValueDef::Result(o, _)) = dfg.values.get(v).map(|d| d.def) else {
+        return false;
+    };
+    let op = &dfg.ops[o];
+    let all = || op.operands.iter().all(|&a| replicated(c, a, depth + 1));
+    match op.opcode {
+        Opcode::Const | Opcode::Splat => true,
+        Opcode::Reshape => all(),
+        Opcode::Broadcast => {
+            all()
+                && op
+                    .operands
+                    .first()
+                    .is_some_and(|&a| dfg.ty(a).is_scalar() || numel(a) == 1 || dfg.ty(a) == ty)
         }
-        if let Some(valid) = chunk[0].valid {
-            let id = identity(c, kind, d);
-            let m = if class_of(d) == RegClass::F32 {
-                "selp.f32"
-            } else {
-                "selp.b32"
+        Opcode::Reduce => {
+            let Some(&a) = op.operands.first() else {
+                return false;
             };
-            c.b.ins(format!("{m} {acc}, {acc}, {id}, {valid}"));
-        }
-        let mut mask = width / 2;
-        while mask >= 1 {
-            shfl_combine(c, kind, d, acc, mask);
-            mask /= 2;
-        }
-        // chunk = g·T + tid; row = chunk / cpr; pos = chunk % cpr.
-        let (chunk_id, row, pos, p) = (
-            c.b.reg(RegClass::B32),
-            c.b.reg(RegClass::B32),
-            c.b.reg(RegClass::B32),
-            c.b.reg(RegClass::Pred),
-        );
-        c.b.ins(format!("add.s32 {chunk_id}, {}, {}", c.tid, g * threads));
-        c.b.ins(format!("div.u32 {row}, {chunk_id}, {cpr}"));
-        c.b.ins(format!("rem.u32 {pos}, {chunk_id}, {cpr}"));
-        // The first lane of each 32-chunk group writes its group total.
-        let (slot, q) = (c.b.reg(RegClass::B32), c.b.reg(RegClass::Pred));
-        c.b.ins(format!("rem.u32 {slot}, {pos}, {width}"));
-        c.b.ins(format!("setp.eq.u32 {p}, {slot}, 0"));
-        c.b.ins(format!("setp.lt.u32 {q}, {row}, {rows}"));
-        c.b.ins(format!("and.pred {p}, {p}, {q}"));
-        let gi = c.b.reg(RegClass::B32);
-        c.b.ins(format!("div.u32 {gi}, {pos}, 32"));
-        c.b.ins(format!("mad.lo.s32 {gi}, {row}, {groups}, {gi}"));
-        let addr = c.smem_addr(part_base, &[gi], 1, 0, 4);
-        let t = if class_of(d) == RegClass::F32 {
-            "f32"
-        } else {
-            "b32"
-        };
-        c.b.ins_if(p, false, format!("st.shared.{t} [{addr}], {acc}"));
-    }
-    c.b.ins("bar.sync 0");
-    // Row totals, groups in ascending order, by threads 0..rows.
-    let passes = rows.div_ceil(threads);
-    for pass in 0..passes {
-        let (row, p) = (c.b.reg(RegClass::B32), c.b.reg(RegClass::Pred));
-        c.b.ins(format!("add.s32 {row}, {}, {}", c.tid, pass * threads));
-        c.b.ins(format!("setp.lt.u32 {p}, {row}, {rows}"));
-        let acc = identity(c, kind, d);
-        for gi in 0..groups {
-            let idx = c.b.reg(RegClass::B32);
-            c.b.ins(format!("mad.lo.s32 {idx}, {row}, {groups}, {gi}"));
-            let a2 = c.smem_addr(part_base, &[idx], 1, 0, 4);
-            let x = c.reg(d);
-            let t = if class_of(d) == RegClass::F32 {
-                "f32"
-            } else {
-                "b32"
+            let ss = dfg.ty(a).shape().unwrap_or_default();
+            let axis = match op.attr("axis") {
+                Some(Attr::Expr(e)) => e.as_int().unwrap_or(0) as usize,
+                _ => 0,
             };
-            c.b.ins_if(p, false, format!("ld.shared.{t} {x}, [{a2}]"));
-            combine(c, kind, d, acc, x);
+            let d = ty.dtype().unwrap_or(Dtype::F32);
+            super::vector::rows_fit(c, a, axis, Layout::Blocked, &ss, d) && ss[0] <= layout::VEC
         }
-        round(c, d, acc);
-        let a3 = c.smem_addr(row_base, &[row], 1, 0, 4);
-        let t = if class_of(d) == RegClass::F32 {
-            "f32"
-        } else {
-            "b32"
-        };
-        c.b.ins_if(p, false, format!("st.shared.{t} [{a3}], {acc}"));
+        Opcode::Neg
+        | Opcode::Abs
+        | Opcode::Exp
+        | Opcode::Exp2
+        | Opcode::Log
+        | Opcode::Log2
+        | Opcode::Sqrt
+        | Opcode::Rsqrt
+        | Opcode::Tanh
+        | Opcode::Sigmoid
+        | Opcode::Silu
+        | Opcode::Recip
+        | Opcode::Floor
+        | Opcode::Not
+        | Opcode::Add
+        | Opcode::Sub
+        | Opcode::Mul
+        | Opcode::Div
+        | Opcode::Rem
+        | Opcode::Max
+        | Opcode::Min
+        | Opcode::And
+        | Opcode::Or
+        | Opcode::Xor
+        | Opcode::Shl
+        | Opcode::Shr
+        | Opcode::Cast
+        | Opcode::Bitcast
+        | Opcode::Select
+        | Opcode::Cmp
+        | Opcode::Nf4 => all(),
+        Opcode::ProgramId
+        | Opcode::NumPrograms
+        | Opcode::Dim
+        | Opcode::Param
+        | Opcode::Iota
+        | Opcode::Transpose
+        | Opcode::Load
+        | Opcode::Store
+        | Opcode::AtomicAdd
+        | Opcode::Dot
+        | Opcode::For
+        | Opcode::If
+        | Opcode::StaticIf
+        | Opcode::Yield => false,
     }
-    c.b.ins("bar.sync 0");
-    let out_coords = c.coords(l, shape);
-    let mut out = Vec::new();
-    for sc in &out_coords {
-        let a4 = c.smem_addr(row_base, &[sc.idx[0]], 1, 0, 4);
-        let x = identity(c, kind, d);
-        let t = if class_of(d) == RegClass::F32 {
-            "f32"
-        } else {
-            "b32"
-        };
-        c.b.ins_if_opt(sc.valid, format!("ld.shared.{t} {x}, [{a4}]"));
-        out.push(x);
-    }
-    Ok(Some(out))
 }

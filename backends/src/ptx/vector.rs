@@ -1,13 +1,17 @@
-//! 16-byte vector memory paths: `cp.async` tile copies into shared memory (zero-filled edges,
-//! chunk-uniform masks), the alignment check that guards them, and vectorized loads and stores of
-//! blocked register tiles.
+//! The `Blocked` layout's fast paths. Memory: `cp.async` tile copies into shared memory
+//! (zero-filled edges, chunk-uniform masks), the alignment check that guards them, and 16-byte
+//! vector loads and stores of blocked register tiles. Registers: row reductions with warp
+//! shuffles and one exchange of partials, results that every thread holds whole
+//! (`tile::replicated`), and broadcasts whose sources are in the same thread.
 
 use super::builder::{Reg, RegClass};
-use super::ctx::{Ctx, TensorInfo};
-use super::layout::Layout;
+use super::ctx::{Ctx, TensorInfo, Val};
+use super::layout::{self, Layout, Place};
+use super::lower::{regs_in, round};
 use super::memory::{and_pred, element, gty, load_elem, store_bits};
+use super::tile::{combine, identity, in_loop, replicated, shfl_combine, slot_live, sty};
 use super::PtxError;
-use kir_ir::{Dtype, Span};
+use kir_ir::{Dtype, OpData, Span, Value};
 
 /// A uniform predicate: 16-byte vectors of `vec` elements along the last dim are aligned
 /// (base pointer 16-byte aligned, every outer stride and the last offset multiples of `vec`).
@@ -195,7 +199,8 @@ pub(super) fn vec_ok(info: &TensorInfo, shape: &[usize], d: Dtype) -> bool {
 }
 
 /// Loads or stores a `Blocked` tile chunk by chunk: a chunk fully inside the tensor (and
-/// aligned, checked once per op) moves as 16-byte vectors, any other chunk element by element.
+/// aligned, checked once per op) moves as 16-byte vectors, any other chunk element by element
+/// from the chunk's own address (its elements are consecutive in one row).
 #[allow(clippy::too_many_arguments)]
 pub(super) fn blocked_vec_access(
     c: &mut Ctx,
@@ -212,22 +217,9 @@ pub(super) fn blocked_vec_access(
     let aligned = vector_alignment_ok(c, info, offs, v);
     let rank = offs.len();
     let dim_c = info.dims[rank - 1];
+    let esize = info.dtype.size_bytes();
     let mut out: Vec<Reg> = Vec::with_capacity(coords.len());
     for (g, chunk) in coords.chunks(v).enumerate() {
-        let first = &chunk[0];
-        let (addr0, inb0) = element(c, info, offs, &first.idx);
-        // Full: the first element is in bounds and so is the last one of the chunk.
-        let full = c.b.reg(RegClass::Pred);
-        let last_col = c.b.reg(RegClass::B32);
-        let col0 = first.idx[first.idx.len() - 1];
-        c.b.ins(format!("add.s32 {last_col}, {}, {col0}", offs[rank - 1]));
-        c.b.ins(format!("add.s32 {last_col}, {last_col}, {}", v - 1));
-        c.b.ins(format!("setp.lt.u32 {full}, {last_col}, {dim_c}"));
-        c.b.ins(format!("and.pred {full}, {full}, {inb0}"));
-        c.b.ins(format!("and.pred {full}, {full}, {aligned}"));
-        if let Some(valid) = first.valid {
-            c.b.ins(format!("and.pred {full}, {full}, {valid}"));
-        }
         let regs: Vec<Reg> = match access {
             Access::Load(other) => (0..v)
                 .map(|_| super::lower::constant(c, d, other))
@@ -236,82 +228,360 @@ pub(super) fn blocked_vec_access(
                 .map(|vs| vs[g * v..g * v + v].to_vec())
                 .unwrap_or_default(),
         };
+        if !slot_live(c, Layout::Blocked, shape, g * v) {
+            // No thread holds this chunk.
+            if matches!(access, Access::Load(_)) {
+                out.extend(regs);
+            }
+            continue;
+        }
+        let first = &chunk[0];
+        let (addr0, inb0) = element(c, info, offs, &first.idx);
+        // The chunk holds elements and starts inside the tensor; full if its last one does too.
+        let ok = and_pred(c, inb0, first.valid);
+        let (col0, last_col, full) = (
+            c.b.reg(RegClass::B32),
+            c.b.reg(RegClass::B32),
+            c.b.reg(RegClass::Pred),
+        );
+        c.b.ins(format!(
+            "add.s32 {col0}, {}, {}",
+            offs[rank - 1],
+            first.idx[first.idx.len() - 1]
+        ));
+        c.b.ins(format!("add.s32 {last_col}, {col0}, {}", v - 1));
+        c.b.ins(format!("setp.lt.u32 {full}, {last_col}, {dim_c}"));
+        c.b.ins(format!("and.pred {full}, {full}, {ok}"));
+        c.b.ins(format!("and.pred {full}, {full}, {aligned}"));
+        // 16-bit elements travel as four packed words on both paths and are converted once.
+        let half = matches!(d, Dtype::F16 | Dtype::Bf16);
+        let t16 = if d == Dtype::F16 { "f16" } else { "bf16" };
+        let words: Vec<Reg> = match half {
+            true => (0..4).map(|_| c.b.reg(RegClass::B32)).collect(),
+            false => vec![],
+        };
+        if half && matches!(access, Access::Store) {
+            for (k, &word) in words.iter().enumerate() {
+                let (lo, hi) = (regs[2 * k], regs[2 * k + 1]);
+                c.b.ins(format!("cvt.rn.{t16}x2.f32 {word}, {hi}, {lo}"));
+            }
+        }
         let (vec_l, done) = (c.b.label("vec"), c.b.label("vecdone"));
         c.b.ins_if(full, false, format!("bra {vec_l}"));
-        for (k, sc) in chunk.iter().enumerate() {
-            let (addr, inb) = element(c, info, offs, &sc.idx);
-            let p = and_pred(c, inb, sc.valid);
-            match access {
-                Access::Load(_) => load_elem(c, d, regs[k], addr, p),
-                Access::Store => {
+        // Element by element, each in bounds only if its column is.
+        let halves: Vec<Reg> = match half {
+            true => (0..v).map(|_| c.b.reg(RegClass::B16)).collect(),
+            false => vec![],
+        };
+        if half {
+            for (k, h) in halves.chunks(2).enumerate() {
+                match access {
+                    Access::Load(other) => {
+                        let bits = match d {
+                            Dtype::F16 => half::f16::from_f64(other).to_bits(),
+                            _ => half::bf16::from_f64(other).to_bits(),
+                        };
+                        c.b.ins(format!("mov.b16 {}, {bits}", h[0]));
+                        c.b.ins(format!("mov.b16 {}, {bits}", h[1]));
+                    }
+                    Access::Store => {
+                        c.b.ins(format!("mov.b32 {{{}, {}}}, {}", h[0], h[1], words[k]))
+                    }
+                }
+            }
+        }
+        for k in 0..v {
+            let (addr, p) = if k == 0 {
+                (addr0, ok)
+            } else {
+                let (a, col, p) = (
+                    c.b.reg(RegClass::B64),
+                    c.b.reg(RegClass::B32),
+                    c.b.reg(RegClass::Pred),
+                );
+                c.b.ins(format!("add.s64 {a}, {addr0}, {}", k * esize));
+                c.b.ins(format!("add.s32 {col}, {col0}, {k}"));
+                c.b.ins(format!("setp.lt.u32 {p}, {col}, {dim_c}"));
+                c.b.ins(format!("and.pred {p}, {p}, {ok}"));
+                (a, p)
+            };
+            match (access, half) {
+                (Access::Load(_), true) => {
+                    c.b.ins_if(p, false, format!("ld.global.b16 {}, [{addr}]", halves[k]))
+                }
+                (Access::Load(_), false) => load_elem(c, d, regs[k], addr, p),
+                (Access::Store, true) => {
+                    c.b.ins_if(p, false, format!("st.global.b16 [{addr}], {}", halves[k]))
+                }
+                (Access::Store, false) => {
                     let bits = store_bits(c, d, regs[k]);
                     c.b.ins_if(p, false, format!("st.global.{} [{addr}], {bits}", gty(d)));
                 }
             }
         }
+        if half && matches!(access, Access::Load(_)) {
+            for (k, h) in halves.chunks(2).enumerate() {
+                c.b.ins(format!("mov.b32 {}, {{{}, {}}}", words[k], h[0], h[1]));
+            }
+        }
         c.b.ins(format!("bra {done}"));
         c.b.place(&vec_l);
-        match (access, d) {
-            (Access::Load(_), Dtype::F32) => {
+        let ws = |w: &[Reg]| format!("{{{}, {}, {}, {}}}", w[0], w[1], w[2], w[3]);
+        match (access, half) {
+            (Access::Load(_), false) => {
                 for h in 0..2 {
-                    let r = &regs[h * 4..h * 4 + 4];
-                    c.b.ins(format!(
-                        "ld.global.v4.f32 {{{}, {}, {}, {}}}, [{addr0}+{}]",
-                        r[0],
-                        r[1],
-                        r[2],
-                        r[3],
-                        h * 16
-                    ));
+                    let r = ws(&regs[h * 4..h * 4 + 4]);
+                    c.b.ins(format!("ld.global.v4.f32 {r}, [{addr0}+{}]", h * 16));
                 }
             }
-            (Access::Load(_), _) => {
-                let w: Vec<Reg> = (0..4).map(|_| c.b.reg(RegClass::B32)).collect();
-                c.b.ins(format!(
-                    "ld.global.v4.b32 {{{}, {}, {}, {}}}, [{addr0}]",
-                    w[0], w[1], w[2], w[3]
-                ));
-                for (k, &word) in w.iter().enumerate() {
-                    let (lo, hi) = (c.b.reg(RegClass::B16), c.b.reg(RegClass::B16));
-                    c.b.ins(format!("mov.b32 {{{lo}, {hi}}}, {word}"));
-                    let t = if d == Dtype::F16 { "f16" } else { "bf16" };
-                    c.b.ins(format!("cvt.f32.{t} {}, {lo}", regs[2 * k]));
-                    c.b.ins(format!("cvt.f32.{t} {}, {hi}", regs[2 * k + 1]));
-                }
+            (Access::Load(_), true) => {
+                c.b.ins(format!("ld.global.v4.b32 {}, [{addr0}]", ws(&words)))
             }
-            (Access::Store, Dtype::F32) => {
+            (Access::Store, false) => {
                 for h in 0..2 {
-                    let r = &regs[h * 4..h * 4 + 4];
-                    c.b.ins(format!(
-                        "st.global.v4.f32 [{addr0}+{}], {{{}, {}, {}, {}}}",
-                        h * 16,
-                        r[0],
-                        r[1],
-                        r[2],
-                        r[3]
-                    ));
+                    let r = ws(&regs[h * 4..h * 4 + 4]);
+                    c.b.ins(format!("st.global.v4.f32 [{addr0}+{}], {r}", h * 16));
                 }
             }
-            (Access::Store, _) => {
-                let t = if d == Dtype::F16 { "f16" } else { "bf16" };
-                let w: Vec<Reg> = (0..4).map(|_| c.b.reg(RegClass::B32)).collect();
-                for (k, &word) in w.iter().enumerate() {
-                    c.b.ins(format!(
-                        "cvt.rn.{t}x2.f32 {word}, {}, {}",
-                        regs[2 * k + 1],
-                        regs[2 * k]
-                    ));
-                }
-                c.b.ins(format!(
-                    "st.global.v4.b32 [{addr0}], {{{}, {}, {}, {}}}",
-                    w[0], w[1], w[2], w[3]
-                ));
+            (Access::Store, true) => {
+                c.b.ins(format!("st.global.v4.b32 [{addr0}], {}", ws(&words)))
             }
         }
         c.b.place(&done);
+        if half && matches!(access, Access::Load(_)) {
+            for (k, &word) in words.iter().enumerate() {
+                let (lo, hi) = (c.b.reg(RegClass::B16), c.b.reg(RegClass::B16));
+                c.b.ins(format!("mov.b32 {{{lo}, {hi}}}, {word}"));
+                c.b.ins(format!("cvt.f32.{t16} {}, {lo}", regs[2 * k]));
+                c.b.ins(format!("cvt.f32.{t16} {}, {hi}", regs[2 * k + 1]));
+            }
+        }
         if matches!(access, Access::Load(_)) {
             out.extend(regs);
         }
     }
     Ok(out)
+}
+
+/// True if a row reduction of `a` (a [R, C] tile, `axis` 1) runs in registers plus one exchange
+/// of partials: both in `Blocked`, rows of whole chunks (C a multiple of VEC), C/VEC and the
+/// block size powers of two, a 32-bit dtype.
+pub(super) fn rows_fit(c: &Ctx, a: Value, axis: usize, l: Layout, ss: &[usize], d: Dtype) -> bool {
+    let v = layout::VEC;
+    l == Layout::Blocked
+        && ss.len() == 2
+        && axis == 1
+        && ss[1] % v == 0
+        && (ss[1] / v).is_power_of_two()
+        && c.blk.threads.is_power_of_two()
+        && matches!(c.places.get(&a), Some(Place::Reg(Layout::Blocked)))
+        && matches!(d, Dtype::F32 | Dtype::F16 | Dtype::Bf16 | Dtype::I32)
+}
+
+/// Folds `regs` (one thread's slots) into a fresh register, in slot order.
+fn fold(c: &mut Ctx, kind: &str, d: Dtype, regs: &[Reg]) -> Reg {
+    let acc = c.reg(d);
+    c.b.ins(format!("mov.{} {acc}, {}", sty(d), regs[0]));
+    for &r in &regs[1..] {
+        combine(c, kind, d, acc, r);
+    }
+    acc
+}
+
+/// Row reduction of a `Blocked` [R, C] tile (see [`rows_fit`]). Each thread folds its slots of
+/// a row, a warp-shuffle tree combines the chunks of a row within a warp, and the first lane of
+/// each warp (or of each row, for rows narrower than a warp) writes its partial to a region of
+/// shared memory of its own; after one barrier every thread sums the partials of the rows it
+/// needs, in ascending order. A result of at most VEC rows comes out whole in every thread
+/// (slot i = row i, see `tile::replicated`), so broadcasts and elementwise ops on it need no shared
+/// memory. The order is fixed, so results are identical from run to run and across threads.
+#[allow(clippy::too_many_arguments)]
+pub(super) fn reduce_blocked_rows(
+    c: &mut Ctx,
+    kind: &str,
+    op: &OpData,
+    axis: usize,
+    l: Layout,
+    shape: &[usize],
+    ss: &[usize],
+    d: Dtype,
+    sp: Span,
+) -> Result<Option<Vec<Reg>>, PtxError> {
+    let (Some(&a), Some(&res)) = (op.operands.first(), op.results.first()) else {
+        return Ok(None);
+    };
+    if !rows_fit(c, a, axis, l, ss, d) {
+        return Ok(None);
+    }
+    let (v, t, tid) = (layout::VEC, c.blk.threads as usize, c.tid);
+    let src = regs_in(c, a, Layout::Blocked, ss, sp)?;
+    let (rows, cpr) = (ss[0], ss[1] / v);
+    let width = cpr.min(32);
+    // Partials per row: one per warp when a row spans the block, else one per 32 chunks.
+    let subs = if cpr >= t { t / 32 } else { cpr.div_ceil(32) };
+    let off = c.alloc_shared((rows * subs * 4) as u32);
+    if in_loop(c, res) {
+        // The previous iteration's readers must be done with the region.
+        c.b.ins("bar.sync 0");
+    }
+    // (partial, index of its slot in the region, whether this thread writes it)
+    let mut parts: Vec<(Reg, Reg, Reg)> = Vec::new();
+    let lead = c.b.reg(RegClass::B32);
+    c.b.ins(format!("and.b32 {lead}, {tid}, {}", width - 1));
+    if cpr >= t {
+        // Chunk g·T + tid: every slot group of a row is in every thread, row = g·T / cpr.
+        let per = cpr / t * v;
+        for r in 0..rows {
+            let acc = fold(c, kind, d, &src[r * per..(r + 1) * per]);
+            let (idx, w) = (c.b.reg(RegClass::B32), c.b.reg(RegClass::Pred));
+            c.b.ins(format!("add.s32 {idx}, {}, {}", c.warp, r * subs));
+            c.b.ins(format!("setp.eq.u32 {w}, {lead}, 0"));
+            parts.push((acc, idx, w));
+        }
+    } else {
+        // Chunk k = g·T + tid: row k / cpr = g·T/cpr + tid/cpr, sub-part (tid % cpr) / 32.
+        for (g, regs) in src.chunks(v).enumerate() {
+            let acc = fold(c, kind, d, regs);
+            let w = c.b.reg(RegClass::Pred);
+            c.b.ins(format!("setp.eq.u32 {w}, {lead}, 0"));
+            if (g + 1) * t > rows * cpr {
+                let (k, p) = (c.b.reg(RegClass::B32), c.b.reg(RegClass::Pred));
+                c.b.ins(format!("add.s32 {k}, {tid}, {}", g * t));
+                c.b.ins(format!("setp.lt.u32 {p}, {k}, {}", rows * cpr));
+                let id = identity(c, kind, d);
+                c.b.ins(format!("selp.{} {acc}, {acc}, {id}, {p}", sty(d)));
+                c.b.ins(format!("and.pred {w}, {w}, {p}"));
+            }
+            let (idx, sub) = (c.b.reg(RegClass::B32), c.b.reg(RegClass::B32));
+            c.b.ins(format!("div.u32 {idx}, {tid}, {cpr}"));
+            c.b.ins(format!("add.s32 {idx}, {idx}, {}", g * (t / cpr)));
+            c.b.ins(format!("rem.u32 {sub}, {tid}, {cpr}"));
+            c.b.ins(format!("div.u32 {sub}, {sub}, 32"));
+            c.b.ins(format!("mad.lo.s32 {idx}, {idx}, {subs}, {sub}"));
+            parts.push((acc, idx, w));
+        }
+    }
+    let mut mask = width / 2;
+    while mask >= 1 {
+        for &(acc, _, _) in &parts {
+            shfl_combine(c, kind, d, acc, mask);
+        }
+        mask /= 2;
+    }
+    for &(acc, idx, w) in &parts {
+        let addr = c.b.reg(RegClass::B32);
+        c.b.ins(format!("mad.lo.s32 {addr}, {idx}, 4, {}", c.smem));
+        c.b.ins_if(
+            w,
+            false,
+            format!("st.shared.{} [{addr}+{off}], {acc}", sty(d)),
+        );
+    }
+    c.b.ins("bar.sync 0");
+    let n = layout::slots(l, shape, c.blk);
+    let mut out = Vec::with_capacity(n);
+    if rows <= v {
+        for r in 0..rows {
+            let base = c.b.reg(RegClass::B32);
+            c.b.ins(format!(
+                "add.s32 {base}, {}, {}",
+                c.smem,
+                off as usize + r * subs * 4
+            ));
+            out.push(sum_partials(c, kind, d, base, subs, None));
+        }
+        let first = out[0];
+        out.resize(n, first);
+    } else {
+        for sc in c.coords(l, shape) {
+            let base = c.b.reg(RegClass::B32);
+            c.b.ins(format!(
+                "mad.lo.s32 {base}, {}, {}, {}",
+                sc.idx[0],
+                subs * 4,
+                c.smem
+            ));
+            c.b.ins(format!("add.s32 {base}, {base}, {off}"));
+            out.push(sum_partials(c, kind, d, base, subs, sc.valid));
+        }
+    }
+    Ok(Some(out))
+}
+
+/// Sums the `subs` partials at shared address `base` in ascending order (16-byte reads when
+/// they come in fours), rounded to `d`; reads nothing unless `valid`.
+fn sum_partials(
+    c: &mut Ctx,
+    kind: &str,
+    d: Dtype,
+    base: Reg,
+    subs: usize,
+    valid: Option<Reg>,
+) -> Reg {
+    let xs: Vec<Reg> = (0..subs).map(|_| identity(c, kind, d)).collect();
+    let ty = sty(d);
+    if subs % 4 == 0 {
+        for (q, x) in xs.chunks(4).enumerate() {
+            let at = q * 16;
+            let l = format!(
+                "ld.shared.v4.{ty} {{{}, {}, {}, {}}}, [{base}+{at}]",
+                x[0], x[1], x[2], x[3]
+            );
+            c.b.ins_if_opt(valid, l);
+        }
+    } else {
+        for (j, x) in xs.iter().enumerate() {
+            c.b.ins_if_opt(valid, format!("ld.shared.{ty} {x}, [{base}+{}]", j * 4));
+        }
+    }
+    let acc = fold(c, kind, d, &xs);
+    round(c, d, acc);
+    acc
+}
+
+/// A broadcast between `Blocked` tiles without shared memory, when each result slot's source
+/// is in the same thread: equal shapes; one replicated element; a [1, C] row to [R, C] when a
+/// row spans whole multiples of the block; a replicated [R, 1] column to [R, C] then too (the
+/// row of each slot group is known at compile time).
+pub(super) fn blocked_broadcast(
+    c: &mut Ctx,
+    a: Value,
+    src: &Val,
+    shape: &[usize],
+) -> Option<Vec<Reg>> {
+    let Val::Tile {
+        layout: Layout::Blocked,
+        shape: ss,
+        regs,
+        ..
+    } = src
+    else {
+        return None;
+    };
+    let (v, t) = (layout::VEC, c.blk.threads as usize);
+    let n = layout::slots(Layout::Blocked, shape, c.blk);
+    if ss[..] == shape[..] {
+        return Some(regs.clone());
+    }
+    let rep = replicated(c, a, 0);
+    if rep && ss.iter().product::<usize>() == 1 {
+        return Some(vec![regs[0]; n]);
+    }
+    if ss.len() != 2 || shape.len() != 2 || shape[1] % v != 0 {
+        return None;
+    }
+    let cpr = shape[1] / v;
+    if ss[0] == 1 && ss[1] == shape[1] && cpr % t == 0 {
+        // Result chunk g·T + tid is source chunk (g·T mod cpr) + tid: this thread's group.
+        return Some(
+            (0..n)
+                .map(|s| regs[(s / v * t % cpr / t) * v + s % v])
+                .collect(),
+        );
+    }
+    if rep && ss[1] == 1 && ss[0] == shape[0] && cpr % t == 0 {
+        // A replicated column: group g of the result lies in row g·T / cpr.
+        return Some((0..n).map(|s| regs[s / v * t / cpr]).collect());
+    }
+    None
 }
