@@ -188,6 +188,16 @@ def main():
             compile_case(a.kirc, a.out, name, "attention_fwd",
                          {"DTYPE": "bf16", "HEAD_DIM": d_, "CAUSAL": causal, "BLOCK_M": bm, "BLOCK_N": bn}, a.target)
             cases.append({"name": name, "op": "attention_fwd", "dir": name, "mode": "time", "head_dim": d_, "causal": causal})
+    # The explicit 4-warp tile with 64-key blocks (`--warps 4`, the fastest at d128).
+    for causal in [0, 1]:
+        name = f"time_attn_d128_bm128_bn64_w4_c{causal}"
+        compile_case(a.kirc, a.out, name, "attention_fwd",
+                     {"DTYPE": "bf16", "HEAD_DIM": 128, "CAUSAL": causal, "BLOCK_M": 128, "BLOCK_N": 64}, a.target,
+                     ["--warps", "4"])
+        cases.append({"name": name, "op": "attention_fwd", "dir": name, "mode": "time", "head_dim": 128, "causal": causal})
+    correctness("attn_bf16_d128_c1_bm128_w4", "attention_fwd",
+                {"DTYPE": "bf16", "HEAD_DIM": 128, "CAUSAL": 1, "BLOCK_M": 128, "BLOCK_N": 64},
+                {"q": q, "k": k, "v": k[:, :, ::-1].copy()}, {"scale": 0.088}, ["--warps", "4"])
     # The 4-warp attention tile (128 rows, 32-key blocks) must be exactly as correct.
     correctness("attn_bf16_d128_c1_bm128_bn32", "attention_fwd",
                 {"DTYPE": "bf16", "HEAD_DIM": 128, "CAUSAL": 1, "BLOCK_M": 128, "BLOCK_N": 32},

@@ -3,6 +3,7 @@
 
 use crate::passes::const_values;
 use crate::pipeline;
+use kir_backends::ptx::PtxOptions;
 use kir_backends::Target;
 use kir_ir::{Diagnostics, EvalVal, Module};
 
@@ -71,7 +72,15 @@ pub fn compile(
     target: Target,
     emit: Emit,
 ) -> Result<Compiled, CompileError> {
-    compile_stage(src, defines, kernel, target, emit, Stage::Specialized)
+    compile_stage(
+        src,
+        defines,
+        kernel,
+        target,
+        emit,
+        Stage::Specialized,
+        &PtxOptions::default(),
+    )
 }
 
 /// Which module of the pipeline a compilation lowers.
@@ -83,7 +92,8 @@ pub enum Stage {
     Fused,
 }
 
-/// Like [`compile`], lowering the module of `stage`.
+/// Like [`compile`], lowering the module of `stage` with PTX lowering options `opts` (ignored
+/// for `Emit::Ir` and `Emit::Cuda`; options that were set are named in the kernel symbols).
 pub fn compile_stage(
     src: &str,
     defines: &pipeline::Defines,
@@ -91,6 +101,7 @@ pub fn compile_stage(
     target: Target,
     emit: Emit,
     stage: Stage,
+    opts: &PtxOptions,
 ) -> Result<Compiled, CompileError> {
     let f = pipeline::run_observed(src, defines, &mut |_, _| {}).map_err(CompileError::Source)?;
     let generic = f.generic;
@@ -108,18 +119,15 @@ pub fn compile_stage(
             module: spec,
         }),
         Emit::Ptx => {
-            let out =
-                kir_backends::ptx::compile_module(&spec, target, &suffix).map_err(|e| {
-                    match e.span {
-                        Some(span) => {
-                            CompileError::Source(Diagnostics::from(kir_ir::Diagnostic::new(
-                                span,
-                                format!("{} (target {})", e.message, target.name()),
-                            )))
-                        }
-                        None => {
-                            CompileError::Plain(format!("{} (target {})", e.message, target.name()))
-                        }
+            let suffix = format!("{suffix}{}", opts.suffix());
+            let out = kir_backends::ptx::compile_module_with(&spec, target, &suffix, opts)
+                .map_err(|e| match e.span {
+                    Some(span) => CompileError::Source(Diagnostics::from(kir_ir::Diagnostic::new(
+                        span,
+                        format!("{} (target {})", e.message, target.name()),
+                    ))),
+                    None => {
+                        CompileError::Plain(format!("{} (target {})", e.message, target.name()))
                     }
                 })?;
             let meta =

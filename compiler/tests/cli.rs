@@ -129,10 +129,7 @@ fn fmt_and_fmt_check() {
     let bad = d.join("bad.kir");
     std::fs::write(
         &bad,
-        canonical.replace(
-            "  %g = program_id 0 : i32",
-            "  %g   =  program_id 0: i32",
-        ),
+        canonical.replace("  %g = program_id 0 : i32", "  %g   =  program_id 0: i32"),
     )
     .unwrap();
     let o = kirc(&["fmt", "--check", s(&bad)]);

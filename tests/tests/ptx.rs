@@ -3,8 +3,9 @@
 //! kernels and one golden PTX per op per target are snapshotted. Needs `KIR_PTXAS` (set by
 //! scripts/test.sh) and fails loudly without it.
 
+use kir_backends::ptx::PtxOptions;
 use kir_backends::Target;
-use kir_compiler::compile::{compile, Emit};
+use kir_compiler::compile::{compile, compile_stage, Emit, Stage};
 use std::process::Command;
 
 fn ptxas() -> String {
@@ -158,6 +159,90 @@ fn every_op_assembles_for_every_target_without_spills() {
         }
     }
     assert!(runs >= 70, "expected the whole matrix to run, ran {runs}");
+}
+
+/// The fastest attention tile on the H200 (`--warps 4`, BLOCK_M = 128, BLOCK_N = 64 at d = 128:
+/// two 16-row fragments per warp, at the 255-register limit) assembles without spills on
+/// sm_90a, causal or not, with every option named in the symbol and the block in META.
+#[test]
+fn four_warp_attention_tile_does_not_spill_on_sm90a() {
+    let src = kir_compiler::oplib::builtin("attention_fwd").expect("built-in op");
+    let opts = PtxOptions {
+        warps: Some(4),
+        stages: None,
+    };
+    for causal in ["0", "1"] {
+        let d = defs(&[
+            ("DTYPE", "bf16"),
+            ("HEAD_DIM", "128"),
+            ("CAUSAL", causal),
+            ("BLOCK_M", "128"),
+            ("BLOCK_N", "64"),
+        ]);
+        let out = compile_stage(
+            src,
+            &d,
+            None,
+            Target::Sm90a,
+            Emit::Ptx,
+            Stage::Specialized,
+            &opts,
+        )
+        .expect("compile");
+        let meta = out.meta.expect("meta");
+        let k = &meta["kernels"][0];
+        assert_eq!(k["block"][0], 128, "4 warps");
+        assert!(k["symbol"]
+            .as_str()
+            .is_some_and(|s| s.ends_with("_WARPS_4")));
+        let log = assemble("attention_fwd_w4", &out.text, Target::Sm90a);
+        let spills: Vec<&str> = log.lines().filter(|l| l.contains("spill")).collect();
+        assert!(!spills.is_empty(), "ptxas -v printed no spill line:\n{log}");
+        for line in spills {
+            assert!(
+                line.contains(" 0 bytes spill stores") && line.contains(" 0 bytes spill loads"),
+                "causal {causal}: {line}"
+            );
+        }
+    }
+}
+
+/// Out-of-range lowering options are clear errors, not panics or silent defaults.
+#[test]
+fn bad_ptx_options_are_errors() {
+    let src = kir_compiler::oplib::builtin("gemm").expect("built-in op");
+    for opts in [
+        PtxOptions {
+            warps: Some(3),
+            stages: None,
+        },
+        PtxOptions {
+            warps: Some(64),
+            stages: None,
+        },
+        PtxOptions {
+            warps: None,
+            stages: Some(0),
+        },
+        PtxOptions {
+            warps: None,
+            stages: Some(9),
+        },
+    ] {
+        let e = compile_stage(
+            src,
+            &defs(&[]),
+            None,
+            Target::Sm90a,
+            Emit::Ptx,
+            Stage::Specialized,
+            &opts,
+        )
+        .err()
+        .unwrap_or_else(|| panic!("{opts:?} was accepted"));
+        let msg = e.to_string();
+        assert!(msg.contains("--warps") || msg.contains("--stages"), "{msg}");
+    }
 }
 
 /// Registers, shared memory and spills of the hot kernels on sm_90a (ptxas 13.0.88 is pinned, so

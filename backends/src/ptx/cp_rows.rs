@@ -51,7 +51,10 @@ pub(super) fn cp_async_rows(
     c.b.ins(format!("setp.eq.u32 {lead_ok}, 0, 0"));
     for d in 0..rank {
         let lin = c.b.reg(RegClass::B32);
-        c.b.ins(format!("mul.lo.s32 {lin}, {}, {}", offs[d], info.strides[d]));
+        c.b.ins(format!(
+            "mul.lo.s32 {lin}, {}, {}",
+            offs[d], info.strides[d]
+        ));
         let w = c.b.reg(RegClass::B64);
         c.b.ins(format!("mul.wide.s32 {w}, {lin}, {esize}"));
         c.b.ins(format!("add.s64 {base}, {base}, {w}"));
@@ -66,7 +69,11 @@ pub(super) fn cp_async_rows(
     // This thread's first row and its column of chunks.
     let (row0, colv) = (c.b.reg(RegClass::B32), c.b.reg(RegClass::B32));
     if cpr.is_power_of_two() {
-        c.b.ins(format!("shr.u32 {row0}, {}, {}", c.tid, cpr.trailing_zeros()));
+        c.b.ins(format!(
+            "shr.u32 {row0}, {}, {}",
+            c.tid,
+            cpr.trailing_zeros()
+        ));
         c.b.ins(format!("and.b32 {colv}, {}, {}", c.tid, cpr - 1));
     } else {
         c.b.ins(format!("div.u32 {row0}, {}, {cpr}", c.tid));

@@ -421,7 +421,9 @@ fn patch_scratch(text: &str, scratch_at: u32) -> String {
 ///   16-row fragments, so every B fragment read from shared memory feeds two mma.sync — when
 ///   its dot accumulators then fit in 160 f32 registers per thread (Σ of the dot results'
 ///   columns ≤ 160: d128 with 32-key blocks, d64 with 64-key blocks), leaving the rest of the
-///   255-register budget for operands and addresses without spilling.
+///   255-register budget for operands and addresses without spilling. (d128 with 64-key blocks
+///   on 4 warps is faster still but sits at the register limit and spills with some features
+///   and targets, so it is an explicit choice: `--warps 4`.)
 pub fn block_of(k: &Kernel) -> Block {
     let dots: Vec<Vec<usize>> = k
         .dfg
@@ -457,7 +459,11 @@ pub fn block_of(k: &Kernel) -> Block {
         match big.iter().map(|s| s[0]).max() {
             None => THREADS / 32,
             Some(m) => {
-                let cols: usize = dots.iter().filter(|s| s.len() == 2 && s[0] == m).map(|s| s[1]).sum();
+                let cols: usize = dots
+                    .iter()
+                    .filter(|s| s.len() == 2 && s[0] == m)
+                    .map(|s| s[1])
+                    .sum();
                 if row_stats && cols <= 160 && m / 32 <= 16 {
                     (m / 32) as u32
                 } else {
@@ -479,8 +485,15 @@ pub fn lower_kernel(
     target: Target,
     symbol: &str,
     stages: usize,
+    warps: Option<u32>,
 ) -> Result<Lowered, PtxError> {
-    let blk = block_of(k);
+    let blk = match warps {
+        Some(w) => Block {
+            threads: w * 32,
+            warps: w,
+        },
+        None => block_of(k),
+    };
     let mut b = Builder::default();
     let places = layout::assign(k, blk);
     // The scratch region used by layout conversions and reductions: the largest tile, 32 or

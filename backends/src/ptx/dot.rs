@@ -218,29 +218,13 @@ fn mma(
         Val::Tile { regs, .. } => Some(regs.clone()),
         _ => None,
     };
+    // Per k step: the A fragments of every row fragment, then the B fragments in groups of
+    // `NB` column fragments, each group loaded once and used by every row fragment. Only one
+    // group of B fragments is live at a time, which keeps the register peak low when a warp
+    // holds several row fragments and the accumulator is wide (P·V at d = 128).
+    const NB: usize = 4;
     for kf in 0..kfs {
-        // The B fragments of this k step are loaded once and reused by every row fragment.
-        let mut bfrags: Vec<[Reg; 2]> = Vec::new();
-        if ldmatrix_ok(b, true) {
-            for nf2 in 0..nfs / 2 {
-                let (i0, j0) = (c.b.imm32((kf * 16) as i64), c.b.reg(RegClass::B32));
-                c.b.ins(format!("add.s32 {j0}, {col0}, {}", nf2 * 16));
-                let r = ldmatrix_x4(c, b, i0, j0, true);
-                bfrags.push([r[0], r[1]]);
-                bfrags.push([r[2], r[3]]);
-            }
-        }
-        for nf in bfrags.len()..nfs {
-            let mut pair = Vec::new();
-            for dk in [0, 8] {
-                let (i, j) = (c.b.reg(RegClass::B32), c.b.reg(RegClass::B32));
-                c.b.ins(format!("add.s32 {i}, {colbase}, {}", kf * 16 + dk));
-                c.b.ins(format!("add.s32 {j}, {g}, {}", nf * 8));
-                c.b.ins(format!("add.s32 {j}, {j}, {col0}"));
-                pair.push(smem_pair(c, b, i, j, true));
-            }
-            bfrags.push([pair[0], pair[1]]);
-        }
+        let mut afrags: Vec<Vec<Reg>> = Vec::with_capacity(mfs);
         for mf in 0..mfs {
             let afrag: Vec<Reg> = match (a, &a_packed) {
                 (Val::Tile { shape: sa, .. }, Some(regs)) => {
@@ -275,15 +259,42 @@ fn mma(
                     f
                 }
             };
-            for (nf, bfrag) in bfrags.iter().enumerate() {
-                let base = (mf * nfs + nf) * 4;
-                let dst: Vec<Reg> = (0..4).map(|_| c.b.reg(RegClass::F32)).collect();
-                c.b.ins(format!(
-                    "mma.sync.aligned.m16n8k16.row.col.f32.{t}.{t}.f32 {{{}, {}, {}, {}}}, {{{}, {}, {}, {}}}, {{{}, {}}}, {{{}, {}, {}, {}}}",
-                    dst[0], dst[1], dst[2], dst[3], afrag[0], afrag[1], afrag[2], afrag[3], bfrag[0], bfrag[1],
-                    cur[base], cur[base + 1], cur[base + 2], cur[base + 3]
-                ));
-                cur[base..base + 4].copy_from_slice(&dst);
+            afrags.push(afrag);
+        }
+        for nf_lo in (0..nfs).step_by(NB) {
+            let nf_hi = (nf_lo + NB).min(nfs);
+            let mut bfrags: Vec<[Reg; 2]> = Vec::new();
+            if ldmatrix_ok(b, true) && (nf_hi - nf_lo) % 2 == 0 {
+                for nf2 in nf_lo / 2..nf_hi / 2 {
+                    let (i0, j0) = (c.b.imm32((kf * 16) as i64), c.b.reg(RegClass::B32));
+                    c.b.ins(format!("add.s32 {j0}, {col0}, {}", nf2 * 16));
+                    let r = ldmatrix_x4(c, b, i0, j0, true);
+                    bfrags.push([r[0], r[1]]);
+                    bfrags.push([r[2], r[3]]);
+                }
+            }
+            for nf in nf_lo + bfrags.len()..nf_hi {
+                let mut pair = Vec::new();
+                for dk in [0, 8] {
+                    let (i, j) = (c.b.reg(RegClass::B32), c.b.reg(RegClass::B32));
+                    c.b.ins(format!("add.s32 {i}, {colbase}, {}", kf * 16 + dk));
+                    c.b.ins(format!("add.s32 {j}, {g}, {}", nf * 8));
+                    c.b.ins(format!("add.s32 {j}, {j}, {col0}"));
+                    pair.push(smem_pair(c, b, i, j, true));
+                }
+                bfrags.push([pair[0], pair[1]]);
+            }
+            for (mf, afrag) in afrags.iter().enumerate() {
+                for (i, bfrag) in bfrags.iter().enumerate() {
+                    let base = (mf * nfs + nf_lo + i) * 4;
+                    let dst: Vec<Reg> = (0..4).map(|_| c.b.reg(RegClass::F32)).collect();
+                    c.b.ins(format!(
+                        "mma.sync.aligned.m16n8k16.row.col.f32.{t}.{t}.f32 {{{}, {}, {}, {}}}, {{{}, {}, {}, {}}}, {{{}, {}}}, {{{}, {}, {}, {}}}",
+                        dst[0], dst[1], dst[2], dst[3], afrag[0], afrag[1], afrag[2], afrag[3], bfrag[0], bfrag[1],
+                        cur[base], cur[base + 1], cur[base + 2], cur[base + 3]
+                    ));
+                    cur[base..base + 4].copy_from_slice(&dst);
+                }
             }
         }
     }

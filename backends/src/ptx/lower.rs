@@ -304,6 +304,11 @@ pub(super) fn elementwise_val(c: &mut Ctx, op: &OpData) -> Result<Val, PtxError>
             Some(l) => regs_in(c, a, l, &s, sp)?,
         });
     }
+    if layout == Some(Layout::RowMma) {
+        if let Some(val) = super::rescale::skip_unit_rescale(c, op, &s, &ins)? {
+            return Ok(val);
+        }
+    }
     let mut out = Vec::with_capacity(n);
     for i in 0..n {
         let args: Vec<Reg> = ins.iter().map(|r| r[i]).collect();

@@ -9,8 +9,8 @@ use super::builder::{Reg, RegClass};
 use super::ctx::{smem_bytes, Ctx, SlotCoord, TensorInfo, Val};
 use super::layout::{Layout, Place};
 use super::lower::{lit, regs_in, round};
-use super::vector::{blocked_vec_access, cp_async_tile, vec_ok, vector_alignment_ok, Access};
 use super::tile::slot_live;
+use super::vector::{blocked_vec_access, cp_async_tile, vec_ok, vector_alignment_ok, Access};
 use super::PtxError;
 use kir_ir::{Attr, Dtype, ExprKind, Offset, OpData, Opcode, Span, TensorRef};
 

@@ -17,6 +17,7 @@ pub mod layout;
 mod lazy;
 mod lower;
 mod memory;
+mod rescale;
 mod tile;
 mod vector;
 
@@ -27,16 +28,53 @@ use kir_ir::{Module, Span};
 
 /// Threads per block used by every kernel today (4 warps).
 pub const THREADS: u32 = 128;
-/// The deepest software-pipelining ring a loop gets: 2 (double buffering) measured best on the
-/// H200 for attention and as good as 3–4 for GEMM (docs/benchmarks.md). `KIR_STAGES=N` in the
-/// environment overrides it, for tuning; shallower rings are used when shared memory is short.
-pub static PIPELINE_STAGES: std::sync::LazyLock<usize> = std::sync::LazyLock::new(|| {
-    std::env::var("KIR_STAGES")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .filter(|&n| (1..=8).contains(&n))
-        .unwrap_or(2)
-});
+/// The deepest software-pipelining ring a loop gets by default: 2 (double buffering) measured
+/// best on the H200 for attention and as good as 3–4 for GEMM (docs/benchmarks.md); shallower
+/// rings are used when shared memory is short.
+pub const PIPELINE_STAGES: usize = 2;
+
+/// Lowering choices a caller may make instead of the backend's defaults (`kirc compile
+/// --warps/--stages`, like Triton's `num_warps`/`num_stages`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct PtxOptions {
+    /// Warps per block (a power of two, 1 to 32). `None`: the policy of [`ctx::block_of`]. A dot
+    /// whose rows are not a multiple of 16 per warp loses the mma path (FMA loops instead).
+    pub warps: Option<u32>,
+    /// Depth of the pipelining ring (1 to 8; 1 = no pipelining). `None`: [`PIPELINE_STAGES`].
+    pub stages: Option<usize>,
+}
+
+impl PtxOptions {
+    /// Checks the ranges; the message names the offending option.
+    pub fn validate(&self) -> Result<(), String> {
+        if let Some(w) = self.warps {
+            if !(1..=32).contains(&w) || !w.is_power_of_two() {
+                return Err(format!(
+                    "--warps {w}: warps per block must be a power of two from 1 to 32"
+                ));
+            }
+        }
+        if let Some(s) = self.stages {
+            if !(1..=8).contains(&s) {
+                return Err(format!("--stages {s}: pipeline stages must be from 1 to 8"));
+            }
+        }
+        Ok(())
+    }
+
+    /// The kernel-symbol suffix naming the options that were set (empty for the defaults).
+    pub fn suffix(&self) -> String {
+        let mut s = String::new();
+        if let Some(w) = self.warps {
+            s.push_str(&format!("_WARPS_{w}"));
+        }
+        if let Some(st) = self.stages {
+            s.push_str(&format!("_STAGES_{st}"));
+        }
+        s
+    }
+}
+
 /// Shared memory a block may use on every supported target (227 KB).
 pub const MAX_SHARED_BYTES: u32 = 232_448;
 
@@ -77,19 +115,30 @@ pub struct PtxModule {
 /// Lowers every kernel of a specialized, verified module. Kernel symbols are the kernel name
 /// followed by `suffix` (which encodes the specialization).
 pub fn compile_module(m: &Module, target: Target, suffix: &str) -> Result<PtxModule, PtxError> {
+    compile_module_with(m, target, suffix, &PtxOptions::default())
+}
+
+/// [`compile_module`] with explicit lowering options (validated first).
+pub fn compile_module_with(
+    m: &Module,
+    target: Target,
+    suffix: &str,
+    opts: &PtxOptions,
+) -> Result<PtxModule, PtxError> {
+    opts.validate().map_err(PtxError::plain)?;
     let mut version = target.min_ptx_version();
     let mut bodies = String::new();
     let mut kernels = Vec::new();
     for k in m.kernels.values() {
         let symbol = sanitize(&format!("{}{}", k.name, suffix));
         let abi = kernel_abi(k).map_err(|e| PtxError::at(k.span, e))?;
-        // Pipelined loops need a ring of shared buffers: the deepest ring (up to
-        // `PIPELINE_STAGES`) that fits, else plain loops.
-        let mut lowered = ctx::lower_kernel(k, &abi, target, &symbol, *PIPELINE_STAGES)?;
-        let mut stages = *PIPELINE_STAGES;
+        // Pipelined loops need a ring of shared buffers: the deepest ring (up to the requested
+        // or default depth) that fits, else plain loops.
+        let mut stages = opts.stages.unwrap_or(PIPELINE_STAGES);
+        let mut lowered = ctx::lower_kernel(k, &abi, target, &symbol, stages, opts.warps)?;
         while lowered.shared_bytes > MAX_SHARED_BYTES && stages > 1 {
             stages -= 1;
-            lowered = ctx::lower_kernel(k, &abi, target, &symbol, stages)?;
+            lowered = ctx::lower_kernel(k, &abi, target, &symbol, stages, opts.warps)?;
         }
         if lowered.shared_bytes > MAX_SHARED_BYTES {
             return Err(PtxError::at(

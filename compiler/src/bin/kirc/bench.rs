@@ -58,6 +58,8 @@ pub struct Args {
     /// Seed of the random inputs.
     #[arg(long, default_value_t = 0)]
     seed: u32,
+    #[command(flatten)]
+    ptx: common::PtxFlags,
 }
 
 /// Parses `NAME=AxBxC` (dims separated by `x` or `,`).
@@ -263,6 +265,7 @@ pub fn main(a: Args) -> Result<ExitCode, CliError> {
         &a.defines,
         a.kernel.as_deref(),
         a.target.as_deref(),
+        &a.ptx.options(),
         &gpu,
     )?;
     let rt = |e| device::runtime_error(&src, e);

@@ -129,3 +129,25 @@ pub fn frontend(
     pipeline::run_observed(&src.text, defines, &mut |_, _| {})
         .map_err(|d| CliError::located(src, d))
 }
+
+/// PTX lowering choices shared by `kirc compile`, `run` and `bench`.
+#[derive(clap::Args, Clone, Debug, Default)]
+pub struct PtxFlags {
+    /// Warps per block (a power of two, 1 to 32) instead of the backend's choice; e.g. `--warps
+    /// 4` for attention_fwd with BLOCK_M=128, BLOCK_N=64 at d128 (docs/backends.md)
+    #[arg(long, value_name = "N")]
+    pub warps: Option<u32>,
+    /// Depth of the cp.async pipelining ring of loops (1 to 8; 1 = none) instead of 2
+    #[arg(long, value_name = "N")]
+    pub stages: Option<usize>,
+}
+
+impl PtxFlags {
+    /// The backend's options.
+    pub fn options(&self) -> kir_backends::ptx::PtxOptions {
+        kir_backends::ptx::PtxOptions {
+            warps: self.warps,
+            stages: self.stages,
+        }
+    }
+}

@@ -33,6 +33,8 @@ pub struct Args {
     /// programs with fusible kernels) instead of the specialized one.
     #[arg(long)]
     fuse: bool,
+    #[command(flatten)]
+    ptx: common::PtxFlags,
     /// Print the IR right after a pass instead of compiling: parse, specialize, or layout (the
     /// PTX backend's layout assignment, shown as a comment on each op).
     #[arg(long, value_name = "PASS")]
@@ -84,6 +86,7 @@ pub fn main(a: Args) -> Result<ExitCode, CliError> {
         target,
         emit,
         stage,
+        &a.ptx.options(),
     )
     .map_err(|e| match e {
         CompileError::Source(d) => CliError::located(&src, d),

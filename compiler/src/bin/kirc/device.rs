@@ -67,13 +67,14 @@ pub fn open_gpu(src: &Source) -> Result<Gpu, CliError> {
     Ok(gpu)
 }
 
-/// Compiles `src` to PTX for `target` (by name), or for the target matching `gpu`.
+/// Compiles `src` to PTX with `opts` for `target` (by name), or for the target matching `gpu`.
 #[cfg(feature = "cuda")]
 pub fn compile_for(
     src: &Source,
     defines: &[(String, String)],
     kernel: Option<&str>,
     target: Option<&str>,
+    opts: &kir_backends::ptx::PtxOptions,
     gpu: &Gpu,
 ) -> Result<Compiled, CliError> {
     let target = match target {
@@ -92,7 +93,16 @@ pub fn compile_for(
             ))
         })?,
     };
-    compile::compile(&src.text, defines, kernel, target, Emit::Ptx).map_err(|e| match e {
+    compile::compile_stage(
+        &src.text,
+        defines,
+        kernel,
+        target,
+        Emit::Ptx,
+        compile::Stage::Specialized,
+        opts,
+    )
+    .map_err(|e| match e {
         CompileError::Source(d) => CliError::located(src, d),
         CompileError::Plain(m) => CliError::Plain(m),
     })

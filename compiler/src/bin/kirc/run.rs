@@ -46,6 +46,8 @@ pub struct Args {
     /// The PTX target for `--device cuda` (sm_80, sm_90a, sm_100a, sm_120a); default: the GPU's.
     #[arg(long, value_name = "TARGET")]
     target: Option<String>,
+    #[command(flatten)]
+    ptx: common::PtxFlags,
 }
 
 /// Parses `NAME=VALUE` (the argument of `--arg`).
@@ -163,6 +165,7 @@ fn run_cuda(
         &a.defines,
         a.kernel.as_deref(),
         a.target.as_deref(),
+        &a.ptx.options(),
         &gpu,
     )?;
     kir_backends::runtime::run(&gpu, &c.text, device::meta(&c)?, &c.module, args)

@@ -1,0 +1,105 @@
+//! Skipping exact no-op rescales. `acc · broadcast(alpha)` on an mma-accumulator tile (the online
+//! softmax's correction of its running output, FlashAttention's `acc *= exp2(m_old − m_new)`)
+//! is the identity whenever every row factor of the warp is exactly 1.0 — the running maximum
+//! did not move — which, for long sequences, is almost every key block. The warp votes on it and
+//! branches around the multiplies; the result is bit-identical (x · 1.0 = x for every f32,
+//! including ±0, ±inf and NaN, up to NaN payloads).
+
+use super::builder::{Reg, RegClass};
+use super::ctx::{Ctx, Val};
+use super::layout::Layout;
+use super::lower::regs_in;
+use super::PtxError;
+use kir_ir::{Dtype, OpData, Opcode, Value, ValueDef};
+
+/// How many times `v` is used by any op of the kernel.
+fn uses(c: &Ctx, v: Value) -> usize {
+    c.k.dfg
+        .ops
+        .values()
+        .map(|o| o.uses().iter().filter(|&&u| u == v).count())
+        .sum()
+}
+
+/// The [M, 1] (or [M]) source of `v` when `v = broadcast(src)`.
+fn broadcast_source(c: &Ctx, v: Value) -> Option<Value> {
+    let ValueDef::Result(o, _) = c.k.dfg.values.get(v)?.def else {
+        return None;
+    };
+    let od = &c.k.dfg.ops[o];
+    let src = *od.operands.first()?;
+    let s = c.k.dfg.ty(src).shape()?;
+    let column = matches!(s.as_slice(), [_] | [_, 1]);
+    (od.opcode == Opcode::Broadcast && column).then_some(src)
+}
+
+/// Lowers `mul x, broadcast(alpha)` (either order) of an f32 `RowMma` tile in place on `x`'s
+/// registers, behind a warp vote that skips it when every row factor is 1.0. `None` (emitting
+/// nothing) unless the pattern matches and `x` is a loop-carried block argument (it owns its
+/// registers) with no other use, so overwriting it is safe.
+pub(super) fn skip_unit_rescale(
+    c: &mut Ctx,
+    op: &OpData,
+    shape: &[usize],
+    ins: &[Vec<Reg>],
+) -> Result<Option<Val>, PtxError> {
+    let (Some(&r), [a, b]) = (op.results.first(), op.operands.as_slice()) else {
+        return Ok(None);
+    };
+    let rowmma = matches!(
+        c.places.get(&r),
+        Some(super::layout::Place::Reg(Layout::RowMma))
+    );
+    if op.opcode != Opcode::Mul
+        || c.k.dfg.ty(r).dtype() != Some(Dtype::F32)
+        || !rowmma
+        || shape.len() != 2
+        || shape[1] < 16
+    {
+        return Ok(None);
+    }
+    let (x_idx, src) = match (broadcast_source(c, *b), broadcast_source(c, *a)) {
+        (Some(s), _) => (0, s),
+        (None, Some(s)) => (1, s),
+        (None, None) => return Ok(None),
+    };
+    let x = op.operands[x_idx];
+    let x_is_tile = matches!(
+        c.vals.get(&x),
+        Some(Val::Tile {
+            layout: Layout::RowMma,
+            ..
+        })
+    );
+    // A loop-carried value owns its registers (no other value aliases them).
+    let carried = matches!(
+        c.k.dfg.values.get(x).map(|d| d.def),
+        Some(ValueDef::Arg(..))
+    );
+    if !x_is_tile || !carried || c.lazy.contains_key(&x) || uses(c, x) != 1 {
+        return Ok(None);
+    }
+    let src_shape = c.k.dfg.ty(src).shape().unwrap_or_default();
+    let rows = regs_in(c, src, Layout::RowMma, &src_shape, op.span)?;
+    let (all, skip) = (c.b.reg(RegClass::Pred), c.b.label("unit_scale"));
+    c.b.ins(format!("setp.eq.f32 {all}, {}, 0f3F800000", rows[0]));
+    for &row in &rows[1..] {
+        let p = c.b.reg(RegClass::Pred);
+        c.b.ins(format!("setp.eq.f32 {p}, {row}, 0f3F800000"));
+        c.b.ins(format!("and.pred {all}, {all}, {p}"));
+    }
+    c.b.require((6, 0));
+    c.b.ins(format!("vote.sync.all.pred {all}, {all}, 0xffffffff"));
+    c.b.ins_if(all, false, format!("bra.uni {skip}"));
+    let (xs, fs) = (&ins[x_idx], &ins[1 - x_idx]);
+    for (&xr, &f) in xs.iter().zip(fs) {
+        c.b.ins(format!("mul.f32 {xr}, {xr}, {f}"));
+    }
+    c.b.place(&skip);
+    Ok(Some(Val::Tile {
+        layout: Layout::RowMma,
+        shape: shape.to_vec(),
+        dtype: Dtype::F32,
+        regs: xs.clone(),
+    }))
+}
