@@ -124,7 +124,20 @@ pub fn fits_rowmma(shape: &[usize], warps: u32) -> bool {
     m > 0 && m % (16 * warps as usize) == 0 && (n == 1 || n % 8 == 0) && shape.len() <= 2
 }
 
-/// True if `dot` with these operand/result shapes can use mma.sync m16n8k16.
+/// True if a [M, N] tile of `shape` can use `Grid` with `warps` warps: the 2-D warp grid of
+/// [`grid_dims`] has more than one column of warps and divides the tile into whole fragments.
+pub fn fits_grid(shape: &[usize], warps: u32) -> bool {
+    let (m, n) = rows_cols(shape);
+    let b = Block {
+        threads: warps * 32,
+        warps,
+    };
+    let (wm, wn) = grid_dims(shape, b);
+    shape.len() == 2 && wn > 1 && m % (16 * wm) == 0 && n % (8 * wn) == 0
+}
+
+/// True if `dot` with these operand/result shapes can use mma.sync m16n8k16 (in the `RowMma` or
+/// the `Grid` layout).
 pub fn dot_uses_mma(a: &Type, b: &Type, out: &Type, warps: u32) -> bool {
     let (Some(sa), Some(sb), Some(so)) = (a.shape(), b.shape(), out.shape()) else {
         return false;
@@ -133,7 +146,7 @@ pub fn dot_uses_mma(a: &Type, b: &Type, out: &Type, warps: u32) -> bool {
     lowp && sa.len() == 2
         && sb.len() == 2
         && sa[1] % 16 == 0
-        && fits_rowmma(&so, warps)
+        && (fits_rowmma(&so, warps) || fits_grid(&so, warps))
         && so[1] % 8 == 0
         && sb[1] == so[1]
 }
@@ -307,12 +320,15 @@ pub fn assign(k: &Kernel, b: Block) -> HashMap<Value, Place> {
             | Opcode::Yield => {}
         }
     }
-    // Class layouts.
+    // Class layouts: a class holding an mma-eligible dot result gets `Grid` when all of its
+    // members share one [M, N] shape that the 2-D warp grid divides (see below), else `RowMma`
+    // when every member fits it with one row count.
     let mut class_ok: HashMap<usize, bool> = HashMap::new();
     for &r in &wants_mma {
         let c = uf.find(idx(r));
         class_ok.insert(c, true);
     }
+    let mut rowmma_ok: HashMap<usize, bool> = HashMap::new();
     let mut class_m: HashMap<usize, usize> = HashMap::new();
     for (v, d) in dfg.values.iter() {
         let c = uf.find(idx(v));
@@ -322,9 +338,8 @@ pub fn assign(k: &Kernel, b: Block) -> HashMap<Value, Place> {
         let s = d.ty.shape().unwrap_or_default();
         let (m, _) = rows_cols(&s);
         let same_m = *class_m.entry(c).or_insert(m) == m;
-        if !fits_rowmma(&s, b.warps) || !same_m {
-            class_ok.insert(c, false);
-        }
+        let ok = rowmma_ok.entry(c).or_insert(true);
+        *ok &= fits_rowmma(&s, b.warps) && same_m;
     }
     // Shared: loads (and transposes of them) used only as dot operands a/b.
     let mut shared: HashMap<Value, bool> = HashMap::new();
@@ -393,12 +408,14 @@ pub fn assign(k: &Kernel, b: Block) -> HashMap<Value, Place> {
             Place::Scalar
         } else if shared.get(&v).copied().unwrap_or(false) {
             Place::Shared
-        } else if class_ok.get(&uf.find(idx(v))).copied().unwrap_or(false) {
-            if grid_ok(uf.find(idx(v))) {
-                Place::Reg(Layout::Grid)
-            } else {
-                Place::Reg(Layout::RowMma)
-            }
+        } else if class_ok.get(&uf.find(idx(v))).copied().unwrap_or(false)
+            && grid_ok(uf.find(idx(v)))
+        {
+            Place::Reg(Layout::Grid)
+        } else if class_ok.get(&uf.find(idx(v))).copied().unwrap_or(false)
+            && rowmma_ok.get(&uf.find(idx(v))).copied().unwrap_or(false)
+        {
+            Place::Reg(Layout::RowMma)
         } else {
             Place::Reg(Layout::Blocked)
         };
