@@ -429,7 +429,7 @@ pub fn assign(k: &Kernel, b: Block) -> HashMap<Value, Place> {
 pub fn annotate(m: &kir_ir::Module) -> kir_ir::Module {
     let mut out = m.clone();
     for k in out.kernels.values_mut() {
-        let b = super::ctx::block_of(k);
+        let b = super::kernel::block_of(k);
         let places = assign(k, b);
         let names = kir_ir::text::printer::value_names(k);
         let mut notes: Vec<(kir_ir::Op, String)> = Vec::new();

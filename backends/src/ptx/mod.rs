@@ -13,6 +13,7 @@ mod control;
 mod cp_rows;
 mod ctx;
 mod dot;
+mod kernel;
 pub mod layout;
 mod lazy;
 mod lower;
@@ -37,7 +38,7 @@ pub const PIPELINE_STAGES: usize = 2;
 /// --warps/--stages`, like Triton's `num_warps`/`num_stages`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct PtxOptions {
-    /// Warps per block (a power of two, 1 to 32). `None`: the policy of [`ctx::block_of`]. A dot
+    /// Warps per block (a power of two, 1 to 32). `None`: the policy of [`kernel::block_of`]. A dot
     /// whose rows are not a multiple of 16 per warp loses the mma path (FMA loops instead).
     pub warps: Option<u32>,
     /// Depth of the pipelining ring (1 to 8; 1 = no pipelining). `None`: [`PIPELINE_STAGES`].
@@ -135,10 +136,10 @@ pub fn compile_module_with(
         // Pipelined loops need a ring of shared buffers: the deepest ring (up to the requested
         // or default depth) that fits, else plain loops.
         let mut stages = opts.stages.unwrap_or(PIPELINE_STAGES);
-        let mut lowered = ctx::lower_kernel(k, &abi, target, &symbol, stages, opts.warps)?;
+        let mut lowered = kernel::lower_kernel(k, &abi, target, &symbol, stages, opts.warps)?;
         while lowered.shared_bytes > MAX_SHARED_BYTES && stages > 1 {
             stages -= 1;
-            lowered = ctx::lower_kernel(k, &abi, target, &symbol, stages, opts.warps)?;
+            lowered = kernel::lower_kernel(k, &abi, target, &symbol, stages, opts.warps)?;
         }
         if lowered.shared_bytes > MAX_SHARED_BYTES {
             return Err(PtxError::at(

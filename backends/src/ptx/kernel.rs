@@ -1,0 +1,265 @@
+//! Lowering one kernel: the block it runs with (`block_of`, the warps policy), and the `.entry`
+//! itself — params into registers, thread coordinates, the body, and the shared-memory plan
+//! (dot-operand regions first, the scratch region last and only when used).
+
+use super::builder::{Builder, RegClass};
+use super::ctx::{Ctx, Lowered, TensorInfo, SCRATCH_BASE};
+use super::layout::{self, Block};
+use super::{PtxError, THREADS};
+use crate::abi::{AbiArg, KernelAbi};
+use crate::target::Target;
+use kir_ir::{Dtype, Kernel};
+use std::collections::HashMap;
+
+/// Replaces every `KIRSCRATCH<n>` placeholder by `scratch_at + n`.
+fn patch_scratch(text: &str, scratch_at: u32) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(i) = rest.find("KIRSCRATCH") {
+        out.push_str(&rest[..i]);
+        let tail = &rest[i + "KIRSCRATCH".len()..];
+        let digits = tail.bytes().take_while(|b| b.is_ascii_digit()).count();
+        let n: u32 = tail[..digits].parse().unwrap_or(0);
+        out.push_str(&(scratch_at + n).to_string());
+        rest = &tail[digits..];
+    }
+    out.push_str(rest);
+    out
+}
+
+/// The block a kernel runs with.
+/// - Without a `dot` (elementwise and row-reduction work in the blocked layout): one thread per
+///   16-byte chunk of its largest tile, from 4 to 16 warps, so a long row is spread over more
+///   threads instead of more registers per thread.
+/// - With dots whose results have fewer than 128 rows: 4 warps.
+/// - With a dot result of 128 rows or more: 8 warps (16 rows of each accumulator per warp, or a
+///   2-D warp grid for GEMM). A kernel that keeps row statistics of such tiles (a row `reduce`,
+///   as attention's online softmax) instead gets one warp per 32 rows — each warp holds two
+///   16-row fragments, so every B fragment read from shared memory feeds two mma.sync — when
+///   its dot accumulators then fit in 160 f32 registers per thread (Σ of the dot results'
+///   columns ≤ 160: d128 with 32-key blocks, d64 with 64-key blocks), leaving the rest of the
+///   255-register budget for operands and addresses without spilling. (d128 with 64-key blocks
+///   on 4 warps is faster still but sits at the register limit and spills with some features
+///   and targets, so it is an explicit choice: `--warps 4`.)
+pub fn block_of(k: &Kernel) -> Block {
+    let dots: Vec<Vec<usize>> = k
+        .dfg
+        .ops
+        .values()
+        .filter(|o| o.opcode == kir_ir::Opcode::Dot)
+        .filter_map(|o| o.results.first().and_then(|&r| k.dfg.ty(r).shape()))
+        .collect();
+    let warps = if dots.is_empty() {
+        let largest = k
+            .dfg
+            .values
+            .values()
+            .filter_map(|d| d.ty.shape())
+            .map(|s| s.iter().product::<usize>())
+            .max()
+            .unwrap_or(0);
+        let chunks = largest.div_ceil(super::layout::VEC).next_power_of_two();
+        (chunks / 32).clamp((THREADS / 32) as usize, 16) as u32
+    } else {
+        let big: Vec<&Vec<usize>> = dots
+            .iter()
+            .filter(|s| s.len() == 2 && s[0] >= 128 && s[0] % 128 == 0)
+            .collect();
+        let row_stats = k.dfg.ops.values().any(|o| {
+            o.opcode == kir_ir::Opcode::Reduce
+                && matches!(o.attr("axis"), Some(kir_ir::Attr::Expr(e)) if e.as_int() == Some(1))
+                && o.operands
+                    .first()
+                    .and_then(|&a| k.dfg.ty(a).shape())
+                    .is_some_and(|s| s.len() == 2 && big.iter().any(|b| b[0] == s[0]))
+        });
+        match big.iter().map(|s| s[0]).max() {
+            None => THREADS / 32,
+            Some(m) => {
+                let cols: usize = dots
+                    .iter()
+                    .filter(|s| s.len() == 2 && s[0] == m)
+                    .map(|s| s[1])
+                    .sum();
+                if row_stats && cols <= 160 && m / 32 <= 16 {
+                    (m / 32) as u32
+                } else {
+                    8
+                }
+            }
+        }
+    };
+    Block {
+        threads: warps * 32,
+        warps,
+    }
+}
+
+/// Lowers one specialized kernel to a `.entry`.
+pub fn lower_kernel(
+    k: &Kernel,
+    abi: &KernelAbi,
+    target: Target,
+    symbol: &str,
+    stages: usize,
+    warps: Option<u32>,
+) -> Result<Lowered, PtxError> {
+    let blk = match warps {
+        Some(w) => Block {
+            threads: w * 32,
+            warps: w,
+        },
+        None => block_of(k),
+    };
+    let mut b = Builder::default();
+    let places = layout::assign(k, blk);
+    // The scratch region used by layout conversions and reductions: the largest tile, 32 or
+    // 64 bits per element, at offset 0; other shared tiles are allocated after it.
+    let scratch_bytes = k
+        .dfg
+        .values
+        .values()
+        .filter(|d| !d.ty.is_scalar())
+        .map(|d| {
+            let n: usize = d.ty.shape().unwrap_or_default().iter().product();
+            n * if d.ty.dtype() == Some(Dtype::I64) {
+                8
+            } else {
+                4
+            }
+        })
+        .max()
+        .unwrap_or(0) as u32;
+    // Thread coordinates.
+    let (tid, warp, g, colbase, quad_leader, smem) = (
+        b.reg(RegClass::B32),
+        b.reg(RegClass::B32),
+        b.reg(RegClass::B32),
+        b.reg(RegClass::B32),
+        b.reg(RegClass::Pred),
+        b.reg(RegClass::B32),
+    );
+    let mut ctx = Ctx {
+        k,
+        target,
+        b,
+        blk,
+        places,
+        vals: HashMap::new(),
+        lazy: HashMap::new(),
+        prefetched: HashMap::new(),
+        stages,
+        tensors: HashMap::new(),
+        dims: HashMap::new(),
+        scalars: HashMap::new(),
+        tid,
+        warp,
+        g,
+        colbase,
+        quad_leader,
+        smem,
+        smem_top: 0,
+        scratch_off: SCRATCH_BASE,
+        scratch_used: false,
+        rowbases: HashMap::new(),
+        gridbases: HashMap::new(),
+        ldm_lane: None,
+    };
+    let mut params = Vec::new();
+    ctx.b.in_prologue(|b| {
+        b.ins(format!("mov.u32 {tid}, %tid.x"));
+        b.ins(format!("mov.u32 {smem}, kir_smem"));
+    });
+    // Params in ABI order.
+    for (i, a) in abi.args.iter().enumerate() {
+        let pname = format!("{symbol}_param_{i}");
+        match a {
+            AbiArg::Tensor { param, dtype } => {
+                params.push(format!(".param .u64 {pname}"));
+                let (raw, ptr) = (ctx.b.reg(RegClass::B64), ctx.b.reg(RegClass::B64));
+                ctx.b.in_prologue(|b| {
+                    b.ins(format!("ld.param.u64 {raw}, [{pname}]"));
+                    b.ins(format!("cvta.to.global.u64 {ptr}, {raw}"));
+                });
+                ctx.tensors.insert(
+                    param.clone(),
+                    TensorInfo {
+                        ptr,
+                        dtype: *dtype,
+                        dims: vec![],
+                        strides: vec![],
+                        contiguous_last: false,
+                    },
+                );
+            }
+            AbiArg::Scalar { param, dtype } => {
+                let (ty, r) = match dtype {
+                    Dtype::F32 => (".f32", ctx.b.reg(RegClass::F32)),
+                    Dtype::I64 => (".s64", ctx.b.reg(RegClass::B64)),
+                    Dtype::I32 => (".s32", ctx.b.reg(RegClass::B32)),
+                    Dtype::F16 | Dtype::Bf16 => (".b16", ctx.b.reg(RegClass::B16)),
+                    Dtype::U8 | Dtype::I1 => (".u8", ctx.b.reg(RegClass::B32)),
+                };
+                params.push(format!(".param {ty} {pname}"));
+                let ld = if ty == ".u8" { ".u8" } else { ty };
+                ctx.b
+                    .in_prologue(|b| b.ins(format!("ld.param{ld} {r}, [{pname}]")));
+                let r = match dtype {
+                    Dtype::F16 | Dtype::Bf16 => {
+                        let f = ctx.b.reg(RegClass::F32);
+                        let t = if *dtype == Dtype::F16 { "f16" } else { "bf16" };
+                        ctx.b
+                            .in_prologue(|b| b.ins(format!("cvt.f32.{t} {f}, {r}")));
+                        f
+                    }
+                    Dtype::I1 => {
+                        let p = ctx.b.reg(RegClass::Pred);
+                        ctx.b
+                            .in_prologue(|b| b.ins(format!("setp.ne.u32 {p}, {r}, 0")));
+                        p
+                    }
+                    _ => r,
+                };
+                ctx.scalars.insert(param.clone(), r);
+            }
+            AbiArg::Dim { name } => {
+                params.push(format!(".param .s32 {pname}"));
+                let r = ctx.b.reg(RegClass::B32);
+                ctx.b
+                    .in_prologue(|b| b.ins(format!("ld.param.s32 {r}, [{pname}]")));
+                ctx.dims.insert(name.clone(), r);
+            }
+        }
+    }
+    ctx.b.in_prologue(|b| {
+        let (lane, q) = (b.reg(RegClass::B32), b.reg(RegClass::B32));
+        b.ins(format!("shr.u32 {warp}, {tid}, 5"));
+        b.ins(format!("and.b32 {lane}, {tid}, 31"));
+        b.ins(format!("shr.u32 {g}, {lane}, 2"));
+        b.ins(format!("and.b32 {q}, {lane}, 3"));
+        b.ins(format!("shl.b32 {colbase}, {q}, 1"));
+        b.ins(format!("setp.eq.u32 {quad_leader}, {q}, 0"));
+    });
+    ctx.setup_tensors()?;
+    super::lower::lower_body(&mut ctx)?;
+    // Place the scratch region after all others, and only if something used it.
+    let scratch_at = ctx.smem_top.div_ceil(16) * 16;
+    let shared_bytes = if ctx.scratch_used {
+        scratch_at + scratch_bytes
+    } else {
+        ctx.smem_top
+    };
+    let min_version = ctx.b.min_version;
+    let body = patch_scratch(&ctx.b.finish(), scratch_at);
+    let text = format!(
+        ".visible .entry {symbol}(\n\t{}\n)\n.maxntid {}, 1, 1\n{{\n{body}\tret;\n}}\n",
+        params.join(",\n\t"),
+        blk.threads
+    );
+    Ok(Lowered {
+        text,
+        threads: blk.threads,
+        shared_bytes,
+        min_version,
+    })
+}
