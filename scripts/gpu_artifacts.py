@@ -209,6 +209,19 @@ def main():
         name = f"time_gemm_{bm}x{bn}x{bk}"
         compile_case(a.kirc, a.out, name, "gemm", {"DTYPE": "bf16", "BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk}, a.target)
         cases.append({"name": name, "op": "gemm", "dir": name, "mode": "time"})
+    # wgmma on sm_90a: both operands K-major (TRANS_B = 1), K blocks of 64 or 128.
+    wg = {"DTYPE": "bf16", "TRANS_B": 1, "BLOCK_M": 128, "BLOCK_N": 256, "BLOCK_K": 128}
+    for bk in [64, 128]:
+        name = f"time_gemm_wgmma_128x256x{bk}"
+        compile_case(a.kirc, a.out, name, "gemm", dict(wg, BLOCK_K=bk), a.target)
+        cases.append({"name": name, "op": "gemm", "dir": name, "mode": "time", "trans_b": 1})
+    correctness("gemm_wgmma_bf16_128x256x128", "gemm", wg,
+                {"a": rng.standard_normal((2, 300, 200)).astype(f32) * 3,
+                 "b": rng.standard_normal((2, 520, 200)).astype(f32)}, {"alpha": 0.5})
+    correctness("gemm_wgmma_bf16_64x256x64_w4_bias", "gemm", dict(wg, BLOCK_M=64, BLOCK_K=64, EPILOGUE="bias"),
+                {"a": rng.standard_normal((1, 70, 300)).astype(f32),
+                 "b": rng.standard_normal((1, 260, 300)).astype(f32),
+                 "bias": rng.standard_normal((260,)).astype(f32)}, {"alpha": 1.0}, ["--warps", "4"])
     for blk in [1024, 4096]:
         name = f"time_rmsnorm_{blk}"
         compile_case(a.kirc, a.out, name, "rmsnorm_fwd", {"DTYPE": "bf16", "BLOCK": blk}, a.target)

@@ -194,13 +194,16 @@ def time_case(root, c, peers):
         rows = []
         for (M, N, K) in [(8192, 8192, 8192), (16384, 14336, 4096), (4096, 4096, 4096)]:
             a = torch.randn(1, M, K, device="cuda", dtype=torch.bfloat16)
-            b = torch.randn(1, K, N, device="cuda", dtype=torch.bfloat16)
+            # TRANS_B = 1 cases take b as [N, K] (K contiguous); cuBLAS gets the same layout.
+            tb = c.get("trans_b", 0) == 1
+            b = torch.randn(1, N, K, device="cuda", dtype=torch.bfloat16) if tb else torch.randn(1, K, N, device="cuda", dtype=torch.bfloat16)
+            bk = b[0].T if tb else b[0]
             bufs = prog.prepare({"a": a, "b": b}, {"alpha": 1.0})
             fl = 2 * M * N * K
             ms = bench(lambda: prog.launch(bufs), reps=10)
-            cms = bench(lambda: torch.matmul(a[0], b[0]), reps=20)
-            r = rel(bufs["c"][0, :256].float(), (a[0, :256].float() @ b[0].float()))
-            row = {"M": M, "N": N, "K": K, "kir_tflops": fl / ms / 1e9, "cublas_tflops": fl / cms / 1e9, "rel": r}
+            cms = bench(lambda: torch.matmul(a[0], bk), reps=20)
+            r = rel(bufs["c"][0, :256].float(), (a[0, :256].float() @ bk.float()))
+            row = {"M": M, "N": N, "K": K, "trans_b": int(tb), "kir_tflops": fl / ms / 1e9, "cublas_tflops": fl / cms / 1e9, "rel": r}
             print(f"{c['name']} {M}x{N}x{K}: {row}", flush=True)
             rows.append(row)
             del a, b, bufs

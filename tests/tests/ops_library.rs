@@ -281,27 +281,35 @@ fn nf4_case(
     } else {
         args.extend(w1.args("", k, n));
     }
-    let mut want: Vec<(&str, Vec<f64>)> = Vec::new();
+    // Each output is a dot product that can cancel to ~0, so its error is measured against the
+    // magnitude of its terms: the same products with absolute values (`compare_scaled`).
+    let abs = |v: &[f64]| -> Vec<f64> { v.iter().map(|x| x.abs()).collect() };
+    let (a1, a2) = (abs(&d1), abs(&d2));
+    let mut want: Vec<(&str, Vec<f64>, Vec<f64>)> = Vec::new();
     if transpose {
         let g1 = rng.tensor(m * n, mag, dty);
         let mut gi = o::matmul_wt(&g1, &d1, m, k, n);
+        let mut gs = o::matmul_wt(&abs(&g1), &a1, m, k, n);
         if gate_up {
             let g2 = rng.tensor(m * n, mag, dty);
             let gi2 = o::matmul_wt(&g2, &d2, m, k, n);
+            let gs2 = o::matmul_wt(&abs(&g2), &a2, m, k, n);
             gi.iter_mut().zip(gi2).for_each(|(x, y)| *x += y);
+            gs.iter_mut().zip(gs2).for_each(|(x, y)| *x += y);
             args.push(("grad_gate".into(), t(dty, &[m, n], g1)));
             args.push(("grad_up".into(), t(dty, &[m, n], g2)));
         } else {
             args.push(("grad_out".into(), t(dty, &[m, n], g1)));
         }
-        want.push(("grad_in", gi));
+        want.push(("grad_in", gi, gs));
     } else {
         let a = rng.tensor(m * k, mag, dty);
+        let aa = abs(&a);
         if gate_up {
-            want.push(("gate", o::matmul(&a, &d1, m, k, n)));
-            want.push(("up", o::matmul(&a, &d2, m, k, n)));
+            want.push(("gate", o::matmul(&a, &d1, m, k, n), o::matmul(&aa, &a1, m, k, n)));
+            want.push(("up", o::matmul(&a, &d2, m, k, n), o::matmul(&aa, &a2, m, k, n)));
         } else {
-            want.push(("c", o::matmul(&a, &d1, m, k, n)));
+            want.push(("c", o::matmul(&a, &d1, m, k, n), o::matmul(&aa, &a1, m, k, n)));
         }
         args.push(("a".into(), t(dty, &[m, k], a)));
     }
@@ -316,17 +324,18 @@ fn nf4_case(
         &defs,
         args.iter().map(|(k, v)| (k.as_str(), v.clone())).collect(),
     );
-    for (name, reference) in want {
+    for (name, reference, terms) in want {
         let shape = if name == "grad_in" {
             vec![m, k]
         } else {
             vec![m, n]
         };
         assert_eq!(out[name].shape, shape, "{what}: {name}");
-        compare(
+        compare_scaled(
             &format!("{what}: {name}"),
             &out[name].data,
             &reference,
+            &terms,
             tolerance(dty),
         );
     }

@@ -207,6 +207,61 @@ fn four_warp_attention_tile_does_not_spill_on_sm90a() {
     }
 }
 
+/// A GEMM whose operands are both K-major (TRANS_B = 1) with K blocks of 64 or more uses wgmma on
+/// sm_90a — 128B-swizzled operand tiles, an async-proxy fence, a 1024-byte aligned shared base —
+/// and assembles without spills; every other target keeps mma.sync for the same specialization.
+#[test]
+fn k_major_gemm_uses_wgmma_on_sm90a_only() {
+    let src = kir_compiler::oplib::builtin("gemm").expect("built-in op");
+    for bk in ["64", "128"] {
+        let d = defs(&[
+            ("DTYPE", "bf16"),
+            ("TRANS_B", "1"),
+            ("BLOCK_M", "128"),
+            ("BLOCK_N", "256"),
+            ("BLOCK_K", bk),
+        ]);
+        for target in Target::ALL {
+            let out = compile(src, &d, None, target, Emit::Ptx).expect("compile");
+            let wgmma = out
+                .text
+                .contains("wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16");
+            assert_eq!(
+                wgmma,
+                target == Target::Sm90a,
+                "BLOCK_K {bk} on {}",
+                target.name()
+            );
+            if wgmma {
+                assert!(out.text.contains("fence.proxy.async.shared::cta"));
+                assert!(out
+                    .text
+                    .contains(".extern .shared .align 1024 .b8 kir_smem[];"));
+            } else {
+                assert!(out.text.contains("mma.sync.aligned.m16n8k16"));
+            }
+            let log = assemble("gemm_wgmma", &out.text, target);
+            for line in log.lines().filter(|l| l.contains("spill")) {
+                assert!(
+                    line.contains(" 0 bytes spill stores") && line.contains(" 0 bytes spill loads"),
+                    "BLOCK_K {bk} on {}: {line}",
+                    target.name()
+                );
+            }
+        }
+    }
+    // K blocks of 32 do not fill a 128-byte swizzle row: mma.sync on sm_90a too.
+    let d = defs(&[
+        ("DTYPE", "bf16"),
+        ("TRANS_B", "1"),
+        ("BLOCK_M", "128"),
+        ("BLOCK_N", "128"),
+        ("BLOCK_K", "32"),
+    ]);
+    let out = compile(src, &d, None, Target::Sm90a, Emit::Ptx).expect("compile");
+    assert!(!out.text.contains("wgmma") && out.text.contains("mma.sync"));
+}
+
 /// Out-of-range lowering options are clear errors, not panics or silent defaults.
 #[test]
 fn bad_ptx_options_are_errors() {

@@ -186,8 +186,21 @@ fn prefetchable(c: &mut Ctx, body: Block, iv: Value) -> Vec<(kir_ir::Op, Value, 
             continue;
         };
         if offsets_ok && mask_ok && s.len() == 2 {
-            let bytes = super::memory::shared_tile_bytes(&s, d);
-            let bufs = (0..c.stages).map(|_| c.alloc_shared(bytes)).collect();
+            let bytes = if c.core.contains(&r) {
+                super::wgmma::core_tile_bytes(&s, super::ctx::smem_bytes(d))
+            } else {
+                super::memory::shared_tile_bytes(&s, d)
+            };
+            let core = c.core.contains(&r);
+            let bufs = (0..c.stages)
+                .map(|_| {
+                    if core {
+                        c.alloc_shared_aligned(bytes, super::wgmma::CORE_ALIGN)
+                    } else {
+                        c.alloc_shared(bytes)
+                    }
+                })
+                .collect();
             out.push((o, r, bufs));
         }
     }
@@ -252,6 +265,7 @@ fn lower_for_pipelined(
         c.b.ins(format!("setp.ge.s32 {done}, {iv}, {hi}"));
         c.b.ins_if(done, false, format!("bra.uni {end}"));
         c.b.ins(format!("cp.async.wait_group {}", stages - 2));
+        super::memory::fence_async(c);
         c.b.ins("bar.sync 0");
         fetch_ahead(c, stages - 1, (h + stages - 1) % stages)?;
         for (_, r, offs) in &pre {

@@ -27,6 +27,7 @@ pub(super) fn cp_async_rows(
     rs: usize,
     eb: usize,
     mask: Option<kir_ir::Value>,
+    core: bool,
     sp: Span,
 ) -> Result<bool, PtxError> {
     let vec = 16 / eb;
@@ -39,6 +40,10 @@ pub(super) fn cp_async_rows(
         Some(m) => c.lazy.contains_key(&m) && super::lazy::lazy_uniform_along(c, m, 1, 0),
     };
     if rank < 2 || cpr == 0 || threads % cpr != 0 || !mask_ok {
+        return Ok(false);
+    }
+    // The core-matrix layout needs each thread's rows to keep their place within a group of 8.
+    if core && ((threads / cpr) % 8 != 0 || rows % 8 != 0 || cols % 64 != 0 || eb != 2) {
         return Ok(false);
     }
     c.b.require((7, 0));
@@ -100,7 +105,13 @@ pub(super) fn cp_async_rows(
     let (sl, gstep) = (c.b.reg(RegClass::B32), c.b.reg(RegClass::B64));
     c.b.ins(format!("mul.lo.s32 {sl}, {stride_r}, {rstep}"));
     c.b.ins(format!("mul.wide.s32 {gstep}, {sl}, {esize}"));
-    let sa0 = c.smem_addr(off, &[row0, colv], rs, vec, eb);
+    let sa0 = if core {
+        let j0 = c.b.reg(RegClass::B32);
+        c.b.ins(format!("mul.lo.s32 {j0}, {colv}, {vec}"));
+        super::wgmma::core_addr(c, off, row0, j0, rows, eb)
+    } else {
+        c.smem_addr(off, &[row0, colv], rs, vec, eb)
+    };
     let ga = c.b.reg(RegClass::B64);
     c.b.ins(format!("mov.b64 {ga}, {ga0}"));
     for it in 0..total.div_ceil(threads) {
@@ -124,7 +135,13 @@ pub(super) fn cp_async_rows(
         let (src, pz) = (c.b.reg(RegClass::B64), c.b.reg(RegClass::Pred));
         c.b.ins(format!("setp.eq.u32 {pz}, {n}, 0"));
         c.b.ins(format!("selp.b64 {src}, {}, {ga}, {pz}", info.ptr));
-        let dst = (it * rstep * rs * eb) as u32;
+        // The next chunk of this thread lies rstep rows below: rstep·rs elements further, or in
+        // the core layout rstep rows of 128 bytes further (rstep % 8 = 0 keeps its swizzle).
+        let dst = if core {
+            (it * rstep * 128) as u32
+        } else {
+            (it * rstep * rs * eb) as u32
+        };
         let ins = format!("cp.async.cg.shared.global [{sa0}+{dst}], [{src}], 16, {n}");
         if (it + 1) * threads > total {
             let pv = c.b.reg(RegClass::Pred);

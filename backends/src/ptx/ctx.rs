@@ -21,7 +21,8 @@ pub enum Val {
         regs: Vec<Reg>,
     },
     /// A rank-2 tile in shared memory at byte offset `off` (element (i, j) at
-    /// `off + (i·row_stride + j·col_stride)·elem_bytes`).
+    /// `off + (i·row_stride + j·col_stride)·elem_bytes`; both strides 0: the core-matrix layout
+    /// of a wgmma operand, see `wgmma.rs`).
     Shared {
         off: u32,
         shape: [usize; 2],
@@ -61,6 +62,8 @@ pub struct Ctx<'a> {
     /// Cheap integer/mask tiles (iota and index arithmetic) that are recomputed at each use
     /// instead of living in registers across loops.
     pub lazy: HashMap<Value, kir_ir::Op>,
+    /// Loads whose tiles use the core-matrix layout of wgmma operands (see `wgmma.rs`).
+    pub core: std::collections::HashSet<Value>,
     /// Loads a loop prefetches: the shared offset of the buffer the current iteration reads.
     pub prefetched: HashMap<Value, u32>,
     /// Shared-memory buffers per prefetched tile of a software-pipelined loop (the ring depth);
@@ -93,6 +96,9 @@ pub struct Lowered {
     pub shared_bytes: u32,
     /// The lowest PTX ISA version the kernel's instructions need.
     pub min_version: (u32, u32),
+    /// The alignment the kernel needs of the dynamic shared memory base (16, or 1024 with
+    /// wgmma operand tiles).
+    pub smem_align: u32,
 }
 
 /// The register class holding values of `d`.
@@ -422,6 +428,13 @@ impl Ctx<'_> {
         t
     }
 
+    /// Like [`Ctx::alloc_shared`], at a multiple of `align` bytes (a power of two).
+    pub fn alloc_shared_aligned(&mut self, bytes: u32, align: u32) -> u32 {
+        let off = self.smem_top.div_ceil(align) * align;
+        self.smem_top = off + bytes;
+        off
+    }
+
     /// Reserves `bytes` of shared memory (16-byte aligned) for the rest of the kernel.
     pub fn alloc_shared(&mut self, bytes: u32) -> u32 {
         let off = self.smem_top.div_ceil(16) * 16;
@@ -457,6 +470,11 @@ impl Ctx<'_> {
             self.b.ins(format!("add.s32 {a}, {a}, {off}"));
         }
         a
+    }
+
+    /// The shared address `off + rel` (`rel` a byte offset within the region).
+    pub fn shared_at(&mut self, off: u32, rel: Reg) -> Reg {
+        self.smem_addr(off, &[rel], 1, 1, 1)
     }
 
     /// Row-major linear index of a slot's coordinates within `shape`.

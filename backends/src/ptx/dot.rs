@@ -129,7 +129,12 @@ pub fn lower_dot(c: &mut Ctx, op: &OpData) -> Result<(), PtxError> {
     let bv = c.val(b, sp)?;
     let bs = to_shared(c, &bv, sp)?;
     let av = c.val(a, sp)?;
-    let out = if use_mma {
+    let wgmma = use_mma
+        && l == Layout::RowMma
+        && super::wgmma::wgmma_dot(c.k, op, c.blk, c.target).is_some();
+    let out = if wgmma {
+        super::wgmma::lower(c, &av, &bs, &acc_regs, &shape, kdim, ab_dtype, sp)?
+    } else if use_mma {
         // The register A operand (P·V) needs the output's row split to match the operand's.
         let a_in_regs = l == Layout::RowMma
             && matches!(&av, Val::Tile { layout: Layout::RowMma, shape: s, .. } if layout::rows_cols(s).0 == shape[0]);

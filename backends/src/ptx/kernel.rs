@@ -112,7 +112,8 @@ pub fn lower_kernel(
         None => block_of(k),
     };
     let mut b = Builder::default();
-    let places = layout::assign(k, blk);
+    let places = layout::assign_for(k, blk, Some(target));
+    let core = super::wgmma::core_tiles(k, blk, target);
     // The scratch region used by layout conversions and reductions: the largest tile, 32 or
     // 64 bits per element, at offset 0; other shared tiles are allocated after it.
     let scratch_bytes = k
@@ -147,6 +148,7 @@ pub fn lower_kernel(
         places,
         vals: HashMap::new(),
         lazy: HashMap::new(),
+        core,
         prefetched: HashMap::new(),
         stages,
         tensors: HashMap::new(),
@@ -256,10 +258,16 @@ pub fn lower_kernel(
         params.join(",\n\t"),
         blk.threads
     );
+    let smem_align = if ctx.core.is_empty() {
+        16
+    } else {
+        super::wgmma::CORE_ALIGN
+    };
     Ok(Lowered {
         text,
         threads: blk.threads,
         shared_bytes,
         min_version,
+        smem_align,
     })
 }

@@ -174,8 +174,18 @@ impl Uf {
     }
 }
 
-/// Assigns a place to every value of a specialized kernel.
+/// Assigns a place to every value of a specialized kernel (target-independent choices).
 pub fn assign(k: &Kernel, b: Block) -> HashMap<Value, Place> {
+    assign_for(k, b, None)
+}
+
+/// [`assign`] for `target`: on sm_90a a dot that can use wgmma keeps its accumulator class in
+/// `RowMma` (one 16-row fragment per warp, wgmma's D layout) rather than the 2-D warp grid.
+pub fn assign_for(
+    k: &Kernel,
+    b: Block,
+    target: Option<crate::target::Target>,
+) -> HashMap<Value, Place> {
     let dfg = &k.dfg;
     let n = dfg.values.len();
     let mut uf = Uf((0..n).collect());
@@ -396,7 +406,19 @@ pub fn assign(k: &Kernel, b: Block) -> HashMap<Value, Place> {
             *e = None;
         }
     }
+    let wgmma_classes: Vec<usize> = match target {
+        Some(t) => dfg
+            .ops
+            .values()
+            .filter(|o| super::wgmma::wgmma_dot(k, o, b, t).is_some())
+            .filter_map(|o| o.results.first().map(|&r| uf.find(idx(r))))
+            .collect(),
+        None => Vec::new(),
+    };
     let grid_ok = |c: usize| -> bool {
+        if wgmma_classes.contains(&c) {
+            return false;
+        }
         match class_shape.get(&c) {
             Some(Some(s)) => s.len() == 2 && s[1] > 1 && grid_dims(s, b).1 > 1,
             _ => false,

@@ -378,22 +378,34 @@ fn load_shared(
     let eb = smem_bytes(d);
     let (rows, cols) = (shape[0], shape[1]);
     let rs = cols + 16 / eb;
+    let core = op.results.first().is_some_and(|r| c.core.contains(r));
+    let (row_stride, col_stride) = if core { (0, 0) } else { (rs, 1) };
     let val = |off| Val::Shared {
         off,
         shape: [rows, cols],
         dtype: d,
-        row_stride: rs,
-        col_stride: 1,
+        row_stride,
+        col_stride,
     };
     // A load a loop prefetched: its data is already in the current buffer.
     if let Some(&off) = op.results.first().and_then(|r| c.prefetched.get(r)) {
         return Ok(val(off));
     }
-    let off = c.alloc_shared((rows * rs * eb) as u32);
+    let bytes = if core {
+        super::wgmma::core_tile_bytes(shape, eb)
+    } else {
+        (rows * rs * eb) as u32
+    };
+    let off = if core {
+        c.alloc_shared_aligned(bytes, super::wgmma::CORE_ALIGN)
+    } else {
+        c.alloc_shared(bytes)
+    };
     c.b.ins("bar.sync 0");
     copy_tile(c, op, info, offs, shape, other, off)?;
     c.b.ins("cp.async.commit_group");
     c.b.ins("cp.async.wait_group 0");
+    fence_async(c);
     c.b.ins("bar.sync 0");
     Ok(val(off))
 }
@@ -422,6 +434,9 @@ pub fn copy_tile(
     let (rows, cols) = (shape[0], shape[1]);
     let rs = cols + 16 / eb;
     let vec = 16 / eb;
+    // A wgmma operand tile is stored in the core-matrix layout (see wgmma.rs).
+    let core = op.results.first().is_some_and(|r| c.core.contains(r));
+    let core_rows = core.then_some(rows);
     let vectorizable = info.contiguous_last
         && cols % vec == 0
         && other == 0.0
@@ -436,7 +451,12 @@ pub fn copy_tile(
             Some(Attr::Value(m)) => Some(*m),
             _ => None,
         };
-        if !super::cp_rows::cp_async_rows(c, info, offs, rows, cols, off, rs, eb, mask, sp)? {
+        let copied =
+            super::cp_rows::cp_async_rows(c, info, offs, rows, cols, off, rs, eb, mask, core, sp)?;
+        if !copied && core {
+            // The core layout has no general vector copy: element by element below.
+            c.b.ins(format!("bra.uni {slow}"));
+        } else if !copied {
             cp_async_tile(c, info, offs, rows, cols, off, rs, eb, mask, shape, sp)?;
         }
         c.b.ins(format!("bra.uni {done}"));
@@ -457,7 +477,7 @@ pub fn copy_tile(
             let (addr, inb) = element(c, info, offs, &sc.idx);
             let p = and_pred(c, inb, masks.as_ref().map(|m| m[i]));
             load_elem(c, d, r, addr, p);
-            store_smem_elem(c, d, r, off, &sc.idx, rs, eb, sc.valid, sp)?;
+            store_smem_elem(c, d, r, off, &sc.idx, rs, eb, core_rows, sc.valid, sp)?;
         }
     } else {
         // A loop over this thread's elements keeps register use flat on the scalar path.
@@ -482,7 +502,7 @@ pub fn copy_tile(
             None => inb,
         };
         load_elem(c, d, r, addr, inb);
-        store_smem_elem(c, d, r, off, &[i, j], rs, eb, None, sp)?;
+        store_smem_elem(c, d, r, off, &[i, j], rs, eb, core_rows, None, sp)?;
         c.b.ins(format!("add.s32 {e}, {e}, {}", c.blk.threads));
         c.b.ins(format!("bra {top}"));
         c.b.place(&end);
@@ -536,10 +556,14 @@ fn store_smem_elem(
     idx: &[Reg],
     rs: usize,
     eb: usize,
+    core_rows: Option<usize>,
     valid: Option<Reg>,
     sp: Span,
 ) -> Result<(), PtxError> {
-    let sa = c.smem_addr(off, idx, rs, 1, eb);
+    let sa = match (core_rows, idx) {
+        (Some(rows), [i, j]) => super::wgmma::core_addr(c, off, *i, *j, rows, eb),
+        _ => c.smem_addr(off, idx, rs, 1, eb),
+    };
     match d {
         Dtype::F16 | Dtype::Bf16 => {
             let h = c.b.reg(RegClass::B16);
@@ -558,4 +582,14 @@ fn store_smem_elem(
         }
     }
     Ok(())
+}
+
+/// Makes this thread's completed cp.async writes visible to the async proxy (wgmma reads shared
+/// memory through it); only in kernels with wgmma operand tiles. Call after the wait, before
+/// the barrier that publishes the tiles.
+pub(super) fn fence_async(c: &mut Ctx) {
+    if !c.core.is_empty() {
+        c.b.require((8, 0));
+        c.b.ins("fence.proxy.async.shared::cta");
+    }
 }

@@ -1,0 +1,212 @@
+//! Hopper `wgmma` for dots whose operands both come from shared memory with K contiguous (a
+//! K-major A tile and the transpose of a K-major B tile, as `gemm -D TRANS_B=1` loads them), on
+//! sm_90a.
+//!
+//! - Eligibility ([`wgmma_dot`]): bf16/f16 operands, f32 accumulation, result [M, N] with
+//!   M = 16 · warps (each warpgroup of 4 warps takes 64 rows, each warp 16, so the accumulator is
+//!   the `RowMma` layout with one row fragment per warp — wgmma's m64nNk16 D fragment is the
+//!   mma.sync m16n8 C fragment repeated along N), N a multiple of 8 up to 256, K a multiple of
+//!   64 (one 128-byte swizzle row) with the block's threads covering whole rows of the tile, A a
+//!   direct `load` and B `transpose(load)`, and the accumulator carried by a loop (GEMM's K loop;
+//!   attention's scores, which restart from zero each key block, keep mma.sync).
+//! - Shared layout of such operand tiles (rows × K, K contiguous, K a multiple of 64): the
+//!   128-byte-swizzled canonical layout. K splits into blocks of 64 (128 bytes of bf16/f16), one
+//!   after the other; inside a block, row r is 128 contiguous bytes whose 16-byte chunk c sits at
+//!   chunk c ^ (r % 8): element (r, k) at (k/64)·rows·128 + r·128 + (((k%64)/8) ^ (r%8))·16 +
+//!   (k%8)·2. Tiles are 1024-byte aligned; a descriptor has SBO = 1024 (the next 8 rows) and
+//!   swizzle mode 128B, and a 16-deep K slice starts 32 bytes further inside its block. cp.async
+//!   writes the layout ([`core_addr`], `cp_rows.rs`; a row's 8 chunks cover all 32 banks), and
+//!   the writers fence the async proxy before the barrier that publishes the tile.
+//! - Per dot: `wgmma.fence`, one `wgmma.mma_async` per 16-deep K slice on a private copy of the
+//!   accumulator, `commit_group`, `wait_group 0` (the tile is finished before anyone may
+//!   overwrite the operands).
+
+use super::builder::{Reg, RegClass};
+use super::ctx::{Ctx, Val};
+use super::layout::Block;
+use super::PtxError;
+use crate::target::Target;
+use kir_ir::{Dtype, Kernel, OpData, Opcode, Span, Value, ValueDef};
+use std::collections::HashSet;
+
+fn def_op(k: &Kernel, v: Value) -> Option<&OpData> {
+    match k.dfg.values.get(v)?.def {
+        ValueDef::Result(o, _) => Some(&k.dfg.ops[o]),
+        ValueDef::Arg(..) => None,
+    }
+}
+
+/// For a `dot` op that can use wgmma on `target` with block `b`: the two `load` results whose
+/// tiles must be stored in the core-matrix layout (A's load, and the load under B's transpose).
+pub fn wgmma_dot(k: &Kernel, op: &OpData, b: Block, target: Target) -> Option<[Value; 2]> {
+    if target != Target::Sm90a || op.opcode != Opcode::Dot || b.warps % 4 != 0 {
+        return None;
+    }
+    let (&a, &bt, &r) = (
+        op.operands.first()?,
+        op.operands.get(1)?,
+        op.results.first()?,
+    );
+    let (ta, tr) = (k.dfg.ty(a), k.dfg.ty(r));
+    let lowp =
+        matches!(ta.dtype(), Some(Dtype::F16 | Dtype::Bf16)) && ta.dtype() == k.dfg.ty(bt).dtype();
+    let (sa, sr) = (ta.shape()?, tr.shape()?);
+    let (m, n, kd) = (*sr.first()?, *sr.get(1)?, *sa.get(1)?);
+    let shapes_ok = sr.len() == 2
+        && sa.len() == 2
+        && m == 16 * b.warps as usize
+        && n % 8 == 0
+        && (8..=256).contains(&n)
+        && kd % 64 == 0
+        && m % 8 == 0
+        && tr.dtype() == Some(Dtype::F32);
+    let a_load = def_op(k, a).filter(|o| o.opcode == Opcode::Load)?;
+    let b_tr = def_op(k, bt).filter(|o| o.opcode == Opcode::Transpose)?;
+    let b_src = *b_tr.operands.first()?;
+    let b_load = def_op(k, b_src).filter(|o| o.opcode == Opcode::Load)?;
+    let only_here = |v: Value| {
+        k.dfg
+            .ops
+            .values()
+            .map(|o| o.uses().iter().filter(|&&u| u == v).count())
+            .sum::<usize>()
+            == 1
+    };
+    // Accumulation over K in a loop (the accumulator is loop-carried), as GEMM does; a dot that
+    // starts from a constant each time (attention's scores) keeps mma.sync.
+    let acc_carried = op
+        .operands
+        .get(2)
+        .and_then(|&acc| k.dfg.values.get(acc))
+        .is_some_and(|d| matches!(d.def, ValueDef::Arg(..)));
+    // The row-covering cp.async copy keeps each thread's rows within one swizzle phase.
+    let threads = 32 * b.warps as usize;
+    let cpr = kd / 8;
+    let copy_ok = cpr > 0 && threads % cpr == 0 && (threads / cpr) % 8 == 0;
+    let ok = lowp
+        && shapes_ok
+        && acc_carried
+        && copy_ok
+        && a_load.attr("mask").is_none()
+        && only_here(a)
+        && only_here(bt)
+        && only_here(b_src)
+        && b_load.results.len() == 1;
+    ok.then_some([a, b_src])
+}
+
+/// The load results of every wgmma-eligible dot of `k` (their tiles use the core layout).
+pub fn core_tiles(k: &Kernel, b: Block, target: Target) -> HashSet<Value> {
+    k.dfg
+        .ops
+        .values()
+        .filter_map(|o| wgmma_dot(k, o, b, target))
+        .flatten()
+        .collect()
+}
+
+/// Bytes of a core-layout tile (no padding).
+pub fn core_tile_bytes(shape: &[usize], eb: usize) -> u32 {
+    (shape.iter().product::<usize>() * eb) as u32
+}
+
+/// Shared address of element (i, j) of a core-layout [rows, cols] tile at `off`.
+pub fn core_addr(c: &mut Ctx, off: u32, i: Reg, j: Reg, rows: usize, eb: usize) -> Reg {
+    let (a, t, u) = (
+        c.b.reg(RegClass::B32),
+        c.b.reg(RegClass::B32),
+        c.b.reg(RegClass::B32),
+    );
+    // (j/64)·rows·128 + i·128 + (((j%64)/8) ^ (i%8))·16 + (j%8)·eb.
+    c.b.ins(format!("shr.u32 {a}, {j}, 6"));
+    c.b.ins(format!("mul.lo.s32 {a}, {a}, {}", rows * 128));
+    c.b.ins(format!("mad.lo.s32 {a}, {i}, 128, {a}"));
+    c.b.ins(format!("shr.u32 {t}, {j}, 3"));
+    c.b.ins(format!("and.b32 {t}, {t}, 7"));
+    c.b.ins(format!("and.b32 {u}, {i}, 7"));
+    c.b.ins(format!("xor.b32 {t}, {t}, {u}"));
+    c.b.ins(format!("mad.lo.s32 {a}, {t}, 16, {a}"));
+    c.b.ins(format!("and.b32 {t}, {j}, 7"));
+    c.b.ins(format!("mad.lo.s32 {a}, {t}, {eb}, {a}"));
+    c.shared_at(off, a)
+}
+
+/// Alignment of core-layout tiles (the 128B swizzle repeats every 8 rows of 128 bytes).
+pub const CORE_ALIGN: u32 = 1024;
+
+/// A descriptor for the core-layout tile slice at shared byte address `addr` (a register) plus
+/// `extra` bytes: 128B swizzle, SBO 1024, LBO unused (1).
+fn descriptor(c: &mut Ctx, addr: Reg, extra: u32) -> Reg {
+    let (a, d) = (c.b.reg(RegClass::B32), c.b.reg(RegClass::B64));
+    c.b.ins(format!("add.s32 {a}, {addr}, {extra}"));
+    c.b.ins(format!("shr.u32 {a}, {a}, 4"));
+    c.b.ins(format!("and.b32 {a}, {a}, 16383"));
+    c.b.ins(format!("cvt.u64.u32 {d}, {a}"));
+    let hi: u64 = (1u64 << 16) | ((1024u64 >> 4) << 32) | (1u64 << 62);
+    c.b.ins(format!("or.b64 {d}, {d}, {hi}"));
+    d
+}
+
+/// Lowers the wgmma dot `acc + a·b` (a: core [M, K] at `a`, b: the transpose of a core [N, K]
+/// tile); returns the result registers (the `RowMma` slots of [M, N]).
+pub fn lower(
+    c: &mut Ctx,
+    a: &Val,
+    b: &Val,
+    acc: &[Reg],
+    shape: &[usize],
+    kdim: usize,
+    d: Dtype,
+    sp: Span,
+) -> Result<Vec<Reg>, PtxError> {
+    let (Val::Shared { off: oa, .. }, Val::Shared { off: ob, .. }) = (a, b) else {
+        return Err(PtxError::at(
+            sp,
+            "internal: wgmma operands must be in shared memory",
+        ));
+    };
+    c.b.require((8, 0));
+    let n = shape[1];
+    let t = if d == Dtype::F16 { "f16" } else { "bf16" };
+    let m = shape[0];
+    // This warpgroup's 64 rows of A start 64·128 bytes further per warpgroup.
+    let (wg, base_a, base_b) = (
+        c.b.reg(RegClass::B32),
+        c.b.reg(RegClass::B32),
+        c.b.reg(RegClass::B32),
+    );
+    c.b.ins(format!("shr.u32 {wg}, {}, 2", c.warp));
+    let zero = c.b.imm32(0);
+    let pa = c.shared_at(*oa, zero);
+    c.b.ins(format!("mad.lo.s32 {base_a}, {wg}, {}, {pa}", 64 * 128));
+    let pb = c.shared_at(*ob, zero);
+    c.b.ins(format!("mov.b32 {base_b}, {pb}"));
+    let cur: Vec<Reg> = acc
+        .iter()
+        .map(|&r| {
+            let x = c.b.reg(RegClass::F32);
+            c.b.ins(format!("mov.f32 {x}, {r}"));
+            x
+        })
+        .collect();
+    let list = cur
+        .iter()
+        .map(|r| r.to_string())
+        .collect::<Vec<_>>()
+        .join(", ");
+    let p = c.b.reg(RegClass::Pred);
+    c.b.ins(format!("setp.eq.u32 {p}, 0, 0"));
+    c.b.ins("wgmma.fence.sync.aligned");
+    for kf in 0..kdim / 16 {
+        // K slice kf: 64-column block kf/4 (rows·128 bytes each), 32 bytes per slice inside it.
+        let (blk, inner) = ((kf / 4) as u32, (kf % 4) as u32 * 32);
+        let da = descriptor(c, base_a, blk * (m * 128) as u32 + inner);
+        let db = descriptor(c, base_b, blk * (n * 128) as u32 + inner);
+        c.b.ins(format!(
+            "wgmma.mma_async.sync.aligned.m64n{n}k16.f32.{t}.{t} {{{list}}}, {da}, {db}, {p}, 1, 1, 0, 0"
+        ));
+    }
+    c.b.ins("wgmma.commit_group.sync.aligned");
+    c.b.ins("wgmma.wait_group.sync.aligned 0");
+    Ok(cur)
+}
