@@ -306,10 +306,22 @@ fn nf4_case(
         let a = rng.tensor(m * k, mag, dty);
         let aa = abs(&a);
         if gate_up {
-            want.push(("gate", o::matmul(&a, &d1, m, k, n), o::matmul(&aa, &a1, m, k, n)));
-            want.push(("up", o::matmul(&a, &d2, m, k, n), o::matmul(&aa, &a2, m, k, n)));
+            want.push((
+                "gate",
+                o::matmul(&a, &d1, m, k, n),
+                o::matmul(&aa, &a1, m, k, n),
+            ));
+            want.push((
+                "up",
+                o::matmul(&a, &d2, m, k, n),
+                o::matmul(&aa, &a2, m, k, n),
+            ));
         } else {
-            want.push(("c", o::matmul(&a, &d1, m, k, n), o::matmul(&aa, &a1, m, k, n)));
+            want.push((
+                "c",
+                o::matmul(&a, &d1, m, k, n),
+                o::matmul(&aa, &a1, m, k, n),
+            ));
         }
         args.push(("a".into(), t(dty, &[m, k], a)));
     }

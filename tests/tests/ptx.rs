@@ -207,45 +207,52 @@ fn four_warp_attention_tile_does_not_spill_on_sm90a() {
     }
 }
 
-/// A GEMM whose operands are both K-major (TRANS_B = 1) with K blocks of 64 or more uses wgmma on
-/// sm_90a — 128B-swizzled operand tiles, an async-proxy fence, a 1024-byte aligned shared base —
-/// and assembles without spills; every other target keeps mma.sync for the same specialization.
+/// A GEMM with K blocks of 64 or more uses wgmma on sm_90a — with B K-major (TRANS_B = 1) or
+/// N-major (the plain layout, wgmma's transposed B) — with 128B-swizzled operand tiles, an
+/// async-proxy fence and a 1024-byte aligned shared base, and assembles without spills; every
+/// other target keeps mma.sync for the same specialization.
 #[test]
-fn k_major_gemm_uses_wgmma_on_sm90a_only() {
+fn gemm_uses_wgmma_on_sm90a_only() {
     let src = kir_compiler::oplib::builtin("gemm").expect("built-in op");
-    for bk in ["64", "128"] {
+    for (trans_b, bk) in [("1", "64"), ("1", "128"), ("0", "64"), ("0", "128")] {
         let d = defs(&[
             ("DTYPE", "bf16"),
-            ("TRANS_B", "1"),
+            ("TRANS_B", trans_b),
             ("BLOCK_M", "128"),
             ("BLOCK_N", "256"),
             ("BLOCK_K", bk),
         ]);
         for target in Target::ALL {
+            let what = format!("TRANS_B {trans_b} BLOCK_K {bk} on {}", target.name());
             let out = compile(src, &d, None, target, Emit::Ptx).expect("compile");
             let wgmma = out
                 .text
                 .contains("wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16");
-            assert_eq!(
-                wgmma,
-                target == Target::Sm90a,
-                "BLOCK_K {bk} on {}",
-                target.name()
-            );
+            assert_eq!(wgmma, target == Target::Sm90a, "{what}");
             if wgmma {
-                assert!(out.text.contains("fence.proxy.async.shared::cta"));
-                assert!(out
-                    .text
-                    .contains(".extern .shared .align 1024 .b8 kir_smem[];"));
+                assert!(out.text.contains("fence.proxy.async.shared::cta"), "{what}");
+                assert!(
+                    out.text
+                        .contains(".extern .shared .align 1024 .b8 kir_smem[];"),
+                    "{what}"
+                );
+                // The transposed-B flag is the last immediate of every wgmma.
+                let flag = if trans_b == "1" { ", 0, 0;" } else { ", 0, 1;" };
+                assert!(
+                    out.text
+                        .lines()
+                        .filter(|l| l.contains("wgmma.mma_async"))
+                        .all(|l| l.trim_end().ends_with(flag)),
+                    "{what}"
+                );
             } else {
-                assert!(out.text.contains("mma.sync.aligned.m16n8k16"));
+                assert!(out.text.contains("mma.sync.aligned.m16n8k16"), "{what}");
             }
             let log = assemble("gemm_wgmma", &out.text, target);
             for line in log.lines().filter(|l| l.contains("spill")) {
                 assert!(
                     line.contains(" 0 bytes spill stores") && line.contains(" 0 bytes spill loads"),
-                    "BLOCK_K {bk} on {}: {line}",
-                    target.name()
+                    "{what}: {line}"
                 );
             }
         }

@@ -129,11 +129,10 @@ pub fn lower_dot(c: &mut Ctx, op: &OpData) -> Result<(), PtxError> {
     let bv = c.val(b, sp)?;
     let bs = to_shared(c, &bv, sp)?;
     let av = c.val(a, sp)?;
-    let wgmma = use_mma
-        && l == Layout::RowMma
-        && super::wgmma::wgmma_dot(c.k, op, c.blk, c.target).is_some();
-    let out = if wgmma {
-        super::wgmma::lower(c, &av, &bs, &acc_regs, &shape, kdim, ab_dtype, sp)?
+    let wgmma = super::wgmma::wgmma_dot(c.k, op, c.blk, c.target)
+        .filter(|_| use_mma && l == Layout::RowMma);
+    let out = if let Some(w) = wgmma {
+        super::wgmma::lower(c, w, &av, &bs, &acc_regs, &shape, kdim, ab_dtype, sp)?
     } else if use_mma {
         // The register A operand (P·V) needs the output's row split to match the operand's.
         let a_in_regs = l == Layout::RowMma

@@ -1,22 +1,25 @@
-//! Hopper `wgmma` for dots whose operands both come from shared memory with K contiguous (a
-//! K-major A tile and the transpose of a K-major B tile, as `gemm -D TRANS_B=1` loads them), on
-//! sm_90a.
+//! Hopper `wgmma` for GEMM-like dots on sm_90a whose operands both come from shared memory: A a
+//! K-major tile (a direct `load` of [M, K]), and B either K-major (`transpose` of a load of
+//! [N, K], as `gemm -D TRANS_B=1` loads it) or N-major (a direct load of [K, N], plain `gemm`;
+//! wgmma's transposed-B form).
 //!
 //! - Eligibility ([`wgmma_dot`]): bf16/f16 operands, f32 accumulation, result [M, N] with
 //!   M = 16 · warps (each warpgroup of 4 warps takes 64 rows, each warp 16, so the accumulator is
 //!   the `RowMma` layout with one row fragment per warp — wgmma's m64nNk16 D fragment is the
 //!   mma.sync m16n8 C fragment repeated along N), N a multiple of 8 up to 256, K a multiple of
-//!   64 (one 128-byte swizzle row) with the block's threads covering whole rows of the tile, A a
-//!   direct `load` and B `transpose(load)`, and the accumulator carried by a loop (GEMM's K loop;
-//!   attention's scores, which restart from zero each key block, keep mma.sync).
-//! - Shared layout of such operand tiles (rows × K, K contiguous, K a multiple of 64): the
-//!   128-byte-swizzled canonical layout. K splits into blocks of 64 (128 bytes of bf16/f16), one
-//!   after the other; inside a block, row r is 128 contiguous bytes whose 16-byte chunk c sits at
-//!   chunk c ^ (r % 8): element (r, k) at (k/64)·rows·128 + r·128 + (((k%64)/8) ^ (r%8))·16 +
-//!   (k%8)·2. Tiles are 1024-byte aligned; a descriptor has SBO = 1024 (the next 8 rows) and
-//!   swizzle mode 128B, and a 16-deep K slice starts 32 bytes further inside its block. cp.async
-//!   writes the layout ([`core_addr`], `cp_rows.rs`; a row's 8 chunks cover all 32 banks), and
-//!   the writers fence the async proxy before the barrier that publishes the tile.
+//!   64 (one 128-byte swizzle row), the contiguous dim of every operand tile a multiple of 64 with
+//!   the block's threads covering whole rows of it, and the accumulator carried by a loop (GEMM's
+//!   K loop; attention's scores, which restart from zero each key block, keep mma.sync).
+//! - Shared layout of such operand tiles ([rows, cols], cols contiguous, a multiple of 64): the
+//!   128-byte-swizzled canonical layout. The columns split into blocks of 64 (128 bytes of
+//!   bf16/f16), one after the other; inside a block, row r is 128 contiguous bytes whose 16-byte
+//!   chunk c sits at chunk c ^ (r % 8): element (r, j) at (j/64)·rows·128 + r·128 +
+//!   (((j%64)/8) ^ (r%8))·16 + (j%8)·2. Tiles are 1024-byte aligned; descriptors use swizzle
+//!   mode 128B with SBO = 1024 (8 rows). A K-major slice of 16 starts 32 bytes further inside its
+//!   block; an N-major slice of 16 starts 16 rows further and reaches the next 64 columns with
+//!   LBO = rows·128. cp.async writes the layout ([`core_addr`], `cp_rows.rs`; a row's 8 chunks
+//!   cover all 32 banks), and the writers fence the async proxy before the barrier that
+//!   publishes the tile.
 //! - Per dot: `wgmma.fence`, one `wgmma.mma_async` per 16-deep K slice on a private copy of the
 //!   accumulator, `commit_group`, `wait_group 0` (the tile is finished before anyone may
 //!   overwrite the operands).
@@ -36,20 +39,37 @@ fn def_op(k: &Kernel, v: Value) -> Option<&OpData> {
     }
 }
 
-/// For a `dot` op that can use wgmma on `target` with block `b`: the two `load` results whose
-/// tiles must be stored in the core-matrix layout (A's load, and the load under B's transpose).
-pub fn wgmma_dot(k: &Kernel, op: &OpData, b: Block, target: Target) -> Option<[Value; 2]> {
+/// A dot that lowers to wgmma: the `load` results whose tiles use the core layout, and whether
+/// B is N-major (a `load` of [K, N] used directly, wgmma's transposed B) rather than K-major
+/// (`transpose` of a load of [N, K]).
+#[derive(Clone, Copy, Debug)]
+pub struct WgmmaDot {
+    pub a: Value,
+    pub b: Value,
+    pub b_n_major: bool,
+}
+
+/// The row-covering cp.async copy of a [rows, cols] tile keeps each thread's rows within one
+/// swizzle phase: threads cover whole rows of 16-byte chunks, 8 rows apart or a multiple.
+fn copy_ok(cols: usize, threads: usize) -> bool {
+    let cpr = cols / 8;
+    cols % 64 == 0 && cpr > 0 && threads % cpr == 0 && (threads / cpr) % 8 == 0
+}
+
+/// For a `dot` op that can use wgmma on `target` with block `b`: its operand loads and B's
+/// major-ness.
+pub fn wgmma_dot(k: &Kernel, op: &OpData, b: Block, target: Target) -> Option<WgmmaDot> {
     if target != Target::Sm90a || op.opcode != Opcode::Dot || b.warps % 4 != 0 {
         return None;
     }
-    let (&a, &bt, &r) = (
+    let (&a, &bv, &r) = (
         op.operands.first()?,
         op.operands.get(1)?,
         op.results.first()?,
     );
     let (ta, tr) = (k.dfg.ty(a), k.dfg.ty(r));
     let lowp =
-        matches!(ta.dtype(), Some(Dtype::F16 | Dtype::Bf16)) && ta.dtype() == k.dfg.ty(bt).dtype();
+        matches!(ta.dtype(), Some(Dtype::F16 | Dtype::Bf16)) && ta.dtype() == k.dfg.ty(bv).dtype();
     let (sa, sr) = (ta.shape()?, tr.shape()?);
     let (m, n, kd) = (*sr.first()?, *sr.get(1)?, *sa.get(1)?);
     let shapes_ok = sr.len() == 2
@@ -61,8 +81,13 @@ pub fn wgmma_dot(k: &Kernel, op: &OpData, b: Block, target: Target) -> Option<[V
         && m % 8 == 0
         && tr.dtype() == Some(Dtype::F32);
     let a_load = def_op(k, a).filter(|o| o.opcode == Opcode::Load)?;
-    let b_tr = def_op(k, bt).filter(|o| o.opcode == Opcode::Transpose)?;
-    let b_src = *b_tr.operands.first()?;
+    // B: the transpose of a K-major [N, K] load, or an N-major [K, N] load used directly.
+    let b_def = def_op(k, bv)?;
+    let (b_src, b_n_major) = match b_def.opcode {
+        Opcode::Transpose => (*b_def.operands.first()?, false),
+        Opcode::Load => (bv, true),
+        _ => return None,
+    };
     let b_load = def_op(k, b_src).filter(|o| o.opcode == Opcode::Load)?;
     let only_here = |v: Value| {
         k.dfg
@@ -79,20 +104,22 @@ pub fn wgmma_dot(k: &Kernel, op: &OpData, b: Block, target: Target) -> Option<[V
         .get(2)
         .and_then(|&acc| k.dfg.values.get(acc))
         .is_some_and(|d| matches!(d.def, ValueDef::Arg(..)));
-    // The row-covering cp.async copy keeps each thread's rows within one swizzle phase.
     let threads = 32 * b.warps as usize;
-    let cpr = kd / 8;
-    let copy_ok = cpr > 0 && threads % cpr == 0 && (threads / cpr) % 8 == 0;
+    let copies_ok = copy_ok(kd, threads) && copy_ok(if b_n_major { n } else { kd }, threads);
     let ok = lowp
         && shapes_ok
         && acc_carried
-        && copy_ok
+        && copies_ok
         && a_load.attr("mask").is_none()
         && only_here(a)
-        && only_here(bt)
+        && only_here(bv)
         && only_here(b_src)
         && b_load.results.len() == 1;
-    ok.then_some([a, b_src])
+    ok.then_some(WgmmaDot {
+        a,
+        b: b_src,
+        b_n_major,
+    })
 }
 
 /// The load results of every wgmma-eligible dot of `k` (their tiles use the core layout).
@@ -101,7 +128,7 @@ pub fn core_tiles(k: &Kernel, b: Block, target: Target) -> HashSet<Value> {
         .ops
         .values()
         .filter_map(|o| wgmma_dot(k, o, b, target))
-        .flatten()
+        .flat_map(|w| [w.a, w.b])
         .collect()
 }
 
@@ -135,22 +162,26 @@ pub fn core_addr(c: &mut Ctx, off: u32, i: Reg, j: Reg, rows: usize, eb: usize) 
 pub const CORE_ALIGN: u32 = 1024;
 
 /// A descriptor for the core-layout tile slice at shared byte address `addr` (a register) plus
-/// `extra` bytes: 128B swizzle, SBO 1024, LBO unused (1).
-fn descriptor(c: &mut Ctx, addr: Reg, extra: u32) -> Reg {
+/// `extra` bytes: 128B swizzle, SBO 1024 (the next 8 rows of a swizzle atom), and LBO `lbo` (the
+/// next 64-column block; only read for N-major B — for K-major operands a 16-deep slice stays
+/// inside one block).
+fn descriptor(c: &mut Ctx, addr: Reg, extra: u32, lbo: u32) -> Reg {
     let (a, d) = (c.b.reg(RegClass::B32), c.b.reg(RegClass::B64));
     c.b.ins(format!("add.s32 {a}, {addr}, {extra}"));
     c.b.ins(format!("shr.u32 {a}, {a}, 4"));
     c.b.ins(format!("and.b32 {a}, {a}, 16383"));
     c.b.ins(format!("cvt.u64.u32 {d}, {a}"));
-    let hi: u64 = (1u64 << 16) | ((1024u64 >> 4) << 32) | (1u64 << 62);
+    let hi: u64 = (((lbo as u64) >> 4) << 16) | ((1024u64 >> 4) << 32) | (1u64 << 62);
     c.b.ins(format!("or.b64 {d}, {d}, {hi}"));
     d
 }
 
 /// Lowers the wgmma dot `acc + a·b` (a: core [M, K] at `a`, b: the transpose of a core [N, K]
 /// tile); returns the result registers (the `RowMma` slots of [M, N]).
+#[allow(clippy::too_many_arguments)]
 pub fn lower(
     c: &mut Ctx,
+    w: WgmmaDot,
     a: &Val,
     b: &Val,
     acc: &[Reg],
@@ -200,10 +231,20 @@ pub fn lower(
     for kf in 0..kdim / 16 {
         // K slice kf: 64-column block kf/4 (rows·128 bytes each), 32 bytes per slice inside it.
         let (blk, inner) = ((kf / 4) as u32, (kf % 4) as u32 * 32);
-        let da = descriptor(c, base_a, blk * (m * 128) as u32 + inner);
-        let db = descriptor(c, base_b, blk * (n * 128) as u32 + inner);
+        let da = descriptor(c, base_a, blk * (m * 128) as u32 + inner, 1 << 4);
+        // N-major B ([K, N] tile, N in 64-column blocks of kdim rows): slice kf is 16 rows
+        // (2048 bytes) further, and the next 64 columns kdim·128 bytes further (LBO).
+        let (db, trans_b) = if w.b_n_major {
+            let lbo = (kdim * 128) as u32;
+            (descriptor(c, base_b, (kf * 16 * 128) as u32, lbo), 1)
+        } else {
+            (
+                descriptor(c, base_b, blk * (n * 128) as u32 + inner, 1 << 4),
+                0,
+            )
+        };
         c.b.ins(format!(
-            "wgmma.mma_async.sync.aligned.m64n{n}k16.f32.{t}.{t} {{{list}}}, {da}, {db}, {p}, 1, 1, 0, 0"
+            "wgmma.mma_async.sync.aligned.m64n{n}k16.f32.{t}.{t} {{{list}}}, {da}, {db}, {p}, 1, 1, 0, {trans_b}"
         ));
     }
     c.b.ins("wgmma.commit_group.sync.aligned");
