@@ -18,6 +18,7 @@ pub mod layout;
 mod lazy;
 mod lower;
 mod memory;
+mod reduce;
 mod rescale;
 mod tile;
 mod vector;

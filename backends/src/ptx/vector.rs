@@ -9,7 +9,8 @@ use super::ctx::{Ctx, TensorInfo, Val};
 use super::layout::{self, Layout, Place};
 use super::lower::{regs_in, round};
 use super::memory::{and_pred, element, gty, load_elem, store_bits};
-use super::tile::{combine, identity, in_loop, replicated, shfl_combine, slot_live, sty};
+use super::reduce::{combine, identity, shfl_combine};
+use super::tile::{in_loop, replicated, slot_live, sty};
 use super::PtxError;
 use kir_ir::{Dtype, OpData, Span, Value};
 
