@@ -46,6 +46,22 @@ fn assemble(name: &str, ptx: &str, target: Target) -> String {
     log
 }
 
+/// Every kernel of a `ptxas -v` log reports 0 spill bytes (and the log has spill lines at all, so
+/// a change in ptxas's wording cannot make the check pass vacuously).
+fn assert_no_spills(log: &str, what: &str) {
+    let spills: Vec<&str> = log.lines().filter(|l| l.contains("spill")).collect();
+    assert!(
+        !spills.is_empty(),
+        "{what}: ptxas -v printed no spill line:\n{log}"
+    );
+    for line in spills {
+        assert!(
+            line.contains(" 0 bytes spill stores") && line.contains(" 0 bytes spill loads"),
+            "{what} spills: {line}"
+        );
+    }
+}
+
 /// (op, defines) pairs covering every op and its main switches.
 fn cases() -> Vec<(&'static str, Vec<(&'static str, &'static str)>)> {
     vec![
@@ -148,13 +164,7 @@ fn every_op_assembles_for_every_target_without_spills() {
                 "{op}: bad {version}"
             );
             let log = assemble(op, &out.text, target);
-            for line in log.lines().filter(|l| l.contains("spill")) {
-                assert!(
-                    line.contains(" 0 bytes spill stores") && line.contains(" 0 bytes spill loads"),
-                    "{op} {d:?} spills on {}: {line}",
-                    target.name()
-                );
-            }
+            assert_no_spills(&log, &format!("{op} {d:?} on {}", target.name()));
             runs += 1;
         }
     }
@@ -196,14 +206,7 @@ fn four_warp_attention_tile_does_not_spill_on_sm90a() {
             .as_str()
             .is_some_and(|s| s.ends_with("_WARPS_4")));
         let log = assemble("attention_fwd_w4", &out.text, Target::Sm90a);
-        let spills: Vec<&str> = log.lines().filter(|l| l.contains("spill")).collect();
-        assert!(!spills.is_empty(), "ptxas -v printed no spill line:\n{log}");
-        for line in spills {
-            assert!(
-                line.contains(" 0 bytes spill stores") && line.contains(" 0 bytes spill loads"),
-                "causal {causal}: {line}"
-            );
-        }
+        assert_no_spills(&log, &format!("causal {causal}"));
     }
 }
 
@@ -249,12 +252,7 @@ fn gemm_uses_wgmma_on_sm90a_only() {
                 assert!(out.text.contains("mma.sync.aligned.m16n8k16"), "{what}");
             }
             let log = assemble("gemm_wgmma", &out.text, target);
-            for line in log.lines().filter(|l| l.contains("spill")) {
-                assert!(
-                    line.contains(" 0 bytes spill stores") && line.contains(" 0 bytes spill loads"),
-                    "{what}: {line}"
-                );
-            }
+            assert_no_spills(&log, &what);
         }
     }
     // K blocks of 32 do not fill a 128-byte swizzle row: mma.sync on sm_90a too.

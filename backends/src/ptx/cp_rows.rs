@@ -11,6 +11,33 @@ use super::ctx::{Ctx, TensorInfo};
 use super::PtxError;
 use kir_ir::Span;
 
+/// The global address of a tile's origin (element `offs`) and a predicate that the leading
+/// offsets (all but the last two) are inside the tensor; the last two are checked per chunk.
+pub(super) fn tile_origin(c: &mut Ctx, info: &TensorInfo, offs: &[Reg]) -> (Reg, Reg) {
+    let rank = offs.len();
+    let esize = info.dtype.size_bytes();
+    let base = c.b.reg(RegClass::B64);
+    let lead_ok = c.b.reg(RegClass::Pred);
+    c.b.ins(format!("mov.b64 {base}, {}", info.ptr));
+    c.b.ins(format!("setp.eq.u32 {lead_ok}, 0, 0"));
+    for d in 0..rank {
+        let lin = c.b.reg(RegClass::B32);
+        c.b.ins(format!(
+            "mul.lo.s32 {lin}, {}, {}",
+            offs[d], info.strides[d]
+        ));
+        let w = c.b.reg(RegClass::B64);
+        c.b.ins(format!("mul.wide.s32 {w}, {lin}, {esize}"));
+        c.b.ins(format!("add.s64 {base}, {base}, {w}"));
+        if d + 2 < rank {
+            let p = c.b.reg(RegClass::Pred);
+            c.b.ins(format!("setp.lt.u32 {p}, {}, {}", offs[d], info.dims[d]));
+            c.b.ins(format!("and.pred {lead_ok}, {lead_ok}, {p}"));
+        }
+    }
+    (base, lead_ok)
+}
+
 /// Copies a [rows, cols] tile into shared memory at `off` (row stride `rs` elements of `eb`
 /// bytes) with one 16-byte `cp.async` per chunk, zero-filling what lies past the tensor's edges
 /// or under `mask`. Returns `false` (emitting nothing) unless the threads cover whole rows of
@@ -49,26 +76,7 @@ pub(super) fn cp_async_rows(
     c.b.require((7, 0));
     let rstep = threads / cpr;
     let total = rows * cpr;
-    // Tile origin and whether the leading offsets are in bounds.
-    let base = c.b.reg(RegClass::B64);
-    let lead_ok = c.b.reg(RegClass::Pred);
-    c.b.ins(format!("mov.b64 {base}, {}", info.ptr));
-    c.b.ins(format!("setp.eq.u32 {lead_ok}, 0, 0"));
-    for d in 0..rank {
-        let lin = c.b.reg(RegClass::B32);
-        c.b.ins(format!(
-            "mul.lo.s32 {lin}, {}, {}",
-            offs[d], info.strides[d]
-        ));
-        let w = c.b.reg(RegClass::B64);
-        c.b.ins(format!("mul.wide.s32 {w}, {lin}, {esize}"));
-        c.b.ins(format!("add.s64 {base}, {base}, {w}"));
-        if d + 2 < rank {
-            let p = c.b.reg(RegClass::Pred);
-            c.b.ins(format!("setp.lt.u32 {p}, {}, {}", offs[d], info.dims[d]));
-            c.b.ins(format!("and.pred {lead_ok}, {lead_ok}, {p}"));
-        }
-    }
+    let (base, lead_ok) = tile_origin(c, info, offs);
     let (dim_r, dim_c) = (info.dims[rank - 2], info.dims[rank - 1]);
     let (off_r, off_c, stride_r) = (offs[rank - 2], offs[rank - 1], info.strides[rank - 2]);
     // This thread's first row and its column of chunks.

@@ -218,10 +218,6 @@ fn mma(
     let (row0, col0) = (c.b.reg(RegClass::B32), c.b.reg(RegClass::B32));
     c.b.ins(format!("mad.lo.s32 {row0}, {wmi}, {mw}, {g}"));
     c.b.ins(format!("mul.lo.s32 {col0}, {wni}, {nw}"));
-    let a_packed: Option<Vec<Reg>> = match a {
-        Val::Tile { regs, .. } => Some(regs.clone()),
-        _ => None,
-    };
     // Per k step: the A fragments of every row fragment, then the B fragments in groups of
     // `NB` column fragments, each group loaded once and used by every row fragment. Only one
     // group of B fragments is live at a time, which keeps the register peak low when a warp
@@ -230,8 +226,10 @@ fn mma(
     for kf in 0..kfs {
         let mut afrags: Vec<Vec<Reg>> = Vec::with_capacity(mfs);
         for mf in 0..mfs {
-            let afrag: Vec<Reg> = match (a, &a_packed) {
-                (Val::Tile { shape: sa, .. }, Some(regs)) => {
+            let afrag: Vec<Reg> = match a {
+                Val::Tile {
+                    shape: sa, regs, ..
+                } => {
                     let nfa = sa[1] / 8;
                     let slot = |nf: usize, cc: usize| regs[(mf * nfa + nf) * 4 + cc];
                     let mut f = Vec::new();

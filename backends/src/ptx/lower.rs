@@ -53,6 +53,15 @@ pub(super) fn shape(c: &Ctx, v: Value) -> Vec<usize> {
     c.k.dfg.ty(v).shape().unwrap_or_default()
 }
 
+/// How many operands (including attribute values) of the kernel's ops are `v`.
+pub(super) fn use_count(k: &kir_ir::Kernel, v: Value) -> usize {
+    k.dfg
+        .ops
+        .values()
+        .map(|o| o.uses().iter().filter(|&&u| u == v).count())
+        .sum()
+}
+
 /// The literal value of an `Attr::Expr`.
 pub fn lit(a: Option<&Attr>) -> Option<f64> {
     match a {

@@ -12,15 +12,6 @@ use super::lower::regs_in;
 use super::PtxError;
 use kir_ir::{Dtype, OpData, Opcode, Value, ValueDef};
 
-/// How many times `v` is used by any op of the kernel.
-fn uses(c: &Ctx, v: Value) -> usize {
-    c.k.dfg
-        .ops
-        .values()
-        .map(|o| o.uses().iter().filter(|&&u| u == v).count())
-        .sum()
-}
-
 /// The [M, 1] (or [M]) source of `v` when `v = broadcast(src)`.
 fn broadcast_source(c: &Ctx, v: Value) -> Option<Value> {
     let ValueDef::Result(o, _) = c.k.dfg.values.get(v)?.def else {
@@ -76,7 +67,7 @@ pub(super) fn skip_unit_rescale(
         c.k.dfg.values.get(x).map(|d| d.def),
         Some(ValueDef::Arg(..))
     );
-    if !x_is_tile || !carried || c.lazy.contains_key(&x) || uses(c, x) != 1 {
+    if !x_is_tile || !carried || c.lazy.contains_key(&x) || super::lower::use_count(c.k, x) != 1 {
         return Ok(None);
     }
     let src_shape = c.k.dfg.ty(src).shape().unwrap_or_default();

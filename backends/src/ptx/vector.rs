@@ -55,26 +55,7 @@ pub(super) fn cp_async_tile(
     let esize = info.dtype.size_bytes();
     let (cpr, total) = (cols / vec, rows * (cols / vec));
     let threads = c.blk.threads as usize;
-    // Base address of the tile origin and whether the leading offsets are in bounds.
-    let base = c.b.reg(RegClass::B64);
-    let lead_ok = c.b.reg(RegClass::Pred);
-    c.b.ins(format!("mov.b64 {base}, {}", info.ptr));
-    c.b.ins(format!("setp.eq.u32 {lead_ok}, 0, 0"));
-    for d in 0..rank {
-        let lin = c.b.reg(RegClass::B32);
-        c.b.ins(format!(
-            "mul.lo.s32 {lin}, {}, {}",
-            offs[d], info.strides[d]
-        ));
-        let w = c.b.reg(RegClass::B64);
-        c.b.ins(format!("mul.wide.s32 {w}, {lin}, {esize}"));
-        c.b.ins(format!("add.s64 {base}, {base}, {w}"));
-        if d + 2 < rank {
-            let p = c.b.reg(RegClass::Pred);
-            c.b.ins(format!("setp.lt.u32 {p}, {}, {}", offs[d], info.dims[d]));
-            c.b.ins(format!("and.pred {lead_ok}, {lead_ok}, {p}"));
-        }
-    }
+    let (base, lead_ok) = super::cp_rows::tile_origin(c, info, offs);
     let (dim_r, dim_c) = (info.dims[rank - 2], info.dims[rank - 1]);
     let (off_r, off_c, stride_r) = (offs[rank - 2], offs[rank - 1], info.strides[rank - 2]);
     for it in 0..total.div_ceil(threads) {

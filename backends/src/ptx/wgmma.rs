@@ -89,14 +89,7 @@ pub fn wgmma_dot(k: &Kernel, op: &OpData, b: Block, target: Target) -> Option<Wg
         _ => return None,
     };
     let b_load = def_op(k, b_src).filter(|o| o.opcode == Opcode::Load)?;
-    let only_here = |v: Value| {
-        k.dfg
-            .ops
-            .values()
-            .map(|o| o.uses().iter().filter(|&&u| u == v).count())
-            .sum::<usize>()
-            == 1
-    };
+    let only_here = |v: Value| super::lower::use_count(k, v) == 1;
     // Accumulation over K in a loop (the accumulator is loop-carried), as GEMM does; a dot that
     // starts from a constant each time (attention's scores) keeps mma.sync.
     let acc_carried = op
