@@ -194,6 +194,20 @@ fn is_pure(k: &Kernel, od: &OpData) -> bool {
     match od.opcode {
         Opcode::Store | Opcode::AtomicAdd | Opcode::Yield | Opcode::For | Opcode::If => false,
         Opcode::StaticIf => false,
+        // Scheduling ops read or change buffer, barrier or partition state.
+        Opcode::SmemAlloc
+        | Opcode::MbarAlloc
+        | Opcode::AsyncCopy
+        | Opcode::AsyncCommit
+        | Opcode::AsyncWait
+        | Opcode::MbarArrive
+        | Opcode::MbarWait
+        | Opcode::SmemRead
+        | Opcode::SmemRelease
+        | Opcode::FenceAsync
+        | Opcode::DotAsync
+        | Opcode::DotWait
+        | Opcode::WarpSpecialize => false,
         Opcode::Load => od.tensor.as_ref().is_some_and(|t| {
             k.param(&t.param)
                 .is_some_and(|p| matches!(p.kind, kir_ir::ParamKind::Tensor(kir_ir::Access::In, _)))

@@ -57,6 +57,9 @@ pub enum OpClass {
     Compute,
     /// Structured control flow.
     Control,
+    /// Scheduled IR: shared-memory stage buffers, asynchronous copies, mbarriers, async dots and
+    /// warp roles (introduced by the scheduling passes or written by hand; docs/ir.md).
+    Schedule,
 }
 
 /// Static facts about an opcode.
@@ -182,6 +185,32 @@ op_table! {
         "acc + a·b for a [M,K], b [K,N], acc [M,N] f32; products and sums in f32, k ascending.";
     Nf4 "nf4" Compute lead=None, tensor=false, operands=F(1), kw=[], results=F(1), regions=0,
         "Looks up the low 4 bits of each u8 in the NF4 codebook, giving f32.";
+    SmemAlloc "smem_alloc" Schedule lead=None, tensor=false, operands=F(0), kw=[], results=F(1), regions=0,
+        "A shared-memory buffer of S stages, each a tile of the stage shape (`smem<S x R x C x dtype>`); stages start empty.";
+    MbarAlloc "mbar_alloc" Schedule lead=None, tensor=false, operands=F(0), kw=[("arrivals", Expr)], results=F(1), regions=0,
+        "S mbarriers (`mbar<S>`), each in phase 0 expecting `arrivals` arrivals per phase (default 1) and owing no bytes.";
+    AsyncCopy "async_copy" Schedule lead=None, tensor=true, operands=F(2), kw=[("mask", Value), ("other", Expr), ("bar", Value)], results=F(0), regions=0,
+        "Starts copying a tile (the stage shape) from a global tensor into stage `stage` of `buf`, as `load` reads it; with `bar`, completion delivers the stage's bytes to barrier `bar[stage]`, else the copy joins the open copy group.";
+    AsyncCommit "async_commit" Schedule lead=None, tensor=false, operands=F(0), kw=[], results=F(0), regions=0,
+        "Closes the open copy group of this partition (the copies issued since the last commit).";
+    AsyncWait "async_wait" Schedule lead=None, tensor=false, operands=F(0), kw=[("pending", Expr)], results=F(0), regions=0,
+        "Waits until at most `pending` (default 0) committed copy groups of this partition are incomplete; their stages become readable here.";
+    MbarArrive "mbar_arrive" Schedule lead=None, tensor=false, operands=F(2), kw=[("tx", Expr)], results=F(0), regions=0,
+        "Arrives once on barrier `bar[stage]`; with `tx`, first adds that many bytes to what the barrier's current phase owes.";
+    MbarWait "mbar_wait" Schedule lead=None, tensor=false, operands=F(3), kw=[], results=F(0), regions=0,
+        "Waits until the phase of `bar[stage]` with parity `parity` (0 or 1) has completed, i.e. until the barrier's current parity differs from it.";
+    SmemRead "smem_read" Schedule lead=None, tensor=false, operands=F(2), kw=[], results=F(1), regions=0,
+        "Reads stage `stage` of `buf` as a tile; the stage must have been filled and the fill observed by this partition.";
+    SmemRelease "smem_release" Schedule lead=None, tensor=false, operands=F(2), kw=[], results=F(0), regions=0,
+        "This partition has finished reading stage `stage` of `buf`; the next copy into the stage may start once ordered after it.";
+    FenceAsync "fence_async" Schedule lead=None, tensor=false, operands=F(0), kw=[], results=F(0), regions=0,
+        "Orders this partition's earlier shared-memory accesses before later asynchronous-proxy accesses (fence.proxy.async).";
+    DotAsync "dot_async" Schedule lead=None, tensor=false, operands=F(3), kw=[], results=F(1), regions=0,
+        "Starts acc + a·b as `dot` computes it; the result may only be used through `dot_wait`.";
+    DotWait "dot_wait" Schedule lead=None, tensor=false, operands=F(1), kw=[("pending", Expr)], results=F(1), regions=0,
+        "Waits until at most `pending` (default 0) later `dot_async`s of this partition are in flight, which must include the operand's; gives its value.";
+    WarpSpecialize "warp_specialize" Schedule lead=None, tensor=false, operands=F(0), kw=[("producer_warps", Expr), ("producer_regs", Expr), ("consumers", Expr), ("consumer_warps", Expr), ("consumer_regs", Expr)], results=F(0), regions=2,
+        "Runs a producer partition and `consumers` consumer partitions (consumer block arg: its index) concurrently; each has a warp count and a per-thread register budget.";
     For "for" Control lead=None, tensor=false, operands=V, kw=[], results=V, regions=1,
         "for iv = lo; iv < hi; iv += step (i32, step > 0) with loop-carried values.";
     If "if" Control lead=None, tensor=false, operands=V, kw=[], results=V, regions=2,
@@ -203,9 +232,11 @@ impl Opcode {
         self.info().name
     }
 
-    /// True if the op reads or writes global memory or ends a region.
+    /// True if the op writes global memory, ends a region, or is a scheduled-IR op (which reads
+    /// or changes shared-memory, barrier or partition state, so it is never moved or merged).
     pub fn has_side_effects(self) -> bool {
         matches!(self, Opcode::Store | Opcode::AtomicAdd | Opcode::Yield)
+            || self.info().class == OpClass::Schedule
     }
 }
 

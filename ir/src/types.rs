@@ -38,6 +38,11 @@ impl fmt::Display for ElemType {
 pub enum Type {
     Scalar(ElemType),
     Tile(Vec<Expr>, ElemType),
+    /// A shared-memory stage buffer (scheduled IR): dims are the stage count, then the shape of
+    /// one stage (`smem<2 x 64x128xbf16>` prints as `smem<2x64x128xbf16>`).
+    Smem(Vec<Expr>, ElemType),
+    /// An array of mbarriers, one per stage (scheduled IR): `mbar<2>`.
+    Mbar(Expr),
 }
 
 impl Type {
@@ -54,10 +59,12 @@ impl Type {
         )
     }
 
-    /// The element type.
+    /// The element type (`i64` for an mbarrier array, whose elements are 8-byte barriers).
     pub fn elem(&self) -> &ElemType {
+        const MBAR: ElemType = ElemType::Known(Dtype::I64);
         match self {
-            Type::Scalar(e) | Type::Tile(_, e) => e,
+            Type::Scalar(e) | Type::Tile(_, e) | Type::Smem(_, e) => e,
+            Type::Mbar(_) => &MBAR,
         }
     }
 
@@ -67,13 +74,27 @@ impl Type {
     }
 
     /// The shape with every dim a literal; `Some(vec![])` for scalars, `None` while symbolic.
+    /// For a stage buffer it is `[stages, stage dims...]`, for an mbarrier array `[stages]`.
     pub fn shape(&self) -> Option<Vec<usize>> {
+        let lit = |d: &Expr| d.as_int().and_then(|v| usize::try_from(v).ok());
         match self {
             Type::Scalar(_) => Some(vec![]),
-            Type::Tile(dims, _) => dims
-                .iter()
-                .map(|d| d.as_int().and_then(|v| usize::try_from(v).ok()))
-                .collect(),
+            Type::Tile(dims, _) | Type::Smem(dims, _) => dims.iter().map(lit).collect(),
+            Type::Mbar(n) => lit(n).map(|n| vec![n]),
+        }
+    }
+
+    /// True for the scheduled-IR resource types (`smem<...>`, `mbar<...>`), which only the
+    /// scheduling ops produce and consume.
+    pub fn is_resource(&self) -> bool {
+        matches!(self, Type::Smem(..) | Type::Mbar(_))
+    }
+
+    /// For a stage buffer: the stage count and the type of one stage as a tile.
+    pub fn stage(&self) -> Option<(&Expr, Type)> {
+        match self {
+            Type::Smem(dims, e) if dims.len() >= 2 => Some((&dims[0], Type::Tile(dims[1..].to_vec(), e.clone()))),
+            _ => None,
         }
     }
 
@@ -111,6 +132,16 @@ impl fmt::Display for Type {
                 write_dims(dims, e, f)?;
                 f.write_str(">")
             }
+            Type::Smem(dims, e) => {
+                f.write_str("smem<")?;
+                write_dims(dims, e, f)?;
+                f.write_str(">")
+            }
+            Type::Mbar(n) => match &n.kind {
+                ExprKind::Int(v) if *v >= 0 => write!(f, "mbar<{v}>"),
+                ExprKind::Ident(s) => write!(f, "mbar<{s}>"),
+                _ => write!(f, "mbar<({n})>"),
+            },
         }
     }
 }

@@ -238,6 +238,7 @@ pub fn kir_files() -> Vec<std::path::PathBuf> {
         "tests/in",
         "tests/in/errors",
         "tests/in/fusion",
+        "tests/in/sched",
     ] {
         if let Ok(rd) = std::fs::read_dir(root.join(dir)) {
             for e in rd.flatten() {

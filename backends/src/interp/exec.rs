@@ -12,7 +12,8 @@ use super::tile::{class, convert, scalar_from_i64, type_name, Class, Scalar, Til
 use super::InterpError;
 use cranelift_entity::EntityRef;
 use kir_ir::{Attr, Block, Dtype, EvalVal, Kernel, Op, OpData, Opcode, Value};
-use std::collections::BTreeMap;
+use super::sched::Sched;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
 /// Everything one launch of a kernel shares between its program instances (read-only, `Sync`).
@@ -30,6 +31,8 @@ pub(crate) struct LaunchCtx<'a> {
     pub dims: BTreeMap<String, i64>,
     /// Grid size along axes 0, 1, 2 (each in [0, 2^31)).
     pub grid: [i64; 3],
+    /// Seed of the scheduled-IR scheduler (one interleaving of partitions and copies per seed).
+    pub seed: u64,
 }
 
 /// What executing one op means for the enclosing block.
@@ -43,8 +46,16 @@ pub(super) enum Flow {
 /// One program instance: its id and its value environment.
 pub(crate) struct Instance<'a> {
     pub(super) ctx: &'a LaunchCtx<'a>,
-    pid: [i64; 3],
-    env: Vec<Option<Arc<Tile>>>,
+    pub(super) pid: [i64; 3],
+    pub(super) env: Vec<Option<Arc<Tile>>>,
+    /// The scheduled-IR runtime, made at the first scheduling op (shared by partitions).
+    pub(super) sched: Option<Arc<Sched>>,
+    /// This partition's task id in `sched` (0: the kernel body).
+    pub(super) task: usize,
+    /// Tiles read from a stage by `smem_read`: value → (buffer, stage).
+    pub(super) origins: HashMap<Value, (Value, usize)>,
+    /// `dot_async` results not yet bound by `dot_wait`.
+    pub(super) pending_dots: HashMap<Value, Arc<Tile>>,
 }
 
 /// Evaluates a closed constant expression (a literal after specialization).
@@ -79,13 +90,45 @@ impl<'a> Instance<'a> {
             ctx,
             pid,
             env: vec![None; ctx.kernel.dfg.values.len()],
+            sched: None,
+            task: 0,
+            origins: HashMap::new(),
+            pending_dots: HashMap::new(),
         }
     }
 
-    /// Runs the kernel body to completion.
+    /// A partition of a `warp_specialize`: the parent's values, its scheduler, task `task`.
+    pub(super) fn child(
+        ctx: &'a LaunchCtx<'a>,
+        pid: [i64; 3],
+        env: Vec<Option<Arc<Tile>>>,
+        sched: Arc<Sched>,
+        task: usize,
+    ) -> Instance<'a> {
+        Instance {
+            ctx,
+            pid,
+            env,
+            sched: Some(sched),
+            task,
+            origins: HashMap::new(),
+            pending_dots: HashMap::new(),
+        }
+    }
+
+    /// Runs the kernel body to completion; a scheduled kernel must not end with copies in flight.
     pub(crate) fn run(&mut self) -> Result<(), InterpError> {
-        self.run_block(self.ctx.kernel.body, self.ctx.kernel.span)
-            .map(|_| ())
+        let span = self.ctx.kernel.span;
+        self.run_block(self.ctx.kernel.body, span)?;
+        if let Some(sh) = &self.sched {
+            sh.check_exit().map_err(|m| self.fail(span, m))?;
+        }
+        Ok(())
+    }
+
+    /// Runs a region (a partition body) whose values are discarded.
+    pub(super) fn run_region(&mut self, b: Block, span: kir_ir::Span) -> Result<(), InterpError> {
+        self.run_block(b, span).map(|_| ())
     }
 
     /// An error at `span` whose message names the kernel and this program id.
@@ -226,7 +269,7 @@ impl<'a> Instance<'a> {
     }
 
     /// An integer keyword attribute (`axis`), or `default` if absent.
-    fn attr_int(&self, o: &OpData, key: &str, default: i64) -> Result<i64, InterpError> {
+    pub(super) fn attr_int(&self, o: &OpData, key: &str, default: i64) -> Result<i64, InterpError> {
         match o.attr(key) {
             None => Ok(default),
             Some(Attr::Expr(e)) => eval_int(e).map_err(|m| self.fail(o.span, m)),
@@ -440,6 +483,19 @@ impl<'a> Instance<'a> {
                 let r = self.m(o, math::nf4(&x))?;
                 self.set1(o, r)
             }
+            Opcode::SmemAlloc
+            | Opcode::MbarAlloc
+            | Opcode::AsyncCopy
+            | Opcode::AsyncCommit
+            | Opcode::AsyncWait
+            | Opcode::MbarArrive
+            | Opcode::MbarWait
+            | Opcode::SmemRead
+            | Opcode::SmemRelease
+            | Opcode::FenceAsync
+            | Opcode::DotAsync
+            | Opcode::DotWait
+            | Opcode::WarpSpecialize => self.exec_sched(o),
             Opcode::For => self.exec_for(o),
             Opcode::If => {
                 let c = self.operand(o, 0)?;

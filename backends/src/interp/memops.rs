@@ -97,6 +97,18 @@ impl Instance<'_> {
     /// `load`: see the module doc.
     pub(super) fn load(&mut self, o: &OpData) -> Result<Flow, InterpError> {
         let (_, d, shape) = self.result_type(o)?;
+        let out = self.read_tile(o, d, shape)?;
+        self.set1(o, out)
+    }
+
+    /// Reads the tile of dtype `d` and `shape` that the memory op `o` addresses, as `load` does
+    /// (also the source of an `async_copy`).
+    pub(super) fn read_tile(
+        &self,
+        o: &OpData,
+        d: Dtype,
+        shape: Vec<usize>,
+    ) -> Result<Tile, InterpError> {
         let (buf, offs, mask) = self.access_parts(o, &shape)?;
         if buf.dtype != d {
             return Err(self.fail(
@@ -145,7 +157,7 @@ impl Instance<'_> {
             }
             Ok(())
         })?;
-        self.set1(o, out)
+        Ok(out)
     }
 
     /// `store`, or `atomic_add` when `atomic`: see the module doc.

@@ -27,6 +27,8 @@ mod memops;
 pub(crate) mod memory;
 mod reduce;
 pub(crate) mod runner;
+mod sched;
+mod sched_ops;
 mod shape;
 pub(crate) mod tile;
 
@@ -64,11 +66,17 @@ pub enum HostArg {
 pub struct RunOptions {
     /// Run program instances on the rayon pool (kernels with `atomic_add` always run sequentially).
     pub parallel: bool,
+    /// Seed of the scheduled-IR scheduler: each seed is one deterministic interleaving of
+    /// `warp_specialize` partitions and copy completions (kernels without scheduling ops ignore it).
+    pub seed: u64,
 }
 
 impl Default for RunOptions {
     fn default() -> RunOptions {
-        RunOptions { parallel: true }
+        RunOptions {
+            parallel: true,
+            seed: 0,
+        }
     }
 }
 

@@ -293,6 +293,7 @@ fn run_kernel(
         scalars,
         dims,
         grid,
+        seed: opts.seed,
     };
     let [gx, gy, gz] = grid.map(|g| g as usize);
     let total = gx

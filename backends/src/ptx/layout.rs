@@ -328,6 +328,20 @@ pub fn assign_for(
             | Opcode::Store
             | Opcode::AtomicAdd
             | Opcode::Yield => {}
+            // Rejected by `lower_op` with an error naming the op and the target.
+            Opcode::SmemAlloc
+            | Opcode::MbarAlloc
+            | Opcode::AsyncCopy
+            | Opcode::AsyncCommit
+            | Opcode::AsyncWait
+            | Opcode::MbarArrive
+            | Opcode::MbarWait
+            | Opcode::SmemRead
+            | Opcode::SmemRelease
+            | Opcode::FenceAsync
+            | Opcode::DotAsync
+            | Opcode::DotWait
+            | Opcode::WarpSpecialize => {}
         }
     }
     // Class layouts: a class holding an mma-eligible dot result gets `Grid` when all of its

@@ -268,6 +268,28 @@ pub fn lower_op(c: &mut Ctx, op: &OpData) -> Result<(), PtxError> {
                 "`static_if` must be removed by specialization before PTX lowering",
             ))
         }
+        Opcode::SmemAlloc
+        | Opcode::MbarAlloc
+        | Opcode::AsyncCopy
+        | Opcode::AsyncCommit
+        | Opcode::AsyncWait
+        | Opcode::MbarArrive
+        | Opcode::MbarWait
+        | Opcode::SmemRead
+        | Opcode::SmemRelease
+        | Opcode::FenceAsync
+        | Opcode::DotAsync
+        | Opcode::DotWait
+        | Opcode::WarpSpecialize => {
+            return Err(PtxError::at(
+                sp,
+                format!(
+                    "`{}` is scheduled IR, which the PTX backend does not lower for {} yet",
+                    op.opcode.name(),
+                    c.target.name()
+                ),
+            ))
+        }
         Opcode::Yield => {}
     }
     Ok(())

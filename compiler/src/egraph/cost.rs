@@ -38,7 +38,20 @@ pub fn weight(op: Opcode, is_float: bool) -> f64 {
         | Opcode::For
         | Opcode::If
         | Opcode::StaticIf
-        | Opcode::Yield => 1.0e6,
+        | Opcode::Yield
+        | Opcode::SmemAlloc
+        | Opcode::MbarAlloc
+        | Opcode::AsyncCopy
+        | Opcode::AsyncCommit
+        | Opcode::AsyncWait
+        | Opcode::MbarArrive
+        | Opcode::MbarWait
+        | Opcode::SmemRead
+        | Opcode::SmemRelease
+        | Opcode::FenceAsync
+        | Opcode::DotAsync
+        | Opcode::DotWait
+        | Opcode::WarpSpecialize => 1.0e6,
     }
 }
 

@@ -52,7 +52,7 @@ pub struct TileNode {
 /// True for opcodes the e-graph may rewrite: no memory access, no control flow.
 pub fn is_pure(op: Opcode) -> bool {
     let class = op.info().class;
-    !matches!(class, OpClass::Memory | OpClass::Control)
+    !matches!(class, OpClass::Memory | OpClass::Control | OpClass::Schedule)
 }
 
 impl TileNode {

@@ -316,6 +316,10 @@ impl Cx<'_> {
             Type::Tile(dims, e) => {
                 Type::Tile(dims.iter().map(|d| self.expr(d)).collect(), self.elem(e))
             }
+            Type::Smem(dims, e) => {
+                Type::Smem(dims.iter().map(|d| self.expr(d)).collect(), self.elem(e))
+            }
+            Type::Mbar(n) => Type::Mbar(self.expr(n)),
         }
     }
 

@@ -316,6 +316,20 @@ fn print_op(
                 region(s, op.regions.get(1));
             }
         }
+        Opcode::WarpSpecialize => {
+            for (key, a) in &op.attrs {
+                write!(s, " {key} {}", attr_text(a, names)).ok();
+            }
+            region(s, op.regions.first());
+            let wg = op
+                .regions
+                .get(1)
+                .and_then(|&b| k.dfg.blocks.get(b))
+                .and_then(|b| b.args.first().copied())
+                .map_or("%?".to_string(), vn);
+            write!(s, " consumer({wg})").ok();
+            region(s, op.regions.get(1));
+        }
         _ => {
             match &op.lead {
                 Some(a) => write!(s, " {}", attr_text(a, names)).ok(),

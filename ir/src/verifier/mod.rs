@@ -23,6 +23,7 @@ mod program;
 mod rules;
 mod rules_compute;
 mod rules_memory;
+pub mod rules_sched;
 mod table;
 #[cfg(test)]
 mod tests;
@@ -141,7 +142,8 @@ pub(crate) fn dims_eq(a: &[Expr], b: &[Expr]) -> Option<bool> {
 pub(crate) fn shape_eq(a: &Type, b: &Type) -> Option<bool> {
     match (a, b) {
         (Type::Scalar(_), Type::Scalar(_)) => Some(true),
-        (Type::Tile(x, _), Type::Tile(y, _)) => dims_eq(x, y),
+        (Type::Tile(x, _), Type::Tile(y, _)) | (Type::Smem(x, _), Type::Smem(y, _)) => dims_eq(x, y),
+        (Type::Mbar(x), Type::Mbar(y)) => dim_eq(x, y),
         _ => Some(false),
     }
 }
@@ -154,8 +156,8 @@ pub(crate) fn ty_eq(a: &Type, b: &Type) -> Option<bool> {
 /// The dims of a type (empty for a scalar).
 pub(crate) fn dims_of(t: &Type) -> &[Expr] {
     match t {
-        Type::Scalar(_) => &[],
-        Type::Tile(d, _) => d,
+        Type::Scalar(_) | Type::Mbar(_) => &[],
+        Type::Tile(d, _) | Type::Smem(d, _) => d,
     }
 }
 

@@ -15,6 +15,7 @@ use crate::types::Type;
 
 /// Checks the type rule of one op (its structure was checked by the body walk).
 pub(crate) fn check_op(b: &mut Body, _op: crate::entities::Op, d: &OpData) {
+    super::rules_sched::no_resources(b, d);
     match d.opcode {
         Opcode::ProgramId | Opcode::NumPrograms => grid_query(b, d),
         Opcode::Dim => dim(b, d),
@@ -51,6 +52,19 @@ pub(crate) fn check_op(b: &mut Body, _op: crate::entities::Op, d: &OpData) {
         Opcode::Reduce => rc::reduce(b, d),
         Opcode::Dot => rc::dot(b, d),
         Opcode::Nf4 => rc::nf4(b, d),
+        Opcode::SmemAlloc
+        | Opcode::MbarAlloc
+        | Opcode::AsyncCopy
+        | Opcode::AsyncCommit
+        | Opcode::AsyncWait
+        | Opcode::MbarArrive
+        | Opcode::MbarWait
+        | Opcode::SmemRead
+        | Opcode::SmemRelease
+        | Opcode::FenceAsync
+        | Opcode::DotAsync
+        | Opcode::DotWait
+        | Opcode::WarpSpecialize => super::rules_sched::check(b, d),
         Opcode::For => rc::for_(b, d),
         Opcode::If => rc::if_(b, d),
         Opcode::StaticIf => rc::static_if(b, d),

@@ -21,6 +21,8 @@ fn with_dtype(t: &Type, dt: Dtype) -> Type {
     match t {
         Type::Scalar(_) => Type::scalar(dt),
         Type::Tile(d, _) => Type::Tile(d.clone(), ElemType::Known(dt)),
+        Type::Smem(d, _) => Type::Smem(d.clone(), ElemType::Known(dt)),
+        Type::Mbar(n) => Type::Mbar(n.clone()),
     }
 }
 

@@ -64,7 +64,7 @@ fn memory_against(b: &mut Body, d: &OpData, decl: Option<&Param>) {
             return;
         }
         Some(ParamKind::Tensor(acc, tt)) => {
-            if d.opcode != Opcode::Load && *acc == Access::In {
+            if !matches!(d.opcode, Opcode::Load | Opcode::AsyncCopy) && *acc == Access::In {
                 err_note(
                     b.errs,
                     tr.span,
@@ -104,15 +104,20 @@ fn memory_against(b: &mut Body, d: &OpData, decl: Option<&Param>) {
             }
         }
     }
-    let data = if d.opcode == Opcode::Load {
-        res(b, d, 0)
-    } else {
-        opd(b, d, 0)
+    // The tile the access moves: a load's result, an async copy's stage, a store's value.
+    let stage = match d.opcode {
+        Opcode::AsyncCopy => opd(b, d, 0).and_then(|t| t.stage()).map(|(_, t)| t),
+        _ => None,
     };
-    let what = if d.opcode == Opcode::Load {
-        "result"
-    } else {
-        "value"
+    let data = match d.opcode {
+        Opcode::Load => res(b, d, 0),
+        Opcode::AsyncCopy => stage.as_ref(),
+        _ => opd(b, d, 0),
+    };
+    let what = match d.opcode {
+        Opcode::Load => "result",
+        Opcode::AsyncCopy => "stage",
+        _ => "value",
     };
     if let Some(t) = data {
         if dims_of(t).len() > rank {
@@ -143,7 +148,7 @@ fn memory_against(b: &mut Body, d: &OpData, decl: Option<&Param>) {
                 err(b.errs, d.span, format!("the mask of `{name}` must be i1 of the {what}'s shape ({t}) or a scalar i1, found {m}"));
             }
         }
-        if d.opcode == Opcode::Load && d.attr("other").is_none() {
+        if matches!(d.opcode, Opcode::Load | Opcode::AsyncCopy) && d.attr("other").is_none() {
             err_note(
                 b.errs,
                 d.span,

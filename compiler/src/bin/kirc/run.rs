@@ -139,6 +139,7 @@ fn run_cpu(
 ) -> Result<BTreeMap<String, HostTensor>, CliError> {
     let opts = RunOptions {
         parallel: !sequential,
+        ..Default::default()
     };
     interp::run_with(m, args, &opts).map_err(|e| {
         let message = match &e.kernel {

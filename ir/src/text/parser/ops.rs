@@ -89,7 +89,32 @@ impl Parser {
     }
 
     pub(super) fn ty(&mut self) -> PResult<Type> {
-        if !self.is_kw("tile") {
+        if self.is_kw("mbar") {
+            self.bump();
+            self.expect_punct("<")?;
+            let sp = self.span();
+            let n = match self.peek().clone() {
+                Tok::Int(v) => {
+                    self.bump();
+                    Expr { kind: ExprKind::Int(v), span: sp }
+                }
+                Tok::Ident(s) => {
+                    self.bump();
+                    Expr { kind: ExprKind::Ident(s), span: sp }
+                }
+                Tok::Punct("(") => {
+                    self.bump();
+                    let e = self.expr()?;
+                    self.expect_punct(")")?;
+                    e
+                }
+                _ => return self.err("a barrier count"),
+            };
+            self.expect_punct(">")?;
+            return Ok(Type::Mbar(n));
+        }
+        let smem = self.is_kw("smem");
+        if !smem && !self.is_kw("tile") {
             return Ok(Type::Scalar(self.elem()?));
         }
         self.bump();
@@ -141,6 +166,9 @@ impl Parser {
             };
             if dims.is_empty() {
                 return Err(Diagnostic::new(item.span, "a tile needs at least one dim"));
+            }
+            if smem {
+                return Ok(Type::Smem(dims, elem));
             }
             return Ok(Type::Tile(dims, elem));
         }
@@ -238,6 +266,15 @@ impl Parser {
                     ks.dfg.append_op(e, y, vec![]);
                     op.regions.push(e);
                 }
+            }
+            Opcode::WarpSpecialize => {
+                self.generic_op(ks, &mut op, info)?;
+                op.regions.push(self.region(ks, vec![])?);
+                self.expect_kw("consumer")?;
+                self.expect_punct("(")?;
+                let (n, sp) = self.value_def()?;
+                self.expect_punct(")")?;
+                op.regions.push(self.region(ks, vec![(n, sp, Type::scalar(Dtype::I32))])?);
             }
             _ => self.generic_op(ks, &mut op, info)?,
         }

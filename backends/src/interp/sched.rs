@@ -1,0 +1,585 @@
+//! The scheduled-IR runtime of one program instance: stage buffers, mbarriers, copies in flight
+//! and the partitions of `warp_specialize`, run as cooperating tasks under a deterministic
+//! scheduler.
+//!
+//! Exactly one task runs at a time. At every scheduling op a task hands control back, and the
+//! scheduler picks, with a seeded generator, either a runnable task or a copy in flight to land.
+//! So one seed is one interleaving, and other seeds explore others. The checks (docs/ir.md,
+//! "Scheduled IR"):
+//! - **deadlock**: no task can run and no copy in flight can change that;
+//! - **unfilled read**: `smem_read` of a stage that is empty, still being filled, or whose fill
+//!   this task has not observed (through the fill's barrier phase or its copy group);
+//! - **overwrite in use**: a copy into a stage whose previous fill is unread, still read (no
+//!   `smem_release` by a reader), or still being copied; a release while a `dot_async` reading
+//!   the stage is in flight;
+//! - **barrier ledgers**: a phase that completes with `expect_tx` bytes different from the bytes
+//!   of the copies issued for it, more arrivals than the barrier expects, and a wait whose parity
+//!   lets it pass over a phase this task never observed (phase aliasing).
+
+use kir_ir::{Span, Value};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+
+use super::tile::Tile;
+
+/// A scheduling failure: a message and, where one op is at fault, its span.
+pub(crate) type Fail = (Option<Span>, String);
+
+/// What a blocked task waits for.
+#[derive(Clone, Debug)]
+pub(crate) enum Cond {
+    /// `mbar_wait`: the phase of `bar[stage]` with this parity has completed.
+    Bar { bar: Value, stage: usize, parity: i64 },
+    /// `async_wait`: every committed copy group but the newest `keep` has landed.
+    Groups { keep: usize },
+    /// `warp_specialize`: the partitions this task started have all finished.
+    Children,
+}
+
+#[derive(Clone, Debug)]
+enum Status {
+    Ready,
+    Blocked(Cond, Span, String),
+    Done,
+}
+
+/// How a stage's current data was delivered, which decides who may read it.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Fill {
+    Bar { bar: Value, round: i64 },
+    Group { task: usize, group: u64 },
+}
+
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum StageState {
+    Empty,
+    InFlight,
+    Full,
+}
+
+#[derive(Clone, Debug)]
+struct Stage {
+    state: StageState,
+    data: Option<Arc<Tile>>,
+    fill: Option<Fill>,
+    readers: BTreeSet<usize>,
+    released: BTreeSet<usize>,
+}
+
+#[derive(Clone, Debug)]
+struct Barrier {
+    expected: i64,
+    pending: i64,
+    tx: i64,
+    /// Completed phases.
+    round: i64,
+    /// Bytes announced by `mbar_arrive tx` in the current phase.
+    expect_sum: i64,
+    /// Bytes of the copies issued for each phase (by the phase current at issue).
+    tagged: BTreeMap<i64, i64>,
+}
+
+#[derive(Clone, Debug)]
+struct Copy {
+    span: Span,
+    buf: Value,
+    stage: usize,
+    tile: Arc<Tile>,
+    bytes: i64,
+    fill: Fill,
+    bar_stage: Option<(Value, usize)>,
+}
+
+#[derive(Clone, Debug)]
+struct Task {
+    name: String,
+    status: Status,
+    parent: Option<usize>,
+    /// Last phase of each (barrier, stage) this task observed through `mbar_wait`.
+    observed: HashMap<(Value, usize), i64>,
+    /// Copy group numbering: the open group, the committed groups not yet waited for (oldest
+    /// first), and every group this task has waited for.
+    open_group: u64,
+    committed: Vec<u64>,
+    waited: BTreeSet<u64>,
+    /// `dot_async`s in flight (oldest first): result value, and the stages its operands came from.
+    dots: Vec<(Value, Vec<(Value, usize)>)>,
+}
+
+/// The shared state of one program instance's scheduled run.
+struct State {
+    rng: u64,
+    turn: usize,
+    failed: Option<Fail>,
+    tasks: Vec<Task>,
+    bufs: HashMap<Value, Vec<Stage>>,
+    bars: HashMap<Value, Vec<Barrier>>,
+    names: HashMap<Value, String>,
+    inflight: Vec<Copy>,
+}
+
+/// One program instance's scheduler, shared by its partition threads.
+pub(crate) struct Sched {
+    st: Mutex<State>,
+    cv: Condvar,
+}
+
+/// A task's view of its own copy in flight, for messages.
+fn stage_name(names: &HashMap<Value, String>, v: Value, s: usize) -> String {
+    format!("{}[{s}]", names.get(&v).cloned().unwrap_or_else(|| v.to_string()))
+}
+
+impl State {
+    fn next_rand(&mut self) -> u64 {
+        // splitmix64
+        self.rng = self.rng.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.rng;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+
+    fn group_landed(&self, task: usize, g: u64) -> bool {
+        !self
+            .inflight
+            .iter()
+            .any(|c| c.fill == Fill::Group { task, group: g })
+    }
+
+    fn cond_ok(&self, t: usize, c: &Cond) -> bool {
+        match c {
+            Cond::Bar { bar, stage, parity } => self
+                .bars
+                .get(bar)
+                .and_then(|b| b.get(*stage))
+                .is_some_and(|b| b.round % 2 != *parity),
+            Cond::Groups { keep } => {
+                let groups = &self.tasks[t].committed;
+                let old = groups.len().saturating_sub(*keep);
+                groups[..old].iter().all(|&g| self.group_landed(t, g))
+            }
+            Cond::Children => self
+                .tasks
+                .iter()
+                .filter(|k| k.parent == Some(t))
+                .all(|k| matches!(k.status, Status::Done)),
+        }
+    }
+
+    fn runnable(&self, t: usize) -> bool {
+        match &self.tasks[t].status {
+            Status::Ready => true,
+            Status::Blocked(c, ..) => self.cond_ok(t, c),
+            Status::Done => false,
+        }
+    }
+
+    /// Picks the next task to run, landing copies in flight as the generator chooses.
+    fn pick(&mut self) -> Result<usize, Fail> {
+        loop {
+            let tasks: Vec<usize> = (0..self.tasks.len()).filter(|&t| self.runnable(t)).collect();
+            let n = tasks.len() + self.inflight.len();
+            if n == 0 {
+                return Err(self.deadlock());
+            }
+            let i = (self.next_rand() % n as u64) as usize;
+            if i < tasks.len() {
+                return Ok(tasks[i]);
+            }
+            self.land(i - tasks.len())?;
+        }
+    }
+
+    /// Every task waits and no copy in flight is left: describe each wait.
+    fn deadlock(&self) -> Fail {
+        let mut span = None;
+        let mut parts = Vec::new();
+        for t in &self.tasks {
+            let Status::Blocked(c, sp, what) = &t.status else { continue };
+            if matches!(c, Cond::Children) {
+                continue;
+            }
+            span.get_or_insert(*sp);
+            let detail = match c {
+                Cond::Bar { bar, stage, .. } => match self.bars.get(bar).and_then(|b| b.get(*stage)) {
+                    Some(b) => format!(
+                        " ({} is in phase {}: {} of {} arrivals missing, {} bytes owed; expect_tx announced {} bytes, copies issued for the phase deliver {})",
+                        stage_name(&self.names, *bar, *stage),
+                        b.round,
+                        b.pending,
+                        b.expected,
+                        b.tx,
+                        b.expect_sum,
+                        b.tagged.get(&b.round).copied().unwrap_or(0)
+                    ),
+                    None => String::new(),
+                },
+                _ => String::new(),
+            };
+            parts.push(format!("{} at `{what}`{detail}", t.name));
+        }
+        (span, format!("deadlock: every partition is waiting and no copy is in flight: {}", parts.join("; ")))
+    }
+
+    /// Lands copy `i` of the in-flight list.
+    fn land(&mut self, i: usize) -> Result<(), Fail> {
+        let c = self.inflight.remove(i);
+        let still = self.inflight.iter().any(|o| o.buf == c.buf && o.stage == c.stage);
+        if let Some(st) = self.bufs.get_mut(&c.buf).and_then(|s| s.get_mut(c.stage)) {
+            st.data = Some(c.tile.clone());
+            st.fill = Some(c.fill);
+            if !still {
+                st.state = StageState::Full;
+            }
+        }
+        if let Some((bar, s)) = c.bar_stage {
+            let name = stage_name(&self.names, bar, s);
+            if let Some(b) = self.bars.get_mut(&bar).and_then(|v| v.get_mut(s)) {
+                b.tx -= c.bytes;
+                if b.pending == 0 && b.tx < 0 {
+                    return Err((Some(c.span), format!(
+                        "barrier {name} phase {}: the copies deliver {} bytes more than its expect_tx of {} bytes announced",
+                        b.round, -b.tx, b.expect_sum
+                    )));
+                }
+            }
+            self.complete(bar, s).map_err(|(sp, m)| (sp.or(Some(c.span)), m))?;
+        }
+        Ok(())
+    }
+
+    /// Completes the current phase of `bar[s]` if nothing is owed; checks the byte ledger.
+    fn complete(&mut self, bar: Value, s: usize) -> Result<(), Fail> {
+        let name = stage_name(&self.names, bar, s);
+        let Some(b) = self.bars.get_mut(&bar).and_then(|v| v.get_mut(s)) else {
+            return Ok(());
+        };
+        if b.pending != 0 || b.tx != 0 {
+            return Ok(());
+        }
+        let tagged = b.tagged.remove(&b.round).unwrap_or(0);
+        if tagged != b.expect_sum {
+            return Err((
+                None,
+                format!(
+                    "barrier {name} completed phase {} with expect_tx {} bytes, but the copies issued for that phase deliver {tagged} bytes",
+                    b.round, b.expect_sum
+                ),
+            ));
+        }
+        b.round += 1;
+        b.pending = b.expected;
+        b.expect_sum = 0;
+        Ok(())
+    }
+}
+
+/// Releases the lock while waiting for this task's turn; `Err` when the run failed meanwhile.
+fn wait_turn<'a>(cv: &Condvar, mut g: MutexGuard<'a, State>, me: usize) -> Result<MutexGuard<'a, State>, Fail> {
+    loop {
+        if let Some(f) = &g.failed {
+            return Err(f.clone());
+        }
+        if g.turn == me {
+            return Ok(g);
+        }
+        g = cv.wait(g).unwrap_or_else(|e| e.into_inner());
+    }
+}
+
+impl Sched {
+    /// A scheduler with one task (the program instance itself, named `main`), seeded by `seed`.
+    pub(crate) fn new(seed: u64) -> Sched {
+        let main = Task {
+            name: "the kernel body".into(),
+            status: Status::Ready,
+            parent: None,
+            observed: HashMap::new(),
+            open_group: 0,
+            committed: vec![],
+            waited: BTreeSet::new(),
+            dots: vec![],
+        };
+        Sched {
+            st: Mutex::new(State {
+                rng: seed,
+                turn: 0,
+                failed: None,
+                tasks: vec![main],
+                bufs: HashMap::new(),
+                bars: HashMap::new(),
+                names: HashMap::new(),
+                inflight: vec![],
+            }),
+            cv: Condvar::new(),
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, State> {
+        self.st.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Records a failure (the first one wins) and wakes every task so it can stop.
+    pub(crate) fn abort(&self, f: Fail) {
+        let mut g = self.lock();
+        if g.failed.is_none() {
+            g.failed = Some(f);
+        }
+        self.cv.notify_all();
+    }
+
+    /// The recorded failure, if any.
+    pub(crate) fn failure(&self) -> Option<Fail> {
+        self.lock().failed.clone()
+    }
+
+    /// A scheduling point of task `me`: optionally block on `cond` (at op `span`, described by
+    /// `what`), let the scheduler run others and land copies, and return once `me` runs again
+    /// with its condition true.
+    pub(crate) fn point(&self, me: usize, cond: Option<(Cond, Span, String)>) -> Result<(), Fail> {
+        let mut g = self.lock();
+        if let Some((c, sp, what)) = cond {
+            g.tasks[me].status = Status::Blocked(c, sp, what);
+        }
+        match g.pick() {
+            Ok(next) => g.turn = next,
+            Err(f) => {
+                g.failed.get_or_insert(f.clone());
+                self.cv.notify_all();
+                return Err(f);
+            }
+        }
+        self.cv.notify_all();
+        let mut g = wait_turn(&self.cv, g, me)?;
+        g.tasks[me].status = Status::Ready;
+        Ok(())
+    }
+
+    /// Adds the partitions of a `warp_specialize` run by task `parent`; returns their ids.
+    pub(crate) fn spawn(&self, parent: usize, names: Vec<String>) -> Vec<usize> {
+        let mut g = self.lock();
+        let mut ids = Vec::new();
+        for name in names {
+            ids.push(g.tasks.len());
+            g.tasks.push(Task {
+                name,
+                status: Status::Ready,
+                parent: Some(parent),
+                observed: HashMap::new(),
+                open_group: 0,
+                committed: vec![],
+                waited: BTreeSet::new(),
+                dots: vec![],
+            });
+        }
+        ids
+    }
+
+    /// Blocks a freshly started partition thread until its first turn.
+    pub(crate) fn start(&self, me: usize) -> Result<(), Fail> {
+        let g = self.lock();
+        wait_turn(&self.cv, g, me).map(|_| ())
+    }
+
+    /// Task `me` has finished: hand control to another task.
+    pub(crate) fn finish(&self, me: usize) {
+        let mut g = self.lock();
+        g.tasks[me].status = Status::Done;
+        match g.pick() {
+            Ok(next) => g.turn = next,
+            Err(f) => {
+                g.failed.get_or_insert(f);
+            }
+        }
+        self.cv.notify_all();
+    }
+
+    /// Declares a stage buffer of `stages` stages, all empty.
+    pub(crate) fn alloc_buf(&self, v: Value, name: String, stages: usize) {
+        let mut g = self.lock();
+        let st = Stage { state: StageState::Empty, data: None, fill: None, readers: BTreeSet::new(), released: BTreeSet::new() };
+        g.bufs.insert(v, vec![st; stages]);
+        g.names.insert(v, name);
+    }
+
+    /// Declares `stages` mbarriers in phase 0, each expecting `arrivals` arrivals.
+    pub(crate) fn alloc_bar(&self, v: Value, name: String, stages: usize, arrivals: i64) {
+        let mut g = self.lock();
+        let b = Barrier { expected: arrivals, pending: arrivals, tx: 0, round: 0, expect_sum: 0, tagged: BTreeMap::new() };
+        g.bars.insert(v, vec![b; stages]);
+        g.names.insert(v, name);
+    }
+
+    /// Starts a copy of `tile` (`bytes` bytes) into `buf[stage]` by task `me`, completing on
+    /// `bar[stage]` or joining `me`'s open copy group.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn copy(&self, me: usize, span: Span, buf: Value, stage: usize, tile: Tile, bytes: i64, bar: Option<Value>) -> Result<(), String> {
+        let mut g = self.lock();
+        let g = &mut *g;
+        let name = stage_name(&g.names, buf, stage);
+        let st = g.bufs.get_mut(&buf).and_then(|s| s.get_mut(stage)).ok_or_else(|| format!("stage {stage} is outside buffer {name}"))?;
+        match st.state {
+            StageState::InFlight => return Err(format!("copy into {name} overwrites a stage whose earlier copy is still in flight")),
+            StageState::Full if st.readers.is_empty() && st.released.is_empty() => {
+                return Err(format!("copy into {name} overwrites a fill that no partition has read or released"))
+            }
+            StageState::Full => {
+                let busy: Vec<String> = st.readers.difference(&st.released).map(|&t| g.tasks[t].name.clone()).collect();
+                if !busy.is_empty() {
+                    return Err(format!("copy into {name} overwrites a stage still being read by {} (no `smem_release` since its `smem_read`)", busy.join(", ")));
+                }
+            }
+            StageState::Empty => {}
+        }
+        st.state = StageState::InFlight;
+        st.readers.clear();
+        st.released.clear();
+        let fill = match bar {
+            Some(b) => {
+                let bars = g.bars.get_mut(&b).ok_or_else(|| "unknown barrier".to_string())?;
+                let bs = bars.get_mut(stage).ok_or_else(|| format!("barrier stage {stage} out of range"))?;
+                *bs.tagged.entry(bs.round).or_insert(0) += bytes;
+                Fill::Bar { bar: b, round: bs.round }
+            }
+            None => Fill::Group { task: me, group: g.tasks[me].open_group },
+        };
+        g.inflight.push(Copy { span, buf, stage, tile: Arc::new(tile), bytes, fill, bar_stage: bar.map(|b| (b, stage)) });
+        Ok(())
+    }
+
+    /// `async_commit` of task `me`.
+    pub(crate) fn commit(&self, me: usize) {
+        let mut g = self.lock();
+        let t = &mut g.tasks[me];
+        t.committed.push(t.open_group);
+        t.open_group += 1;
+    }
+
+    /// After an `async_wait keep` of task `me` passed: every group but the newest `keep` is waited.
+    pub(crate) fn waited_groups(&self, me: usize, keep: usize) {
+        let mut g = self.lock();
+        let t = &mut g.tasks[me];
+        let old = t.committed.len().saturating_sub(keep);
+        let done: Vec<u64> = t.committed.drain(..old).collect();
+        t.waited.extend(done);
+    }
+
+    /// `mbar_arrive` (with `tx` bytes announced first) by task `me`.
+    pub(crate) fn arrive(&self, bar: Value, stage: usize, tx: i64) -> Result<(), Fail> {
+        let mut g = self.lock();
+        let name = stage_name(&g.names, bar, stage);
+        let b = g.bars.get_mut(&bar).and_then(|v| v.get_mut(stage)).ok_or((None, format!("barrier stage {name} out of range")))?;
+        if b.pending == 0 {
+            return Err((None, format!("barrier {name} phase {} got more than its {} expected arrivals", b.round, b.expected)));
+        }
+        b.tx += tx;
+        b.expect_sum += tx;
+        b.pending -= 1;
+        g.complete(bar, stage)
+    }
+
+    /// After `mbar_wait` of task `me` on `bar[stage]` passed: records the phase it observed and
+    /// checks that no phase was skipped.
+    pub(crate) fn observed(&self, me: usize, bar: Value, stage: usize) -> Result<(), String> {
+        let mut g = self.lock();
+        let name = stage_name(&g.names, bar, stage);
+        let round = g.bars.get(&bar).and_then(|v| v.get(stage)).map_or(0, |b| b.round);
+        let seen = round - 1;
+        let t = &mut g.tasks[me];
+        let prev = t.observed.get(&(bar, stage)).copied();
+        if let Some(p) = prev {
+            if seen > p + 1 {
+                return Err(format!("phase aliasing: the wait passed on {name} phase {seen}, but {} last observed phase {p} and never saw phase {}", t.name, p + 1));
+            }
+        }
+        t.observed.insert((bar, stage), prev.map_or(seen, |p| p.max(seen)));
+        Ok(())
+    }
+
+    /// `smem_read` of `buf[stage]` by task `me`.
+    pub(crate) fn read(&self, me: usize, buf: Value, stage: usize) -> Result<Arc<Tile>, String> {
+        let mut g = self.lock();
+        let g = &mut *g;
+        let name = stage_name(&g.names, buf, stage);
+        let t = &g.tasks[me];
+        let st = g.bufs.get_mut(&buf).and_then(|s| s.get_mut(stage)).ok_or_else(|| format!("stage {stage} is outside buffer {name}"))?;
+        match st.state {
+            StageState::Empty => return Err(format!("{} reads {name}, which no producer has filled", t.name)),
+            StageState::InFlight => return Err(format!("{} reads {name} while a copy into it is still in flight (the fill is not complete)", t.name)),
+            StageState::Full => {}
+        }
+        if st.released.contains(&me) {
+            return Err(format!("{} reads {name} after releasing it", t.name));
+        }
+        match st.fill {
+            Some(Fill::Bar { bar, round }) => {
+                let bname = stage_name(&g.names, bar, stage);
+                match t.observed.get(&(bar, stage)).copied() {
+                    Some(o) if o == round => {}
+                    Some(o) if o > round => return Err(format!("{} reads {name}, which holds the fill of phase {round} of {bname}, but it waited for phase {o}: a fill was lost", t.name)),
+                    _ => return Err(format!("{} reads {name} before waiting for its fill (phase {round} of {bname})", t.name)),
+                }
+            }
+            Some(Fill::Group { task, group }) => {
+                if task != me {
+                    return Err(format!("{} reads {name}, filled by a copy group of {}: only a barrier makes it visible to another partition", t.name, g.tasks[task].name));
+                }
+                if !t.waited.contains(&group) {
+                    return Err(format!("{} reads {name} before an `async_wait` covering the copy group that fills it", t.name));
+                }
+            }
+            None => return Err(format!("{} reads {name}, which no producer has filled", t.name)),
+        }
+        st.readers.insert(me);
+        st.data.clone().ok_or_else(|| format!("{name} holds no data"))
+    }
+
+    /// `smem_release` of `buf[stage]` by task `me`.
+    pub(crate) fn release(&self, me: usize, buf: Value, stage: usize) -> Result<(), String> {
+        let mut g = self.lock();
+        let g = &mut *g;
+        let name = stage_name(&g.names, buf, stage);
+        let t = &g.tasks[me];
+        if let Some((d, _)) = t.dots.iter().find(|(_, srcs)| srcs.contains(&(buf, stage))) {
+            return Err(format!("{} releases {name} while `dot_async` {d} still reads it (no `dot_wait` yet)", t.name));
+        }
+        let st = g.bufs.get_mut(&buf).and_then(|s| s.get_mut(stage)).ok_or_else(|| format!("stage {stage} is outside buffer {name}"))?;
+        st.released.insert(me);
+        Ok(())
+    }
+
+    /// Records a `dot_async` of task `me` whose operands came from these stages.
+    pub(crate) fn dot_started(&self, me: usize, v: Value, srcs: Vec<(Value, usize)>) {
+        self.lock().tasks[me].dots.push((v, srcs));
+    }
+
+    /// `dot_wait %v pending keep` of task `me`: retires every `dot_async` but the newest `keep`,
+    /// which must include `v`'s.
+    pub(crate) fn dot_wait(&self, me: usize, v: Value, keep: usize) -> Result<(), String> {
+        let mut g = self.lock();
+        let t = &mut g.tasks[me];
+        let old = t.dots.len().saturating_sub(keep);
+        let pos = t.dots.iter().position(|(d, _)| *d == v);
+        match pos {
+            Some(p) if p < old => {
+                t.dots.drain(..old);
+                Ok(())
+            }
+            Some(_) => Err(format!("`dot_wait` with pending {keep} does not retire {v}: it is among the {keep} newest `dot_async`s of {}", t.name)),
+            None => Err(format!("{v} is not a `dot_async` in flight in {}", t.name)),
+        }
+    }
+
+    /// At the end of the kernel: no copy may still target shared memory.
+    pub(crate) fn check_exit(&self) -> Result<(), String> {
+        let g = self.lock();
+        match g.inflight.first() {
+            None => Ok(()),
+            Some(c) => Err(format!(
+                "the kernel ends with {} async copies in flight (one into {}); wait for them before exiting",
+                g.inflight.len(),
+                stage_name(&g.names, c.buf, c.stage)
+            )),
+        }
+    }
+}

@@ -1,0 +1,268 @@
+//! Type rules of the scheduled IR: stage buffers and mbarrier arrays are made only by their
+//! allocation ops and used only by scheduling ops; stage indices and parities are i32 scalars;
+//! byte counts, arrival counts and register budgets are in range; a kernel's shared memory fits
+//! the largest per-block budget of any target ([`SMEM_LIMIT_BYTES`]).
+
+use super::body::Body;
+use super::rules::{opd, res};
+use super::{dim_eq, dtype_is, err, err_note, lit_int, ty_eq};
+use crate::dtype::Dtype;
+use crate::module::{Kernel, OpData, ValueDef};
+use crate::ops::{Attr, OpClass, Opcode};
+use crate::types::Type;
+
+/// The most shared memory one block may use on any target (227 KB on sm_90a and sm_100a).
+/// Targets with less (sm_80: 163 KB, sm_120a: 99 KB) are checked by the passes and backends
+/// that know the target.
+pub const SMEM_LIMIT_BYTES: u64 = 232_448;
+
+/// The most arrivals one mbarrier phase may expect (PTX `mbarrier.init` takes a count below 2^20).
+pub const MAX_ARRIVALS: i64 = (1 << 20) - 1;
+
+/// Bytes of one `smem<...>` buffer (every stage), when its shape and dtype are known.
+pub fn smem_bytes(t: &Type) -> Option<u64> {
+    match t {
+        Type::Smem(..) => {
+            let n: usize = t.shape()?.iter().product();
+            Some((n * t.dtype()?.size_bytes()) as u64)
+        }
+        _ => None,
+    }
+}
+
+/// Total bytes of every `smem_alloc` in the kernel, with the ones whose size is not known yet
+/// counted as 0.
+pub fn kernel_smem_bytes(k: &Kernel) -> u64 {
+    k.dfg
+        .ops
+        .values()
+        .filter(|o| o.opcode == Opcode::SmemAlloc)
+        .filter_map(|o| o.results.first().and_then(|&v| k.dfg.values.get(v)))
+        .filter_map(|v| smem_bytes(&v.ty))
+        .sum()
+}
+
+/// Resource values (`smem`, `mbar`) flow only from their allocation into scheduling ops: no other
+/// op (arithmetic, `for`, `if`, `yield`) may take or produce one.
+pub(crate) fn no_resources(b: &mut Body, d: &OpData) {
+    if d.opcode.info().class == OpClass::Schedule {
+        return;
+    }
+    let name = d.opcode.name();
+    for (i, &v) in d.operands.iter().enumerate() {
+        if let Some(t) = b.vty(v).filter(|t| t.is_resource()) {
+            err(b.errs, d.span, format!("`{name}` cannot take {t} (operand {i}): shared-memory buffers and barriers are used only by scheduling ops"));
+        }
+    }
+    for &v in &d.results {
+        if let Some(t) = b.vty(v).filter(|t| t.is_resource()) {
+            err_note(
+                b.errs,
+                d.span,
+                format!("`{name}` cannot produce {t}"),
+                "only `smem_alloc` and `mbar_alloc` make shared-memory buffers and barriers",
+            );
+        }
+    }
+}
+
+/// The type rule of one scheduling op.
+pub(crate) fn check(b: &mut Body, d: &OpData) {
+    match d.opcode {
+        Opcode::SmemAlloc => smem_alloc(b, d),
+        Opcode::MbarAlloc => mbar_alloc(b, d),
+        Opcode::AsyncCopy => {
+            let stages = staged(b, d, 0, "a shared-memory buffer");
+            if let Some(Attr::Value(bar)) = d.attr("bar") {
+                if let Some(t) = b.vty(*bar) {
+                    match (t, stages) {
+                        (Type::Mbar(n), Some(s)) if dim_eq(n, s) == Some(false) => err(b.errs, d.span, format!("`async_copy` names barriers {t} for a buffer of {s} stages: one barrier per stage")),
+                        (Type::Mbar(_), _) => {}
+                        _ => err(b.errs, d.span, format!("`bar` of `async_copy` must be an mbarrier array, found {t}")),
+                    }
+                }
+            }
+            super::rules_memory::memory(b, d);
+        }
+        Opcode::AsyncCommit | Opcode::FenceAsync => {}
+        Opcode::AsyncWait => count_attr(b, d, "pending", 0, i64::from(i32::MAX)),
+        Opcode::MbarArrive => {
+            staged(b, d, 0, "an mbarrier array");
+            count_attr(b, d, "tx", 1, MAX_ARRIVALS);
+        }
+        Opcode::MbarWait => {
+            staged(b, d, 0, "an mbarrier array");
+            i32_scalar(b, d, 2, "the parity");
+        }
+        Opcode::SmemRead => {
+            staged(b, d, 0, "a shared-memory buffer");
+            let stage = opd(b, d, 0).and_then(|t| t.stage()).map(|(_, t)| t);
+            if let (Some(st), Some(r)) = (stage, res(b, d, 0)) {
+                if ty_eq(&st, r) == Some(false) {
+                    err(b.errs, d.span, format!("`smem_read` gives one stage, {st}, not {r}"));
+                }
+            }
+        }
+        Opcode::SmemRelease => {
+            staged(b, d, 0, "a shared-memory buffer");
+        }
+        Opcode::DotAsync => super::rules_compute::dot(b, d),
+        Opcode::DotWait => dot_wait(b, d),
+        Opcode::WarpSpecialize => warp_specialize(b, d),
+        _ => {}
+    }
+}
+
+/// Operand `i` is a resource of the kind `what` names and operand `i + 1` an i32 stage index;
+/// returns the stage count expression.
+fn staged<'a>(b: &mut Body<'a>, d: &OpData, i: usize, what: &str) -> Option<&'a crate::expr::Expr> {
+    let name = d.opcode.name();
+    let stages = match opd(b, d, i) {
+        Some(Type::Smem(dims, _)) if what.contains("buffer") => dims.first(),
+        Some(Type::Mbar(n)) if what.contains("mbarrier") => Some(n),
+        Some(t) => {
+            err(b.errs, d.span, format!("operand {i} of `{name}` must be {what}, found {t}"));
+            None
+        }
+        None => None,
+    };
+    i32_scalar(b, d, i + 1, "the stage index");
+    stages
+}
+
+/// Operand `i` is an i32 scalar.
+fn i32_scalar(b: &mut Body, d: &OpData, i: usize, what: &str) {
+    if let Some(t) = opd(b, d, i) {
+        if !t.is_scalar() || dtype_is(t, |x| x == Dtype::I32) == Some(false) {
+            let name = d.opcode.name();
+            err(b.errs, d.span, format!("{what} of `{name}` (operand {i}) must be an i32 scalar, found {t}"));
+        }
+    }
+}
+
+/// An optional integer attribute lies in [lo, hi] when it is a literal.
+fn count_attr(b: &mut Body, d: &OpData, key: &str, lo: i64, hi: i64) {
+    if let Some(Attr::Expr(e)) = d.attr(key) {
+        if let Some(v) = lit_int(e).filter(|v| *v < lo || *v > hi) {
+            let name = d.opcode.name();
+            err(b.errs, e.span, format!("`{key}` of `{name}` must lie in [{lo}, {hi}], found {v}"));
+        }
+    }
+}
+
+fn smem_alloc(b: &mut Body, d: &OpData) {
+    let Some(t) = res(b, d, 0) else { return };
+    let Type::Smem(dims, _) = t else {
+        err(b.errs, d.span, format!("`smem_alloc` makes a buffer `smem<STAGES x ... x dtype>`, found {t}"));
+        return;
+    };
+    if dims.len() < 2 {
+        err(b.errs, d.span, format!("{t} needs a stage count and at least one stage dim"));
+    }
+    if dims.iter().filter_map(lit_int).any(|v| v < 1) {
+        err(b.errs, d.span, format!("every dim of {t} (the stage count first) must be at least 1"));
+    }
+    if dtype_is(t, |x| x == Dtype::I1) == Some(true) {
+        err(b.errs, d.span, format!("{t}: a stage buffer holds no i1 (use u8)"));
+    }
+    let total = kernel_smem_bytes(b.k);
+    if total > SMEM_LIMIT_BYTES {
+        let mine = smem_bytes(t).unwrap_or(0);
+        err_note(
+            b.errs,
+            d.span,
+            format!("the kernel's stage buffers need {total} bytes of shared memory (this one {mine}), over the {SMEM_LIMIT_BYTES}-byte limit per block"),
+            "use fewer stages or smaller tiles",
+        );
+    }
+}
+
+fn mbar_alloc(b: &mut Body, d: &OpData) {
+    match res(b, d, 0) {
+        Some(Type::Mbar(n)) => {
+            if lit_int(n).is_some_and(|v| v < 1) {
+                err(b.errs, d.span, format!("`mbar<{n}>` needs at least one barrier"));
+            }
+        }
+        Some(t) => err(b.errs, d.span, format!("`mbar_alloc` makes `mbar<STAGES>`, found {t}")),
+        None => {}
+    }
+    count_attr(b, d, "arrivals", 1, MAX_ARRIVALS);
+}
+
+fn dot_wait(b: &mut Body, d: &OpData) {
+    count_attr(b, d, "pending", 0, i64::from(i32::MAX));
+    let (Some(&v), Some(x), Some(r)) = (d.operands.first(), opd(b, d, 0), res(b, d, 0)) else {
+        return;
+    };
+    if ty_eq(x, r) == Some(false) {
+        err(b.errs, d.span, format!("`dot_wait` gives its operand's type {x}, not {r}"));
+    }
+    let from_async = match b.k.dfg.values.get(v).map(|vd| vd.def) {
+        Some(ValueDef::Result(op, _)) => b.k.dfg.ops.get(op).is_some_and(|o| o.opcode == Opcode::DotAsync),
+        _ => false,
+    };
+    if !from_async {
+        err(b.errs, d.span, format!("`dot_wait` waits for a `dot_async` result; {} is not one", b.vname(v)));
+    }
+}
+
+/// Register budgets that `setmaxnreg` can set: a multiple of 8 in [24, 256].
+fn regs_ok(v: i64) -> bool {
+    (24..=256).contains(&v) && v % 8 == 0
+}
+
+fn warp_specialize(b: &mut Body, d: &OpData) {
+    let mut vals = [0i64; 5];
+    let keys = ["producer_warps", "producer_regs", "consumers", "consumer_warps", "consumer_regs"];
+    let mut known = true;
+    for (slot, key) in vals.iter_mut().zip(keys) {
+        match d.attr(key) {
+            Some(Attr::Expr(e)) => match lit_int(e) {
+                Some(v) => *slot = v,
+                None => known = false,
+            },
+            _ => {
+                err(b.errs, d.span, format!("`warp_specialize` needs `{key}`"));
+                known = false;
+            }
+        }
+    }
+    if d.regions.len() == 2 {
+        let args = |i: usize| b.k.dfg.blocks.get(d.regions[i]).map(|bd| bd.args.clone()).unwrap_or_default();
+        if !args(0).is_empty() {
+            err(b.errs, d.span, "the producer partition of `warp_specialize` takes no arguments");
+        }
+        let ca = args(1);
+        let ok = ca.len() == 1 && b.vty(ca[0]).is_some_and(|t| t.is_scalar() && t.dtype() == Some(Dtype::I32));
+        if !ok {
+            err(b.errs, d.span, "the consumer partition of `warp_specialize` takes one i32 argument, its index");
+        }
+    }
+    if !known {
+        return;
+    }
+    let [pw, pr, c, cw, cr] = vals;
+    if pw < 1 || c < 1 || cw < 1 {
+        err(b.errs, d.span, format!("`warp_specialize` needs at least one warp per partition and one consumer (producer_warps {pw}, consumers {c}, consumer_warps {cw})"));
+        return;
+    }
+    for (key, v) in [("producer_regs", pr), ("consumer_regs", cr)] {
+        if !regs_ok(v) {
+            err(b.errs, d.span, format!("`{key}` {v} is not a register budget: a multiple of 8 in [24, 256]"));
+        }
+    }
+    let warps = pw + c * cw;
+    if warps * 32 > 1024 {
+        err(b.errs, d.span, format!("`warp_specialize` uses {warps} warps ({} threads), over 1024 threads per block", warps * 32));
+    }
+    let regs = (pw * pr + c * cw * cr) * 32;
+    if regs > 65_536 {
+        err_note(
+            b.errs,
+            d.span,
+            format!("`warp_specialize` budgets {regs} registers per block, over the 65536 of one SM"),
+            format!("{pw} producer warps × {pr} + {c} × {cw} consumer warps × {cr}, × 32 threads"),
+        );
+    }
+}
