@@ -44,6 +44,16 @@ impl Target {
         }
     }
 
+    /// The most shared memory one block may use, in bytes (the opt-in maximum): sm_80 163 KB,
+    /// sm_90a and sm_100a 227 KB, sm_120a 99 KB.
+    pub fn smem_per_block(self) -> u64 {
+        match self {
+            Target::Sm80 => 166_912,
+            Target::Sm90a | Target::Sm100a => 232_448,
+            Target::Sm120a => 101_376,
+        }
+    }
+
     /// The lowest PTX ISA version (major, minor) that accepts this `.target`:
     /// sm_80 needs 7.0, sm_90a 8.0, sm_100a 8.6, sm_120a 8.7.
     pub fn min_ptx_version(self) -> (u32, u32) {

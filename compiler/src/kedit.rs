@@ -325,13 +325,17 @@ fn strip(a: &Attr) -> String {
 /// that nothing reads (neither after the loop nor inside it except to carry themselves).
 pub fn dce(k: &mut Kernel) {
     loop {
+        // Uses are counted over reachable ops only: an op already removed from its block (still
+        // in the arena) must not keep its operands alive.
+        let live_ops = live(k);
         let mut used: HashMap<Value, usize> = HashMap::new();
-        for od in k.dfg.ops.values() {
-            for v in od.uses() {
-                *used.entry(v).or_default() += 1;
+        for (_, ops) in &live_ops {
+            for &o in ops {
+                for v in k.dfg.ops[o].uses() {
+                    *used.entry(v).or_default() += 1;
+                }
             }
         }
-        let live_ops = live(k);
         let mut changed = false;
         for (b, ops) in live_ops {
             let before = ops.len();

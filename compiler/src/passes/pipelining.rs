@@ -1,0 +1,369 @@
+//! Software pipelining: the tile loads of each innermost `for` loop become asynchronous copies
+//! into an N-stage shared-memory ring, issued N − 1 iterations ahead (scheduled IR).
+//!
+//! A load qualifies when it reads a tile of an `in` tensor directly in the loop body and its
+//! offsets and mask depend only on the induction variable and on values defined before the loop
+//! (through pure ops of the body: the *address slice*). For a loop `for %i = lo to hi step st`
+//! with S stages the pass emits, with the copies of iteration t in copy group t and stage t mod S:
+//! - before the loop, for j in 0..S−1: `if lo + j·st < hi { slice(i := lo + j·st); async_copy
+//!   into stage j }`, then `async_commit` (one group per j, empty or not);
+//! - at the top of the body: `if i + (S−1)·st < hi { slice(i := i + (S−1)·st); async_copy into
+//!   stage (t + S − 1) mod S }`, `async_commit`, `async_wait pending S−1` (group t has landed);
+//! - each load becomes `smem_read` of stage t mod S; before the `yield`, `smem_release` of every
+//!   stage read (the next refill of that stage happens one iteration later);
+//! - the stage t mod S is a carried i32.
+//!
+//! Buffers are allocated once at the top of the kernel and shared by every pipelined loop that
+//! reads the same tensor with the same tile type at the same position, since such loops run one
+//! after another and each leaves its ring drained. The stage count is the requested one, or by
+//! default the most in 2..=3 whose buffers fit the budget; a request that does not fit is an error
+//! naming the bytes. A loop whose default ring does not fit is left as it is.
+
+use crate::kedit::{self, add_carried, insert_op, simple, Cloner};
+use kir_ir::verifier::rules_sched::kernel_smem_bytes;
+use kir_ir::{
+    Attr, Block, Diagnostic, Diagnostics, Dtype, ElemType, Expr, Kernel, Module, Op, OpData, Opcode, Span,
+    Type, Value, ValueDef,
+};
+use std::collections::{HashMap, HashSet};
+
+/// What the pass may use.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PipelineConfig {
+    /// Shared memory one block may use, in bytes (the target's budget).
+    pub smem_budget: u64,
+    /// Stages requested (`--stages`); `None` picks the deepest ring in 2..=3 that fits.
+    pub stages: Option<usize>,
+}
+
+/// One pipelined load: the op, the tile it reads (dims and element type), its bytes, and the
+/// key under which loops share its buffer.
+struct Cand {
+    op: Op,
+    ty: Type,
+    dims: Vec<Expr>,
+    elem: ElemType,
+    bytes: u64,
+    key: BufKey,
+}
+
+/// Loops share a buffer for loads of one tensor, one tile type and one position among that
+/// tensor's loads in the loop, with one stage count.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+struct BufKey {
+    param: String,
+    ty: String,
+    nth: usize,
+    stages: usize,
+}
+
+/// Pipelines every innermost loop of every kernel of `m` (see the module doc).
+pub fn pipelining(m: &Module, cfg: &PipelineConfig) -> Result<Module, Diagnostics> {
+    let mut out = m.clone();
+    let mut errs = Vec::new();
+    for k in out.kernels.values_mut() {
+        if let Err(d) = kernel(k, cfg) {
+            errs.push(d);
+        }
+    }
+    if !errs.is_empty() {
+        return Err(Diagnostics(errs));
+    }
+    for k in out.kernels.values_mut() {
+        kir_ir::renumber::renumber_kernel(k);
+    }
+    Ok(out)
+}
+
+fn kernel(k: &mut Kernel, cfg: &PipelineConfig) -> Result<(), Diagnostic> {
+    let loops = innermost_loops(k);
+    let mut bufs: HashMap<BufKey, (Value, u64)> = HashMap::new();
+    let base = kernel_smem_bytes(k);
+    let mut changed = false;
+    for l in loops {
+        let cands = candidates(k, l);
+        if cands.is_empty() {
+            continue;
+        }
+        let per_stage: u64 = cands.iter().map(|c| c.bytes).sum();
+        // Buffers already made for earlier loops are reused when their keys match.
+        let keyed = |c: &Cand, s: usize| BufKey { stages: s, ..c.key.clone() };
+        let used: u64 = base + bufs.values().map(|(_, b)| *b).sum::<u64>();
+        let extra = |s: usize| -> u64 {
+            cands.iter().filter(|c| !bufs.contains_key(&keyed(c, s))).map(|c| c.bytes * s as u64).sum()
+        };
+        let fits = |s: usize| used + extra(s) <= cfg.smem_budget;
+        let stages = match cfg.stages {
+            Some(s) if s < 2 => {
+                return Err(Diagnostic::new(k.dfg.ops[l].span, format!("pipelining needs at least 2 stages, {s} requested")))
+            }
+            Some(s) if !fits(s) => {
+                let need = used + extra(s);
+                return Err(Diagnostic::new(
+                    k.dfg.ops[l].span,
+                    format!(
+                        "{s} pipeline stages of this loop's loads need {need} bytes of shared memory ({per_stage} bytes per stage), over the target's {} bytes per block",
+                        cfg.smem_budget
+                    ),
+                ));
+            }
+            Some(s) => s,
+            None => match (2..=3).rev().find(|&s| fits(s)) {
+                Some(s) => s,
+                None => continue,
+            },
+        };
+        let mut stage_bufs = Vec::with_capacity(cands.len());
+        for c in &cands {
+            let key = keyed(c, stages);
+            let v = match bufs.get(&key) {
+                Some(&(v, _)) => v,
+                None => {
+                    let v = alloc(k, &c.dims, &c.elem, stages);
+                    bufs.insert(key, (v, c.bytes * stages as u64));
+                    v
+                }
+            };
+            stage_bufs.push(v);
+        }
+        rewrite_loop(k, l, &cands, &stage_bufs, stages);
+        changed = true;
+    }
+    if changed {
+        kedit::dce(k);
+    }
+    Ok(())
+}
+
+/// Every `for` op reachable from the body whose body holds no `for`, in program order.
+fn innermost_loops(k: &Kernel) -> Vec<Op> {
+    fn walk(k: &Kernel, b: Block, out: &mut Vec<Op>) -> bool {
+        let mut has_loop = false;
+        for &o in &k.dfg.blocks[b].ops {
+            let od = &k.dfg.ops[o];
+            let mut inner = false;
+            for &r in &od.regions {
+                inner |= walk(k, r, out);
+            }
+            if od.opcode == Opcode::For {
+                has_loop = true;
+                if !inner {
+                    out.push(o);
+                }
+            }
+            has_loop |= inner;
+        }
+        has_loop
+    }
+    let mut out = vec![];
+    walk(k, k.body, &mut out);
+    out
+}
+
+/// The loads of loop `l` that can be pipelined.
+fn candidates(k: &Kernel, l: Op) -> Vec<Cand> {
+    let body = k.dfg.ops[l].regions[0];
+    let mut seen: HashMap<String, usize> = HashMap::new();
+    let mut out = vec![];
+    for &o in &k.dfg.blocks[body].ops {
+        let od = &k.dfg.ops[o];
+        if od.opcode != Opcode::Load {
+            continue;
+        }
+        let Some(tr) = &od.tensor else { continue };
+        let input = k.param(&tr.param).is_some_and(|p| matches!(p.kind, kir_ir::ParamKind::Tensor(kir_ir::Access::In, _)));
+        let ty = k.dfg.ty(od.results[0]).clone();
+        let Type::Tile(dims, elem) = &ty else { continue };
+        let (Some(shape), Some(dt)) = (ty.shape(), ty.dtype()) else { continue };
+        if !input || dt == Dtype::I1 || slice(k, l, o).is_none() {
+            continue;
+        }
+        let n = seen.entry(tr.param.clone()).or_insert(0);
+        *n += 1;
+        let bytes = (shape.iter().product::<usize>() * dt.size_bytes()) as u64;
+        let key = BufKey { param: tr.param.clone(), ty: ty.to_string(), nth: *n, stages: 0 };
+        out.push(Cand { op: o, dims: dims.clone(), elem: elem.clone(), ty, bytes, key });
+    }
+    out
+}
+
+/// The ops of `l`'s body that load `o`'s offsets and mask need, in body order; `None` when they
+/// depend on a carried value, another load or anything but pure ops of the body.
+fn slice(k: &Kernel, l: Op, o: Op) -> Option<Vec<Op>> {
+    let body = k.dfg.ops[l].regions[0];
+    let iv = k.dfg.blocks[body].args[0];
+    let in_body: HashSet<Op> = k.dfg.blocks[body].ops.iter().copied().collect();
+    let mut need: HashSet<Op> = HashSet::new();
+    let mut stack: Vec<Value> = k.dfg.ops[o].uses();
+    while let Some(v) = stack.pop() {
+        match k.dfg.values[v].def {
+            ValueDef::Arg(b, _) if b == body => {
+                if v != iv {
+                    return None;
+                }
+            }
+            ValueDef::Arg(..) => {}
+            ValueDef::Result(d, _) if in_body.contains(&d) => {
+                let dd = &k.dfg.ops[d];
+                let pure = dd.regions.is_empty() && dd.tensor.is_none() && !dd.opcode.has_side_effects() && dd.opcode.info().class != kir_ir::OpClass::Memory;
+                if !pure {
+                    return None;
+                }
+                if need.insert(d) {
+                    stack.extend(dd.uses());
+                }
+            }
+            ValueDef::Result(..) => {}
+        }
+    }
+    Some(k.dfg.blocks[body].ops.iter().copied().filter(|x| need.contains(x)).collect())
+}
+
+/// `smem_alloc` of `stages` stages of `tile<dims x e>`, at the top of the kernel body.
+fn alloc(k: &mut Kernel, dims: &[Expr], e: &ElemType, stages: usize) -> Value {
+    let mut sdims = vec![Expr::int(stages as i64)];
+    sdims.extend(dims.iter().cloned());
+    let n = k.dfg.blocks[k.body].ops.iter().filter(|&&o| k.dfg.ops[o].opcode == Opcode::SmemAlloc).count();
+    insert_op(&mut k.dfg, k.body, n, simple(Opcode::SmemAlloc, vec![], None), vec![(Type::Smem(sdims, e.clone()), None)])[0]
+}
+
+/// Appends an i32 constant to block `b`.
+fn iconst(k: &mut Kernel, b: Block, v: i64) -> Value {
+    let op = simple(Opcode::Const, vec![], Some(Attr::Expr(Expr::int(v))));
+    k.dfg.append_op(b, op, vec![(Type::scalar(Dtype::I32), None)]);
+    *k.dfg.ops[*k.dfg.blocks[b].ops.last().expect("just appended")].results.last().expect("one result")
+}
+
+/// Appends a binary/compare op to block `b`.
+fn bin(k: &mut Kernel, b: Block, opc: Opcode, lead: Option<&str>, x: Value, y: Value, d: Dtype) -> Value {
+    let l = lead.map(|n| Attr::Name(n.into(), Span::default()));
+    let id = k.dfg.append_op(b, simple(opc, vec![x, y], l), vec![(Type::scalar(d), None)]);
+    k.dfg.ops[id].results[0]
+}
+
+/// Appends `if cond { slice(iv := at); async_copy … into stage }` for every candidate.
+#[allow(clippy::too_many_arguments)]
+fn guarded_copies(k: &mut Kernel, b: Block, l: Op, cands: &[Cand], bufs: &[Value], at: Value, stage: Value, hi: Value) {
+    let cond = bin(k, b, Opcode::Cmp, Some("lt"), at, hi, Dtype::I1);
+    let then = k.dfg.new_block();
+    let body = k.dfg.ops[l].regions[0];
+    let iv = k.dfg.blocks[body].args[0];
+    let src = k.dfg.clone();
+    let mut cl = Cloner::new(&src);
+    cl.vmap.insert(iv, at);
+    let mut done: HashSet<Op> = HashSet::new();
+    for (c, &buf) in cands.iter().zip(bufs) {
+        for o in slice(k, l, c.op).unwrap_or_default() {
+            if done.insert(o) {
+                cl.op(&mut k.dfg, then, o);
+            }
+        }
+        let od = &src.ops[c.op];
+        let mut tensor = od.tensor.clone();
+        if let Some(t) = &mut tensor {
+            for off in &mut t.offsets {
+                if let kir_ir::Offset::Value(v) = off {
+                    *v = cl.vmap.get(v).copied().unwrap_or(*v);
+                }
+            }
+        }
+        let mut attrs: Vec<(String, Attr)> = od
+            .attrs
+            .iter()
+            .map(|(key, a)| match a {
+                Attr::Value(v) => (key.clone(), Attr::Value(cl.vmap.get(v).copied().unwrap_or(*v))),
+                a => (key.clone(), a.clone()),
+            })
+            .collect();
+        attrs.sort_by_key(|(key, _)| Opcode::AsyncCopy.info().keywords.iter().position(|(kk, _)| kk == key));
+        let copy = OpData { opcode: Opcode::AsyncCopy, results: vec![], operands: vec![buf, stage], lead: None, tensor, attrs, regions: vec![], doc: vec![], span: od.span };
+        k.dfg.append_op(then, copy, vec![]);
+    }
+    k.dfg.append_op(then, simple(Opcode::Yield, vec![], None), vec![]);
+    let els = k.dfg.new_block();
+    k.dfg.append_op(els, simple(Opcode::Yield, vec![], None), vec![]);
+    let mut iff = simple(Opcode::If, vec![cond], None);
+    iff.regions = vec![then, els];
+    k.dfg.append_op(b, iff, vec![]);
+    k.dfg.append_op(b, simple(Opcode::AsyncCommit, vec![], None), vec![]);
+}
+
+/// Rewrites loop `l` as the module doc describes.
+fn rewrite_loop(k: &mut Kernel, l: Op, cands: &[Cand], bufs: &[Value], stages: usize) {
+    let (lo, hi, step) = {
+        let od = &k.dfg.ops[l];
+        (od.operands[0], od.operands[1], od.operands[2])
+    };
+    let parent = k.dfg.blocks.iter().find(|(_, bd)| bd.ops.contains(&l)).map(|(b, _)| b).expect("the loop is in a block");
+    // Prologue, built in a scratch block and spliced in before the loop.
+    let pro = k.dfg.new_block();
+    for j in 0..stages - 1 {
+        let jv = iconst(k, pro, j as i64);
+        let off = iconst(k, pro, j as i64);
+        let jst = bin(k, pro, Opcode::Mul, None, off, step, Dtype::I32);
+        let at = bin(k, pro, Opcode::Add, None, lo, jst, Dtype::I32);
+        guarded_copies(k, pro, l, cands, bufs, at, jv, hi);
+    }
+    let zero = iconst(k, pro, 0);
+    let pro_ops = std::mem::take(&mut k.dfg.blocks[pro].ops);
+    let pos = k.dfg.blocks[parent].ops.iter().position(|&o| o == l).expect("loop position");
+    k.dfg.blocks[parent].ops.splice(pos..pos, pro_ops);
+    // The carried stage index.
+    let (s, _) = add_carried(&mut k.dfg, l, zero, Type::scalar(Dtype::I32), None);
+    let body = k.dfg.ops[l].regions[0];
+    let iv = k.dfg.blocks[body].args[0];
+    let head = k.dfg.new_block();
+    let one = iconst(k, head, 1);
+    let last = iconst(k, head, stages as i64 - 1);
+    let ahead = iconst(k, head, stages as i64 - 1);
+    let ast = bin(k, head, Opcode::Mul, None, ahead, step, Dtype::I32);
+    let at = bin(k, head, Opcode::Add, None, iv, ast, Dtype::I32);
+    // Prefetch stage (s + S − 1) mod S = s == 0 ? S − 1 : s − 1.
+    let zero_b = iconst(k, head, 0);
+    let is0 = bin(k, head, Opcode::Cmp, Some("eq"), s, zero_b, Dtype::I1);
+    let sm1 = bin(k, head, Opcode::Sub, None, s, one, Dtype::I32);
+    let pf = {
+        let id = k.dfg.append_op(head, simple(Opcode::Select, vec![is0, last, sm1], None), vec![(Type::scalar(Dtype::I32), None)]);
+        k.dfg.ops[id].results[0]
+    };
+    guarded_copies(k, head, l, cands, bufs, at, pf, hi);
+    let mut wait = simple(Opcode::AsyncWait, vec![], None);
+    wait.attrs = vec![("pending".into(), Attr::Expr(Expr::int(stages as i64 - 1)))];
+    k.dfg.append_op(head, wait, vec![]);
+    let head_ops = std::mem::take(&mut k.dfg.blocks[head].ops);
+    k.dfg.blocks[body].ops.splice(0..0, head_ops);
+    // Loads become stage reads.
+    for (c, &buf) in cands.iter().zip(bufs) {
+        let pos = k.dfg.blocks[body].ops.iter().position(|&o| o == c.op).expect("load in body");
+        let old = k.dfg.ops[c.op].results[0];
+        let name = k.dfg.values[old].name.clone();
+        let mut rd = simple(Opcode::SmemRead, vec![buf, s], None);
+        rd.span = k.dfg.ops[c.op].span;
+        let new = insert_op(&mut k.dfg, body, pos, rd, vec![(c.ty.clone(), name)])[0];
+        k.dfg.blocks[body].ops.retain(|&o| o != c.op);
+        kedit::replace_uses(&mut k.dfg, old, new, None);
+        k.dfg.values[old].name = None;
+    }
+    // Releases and the next stage index before the yield.
+    let y = *k.dfg.blocks[body].ops.last().expect("the body ends with yield");
+    let tail = k.dfg.new_block();
+    let mut released = HashSet::new();
+    for &buf in bufs {
+        if released.insert(buf) {
+            k.dfg.append_op(tail, simple(Opcode::SmemRelease, vec![buf, s], None), vec![]);
+        }
+    }
+    let one_t = iconst(k, tail, 1);
+    let zero_t = iconst(k, tail, 0);
+    let lim = iconst(k, tail, stages as i64 - 1);
+    let at_end = bin(k, tail, Opcode::Cmp, Some("eq"), s, lim, Dtype::I1);
+    let sp1 = bin(k, tail, Opcode::Add, None, s, one_t, Dtype::I32);
+    let next = {
+        let id = k.dfg.append_op(tail, simple(Opcode::Select, vec![at_end, zero_t, sp1], None), vec![(Type::scalar(Dtype::I32), None)]);
+        k.dfg.ops[id].results[0]
+    };
+    let tail_ops = std::mem::take(&mut k.dfg.blocks[tail].ops);
+    let ypos = k.dfg.blocks[body].ops.len() - 1;
+    k.dfg.blocks[body].ops.splice(ypos..ypos, tail_ops);
+    k.dfg.ops[y].operands.push(next);
+}
