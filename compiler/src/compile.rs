@@ -10,7 +10,7 @@ use kir_ir::{Diagnostics, EvalVal, Module};
 /// What to emit.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Emit {
-    /// The specialized IR (canonical text).
+    /// The IR of the lowered stage (canonical text).
     Ir,
     /// PTX for the target.
     Ptx,
@@ -37,7 +37,7 @@ pub struct Compiled {
     pub text: String,
     /// META.json (absent for `Emit::Ir`).
     pub meta: Option<serde_json::Value>,
-    /// The specialized module that was lowered.
+    /// The module that was lowered (the pipeline's output unless another stage was asked for).
     pub module: Module,
 }
 
@@ -78,18 +78,36 @@ pub fn compile(
         kernel,
         target,
         emit,
-        Stage::Specialized,
+        Stage::Output,
         &PtxOptions::default(),
     )
 }
 
-/// Which module of the pipeline a compilation lowers.
+/// Which module of the pipeline a compilation lowers: the output of the last pass (the default
+/// everywhere), or an earlier one for comparisons (`kirc compile --stage PASS`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Stage {
-    /// The specialized module (what `kirc compile` lowers by default).
+    /// After `specialize` (no e-graph rewrites, no fusion, no mask splitting).
     Specialized,
-    /// After the `egraph` and `fusion` passes (`kirc compile --fuse`).
+    /// After `egraph`.
+    Optimized,
+    /// After `fusion`.
     Fused,
+    /// After the last pass (`mask_split`): what the backends and `kirc run` consume.
+    Output,
+}
+
+impl Stage {
+    /// The stage after the pass of that name (`specialize`, `egraph`, `fusion`, `mask_split`).
+    pub fn from_pass(name: &str) -> Option<Stage> {
+        match name {
+            "specialize" => Some(Stage::Specialized),
+            "egraph" => Some(Stage::Optimized),
+            "fusion" => Some(Stage::Fused),
+            "mask_split" => Some(Stage::Output),
+            _ => None,
+        }
+    }
 }
 
 /// Like [`compile`], lowering the module of `stage` with PTX lowering options `opts` (ignored
@@ -107,7 +125,9 @@ pub fn compile_stage(
     let generic = f.generic;
     let spec = match stage {
         Stage::Specialized => f.specialized,
+        Stage::Optimized => f.optimized,
         Stage::Fused => f.fused,
+        Stage::Output => f.output,
     };
     let spec = pipeline::entry_module(spec, kernel).map_err(CompileError::Plain)?;
     let values = const_values(&generic, defines).map_err(CompileError::Source)?;

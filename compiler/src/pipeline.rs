@@ -1,18 +1,19 @@
 //! The pipeline: the one place passes are ordered.
 //!
-//! Today the pipeline is `parse` → verify → `specialize` → verify → `egraph` → verify →
-//! `fusion` → verify. Later stages (layout assignment, scheduling, lowering) are appended to [`PASSES`] and to
-//! [`run_observed`], in order; each pass stays a free function in `crate::passes`. The backends
-//! and `kirc run` still consume the specialized module; the e-graph output is
-//! [`Frontend::optimized`], checked differentially against it by the test suite. Every pass
-//! can be dumped: [`dump_after`] returns the canonical IR text right after a named pass, which is
-//! what `kirc check --dump-after PASS` prints and what snapshot tests record.
+//! The pipeline is `parse` → verify → `specialize` → verify → `egraph` → verify → `fusion` →
+//! verify → `mask_split` → verify. Later stages (layout assignment, scheduling, lowering) are
+//! appended to [`PASSES`] and to [`run_observed`], in order; each pass stays a free function in
+//! `crate::passes`. The backends and `kirc run` consume the last module, [`Frontend::output`];
+//! each intermediate module is kept in [`Frontend`] and checked differentially against the one
+//! before it by the test suite. Every pass can be dumped: [`dump_after`] returns the canonical IR
+//! text right after a named pass, which is what `kirc check --dump-after PASS` prints and what
+//! snapshot tests record.
 
 use crate::passes;
 use kir_ir::{text, verifier, Diagnostics, Module};
 
 /// The passes in pipeline order, by the name `--dump-after` takes.
-pub const PASSES: &[&str] = &["parse", "specialize", "egraph", "fusion"];
+pub const PASSES: &[&str] = &["parse", "specialize", "egraph", "fusion", "mask_split"];
 
 /// `-D NAME=VALUE` overrides, in command-line order (the last one of a name wins).
 pub type Defines = [(String, String)];
@@ -29,6 +30,9 @@ pub struct Frontend {
     /// The optimized module after kernel-graph fusion (`fusion` pass); equal to `optimized`
     /// for modules without a program or without fusible patterns.
     pub fused: Module,
+    /// The fused module after mask-block splitting (`mask_split` pass), the last pass: what
+    /// `kirc run`, `kirc compile`, `kirc bench` and the backends consume.
+    pub output: Module,
 }
 
 /// Runs every pass in order, verifying after each one that changes the IR, and calls
@@ -54,18 +58,30 @@ pub fn run_observed(
     verifier::verify(&fused)?;
     observe("fusion", &fused);
 
+    let output = passes::mask_split(&fused);
+    verifier::verify(&output)?;
+    observe("mask_split", &output);
+
     Ok(Frontend {
         generic,
         specialized,
         optimized,
         fused,
+        output,
     })
 }
 
-/// Parses, verifies, specializes with `defines` and verifies again.
+/// Runs the whole pipeline; returns the generic and the specialized module (for tests and tools
+/// that look at specialization itself; what runs is [`output`]).
 pub fn frontend(src: &str, defines: &Defines) -> Result<(Module, Module), Diagnostics> {
     let f = run_observed(src, defines, &mut |_, _| {})?;
     Ok((f.generic, f.specialized))
+}
+
+/// Runs the whole pipeline; returns the module the backends and the interpreter run
+/// ([`Frontend::output`]).
+pub fn output(src: &str, defines: &Defines) -> Result<Module, Diagnostics> {
+    Ok(run_observed(src, defines, &mut |_, _| {})?.output)
 }
 
 /// Why [`dump_after`] produced no text.
@@ -116,10 +132,17 @@ mod tests {
         assert!(!spec.contains("const N"), "{spec}");
         assert!(spec.contains("tile<8xf32>"), "{spec}");
         assert!(spec.contains("cdiv(R, 8)"), "{spec}");
-        assert!(matches!(
-            dump_after(SRC, &[], "no-such-pass"),
-            Err(DumpError::UnknownPass(_))
-        ));
+        let err = dump_after(SRC, &[], "no-such-pass").unwrap_err();
+        assert!(matches!(err, DumpError::UnknownPass(_)));
+        // The message lists every pass.
+        let msg = err.to_string();
+        for p in PASSES {
+            assert!(msg.contains(p), "{msg}");
+        }
+        // Every pass is dumpable.
+        for p in PASSES {
+            assert!(!dump_after(SRC, &[], p).unwrap().is_empty(), "{p}");
+        }
     }
 
     #[test]

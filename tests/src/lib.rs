@@ -187,7 +187,8 @@ pub fn t(dtype: Dtype, shape: &[usize], data: Vec<f64>) -> HostArg {
     })
 }
 
-/// Runs built-in op `name` with `-D` style `defines` on the interpreter and returns its outputs.
+/// Runs built-in op `name` with `-D` style `defines` on the interpreter (the pipeline's output
+/// module, as `kirc run` does) and returns its outputs.
 pub fn run_op(
     name: &str,
     defines: &[(&str, &str)],
@@ -198,7 +199,7 @@ pub fn run_op(
         .iter()
         .map(|(a, b)| (a.to_string(), b.to_string()))
         .collect();
-    let (_, spec) = kir_compiler::pipeline::frontend(src, &defs)
+    let spec = kir_compiler::pipeline::output(src, &defs)
         .unwrap_or_else(|e| panic!("{name} {defines:?}:\n{}", e.render(name, src)));
     let args: BTreeMap<String, HostArg> =
         args.into_iter().map(|(k, v)| (k.to_string(), v)).collect();
@@ -219,8 +220,7 @@ pub fn try_op(
         .iter()
         .map(|(a, b)| (a.to_string(), b.to_string()))
         .collect();
-    let (_, spec) =
-        kir_compiler::pipeline::frontend(src, &defs).map_err(|e| e.render(&file, src))?;
+    let spec = kir_compiler::pipeline::output(src, &defs).map_err(|e| e.render(&file, src))?;
     let args: BTreeMap<String, HostArg> =
         args.into_iter().map(|(k, v)| (k.to_string(), v)).collect();
     interp::run(&spec, &args).map_err(|e| match e.span {

@@ -195,7 +195,7 @@ fn four_warp_attention_tile_does_not_spill_on_sm90a() {
             None,
             Target::Sm90a,
             Emit::Ptx,
-            Stage::Specialized,
+            Stage::Output,
             &opts,
         )
         .expect("compile");
@@ -295,7 +295,7 @@ fn bad_ptx_options_are_errors() {
             None,
             Target::Sm90a,
             Emit::Ptx,
-            Stage::Specialized,
+            Stage::Output,
             &opts,
         )
         .err()

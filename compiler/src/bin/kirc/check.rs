@@ -1,5 +1,5 @@
-//! `kirc check FILE [-D NAME=VALUE]... [--dump-after PASS]`: parse, verify, specialize and
-//! verify again; print `ok: <module> (<n> kernels)`, or the IR after a pass.
+//! `kirc check FILE [-D NAME=VALUE]... [--dump-after PASS]`: run every pass of the pipeline,
+//! verifying after each; print `ok: <module> (<n> kernels of the output)`, or the IR after a pass.
 
 use crate::common::{self, CliError};
 use kir_compiler::pipeline::{self, DumpError};
@@ -13,7 +13,7 @@ pub struct Args {
     /// Override a specialization constant (repeatable; the last one of a name wins).
     #[arg(short = 'D', value_name = "NAME=VALUE", value_parser = common::parse_define)]
     defines: Vec<(String, String)>,
-    /// Print the canonical IR right after this pass instead of `ok` (parse, specialize, egraph, fusion).
+    /// Print the canonical IR right after this pass instead of `ok` (parse, specialize, egraph, fusion, mask_split).
     #[arg(long, value_name = "PASS")]
     dump_after: Option<String>,
 }
@@ -30,10 +30,10 @@ pub fn main(a: Args) -> Result<ExitCode, CliError> {
         return Ok(ExitCode::SUCCESS);
     }
     let f = common::frontend(&src, &a.defines)?;
-    let n = f.specialized.kernels.len();
+    let n = f.output.kernels.len();
     println!(
         "ok: {} ({n} kernel{})",
-        f.specialized.name,
+        f.output.name,
         if n == 1 { "" } else { "s" }
     );
     Ok(ExitCode::SUCCESS)

@@ -121,7 +121,8 @@ pub fn is_name(s: &str) -> bool {
         && cs.all(|c| c.is_ascii_alphanumeric() || c == '_')
 }
 
-/// Parses, verifies, specializes with `defines` and verifies again.
+/// Runs every pass of the pipeline with `defines` (verifying after each); what runs and compiles
+/// is the result's `output`.
 pub fn frontend(
     src: &Source,
     defines: &[(String, String)],

@@ -29,14 +29,19 @@ pub struct Args {
     /// Write the launch metadata JSON here.
     #[arg(long, value_name = "META.json")]
     meta: Option<String>,
-    /// Lower the module after the e-graph and fusion passes (fewer kernels and bytes for
-    /// programs with fusible kernels) instead of the specialized one.
-    #[arg(long)]
+    /// Accepted for old scripts and ignored: fusion is part of the pipeline, so the module
+    /// lowered is always the fused one (unless `--stage` names an earlier pass).
+    #[arg(long, hide = true)]
     fuse: bool,
+    /// Lower the module right after this pass instead of the pipeline's output (specialize,
+    /// egraph, fusion, mask_split) — for comparing what a pass changes in the generated code.
+    #[arg(long, value_name = "PASS")]
+    stage: Option<String>,
     #[command(flatten)]
     ptx: common::PtxFlags,
-    /// Print the IR right after a pass instead of compiling: parse, specialize, or layout (the
-    /// PTX backend's layout assignment, shown as a comment on each op).
+    /// Print the IR right after a pass instead of compiling: parse, specialize, egraph, fusion,
+    /// mask_split, or layout (the PTX backend's layout assignment of the pipeline's output,
+    /// shown as a comment on each op).
     #[arg(long, value_name = "PASS")]
     dump_after: Option<String>,
 }
@@ -58,7 +63,7 @@ pub fn main(a: Args) -> Result<ExitCode, CliError> {
         let text = match pass.as_str() {
             "layout" => {
                 let f = common::frontend(&src, &a.defines)?;
-                let spec = kir_compiler::pipeline::entry_module(f.specialized, a.kernel.as_deref())
+                let spec = kir_compiler::pipeline::entry_module(f.output, a.kernel.as_deref())
                     .map_err(CliError::Plain)?;
                 kir_ir::text::print(&kir_backends::ptx::layout::annotate(&spec))
             }
@@ -74,10 +79,13 @@ pub fn main(a: Args) -> Result<ExitCode, CliError> {
         write(&a.out, &text)?;
         return Ok(ExitCode::SUCCESS);
     }
-    let stage = if a.fuse {
-        compile::Stage::Fused
-    } else {
-        compile::Stage::Specialized
+    let stage = match &a.stage {
+        None => compile::Stage::Output,
+        Some(p) => compile::Stage::from_pass(p).ok_or_else(|| {
+            CliError::Plain(format!(
+                "--stage {p}: not a pass whose output can be lowered (specialize, egraph, fusion, mask_split)"
+            ))
+        })?,
     };
     let out = compile::compile_stage(
         &src.text,

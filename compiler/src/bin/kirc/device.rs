@@ -99,7 +99,7 @@ pub fn compile_for(
         kernel,
         target,
         Emit::Ptx,
-        compile::Stage::Specialized,
+        compile::Stage::Output,
         opts,
     )
     .map_err(|e| match e {

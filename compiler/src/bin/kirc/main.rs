@@ -33,7 +33,7 @@ enum Command {
     Check(check::Args),
     /// Print a module in canonical form, or check that a file already is.
     Fmt(fmt::Args),
-    /// Compile a module to PTX, CUDA C or specialized IR, with launch metadata.
+    /// Compile a module (the pipeline's output) to PTX, CUDA C or IR, with launch metadata.
     Compile(compile::Args),
     /// Show what the e-graph phase did to each kernel: rules applied, cost before and after.
     Explain(explain::Args),

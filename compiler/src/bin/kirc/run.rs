@@ -58,7 +58,7 @@ pub fn parse_arg(s: &str) -> Result<(String, String), String> {
     }
 }
 
-/// The module whose entry runs: the specialized module, or just the kernel `--kernel` names.
+/// The module whose entry runs: the pipeline's output, or just the kernel `--kernel` names.
 fn entry_module(m: Module, kernel: Option<&str>) -> Result<Module, CliError> {
     pipeline::entry_module(m, kernel).map_err(CliError::Plain)
 }
@@ -187,7 +187,7 @@ fn run_cuda(
 pub fn main(a: Args) -> Result<ExitCode, CliError> {
     let src = common::load(&a.file)?;
     let f = common::frontend(&src, &a.defines)?;
-    let m = entry_module(f.specialized, a.kernel.as_deref())?;
+    let m = entry_module(f.output, a.kernel.as_deref())?;
     let args = host_args(&src, &m, &a.args)?;
     let outputs = match a.device {
         Device::Cpu if a.target.is_some() => {
