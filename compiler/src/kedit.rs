@@ -6,7 +6,8 @@
 //! verify the module afterwards and renumber it ([`kir_ir::renumber::renumber_kernel`]).
 
 use kir_ir::{
-    Attr, Block, Dfg, Expr, ExprKind, Kernel, Offset, Op, OpData, Opcode, Type, Value, ValueDef,
+    Attr, Block, Dfg, Effect, Expr, ExprKind, Kernel, Offset, Op, OpData, Opcode, Type, Value,
+    ValueDef,
 };
 use std::collections::HashMap;
 
@@ -188,73 +189,17 @@ pub fn replace_uses(dfg: &mut Dfg, from: Value, to: Value, skip: Option<Op>) {
     }
 }
 
-/// True for ops that CSE may merge and DCE may remove: everything but stores, atomics, control
-/// flow, and loads of tensors the kernel writes.
+/// True for ops that CSE may merge and DCE may remove: the table's pure ops, and loads of tensors
+/// the kernel only reads. Stores, atomics, control flow and scheduled-IR ops (which read or change
+/// buffer, barrier or partition state) are never merged or removed.
 fn is_pure(k: &Kernel, od: &OpData) -> bool {
-    match od.opcode {
-        Opcode::Store | Opcode::AtomicAdd | Opcode::Yield | Opcode::For | Opcode::If => false,
-        Opcode::StaticIf => false,
-        // Scheduling ops read or change buffer, barrier or partition state.
-        Opcode::SmemAlloc
-        | Opcode::MbarAlloc
-        | Opcode::AsyncCopy
-        | Opcode::AsyncCommit
-        | Opcode::AsyncWait
-        | Opcode::MbarArrive
-        | Opcode::MbarWait
-        | Opcode::SmemRead
-        | Opcode::SmemRelease
-        | Opcode::FenceAsync
-        | Opcode::DotAsync
-        | Opcode::DotWait
-        | Opcode::WarpSpecialize => false,
-        Opcode::Load => od.tensor.as_ref().is_some_and(|t| {
+    match od.opcode.effect() {
+        Effect::Pure => true,
+        Effect::ReadsMemory => od.tensor.as_ref().is_some_and(|t| {
             k.param(&t.param)
                 .is_some_and(|p| matches!(p.kind, kir_ir::ParamKind::Tensor(kir_ir::Access::In, _)))
         }),
-        Opcode::ProgramId
-        | Opcode::NumPrograms
-        | Opcode::Dim
-        | Opcode::Param
-        | Opcode::Const
-        | Opcode::Iota
-        | Opcode::Splat
-        | Opcode::Broadcast
-        | Opcode::Reshape
-        | Opcode::Transpose
-        | Opcode::Neg
-        | Opcode::Abs
-        | Opcode::Exp
-        | Opcode::Exp2
-        | Opcode::Log
-        | Opcode::Log2
-        | Opcode::Sqrt
-        | Opcode::Rsqrt
-        | Opcode::Tanh
-        | Opcode::Sigmoid
-        | Opcode::Silu
-        | Opcode::Recip
-        | Opcode::Floor
-        | Opcode::Not
-        | Opcode::Add
-        | Opcode::Sub
-        | Opcode::Mul
-        | Opcode::Div
-        | Opcode::Rem
-        | Opcode::Max
-        | Opcode::Min
-        | Opcode::And
-        | Opcode::Or
-        | Opcode::Xor
-        | Opcode::Shl
-        | Opcode::Shr
-        | Opcode::Cast
-        | Opcode::Bitcast
-        | Opcode::Select
-        | Opcode::Cmp
-        | Opcode::Reduce
-        | Opcode::Dot
-        | Opcode::Nf4 => true,
+        Effect::WritesMemory | Effect::Control | Effect::Terminator | Effect::Schedule => false,
     }
 }
 
@@ -311,6 +256,8 @@ fn strip(a: &Attr) -> String {
     match a {
         Attr::Expr(e) => format!("{e}"),
         Attr::Name(n, _) => n.clone(),
+        Attr::Cmp(p) => p.name().to_string(),
+        Attr::Reduce(k) => k.name().to_string(),
         Attr::Value(v) => format!("{v:?}"),
         Attr::List(l) => l
             .iter()

@@ -25,6 +25,9 @@ pub use module::{
     Access, ArgBinding, BlockData, ConstDecl, ConstKind, ConstValues, Dfg, Kernel, Launch, Module,
     Offset, OpData, Param, ParamKind, Program, TempDecl, TensorRef, ValueData, ValueDef,
 };
-pub use ops::{Arity, Attr, AttrKind, OpClass, OpInfo, Opcode, NF4_TABLE};
+pub use ops::{
+    Arity, Attr, AttrKind, BinaryOp, CmpPred, Effect, ElemTypes, Elementwise, OpClass, OpInfo,
+    Opcode, ReduceKind, UnaryOp, NF4_TABLE,
+};
 pub use span::Span;
 pub use types::{ElemType, TensorType, Type};

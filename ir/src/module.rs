@@ -137,6 +137,22 @@ impl OpData {
         self.attrs.iter().find(|(k, _)| k == key).map(|(_, a)| a)
     }
 
+    /// The predicate of a `cmp` (`None` if missing or unknown, which the verifier reports).
+    pub fn cmp_pred(&self) -> Option<crate::ops::CmpPred> {
+        match self.lead {
+            Some(Attr::Cmp(p)) => Some(p),
+            _ => None,
+        }
+    }
+
+    /// The kind of a `reduce` (`None` if missing or unknown, which the verifier reports).
+    pub fn reduce_kind(&self) -> Option<crate::ops::ReduceKind> {
+        match self.lead {
+            Some(Attr::Reduce(k)) => Some(k),
+            _ => None,
+        }
+    }
+
     /// Every SSA value this op reads directly (not counting its regions' contents).
     pub fn uses(&self) -> Vec<Value> {
         let mut v = self.operands.clone();

@@ -3,7 +3,7 @@
 //! interpreter's rule for the op (docs/ir.md); float results narrower than f32 are rounded to
 //! nearest even right where the interpreter rounds them.
 
-use kir_ir::{Dtype, EvalVal, Opcode};
+use kir_ir::{BinaryOp, CmpPred, Dtype, EvalVal, UnaryOp};
 
 /// An f32 constant as a C literal that parses back to exactly `x`.
 pub(crate) fn f32_literal(x: f32) -> String {
@@ -117,90 +117,95 @@ pub(crate) fn from_index(d: Dtype, c: &str) -> Result<String, String> {
     })
 }
 
-fn bad(op: Opcode, d: Dtype) -> Result<String, String> {
-    Err(format!("`{}` does not apply to {d}", op.name()))
+fn bad(name: &str, d: Dtype) -> Result<String, String> {
+    Err(format!("`{name}` does not apply to {d}"))
 }
 
 /// One element of an elementwise unary op on dtype `d`.
-pub(crate) fn unary(op: Opcode, d: Dtype, x: &str) -> Result<String, String> {
+pub(crate) fn unary(op: UnaryOp, d: Dtype, x: &str) -> Result<String, String> {
     if d.is_float() {
         let f = match op {
-            Opcode::Neg => format!("(-{x})"),
-            Opcode::Abs => format!("fabsf({x})"),
-            Opcode::Exp => format!("expf({x})"),
-            Opcode::Exp2 => format!("exp2f({x})"),
-            Opcode::Log => format!("logf({x})"),
-            Opcode::Log2 => format!("log2f({x})"),
-            Opcode::Sqrt => format!("__fsqrt_rn({x})"),
-            Opcode::Rsqrt => format!("kir_rsqrt({x})"),
-            Opcode::Tanh => format!("tanhf({x})"),
-            Opcode::Sigmoid => format!("kir_sigmoid({x})"),
-            Opcode::Silu => format!("kir_silu({x})"),
-            Opcode::Recip => format!("__fdiv_rn(1.0f, {x})"),
-            Opcode::Floor => format!("floorf({x})"),
-            _ => return bad(op, d),
+            UnaryOp::Neg => format!("(-{x})"),
+            UnaryOp::Abs => format!("fabsf({x})"),
+            UnaryOp::Exp => format!("expf({x})"),
+            UnaryOp::Exp2 => format!("exp2f({x})"),
+            UnaryOp::Log => format!("logf({x})"),
+            UnaryOp::Log2 => format!("log2f({x})"),
+            UnaryOp::Sqrt => format!("__fsqrt_rn({x})"),
+            UnaryOp::Rsqrt => format!("kir_rsqrt({x})"),
+            UnaryOp::Tanh => format!("tanhf({x})"),
+            UnaryOp::Sigmoid => format!("kir_sigmoid({x})"),
+            UnaryOp::Silu => format!("kir_silu({x})"),
+            UnaryOp::Recip => format!("__fdiv_rn(1.0f, {x})"),
+            UnaryOp::Floor => format!("floorf({x})"),
+            UnaryOp::Not => return bad(op.name(), d),
         };
         return Ok(round_to(d, f));
     }
     match (op, d) {
-        (Opcode::Not, Dtype::I1) => Ok(format!("(!{x})")),
-        (Opcode::Not, _) if d.is_int() => Ok(format!("(({})~{x})", super::ctype(d))),
-        (Opcode::Neg, _) if d.is_int() => Ok(format!("kir_neg({x})")),
-        (Opcode::Abs, _) if d.is_int() => Ok(format!("kir_abs({x})")),
-        _ => bad(op, d),
+        (UnaryOp::Not, Dtype::I1) => Ok(format!("(!{x})")),
+        (UnaryOp::Not, _) if d.is_int() => Ok(format!("(({})~{x})", super::ctype(d))),
+        (UnaryOp::Neg, _) if d.is_int() => Ok(format!("kir_neg({x})")),
+        (UnaryOp::Abs, _) if d.is_int() => Ok(format!("kir_abs({x})")),
+        _ => bad(op.name(), d),
     }
 }
 
 /// One element of an elementwise binary op on dtype `d`.
-pub(crate) fn binary(op: Opcode, d: Dtype, a: &str, b: &str) -> Result<String, String> {
+pub(crate) fn binary(op: BinaryOp, d: Dtype, a: &str, b: &str) -> Result<String, String> {
     if d.is_float() {
         let f = match op {
-            Opcode::Add => "__fadd_rn",
-            Opcode::Sub => "__fsub_rn",
-            Opcode::Mul => "__fmul_rn",
-            Opcode::Div => "__fdiv_rn",
-            Opcode::Max => "kir_fmax",
-            Opcode::Min => "kir_fmin",
-            _ => return bad(op, d),
+            BinaryOp::Add => "__fadd_rn",
+            BinaryOp::Sub => "__fsub_rn",
+            BinaryOp::Mul => "__fmul_rn",
+            BinaryOp::Div => "__fdiv_rn",
+            BinaryOp::Max => "kir_fmax",
+            BinaryOp::Min => "kir_fmin",
+            BinaryOp::Rem
+            | BinaryOp::And
+            | BinaryOp::Or
+            | BinaryOp::Xor
+            | BinaryOp::Shl
+            | BinaryOp::Shr => return bad(op.name(), d),
         };
         return Ok(round_to(d, format!("{f}({a}, {b})")));
     }
     if d == Dtype::I1 {
         return match op {
-            Opcode::And => Ok(format!("({a} && {b})")),
-            Opcode::Or => Ok(format!("({a} || {b})")),
-            Opcode::Xor => Ok(format!("({a} != {b})")),
-            _ => bad(op, d),
+            BinaryOp::And => Ok(format!("({a} && {b})")),
+            BinaryOp::Or => Ok(format!("({a} || {b})")),
+            BinaryOp::Xor => Ok(format!("({a} != {b})")),
+            _ => bad(op.name(), d),
         };
     }
     let t = super::ctype(d);
     Ok(match op {
-        Opcode::Add => format!("kir_add({a}, {b})"),
-        Opcode::Sub => format!("kir_sub({a}, {b})"),
-        Opcode::Mul => format!("kir_mul({a}, {b})"),
-        Opcode::Div => format!("kir_div({a}, {b})"),
-        Opcode::Rem => format!("kir_rem({a}, {b})"),
-        Opcode::Max => format!("kir_max({a}, {b})"),
-        Opcode::Min => format!("kir_min({a}, {b})"),
-        Opcode::And => format!("({t})({a} & {b})"),
-        Opcode::Or => format!("({t})({a} | {b})"),
-        Opcode::Xor => format!("({t})({a} ^ {b})"),
-        Opcode::Shl => format!("kir_shl({a}, {b})"),
-        Opcode::Shr => format!("kir_shr({a}, {b})"),
-        _ => return bad(op, d),
+        BinaryOp::Add => format!("kir_add({a}, {b})"),
+        BinaryOp::Sub => format!("kir_sub({a}, {b})"),
+        BinaryOp::Mul => format!("kir_mul({a}, {b})"),
+        BinaryOp::Div => format!("kir_div({a}, {b})"),
+        BinaryOp::Rem => format!("kir_rem({a}, {b})"),
+        BinaryOp::Max => format!("kir_max({a}, {b})"),
+        BinaryOp::Min => format!("kir_min({a}, {b})"),
+        BinaryOp::And => format!("({t})({a} & {b})"),
+        BinaryOp::Or => format!("({t})({a} | {b})"),
+        BinaryOp::Xor => format!("({t})({a} ^ {b})"),
+        BinaryOp::Shl => format!("kir_shl({a}, {b})"),
+        BinaryOp::Shr => format!("kir_shr({a}, {b})"),
     })
 }
 
-/// A comparison `eq|ne|lt|le|gt|ge` (C comparisons are false on NaN except `!=`, as the IR's).
-pub(crate) fn cmp(pred: &str, a: &str, b: &str) -> Result<String, String> {
+/// A comparison `eq|ne|lt|le|gt|ge` (C comparisons are false on NaN except `!=`, as the IR's);
+/// `None` is a predicate the parser did not know (the verifier reports it).
+pub(crate) fn cmp(pred: Option<CmpPred>, a: &str, b: &str) -> Result<String, String> {
     let sym = match pred {
-        "eq" => "==",
-        "ne" => "!=",
-        "lt" => "<",
-        "le" => "<=",
-        "gt" => ">",
-        "ge" => ">=",
-        p => return Err(format!("unknown comparison `{p}`")),
+        Some(CmpPred::Eq) => "==",
+        Some(CmpPred::Ne) => "!=",
+        Some(CmpPred::Lt) => "<",
+        Some(CmpPred::Le) => "<=",
+        Some(CmpPred::Gt) => ">",
+        Some(CmpPred::Ge) => ">=",
+        None => return Err("`cmp` needs a predicate (eq, ne, lt, le, gt or ge)".into()),
     };
     Ok(format!("({a} {sym} {b})"))
 }

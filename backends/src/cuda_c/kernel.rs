@@ -464,37 +464,7 @@ impl Emitter<'_> {
             Opcode::Load => self.load(op)?,
             Opcode::Store => self.store(op, false)?,
             Opcode::AtomicAdd => self.store(op, true)?,
-            Opcode::Neg
-            | Opcode::Abs
-            | Opcode::Exp
-            | Opcode::Exp2
-            | Opcode::Log
-            | Opcode::Log2
-            | Opcode::Sqrt
-            | Opcode::Rsqrt
-            | Opcode::Tanh
-            | Opcode::Sigmoid
-            | Opcode::Silu
-            | Opcode::Recip
-            | Opcode::Floor
-            | Opcode::Not
-            | Opcode::Add
-            | Opcode::Sub
-            | Opcode::Mul
-            | Opcode::Div
-            | Opcode::Rem
-            | Opcode::Max
-            | Opcode::Min
-            | Opcode::And
-            | Opcode::Or
-            | Opcode::Xor
-            | Opcode::Shl
-            | Opcode::Shr
-            | Opcode::Cast
-            | Opcode::Bitcast
-            | Opcode::Select
-            | Opcode::Cmp
-            | Opcode::Nf4 => self.elementwise(op)?,
+            kir_ir::elementwise_ops!() => self.elementwise(op)?,
             Opcode::Reduce => self.reduce(op)?,
             Opcode::Dot => self.dot(op)?,
             Opcode::For => self.for_op(op)?,

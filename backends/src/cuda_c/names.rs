@@ -226,6 +226,8 @@ pub(crate) fn op_text(k: &Kernel, ir: &SecondaryMap<Value, String>, op: &OpData)
             match &op.lead {
                 Some(Attr::Expr(e)) => s += &format!(" {e}"),
                 Some(Attr::Name(n, _)) => s += &format!(" {n}"),
+                Some(Attr::Cmp(p)) => s += &format!(" {p}"),
+                Some(Attr::Reduce(k)) => s += &format!(" {k}"),
                 Some(Attr::Value(v)) => s += &format!(" {}", vn(*v)),
                 Some(Attr::List(l)) => {
                     let l: Vec<String> = l.iter().map(|e| e.to_string()).collect();
@@ -255,6 +257,8 @@ pub(crate) fn op_text(k: &Kernel, ir: &SecondaryMap<Value, String>, op: &OpData)
                     Attr::Flag => s += &format!(" {key}"),
                     Attr::Expr(e) => s += &format!(" {key} {e}"),
                     Attr::Name(n, _) => s += &format!(" {key} {n}"),
+                    Attr::Cmp(p) => s += &format!(" {key} {p}"),
+                    Attr::Reduce(k) => s += &format!(" {key} {k}"),
                     Attr::Value(v) => s += &format!(" {key} {}", vn(*v)),
                     Attr::List(l) => {
                         let l: Vec<String> = l.iter().map(|e| e.to_string()).collect();

@@ -382,38 +382,7 @@ impl Planner<'_> {
                     None => self.store_new(r)?,
                 }
             }
-            Opcode::Load
-            | Opcode::Neg
-            | Opcode::Abs
-            | Opcode::Exp
-            | Opcode::Exp2
-            | Opcode::Log
-            | Opcode::Log2
-            | Opcode::Sqrt
-            | Opcode::Rsqrt
-            | Opcode::Tanh
-            | Opcode::Sigmoid
-            | Opcode::Silu
-            | Opcode::Recip
-            | Opcode::Floor
-            | Opcode::Not
-            | Opcode::Add
-            | Opcode::Sub
-            | Opcode::Mul
-            | Opcode::Div
-            | Opcode::Rem
-            | Opcode::Max
-            | Opcode::Min
-            | Opcode::And
-            | Opcode::Or
-            | Opcode::Xor
-            | Opcode::Shl
-            | Opcode::Shr
-            | Opcode::Cast
-            | Opcode::Bitcast
-            | Opcode::Select
-            | Opcode::Cmp
-            | Opcode::Nf4 => {
+            Opcode::Load | kir_ir::elementwise_ops!() => {
                 if let Some(r) = result {
                     if scalar_result {
                         self.plan.repr.insert(r, Repr::Reg);

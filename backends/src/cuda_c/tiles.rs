@@ -6,7 +6,7 @@ use super::compute;
 use super::kernel::Emitter;
 use super::plan::{contiguous, perm_of, shape_dtype, Repr};
 use super::{ctype, CudaError};
-use kir_ir::{Attr, Dtype, OpData, Opcode};
+use kir_ir::{Attr, Dtype, OpData, Opcode, ReduceKind};
 
 impl Emitter<'_> {
     /// splat / broadcast / reshape / transpose: a comment for a view or a uniform tile, a copy
@@ -77,10 +77,7 @@ impl Emitter<'_> {
         };
         let operands = op.operands.clone();
         let opcode = op.opcode;
-        let pred = match &op.lead {
-            Some(Attr::Name(n, _)) => n.clone(),
-            _ => String::new(),
-        };
+        let pred = op.cmp_pred();
         let yd = operands
             .get(1)
             .map(|&y| shape_dtype(self.k, y).map(|t| t.1))
@@ -96,10 +93,18 @@ impl Emitter<'_> {
                 Opcode::Cast => Ok(compute::cast(xd, rd, &a[0])),
                 Opcode::Bitcast => compute::bitcast(xd, rd, &a[0]),
                 Opcode::Select => Ok(format!("({} ? {} : {})", a[0], a[1], a[2])),
-                Opcode::Cmp => compute::cmp(&pred, &a[0], &a[1]),
+                Opcode::Cmp => compute::cmp(pred, &a[0], &a[1]),
                 Opcode::Nf4 => Ok(format!("kir_nf4({})", a[0])),
-                _ if a.len() == 1 => compute::unary(opcode, xd, &a[0]),
-                _ => compute::binary(opcode, yd.unwrap_or(xd), &a[0], &a[1]),
+                kir_ir::unary_ops!() | kir_ir::binary_ops!() => {
+                    match (opcode.unary(), opcode.binary()) {
+                        (Some(u), _) => compute::unary(u, xd, &a[0]),
+                        (None, Some(b)) => compute::binary(b, yd.unwrap_or(xd), &a[0], &a[1]),
+                        (None, None) => Err(format!("`{}` is not elementwise", opcode.name())),
+                    }
+                }
+                kir_ir::non_elementwise_ops!() => {
+                    Err(format!("internal: `{}` is not elementwise", opcode.name()))
+                }
             };
             res.map_err(|m| CudaError::plain(format!("kernel `{}`: {m}", e.k.name)))
         };
@@ -123,14 +128,13 @@ impl Emitter<'_> {
             Some(Attr::Expr(e)) => e.as_int().unwrap_or(0),
             _ => 0,
         } as usize;
-        let kind = match &op.lead {
-            Some(Attr::Name(n, _)) => n.clone(),
-            _ => String::new(),
-        };
+        let kind = op
+            .reduce_kind()
+            .ok_or_else(|| self.err_op(op, "reduce needs a kind (sum, max or min)"))?;
         let n = *xs
             .get(axis)
             .ok_or_else(|| self.err_op(op, format!("axis {axis} is out of range")))?;
-        if n == 0 && kind != "sum" {
+        if n == 0 && kind != ReduceKind::Sum {
             return Err(self.err_op(op, format!("{kind} of an empty axis")));
         }
         let coords = Self::coord_names(&rs);
@@ -140,22 +144,23 @@ impl Emitter<'_> {
         at_0[axis] = "0".into();
         let xj = self.read(x, &at_j, None)?;
         let x0 = self.read(x, &at_0, None)?;
-        let (init, step) = match (kind.as_str(), d) {
-            ("sum", Dtype::I1) => return Err(self.err_op(op, "sum does not apply to i1")),
-            ("sum", _) if d.is_float() => ("0.0f".to_string(), format!("__fadd_rn(partial, {xj})")),
-            ("sum", _) => (
+        let (init, step) = match (kind, d) {
+            (ReduceKind::Sum, Dtype::I1) => return Err(self.err_op(op, "sum does not apply to i1")),
+            (ReduceKind::Sum, _) if d.is_float() => {
+                ("0.0f".to_string(), format!("__fadd_rn(partial, {xj})"))
+            }
+            (ReduceKind::Sum, _) => (
                 compute::literal(d, &kir_ir::EvalVal::Int(0)).unwrap_or_default(),
                 format!("kir_add(partial, {xj})"),
             ),
-            ("max", Dtype::I1) => (x0, format!("(partial || {xj})")),
-            ("min", Dtype::I1) => (x0, format!("(partial && {xj})")),
-            ("max", _) if d.is_float() => (x0, format!("kir_fmax(partial, {xj})")),
-            ("min", _) if d.is_float() => (x0, format!("kir_fmin(partial, {xj})")),
-            ("max", _) => (x0, format!("kir_max(partial, {xj})")),
-            ("min", _) => (x0, format!("kir_min(partial, {xj})")),
-            (k, _) => return Err(self.err_op(op, format!("unknown reduction `{k}`"))),
+            (ReduceKind::Max, Dtype::I1) => (x0, format!("(partial || {xj})")),
+            (ReduceKind::Min, Dtype::I1) => (x0, format!("(partial && {xj})")),
+            (ReduceKind::Max, _) if d.is_float() => (x0, format!("kir_fmax(partial, {xj})")),
+            (ReduceKind::Min, _) if d.is_float() => (x0, format!("kir_fmin(partial, {xj})")),
+            (ReduceKind::Max, _) => (x0, format!("kir_max(partial, {xj})")),
+            (ReduceKind::Min, _) => (x0, format!("kir_min(partial, {xj})")),
         };
-        let first = if kind == "sum" { 0 } else { 1 };
+        let first = if kind == ReduceKind::Sum { 0 } else { 1 };
         self.declare_tile(r)?;
         let total: usize = rs.iter().product();
         let name = self.n(r);

@@ -4,9 +4,9 @@
 //! [`Instance::exec`] holds the one exhaustive `match` over [`Opcode`]. Every failure becomes an
 //! [`InterpError`] carrying the op's span, the kernel name and the program id.
 
-use super::math::{self, Bin, Pred, Un};
+use super::math;
 use super::memory::Buffer;
-use super::reduce::{self, Red};
+use super::reduce;
 use super::shape;
 use super::tile::{class, convert, scalar_from_i64, type_name, Class, Scalar, Tile};
 use super::InterpError;
@@ -289,15 +289,23 @@ impl<'a> Instance<'a> {
         r.map_err(|e| self.fail(o.span, format!("`{}`: {e}", o.opcode.name())))
     }
 
-    /// An elementwise unary op.
-    fn unary(&mut self, o: &OpData, u: Un) -> Result<Flow, InterpError> {
+    /// An elementwise unary op (`math::unary` has its semantics).
+    fn unary(&mut self, o: &OpData) -> Result<Flow, InterpError> {
+        let u = o
+            .opcode
+            .unary()
+            .ok_or_else(|| self.fail(o.span, "internal: not a unary op"))?;
         let x = self.operand(o, 0)?;
         let r = self.m(o, math::unary(u, &x))?;
         self.set1(o, r)
     }
 
-    /// An elementwise binary op.
-    fn binary(&mut self, o: &OpData, b: Bin) -> Result<Flow, InterpError> {
+    /// An elementwise binary op (`math::binary` has its semantics).
+    fn binary(&mut self, o: &OpData) -> Result<Flow, InterpError> {
+        let b = o
+            .opcode
+            .binary()
+            .ok_or_else(|| self.fail(o.span, "internal: not a binary op"))?;
         let (x, y) = (self.operand(o, 0)?, self.operand(o, 1)?);
         let r = self.m(o, math::binary(b, &x, &y))?;
         self.set1(o, r)
@@ -401,32 +409,8 @@ impl<'a> Instance<'a> {
             Opcode::Load => self.load(o),
             Opcode::Store => self.store(o, false),
             Opcode::AtomicAdd => self.store(o, true),
-            Opcode::Neg => self.unary(o, Un::Neg),
-            Opcode::Abs => self.unary(o, Un::Abs),
-            Opcode::Exp => self.unary(o, Un::Exp),
-            Opcode::Exp2 => self.unary(o, Un::Exp2),
-            Opcode::Log => self.unary(o, Un::Log),
-            Opcode::Log2 => self.unary(o, Un::Log2),
-            Opcode::Sqrt => self.unary(o, Un::Sqrt),
-            Opcode::Rsqrt => self.unary(o, Un::Rsqrt),
-            Opcode::Tanh => self.unary(o, Un::Tanh),
-            Opcode::Sigmoid => self.unary(o, Un::Sigmoid),
-            Opcode::Silu => self.unary(o, Un::Silu),
-            Opcode::Recip => self.unary(o, Un::Recip),
-            Opcode::Floor => self.unary(o, Un::Floor),
-            Opcode::Not => self.unary(o, Un::Not),
-            Opcode::Add => self.binary(o, Bin::Add),
-            Opcode::Sub => self.binary(o, Bin::Sub),
-            Opcode::Mul => self.binary(o, Bin::Mul),
-            Opcode::Div => self.binary(o, Bin::Div),
-            Opcode::Rem => self.binary(o, Bin::Rem),
-            Opcode::Max => self.binary(o, Bin::Max),
-            Opcode::Min => self.binary(o, Bin::Min),
-            Opcode::And => self.binary(o, Bin::And),
-            Opcode::Or => self.binary(o, Bin::Or),
-            Opcode::Xor => self.binary(o, Bin::Xor),
-            Opcode::Shl => self.binary(o, Bin::Shl),
-            Opcode::Shr => self.binary(o, Bin::Shr),
+            kir_ir::unary_ops!() => self.unary(o),
+            kir_ir::binary_ops!() => self.binary(o),
             Opcode::Cast => {
                 let (_, d, _) = self.result_type(o)?;
                 let x = self.operand(o, 0)?;
@@ -448,17 +432,25 @@ impl<'a> Instance<'a> {
                 self.set1(o, r)
             }
             Opcode::Cmp => {
-                let n = self.lead_name(o)?;
-                let p = Pred::from_name(n)
-                    .ok_or_else(|| self.fail(o.span, format!("unknown comparison `{n}`")))?;
+                let p = match o.cmp_pred() {
+                    Some(p) => p,
+                    None => {
+                        let n = self.lead_name(o)?;
+                        return Err(self.fail(o.span, format!("unknown comparison `{n}`")));
+                    }
+                };
                 let (x, y) = (self.operand(o, 0)?, self.operand(o, 1)?);
                 let r = self.m(o, math::cmp(p, &x, &y))?;
                 self.set1(o, r)
             }
             Opcode::Reduce => {
-                let n = self.lead_name(o)?;
-                let r = Red::from_name(n)
-                    .ok_or_else(|| self.fail(o.span, format!("unknown reduction `{n}`")))?;
+                let r = match o.reduce_kind() {
+                    Some(r) => r,
+                    None => {
+                        let n = self.lead_name(o)?;
+                        return Err(self.fail(o.span, format!("unknown reduction `{n}`")));
+                    }
+                };
                 let axis = self.attr_int(o, "axis", 0)?;
                 let x = self.operand(o, 0)?;
                 let t = self.m(

@@ -7,78 +7,9 @@
 use super::tile::{convert, int_bits, round_f32, wrap_int, Data, Scalar, Tile};
 use kir_ir::{Dtype, NF4_TABLE};
 
-/// Elementwise unary operations.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Un {
-    Neg,
-    Abs,
-    Exp,
-    Exp2,
-    Log,
-    Log2,
-    Sqrt,
-    Rsqrt,
-    Tanh,
-    Sigmoid,
-    Silu,
-    Recip,
-    Floor,
-    Not,
-}
-
-/// Elementwise binary operations.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Bin {
-    Add,
-    Sub,
-    Mul,
-    Div,
-    Rem,
-    Max,
-    Min,
-    And,
-    Or,
-    Xor,
-    Shl,
-    Shr,
-}
-
-/// Comparison predicates of `cmp`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Pred {
-    Eq,
-    Ne,
-    Lt,
-    Le,
-    Gt,
-    Ge,
-}
-
-impl Pred {
-    /// Parses `eq|ne|lt|le|gt|ge`.
-    pub(crate) fn from_name(s: &str) -> Option<Pred> {
-        Some(match s {
-            "eq" => Pred::Eq,
-            "ne" => Pred::Ne,
-            "lt" => Pred::Lt,
-            "le" => Pred::Le,
-            "gt" => Pred::Gt,
-            "ge" => Pred::Ge,
-            _ => return None,
-        })
-    }
-
-    fn test<T: PartialOrd>(self, a: T, b: T) -> bool {
-        match self {
-            Pred::Eq => a == b,
-            Pred::Ne => a != b,
-            Pred::Lt => a < b,
-            Pred::Le => a <= b,
-            Pred::Gt => a > b,
-            Pred::Ge => a >= b,
-        }
-    }
-}
+// The op table's unary and binary ops and `cmp` predicates; `unary` and `binary` below match
+// them exhaustively, so a new table row lands here.
+pub(crate) use kir_ir::{BinaryOp as Bin, CmpPred as Pred, UnaryOp as Un};
 
 /// max with NaN propagation; +0 is greater than -0.
 pub(crate) fn fmax(a: f32, b: f32) -> f32 {

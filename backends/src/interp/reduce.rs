@@ -5,25 +5,8 @@ use super::math::{fmax, fmin};
 use super::tile::{round_f32, wrap_int, Data, Tile};
 use kir_ir::Dtype;
 
-/// Reductions of `reduce`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Red {
-    Sum,
-    Max,
-    Min,
-}
-
-impl Red {
-    /// Parses `sum|max|min`.
-    pub(crate) fn from_name(s: &str) -> Option<Red> {
-        Some(match s {
-            "sum" => Red::Sum,
-            "max" => Red::Max,
-            "min" => Red::Min,
-            _ => return None,
-        })
-    }
-}
+/// Reductions of `reduce` (the op table's kinds).
+pub(crate) use kir_ir::ReduceKind as Red;
 
 /// Reduces along `axis`, keeping it as size 1. Floats accumulate in f32 in ascending index
 /// order (sum from 0.0; max/min from the first element) and round to the dtype at the end;

@@ -5,7 +5,7 @@ use super::builder::{f32_lit, Reg, RegClass};
 use super::ctx::{class_of, Ctx};
 use super::lower::round;
 use super::PtxError;
-use kir_ir::{Attr, Dtype, OpData, Opcode};
+use kir_ir::{CmpPred, Dtype, OpData, Opcode};
 
 fn ity(d: Dtype) -> &'static str {
     if d == Dtype::I64 {
@@ -149,7 +149,7 @@ pub(super) fn scalar_op(
             c.b.ins(format!("{m} {r}, {}, {}, {}", a[1], a[2], a[0]));
         }
         Opcode::Cmp => {
-            let Some(Attr::Name(p, _)) = &op.lead else {
+            let Some(p) = op.cmp_pred() else {
                 return Err(PtxError::at(sp, "cmp needs a predicate"));
             };
             let t = match od {
@@ -183,7 +183,7 @@ pub(super) fn scalar_op(
             c.b.ins(format!("mad.lo.s32 {off}, {idx}, 4, {base}"));
             c.b.ins(format!("ld.const.f32 {r}, [{off}]"));
         }
-        _ => {
+        kir_ir::non_elementwise_ops!() => {
             return Err(PtxError::at(
                 sp,
                 format!("internal: `{}` is not elementwise", op.opcode.name()),
@@ -196,15 +196,16 @@ pub(super) fn scalar_op(
     Ok(r)
 }
 
-fn pred_name(p: &str, float: bool) -> &'static str {
+/// The `setp` comparison of `p`: float `ne` is unordered (true with a NaN), the rest ordered.
+fn pred_name(p: CmpPred, float: bool) -> &'static str {
     match (p, float) {
-        ("eq", _) => "eq",
-        ("ne", true) => "neu",
-        ("ne", false) => "ne",
-        ("lt", _) => "lt",
-        ("le", _) => "le",
-        ("gt", _) => "gt",
-        _ => "ge",
+        (CmpPred::Eq, _) => "eq",
+        (CmpPred::Ne, true) => "neu",
+        (CmpPred::Ne, false) => "ne",
+        (CmpPred::Lt, _) => "lt",
+        (CmpPred::Le, _) => "le",
+        (CmpPred::Gt, _) => "gt",
+        (CmpPred::Ge, _) => "ge",
     }
 }
 

@@ -209,37 +209,7 @@ pub fn assign_for(
             }
         };
         match op.opcode {
-            Opcode::Neg
-            | Opcode::Abs
-            | Opcode::Exp
-            | Opcode::Exp2
-            | Opcode::Log
-            | Opcode::Log2
-            | Opcode::Sqrt
-            | Opcode::Rsqrt
-            | Opcode::Tanh
-            | Opcode::Sigmoid
-            | Opcode::Silu
-            | Opcode::Recip
-            | Opcode::Floor
-            | Opcode::Not
-            | Opcode::Add
-            | Opcode::Sub
-            | Opcode::Mul
-            | Opcode::Div
-            | Opcode::Rem
-            | Opcode::Max
-            | Opcode::Min
-            | Opcode::And
-            | Opcode::Or
-            | Opcode::Xor
-            | Opcode::Shl
-            | Opcode::Shr
-            | Opcode::Cast
-            | Opcode::Bitcast
-            | Opcode::Select
-            | Opcode::Cmp
-            | Opcode::Nf4 => {
+            kir_ir::elementwise_ops!() => {
                 let mut vs = tiles(&op.operands);
                 vs.extend(tiles(&op.results));
                 group(vs);

@@ -229,37 +229,7 @@ pub fn lower_op(c: &mut Ctx, op: &OpData) -> Result<(), PtxError> {
         | Opcode::Reduce => super::tile::lower_shape_op(c, op)?,
         Opcode::Load | Opcode::Store | Opcode::AtomicAdd => super::memory::lower_memory_op(c, op)?,
         Opcode::Dot => super::dot::lower_dot(c, op)?,
-        Opcode::Neg
-        | Opcode::Abs
-        | Opcode::Exp
-        | Opcode::Exp2
-        | Opcode::Log
-        | Opcode::Log2
-        | Opcode::Sqrt
-        | Opcode::Rsqrt
-        | Opcode::Tanh
-        | Opcode::Sigmoid
-        | Opcode::Silu
-        | Opcode::Recip
-        | Opcode::Floor
-        | Opcode::Not
-        | Opcode::Add
-        | Opcode::Sub
-        | Opcode::Mul
-        | Opcode::Div
-        | Opcode::Rem
-        | Opcode::Max
-        | Opcode::Min
-        | Opcode::And
-        | Opcode::Or
-        | Opcode::Xor
-        | Opcode::Shl
-        | Opcode::Shr
-        | Opcode::Cast
-        | Opcode::Bitcast
-        | Opcode::Select
-        | Opcode::Cmp
-        | Opcode::Nf4 => elementwise(c, op)?,
+        kir_ir::elementwise_ops!() => elementwise(c, op)?,
         Opcode::For => lower_for(c, op)?,
         Opcode::If => lower_if(c, op)?,
         Opcode::StaticIf => {

@@ -10,9 +10,9 @@ use super::layout::{self, Layout};
 use super::lower::{regs_in, round};
 use super::tile::{convert, read_scratch, spill};
 use super::PtxError;
-use kir_ir::{Attr, Dtype, OpData};
+use kir_ir::{Dtype, OpData, ReduceKind};
 
-pub(super) fn combine(c: &mut Ctx, kind: &str, d: Dtype, acc: Reg, x: Reg) {
+pub(super) fn combine(c: &mut Ctx, kind: ReduceKind, d: Dtype, acc: Reg, x: Reg) {
     let t = match d {
         Dtype::F32 | Dtype::F16 | Dtype::Bf16 => "f32",
         Dtype::I64 => "s64",
@@ -20,16 +20,16 @@ pub(super) fn combine(c: &mut Ctx, kind: &str, d: Dtype, acc: Reg, x: Reg) {
         _ => "s32",
     };
     if d == Dtype::I1 {
-        let w = if kind == "min" { "and" } else { "or" };
+        let w = if kind == ReduceKind::Min { "and" } else { "or" };
         c.b.ins(format!("{w}.pred {acc}, {acc}, {x}"));
         return;
     }
     let m = match (kind, d.is_float()) {
-        ("sum", _) => format!("add.{t}"),
-        ("max", true) => "max.NaN.f32".into(),
-        ("min", true) => "min.NaN.f32".into(),
-        ("max", false) => format!("max.{t}"),
-        _ => format!("min.{t}"),
+        (ReduceKind::Sum, _) => format!("add.{t}"),
+        (ReduceKind::Max, true) => "max.NaN.f32".into(),
+        (ReduceKind::Min, true) => "min.NaN.f32".into(),
+        (ReduceKind::Max, false) => format!("max.{t}"),
+        (ReduceKind::Min, false) => format!("min.{t}"),
     };
     c.b.ins(format!("{m} {acc}, {acc}, {x}"));
 }
@@ -43,10 +43,9 @@ pub(super) fn reduce(
     d: Dtype,
 ) -> Result<Vec<Reg>, PtxError> {
     let sp = op.span;
-    let kind = match &op.lead {
-        Some(Attr::Name(n, _)) => n.clone(),
-        _ => return Err(PtxError::at(sp, "reduce needs a kind")),
-    };
+    let kind = op
+        .reduce_kind()
+        .ok_or_else(|| PtxError::at(sp, "reduce needs a kind"))?;
     let a = *op
         .operands
         .first()
@@ -74,19 +73,19 @@ pub(super) fn reduce(
                         c.b.ins(format!("{m} {acc}, {r}"));
                         first = false;
                     } else {
-                        combine(c, &kind, d, acc, r);
+                        combine(c, kind, d, acc, r);
                     }
                 }
             }
             for lane_mask in [1, 2] {
-                shfl_combine(c, &kind, d, acc, lane_mask);
+                shfl_combine(c, kind, d, acc, lane_mask);
             }
             round(c, d, acc);
             out.push(acc);
         }
         return Ok(out);
     }
-    if let Some(out) = super::vector::reduce_blocked_rows(c, &kind, op, axis, l, shape, &ss, d, sp)?
+    if let Some(out) = super::vector::reduce_blocked_rows(c, kind, op, axis, l, shape, &ss, d, sp)?
     {
         return Ok(out);
     }
@@ -122,7 +121,7 @@ pub(super) fn reduce(
             c.b.ins_if(p, false, format!("bra.uni {end}"));
             c.b.ins(format!("add.s32 {lin}, {lin}, {stride}"));
             let x = read_scratch(c, d, lin, sc.valid);
-            combine(c, &kind, d, acc, x);
+            combine(c, kind, d, acc, x);
             c.b.ins(format!("add.s32 {k}, {k}, 1"));
             c.b.ins(format!("bra.uni {top}"));
             c.b.place(&end);
@@ -133,18 +132,18 @@ pub(super) fn reduce(
     Ok(out)
 }
 
-pub(super) fn identity(c: &mut Ctx, kind: &str, d: Dtype) -> Reg {
+pub(super) fn identity(c: &mut Ctx, kind: ReduceKind, d: Dtype) -> Reg {
     let v = match (kind, d.is_float()) {
-        ("sum", _) => 0.0,
-        ("max", true) => f64::NEG_INFINITY,
-        ("min", true) => f64::INFINITY,
-        ("max", false) => i32::MIN as f64,
-        _ => i32::MAX as f64,
+        (ReduceKind::Sum, _) => 0.0,
+        (ReduceKind::Max, true) => f64::NEG_INFINITY,
+        (ReduceKind::Min, true) => f64::INFINITY,
+        (ReduceKind::Max, false) => i32::MIN as f64,
+        (ReduceKind::Min, false) => i32::MAX as f64,
     };
     super::lower::constant(c, d, v)
 }
 
-pub(super) fn shfl_combine(c: &mut Ctx, kind: &str, d: Dtype, acc: Reg, mask: usize) {
+pub(super) fn shfl_combine(c: &mut Ctx, kind: ReduceKind, d: Dtype, acc: Reg, mask: usize) {
     let t = c.reg(d);
     if class_of(d) == RegClass::F32 {
         let (x, y) = (c.b.reg(RegClass::B32), c.b.reg(RegClass::B32));

@@ -441,37 +441,7 @@ pub(super) fn replicated(c: &Ctx, v: Value, depth: usize) -> bool {
             let d = ty.dtype().unwrap_or(Dtype::F32);
             super::vector::rows_fit(c, a, axis, Layout::Blocked, &ss, d) && ss[0] <= layout::VEC
         }
-        Opcode::Neg
-        | Opcode::Abs
-        | Opcode::Exp
-        | Opcode::Exp2
-        | Opcode::Log
-        | Opcode::Log2
-        | Opcode::Sqrt
-        | Opcode::Rsqrt
-        | Opcode::Tanh
-        | Opcode::Sigmoid
-        | Opcode::Silu
-        | Opcode::Recip
-        | Opcode::Floor
-        | Opcode::Not
-        | Opcode::Add
-        | Opcode::Sub
-        | Opcode::Mul
-        | Opcode::Div
-        | Opcode::Rem
-        | Opcode::Max
-        | Opcode::Min
-        | Opcode::And
-        | Opcode::Or
-        | Opcode::Xor
-        | Opcode::Shl
-        | Opcode::Shr
-        | Opcode::Cast
-        | Opcode::Bitcast
-        | Opcode::Select
-        | Opcode::Cmp
-        | Opcode::Nf4 => all(),
+        kir_ir::elementwise_ops!() => all(),
         Opcode::ProgramId
         | Opcode::NumPrograms
         | Opcode::Dim

@@ -12,7 +12,7 @@ use super::memory::{and_pred, element, gty, load_elem, store_bits};
 use super::reduce::{combine, identity, shfl_combine};
 use super::tile::{in_loop, replicated, slot_live, sty};
 use super::PtxError;
-use kir_ir::{Dtype, OpData, Span, Value};
+use kir_ir::{Dtype, OpData, ReduceKind, Span, Value};
 
 /// A uniform predicate: 16-byte vectors of `vec` elements along the last dim are aligned
 /// (base pointer 16-byte aligned, every outer stride and the last offset multiples of `vec`).
@@ -361,7 +361,7 @@ pub(super) fn rows_fit(c: &Ctx, a: Value, axis: usize, l: Layout, ss: &[usize], 
 }
 
 /// Folds `regs` (one thread's slots) into a fresh register, in slot order.
-fn fold(c: &mut Ctx, kind: &str, d: Dtype, regs: &[Reg]) -> Reg {
+fn fold(c: &mut Ctx, kind: ReduceKind, d: Dtype, regs: &[Reg]) -> Reg {
     let acc = c.reg(d);
     c.b.ins(format!("mov.{} {acc}, {}", sty(d), regs[0]));
     for &r in &regs[1..] {
@@ -380,7 +380,7 @@ fn fold(c: &mut Ctx, kind: &str, d: Dtype, regs: &[Reg]) -> Reg {
 #[allow(clippy::too_many_arguments)]
 pub(super) fn reduce_blocked_rows(
     c: &mut Ctx,
-    kind: &str,
+    kind: ReduceKind,
     op: &OpData,
     axis: usize,
     l: Layout,
@@ -494,7 +494,7 @@ pub(super) fn reduce_blocked_rows(
 /// they come in fours), rounded to `d`; reads nothing unless `valid`.
 fn sum_partials(
     c: &mut Ctx,
-    kind: &str,
+    kind: ReduceKind,
     d: Dtype,
     base: Reg,
     subs: usize,

@@ -47,6 +47,8 @@ fn attr_text(a: &Attr) -> Option<String> {
     Some(match a {
         Attr::Expr(e) => e.to_string(),
         Attr::Name(n, _) => n.clone(),
+        Attr::Cmp(p) => p.name().to_string(),
+        Attr::Reduce(k) => k.name().to_string(),
         Attr::List(l) => l
             .iter()
             .map(|e| e.to_string())

@@ -20,17 +20,17 @@ pub fn weight(op: Opcode, is_float: bool) -> f64 {
         Opcode::Const | Opcode::Splat => 0.25,
         Opcode::Iota => 1.0,
         Opcode::Broadcast | Opcode::Reshape | Opcode::Transpose => 0.5,
-        Opcode::Neg | Opcode::Abs | Opcode::Floor | Opcode::Not => 1.0,
         Opcode::Exp2 | Opcode::Log2 | Opcode::Rsqrt | Opcode::Recip | Opcode::Sqrt => 4.0,
         Opcode::Exp | Opcode::Log | Opcode::Tanh | Opcode::Sigmoid | Opcode::Silu => 6.0,
-        Opcode::Add | Opcode::Sub | Opcode::Mul | Opcode::Max | Opcode::Min => 1.0,
-        Opcode::And | Opcode::Or | Opcode::Xor | Opcode::Shl | Opcode::Shr => 1.0,
         Opcode::Div | Opcode::Rem if is_float => 8.0,
         Opcode::Div | Opcode::Rem => 20.0,
-        Opcode::Cast | Opcode::Bitcast | Opcode::Select | Opcode::Cmp => 1.0,
+        Opcode::Nf4 => 2.0,
+        // Every other elementwise op (neg, abs, floor, not, add, sub, mul, max, min, the logic
+        // and shift ops, cast, bitcast, select, cmp) is one ALU instruction; a new op lands here
+        // until it gets an arm above.
+        kir_ir::elementwise_ops!() => 1.0,
         Opcode::Reduce => 1.0,
         Opcode::Dot => 2.0,
-        Opcode::Nf4 => 2.0,
         // Anchors never enter the e-graph; should one appear, it must never look cheap.
         Opcode::Load
         | Opcode::Store

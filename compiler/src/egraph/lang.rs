@@ -3,14 +3,15 @@
 //! A [`TileNode`] carries its [`Head`] (an [`Opcode`] from `Opcode::ALL`, or an opaque
 //! leaf for a value defined by a side-effecting anchor), an optional [`Sig`] (canonical
 //! attribute text plus the result dtype and shape) and its children. Nothing here lists
-//! opcodes by hand: which ops are pure comes from [`OpClass`], names come from the table.
+//! opcodes by hand: which ops are pure comes from the table's effect column, names come from the
+//! table.
 //!
 //! Pattern nodes (parsed from rule text like `(mul ?x ?c)`) have no `Sig`; they match a
 //! node of the same head and arity whatever its attributes and type. Rule conditions then
 //! check the facts they need through the analysis.
 
 use egg::{FromOp, Id, Language};
-use kir_ir::{Dtype, OpClass, Opcode};
+use kir_ir::{CmpPred, Dtype, Opcode};
 use std::fmt;
 use std::sync::Arc;
 
@@ -49,10 +50,10 @@ pub struct TileNode {
     pub args: Vec<Id>,
 }
 
-/// True for opcodes the e-graph may rewrite: no memory access, no control flow.
+/// True for opcodes the e-graph may rewrite: the op table's [`kir_ir::Effect::Pure`] ops (no
+/// memory access, no control flow, no scheduled-IR state).
 pub fn is_pure(op: Opcode) -> bool {
-    let class = op.info().class;
-    !matches!(class, OpClass::Memory | OpClass::Control | OpClass::Schedule)
+    op.is_pure()
 }
 
 impl TileNode {
@@ -67,6 +68,15 @@ impl TileNode {
                 konst: None,
             })),
             args,
+        }
+    }
+
+    /// A `cmp` node's predicate (its attribute text is the predicate's name); `None` for other
+    /// nodes and patterns.
+    pub fn cmp_pred(&self) -> Option<CmpPred> {
+        match (self.head, &self.sig) {
+            (Head::Op(Opcode::Cmp), Some(s)) => CmpPred::from_name(s.attrs.trim()),
+            _ => None,
         }
     }
 

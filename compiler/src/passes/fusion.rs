@@ -582,15 +582,10 @@ impl State<'_> {
     }
 }
 
-/// Ops that map elements to elements at the same index.
+/// Ops that map elements to elements at the same index (the op table's elementwise ops), except
+/// `nf4`, which epilogue fusion has never taken.
 fn elementwise(op: Opcode) -> bool {
-    matches!(
-        kir_ir::Opcode::info(op).class,
-        kir_ir::OpClass::Unary | kir_ir::OpClass::Binary
-    ) || matches!(
-        op,
-        Opcode::Cast | Opcode::Bitcast | Opcode::Select | Opcode::Cmp
-    )
+    op.is_elementwise() && op != Opcode::Nf4
 }
 
 pub use crate::traffic::bytes_moved;

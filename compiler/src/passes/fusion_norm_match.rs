@@ -219,7 +219,7 @@ pub(super) fn match_norm(k: &Kernel) -> R<Norm> {
         };
     let red = def(d, total).filter(|o| {
         o.opcode == Opcode::Reduce
-            && matches!(&o.lead, Some(Attr::Name(n, _)) if n == "sum")
+            && o.reduce_kind() == Some(kir_ir::ReduceKind::Sum)
             && matches!(o.attr("axis"), Some(Attr::Expr(e)) if e.as_int() == Some(1))
     });
     let red = red.ok_or_else(|| not("the mean's numerator is not a row sum"))?;

@@ -369,6 +369,8 @@ fn attr_text(a: &Attr, names: &SecondaryMap<Value, String>) -> String {
     match a {
         Attr::Expr(e) => e.to_string(),
         Attr::Name(n, _) => n.clone(),
+        Attr::Cmp(p) => p.name().to_string(),
+        Attr::Reduce(k) => k.name().to_string(),
         Attr::Value(v) => vname(names, *v),
         Attr::List(l) => format!("[{}]", join(l)),
         Attr::Flag => String::new(),

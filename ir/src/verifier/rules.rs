@@ -10,7 +10,7 @@ use super::{
 use crate::dtype::Dtype;
 use crate::expr::{Expr, ExprKind, UnOp};
 use crate::module::{OpData, ParamKind};
-use crate::ops::{Attr, Opcode};
+use crate::ops::{Attr, ElemTypes, Elementwise, Opcode};
 use crate::types::Type;
 
 /// Checks the type rule of one op (its structure was checked by the body walk).
@@ -27,24 +27,8 @@ pub(crate) fn check_op(b: &mut Body, _op: crate::entities::Op, d: &OpData) {
         Opcode::Reshape => reshape(b, d),
         Opcode::Transpose => transpose(b, d),
         Opcode::Load | Opcode::Store | Opcode::AtomicAdd => super::rules_memory::memory(b, d),
-        Opcode::Neg | Opcode::Abs => unary(b, d, Class::Arith),
-        Opcode::Exp
-        | Opcode::Exp2
-        | Opcode::Log
-        | Opcode::Log2
-        | Opcode::Sqrt
-        | Opcode::Rsqrt
-        | Opcode::Tanh
-        | Opcode::Sigmoid
-        | Opcode::Silu
-        | Opcode::Recip
-        | Opcode::Floor => unary(b, d, Class::Float),
-        Opcode::Not => unary(b, d, Class::Logic),
-        Opcode::Add | Opcode::Sub | Opcode::Mul | Opcode::Div | Opcode::Max | Opcode::Min => {
-            binary(b, d, Class::Arith)
-        }
-        Opcode::Rem | Opcode::Shl | Opcode::Shr => binary(b, d, Class::Int),
-        Opcode::And | Opcode::Or | Opcode::Xor => binary(b, d, Class::Logic),
+        // The dtypes a unary or binary op accepts come from its table row.
+        crate::ops::unary_ops!() | crate::ops::binary_ops!() => elementwise(b, d),
         Opcode::Cast => rc::cast(b, d),
         Opcode::Bitcast => rc::bitcast(b, d),
         Opcode::Select => rc::select(b, d),
@@ -73,36 +57,14 @@ pub(crate) fn check_op(b: &mut Body, _op: crate::entities::Op, d: &OpData) {
     }
 }
 
-/// The dtypes an elementwise op accepts.
-#[derive(Clone, Copy, PartialEq)]
-pub(crate) enum Class {
-    /// Floats and integers, not i1.
-    Arith,
-    /// Floats only.
-    Float,
-    /// Integers only (not i1).
-    Int,
-    /// Integers and i1.
-    Logic,
-}
-
-impl Class {
-    fn accepts(self, t: Dtype) -> bool {
-        match self {
-            Class::Arith => t.is_float() || t.is_int(),
-            Class::Float => t.is_float(),
-            Class::Int => t.is_int(),
-            Class::Logic => t.is_int() || t == Dtype::I1,
-        }
-    }
-
-    fn desc(self) -> &'static str {
-        match self {
-            Class::Arith => "float or integer (not i1)",
-            Class::Float => "float",
-            Class::Int => "integer",
-            Class::Logic => "integer or i1",
-        }
+/// A unary or binary op, with the operand dtypes of its table row (`elem=Unary(..)`,
+/// `elem=Binary(..)`).
+fn elementwise(b: &mut Body, d: &OpData) {
+    match d.opcode.elementwise() {
+        Some(Elementwise::Unary(types)) => unary(b, d, types),
+        Some(Elementwise::Binary(types)) => binary(b, d, types),
+        // Other elementwise ops have their own rules (`rules_compute`).
+        Some(Elementwise::Other) | None => {}
     }
 }
 
@@ -444,7 +406,7 @@ fn transpose(b: &mut Body, d: &OpData) {
     expect_ty(b.errs, d, &format!("`transpose` of {x}"), &expected, r);
 }
 
-fn unary(b: &mut Body, d: &OpData, class: Class) {
+fn unary(b: &mut Body, d: &OpData, class: ElemTypes) {
     let name = d.opcode.name();
     let Some(x) = opd(b, d, 0) else { return };
     if dtype_is(x, |t| class.accepts(t)) == Some(false) {
@@ -486,7 +448,7 @@ pub(crate) fn binary_operands<'a>(b: &mut Body<'a>, d: &OpData) -> Option<&'a Ty
     Some(combined)
 }
 
-fn binary(b: &mut Body, d: &OpData, class: Class) {
+fn binary(b: &mut Body, d: &OpData, class: ElemTypes) {
     let name = d.opcode.name();
     let Some(t) = binary_operands(b, d) else {
         return;

@@ -8,13 +8,17 @@ use crate::dtype::Dtype;
 use crate::entities::Block;
 use crate::expr::Expr;
 use crate::module::OpData;
-use crate::ops::{Attr, Opcode};
+use crate::ops::{Attr, CmpPred, Opcode, ReduceKind};
 use crate::types::{ElemType, Type};
 
-/// The comparisons `cmp` accepts.
-const CMP_KINDS: [&str; 6] = ["eq", "ne", "lt", "le", "gt", "ge"];
-/// The reductions `reduce` accepts.
-const REDUCE_KINDS: [&str; 3] = ["sum", "max", "min"];
+/// `eq, ne, …, ge` or `a, b or c` from a list of names, for messages.
+fn one_of(names: &[&str]) -> String {
+    match names {
+        [] => String::new(),
+        [one] => one.to_string(),
+        [init @ .., last] => format!("{} or {last}", init.join(", ")),
+    }
+}
 
 /// `t`'s shape with a known element type.
 fn with_dtype(t: &Type, dt: Dtype) -> Type {
@@ -23,6 +27,32 @@ fn with_dtype(t: &Type, dt: Dtype) -> Type {
         Type::Tile(d, _) => Type::Tile(d.clone(), ElemType::Known(dt)),
         Type::Smem(d, _) => Type::Smem(d.clone(), ElemType::Known(dt)),
         Type::Mbar(n) => Type::Mbar(n.clone()),
+    }
+}
+
+/// Reports a `cmp` predicate or `reduce` kind stored as a plain name: unknown (from text), or
+/// known but built by code that should have stored the typed attribute.
+fn named_keyword(
+    b: &mut Body,
+    sp: crate::span::Span,
+    what: &str,
+    n: &str,
+    known: &[&str],
+    typed: &str,
+) {
+    if known.contains(&n) {
+        err(
+            b.errs,
+            sp,
+            format!("internal: {what} `{n}` is stored as a name, not as `{typed}`"),
+        );
+    } else {
+        err_note(
+            b.errs,
+            sp,
+            format!("unknown {what} `{n}`"),
+            format!("expected {}", one_of(known)),
+        );
     }
 }
 
@@ -102,15 +132,10 @@ pub(crate) fn select(b: &mut Body, d: &OpData) {
 
 /// `cmp KIND x, y`: operands as for binary ops, result i1 of their shape.
 pub(crate) fn cmp(b: &mut Body, d: &OpData) {
+    // The parser keeps a predicate it does not know as a name.
     if let Some(Attr::Name(n, sp)) = &d.lead {
-        if !CMP_KINDS.contains(&n.as_str()) {
-            err_note(
-                b.errs,
-                *sp,
-                format!("unknown comparison `{n}`"),
-                "expected eq, ne, lt, le, gt or ge",
-            );
-        }
+        let known: Vec<&str> = CmpPred::ALL.iter().map(|p| p.name()).collect();
+        named_keyword(b, *sp, "comparison", n, &known, "Attr::Cmp");
     }
     let Some(t) = binary_operands(b, d) else {
         return;
@@ -130,18 +155,14 @@ pub(crate) fn cmp(b: &mut Body, d: &OpData) {
 /// that dim 1, and the dtype.
 pub(crate) fn reduce(b: &mut Body, d: &OpData) {
     let kind = match &d.lead {
+        Some(Attr::Reduce(k)) => Some(*k),
+        // The parser keeps a kind it does not know as a name.
         Some(Attr::Name(n, sp)) => {
-            if !REDUCE_KINDS.contains(&n.as_str()) {
-                err_note(
-                    b.errs,
-                    *sp,
-                    format!("unknown reduction `{n}`"),
-                    "expected sum, max or min",
-                );
-            }
-            n.as_str()
+            let known: Vec<&str> = ReduceKind::ALL.iter().map(|k| k.name()).collect();
+            named_keyword(b, *sp, "reduction", n, &known, "Attr::Reduce");
+            None
         }
-        _ => "",
+        _ => None,
     };
     let Some(x) = opd(b, d, 0) else { return };
     let Type::Tile(xd, xe) = x else {
@@ -152,7 +173,7 @@ pub(crate) fn reduce(b: &mut Body, d: &OpData) {
         );
         return;
     };
-    if kind == "sum" && dtype_is(x, |t| t == Dtype::I1) == Some(true) {
+    if kind == Some(ReduceKind::Sum) && dtype_is(x, |t| t == Dtype::I1) == Some(true) {
         err(
             b.errs,
             d.span,

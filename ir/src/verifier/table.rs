@@ -25,6 +25,9 @@ impl Body<'_> {
                 d.span,
                 format!("`{name}` needs a leading {}", kind_desc(k)),
             ),
+            // A predicate or kind the parser did not know stays a name; the op's type rule
+            // reports it.
+            (Some(AttrKind::Cmp | AttrKind::Reduce), Some(Attr::Name(..))) => {}
             (Some(k), Some(a)) if attr_kind(a) != k => err(
                 self.errs,
                 d.span,
@@ -131,7 +134,7 @@ impl Body<'_> {
             match a {
                 Attr::Expr(e) => self.check_op_expr(e, &ctx, key == "other"),
                 Attr::List(es) => es.iter().for_each(|e| self.check_op_expr(e, &ctx, false)),
-                Attr::Name(..) | Attr::Value(_) | Attr::Flag => {}
+                Attr::Name(..) | Attr::Value(_) | Attr::Flag | Attr::Cmp(_) | Attr::Reduce(_) => {}
             }
         }
         if let Some(t) = &d.tensor {
@@ -153,6 +156,8 @@ fn attr_kind(a: &Attr) -> AttrKind {
         Attr::Value(_) => AttrKind::Value,
         Attr::List(_) => AttrKind::List,
         Attr::Flag => AttrKind::Flag,
+        Attr::Cmp(_) => AttrKind::Cmp,
+        Attr::Reduce(_) => AttrKind::Reduce,
     }
 }
 
@@ -164,6 +169,8 @@ fn kind_desc(k: AttrKind) -> &'static str {
         AttrKind::Value => "an SSA value",
         AttrKind::List => "a bracketed list",
         AttrKind::Flag => "a flag (no value)",
+        // Written as names (`cmp lt`, `reduce sum`).
+        AttrKind::Cmp | AttrKind::Reduce => "a name",
     }
 }
 

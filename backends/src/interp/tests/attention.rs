@@ -35,7 +35,7 @@ fn attention_module() -> Module {
         let mx = b.op_lead(
             k,
             Opcode::Reduce,
-            name("max"),
+            red("max"),
             &[s],
             axis1(),
             tile(&[BM, 1], F32),
@@ -49,7 +49,7 @@ fn attention_module() -> Module {
         let ls = b.op_lead(
             k,
             Opcode::Reduce,
-            name("sum"),
+            red("sum"),
             &[pr],
             axis1(),
             tile(&[BM, 1], F32),

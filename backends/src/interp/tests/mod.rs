@@ -53,6 +53,16 @@ pub(crate) fn name(s: &str) -> Attr {
     Attr::Name(s.into(), Span::default())
 }
 
+/// The lead of a `cmp` (`lt`).
+pub(crate) fn pred(s: &str) -> Attr {
+    Attr::Cmp(kir_ir::CmpPred::from_name(s).expect("a cmp predicate"))
+}
+
+/// The lead of a `reduce` (`sum`).
+pub(crate) fn red(s: &str) -> Attr {
+    Attr::Reduce(kir_ir::ReduceKind::from_name(s).expect("a reduce kind"))
+}
+
 impl B {
     pub(crate) fn new() -> B {
         let mut dfg = Dfg::default();

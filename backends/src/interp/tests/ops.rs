@@ -219,7 +219,7 @@ fn masked_store_leaves_poison() {
     let m = b.op_lead(
         body,
         Opcode::Cmp,
-        name("lt"),
+        pred("lt"),
         &[i, five],
         vec![],
         tile(&[8], I1),
@@ -441,8 +441,8 @@ fn float_semantics() {
             b.float(k, 1.0, sc(F32)),
         );
         let neg = b.float(k, -1.5, sc(F32));
-        let c = b.op_lead(k, Opcode::Cmp, name("lt"), &[nan, one], vec![], sc(I1));
-        let cne = b.op_lead(k, Opcode::Cmp, name("ne"), &[nan, one], vec![], sc(I1));
+        let c = b.op_lead(k, Opcode::Cmp, pred("lt"), &[nan, one], vec![], sc(I1));
+        let cne = b.op_lead(k, Opcode::Cmp, pred("ne"), &[nan, one], vec![], sc(I1));
         let both = b.op(k, Opcode::Or, &[c, cne], sc(I1));
         vec![
             b.op(k, Opcode::Exp, &[x], sc(F32)),
@@ -493,7 +493,7 @@ fn shape_ops_and_reductions() {
     let s = b.op_lead(
         body,
         Opcode::Reduce,
-        name("sum"),
+        red("sum"),
         &[x],
         vec![("axis", Attr::Expr(Expr::int(1)))],
         tile(&[2, 1], F32),
@@ -501,7 +501,7 @@ fn shape_ops_and_reductions() {
     let m = b.op_lead(
         body,
         Opcode::Reduce,
-        name("max"),
+        red("max"),
         &[x],
         vec![("axis", Attr::Expr(Expr::int(0)))],
         tile(&[1, 3], F32),

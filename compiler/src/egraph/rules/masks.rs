@@ -8,7 +8,7 @@ use super::{rule, var, Rule};
 use crate::egraph::analysis::TileGraph;
 use crate::egraph::lang::{Head, TileNode};
 use egg::Id;
-use kir_ir::{Dtype, Opcode};
+use kir_ir::{CmpPred, Dtype, Opcode};
 
 /// An all-`value` i1 constant typed like the class `like` (same shape).
 fn mask_const(g: &mut TileGraph, like: Id, value: bool) -> Option<Id> {
@@ -25,13 +25,13 @@ fn is_mask_const(g: &TileGraph, s: &egg::Subst, name: &str, value: bool) -> bool
 }
 
 /// The predicates of the `cmp` nodes of class `c` whose operands are the classes `(x, y)`.
-fn cmp_preds(g: &TileGraph, c: Id, x: Id, y: Id) -> Vec<String> {
+fn cmp_preds(g: &TileGraph, c: Id, x: Id, y: Id) -> Vec<CmpPred> {
     let (x, y) = (g.find(x), g.find(y));
     g[c].nodes
         .iter()
         .filter(|n| n.head == Head::Op(Opcode::Cmp) && n.args.len() == 2)
         .filter(|n| g.find(n.args[0]) == x && g.find(n.args[1]) == y)
-        .filter_map(|n| n.sig.as_ref().map(|s| s.attrs.trim().to_string()))
+        .filter_map(|n| n.cmp_pred())
         .collect()
 }
 
@@ -40,7 +40,7 @@ fn lt_const(g: &TileGraph, c: Id) -> Vec<(Id, f64)> {
     g[c].nodes
         .iter()
         .filter(|n| n.head == Head::Op(Opcode::Cmp) && n.args.len() == 2)
-        .filter(|n| n.sig.as_ref().is_some_and(|s| s.attrs.trim() == "lt"))
+        .filter(|n| n.cmp_pred() == Some(CmpPred::Lt))
         .filter_map(|n| Some((g.find(n.args[0]), g[n.args[1]].data.konst?)))
         .filter(|(_, k)| !k.is_nan())
         .collect()
@@ -64,16 +64,13 @@ fn same_cmp(g: &mut TileGraph, r: Id, s: &egg::Subst, always: bool) -> Option<Id
     if g[x].data.dtype.is_float() {
         return None;
     }
-    let want: &[&str] = if always {
-        &["eq", "le", "ge"]
+    let want: &[CmpPred] = if always {
+        &[CmpPred::Eq, CmpPred::Le, CmpPred::Ge]
     } else {
-        &["ne", "lt", "gt"]
+        &[CmpPred::Ne, CmpPred::Lt, CmpPred::Gt]
     };
     let preds = cmp_preds(g, r, x, x);
-    preds
-        .iter()
-        .any(|p| want.contains(&p.as_str()))
-        .then_some(())?;
+    preds.iter().any(|p| want.contains(p)).then_some(())?;
     mask_const(g, r, always)
 }
 
@@ -154,8 +151,14 @@ mod tests {
         g.add(TileNode::constant(v, d, shape))
     }
 
-    fn cmp(g: &mut TileGraph, pred: &str, x: Id, y: Id, shape: &[usize]) -> Id {
-        g.add(TileNode::op(Opcode::Cmp, pred, I1, shape, vec![x, y]))
+    fn cmp(g: &mut TileGraph, pred: CmpPred, x: Id, y: Id, shape: &[usize]) -> Id {
+        g.add(TileNode::op(
+            Opcode::Cmp,
+            pred.name(),
+            I1,
+            shape,
+            vec![x, y],
+        ))
     }
 
     #[test]
@@ -232,12 +235,12 @@ mod tests {
     #[test]
     fn comparing_an_integer_with_itself() {
         for (pred, v) in [
-            ("eq", 1.0),
-            ("le", 1.0),
-            ("ge", 1.0),
-            ("ne", 0.0),
-            ("lt", 0.0),
-            ("gt", 0.0),
+            (CmpPred::Eq, 1.0),
+            (CmpPred::Le, 1.0),
+            (CmpPred::Ge, 1.0),
+            (CmpPred::Ne, 0.0),
+            (CmpPred::Lt, 0.0),
+            (CmpPred::Gt, 0.0),
         ] {
             let name = if v == 1.0 {
                 "cmp-same-true"
@@ -253,7 +256,7 @@ mod tests {
         // Never for floats: cmp eq NaN, NaN is false.
         let mut g = TileGraph::default();
         let x = leaf(&mut g, 0, F32, &[4]);
-        let e = cmp(&mut g, "eq", x, x, &[4]);
+        let e = cmp(&mut g, CmpPred::Eq, x, x, &[4]);
         let t = k(&mut g, 1.0, I1, &[4]);
         assert!(!fires(g, &rules(), e, t));
     }
@@ -265,8 +268,8 @@ mod tests {
             let x = leaf(&mut g, 0, I32, &[4]);
             let a = k(&mut g, 64.0, I32, &[]);
             let b = k(&mut g, 100.0, I32, &[]);
-            let p = cmp(&mut g, "lt", x, a, &[4]);
-            let q = cmp(&mut g, "lt", x, b, &[4]);
+            let p = cmp(&mut g, CmpPred::Lt, x, a, &[4]);
+            let q = cmp(&mut g, CmpPred::Lt, x, b, &[4]);
             let args = if swap { vec![q, p] } else { vec![p, q] };
             let e = op(&mut g, Opcode::And, I1, &[4], args);
             assert!(fires(g, &named(rules(), "and-lt-lt-const"), e, p), "{swap}");
@@ -277,9 +280,9 @@ mod tests {
         let y = leaf(&mut g, 1, I32, &[4]);
         let a = k(&mut g, 64.0, I32, &[]);
         let b = k(&mut g, 100.0, I32, &[]);
-        let p = cmp(&mut g, "lt", x, a, &[4]);
-        let q = cmp(&mut g, "lt", y, b, &[4]);
-        let r = cmp(&mut g, "le", x, b, &[4]);
+        let p = cmp(&mut g, CmpPred::Lt, x, a, &[4]);
+        let q = cmp(&mut g, CmpPred::Lt, y, b, &[4]);
+        let r = cmp(&mut g, CmpPred::Le, x, b, &[4]);
         let e = op(&mut g, Opcode::And, I1, &[4], vec![p, q]);
         let f = op(&mut g, Opcode::And, I1, &[4], vec![p, r]);
         let rs = rules();

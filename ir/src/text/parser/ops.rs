@@ -6,7 +6,7 @@ use crate::entities::{Block, Value};
 use crate::error::Diagnostic;
 use crate::expr::{Expr, ExprKind};
 use crate::module::*;
-use crate::ops::{Arity, Attr, AttrKind, Opcode};
+use crate::ops::{Arity, Attr, AttrKind, CmpPred, Opcode, ReduceKind};
 use crate::span::Span;
 use crate::text::lexer::Tok;
 use crate::types::{ElemType, Type};
@@ -316,6 +316,7 @@ impl Parser {
                 let (n, sp) = self.ident("a name")?;
                 op.lead = Some(Attr::Name(n, sp));
             }
+            Some(k @ (AttrKind::Cmp | AttrKind::Reduce)) => op.lead = Some(self.keyword_attr(k)?),
             Some(_) => op.lead = Some(Attr::Expr(self.expr()?)),
             None => {}
         }
@@ -364,6 +365,7 @@ impl Parser {
                     Attr::List(self.comma_list("]", |p| p.expr())?)
                 }
                 AttrKind::Flag => Attr::Flag,
+                AttrKind::Cmp | AttrKind::Reduce => self.keyword_attr(kind)?,
             };
             op.attrs.push((key.to_string(), a));
         }
@@ -371,5 +373,17 @@ impl Parser {
         op.attrs
             .sort_by_key(|(k, _)| info.keywords.iter().position(|(kk, _)| kk == k));
         Ok(())
+    }
+
+    /// A `cmp` predicate or `reduce` kind: typed when known, else kept as a name (with its
+    /// span) for the verifier to report.
+    fn keyword_attr(&mut self, kind: AttrKind) -> PResult<Attr> {
+        let (n, sp) = self.ident("a name")?;
+        let typed = match kind {
+            AttrKind::Cmp => CmpPred::from_name(&n).map(Attr::Cmp),
+            AttrKind::Reduce => ReduceKind::from_name(&n).map(Attr::Reduce),
+            _ => None,
+        };
+        Ok(typed.unwrap_or(Attr::Name(n, sp)))
     }
 }
