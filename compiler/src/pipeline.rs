@@ -1,19 +1,102 @@
 //! The pipeline: the one place passes are ordered.
 //!
-//! The pipeline is `parse` → verify → `specialize` → verify → `egraph` → verify → `fusion` →
-//! verify → `mask_split` → verify. Later stages (layout assignment, scheduling, lowering) are
-//! appended to [`PASSES`] and to [`run_observed`], in order; each pass stays a free function in
-//! `crate::passes`. The backends and `kirc run` consume the last module, [`Frontend::output`];
-//! each intermediate module is kept in [`Frontend`] and checked differentially against the one
-//! before it by the test suite. Every pass can be dumped: [`dump_after`] returns the canonical IR
-//! text right after a named pass, which is what `kirc check --dump-after PASS` prints and what
-//! snapshot tests record.
+//! The front end is `parse` → verify → `specialize` → verify → `egraph` → verify → `fusion` →
+//! verify → `mask_split` → verify ([`run_observed`]); its last module, [`Frontend::output`], is
+//! what the backends, `kirc run`, `kirc compile` and `kirc bench` consume. Each intermediate
+//! module is kept in [`Frontend`] and checked differentially against the one before it by the
+//! test suite. The scheduling passes follow for a target ([`schedule_observed`]):
+//! `pipelining` (an N-stage shared-memory ring of each loop's dot-operand loads) and then
+//! `warp_specialize` (producer and consumer partitions); they need the target's shared-memory
+//! budget, so they run only with [`ScheduleOptions::target`] set. Every pass can be dumped:
+//! [`dump_after_with`] returns the canonical IR text right after a named pass, which is what
+//! `kirc check --dump-after PASS [--target T]` prints and what snapshot tests record.
 
 use crate::passes;
 use kir_ir::{text, verifier, Diagnostics, Module};
 
 /// The passes in pipeline order, by the name `--dump-after` takes.
-pub const PASSES: &[&str] = &["parse", "specialize", "egraph", "fusion", "mask_split"];
+pub const PASSES: &[&str] = &[
+    "parse",
+    "specialize",
+    "egraph",
+    "fusion",
+    "mask_split",
+    "pipelining",
+    "warp_specialize",
+];
+
+/// The passes of [`PASSES`] that schedule for a target (they need [`ScheduleOptions::target`]).
+pub const SCHEDULE_PASSES: &[&str] = &["pipelining", "warp_specialize"];
+
+/// Whether and how `warp_specialize` runs.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub enum WsChoice {
+    /// It does not run (the default: no backend lowers warp-specialized IR yet).
+    #[default]
+    Off,
+    /// The target's plans in order of preference ([`ws_plans`]); the first that applies.
+    Auto,
+    /// This plan, or its error.
+    Plan(passes::WsPlan),
+}
+
+/// What the scheduling passes may use and are asked for.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct ScheduleOptions {
+    /// The target whose shared-memory budget bounds the rings; `None` skips scheduling.
+    pub target: Option<kir_backends::Target>,
+    /// Pipeline stages requested (`--stages`); `None` lets the pass choose.
+    pub stages: Option<usize>,
+    /// Warp specialization after pipelining.
+    pub warp_specialize: WsChoice,
+}
+
+/// The warp-specialization plans of a target, most preferred first: FA3's two ping-pong consumer
+/// warpgroups with `setmaxnreg` budgets, then one producer and one consumer warpgroup, on
+/// sm_90a and sm_100a; two producer warps and six consumer warps (one budget) elsewhere.
+pub fn ws_plans(t: kir_backends::Target) -> Vec<passes::WsPlan> {
+    use kir_backends::Target;
+    match t {
+        Target::Sm90a | Target::Sm100a => vec![passes::WsPlan::FA3, passes::WsPlan::GEMM],
+        Target::Sm80 | Target::Sm120a => vec![passes::WsPlan::P2C6],
+    }
+}
+
+/// Runs the scheduling passes on the front end's final module for `opts.target` (none without
+/// a target), verifying after each and calling `observe(pass, module)`.
+pub fn schedule_observed(
+    m: &Module,
+    opts: &ScheduleOptions,
+    observe: &mut dyn FnMut(&str, &Module),
+) -> Result<Module, Diagnostics> {
+    let Some(target) = opts.target else {
+        return Ok(m.clone());
+    };
+    let cfg = passes::PipelineConfig {
+        smem_budget: target.smem_per_block(),
+        stages: opts.stages,
+    };
+    let piped = passes::pipelining(m, &cfg)?;
+    verifier::verify(&piped)?;
+    observe("pipelining", &piped);
+    let plans = match &opts.warp_specialize {
+        WsChoice::Off => return Ok(piped),
+        WsChoice::Auto => ws_plans(target),
+        WsChoice::Plan(p) => vec![p.clone()],
+    };
+    let mut last = None;
+    for plan in &plans {
+        match passes::warp_specialize(&piped, plan) {
+            Ok(ws) => {
+                verifier::verify(&ws)?;
+                observe("warp_specialize", &ws);
+                return Ok(ws);
+            }
+            Err(e) => last = Some(e),
+        }
+    }
+    Err(last.unwrap_or_default())
+}
 
 /// `-D NAME=VALUE` overrides, in command-line order (the last one of a name wins).
 pub type Defines = [(String, String)];
@@ -90,23 +173,47 @@ pub enum DumpError {
     /// The pass name is not in [`PASSES`].
     #[error("unknown pass `{0}` (passes: {passes})", passes = PASSES.join(", "))]
     UnknownPass(String),
+    /// A scheduling pass was asked for without a target.
+    #[error("pass `{0}` schedules for a target: add --target (sm_80, sm_90a, sm_100a or sm_120a)")]
+    NeedsTarget(String),
     /// The input failed before or in the pass.
     #[error("{0}")]
     Failed(Diagnostics),
 }
 
-/// The canonical IR text right after `pass` (one of [`PASSES`]).
+/// The canonical IR text right after `pass` (one of [`PASSES`] but the scheduling ones).
 pub fn dump_after(src: &str, defines: &Defines, pass: &str) -> Result<String, DumpError> {
+    dump_after_with(src, defines, pass, &ScheduleOptions::default())
+}
+
+/// The canonical IR text right after `pass` (one of [`PASSES`]); the scheduling passes run with
+/// `opts` and need its target.
+pub fn dump_after_with(
+    src: &str,
+    defines: &Defines,
+    pass: &str,
+    opts: &ScheduleOptions,
+) -> Result<String, DumpError> {
     if !PASSES.contains(&pass) {
         return Err(DumpError::UnknownPass(pass.to_string()));
     }
+    if SCHEDULE_PASSES.contains(&pass) && opts.target.is_none() {
+        return Err(DumpError::NeedsTarget(pass.to_string()));
+    }
     let mut dump = None;
-    run_observed(src, defines, &mut |name, m| {
+    let mut observe = |name: &str, m: &Module| {
         if name == pass {
             dump = Some(text::print(m));
         }
-    })
-    .map_err(DumpError::Failed)?;
+    };
+    let f = run_observed(src, defines, &mut observe).map_err(DumpError::Failed)?;
+    if SCHEDULE_PASSES.contains(&pass) {
+        let mut opts = opts.clone();
+        if pass == "warp_specialize" && opts.warp_specialize == WsChoice::Off {
+            opts.warp_specialize = WsChoice::Auto;
+        }
+        schedule_observed(&f.output, &opts, &mut observe).map_err(DumpError::Failed)?;
+    }
     // Every pass in PASSES is observed once the run succeeds.
     Ok(dump.unwrap_or_default())
 }
@@ -139,8 +246,8 @@ mod tests {
         for p in PASSES {
             assert!(msg.contains(p), "{msg}");
         }
-        // Every pass is dumpable.
-        for p in PASSES {
+        // Every pass that needs no target is dumpable without one.
+        for p in PASSES.iter().filter(|p| !SCHEDULE_PASSES.contains(p)) {
             assert!(!dump_after(SRC, &[], p).unwrap().is_empty(), "{p}");
         }
     }

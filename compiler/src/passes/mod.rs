@@ -7,9 +7,11 @@ mod fusion_norm;
 mod fusion_norm_match;
 pub mod mask_split;
 pub mod specialize;
+pub mod warp_spec;
 
 pub use egraph::{egraph, egraph_explained, egraph_with};
 pub use fusion::{fusion, fusion_with_report, FusionReport};
 pub use mask_split::mask_split;
 pub use pipelining::{pipelining, PipelineConfig};
 pub use specialize::{const_values, specialize};
+pub use warp_spec::{warp_specialize, WsPlan};

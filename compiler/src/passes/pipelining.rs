@@ -1,9 +1,11 @@
 //! Software pipelining: the tile loads of each innermost `for` loop become asynchronous copies
 //! into an N-stage shared-memory ring, issued N − 1 iterations ahead (scheduled IR).
 //!
-//! A load qualifies when it reads a tile of an `in` tensor directly in the loop body and its
+//! A load qualifies when it reads a 2-D tile of an `in` tensor directly in the loop body, feeds
+//! an operand of a `dot` or `dot_async` of the body (directly or through `transpose`), and its
 //! offsets and mask depend only on the induction variable and on values defined before the loop
-//! (through pure ops of the body: the *address slice*). For a loop `for %i = lo to hi step st`
+//! (through pure ops of the body: the *address slice*). Dot operands are what the matrix units
+//! read from shared memory; other tiles are better loaded straight into registers. For a loop `for %i = lo to hi step st`
 //! with S stages the pass emits, with the copies of iteration t in copy group t and stage t mod S:
 //! - before the loop, for j in 0..S−1: `if lo + j·st < hi { slice(i := lo + j·st); async_copy
 //!   into stage j }`, then `async_commit` (one group per j, empty or not);
@@ -22,7 +24,7 @@
 use crate::kedit::{self, add_carried, insert_op, simple, Cloner};
 use kir_ir::verifier::rules_sched::kernel_smem_bytes;
 use kir_ir::{
-    Attr, Block, Diagnostic, Diagnostics, Dtype, ElemType, Expr, Kernel, Module, Op, OpData, Opcode, Span,
+    Attr, Block, Diagnostic, Diagnostics, Dtype, ElemType, Expr, Kernel, Module, Op, OpData, Opcode,
     Type, Value, ValueDef,
 };
 use std::collections::{HashMap, HashSet};
@@ -130,6 +132,7 @@ fn kernel(k: &mut Kernel, cfg: &PipelineConfig) -> Result<(), Diagnostic> {
         changed = true;
     }
     if changed {
+        kedit::cse(k);
         kedit::dce(k);
     }
     Ok(())
@@ -175,7 +178,7 @@ fn candidates(k: &Kernel, l: Op) -> Vec<Cand> {
         let ty = k.dfg.ty(od.results[0]).clone();
         let Type::Tile(dims, elem) = &ty else { continue };
         let (Some(shape), Some(dt)) = (ty.shape(), ty.dtype()) else { continue };
-        if !input || dt == Dtype::I1 || slice(k, l, o).is_none() {
+        if !input || dt == Dtype::I1 || shape.len() != 2 || !feeds_dot(k, body, od.results[0]) || slice(k, l, o).is_none() {
             continue;
         }
         let n = seen.entry(tr.param.clone()).or_insert(0);
@@ -185,6 +188,18 @@ fn candidates(k: &Kernel, l: Op) -> Vec<Cand> {
         out.push(Cand { op: o, dims: dims.clone(), elem: elem.clone(), ty, bytes, key });
     }
     out
+}
+
+/// Whether `v` is operand a or b of a dot in block `b`, directly or through `transpose`.
+fn feeds_dot(k: &Kernel, b: Block, v: Value) -> bool {
+    k.dfg.blocks[b].ops.iter().any(|&o| {
+        let od = &k.dfg.ops[o];
+        match od.opcode {
+            Opcode::Dot | Opcode::DotAsync => od.operands[..2].contains(&v),
+            Opcode::Transpose if od.operands.first() == Some(&v) => feeds_dot(k, b, od.results[0]),
+            _ => false,
+        }
+    })
 }
 
 /// The ops of `l`'s body that load `o`'s offsets and mask need, in body order; `None` when they
@@ -235,8 +250,8 @@ fn iconst(k: &mut Kernel, b: Block, v: i64) -> Value {
 }
 
 /// Appends a binary/compare op to block `b`.
-fn bin(k: &mut Kernel, b: Block, opc: Opcode, lead: Option<&str>, x: Value, y: Value, d: Dtype) -> Value {
-    let l = lead.map(|n| Attr::Name(n.into(), Span::default()));
+fn bin(k: &mut Kernel, b: Block, opc: Opcode, lead: Option<kir_ir::CmpPred>, x: Value, y: Value, d: Dtype) -> Value {
+    let l = lead.map(Attr::Cmp);
     let id = k.dfg.append_op(b, simple(opc, vec![x, y], l), vec![(Type::scalar(d), None)]);
     k.dfg.ops[id].results[0]
 }
@@ -244,7 +259,7 @@ fn bin(k: &mut Kernel, b: Block, opc: Opcode, lead: Option<&str>, x: Value, y: V
 /// Appends `if cond { slice(iv := at); async_copy … into stage }` for every candidate.
 #[allow(clippy::too_many_arguments)]
 fn guarded_copies(k: &mut Kernel, b: Block, l: Op, cands: &[Cand], bufs: &[Value], at: Value, stage: Value, hi: Value) {
-    let cond = bin(k, b, Opcode::Cmp, Some("lt"), at, hi, Dtype::I1);
+    let cond = bin(k, b, Opcode::Cmp, Some(kir_ir::CmpPred::Lt), at, hi, Dtype::I1);
     let then = k.dfg.new_block();
     let body = k.dfg.ops[l].regions[0];
     let iv = k.dfg.blocks[body].args[0];
@@ -320,7 +335,7 @@ fn rewrite_loop(k: &mut Kernel, l: Op, cands: &[Cand], bufs: &[Value], stages: u
     let at = bin(k, head, Opcode::Add, None, iv, ast, Dtype::I32);
     // Prefetch stage (s + S − 1) mod S = s == 0 ? S − 1 : s − 1.
     let zero_b = iconst(k, head, 0);
-    let is0 = bin(k, head, Opcode::Cmp, Some("eq"), s, zero_b, Dtype::I1);
+    let is0 = bin(k, head, Opcode::Cmp, Some(kir_ir::CmpPred::Eq), s, zero_b, Dtype::I1);
     let sm1 = bin(k, head, Opcode::Sub, None, s, one, Dtype::I32);
     let pf = {
         let id = k.dfg.append_op(head, simple(Opcode::Select, vec![is0, last, sm1], None), vec![(Type::scalar(Dtype::I32), None)]);
@@ -356,7 +371,7 @@ fn rewrite_loop(k: &mut Kernel, l: Op, cands: &[Cand], bufs: &[Value], stages: u
     let one_t = iconst(k, tail, 1);
     let zero_t = iconst(k, tail, 0);
     let lim = iconst(k, tail, stages as i64 - 1);
-    let at_end = bin(k, tail, Opcode::Cmp, Some("eq"), s, lim, Dtype::I1);
+    let at_end = bin(k, tail, Opcode::Cmp, Some(kir_ir::CmpPred::Eq), s, lim, Dtype::I1);
     let sp1 = bin(k, tail, Opcode::Add, None, s, one_t, Dtype::I32);
     let next = {
         let id = k.dfg.append_op(tail, simple(Opcode::Select, vec![at_end, zero_t, sp1], None), vec![(Type::scalar(Dtype::I32), None)]);

@@ -23,23 +23,26 @@ pub const MAX_ARRIVALS: i64 = (1 << 20) - 1;
 pub fn smem_bytes(t: &Type) -> Option<u64> {
     match t {
         Type::Smem(..) => {
-            let n: usize = t.shape()?.iter().product();
-            Some((n * t.dtype()?.size_bytes()) as u64)
+            let n = t.shape()?.iter().try_fold(1u64, |a, &d| a.checked_mul(d as u64))?;
+            n.checked_mul(t.dtype()?.size_bytes() as u64)
         }
         _ => None,
     }
 }
 
-/// Total bytes of every `smem_alloc` in the kernel, with the ones whose size is not known yet
-/// counted as 0.
+/// Total bytes of every `smem_alloc` in the kernel (saturating), with the ones whose size is not
+/// known yet counted as 0 and the ones too large to count as far over any budget.
 pub fn kernel_smem_bytes(k: &Kernel) -> u64 {
     k.dfg
         .ops
         .values()
         .filter(|o| o.opcode == Opcode::SmemAlloc)
         .filter_map(|o| o.results.first().and_then(|&v| k.dfg.values.get(v)))
-        .filter_map(|v| smem_bytes(&v.ty))
-        .sum()
+        .map(|v| match (v.ty.shape(), v.ty.dtype()) {
+            (Some(_), Some(_)) => smem_bytes(&v.ty).unwrap_or(u64::MAX),
+            _ => 0,
+        })
+        .fold(0u64, u64::saturating_add)
 }
 
 /// Resource values (`smem`, `mbar`) flow only from their allocation into scheduling ops: no other

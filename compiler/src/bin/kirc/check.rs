@@ -13,17 +13,40 @@ pub struct Args {
     /// Override a specialization constant (repeatable; the last one of a name wins).
     #[arg(short = 'D', value_name = "NAME=VALUE", value_parser = common::parse_define)]
     defines: Vec<(String, String)>,
-    /// Print the canonical IR right after this pass instead of `ok` (parse, specialize, egraph, fusion, mask_split).
+    /// Print the canonical IR right after this pass instead of `ok` (parse, specialize, egraph,
+    /// fusion, mask_split, and with --target the scheduling passes: pipelining, warp_specialize).
     #[arg(long, value_name = "PASS")]
     dump_after: Option<String>,
+    /// The target the scheduling passes schedule for (its shared-memory budget): sm_80, sm_90a,
+    /// sm_100a or sm_120a.
+    #[arg(long, value_name = "T")]
+    target: Option<String>,
+    /// Pipeline stages for the `pipelining` pass instead of its choice.
+    #[arg(long, value_name = "N")]
+    stages: Option<usize>,
+    /// The warp-specialization plan for `--dump-after warp_specialize`: fa3, gemm or 2p6c
+    /// (default: the target's plans in order, the first that applies).
+    #[arg(long, value_name = "PLAN")]
+    ws: Option<String>,
 }
 
 /// Runs `kirc check`.
 pub fn main(a: Args) -> Result<ExitCode, CliError> {
     let src = common::load(&a.file)?;
+    let target = a.target.as_deref().map(common::target).transpose()?;
     if let Some(pass) = &a.dump_after {
-        let text = pipeline::dump_after(&src.text, &a.defines, pass).map_err(|e| match e {
-            DumpError::UnknownPass(_) => CliError::Plain(e.to_string()),
+        let warp_specialize = match a.ws.as_deref() {
+            None => pipeline::WsChoice::Off,
+            Some(name) => pipeline::WsChoice::Plan(
+                kir_compiler::passes::WsPlan::from_name(name).ok_or_else(|| {
+                    let names: Vec<&str> = kir_compiler::passes::WsPlan::ALL.iter().map(|p| p.name).collect();
+                    CliError::Plain(format!("unknown --ws plan `{name}` (plans: {})", names.join(", ")))
+                })?,
+            ),
+        };
+        let opts = pipeline::ScheduleOptions { target, stages: a.stages, warp_specialize };
+        let text = pipeline::dump_after_with(&src.text, &a.defines, pass, &opts).map_err(|e| match e {
+            DumpError::UnknownPass(_) | DumpError::NeedsTarget(_) => CliError::Plain(e.to_string()),
             DumpError::Failed(d) => CliError::located(&src, d),
         })?;
         print!("{text}");

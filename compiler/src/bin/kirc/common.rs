@@ -121,6 +121,15 @@ pub fn is_name(s: &str) -> bool {
         && cs.all(|c| c.is_ascii_alphanumeric() || c == '_')
 }
 
+/// A target by name, or an error listing the targets.
+pub fn target(name: &str) -> Result<kir_backends::Target, CliError> {
+    use kir_backends::Target;
+    Target::from_name(name).ok_or_else(|| {
+        let names: Vec<&str> = Target::ALL.iter().map(|t| t.name()).collect();
+        CliError::Plain(format!("unknown target `{name}` (targets: {})", names.join(", ")))
+    })
+}
+
 /// Runs every pass of the pipeline with `defines` (verifying after each); what runs and compiles
 /// is the result's `output`.
 pub fn frontend(

@@ -2,7 +2,6 @@
 //! [--meta META.json]`: compile a module and write the code and its launch metadata.
 
 use crate::common::{self, CliError};
-use kir_backends::Target;
 use kir_compiler::compile::{self, CompileError, Emit};
 use std::process::ExitCode;
 
@@ -48,14 +47,7 @@ pub struct Args {
 
 /// Runs `kirc compile`.
 pub fn main(a: Args) -> Result<ExitCode, CliError> {
-    let target = Target::from_name(&a.target).ok_or_else(|| {
-        let names: Vec<&str> = Target::ALL.iter().map(|t| t.name()).collect();
-        CliError::Plain(format!(
-            "unknown target `{}` (targets: {})",
-            a.target,
-            names.join(", ")
-        ))
-    })?;
+    let target = common::target(&a.target)?;
     let emit = Emit::from_name(&a.emit)
         .ok_or_else(|| CliError::Plain(format!("unknown --emit `{}` (ptx, cuda, ir)", a.emit)))?;
     let src = common::load(&a.file)?;
@@ -67,11 +59,22 @@ pub fn main(a: Args) -> Result<ExitCode, CliError> {
                     .map_err(CliError::Plain)?;
                 kir_ir::text::print(&kir_backends::ptx::layout::annotate(&spec))
             }
-            p => kir_compiler::pipeline::dump_after(&src.text, &a.defines, p).map_err(
+            p => kir_compiler::pipeline::dump_after_with(
+                &src.text,
+                &a.defines,
+                p,
+                &kir_compiler::pipeline::ScheduleOptions {
+                    target: Some(target),
+                    stages: a.ptx.stages,
+                    warp_specialize: kir_compiler::pipeline::WsChoice::Off,
+                },
+            )
+            .map_err(
                 |e| match e {
                     kir_compiler::pipeline::DumpError::UnknownPass(_) => {
                         CliError::Plain(format!("{e} (and `layout` for kirc compile)"))
                     }
+                    kir_compiler::pipeline::DumpError::NeedsTarget(_) => CliError::Plain(e.to_string()),
                     kir_compiler::pipeline::DumpError::Failed(d) => CliError::located(&src, d),
                 },
             )?,

@@ -10,7 +10,6 @@ use crate::common::Source;
 #[cfg(feature = "cuda")]
 use kir_backends::runtime::{self, Gpu, RuntimeError};
 #[cfg(feature = "cuda")]
-use kir_backends::Target;
 #[cfg(feature = "cuda")]
 use kir_compiler::compile::{self, CompileError, Compiled, Emit};
 #[cfg(feature = "cuda")]
@@ -78,13 +77,7 @@ pub fn compile_for(
     gpu: &Gpu,
 ) -> Result<Compiled, CliError> {
     let target = match target {
-        Some(t) => Target::from_name(t).ok_or_else(|| {
-            let names: Vec<&str> = Target::ALL.iter().map(|t| t.name()).collect();
-            CliError::Plain(format!(
-                "unknown target `{t}` (targets: {})",
-                names.join(", ")
-            ))
-        })?,
+        Some(t) => crate::common::target(t)?,
         None => runtime::target_for(gpu.capability).ok_or_else(|| {
             CliError::Plain(format!(
                 "the GPU has compute capability {}.{}, which no kir target covers; pass \

@@ -1,0 +1,526 @@
+//! Warp specialization: a kernel whose top-level loops were pipelined (`pipelining`) is split
+//! into a producer partition that issues every copy and consumer partitions that compute, talking
+//! through a full/empty mbarrier ring.
+//!
+//! Input: the kernel body holds top-level pipelined loops (a body with `async_wait`, one `if`
+//! that prefetches with `async_copy`, `smem_read`s and `smem_release`s), each preceded by its
+//! prologue of guarded copies and `async_commit`s. Output:
+//! - `%full = mbar_alloc arrivals 1 : mbar<S>` and `%empty = mbar_alloc arrivals C : mbar<S>`
+//!   (C consumers), then `warp_specialize` in place of the first prologue; every op after it
+//!   moves into the consumer partition;
+//! - the producer runs each loop's iteration space with a global iteration count t (carried
+//!   across loops), stage s = t mod S and round r = t div S: `mbar_wait %empty, s, (r mod 2) xor 1`,
+//!   `mbar_arrive %full, s tx BYTES`, then the loop's copies for iteration i into stage s, each
+//!   completing on `%full`;
+//! - each consumer loop carries t instead of the stage index: `mbar_wait %full, s, r mod 2` at the
+//!   top, its stage reads, and after its releases `mbar_arrive %empty, s`; prologues, prefetches,
+//!   commits and group waits are gone.
+//!
+//! With C > 1 consumers the program covers C tiles along `split_axis` of the grid: consumer w
+//! works on tile `program_id(axis) · C + w`, the grid's axis shrinks to `cdiv(n, C)`, and the
+//! copies and the loop bounds must not depend on that axis (the consumers share every stage, as
+//! FA3's two consumer warpgroups share K and V, so they walk the same iterations). With
+//! `pingpong`, consumers take turns through an ordering barrier per consumer, so one consumer's
+//! matrix work overlaps the other's softmax.
+
+use crate::kedit::{self, simple, Cloner};
+use kir_ir::{
+    Attr, Block, Diagnostic, Diagnostics, Dtype, Expr, ExprKind, Kernel, Module, Op,
+    Opcode, Span, Type, Value, ValueDef,
+};
+use std::collections::HashSet;
+
+/// A warp-specialization plan: partition sizes, register budgets and consumer arrangement.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct WsPlan {
+    /// Short name (`fa3`, `2p6c`, `gemm`), shown in docs and errors.
+    pub name: &'static str,
+    pub producer_warps: u32,
+    pub producer_regs: u32,
+    pub consumers: u32,
+    pub consumer_warps: u32,
+    pub consumer_regs: u32,
+    /// The grid axis whose tiles the consumers split (used when `consumers` > 1).
+    pub split_axis: u32,
+    /// Consumers take turns through ordering barriers (FA3's inter-warpgroup ping-pong).
+    pub pingpong: bool,
+}
+
+impl WsPlan {
+    /// FA3's plan: one producer warpgroup at 24 registers, two consumer warpgroups at 240 that
+    /// split the query blocks (grid axis 0) and ping-pong.
+    pub const FA3: WsPlan = WsPlan { name: "fa3", producer_warps: 4, producer_regs: 24, consumers: 2, consumer_warps: 4, consumer_regs: 240, split_axis: 0, pingpong: true };
+    /// Two producer warps and one consumer of six warps, one register budget (no setmaxnreg).
+    pub const P2C6: WsPlan = WsPlan { name: "2p6c", producer_warps: 2, producer_regs: 168, consumers: 1, consumer_warps: 6, consumer_regs: 168, split_axis: 0, pingpong: false };
+    /// A GEMM mainloop: one producer warpgroup at 40 registers, one consumer warpgroup at 232.
+    pub const GEMM: WsPlan = WsPlan { name: "gemm", producer_warps: 4, producer_regs: 40, consumers: 1, consumer_warps: 4, consumer_regs: 232, split_axis: 0, pingpong: false };
+    /// Every named plan.
+    pub const ALL: [WsPlan; 3] = [WsPlan::FA3, WsPlan::P2C6, WsPlan::GEMM];
+
+    /// A named plan.
+    pub fn from_name(s: &str) -> Option<WsPlan> {
+        WsPlan::ALL.into_iter().find(|p| p.name == s)
+    }
+}
+
+/// Warp-specializes every kernel of `m` with pipelined top-level loops (see the module doc).
+/// Kernels without such loops are unchanged; a kernel the plan cannot split is an error that
+/// says why.
+pub fn warp_specialize(m: &Module, plan: &WsPlan) -> Result<Module, Diagnostics> {
+    let mut out = m.clone();
+    let mut errs = vec![];
+    for k in out.kernels.values_mut() {
+        match kernel(k, plan) {
+            Ok(()) => kir_ir::renumber::renumber_kernel(k),
+            Err(d) => errs.push(d),
+        }
+    }
+    if errs.is_empty() {
+        Ok(out)
+    } else {
+        Err(Diagnostics(errs))
+    }
+}
+
+/// One pipelined loop and the parts of it the pass rewrites.
+struct Piped {
+    op: Op,
+    /// The prefetching `if` in the body, its iteration value and stage value.
+    prefetch: Op,
+    at: Value,
+    pf: Value,
+    /// The carried stage index (block argument and its carried slot).
+    stage_arg: Value,
+    slot: usize,
+    stages: usize,
+    bytes: i64,
+}
+
+fn bad(sp: Span, k: &Kernel, why: &str) -> Diagnostic {
+    Diagnostic::new(sp, format!("cannot warp-specialize `@{}`: {why}", k.name))
+}
+
+/// Recognizes a top-level loop that `pipelining` rewrote.
+fn piped(k: &Kernel, l: Op) -> Result<Option<Piped>, Diagnostic> {
+    let od = &k.dfg.ops[l];
+    let body = od.regions[0];
+    let ops = &k.dfg.blocks[body].ops;
+    if !ops.iter().any(|&o| k.dfg.ops[o].opcode == Opcode::AsyncWait) {
+        return Ok(None);
+    }
+    let copy_if = ops.iter().copied().find(|&o| {
+        let d = &k.dfg.ops[o];
+        d.opcode == Opcode::If && d.regions.first().is_some_and(|&r| k.dfg.blocks[r].ops.iter().any(|&c| k.dfg.ops[c].opcode == Opcode::AsyncCopy))
+    });
+    let Some(prefetch) = copy_if else { return Err(bad(od.span, k, "a pipelined loop without its prefetch")) };
+    let then = k.dfg.ops[prefetch].regions[0];
+    let copies: Vec<Op> = k.dfg.blocks[then].ops.iter().copied().filter(|&c| k.dfg.ops[c].opcode == Opcode::AsyncCopy).collect();
+    let pf = k.dfg.ops[copies[0]].operands[1];
+    let cond = k.dfg.ops[prefetch].operands[0];
+    let at = match k.dfg.values[cond].def {
+        ValueDef::Result(c, _) if k.dfg.ops[c].opcode == Opcode::Cmp => k.dfg.ops[c].operands[0],
+        _ => return Err(bad(od.span, k, "the prefetch is not guarded by the loop bound")),
+    };
+    let read = ops.iter().copied().find(|&o| k.dfg.ops[o].opcode == Opcode::SmemRead);
+    let Some(read) = read else { return Err(bad(od.span, k, "a pipelined loop that reads no stage")) };
+    let stage_arg = k.dfg.ops[read].operands[1];
+    let slot = match k.dfg.values[stage_arg].def {
+        ValueDef::Arg(b, i) if b == body && i >= 1 => i as usize - 1,
+        _ => return Err(bad(od.span, k, "the stage index is not carried by the loop")),
+    };
+    let mut stages = 0;
+    let mut bytes = 0i64;
+    for &c in &copies {
+        let buf = k.dfg.ops[c].operands[0];
+        let t = k.dfg.ty(buf);
+        let (Some(shape), Some(dt)) = (t.shape(), t.dtype()) else { return Err(bad(od.span, k, "a stage buffer of unknown size")) };
+        stages = shape[0];
+        bytes += (shape[1..].iter().product::<usize>() * dt.size_bytes()) as i64;
+    }
+    Ok(Some(Piped { op: l, prefetch, at, pf, stage_arg, slot, stages, bytes }))
+}
+
+fn iconst(k: &mut Kernel, b: Block, v: i64) -> Value {
+    let id = k.dfg.append_op(b, simple(Opcode::Const, vec![], Some(Attr::Expr(Expr::int(v)))), vec![(Type::scalar(Dtype::I32), None)]);
+    k.dfg.ops[id].results[0]
+}
+
+fn op2(k: &mut Kernel, b: Block, opc: Opcode, lead: Option<kir_ir::CmpPred>, x: Value, y: Value, d: Dtype) -> Value {
+    let l = lead.map(Attr::Cmp);
+    let id = k.dfg.append_op(b, simple(opc, vec![x, y], l), vec![(Type::scalar(d), None)]);
+    k.dfg.ops[id].results[0]
+}
+
+/// Appends `s = t mod S` and the parity `(t div S) mod 2` (xor 1 when `flip`) to block `b`.
+fn stage_parity(k: &mut Kernel, b: Block, t: Value, stages: usize, flip: bool) -> (Value, Value) {
+    let sv = iconst(k, b, stages as i64);
+    let two = iconst(k, b, 2);
+    let s = op2(k, b, Opcode::Rem, None, t, sv, Dtype::I32);
+    let r = op2(k, b, Opcode::Div, None, t, sv, Dtype::I32);
+    let mut p = op2(k, b, Opcode::Rem, None, r, two, Dtype::I32);
+    if flip {
+        let one = iconst(k, b, 1);
+        p = op2(k, b, Opcode::Xor, None, p, one, Dtype::I32);
+    }
+    (s, p)
+}
+
+/// The ops a set of values needs that are defined by ops of `among` (transitively), in the
+/// order of `among`; `None` if one of them is not pure or reads a result of `forbid`.
+fn needed(k: &Kernel, roots: &[Value], among: &[Op], forbid: &HashSet<Value>) -> Option<Vec<Op>> {
+    let set: HashSet<Op> = among.iter().copied().collect();
+    let mut need = HashSet::new();
+    let mut stack = roots.to_vec();
+    while let Some(v) = stack.pop() {
+        if forbid.contains(&v) {
+            return None;
+        }
+        if let ValueDef::Result(d, _) = k.dfg.values[v].def {
+            if set.contains(&d) && need.insert(d) {
+                let dd = &k.dfg.ops[d];
+                if !dd.regions.is_empty() || dd.opcode.has_side_effects() || dd.opcode.info().class == kir_ir::OpClass::Memory && dd.tensor.as_ref().is_some_and(|t| k.param(&t.param).is_some_and(|p| matches!(p.kind, kir_ir::ParamKind::Tensor(a, _) if a.writes()))) {
+                    return None;
+                }
+                stack.extend(dd.uses());
+            }
+        }
+    }
+    Some(among.iter().copied().filter(|o| need.contains(o)).collect())
+}
+
+/// Values a block's ops read from outside it (used to find what the producer needs).
+fn region_inputs(k: &Kernel, b: Block) -> Vec<Value> {
+    let mut defined = HashSet::new();
+    let mut out = vec![];
+    fn walk(k: &Kernel, b: Block, defined: &mut HashSet<Value>, out: &mut Vec<Value>) {
+        defined.extend(k.dfg.blocks[b].args.iter().copied());
+        for &o in &k.dfg.blocks[b].ops {
+            for u in k.dfg.ops[o].uses() {
+                if !defined.contains(&u) {
+                    out.push(u);
+                }
+            }
+            for &r in &k.dfg.ops[o].regions {
+                walk(k, r, defined, out);
+            }
+            defined.extend(k.dfg.ops[o].results.iter().copied());
+        }
+    }
+    walk(k, b, &mut defined, &mut out);
+    out
+}
+
+fn kernel(k: &mut Kernel, plan: &WsPlan) -> Result<(), Diagnostic> {
+    let body_ops = k.dfg.blocks[k.body].ops.clone();
+    let mut loops = vec![];
+    for &o in &body_ops {
+        if k.dfg.ops[o].opcode == Opcode::For {
+            if let Some(p) = piped(k, o)? {
+                loops.push(p);
+            }
+        }
+    }
+    if loops.is_empty() {
+        return Ok(());
+    }
+    let stages = loops[0].stages;
+    if loops.iter().any(|p| p.stages != stages) {
+        return Err(bad(k.span, k, "its pipelined loops have different stage counts"));
+    }
+    // The first prologue op: the first op after the previous non-prologue op before loop 0.
+    let is_prologue = |k: &Kernel, o: Op| {
+        let d = &k.dfg.ops[o];
+        d.opcode == Opcode::AsyncCommit || d.opcode == Opcode::If && d.regions.first().is_some_and(|&r| k.dfg.blocks[r].ops.iter().any(|&c| k.dfg.ops[c].opcode == Opcode::AsyncCopy))
+    };
+    let first = body_ops.iter().position(|&o| is_prologue(k, o)).unwrap_or(0);
+    let (outside, inside): (Vec<Op>, Vec<Op>) = (body_ops[..first].to_vec(), body_ops[first..].to_vec());
+    let yield_op = *inside.last().expect("a body ends with yield");
+    let inside: Vec<Op> = inside[..inside.len() - 1].iter().copied().filter(|&o| !is_prologue(k, o)).collect();
+    let c = plan.consumers as i64;
+    if c > 1 {
+        return split_consumers(k, plan, &loops, &outside, &inside, yield_op, stages);
+    }
+    build(k, plan, &loops, outside, inside, yield_op, stages, None)
+}
+
+/// C > 1 consumers split tiles along the plan's grid axis (see the module doc).
+#[allow(clippy::too_many_arguments)]
+fn split_consumers(k: &mut Kernel, plan: &WsPlan, loops: &[Piped], outside: &[Op], inside: &[Op], yield_op: Op, stages: usize) -> Result<(), Diagnostic> {
+    let axis = plan.split_axis as i64;
+    let pid_ops: Vec<Op> = k.dfg.ops.keys().filter(|&o| {
+        let d = &k.dfg.ops[o];
+        d.opcode == Opcode::ProgramId && matches!(&d.lead, Some(Attr::Expr(e)) if e.as_int() == Some(axis))
+    }).collect();
+    // Ops outside the partitions that depend on the split axis move into both partitions.
+    let mut dep: HashSet<Value> = pid_ops.iter().flat_map(|&o| k.dfg.ops[o].results.clone()).collect();
+    let mut moved = vec![];
+    let mut stay = vec![];
+    for &o in outside {
+        let d = &k.dfg.ops[o];
+        let hit = d.uses().iter().any(|u| dep.contains(u)) || pid_ops.contains(&o);
+        if hit {
+            dep.extend(d.results.iter().copied());
+            moved.push(o);
+        } else {
+            stay.push(o);
+        }
+    }
+    if moved.iter().any(|&o| k.dfg.ops[o].opcode.has_side_effects() || !k.dfg.ops[o].regions.is_empty() && kedit::writes_memory(&k.dfg, k.dfg.ops[o].regions[0])) {
+        return Err(bad(k.span, k, "code before the loops that depends on the split axis writes memory"));
+    }
+    // The copies and the loop bounds must not depend on the split axis.
+    for p in loops {
+        let then = k.dfg.ops[p.prefetch].regions[0];
+        let d = &k.dfg.ops[p.op];
+        let mut roots: Vec<Value> = d.operands[..3].to_vec();
+        roots.extend(region_inputs(k, then).into_iter().filter(|&v| v != p.at && v != p.pf));
+        if let Some(v) = depends_on(k, &roots, &dep, inside) {
+            return Err(bad(d.span, k, &format!("{} depends on grid axis {axis}, which plan `{}` splits among its consumers (they share every stage, so their copies and loop bounds must agree)", kedit_name(k, v), plan.name)));
+        }
+    }
+    let mut inside_all = moved.clone();
+    inside_all.extend_from_slice(inside);
+    // grid[axis] := cdiv(grid[axis], C)
+    let g = k.grid[axis as usize].clone();
+    k.grid[axis as usize] = Expr { kind: ExprKind::Call(kir_ir::Func::Cdiv, vec![g, Expr::int(plan.consumers as i64)]), span: Span::default() };
+    build(k, plan, loops, stay, inside_all, yield_op, stages, Some(pid_ops))
+}
+
+/// The first of `roots` whose value (transitively through `among`) depends on `dep`.
+fn depends_on(k: &Kernel, roots: &[Value], dep: &HashSet<Value>, among: &[Op]) -> Option<Value> {
+    let set: HashSet<Op> = among.iter().copied().collect();
+    for &r in roots {
+        let mut stack = vec![r];
+        let mut seen = HashSet::new();
+        while let Some(v) = stack.pop() {
+            if dep.contains(&v) {
+                return Some(r);
+            }
+            if let ValueDef::Result(d, _) = k.dfg.values[v].def {
+                if set.contains(&d) && seen.insert(d) {
+                    stack.extend(k.dfg.ops[d].uses());
+                }
+            }
+        }
+    }
+    None
+}
+
+/// A value as text names it, for messages.
+fn kedit_name(k: &Kernel, v: Value) -> String {
+    match &k.dfg.values[v].name {
+        Some(n) => format!("`%{n}`"),
+        None => "a value".into(),
+    }
+}
+
+/// Builds the barriers, the two partitions and the `warp_specialize` op.
+#[allow(clippy::too_many_arguments)]
+fn build(k: &mut Kernel, plan: &WsPlan, loops: &[Piped], outside: Vec<Op>, inside: Vec<Op>, yield_op: Op, stages: usize, split: Option<Vec<Op>>) -> Result<(), Diagnostic> {
+    let c = plan.consumers as usize;
+    let body = k.body;
+    // Barriers.
+    let bar = |k: &mut Kernel, arrivals: i64, n: usize| {
+        let mut op = simple(Opcode::MbarAlloc, vec![], None);
+        op.attrs = vec![("arrivals".into(), Attr::Expr(Expr::int(arrivals)))];
+        let id = k.dfg.append_op(body, op, vec![(Type::Mbar(Expr::int(n as i64)), None)]);
+        k.dfg.ops[id].results[0]
+    };
+    k.dfg.blocks[body].ops = outside;
+    let full = bar(k, 1, stages);
+    let empty = bar(k, c as i64, stages);
+    let order = (plan.pingpong && c > 1).then(|| bar(k, 1, c));
+    let prod = k.dfg.new_block();
+    let cons = k.dfg.new_block();
+    let wg = k.dfg.add_block_arg(cons, Type::scalar(Dtype::I32), Some("wg".into()), Span::default());
+    // --- producer ---
+    let loop_results: HashSet<Value> = inside.iter().filter(|&&o| k.dfg.ops[o].opcode == Opcode::For).flat_map(|&o| k.dfg.ops[o].results.clone()).collect();
+    let src = k.dfg.clone();
+    let mut cl = Cloner::new(&src);
+    let mut t = iconst(k, prod, 0);
+    for p in loops {
+        let (lo, hi, step) = { let d = &src.ops[p.op]; (d.operands[0], d.operands[1], d.operands[2]) };
+        let then = src.ops[p.prefetch].regions[0];
+        let mut roots = vec![lo, hi, step];
+        roots.extend(region_inputs(k, then).into_iter().filter(|&v| v != p.at && v != p.pf));
+        let Some(need) = needed(k, &roots, &inside, &loop_results) else {
+            return Err(bad(src.ops[p.op].span, k, "the copies or bounds of a loop depend on values its consumers compute"));
+        };
+        for o in need {
+            if !cl.vmap.contains_key(&src.ops[o].results[0]) {
+                cl.op(&mut k.dfg, prod, o);
+            }
+        }
+        let m = |v: Value| cl.vmap.get(&v).copied().unwrap_or(v);
+        let bounds = [m(lo), m(hi), m(step)];
+        t = producer_loop(k, prod, &mut cl, p, bounds, t, full, empty, &src);
+    }
+    k.dfg.append_op(prod, simple(Opcode::Yield, vec![], None), vec![]);
+    // --- consumers ---
+    k.dfg.blocks[cons].ops = inside.clone();
+    if let Some(pid_ops) = &split {
+        // program_id(axis) in the consumer is its own tile: pid · C + wg.
+        let pos = 0;
+        let real = {
+            let id = k.dfg.append_op(cons, simple(Opcode::ProgramId, vec![], Some(Attr::Expr(Expr::int(plan.split_axis as i64)))), vec![(Type::scalar(Dtype::I32), None)]);
+            k.dfg.ops[id].results[0]
+        };
+        let cc = iconst(k, cons, c as i64);
+        let scaled = op2(k, cons, Opcode::Mul, None, real, cc, Dtype::I32);
+        let tile = op2(k, cons, Opcode::Add, None, scaled, wg, Dtype::I32);
+        let n = k.dfg.blocks[cons].ops.len();
+        let head: Vec<Op> = k.dfg.blocks[cons].ops.drain(n - 4..).collect();
+        k.dfg.blocks[cons].ops.splice(pos..pos, head);
+        for &po in pid_ops {
+            let old = k.dfg.ops[po].results[0];
+            kedit::replace_uses(&mut k.dfg, old, tile, None);
+            k.dfg.blocks[cons].ops.retain(|&o| o != po);
+        }
+    }
+    if let Some(ord) = order {
+        // Consumer 0 has the first turn: phase 0 of its ordering barrier completes at once.
+        let pre = k.dfg.new_block();
+        let zero = iconst(k, pre, 0);
+        let is0 = op2(k, pre, Opcode::Cmp, Some(kir_ir::CmpPred::Eq), wg, zero, Dtype::I1);
+        let then = k.dfg.new_block();
+        k.dfg.append_op(then, simple(Opcode::MbarArrive, vec![ord, zero], None), vec![]);
+        k.dfg.append_op(then, simple(Opcode::Yield, vec![], None), vec![]);
+        let els = k.dfg.new_block();
+        k.dfg.append_op(els, simple(Opcode::Yield, vec![], None), vec![]);
+        let mut iff = simple(Opcode::If, vec![is0], None);
+        iff.regions = vec![then, els];
+        k.dfg.append_op(pre, iff, vec![]);
+        let pre_ops = std::mem::take(&mut k.dfg.blocks[pre].ops);
+        k.dfg.blocks[cons].ops.splice(0..0, pre_ops);
+    }
+    let mut t_in = None;
+    for p in loops {
+        t_in = Some(consumer_loop(k, p, t_in, full, empty, order, wg, c));
+    }
+    k.dfg.append_op(cons, simple(Opcode::Yield, vec![], None), vec![]);
+    let mut ws = simple(Opcode::WarpSpecialize, vec![], None);
+    ws.attrs = [("producer_warps", plan.producer_warps), ("producer_regs", plan.producer_regs), ("consumers", plan.consumers), ("consumer_warps", plan.consumer_warps), ("consumer_regs", plan.consumer_regs)]
+        .into_iter()
+        .map(|(key, v)| (key.to_string(), Attr::Expr(Expr::int(v as i64))))
+        .collect();
+    ws.regions = vec![prod, cons];
+    k.dfg.append_op(body, ws, vec![]);
+    k.dfg.blocks[body].ops.push(yield_op);
+    kedit::dce(k);
+    Ok(())
+}
+
+/// The producer's loop for pipelined loop `p`; returns the iteration count after it.
+#[allow(clippy::too_many_arguments)]
+fn producer_loop(k: &mut Kernel, prod: Block, cl: &mut Cloner, p: &Piped, [lo, hi, step]: [Value; 3], t: Value, full: Value, empty: Value, src: &kir_ir::Dfg) -> Value {
+    let lb = k.dfg.new_block();
+    let iv = k.dfg.add_block_arg(lb, Type::scalar(Dtype::I32), None, Span::default());
+    let tc = k.dfg.add_block_arg(lb, Type::scalar(Dtype::I32), None, Span::default());
+    let (s, pe) = stage_parity(k, lb, tc, p.stages, true);
+    k.dfg.append_op(lb, simple(Opcode::MbarWait, vec![empty, s, pe], None), vec![]);
+    let mut arrive = simple(Opcode::MbarArrive, vec![full, s], None);
+    arrive.attrs = vec![("tx".into(), Attr::Expr(Expr::int(p.bytes)))];
+    k.dfg.append_op(lb, arrive, vec![]);
+    cl.vmap.insert(p.at, iv);
+    cl.vmap.insert(p.pf, s);
+    let then = src.ops[p.prefetch].regions[0];
+    for &o in &src.blocks[then].ops {
+        match src.ops[o].opcode {
+            Opcode::Yield => {}
+            Opcode::AsyncCopy => {
+                let n = cl.op(&mut k.dfg, lb, o);
+                let attrs = &mut k.dfg.ops[n].attrs;
+                attrs.push(("bar".into(), Attr::Value(full)));
+                attrs.sort_by_key(|(key, _)| Opcode::AsyncCopy.info().keywords.iter().position(|(kk, _)| kk == key));
+            }
+            _ => {
+                cl.op(&mut k.dfg, lb, o);
+            }
+        }
+    }
+    let one = iconst(k, lb, 1);
+    let t1 = op2(k, lb, Opcode::Add, None, tc, one, Dtype::I32);
+    k.dfg.append_op(lb, simple(Opcode::Yield, vec![t1], None), vec![]);
+    let mut f = simple(Opcode::For, vec![lo, hi, step, t], None);
+    f.regions = vec![lb];
+    let id = k.dfg.append_op(prod, f, vec![(Type::scalar(Dtype::I32), None)]);
+    k.dfg.ops[id].results[0]
+}
+
+/// Rewrites pipelined loop `p` for the consumers; returns its iteration count result.
+#[allow(clippy::too_many_arguments)]
+fn consumer_loop(k: &mut Kernel, p: &Piped, t_in: Option<Value>, full: Value, empty: Value, order: Option<Value>, wg: Value, c: usize) -> Value {
+    let l = p.op;
+    let body = k.dfg.ops[l].regions[0];
+    // Drop the prefetch, its commit and the group wait.
+    k.dfg.blocks[body].ops.retain(|&o| o != p.prefetch && !matches!(k.dfg.ops[o].opcode, Opcode::AsyncCommit | Opcode::AsyncWait));
+    // The carried stage becomes the iteration count t.
+    let tc = p.stage_arg;
+    let init = match t_in {
+        Some(t) => t,
+        None => {
+            let blk = k.dfg.blocks.iter().find(|(_, bd)| bd.ops.contains(&l)).map(|(b, _)| b).expect("loop in a block");
+            let zero = {
+                let id = k.dfg.append_op(blk, simple(Opcode::Const, vec![], Some(Attr::Expr(Expr::int(0)))), vec![(Type::scalar(Dtype::I32), None)]);
+                let v = k.dfg.ops[id].results[0];
+                let last = k.dfg.blocks[blk].ops.pop().expect("just appended");
+                let pos = k.dfg.blocks[blk].ops.iter().position(|&o| o == l).expect("loop");
+                k.dfg.blocks[blk].ops.insert(pos, last);
+                v
+            };
+            zero
+        }
+    };
+    k.dfg.ops[l].operands[3 + p.slot] = init;
+    let head = k.dfg.new_block();
+    let (s, pf) = stage_parity(k, head, tc, p.stages, false);
+    k.dfg.append_op(head, simple(Opcode::MbarWait, vec![full, s, pf], None), vec![]);
+    let head_ops = std::mem::take(&mut k.dfg.blocks[head].ops);
+    k.dfg.blocks[body].ops.splice(0..0, head_ops);
+    // Stage reads and releases use s; the yield carries t + 1.
+    for &o in &k.dfg.blocks[body].ops.clone() {
+        if matches!(k.dfg.ops[o].opcode, Opcode::SmemRead | Opcode::SmemRelease) {
+            for v in &mut k.dfg.ops[o].operands {
+                if *v == tc {
+                    *v = s;
+                }
+            }
+        }
+    }
+    let y = *k.dfg.blocks[body].ops.last().expect("yield");
+    let tail = k.dfg.new_block();
+    k.dfg.append_op(tail, simple(Opcode::MbarArrive, vec![empty, s], None), vec![]);
+    if let Some(ord) = order {
+        pingpong(k, body, ord, tc, wg, c);
+    }
+    let one = iconst(k, tail, 1);
+    let t1 = op2(k, tail, Opcode::Add, None, tc, one, Dtype::I32);
+    let tail_ops = std::mem::take(&mut k.dfg.blocks[tail].ops);
+    let ypos = k.dfg.blocks[body].ops.len() - 1;
+    k.dfg.blocks[body].ops.splice(ypos..ypos, tail_ops);
+    k.dfg.ops[y].operands[p.slot] = t1;
+    k.dfg.ops[l].results[p.slot]
+}
+
+/// Ping-pong: consumer `wg` takes its turn on ordering barrier `wg` (phase t) before the first
+/// dot of the iteration and hands it to consumer (wg + 1) mod C right after, so the matrix work
+/// of one consumer overlaps the rest of the other's iteration.
+fn pingpong(k: &mut Kernel, body: Block, ord: Value, t: Value, wg: Value, c: usize) {
+    let Some(pos) = k.dfg.blocks[body].ops.iter().position(|&o| matches!(k.dfg.ops[o].opcode, Opcode::Dot | Opcode::DotAsync)) else {
+        return;
+    };
+    let before = k.dfg.new_block();
+    let two = iconst(k, before, 2);
+    let par = op2(k, before, Opcode::Rem, None, t, two, Dtype::I32);
+    k.dfg.append_op(before, simple(Opcode::MbarWait, vec![ord, wg, par], None), vec![]);
+    let after = k.dfg.new_block();
+    let one = iconst(k, after, 1);
+    let cc = iconst(k, after, c as i64);
+    let w1 = op2(k, after, Opcode::Add, None, wg, one, Dtype::I32);
+    let next = op2(k, after, Opcode::Rem, None, w1, cc, Dtype::I32);
+    k.dfg.append_op(after, simple(Opcode::MbarArrive, vec![ord, next], None), vec![]);
+    let after_ops = std::mem::take(&mut k.dfg.blocks[after].ops);
+    k.dfg.blocks[body].ops.splice(pos + 1..pos + 1, after_ops);
+    let before_ops = std::mem::take(&mut k.dfg.blocks[before].ops);
+    k.dfg.blocks[body].ops.splice(pos..pos, before_ops);
+}
