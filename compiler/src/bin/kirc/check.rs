@@ -24,8 +24,8 @@ pub struct Args {
     /// Pipeline stages for the `pipelining` pass instead of its choice.
     #[arg(long, value_name = "N")]
     stages: Option<usize>,
-    /// The warp-specialization plan for `--dump-after warp_specialize`: fa3, gemm or 2p6c
-    /// (default: the target's plans in order, the first that applies).
+    /// The warp-specialization plan for `--dump-after warp_specialize`: fa3, gemm, 2p6c or auto
+    /// (the default: the target's plans in order, the first that applies).
     #[arg(long, value_name = "PLAN")]
     ws: Option<String>,
 }
@@ -35,15 +35,7 @@ pub fn main(a: Args) -> Result<ExitCode, CliError> {
     let src = common::load(&a.file)?;
     let target = a.target.as_deref().map(common::target).transpose()?;
     if let Some(pass) = &a.dump_after {
-        let warp_specialize = match a.ws.as_deref() {
-            None => pipeline::WsChoice::Off,
-            Some(name) => pipeline::WsChoice::Plan(
-                kir_compiler::passes::WsPlan::from_name(name).ok_or_else(|| {
-                    let names: Vec<&str> = kir_compiler::passes::WsPlan::ALL.iter().map(|p| p.name).collect();
-                    CliError::Plain(format!("unknown --ws plan `{name}` (plans: {})", names.join(", ")))
-                })?,
-            ),
-        };
+        let warp_specialize = common::ws_choice(a.ws.as_deref())?;
         let opts = pipeline::ScheduleOptions { target, stages: a.stages, warp_specialize };
         let text = pipeline::dump_after_with(&src.text, &a.defines, pass, &opts).map_err(|e| match e {
             DumpError::UnknownPass(_) | DumpError::NeedsTarget(_) => CliError::Plain(e.to_string()),

@@ -121,6 +121,20 @@ pub fn is_name(s: &str) -> bool {
         && cs.all(|c| c.is_ascii_alphanumeric() || c == '_')
 }
 
+/// The warp-specialization choice of `--ws`: none, `auto` (the target's plans in order) or a
+/// named plan.
+pub fn ws_choice(ws: Option<&str>) -> Result<pipeline::WsChoice, CliError> {
+    use kir_compiler::passes::WsPlan;
+    match ws {
+        None => Ok(pipeline::WsChoice::Off),
+        Some("auto") => Ok(pipeline::WsChoice::Auto),
+        Some(name) => WsPlan::from_name(name).map(pipeline::WsChoice::Plan).ok_or_else(|| {
+            let names: Vec<&str> = WsPlan::ALL.iter().map(|p| p.name).collect();
+            CliError::Plain(format!("unknown --ws plan `{name}` (auto, {})", names.join(", ")))
+        }),
+    }
+}
+
 /// A target by name, or an error listing the targets.
 pub fn target(name: &str) -> Result<kir_backends::Target, CliError> {
     use kir_backends::Target;

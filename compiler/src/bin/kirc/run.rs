@@ -1,9 +1,10 @@
 //! `kirc run FILE [--kernel NAME] [-D NAME=VALUE]... --arg NAME=PATH.npy|NUMBER ... --out DIR
-//! [--device cpu|cuda] [--target T]`: runs a module's entry (its program, its single kernel, or
-//! the kernel `--kernel` names) on the CPU interpreter (`--device cpu`, the default) or on the
-//! GPU (`--device cuda`: its PTX through the CUDA runtime, for `--target` or the target of the
-//! GPU present) and writes every `out`/`inout` tensor to `DIR/NAME.npy` (the fixed contract of
-//! DESIGN.md §6). Both devices take the same arguments and write the same files.
+//! [--device cpu|cuda] [--target T] [--ws PLAN] [--seed N]`: runs a module's entry (its program,
+//! its single kernel, or the kernel `--kernel` names) on the CPU interpreter (`--device cpu`, the
+//! default; with `--target`, the scheduled IR for that target under scheduler seed `--seed`) or
+//! on the GPU (`--device cuda`: its PTX through the CUDA runtime, for `--target` or the target
+//! of the GPU present) and writes every `out`/`inout` tensor to `DIR/NAME.npy` (the fixed
+//! contract of the CLI). Both devices take the same arguments and write the same files.
 //!
 //! Inputs: each tensor param takes a C-order `.npy`; its shape binds the symbolic dims and its
 //! values are converted to the param's dtype with round-to-nearest-even by the interpreter.
@@ -44,8 +45,17 @@ pub struct Args {
     #[arg(long, value_enum, default_value = "cpu")]
     device: Device,
     /// The PTX target for `--device cuda` (sm_80, sm_90a, sm_100a, sm_120a); default: the GPU's.
+    /// On the CPU: run the scheduled IR for this target (the `pipelining` pass, and with `--ws`
+    /// warp specialization) under the interpreter's protocol checks.
     #[arg(long, value_name = "TARGET")]
     target: Option<String>,
+    /// With `--target` on the CPU: warp-specialize with this plan (auto, fa3, gemm, 2p6c).
+    #[arg(long, value_name = "PLAN")]
+    ws: Option<String>,
+    /// The interpreter's scheduler seed for scheduled IR (one interleaving of partitions and
+    /// copy completions per seed; default 0).
+    #[arg(long, value_name = "N", default_value_t = 0)]
+    seed: u64,
     #[command(flatten)]
     ptx: common::PtxFlags,
 }
@@ -136,10 +146,11 @@ fn run_cpu(
     m: &Module,
     args: &BTreeMap<String, HostArg>,
     sequential: bool,
+    seed: u64,
 ) -> Result<BTreeMap<String, HostTensor>, CliError> {
     let opts = RunOptions {
         parallel: !sequential,
-        ..Default::default()
+        seed,
     };
     interp::run_with(m, args, &opts).map_err(|e| {
         let message = match &e.kernel {
@@ -190,12 +201,24 @@ pub fn main(a: Args) -> Result<ExitCode, CliError> {
     let m = entry_module(f.output, a.kernel.as_deref())?;
     let args = host_args(&src, &m, &a.args)?;
     let outputs = match a.device {
-        Device::Cpu if a.target.is_some() => {
-            return Err(CliError::Plain(
-                "--target applies to --device cuda (the interpreter runs the IR itself)".into(),
-            ))
+        Device::Cpu => {
+            let m = match a.target.as_deref() {
+                None if a.ws.is_some() => {
+                    return Err(CliError::Plain("--ws needs --target (the scheduling passes schedule for a target)".into()))
+                }
+                None => m,
+                Some(t) => {
+                    let opts = pipeline::ScheduleOptions {
+                        target: Some(common::target(t)?),
+                        stages: a.ptx.stages,
+                        warp_specialize: common::ws_choice(a.ws.as_deref())?,
+                    };
+                    pipeline::schedule_observed(&m, &opts, &mut |_, _| {})
+                        .map_err(|d| CliError::located(&src, d))?
+                }
+            };
+            run_cpu(&src, &m, &args, a.sequential, a.seed)?
         }
-        Device::Cpu => run_cpu(&src, &m, &args, a.sequential)?,
         Device::Cuda => run_cuda(&src, &a, &args)?,
     };
     std::fs::create_dir_all(&a.out)
