@@ -46,8 +46,9 @@ fn spec(name: &str, defs: &[(&str, &str)]) -> Module {
 }
 
 #[test]
-fn pipelining_keeps_every_op_library_kernel_exact() {
+fn pipelining_and_warp_specialization_keep_every_op_library_kernel_exact() {
     let mut piped = 0;
+    let mut specialized = 0;
     for (name, _) in kir_compiler::oplib::builtins() {
         let mut specs: Vec<Vec<(&str, &str)>> = vec![vec![], vec![("DTYPE", "f32")]];
         match name {
@@ -76,10 +77,26 @@ fn pipelining_keeps_every_op_library_kernel_exact() {
                 assert_eq!(kir_ir::text::print(&again), text, "{what}: printing is not canonical");
                 piped += (count(&after, Opcode::AsyncCopy) > 0) as usize;
                 differential(&what, &before, &after, 3);
+                // Warp specialization of the pipelined kernel, with every plan that applies.
+                for plan in WsPlan::ALL {
+                    let what = format!("{what} ws {}", plan.name);
+                    match warp_specialize(&after, &plan) {
+                        Ok(m) => {
+                            kir_ir::verifier::verify(&m).unwrap_or_else(|e| panic!("{what}: {}", e.render(name, &kir_ir::text::print(&m))));
+                            specialized += (count(&m, Opcode::WarpSpecialize) > 0) as usize;
+                            differential(&what, &before, &m, 2);
+                        }
+                        Err(e) => {
+                            let msg = format!("{e:?}");
+                            assert!(plan.consumers > 1 && msg.contains("grid axis"), "{what}: {msg}");
+                        }
+                    }
+                }
             }
         }
     }
     assert!(piped >= 20, "only {piped} cases were pipelined");
+    assert!(specialized >= 40, "only {specialized} cases were warp-specialized");
 }
 
 #[test]
