@@ -3,79 +3,13 @@
 //! fresh random inputs (magnitudes 1 and 3) and every output agrees within the output dtype's
 //! tolerance. A deliberately wrong rule is shown to be caught by the same comparison.
 
-use kir_backends::interp::{self, HostArg, HostTensor};
+use kir_backends::interp::{self, HostTensor};
 use kir_compiler::egraph::rules::{all_rules, rule, var, Rule};
 use kir_compiler::egraph::Limits;
 use kir_compiler::{passes, pipeline};
-use kir_ir::{Dtype, EvalVal, ExprKind, Module, ParamKind};
-use kir_tests::{compare, tolerance, Rng};
-use std::collections::BTreeMap;
+use kir_ir::Module;
+use kir_tests::{compare, inputs::inputs, tolerance, Rng};
 use std::time::Instant;
-
-/// Fixed sizes for dims that `requires` constrain; every other dim is random in [5, 70).
-fn fixed_dim(name: &str) -> Option<i64> {
-    Some(match name {
-        "B" | "Bt" => 2,
-        "Hq" => 4,
-        "Hkv" => 2,
-        "P" => 1,
-        "KH" => 32,
-        _ => return None,
-    })
-}
-
-/// Random arguments for the entry of a specialized module.
-fn inputs(m: &Module, mag: f64, rng: &mut Rng) -> BTreeMap<String, HostArg> {
-    let params = m.entry_params().expect("entry");
-    let mut dims: BTreeMap<String, i64> = BTreeMap::new();
-    for p in params {
-        if let ParamKind::Tensor(_, t) = &p.kind {
-            for d in &t.dims {
-                if let ExprKind::Ident(n) = &d.kind {
-                    let v = fixed_dim(n).unwrap_or_else(|| rng.range(5, 70) as i64);
-                    dims.entry(n.clone()).or_insert(v);
-                }
-            }
-        }
-    }
-    let mut args = BTreeMap::new();
-    for p in params {
-        match &p.kind {
-            ParamKind::Tensor(acc, t) if !matches!(acc, kir_ir::Access::Out) => {
-                let shape: Vec<usize> = t
-                    .dims
-                    .iter()
-                    .map(|d| {
-                        d.eval_int(&|n| dims.get(n).map(|&v| EvalVal::Int(v)))
-                            .expect("dim") as usize
-                    })
-                    .collect();
-                let n: usize = shape.iter().product();
-                let dtype = t.elem.known().expect("dtype");
-                let data = match dtype {
-                    Dtype::I32 | Dtype::I64 => (0..n).map(|_| rng.range(1, 9) as f64).collect(),
-                    Dtype::U8 => (0..n).map(|_| rng.range(0, 256) as f64).collect(),
-                    Dtype::I1 => (0..n).map(|_| rng.range(0, 2) as f64).collect(),
-                    _ => rng.tensor(n, mag, dtype),
-                };
-                args.insert(p.name.clone(), kir_tests::t(dtype, &shape, data));
-            }
-            ParamKind::Tensor(..) => {}
-            ParamKind::Scalar(e) => {
-                let v = match (p.name.as_str(), e.known()) {
-                    ("eps", _) => 1e-5,
-                    ("scale", _) => 0.125,
-                    ("window", _) => 7.0,
-                    ("softcap", _) => 5.0,
-                    (_, Some(d)) if d.is_float() => 0.75,
-                    _ => 3.0,
-                };
-                args.insert(p.name.clone(), HostArg::Scalar(v));
-            }
-        }
-    }
-    args
-}
 
 /// Runs `before` and `after` on the same random inputs and compares every output.
 fn differential(what: &str, before: &Module, after: &Module) {
