@@ -88,7 +88,7 @@ fn pipelining_and_warp_specialization_keep_every_op_library_kernel_exact() {
                         }
                         Err(e) => {
                             let msg = format!("{e:?}");
-                            assert!(plan.consumers > 1 && msg.contains("grid axis"), "{what}: {msg}");
+                            assert!(plan.consumers > 1 && msg.contains("grid axis") && msg.contains("copies must agree"), "{what}: {msg}");
                         }
                     }
                 }
@@ -159,10 +159,21 @@ fn warp_specialized_kernels_hold_under_20_seeds() {
 }
 
 #[test]
-fn fa3_split_refuses_loops_whose_bounds_differ_between_consumers() {
-    let before = spec("attention_fwd", &[("CAUSAL", "1")]);
-    let e = ws(&before, &WsPlan::FA3).expect_err("causal bounds depend on the query block");
-    assert!(e.contains("grid axis 0") && e.contains("plan `fa3`"), "{e}");
+fn fa3_consumers_walk_the_union_of_their_ranges() {
+    // Causal and window ranges differ between the two consumers' query blocks: both walk the
+    // union, each runs its own range, and the outputs stay bit-identical.
+    for defs in [vec![("CAUSAL", "1")], vec![("CAUSAL", "1"), ("WINDOW", "1")], vec![("CAUSAL", "1"), ("KV_OFFSET", "1"), ("VARLEN", "1")]] {
+        let what = format!("attention_fwd {defs:?} fa3");
+        let before = spec("attention_fwd", &defs);
+        let after = ws(&before, &WsPlan::FA3).unwrap_or_else(|e| panic!("{what}: {e}"));
+        assert!(count(&after, Opcode::WarpSpecialize) == 1, "{what}");
+        differential(&what, &before, &after, 20);
+    }
+    // gemm's A tiles depend on the tile axis the plan would split: refused with the reason.
+    let before = spec("gemm", &[("TRANS_B", "1")]);
+    let plan = WsPlan { split_axis: 1, ..WsPlan::FA3 };
+    let e = ws(&before, &plan).expect_err("A tiles differ per consumer");
+    assert!(e.contains("grid axis 1") && e.contains("copies must agree"), "{e}");
 }
 
 /// Golden IR of each scheduling pass's output, through `kirc check`'s entry point

@@ -18,10 +18,15 @@
 //!
 //! With C > 1 consumers the program covers C tiles along `split_axis` of the grid: consumer w
 //! works on tile `program_id(axis) · C + w`, the grid's axis shrinks to `cdiv(n, C)`, and the
-//! copies and the loop bounds must not depend on that axis (the consumers share every stage, as
-//! FA3's two consumer warpgroups share K and V, so they walk the same iterations). With
-//! `pingpong`, consumers take turns through an ordering barrier per consumer, so one consumer's
-//! matrix work overlaps the other's softmax.
+//! copies must not depend on that axis (the consumers share every stage, as FA3's two consumer
+//! warpgroups share K and V). Loop bounds may depend on it (causal key ranges do): the producer
+//! and every consumer walk the union [min lo, max hi) of the consumers' ranges, and a consumer
+//! runs the body only for iterations inside its own range, while still taking part in the ring.
+//! A copy that uses the loop's bounds (a key mask `j < hi`) gets the union's, so a stage may hold
+//! keys past one consumer's own bound; this relies on the consumer's own mask giving them no
+//! weight (as attention's −inf score mask does), which the differential tests check bit for bit.
+//! With `pingpong`, consumers take turns through an ordering barrier per consumer, so one
+//! consumer's matrix work overlaps the other's softmax.
 
 use crate::kedit::{self, simple, Cloner};
 use kir_ir::{
@@ -268,14 +273,18 @@ fn split_consumers(k: &mut Kernel, plan: &WsPlan, loops: &[Piped], outside: &[Op
     if moved.iter().any(|&o| k.dfg.ops[o].opcode.has_side_effects() || !k.dfg.ops[o].regions.is_empty() && kedit::writes_memory(&k.dfg, k.dfg.ops[o].regions[0])) {
         return Err(bad(k.span, k, "code before the loops that depends on the split axis writes memory"));
     }
-    // The copies and the loop bounds must not depend on the split axis.
+    // The copies and the step must not depend on the split axis; the bounds may (the consumers
+    // then walk the union of their ranges).
     for p in loops {
         let then = k.dfg.ops[p.prefetch].regions[0];
         let d = &k.dfg.ops[p.op];
-        let mut roots: Vec<Value> = d.operands[..3].to_vec();
-        roots.extend(region_inputs(k, then).into_iter().filter(|&v| v != p.at && v != p.pf));
+        // A copy may use the loop's own bounds (a key mask `j < hi`): the producer gives it the
+        // union's, so it reads a superset of what each consumer's range needs.
+        let (lo, hi) = (d.operands[0], d.operands[1]);
+        let mut roots: Vec<Value> = vec![d.operands[2]];
+        roots.extend(region_inputs(k, then).into_iter().filter(|&v| v != p.at && v != p.pf && v != lo && v != hi));
         if let Some(v) = depends_on(k, &roots, &dep, inside) {
-            return Err(bad(d.span, k, &format!("{} depends on grid axis {axis}, which plan `{}` splits among its consumers (they share every stage, so their copies and loop bounds must agree)", kedit_name(k, v), plan.name)));
+            return Err(bad(d.span, k, &format!("{} depends on grid axis {axis}, which plan `{}` splits among its consumers (they share every stage, so their copies must agree)", kedit_name(k, v), plan.name)));
         }
     }
     let mut inside_all = moved.clone();
@@ -336,13 +345,25 @@ fn build(k: &mut Kernel, plan: &WsPlan, loops: &[Piped], outside: Vec<Op>, insid
     // --- producer ---
     let loop_results: HashSet<Value> = inside.iter().filter(|&&o| k.dfg.ops[o].opcode == Opcode::For).flat_map(|&o| k.dfg.ops[o].results.clone()).collect();
     let src = k.dfg.clone();
+    // Which loops' bounds differ between consumers (decided before the consumers' tile replaces
+    // program_id).
+    let split_bounds: Vec<bool> = loops
+        .iter()
+        .map(|p| {
+            let d = &k.dfg.ops[p.op];
+            split.as_deref().is_some_and(|pids| bounds_split(k, pids, &inside, &loop_results, d.operands[0], d.operands[1]))
+        })
+        .collect();
     let mut cl = Cloner::new(&src);
     let mut t = iconst(k, prod, 0);
-    for p in loops {
+    for (p, &differs) in loops.iter().zip(&split_bounds) {
         let (lo, hi, step) = { let d = &src.ops[p.op]; (d.operands[0], d.operands[1], d.operands[2]) };
         let then = src.ops[p.prefetch].regions[0];
-        let mut roots = vec![lo, hi, step];
-        roots.extend(region_inputs(k, then).into_iter().filter(|&v| v != p.at && v != p.pf));
+        // Bounds that differ between consumers come from `union_bounds`, and the copies read
+        // them from there.
+        let split_here = split.as_deref().filter(|_| differs);
+        let mut roots = if split_here.is_some() { vec![step] } else { vec![lo, hi, step] };
+        roots.extend(region_inputs(k, then).into_iter().filter(|&v| v != p.at && v != p.pf && (split_here.is_none() || v != lo && v != hi)));
         let Some(need) = needed(k, &roots, &inside, &loop_results) else {
             return Err(bad(src.ops[p.op].span, k, "the copies or bounds of a loop depend on values its consumers compute"));
         };
@@ -351,8 +372,16 @@ fn build(k: &mut Kernel, plan: &WsPlan, loops: &[Piped], outside: Vec<Op>, insid
                 cl.op(&mut k.dfg, prod, o);
             }
         }
-        let m = |v: Value| cl.vmap.get(&v).copied().unwrap_or(v);
-        let bounds = [m(lo), m(hi), m(step)];
+        let (lo, hi) = match split_here {
+            None => (cl.vmap.get(&lo).copied().unwrap_or(lo), cl.vmap.get(&hi).copied().unwrap_or(hi)),
+            Some(pid_ops) => {
+                let (ul, uh) = union_bounds(k, prod, &src, pid_ops, &inside, &loop_results, plan, [lo, hi]);
+                cl.vmap.insert(lo, ul);
+                cl.vmap.insert(hi, uh);
+                (ul, uh)
+            }
+        };
+        let bounds = [lo, hi, cl.vmap.get(&step).copied().unwrap_or(step)];
         t = producer_loop(k, prod, &mut cl, p, bounds, t, full, empty, &src);
     }
     k.dfg.append_op(prod, simple(Opcode::Yield, vec![], None), vec![]);
@@ -394,8 +423,23 @@ fn build(k: &mut Kernel, plan: &WsPlan, loops: &[Piped], outside: Vec<Op>, insid
         k.dfg.blocks[cons].ops.splice(0..0, pre_ops);
     }
     let mut t_in = None;
-    for p in loops {
-        t_in = Some(consumer_loop(k, p, t_in, full, empty, order, wg, c));
+    for (p, &differs) in loops.iter().zip(&split_bounds) {
+        let skip = match split.as_deref().filter(|_| differs) {
+            None => None,
+            Some(pid_ops) => {
+                // Walk the union of the consumers' ranges; run the body inside this one's own.
+                let (own_lo, own_hi) = (k.dfg.ops[p.op].operands[0], k.dfg.ops[p.op].operands[1]);
+                let scratch = k.dfg.new_block();
+                let (lo, hi) = union_bounds(k, scratch, &src, pid_ops, &inside, &loop_results, plan, [src.ops[p.op].operands[0], src.ops[p.op].operands[1]]);
+                let ops = std::mem::take(&mut k.dfg.blocks[scratch].ops);
+                let pos = k.dfg.blocks[cons].ops.iter().position(|&o| o == p.op).expect("the loop is in the consumer");
+                k.dfg.blocks[cons].ops.splice(pos..pos, ops);
+                k.dfg.ops[p.op].operands[0] = lo;
+                k.dfg.ops[p.op].operands[1] = hi;
+                Some((own_lo, own_hi))
+            }
+        };
+        t_in = Some(consumer_loop(k, p, t_in, full, empty, order, wg, c, skip));
     }
     k.dfg.append_op(cons, simple(Opcode::Yield, vec![], None), vec![]);
     let mut ws = simple(Opcode::WarpSpecialize, vec![], None);
@@ -449,11 +493,16 @@ fn producer_loop(k: &mut Kernel, prod: Block, cl: &mut Cloner, p: &Piped, [lo, h
 
 /// Rewrites pipelined loop `p` for the consumers; returns its iteration count result.
 #[allow(clippy::too_many_arguments)]
-fn consumer_loop(k: &mut Kernel, p: &Piped, t_in: Option<Value>, full: Value, empty: Value, order: Option<Value>, wg: Value, c: usize) -> Value {
+fn consumer_loop(k: &mut Kernel, p: &Piped, t_in: Option<Value>, full: Value, empty: Value, order: Option<Value>, wg: Value, c: usize, skip: Option<(Value, Value)>) -> Value {
     let l = p.op;
     let body = k.dfg.ops[l].regions[0];
     // Drop the prefetch, its commit and the group wait.
     k.dfg.blocks[body].ops.retain(|&o| o != p.prefetch && !matches!(k.dfg.ops[o].opcode, Opcode::AsyncCommit | Opcode::AsyncWait));
+    // The block whose first dot takes the ping-pong turn: the body, or the guarded part of it.
+    let mut turn_block = body;
+    if let Some((own_lo, own_hi)) = skip {
+        turn_block = guard_body(k, l, p.slot, own_lo, own_hi, order.map(|o| (o, wg, c)));
+    }
     // The carried stage becomes the iteration count t.
     let tc = p.stage_arg;
     let init = match t_in {
@@ -478,9 +527,10 @@ fn consumer_loop(k: &mut Kernel, p: &Piped, t_in: Option<Value>, full: Value, em
     let head_ops = std::mem::take(&mut k.dfg.blocks[head].ops);
     k.dfg.blocks[body].ops.splice(0..0, head_ops);
     // Stage reads and releases use s; the yield carries t + 1.
-    for &o in &k.dfg.blocks[body].ops.clone() {
-        if matches!(k.dfg.ops[o].opcode, Opcode::SmemRead | Opcode::SmemRelease) {
-            for v in &mut k.dfg.ops[o].operands {
+    // (tc is a block argument of this loop, so only ops inside it, at any depth, use it.)
+    for od in k.dfg.ops.values_mut() {
+        if matches!(od.opcode, Opcode::SmemRead | Opcode::SmemRelease) {
+            for v in &mut od.operands {
                 if *v == tc {
                     *v = s;
                 }
@@ -491,7 +541,7 @@ fn consumer_loop(k: &mut Kernel, p: &Piped, t_in: Option<Value>, full: Value, em
     let tail = k.dfg.new_block();
     k.dfg.append_op(tail, simple(Opcode::MbarArrive, vec![empty, s], None), vec![]);
     if let Some(ord) = order {
-        pingpong(k, body, ord, tc, wg, c);
+        pingpong(k, turn_block, ord, tc, wg, c);
     }
     let one = iconst(k, tail, 1);
     let t1 = op2(k, tail, Opcode::Add, None, tc, one, Dtype::I32);
@@ -523,4 +573,92 @@ fn pingpong(k: &mut Kernel, body: Block, ord: Value, t: Value, wg: Value, c: usi
     k.dfg.blocks[body].ops.splice(pos + 1..pos + 1, after_ops);
     let before_ops = std::mem::take(&mut k.dfg.blocks[before].ops);
     k.dfg.blocks[body].ops.splice(pos..pos, before_ops);
+}
+
+/// Whether a loop's bounds (`[lo, hi]` in `src`) depend on the split axis (reach one of `pid_ops`).
+fn bounds_split(k: &Kernel, pid_ops: &[Op], among: &[Op], forbid: &HashSet<Value>, lo: Value, hi: Value) -> bool {
+    needed(k, &[lo, hi], among, forbid).unwrap_or_default().iter().any(|o| pid_ops.contains(o))
+}
+
+/// The union [min lo, max hi) over consumers w of a loop's bounds, appended to block `b`: each
+/// consumer's bounds are the loop's `[lo, hi]` cloned from `src` with `program_id(axis)` replaced
+/// by that consumer's tile `program_id(axis) · C + w`.
+#[allow(clippy::too_many_arguments)]
+fn union_bounds(k: &mut Kernel, b: Block, src: &kir_ir::Dfg, pid_ops: &[Op], among: &[Op], forbid: &HashSet<Value>, plan: &WsPlan, [lo, hi]: [Value; 2]) -> (Value, Value) {
+    let need = needed(k, &[lo, hi], among, forbid).unwrap_or_default();
+    let mut ends: Vec<(Value, Value)> = vec![];
+    for w in 0..plan.consumers as i64 {
+        let pid = {
+            let id = k.dfg.append_op(b, simple(Opcode::ProgramId, vec![], Some(Attr::Expr(Expr::int(plan.split_axis as i64)))), vec![(Type::scalar(Dtype::I32), None)]);
+            k.dfg.ops[id].results[0]
+        };
+        let cc = iconst(k, b, plan.consumers as i64);
+        let wv = iconst(k, b, w);
+        let scaled = op2(k, b, Opcode::Mul, None, pid, cc, Dtype::I32);
+        let tile = op2(k, b, Opcode::Add, None, scaled, wv, Dtype::I32);
+        let mut wl = Cloner::new(src);
+        for &po in pid_ops {
+            wl.vmap.insert(src.ops[po].results[0], tile);
+        }
+        for &o in &need {
+            if !pid_ops.contains(&o) {
+                wl.op(&mut k.dfg, b, o);
+            }
+        }
+        let m = |v: Value| wl.vmap.get(&v).copied().unwrap_or(v);
+        ends.push((m(lo), m(hi)));
+    }
+    let (mut l, mut h) = ends[0];
+    for &(lw, hw) in &ends[1..] {
+        l = op2(k, b, Opcode::Min, None, l, lw, Dtype::I32);
+        h = op2(k, b, Opcode::Max, None, h, hw, Dtype::I32);
+    }
+    (l, h)
+}
+
+/// Guards loop `l`'s body by `own_lo ≤ i < own_hi`: every op but the stage releases and the
+/// `yield` moves into `if`'s then-region, which yields the carried values (the stage slot
+/// `slot` aside); the else-region yields them unchanged and, with ping-pong, still takes and
+/// hands on the turn. Returns the then-block.
+fn guard_body(k: &mut Kernel, l: Op, slot: usize, own_lo: Value, own_hi: Value, turn: Option<(Value, Value, usize)>) -> Block {
+    let body = k.dfg.ops[l].regions[0];
+    let ops = std::mem::take(&mut k.dfg.blocks[body].ops);
+    let (y, rest) = ops.split_last().expect("a loop body ends with yield");
+    let (releases, inner): (Vec<Op>, Vec<Op>) = rest.iter().partition(|&&o| k.dfg.ops[o].opcode == Opcode::SmemRelease);
+    let iv = k.dfg.blocks[body].args[0];
+    let args: Vec<Value> = k.dfg.blocks[body].args[1..].to_vec();
+    let yields = k.dfg.ops[*y].operands.clone();
+    let keep: Vec<usize> = (0..yields.len()).filter(|&i| i != slot).collect();
+    let then = k.dfg.new_block();
+    k.dfg.blocks[then].ops = inner;
+    k.dfg.append_op(then, simple(Opcode::Yield, keep.iter().map(|&i| yields[i]).collect(), None), vec![]);
+    let els = k.dfg.new_block();
+    if let Some((ord, wg, c)) = turn {
+        let two = iconst(k, els, 2);
+        let t = args[slot];
+        let par = op2(k, els, Opcode::Rem, None, t, two, Dtype::I32);
+        k.dfg.append_op(els, simple(Opcode::MbarWait, vec![ord, wg, par], None), vec![]);
+        let one = iconst(k, els, 1);
+        let cc = iconst(k, els, c as i64);
+        let w1 = op2(k, els, Opcode::Add, None, wg, one, Dtype::I32);
+        let next = op2(k, els, Opcode::Rem, None, w1, cc, Dtype::I32);
+        k.dfg.append_op(els, simple(Opcode::MbarArrive, vec![ord, next], None), vec![]);
+    }
+    k.dfg.append_op(els, simple(Opcode::Yield, keep.iter().map(|&i| args[i]).collect(), None), vec![]);
+    let ge = op2(k, body, Opcode::Cmp, Some(kir_ir::CmpPred::Ge), iv, own_lo, Dtype::I1);
+    let lt = op2(k, body, Opcode::Cmp, Some(kir_ir::CmpPred::Lt), iv, own_hi, Dtype::I1);
+    let inside = op2(k, body, Opcode::And, None, ge, lt, Dtype::I1);
+    let mut iff = simple(Opcode::If, vec![inside], None);
+    iff.regions = vec![then, els];
+    let tys: Vec<(Type, Option<String>)> = keep.iter().map(|&i| (k.dfg.ty(args[i]).clone(), None)).collect();
+    let id = k.dfg.append_op(body, iff, tys);
+    let res = k.dfg.ops[id].results.clone();
+    k.dfg.blocks[body].ops.extend(releases);
+    let mut new_yields = yields.clone();
+    for (r, &i) in res.into_iter().zip(&keep) {
+        new_yields[i] = r;
+    }
+    k.dfg.ops[*y].operands = new_yields;
+    k.dfg.blocks[body].ops.push(*y);
+    then
 }
