@@ -265,6 +265,29 @@ macro_rules! op_table {
         }
 
         op_sets!([] [] [] [] $( $variant $elem )*);
+        sched_set!([] $( $variant $class )*);
+    };
+}
+
+/// Collects the rows of class `Schedule` and declares the `schedule_ops!()` pattern over them.
+macro_rules! sched_set {
+    ([$($s:ident)*]) => {
+        /// A pattern matching every scheduled-IR [`Opcode`] (class `Schedule` rows), for a
+        /// consumer that treats them all alike (a backend that does not lower scheduled IR).
+        #[macro_export]
+        macro_rules! schedule_ops {
+            () => { $( $crate::Opcode::$s )|* };
+        }
+
+        /// The pattern macro by path inside this crate (`crate::ops::schedule_ops!()`).
+        #[allow(unused_imports)]
+        pub(crate) use schedule_ops;
+    };
+    ([$($s:ident)*] $v:ident Schedule $($rest:tt)*) => {
+        sched_set!([$($s)* $v] $($rest)*);
+    };
+    ([$($s:ident)*] $v:ident $c:ident $($rest:tt)*) => {
+        sched_set!([$($s)*] $($rest)*);
     };
 }
 

@@ -472,19 +472,7 @@ impl Emitter<'_> {
             Opcode::StaticIf => {
                 return Err(self.err_op(op, "must be removed by specialization before lowering"))
             }
-            Opcode::SmemAlloc
-            | Opcode::MbarAlloc
-            | Opcode::AsyncCopy
-            | Opcode::AsyncCommit
-            | Opcode::AsyncWait
-            | Opcode::MbarArrive
-            | Opcode::MbarWait
-            | Opcode::SmemRead
-            | Opcode::SmemRelease
-            | Opcode::FenceAsync
-            | Opcode::DotAsync
-            | Opcode::DotWait
-            | Opcode::WarpSpecialize => {
+            kir_ir::schedule_ops!() => {
                 return Err(self.err_op(op, "scheduled IR has no CUDA-C lowering: the parity backend takes the unscheduled kernel"))
             }
             Opcode::Yield => self.yield_op(op)?,

@@ -423,19 +423,7 @@ impl Planner<'_> {
                     "`static_if` must be removed by specialization before lowering",
                 ))
             }
-            Opcode::SmemAlloc
-            | Opcode::MbarAlloc
-            | Opcode::AsyncCopy
-            | Opcode::AsyncCommit
-            | Opcode::AsyncWait
-            | Opcode::MbarArrive
-            | Opcode::MbarWait
-            | Opcode::SmemRead
-            | Opcode::SmemRelease
-            | Opcode::FenceAsync
-            | Opcode::DotAsync
-            | Opcode::DotWait
-            | Opcode::WarpSpecialize => {
+            kir_ir::schedule_ops!() => {
                 return Err(CudaError::at(
                     op.span,
                     format!("`{}` is scheduled IR, which has no CUDA-C lowering: the parity backend takes the unscheduled kernel", op.opcode.name()),

@@ -475,19 +475,7 @@ impl<'a> Instance<'a> {
                 let r = self.m(o, math::nf4(&x))?;
                 self.set1(o, r)
             }
-            Opcode::SmemAlloc
-            | Opcode::MbarAlloc
-            | Opcode::AsyncCopy
-            | Opcode::AsyncCommit
-            | Opcode::AsyncWait
-            | Opcode::MbarArrive
-            | Opcode::MbarWait
-            | Opcode::SmemRead
-            | Opcode::SmemRelease
-            | Opcode::FenceAsync
-            | Opcode::DotAsync
-            | Opcode::DotWait
-            | Opcode::WarpSpecialize => self.exec_sched(o),
+            kir_ir::schedule_ops!() => self.exec_sched(o),
             Opcode::For => self.exec_for(o),
             Opcode::If => {
                 let c = self.operand(o, 0)?;

@@ -299,19 +299,7 @@ pub fn assign_for(
             | Opcode::AtomicAdd
             | Opcode::Yield => {}
             // Rejected by `lower_op` with an error naming the op and the target.
-            Opcode::SmemAlloc
-            | Opcode::MbarAlloc
-            | Opcode::AsyncCopy
-            | Opcode::AsyncCommit
-            | Opcode::AsyncWait
-            | Opcode::MbarArrive
-            | Opcode::MbarWait
-            | Opcode::SmemRead
-            | Opcode::SmemRelease
-            | Opcode::FenceAsync
-            | Opcode::DotAsync
-            | Opcode::DotWait
-            | Opcode::WarpSpecialize => {}
+            kir_ir::schedule_ops!() => {}
         }
     }
     // Class layouts: a class holding an mma-eligible dot result gets `Grid` when all of its

@@ -238,19 +238,7 @@ pub fn lower_op(c: &mut Ctx, op: &OpData) -> Result<(), PtxError> {
                 "`static_if` must be removed by specialization before PTX lowering",
             ))
         }
-        Opcode::SmemAlloc
-        | Opcode::MbarAlloc
-        | Opcode::AsyncCopy
-        | Opcode::AsyncCommit
-        | Opcode::AsyncWait
-        | Opcode::MbarArrive
-        | Opcode::MbarWait
-        | Opcode::SmemRead
-        | Opcode::SmemRelease
-        | Opcode::FenceAsync
-        | Opcode::DotAsync
-        | Opcode::DotWait
-        | Opcode::WarpSpecialize => {
+        kir_ir::schedule_ops!() => {
             return Err(PtxError::at(
                 sp,
                 format!(

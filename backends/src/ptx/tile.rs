@@ -456,18 +456,6 @@ pub(super) fn replicated(c: &Ctx, v: Value, depth: usize) -> bool {
         | Opcode::If
         | Opcode::StaticIf
         | Opcode::Yield => false,
-        Opcode::SmemAlloc
-        | Opcode::MbarAlloc
-        | Opcode::AsyncCopy
-        | Opcode::AsyncCommit
-        | Opcode::AsyncWait
-        | Opcode::MbarArrive
-        | Opcode::MbarWait
-        | Opcode::SmemRead
-        | Opcode::SmemRelease
-        | Opcode::FenceAsync
-        | Opcode::DotAsync
-        | Opcode::DotWait
-        | Opcode::WarpSpecialize => false,
+        kir_ir::schedule_ops!() => false,
     }
 }

@@ -39,19 +39,7 @@ pub fn weight(op: Opcode, is_float: bool) -> f64 {
         | Opcode::If
         | Opcode::StaticIf
         | Opcode::Yield
-        | Opcode::SmemAlloc
-        | Opcode::MbarAlloc
-        | Opcode::AsyncCopy
-        | Opcode::AsyncCommit
-        | Opcode::AsyncWait
-        | Opcode::MbarArrive
-        | Opcode::MbarWait
-        | Opcode::SmemRead
-        | Opcode::SmemRelease
-        | Opcode::FenceAsync
-        | Opcode::DotAsync
-        | Opcode::DotWait
-        | Opcode::WarpSpecialize => 1.0e6,
+        | kir_ir::schedule_ops!() => 1.0e6,
     }
 }
 

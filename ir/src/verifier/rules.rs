@@ -36,19 +36,7 @@ pub(crate) fn check_op(b: &mut Body, _op: crate::entities::Op, d: &OpData) {
         Opcode::Reduce => rc::reduce(b, d),
         Opcode::Dot => rc::dot(b, d),
         Opcode::Nf4 => rc::nf4(b, d),
-        Opcode::SmemAlloc
-        | Opcode::MbarAlloc
-        | Opcode::AsyncCopy
-        | Opcode::AsyncCommit
-        | Opcode::AsyncWait
-        | Opcode::MbarArrive
-        | Opcode::MbarWait
-        | Opcode::SmemRead
-        | Opcode::SmemRelease
-        | Opcode::FenceAsync
-        | Opcode::DotAsync
-        | Opcode::DotWait
-        | Opcode::WarpSpecialize => super::rules_sched::check(b, d),
+        crate::ops::schedule_ops!() => super::rules_sched::check(b, d),
         Opcode::For => rc::for_(b, d),
         Opcode::If => rc::if_(b, d),
         Opcode::StaticIf => rc::static_if(b, d),
