@@ -9,7 +9,7 @@ set -uo pipefail
 before=$1 after=$2 art=${3:-}
 s128=0.08838834764831845
 attn="--shape q=1x16x16384x128 --shape k=1x16x16384x128 --shape v=1x16x16384x128 --arg scale=$s128"
-bwd="--shape q=1x16x16384x128 --shape k=1x16x16384x128 --shape v=1x16x16384x128 --shape do=1x16x16384x128 --shape lse=1x16x16384 --arg scale=$s128 --flops 10*16*16384*16384*128"
+bwd="--shape q=1x16x16384x128 --shape k=1x16x16384x128 --shape v=1x16x16384x128 --shape o=1x16x16384x128 --shape do=1x16x16384x128 --shape lse=1x16x16384 --arg scale=$s128 --flops 10*16*16384*16384*128"
 gemm="--shape a=1x8192x8192 --shape b=1x8192x8192 --arg alpha=1"
 b() { local tag=$1; shift; printf '%-8s %-60s ' "$tag" "$*" | cut -c1-140 | tr -d '\n'; "$@" 2>&1 | tail -1; }
 for round in 1 2; do
