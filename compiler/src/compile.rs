@@ -1,9 +1,11 @@
-//! The compile driver: front end, then a backend, producing code text plus launch metadata.
-//! This is what `kirc compile` and frameworks call.
+//! The compile driver: front end, then (for PTX) the scheduling passes, then a backend,
+//! producing code text plus launch metadata. This is what `kirc compile`, `kirc run --device
+//! cuda`, `kirc bench` and frameworks call. The CUDA-C backend (the parity backend) takes the
+//! unscheduled module.
 
 use crate::passes::const_values;
 use crate::pipeline;
-use kir_backends::ptx::PtxOptions;
+use kir_backends::ptx::{PtxOptions, PIPELINE_STAGES};
 use kir_backends::Target;
 use kir_ir::{Diagnostics, EvalVal, Module};
 
@@ -140,8 +142,66 @@ pub fn compile_stage(
         }),
         Emit::Ptx => {
             let suffix = format!("{suffix}{}", opts.suffix());
-            let out = kir_backends::ptx::compile_module_with(&spec, target, &suffix, opts)
-                .map_err(|e| match e.span {
+            let (scheduled, out) = lower_ptx(&spec, target, &suffix, opts)?;
+            let meta = kir_backends::meta::module_meta(
+                &scheduled,
+                target,
+                "ptx",
+                out.version,
+                &out.kernels,
+            );
+            Ok(Compiled {
+                text: out.text,
+                meta: Some(meta),
+                module: scheduled,
+            })
+        }
+        Emit::Cuda => compile_cuda(spec, target, &suffix),
+    }
+}
+
+/// PTX: the scheduling passes for `target` ([`pipeline::schedule_observed`]: `pipelining` with
+/// a ring of `opts.stages` stages, none for 1), then the backend, which lowers the rings to
+/// cp.async. The default depth is the backend's [`PIPELINE_STAGES`] (2), not the pass's own
+/// choice (the deepest of 2..=3 that fits), so the generated code does not change silently; a
+/// default ring that does not fit the target's shared memory — in the pass's count, or in the
+/// kernel's with the backend's padded rows and other shared tiles — gets one stage less, down
+/// to no pipelining, as the backend's own ring did. An explicit depth that does not fit is an
+/// error naming the bytes. Returns the scheduled module and its PTX.
+fn lower_ptx(
+    spec: &Module,
+    target: Target,
+    suffix: &str,
+    opts: &PtxOptions,
+) -> Result<(Module, kir_backends::ptx::PtxModule), CompileError> {
+    opts.validate().map_err(CompileError::Plain)?;
+    let explicit = opts.stages.is_some();
+    let mut stages = opts.stages.unwrap_or(PIPELINE_STAGES);
+    loop {
+        let scheduled = if stages >= 2 {
+            let sched = pipeline::ScheduleOptions {
+                target: Some(target),
+                stages: Some(stages),
+                ..Default::default()
+            };
+            pipeline::schedule_observed(spec, &sched, &mut |_, _| {})
+        } else {
+            Ok(spec.clone())
+        };
+        let m = match scheduled {
+            Ok(m) => m,
+            // The pass's only error for a depth of 2 or more: the ring does not fit.
+            Err(d) if !explicit && d.0.iter().all(|e| e.message.contains("over the target's")) => {
+                stages -= 1;
+                continue;
+            }
+            Err(d) => return Err(CompileError::Source(d)),
+        };
+        match kir_backends::ptx::compile_module_with(&m, target, suffix, opts) {
+            Ok(out) => return Ok((m, out)),
+            Err(e) if e.over_shared && !explicit && stages >= 2 => stages -= 1,
+            Err(e) => {
+                return Err(match e.span {
                     Some(span) => CompileError::Source(Diagnostics::from(kir_ir::Diagnostic::new(
                         span,
                         format!("{} (target {})", e.message, target.name()),
@@ -149,16 +209,9 @@ pub fn compile_stage(
                     None => {
                         CompileError::Plain(format!("{} (target {})", e.message, target.name()))
                     }
-                })?;
-            let meta =
-                kir_backends::meta::module_meta(&spec, target, "ptx", out.version, &out.kernels);
-            Ok(Compiled {
-                text: out.text,
-                meta: Some(meta),
-                module: spec,
-            })
+                })
+            }
         }
-        Emit::Cuda => compile_cuda(spec, target, &suffix),
     }
 }
 

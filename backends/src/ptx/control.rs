@@ -1,14 +1,14 @@
-//! Structured control flow: `for` (plain, or software-pipelined: its dot-operand tiles are
-//! prefetched into a ring of `stages` shared-memory buffers with cp.async groups) and `if`, with
-//! loop-carried values in their own registers.
+//! Structured control flow: `for` (plain, or unrolled once per stage when it carries the stage
+//! index of a shared-memory ring, see `sched.rs`) and `if`, with loop-carried values in their own
+//! registers.
 
 use super::builder::{Reg, RegClass};
 use super::ctx::{Ctx, Val};
 use super::layout::Place;
-use super::lazy::lazy_ok;
 use super::lower::{block, dtype, place, regs_in, shape};
+use super::sched::{contains, stage_ring, Ring};
 use super::PtxError;
-use kir_ir::{Attr, Block, OpData, Opcode, Span, Value};
+use kir_ir::{OpData, Opcode, Span, Value};
 
 /// Copies `src` into fresh registers (so loop-carried registers are distinct from their inits).
 fn fresh_copy(c: &mut Ctx, v: &Val) -> Val {
@@ -91,16 +91,22 @@ pub(super) fn lower_for(c: &mut Ctx, op: &OpData) -> Result<(), PtxError> {
         (Some(&a), Some(&b), Some(&s)) => (scalar(c, a, sp)?, scalar(c, b, sp)?, scalar(c, s, sp)?),
         _ => return Err(PtxError::at(sp, "for needs lo, hi, step")),
     };
+    let ring = stage_ring(c, op);
     let iv = c.b.reg(RegClass::B32);
     c.b.ins(format!("mov.b32 {iv}, {lo}"));
-    // Carried values get their own registers, initialised from the inits.
+    // Carried values get their own registers, initialised from the inits (the stage index of a
+    // ring is known in each unrolled copy instead).
     let mut carried = Vec::new();
     for (i, &init) in op.operands.iter().skip(3).enumerate() {
-        let cur = c.val(init, sp)?;
         let arg = args
             .get(i + 1)
             .copied()
             .ok_or_else(|| PtxError::at(sp, "for: missing block arg"))?;
+        if ring.is_some_and(|r| r.carried == i) {
+            carried.push(None);
+            continue;
+        }
+        let cur = c.val(init, sp)?;
         let want = match c.places.get(&arg).copied().unwrap_or(Place::Scalar) {
             Place::Reg(l) => {
                 let s = shape(c, arg);
@@ -116,179 +122,81 @@ pub(super) fn lower_for(c: &mut Ctx, op: &OpData) -> Result<(), PtxError> {
         };
         let v = fresh_copy(c, &want);
         c.vals.insert(arg, v.clone());
-        carried.push(v);
+        carried.push(Some(v));
     }
     if let Some(&a0) = args.first() {
         c.vals.insert(a0, Val::Scalar(iv));
-        let pre = if c.stages >= 2 {
-            prefetchable(c, body, a0)
-        } else {
-            vec![]
-        };
-        if !pre.is_empty() {
-            return lower_for_pipelined(c, op, body, a0, iv, hi, step, carried, pre);
+    }
+    // The previous iteration's releases precede this iteration's copies (and the last
+    // iteration's precede whatever follows the loop).
+    let releases = contains(c.k, body, Opcode::SmemRelease);
+    c.release_pending |= releases;
+    if let Some(ring) = ring {
+        let arg = args[ring.carried + 1];
+        lower_ring(c, op, body, iv, hi, step, &carried, ring, arg)?;
+    } else {
+        let (top, end) = (c.b.label("for"), c.b.label("endfor"));
+        let p = c.b.reg(RegClass::Pred);
+        c.b.place(&top);
+        c.b.ins(format!("setp.ge.s32 {p}, {iv}, {hi}"));
+        c.b.ins_if(p, false, format!("bra.uni {end}"));
+        let yielded = block(c, body)?;
+        for (dst, &src) in carried.iter().zip(&yielded) {
+            if let Some(dst) = dst {
+                assign(c, dst, src, sp)?;
+            }
         }
+        c.b.ins(format!("add.s32 {iv}, {iv}, {step}"));
+        c.b.ins(format!("bra.uni {top}"));
+        c.b.place(&end);
     }
-    let (top, end) = (c.b.label("for"), c.b.label("endfor"));
-    let p = c.b.reg(RegClass::Pred);
-    c.b.place(&top);
-    c.b.ins(format!("setp.ge.s32 {p}, {iv}, {hi}"));
-    c.b.ins_if(p, false, format!("bra.uni {end}"));
-    let yielded = block(c, body)?;
-    for (dst, &src) in carried.iter().zip(&yielded) {
-        assign(c, dst, src, sp)?;
-    }
-    c.b.ins(format!("add.s32 {iv}, {iv}, {step}"));
-    c.b.ins(format!("bra.uni {top}"));
-    c.b.place(&end);
+    c.release_pending |= releases;
     for (&r, v) in op.results.iter().zip(carried) {
-        c.vals.insert(r, v);
+        if let Some(v) = v {
+            c.vals.insert(r, v);
+        }
     }
     Ok(())
 }
 
-/// Loads at the top level of a loop body that read a tile for dot operands (placed in shared
-/// memory) at offsets known before the iteration starts (the induction variable or values from
-/// outside the loop) with no mask or an index mask: their next tile can be fetched while the
-/// current iteration computes. Returns (op, result, one buffer offset per stage).
-fn prefetchable(c: &mut Ctx, body: Block, iv: Value) -> Vec<(kir_ir::Op, Value, Vec<u32>)> {
-    let k = c.k;
-    let ops = k.dfg.blocks[body].ops.clone();
-    // The body's index/mask chains are known up front (block() registers the same ones).
-    for &o in &ops {
-        let op = &k.dfg.ops[o];
-        if lazy_ok(c, op) {
-            if let Some(&r) = op.results.first() {
-                c.lazy.insert(r, o);
-            }
-        }
-    }
-    let mut out = Vec::new();
-    for &o in &ops {
-        let op = &k.dfg.ops[o];
-        let Some(&r) = op.results.first() else {
-            continue;
-        };
-        if op.opcode != Opcode::Load || place(c, r) != Place::Shared {
-            continue;
-        }
-        let Some(t) = &op.tensor else { continue };
-        let offsets_ok = t.offsets.iter().all(|off| match off {
-            kir_ir::Offset::Value(v) => *v == iv || c.vals.contains_key(v),
-            kir_ir::Offset::Expr(_) => true,
-        });
-        let mask_ok = match op.attr("mask") {
-            None => true,
-            Some(Attr::Value(m)) => c.lazy.contains_key(m),
-            Some(_) => false,
-        };
-        let (Some(d), Some(s)) = (k.dfg.ty(r).dtype(), k.dfg.ty(r).shape()) else {
-            continue;
-        };
-        if offsets_ok && mask_ok && s.len() == 2 {
-            let bytes = if c.core.contains(&r) {
-                super::wgmma::core_tile_bytes(&s, super::ctx::smem_bytes(d))
-            } else {
-                super::memory::shared_tile_bytes(&s, d)
-            };
-            let core = c.core.contains(&r);
-            let bufs = (0..c.stages)
-                .map(|_| {
-                    if core {
-                        c.alloc_shared_aligned(bytes, super::wgmma::CORE_ALIGN)
-                    } else {
-                        c.alloc_shared(bytes)
-                    }
-                })
-                .collect();
-            out.push((o, r, bufs));
-        }
-    }
-    out
-}
-
-/// A loop whose dot-operand tiles are prefetched `S = stages` − 1 iterations ahead into a ring
-/// of S buffers (one cp.async group per iteration). The body is emitted S times, copy h reading
-/// buffer h, so every shared offset stays a constant. Each iteration j: wait until j's group
-/// has landed (at most S − 2 younger groups pending), one barrier (the data is visible to every
-/// thread, and every thread is done with iteration j − 1, whose buffer is refilled next), then
-/// fetch iteration j + S − 1 into buffer (j − 1) mod S and compute j.
+/// A loop carrying the stage index of a ring of S stages: the body is emitted S times, copy h
+/// with the stage index known (stage (init + h) mod S), so every stage address is a constant.
+/// Each copy checks the exit condition first.
 #[allow(clippy::too_many_arguments)]
-fn lower_for_pipelined(
+fn lower_ring(
     c: &mut Ctx,
     op: &OpData,
-    body: Block,
-    iv_val: Value,
+    body: kir_ir::Block,
     iv: Reg,
     hi: Reg,
     step: Reg,
-    carried: Vec<Val>,
-    pre: Vec<(kir_ir::Op, Value, Vec<u32>)>,
+    carried: &[Option<Val>],
+    ring: Ring,
+    arg: Value,
 ) -> Result<(), PtxError> {
     let sp = op.span;
-    let k = c.k;
-    let stages = c.stages;
-    let fetch = |c: &mut Ctx, at: Reg, buf: usize| -> Result<(), PtxError> {
-        for (o, _, offs) in &pre {
-            super::memory::prefetch_load(c, &k.dfg.ops[*o], iv_val, at, offs[buf])?;
-        }
-        Ok(())
-    };
-    // Fetches iteration `iv + ahead·step` into `buf` when it exists; always closes a group, so
-    // group counts stay in step with iterations.
-    let fetch_ahead = |c: &mut Ctx, ahead: usize, buf: usize| -> Result<(), PtxError> {
-        let (at, p, skip) = (
-            c.b.reg(RegClass::B32),
-            c.b.reg(RegClass::Pred),
-            c.b.label("pf_skip"),
-        );
-        c.b.ins(format!("mov.b32 {at}, {iv}"));
-        for _ in 0..ahead {
-            c.b.ins(format!("add.s32 {at}, {at}, {step}"));
-        }
-        c.b.ins(format!("setp.ge.s32 {p}, {at}, {hi}"));
-        c.b.ins_if(p, false, format!("bra.uni {skip}"));
-        fetch(c, at, buf)?;
-        c.b.place(&skip);
-        c.b.ins("cp.async.commit_group");
-        Ok(())
-    };
-    // Prologue: iterations 0 … S − 2 into buffers 0 … S − 2.
-    c.b.ins("bar.sync 0");
-    for j in 0..stages - 1 {
-        fetch_ahead(c, j, j)?;
-    }
+    let releases = contains(c.k, body, Opcode::SmemRelease);
     let (top, end) = (c.b.label("pfor"), c.b.label("endpfor"));
+    c.vals.remove(&arg);
     c.b.place(&top);
-    for h in 0..stages {
+    for h in 0..ring.stages {
+        c.statics
+            .insert(arg, ((ring.init + h) % ring.stages) as i64);
+        c.release_pending |= releases;
         let done = c.b.reg(RegClass::Pred);
         c.b.ins(format!("setp.ge.s32 {done}, {iv}, {hi}"));
         c.b.ins_if(done, false, format!("bra.uni {end}"));
-        c.b.ins(format!("cp.async.wait_group {}", stages - 2));
-        super::memory::fence_async(c);
-        c.b.ins("bar.sync 0");
-        fetch_ahead(c, stages - 1, (h + stages - 1) % stages)?;
-        for (_, r, offs) in &pre {
-            c.prefetched.insert(*r, offs[h]);
-        }
         let yielded = block(c, body)?;
         for (dst, &src) in carried.iter().zip(&yielded) {
-            assign(c, dst, src, sp)?;
+            if let Some(dst) = dst {
+                assign(c, dst, src, sp)?;
+            }
         }
         c.b.ins(format!("add.s32 {iv}, {iv}, {step}"));
     }
     c.b.ins(format!("bra.uni {top}"));
     c.b.place(&end);
-    // Drain the (empty or unused) groups still pending, and let every thread finish reading
-    // the ring before shared memory is used for anything else.
-    c.b.ins("cp.async.wait_group 0");
-    c.b.ins("bar.sync 0");
-    for (_, r, _) in &pre {
-        c.prefetched.remove(r);
-    }
-    for (&r, v) in op.results.iter().zip(carried) {
-        c.vals.insert(r, v);
-    }
+    c.statics.remove(&arg);
     Ok(())
 }
 
@@ -328,22 +236,42 @@ pub(super) fn lower_if(c: &mut Ctx, op: &OpData) -> Result<(), PtxError> {
         };
         outs.push(v);
     }
+    // A copy in a region after a release: synchronize once here rather than in the region.
+    if c.release_pending
+        && op
+            .regions
+            .iter()
+            .any(|&r| contains(c.k, r, Opcode::AsyncCopy))
+    {
+        c.b.ins("bar.sync 0");
+        c.release_pending = false;
+    }
+    let pending_in = c.release_pending;
+    // An empty `else` (no results, just `yield`) needs no branch around it.
+    let regions: Vec<kir_ir::Block> = match op.regions[..] {
+        [t, e] if op.results.is_empty() && c.k.dfg.blocks[e].ops.iter().all(|&o| c.k.dfg.ops[o].opcode == Opcode::Yield) => vec![t],
+        _ => op.regions.clone(),
+    };
+    let mut pending_out = regions.len() < 2 && pending_in;
     let (els, end) = (c.b.label("else"), c.b.label("endif"));
     c.b.ins_if(cond, true, format!("bra.uni {els}"));
-    for (i, &r) in op.regions.iter().enumerate() {
+    for (i, &r) in regions.iter().enumerate() {
+        c.release_pending = pending_in;
         let y = block(c, r)?;
+        pending_out |= c.release_pending;
         for (dst, &src) in outs.iter().zip(&y) {
             assign(c, dst, src, sp)?;
         }
-        if i == 0 {
+        if i == 0 && regions.len() > 1 {
             c.b.ins(format!("bra.uni {end}"));
             c.b.place(&els);
         }
     }
-    if op.regions.len() < 2 {
+    if regions.len() < 2 {
         c.b.place(&els);
     }
     c.b.place(&end);
+    c.release_pending = pending_out;
     for (&r, v) in op.results.iter().zip(outs) {
         c.vals.insert(r, v);
     }

@@ -64,11 +64,16 @@ pub struct Ctx<'a> {
     pub lazy: HashMap<Value, kir_ir::Op>,
     /// Loads whose tiles use the core-matrix layout of wgmma operands (see `wgmma.rs`).
     pub core: std::collections::HashSet<Value>,
-    /// Loads a loop prefetches: the shared offset of the buffer the current iteration reads.
-    pub prefetched: HashMap<Value, u32>,
-    /// Shared-memory buffers per prefetched tile of a software-pipelined loop (the ring depth);
-    /// below 2, loops are not pipelined.
-    pub stages: usize,
+    /// Stage buffers (`smem_alloc` results) and where their stages live (see `sched.rs`).
+    pub smem_bufs: HashMap<Value, super::sched::StageBuf>,
+    /// i32/i1 scalars whose values are known while lowering: integer constants, the stage
+    /// index of the copy of an unrolled ring loop being lowered, and what folds from them.
+    pub statics: HashMap<Value, i64>,
+    /// A `smem_release` was lowered and no `bar.sync` since: a copy into shared memory must
+    /// synchronize the block first (another thread may still read the released stage).
+    pub release_pending: bool,
+    /// Prologue registers holding known scalars, by (is a predicate, value).
+    pub imms: HashMap<(bool, i64), Reg>,
     pub tensors: HashMap<String, TensorInfo>,
     pub dims: HashMap<String, Reg>,
     pub scalars: HashMap<String, Reg>,
@@ -132,10 +137,32 @@ impl<'a> Ctx<'a> {
         if let Some(&o) = self.lazy.get(&v) {
             return super::lower::materialize(self, o);
         }
-        self.vals
-            .get(&v)
-            .cloned()
-            .ok_or_else(|| PtxError::at(span, format!("internal: value {v} was not lowered")))
+        if let Some(x) = self.vals.get(&v) {
+            return Ok(x.clone());
+        }
+        match self.statics.get(&v) {
+            // A known scalar lives in a register set in the prologue, one per value (so it
+            // dominates every use, wherever it is first used).
+            Some(&x) => {
+                let pred = self.k.dfg.ty(v).dtype() == Some(Dtype::I1);
+                let x = if pred { (x != 0) as i64 } else { x as i32 as i64 };
+                if let Some(&r) = self.imms.get(&(pred, x)) {
+                    return Ok(Val::Scalar(r));
+                }
+                let r = self.b.in_prologue(|b| {
+                    if pred {
+                        let p = b.reg(RegClass::Pred);
+                        b.ins(format!("setp.ne.u32 {p}, {x}, 0"));
+                        p
+                    } else {
+                        b.imm32(x)
+                    }
+                });
+                self.imms.insert((pred, x), r);
+                Ok(Val::Scalar(r))
+            }
+            None => Err(PtxError::at(span, format!("internal: value {v} was not lowered"))),
+        }
     }
 
     /// Coordinates of every slot of a tile of `shape` in `layout`, computed at the use site

@@ -57,6 +57,7 @@ pub fn block_of(k: &Kernel) -> Block {
             .dfg
             .values
             .values()
+            .filter(|d| !d.ty.is_resource())
             .filter_map(|d| d.ty.shape())
             .map(|s| s.iter().product::<usize>())
             .max()
@@ -106,7 +107,6 @@ pub fn lower_kernel(
     abi: &KernelAbi,
     target: Target,
     symbol: &str,
-    stages: usize,
     warps: Option<u32>,
 ) -> Result<Lowered, PtxError> {
     let blk = match warps {
@@ -125,7 +125,7 @@ pub fn lower_kernel(
         .dfg
         .values
         .values()
-        .filter(|d| !d.ty.is_scalar())
+        .filter(|d| !d.ty.is_scalar() && !d.ty.is_resource())
         .map(|d| {
             let n: usize = d.ty.shape().unwrap_or_default().iter().product();
             n * if d.ty.dtype() == Some(Dtype::I64) {
@@ -154,8 +154,10 @@ pub fn lower_kernel(
         vals: HashMap::new(),
         lazy: HashMap::new(),
         core,
-        prefetched: HashMap::new(),
-        stages,
+        smem_bufs: HashMap::new(),
+        statics: HashMap::new(),
+        release_pending: false,
+        imms: HashMap::new(),
         tensors: HashMap::new(),
         dims: HashMap::new(),
         scalars: HashMap::new(),

@@ -189,7 +189,11 @@ pub fn assign_for(
     let dfg = &k.dfg;
     let n = dfg.values.len();
     let mut uf = Uf((0..n).collect());
-    let is_tile = |v: Value| dfg.values.get(v).is_some_and(|d| !d.ty.is_scalar());
+    let is_tile = |v: Value| {
+        dfg.values
+            .get(v)
+            .is_some_and(|d| !d.ty.is_scalar() && !d.ty.is_resource())
+    };
     let idx = |v: Value| v.as_u32() as usize;
     let mut uses: HashMap<Value, Vec<(Opcode, usize)>> = HashMap::new();
     let mut wants_mma: Vec<Value> = Vec::new();
@@ -298,7 +302,8 @@ pub fn assign_for(
             | Opcode::Store
             | Opcode::AtomicAdd
             | Opcode::Yield => {}
-            // Rejected by `lower_op` with an error naming the op and the target.
+            // No register tiles: a stage read is placed like a load (below); the ops the PTX
+            // backend does not lower are rejected by `lower_op`.
             kir_ir::schedule_ops!() => {}
         }
     }
@@ -323,7 +328,7 @@ pub fn assign_for(
         let ok = rowmma_ok.entry(c).or_insert(true);
         *ok &= fits_rowmma(&s, b.warps) && same_m;
     }
-    // Shared: loads (and transposes of them) used only as dot operands a/b.
+    // Shared: loads and stage reads (and transposes of them) used only as dot operands a/b.
     let mut shared: HashMap<Value, bool> = HashMap::new();
     fn only_dot_operand(
         v: Value,
@@ -349,9 +354,12 @@ pub fn assign_for(
             })
     }
     for (_, op) in dfg.ops.iter() {
-        if matches!(op.opcode, Opcode::Load | Opcode::Transpose) {
+        if matches!(
+            op.opcode,
+            Opcode::Load | Opcode::SmemRead | Opcode::Transpose
+        ) {
             if let Some(&r) = op.results.first() {
-                let src_shared = op.opcode == Opcode::Load
+                let src_shared = matches!(op.opcode, Opcode::Load | Opcode::SmemRead)
                     || op
                         .operands
                         .first()
@@ -367,7 +375,7 @@ pub fn assign_for(
     // can spread its warps over a 2-D grid.
     let mut class_shape: HashMap<usize, Option<Vec<usize>>> = HashMap::new();
     for (v, d) in dfg.values.iter() {
-        if d.ty.is_scalar() {
+        if d.ty.is_scalar() || d.ty.is_resource() {
             continue;
         }
         let s = d.ty.shape().unwrap_or_default();
@@ -398,7 +406,8 @@ pub fn assign_for(
     };
     let mut out = HashMap::new();
     for (v, d) in dfg.values.iter() {
-        let place = if d.ty.is_scalar() {
+        // Stage buffers and barriers are no tiles (the backend keeps them by value id).
+        let place = if d.ty.is_scalar() || d.ty.is_resource() {
             Place::Scalar
         } else if shared.get(&v).copied().unwrap_or(false) {
             Place::Shared
@@ -431,7 +440,7 @@ pub fn annotate(m: &kir_ir::Module) -> kir_ir::Module {
             let parts: Vec<String> = op
                 .results
                 .iter()
-                .filter(|r| !k.dfg.ty(**r).is_scalar())
+                .filter(|r| !k.dfg.ty(**r).is_scalar() && !k.dfg.ty(**r).is_resource())
                 .map(|r| {
                     let what = match places.get(r) {
                         Some(Place::Reg(Layout::Blocked)) => {

@@ -17,12 +17,25 @@ pub fn lower_body(c: &mut Ctx) -> Result<(), PtxError> {
 /// Lowers the ops of a block; returns the operands of its final `yield`.
 pub fn block(c: &mut Ctx, b: Block) -> Result<Vec<Value>, PtxError> {
     let ops = c.k.dfg.blocks[b].ops.clone();
+    // An `async_wait` after the copies that refill the ring is emitted before them (sched.rs).
+    let hoist = super::sched::hoisted_wait(c.k, &ops);
     let mut yielded = Vec::new();
-    for o in ops {
+    for (i, o) in ops.into_iter().enumerate() {
         let k = c.k;
         let op = &k.dfg.ops[o];
+        if let Some((at, w, n)) = hoist {
+            if i == at {
+                super::sched::wait(c, n);
+            }
+            if i == w {
+                continue;
+            }
+        }
         if op.opcode == Opcode::Yield {
             yielded = op.operands.clone();
+            continue;
+        }
+        if super::sched::fold(c, op) {
             continue;
         }
         if lazy_ok(c, op) {
@@ -238,6 +251,13 @@ pub fn lower_op(c: &mut Ctx, op: &OpData) -> Result<(), PtxError> {
                 "`static_if` must be removed by specialization before PTX lowering",
             ))
         }
+        Opcode::SmemAlloc
+        | Opcode::AsyncCopy
+        | Opcode::AsyncCommit
+        | Opcode::AsyncWait
+        | Opcode::SmemRead
+        | Opcode::SmemRelease => super::sched::lower_sched_op(c, op)?,
+        // The mbarrier, async-dot and warp-specialization ops.
         kir_ir::schedule_ops!() => {
             return Err(PtxError::at(
                 sp,

@@ -387,10 +387,6 @@ fn load_shared(
         row_stride,
         col_stride,
     };
-    // A load a loop prefetched: its data is already in the current buffer.
-    if let Some(&off) = op.results.first().and_then(|r| c.prefetched.get(r)) {
-        return Ok(val(off));
-    }
     let bytes = if core {
         super::wgmma::core_tile_bytes(shape, eb)
     } else {
@@ -402,7 +398,7 @@ fn load_shared(
         c.alloc_shared(bytes)
     };
     c.b.ins("bar.sync 0");
-    copy_tile(c, op, info, offs, shape, other, off)?;
+    copy_tile(c, op, info, offs, shape, other, off, core)?;
     c.b.ins("cp.async.commit_group");
     c.b.ins("cp.async.wait_group 0");
     fence_async(c);
@@ -416,9 +412,12 @@ pub fn shared_tile_bytes(shape: &[usize], d: Dtype) -> u32 {
     (shape[0] * (shape[1] + 16 / eb) * eb) as u32
 }
 
-/// Issues the copy of a load's tile into the shared region at `off` (cp.async when possible,
-/// scalar loads otherwise) without waiting or synchronizing: the caller commits, waits and
-/// places the barriers (so a loop can prefetch the next iteration's tile).
+/// Issues the copy of the tile a `load` or `async_copy` op reads (its tensor, offsets `offs`,
+/// `mask` and `other`) into the shared region at `off` (cp.async when possible, scalar loads
+/// otherwise) without waiting or synchronizing: the caller commits, waits and places the
+/// barriers. `core`: the region uses the core-matrix layout of wgmma operands (see wgmma.rs),
+/// else rows padded by 16 bytes.
+#[allow(clippy::too_many_arguments)]
 pub fn copy_tile(
     c: &mut Ctx,
     op: &OpData,
@@ -427,6 +426,7 @@ pub fn copy_tile(
     shape: &[usize],
     other: f64,
     off: u32,
+    core: bool,
 ) -> Result<(), PtxError> {
     let sp = op.span;
     let d = info.dtype;
@@ -434,8 +434,6 @@ pub fn copy_tile(
     let (rows, cols) = (shape[0], shape[1]);
     let rs = cols + 16 / eb;
     let vec = 16 / eb;
-    // A wgmma operand tile is stored in the core-matrix layout (see wgmma.rs).
-    let core = op.results.first().is_some_and(|r| c.core.contains(r));
     let core_rows = core.then_some(rows);
     let vectorizable = info.contiguous_last
         && cols % vec == 0
@@ -512,38 +510,28 @@ pub fn copy_tile(
     Ok(())
 }
 
-/// Prefetch support: the tile a `load` op reads when the loop's induction variable `iv` has the
-/// value in register `iv_next`, copied into the shared region at `off` (no wait, no barrier).
-pub fn prefetch_load(
+/// An `async_copy`: the tile its tensor reference reads (a [rows, cols] `shape`, with the op's
+/// `mask` and `other`) into the stage at shared offset `off` (no wait, no barrier).
+pub fn copy_into_stage(
     c: &mut Ctx,
     op: &OpData,
-    iv: kir_ir::Value,
-    iv_next: Reg,
+    shape: &[usize],
     off: u32,
+    core: bool,
 ) -> Result<(), PtxError> {
     let sp = op.span;
     let t = op
         .tensor
         .as_ref()
-        .ok_or_else(|| PtxError::at(sp, "memory op without a tensor"))?;
+        .ok_or_else(|| PtxError::at(sp, "async_copy without a tensor"))?;
     let info = c
         .tensors
         .get(&t.param)
         .cloned()
         .ok_or_else(|| PtxError::at(sp, format!("unknown tensor `{}`", t.param)))?;
-    let r = *op
-        .results
-        .first()
-        .ok_or_else(|| PtxError::at(sp, "load without a result"))?;
-    let shape = c.k.dfg.ty(r).shape().unwrap_or_default();
     let other = lit(op.attr("other")).unwrap_or(0.0);
-    let saved = c.vals.insert(iv, Val::Scalar(iv_next));
-    let res = offsets(c, t, sp).and_then(|offs| copy_tile(c, op, &info, &offs, &shape, other, off));
-    match saved {
-        Some(v) => c.vals.insert(iv, v),
-        None => c.vals.remove(&iv),
-    };
-    res
+    let offs = offsets(c, t, sp)?;
+    copy_tile(c, op, &info, &offs, shape, other, off, core)
 }
 
 /// Stores one element (register form) into a shared tile at (idx[0], idx[1]).

@@ -3,9 +3,11 @@
 //! Today every target shares the Ampere-class path: mma.sync m16n8k16 for bf16/f16 dots (with
 //! the accumulator layout kept in registers through the softmax, FlashAttention-2 style), FMA
 //! for other dots, shared-memory tiles for dot operands, quad shuffles for row reductions, and
-//! predication for masks and ragged edges. Layouts are decided by [`layout::assign`]; the
-//! per-op lowering lives in `lower` (dispatch, control flow, elementwise), `memory` (global and
-//! shared memory), `tile` (shape ops, reductions, conversions) and `dot`.
+//! predication for masks and ragged edges (sm_90a adds wgmma for GEMM-like dots). Layouts are
+//! decided by [`layout::assign`]; the per-op lowering lives in `lower` (dispatch, control flow,
+//! elementwise), `memory` (global and shared memory), `tile` (shape ops, reductions,
+//! conversions), `dot` and `sched` (scheduled IR: the cp.async stage rings of the `pipelining`
+//! pass). The backend does not pipeline loops on its own: the rings come from the IR.
 
 mod arith;
 pub mod builder;
@@ -20,6 +22,7 @@ mod lower;
 mod memory;
 mod reduce;
 mod rescale;
+mod sched;
 mod tile;
 mod vector;
 mod wgmma;
@@ -31,9 +34,10 @@ use kir_ir::{Module, Span};
 
 /// Threads per block used by every kernel today (4 warps).
 pub const THREADS: u32 = 128;
-/// The deepest software-pipelining ring a loop gets by default: 2 (double buffering) measured
-/// best on the H200 for attention and as good as 3–4 for GEMM (docs/benchmarks.md); shallower
-/// rings are used when shared memory is short.
+/// The software-pipelining ring depth the compile driver asks the `pipelining` pass for when
+/// compiling to PTX (the backend itself lowers whatever rings the scheduled IR has): 2 (double
+/// buffering) measured best on the H200 for attention and as good as 3–4 for GEMM
+/// (docs/benchmarks.md); shallower rings are used when shared memory is short.
 pub const PIPELINE_STAGES: usize = 2;
 
 /// Lowering choices a caller may make instead of the backend's defaults (`kirc compile
@@ -43,7 +47,9 @@ pub struct PtxOptions {
     /// Warps per block (a power of two, 1 to 32). `None`: the policy of [`kernel::block_of`]. A dot
     /// whose rows are not a multiple of 16 per warp loses the mma path (FMA loops instead).
     pub warps: Option<u32>,
-    /// Depth of the pipelining ring (1 to 8; 1 = no pipelining). `None`: [`PIPELINE_STAGES`].
+    /// Depth of the pipelining ring (1 to 8; 1 = no pipelining) that the compile driver asks the
+    /// `pipelining` pass for before lowering. `None`: [`PIPELINE_STAGES`]. The backend lowers
+    /// the rings of the module it is given and reads only the validation and the symbol suffix.
     pub stages: Option<usize>,
 }
 
@@ -87,6 +93,8 @@ pub const MAX_SHARED_BYTES: u32 = 232_448;
 pub struct PtxError {
     pub message: String,
     pub span: Option<Span>,
+    /// The kernel needs more shared memory than a block may use (a shallower ring may fit).
+    pub over_shared: bool,
 }
 
 impl PtxError {
@@ -95,6 +103,7 @@ impl PtxError {
         PtxError {
             message: message.into(),
             span: Some(span),
+            over_shared: false,
         }
     }
 
@@ -103,6 +112,7 @@ impl PtxError {
         PtxError {
             message: message.into(),
             span: None,
+            over_shared: false,
         }
     }
 }
@@ -136,22 +146,17 @@ pub fn compile_module_with(
     for k in m.kernels.values() {
         let symbol = sanitize(&format!("{}{}", k.name, suffix));
         let abi = kernel_abi(k).map_err(|e| PtxError::at(k.span, e))?;
-        // Pipelined loops need a ring of shared buffers: the deepest ring (up to the requested
-        // or default depth) that fits, else plain loops.
-        let mut stages = opts.stages.unwrap_or(PIPELINE_STAGES);
-        let mut lowered = kernel::lower_kernel(k, &abi, target, &symbol, stages, opts.warps)?;
-        while lowered.shared_bytes > MAX_SHARED_BYTES && stages > 1 {
-            stages -= 1;
-            lowered = kernel::lower_kernel(k, &abi, target, &symbol, stages, opts.warps)?;
-        }
+        let lowered = kernel::lower_kernel(k, &abi, target, &symbol, opts.warps)?;
         if lowered.shared_bytes > MAX_SHARED_BYTES {
-            return Err(PtxError::at(
+            let mut e = PtxError::at(
                 k.span,
                 format!(
-                    "kernel `{}` needs {} bytes of shared memory on {}, more than the {} a block may use; use smaller tiles (e.g. -D BLOCK_M/BLOCK_N)",
+                    "kernel `{}` needs {} bytes of shared memory on {}, more than the {} a block may use; use smaller tiles (e.g. -D BLOCK_M/BLOCK_N) or fewer pipeline stages (--stages)",
                     k.name, lowered.shared_bytes, target.name(), MAX_SHARED_BYTES
                 ),
-            ));
+            );
+            e.over_shared = true;
+            return Err(e);
         }
         version = version.max(lowered.min_version);
         smem_align = smem_align.max(lowered.smem_align);

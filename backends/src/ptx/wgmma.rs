@@ -3,7 +3,8 @@
 //! [N, K], as `gemm -D TRANS_B=1` loads it) or N-major (a direct load of [K, N], plain `gemm`;
 //! wgmma's transposed-B form).
 //!
-//! - Eligibility ([`wgmma_dot`]): bf16/f16 operands, f32 accumulation, result [M, N] with
+//! - Eligibility ([`wgmma_dot`]): operands loaded (`load`) or read from a stage of the
+//!   `pipelining` pass's ring (`smem_read`), bf16/f16, f32 accumulation, result [M, N] with
 //!   M = 16 · warps (each warpgroup of 4 warps takes 64 rows, each warp 16, so the accumulator is
 //!   the `RowMma` layout with one row fragment per warp — wgmma's m64nNk16 D fragment is the
 //!   mma.sync m16n8 C fragment repeated along N), N a multiple of 8 up to 256, K a multiple of
@@ -39,9 +40,9 @@ fn def_op(k: &Kernel, v: Value) -> Option<&OpData> {
     }
 }
 
-/// A dot that lowers to wgmma: the `load` results whose tiles use the core layout, and whether
-/// B is N-major (a `load` of [K, N] used directly, wgmma's transposed B) rather than K-major
-/// (`transpose` of a load of [N, K]).
+/// A dot that lowers to wgmma: the `load` or `smem_read` results whose tiles use the core
+/// layout, and whether B is N-major (a tile of [K, N] used directly, wgmma's transposed B)
+/// rather than K-major (`transpose` of a tile of [N, K]).
 #[derive(Clone, Copy, Debug)]
 pub struct WgmmaDot {
     pub a: Value,
@@ -80,15 +81,15 @@ pub fn wgmma_dot(k: &Kernel, op: &OpData, b: Block, target: Target) -> Option<Wg
         && kd % 64 == 0
         && m % 8 == 0
         && tr.dtype() == Some(Dtype::F32);
-    let a_load = def_op(k, a).filter(|o| o.opcode == Opcode::Load)?;
+    let a_load = def_op(k, a).filter(|o| tile_source(k, o))?;
     // B: the transpose of a K-major [N, K] load, or an N-major [K, N] load used directly.
     let b_def = def_op(k, bv)?;
     let (b_src, b_n_major) = match b_def.opcode {
         Opcode::Transpose => (*b_def.operands.first()?, false),
-        Opcode::Load => (bv, true),
+        Opcode::Load | Opcode::SmemRead => (bv, true),
         _ => return None,
     };
-    let b_load = def_op(k, b_src).filter(|o| o.opcode == Opcode::Load)?;
+    let b_load = def_op(k, b_src).filter(|o| tile_source(k, o))?;
     let only_here = |v: Value| super::lower::use_count(k, v) == 1;
     // Accumulation over K in a loop (the accumulator is loop-carried), as GEMM does; a dot that
     // starts from a constant each time (attention's scores) keeps mma.sync.
@@ -103,7 +104,7 @@ pub fn wgmma_dot(k: &Kernel, op: &OpData, b: Block, target: Target) -> Option<Wg
         && shapes_ok
         && acc_carried
         && copies_ok
-        && a_load.attr("mask").is_none()
+        && unmasked(k, a_load)
         && only_here(a)
         && only_here(bv)
         && only_here(b_src)
@@ -115,14 +116,54 @@ pub fn wgmma_dot(k: &Kernel, op: &OpData, b: Block, target: Target) -> Option<Wg
     })
 }
 
-/// The load results of every wgmma-eligible dot of `k` (their tiles use the core layout).
+/// An operand tile a wgmma can read: a `load` (copied into shared memory where it is used),
+/// or a `smem_read` of a stage buffer that nothing else reads (the buffer then holds the core
+/// layout for every stage).
+fn tile_source(k: &Kernel, o: &OpData) -> bool {
+    match o.opcode {
+        Opcode::Load => true,
+        Opcode::SmemRead => o.operands.first().is_some_and(|&buf| {
+            k.dfg
+                .ops
+                .values()
+                .filter(|x| x.opcode == Opcode::SmemRead && x.operands.first() == Some(&buf))
+                .count()
+                == 1
+        }),
+        _ => false,
+    }
+}
+
+/// A load without a mask, or a stage read whose buffer only unmasked copies fill.
+fn unmasked(k: &Kernel, o: &OpData) -> bool {
+    match o.opcode {
+        Opcode::SmemRead => k.dfg.ops.values().all(|x| {
+            x.opcode != Opcode::AsyncCopy
+                || x.operands.first() != o.operands.first()
+                || x.attr("mask").is_none()
+        }),
+        _ => o.attr("mask").is_none(),
+    }
+}
+
+/// The operand tiles of every wgmma-eligible dot of `k` and the stage buffers they are read
+/// from (all use the core layout).
 pub fn core_tiles(k: &Kernel, b: Block, target: Target) -> HashSet<Value> {
-    k.dfg
+    let mut out: HashSet<Value> = k
+        .dfg
         .ops
         .values()
         .filter_map(|o| wgmma_dot(k, o, b, target))
         .flat_map(|w| [w.a, w.b])
-        .collect()
+        .collect();
+    let bufs: Vec<Value> = out
+        .iter()
+        .filter_map(|&v| def_op(k, v))
+        .filter(|o| o.opcode == Opcode::SmemRead)
+        .filter_map(|o| o.operands.first().copied())
+        .collect();
+    out.extend(bufs);
+    out
 }
 
 /// Bytes of a core-layout tile (no padding).

@@ -65,7 +65,8 @@ pub fn main(a: Args) -> Result<ExitCode, CliError> {
                 p,
                 &kir_compiler::pipeline::ScheduleOptions {
                     target: Some(target),
-                    stages: a.ptx.stages,
+                    // The ring depth PTX compilation asks for (`kirc compile` lowers this IR).
+                    stages: a.ptx.stages.or(Some(kir_backends::ptx::PIPELINE_STAGES)),
                     warp_specialize: kir_compiler::pipeline::WsChoice::Off,
                 },
             )

@@ -1,0 +1,440 @@
+//! Scheduled IR (docs/ir.md, "Scheduled IR") on the PTX backend: the stage rings the
+//! `pipelining` pass builds become cp.async copy groups into shared memory.
+//!
+//! - `smem_alloc` reserves S stage buffers in the shared-memory layout the readers need (at the
+//!   buffer's first use, so tiles loaded before the ring keep their places in front of it): the
+//!   layout pass places `smem_read` results as it placed dot-operand loads, so a stage is a
+//!   row-padded tile (rows 16 bytes longer, conflict-free ldmatrix) or, when its reads are wgmma
+//!   operands, a 1024-byte aligned 128B-swizzled core-matrix tile (`wgmma.rs`).
+//! - `async_copy` is the cp.async copy of the tile into its stage (`memory::copy_tile`, with the
+//!   `mask`/`other` of a `load`), `async_commit` is `cp.async.commit_group`.
+//! - `async_wait pending N` is `cp.async.wait_group N`, `fence.proxy.async` when wgmma reads
+//!   stages, and `bar.sync 0`, which makes the landed stages visible to every thread.
+//! - `smem_read` is the stage itself, no copy (`Val::Shared`), or, for a read the layout put in
+//!   registers, a read of the stage into them.
+//! - `smem_release` emits nothing; it marks that the next copy into shared memory must first
+//!   synchronize the block (`Ctx::release_pending`), since another thread may still read the
+//!   released stage. The pass refills a stage at the top of the iteration after its release and
+//!   before the `async_wait` in program order; the wait is legal to hoist over the refill (the
+//!   copies and `async_commit`s before it in its block, with pending lowered by the commits it
+//!   passes: it waits for the same groups), and the hoisted wait's `bar.sync` is then the one
+//!   barrier per iteration that both publishes the stage and orders the previous iteration's
+//!   reads before the refill — `cp.async.wait_group S−2; bar.sync 0; refill; commit`.
+//! - A loop that carries its stage index as the pass emits it (init a constant, next stage
+//!   `(s + 1) mod S` folding from constants) is unrolled S times, copy h with the stage index
+//!   known, so every stage address is a constant and the stage arithmetic folds away
+//!   ([`fold`]). A stage index that is not known when an op is lowered is an error.
+//!
+//! The mbarrier ops, `dot_async`/`dot_wait`, `fence_async` and `warp_specialize`, which the
+//! scheduling passes do not emit for this backend, are errors naming the op and the target.
+
+use super::ctx::{smem_bytes, Ctx, Val};
+use super::layout::Place;
+use super::lower::lit;
+use super::PtxError;
+use kir_ir::{Attr, Block, Dtype, Kernel, OpData, Opcode, Value, ValueDef};
+
+/// Where the stages of one `smem_alloc` live.
+#[derive(Clone, Debug)]
+pub struct StageBuf {
+    /// Offset of stage 0; stage h at `off + h · stride`.
+    pub off: u32,
+    pub stride: u32,
+    pub stages: usize,
+    /// One stage: [rows, cols].
+    pub shape: [usize; 2],
+    pub dtype: Dtype,
+    /// The core-matrix layout of wgmma operands (else rows padded by 16 bytes).
+    pub core: bool,
+}
+
+impl StageBuf {
+    /// The stage as a shared tile (the element strides of its layout; 0, 0 for the core layout).
+    fn stage(&self, h: usize) -> Val {
+        let (row_stride, col_stride) = if self.core {
+            (0, 0)
+        } else {
+            (self.shape[1] + 16 / smem_bytes(self.dtype), 1)
+        };
+        Val::Shared {
+            off: self.off + h as u32 * self.stride,
+            shape: self.shape,
+            dtype: self.dtype,
+            row_stride,
+            col_stride,
+        }
+    }
+}
+
+/// Lowers a scheduling op.
+pub fn lower_sched_op(c: &mut Ctx, op: &OpData) -> Result<(), PtxError> {
+    let sp = op.span;
+    match op.opcode {
+        // The buffer is placed where it is first used (`buffer`), so tiles loaded before the
+        // ring starts keep their places in front of it.
+        Opcode::SmemAlloc => {}
+        Opcode::AsyncCopy => {
+            if op.attr("bar").is_some() {
+                return unsupported(c, op, "a copy that completes on an mbarrier");
+            }
+            let (buf, h) = stage_of(c, op)?;
+            if c.release_pending {
+                // Another thread may still read a released stage: every thread passes its
+                // last read before the refill starts.
+                c.b.ins("bar.sync 0");
+                c.release_pending = false;
+            }
+            let off = buf.off + h as u32 * buf.stride;
+            super::memory::copy_into_stage(c, op, &buf.shape, off, buf.core)?;
+        }
+        Opcode::AsyncCommit => c.b.ins("cp.async.commit_group"),
+        Opcode::AsyncWait => {
+            let n = pending(op);
+            wait(c, n);
+        }
+        Opcode::SmemRead => {
+            let (buf, h) = stage_of(c, op)?;
+            let r = result(op)?;
+            let v = buf.stage(h);
+            let v = match c.places.get(&r).copied().unwrap_or(Place::Scalar) {
+                Place::Shared => v,
+                Place::Reg(l) if !buf.core => super::tile::convert(c, &v, l, sp)?,
+                _ => {
+                    return Err(PtxError::at(
+                        sp,
+                        "internal: a wgmma operand stage read into registers",
+                    ))
+                }
+            };
+            c.vals.insert(r, v);
+        }
+        Opcode::SmemRelease => {
+            stage_of(c, op)?;
+            c.release_pending = true;
+        }
+        _ => return unsupported(c, op, "this scheduling op"),
+    }
+    Ok(())
+}
+
+/// The stages of buffer `b` (an `smem_alloc` result), reserved in shared memory at the first
+/// use: S stages of one tile each, row-padded or (for wgmma operands) in the core layout.
+fn buffer(c: &mut Ctx, b: Value, sp: kir_ir::Span) -> Result<StageBuf, PtxError> {
+    if let Some(buf) = c.smem_bufs.get(&b) {
+        return Ok(buf.clone());
+    }
+    let ty = c.k.dfg.ty(b);
+    let (Some(shape), Some(d)) = (ty.shape(), ty.dtype()) else {
+        return Err(PtxError::at(sp, "internal: a stage buffer of unknown type"));
+    };
+    let [stages, rows, cols] = shape[..] else {
+        return Err(PtxError::at(
+            sp,
+            format!(
+                "the PTX backend stages 2-D tiles in shared memory, not `{ty}` on {}",
+                c.target.name()
+            ),
+        ));
+    };
+    if !matches!(d, Dtype::F16 | Dtype::Bf16 | Dtype::F32 | Dtype::I32 | Dtype::U8) {
+        return Err(PtxError::at(
+            sp,
+            format!("the PTX backend does not stage {d} tiles in shared memory"),
+        ));
+    }
+    let core = c.core.contains(&b);
+    let eb = smem_bytes(d);
+    let (stride, off) = if core {
+        let align = super::wgmma::CORE_ALIGN;
+        let stride = super::wgmma::core_tile_bytes(&[rows, cols], eb).div_ceil(align) * align;
+        (stride, c.alloc_shared_aligned(stride * stages as u32, align))
+    } else {
+        let stride = super::memory::shared_tile_bytes(&[rows, cols], d).div_ceil(16) * 16;
+        (stride, c.alloc_shared(stride * stages as u32))
+    };
+    let buf = StageBuf {
+        off,
+        stride,
+        stages,
+        shape: [rows, cols],
+        dtype: d,
+        core,
+    };
+    c.smem_bufs.insert(b, buf.clone());
+    Ok(buf)
+}
+
+fn unsupported(c: &Ctx, op: &OpData, what: &str) -> Result<(), PtxError> {
+    Err(PtxError::at(
+        op.span,
+        format!(
+            "`{}` is scheduled IR, which the PTX backend does not lower for {} yet ({what})",
+            op.opcode.name(),
+            c.target.name()
+        ),
+    ))
+}
+
+fn result(op: &OpData) -> Result<Value, PtxError> {
+    op.results
+        .first()
+        .copied()
+        .ok_or_else(|| PtxError::at(op.span, "internal: op has no result"))
+}
+
+/// The `pending` count of an `async_wait` (0 when absent).
+fn pending(op: &OpData) -> usize {
+    lit(op.attr("pending")).unwrap_or(0.0).max(0.0) as usize
+}
+
+/// `cp.async.wait_group n`, the async-proxy fence when wgmma reads shared tiles, and the barrier
+/// that makes the landed stages visible to every thread (and orders earlier reads of released
+/// stages before later copies).
+pub fn wait(c: &mut Ctx, n: usize) {
+    c.b.ins(format!("cp.async.wait_group {n}"));
+    super::memory::fence_async(c);
+    c.b.ins("bar.sync 0");
+    c.release_pending = false;
+}
+
+/// The buffer and the stage (known while lowering) that a scheduling op's operands 0 and 1 name.
+fn stage_of(c: &mut Ctx, op: &OpData) -> Result<(StageBuf, usize), PtxError> {
+    let sp = op.span;
+    let (Some(&b), Some(s)) = (op.operands.first(), op.operands.get(1)) else {
+        return Err(PtxError::at(sp, "internal: a stage op without buffer and stage"));
+    };
+    let buf = buffer(c, b, sp)?;
+    let h = c.statics.get(s).copied().ok_or_else(|| {
+        PtxError::at(
+            sp,
+            format!(
+                "`{}`: the PTX backend needs every stage index known at compile time on {}: a \
+                 constant, or the stage index a loop carries as the pipelining pass emits it \
+                 (the loop is unrolled once per stage)",
+                op.opcode.name(),
+                c.target.name()
+            ),
+        )
+    })?;
+    if h < 0 || h as usize >= buf.stages {
+        return Err(PtxError::at(
+            sp,
+            format!("stage {h} of a buffer of {} stages", buf.stages),
+        ));
+    }
+    Ok((buf, h as usize))
+}
+
+/// The value of a scalar i32/i1 op on known operands (i32 arithmetic wraps).
+fn apply(op: &OpData, d: Dtype, a: &[i64]) -> Option<i64> {
+    let w = |x: i64| x as i32 as i64;
+    let (x, y) = (a.first().copied(), a.get(1).copied());
+    Some(match op.opcode {
+        Opcode::Add => w(x?.wrapping_add(y?)),
+        Opcode::Sub => w(x?.wrapping_sub(y?)),
+        Opcode::Mul => w(x?.wrapping_mul(y?)),
+        Opcode::Min => x?.min(y?),
+        Opcode::Max => x?.max(y?),
+        Opcode::And => x? & y?,
+        Opcode::Or => x? | y?,
+        Opcode::Xor => x? ^ y?,
+        Opcode::Not if d == Dtype::I1 => (x? == 0) as i64,
+        Opcode::Not => w(!x?),
+        Opcode::Select => {
+            if x? != 0 {
+                y?
+            } else {
+                *a.get(2)?
+            }
+        }
+        Opcode::Cmp => op.cmp_pred()?.test(x?, y?) as i64,
+        _ => return None,
+    })
+}
+
+/// The i32/i1 scalar type of `v`, if it has one.
+fn int_scalar(k: &Kernel, v: Value) -> Option<Dtype> {
+    let t = k.dfg.ty(v);
+    match t.dtype() {
+        Some(d @ (Dtype::I32 | Dtype::I1)) if t.is_scalar() => Some(d),
+        _ => None,
+    }
+}
+
+/// An integer constant's value.
+fn const_int(op: &OpData) -> Option<i64> {
+    match &op.lead {
+        Some(Attr::Expr(e)) => e.as_int(),
+        _ => None,
+    }
+}
+
+/// Records what an i32/i1 scalar op makes known: an integer constant (lowered as before), or an
+/// op on known values, which emits nothing: a use gets the value from a prologue register
+/// (`Ctx::val`). Returns true when the op needs no lowering.
+pub fn fold(c: &mut Ctx, op: &OpData) -> bool {
+    let (Some(&r), 1) = (op.results.first(), op.results.len()) else {
+        return false;
+    };
+    let Some(d) = int_scalar(c.k, r) else {
+        return false;
+    };
+    if op.opcode == Opcode::Const {
+        let Some(x) = const_int(op) else {
+            return false;
+        };
+        // Still lowered where it stands: moving every constant into the prologue lengthens
+        // register live ranges (gemm_nf4: 246 → 254 registers on sm_90a).
+        c.statics.insert(r, x);
+        return false;
+    }
+    let args: Option<Vec<i64>> = op.operands.iter().map(|a| c.statics.get(a).copied()).collect();
+    match args.and_then(|a| (!a.is_empty()).then(|| apply(op, d, &a)).flatten()) {
+        Some(x) => {
+            c.statics.insert(r, x);
+            c.vals.remove(&r);
+            true
+        }
+        None => false,
+    }
+}
+
+/// The value of `v` if it follows from `known` and constants through foldable ops.
+fn eval(k: &Kernel, v: Value, known: &dyn Fn(Value) -> Option<i64>, depth: usize) -> Option<i64> {
+    if let Some(x) = known(v) {
+        return Some(x);
+    }
+    let d = int_scalar(k, v)?;
+    let ValueDef::Result(o, _) = k.dfg.values.get(v)?.def else {
+        return None;
+    };
+    let od = &k.dfg.ops[o];
+    if od.opcode == Opcode::Const {
+        return const_int(od);
+    }
+    if depth > 64 || od.operands.is_empty() {
+        return None;
+    }
+    let args: Option<Vec<i64>> = od
+        .operands
+        .iter()
+        .map(|&a| eval(k, a, known, depth + 1))
+        .collect();
+    apply(od, d, &args?)
+}
+
+/// A loop that carries a stage index the way the pipelining pass emits it.
+#[derive(Clone, Copy, Debug)]
+pub struct Ring {
+    /// Index of the carried value (0 = the first `iter` value).
+    pub carried: usize,
+    pub stages: usize,
+    /// The stage of the first iteration.
+    pub init: usize,
+}
+
+/// The stage ring of `for` op `op`: a carried i32 that is the stage operand of a `smem_read` or
+/// `smem_release` of the body, starts at a known stage, goes from each stage h to (h + 1) mod S
+/// (S the buffer's stage count) through foldable ops, and whose final value is unused.
+pub fn stage_ring(c: &Ctx, op: &OpData) -> Option<Ring> {
+    let k = c.k;
+    let body = *op.regions.first()?;
+    let bd = &k.dfg.blocks[body];
+    let yielded = bd.ops.last().map(|&y| k.dfg.ops[y].operands.clone())?;
+    for (i, &arg) in bd.args.iter().enumerate().skip(1) {
+        let ci = i - 1;
+        if int_scalar(k, arg) != Some(Dtype::I32) {
+            continue;
+        }
+        let stages: Vec<usize> = bd
+            .ops
+            .iter()
+            .map(|&o| &k.dfg.ops[o])
+            .filter(|o| matches!(o.opcode, Opcode::SmemRead | Opcode::SmemRelease))
+            .filter(|o| o.operands.get(1) == Some(&arg))
+            .filter_map(|o| {
+                let (n, _) = k.dfg.ty(*o.operands.first()?).stage()?;
+                n.as_int().and_then(|n| usize::try_from(n).ok())
+            })
+            .collect();
+        let Some(&s) = stages.first() else { continue };
+        if s == 0 || stages.iter().any(|&x| x != s) {
+            continue;
+        }
+        let init = op
+            .operands
+            .get(3 + ci)
+            .and_then(|v| c.statics.get(v).copied())
+            .and_then(|x| usize::try_from(x).ok());
+        let Some(init) = init.filter(|&x| x < s) else { continue };
+        let unused = op
+            .results
+            .get(ci)
+            .is_some_and(|&r| super::lower::use_count(k, r) == 0);
+        let Some(&next) = yielded.get(ci) else { continue };
+        let steps = (0..s).all(|h| {
+            let known = |v: Value| {
+                if v == arg {
+                    Some(h as i64)
+                } else {
+                    c.statics.get(&v).copied()
+                }
+            };
+            eval(k, next, &known, 0) == Some(((h + 1) % s) as i64)
+        });
+        if unused && steps {
+            return Some(Ring {
+                carried: ci,
+                stages: s,
+                init,
+            });
+        }
+    }
+    None
+}
+
+/// True if `b` (or a region nested in it) has an op of opcode `opc`.
+pub fn contains(k: &Kernel, b: Block, opc: Opcode) -> bool {
+    k.dfg.blocks[b].ops.iter().any(|&o| {
+        let od = &k.dfg.ops[o];
+        od.opcode == opc || od.regions.iter().any(|&r| contains(k, r, opc))
+    })
+}
+
+/// An op an `async_wait` may be hoisted over: pure computation, copies, and `if`s of those.
+fn crossable(k: &Kernel, od: &OpData) -> bool {
+    match od.opcode {
+        Opcode::AsyncCopy | Opcode::Yield => true,
+        Opcode::If => od.regions.iter().all(|&r| {
+            k.dfg.blocks[r]
+                .ops
+                .iter()
+                .all(|&o| crossable(k, &k.dfg.ops[o]))
+        }),
+        o => o.is_pure() && od.regions.is_empty(),
+    }
+}
+
+/// The first `async_wait pending N` of a block's ops that can be hoisted over copies and
+/// `async_commit`s before it: (index to emit it before, index of the wait, the pending count
+/// there = N − the commits it passes). Waiting for the same groups before they are joined by
+/// younger ones is the same wait, and its barrier then precedes the copies.
+pub fn hoisted_wait(k: &Kernel, ops: &[kir_ir::Op]) -> Option<(usize, usize, usize)> {
+    let (mut at, mut commits) = (0, 0);
+    for (i, &o) in ops.iter().enumerate() {
+        let od = &k.dfg.ops[o];
+        match od.opcode {
+            Opcode::AsyncWait => {
+                let n = pending(od);
+                if commits > 0 && n >= commits {
+                    return Some((at, i, n - commits));
+                }
+                (at, commits) = (i + 1, 0);
+            }
+            Opcode::AsyncCommit => commits += 1,
+            _ if crossable(k, od) => {}
+            _ => (at, commits) = (i + 1, 0),
+        }
+    }
+    None
+}
