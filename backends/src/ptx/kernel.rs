@@ -31,10 +31,7 @@ fn patch_scratch(text: &str, scratch_at: u32) -> String {
 /// - Without a `dot` (elementwise and row-reduction work in the blocked layout): one thread per
 ///   16-byte chunk of its largest tile, from 4 to 16 warps, so a long row is spread over more
 ///   threads instead of more registers per thread.
-/// - With dots whose results have fewer than 128 rows: 4 warps, or 8 when the dot results
-///   together would need more than 160 f32 registers per thread on 4 warps (attention_bwd's
-///   dK/dV kernel at d128: S, dP, dK and dV are 24,576 elements, 192 per thread, which spilled
-///   ~290 bytes at the 255-register limit).
+/// - With dots whose results have fewer than 128 rows: 4 warps.
 /// - With a dot result of 128 rows or more: 8 warps (16 rows of each accumulator per warp, or a
 ///   2-D warp grid for GEMM). A kernel that keeps row statistics of such tiles (a row `reduce`,
 ///   as attention's online softmax) instead gets one warp per 32 rows — each warp holds two
@@ -77,9 +74,7 @@ pub fn block_of(k: &Kernel) -> Block {
                     .and_then(|&a| k.dfg.ty(a).shape())
                     .is_some_and(|s| s.len() == 2 && big.iter().any(|b| b[0] == s[0]))
         });
-        let elems: usize = dots.iter().map(|s| s.iter().product::<usize>()).sum();
         match big.iter().map(|s| s[0]).max() {
-            None if elems > 160 * THREADS as usize => 8,
             None => THREADS / 32,
             Some(m) => {
                 let cols: usize = dots
