@@ -22,6 +22,7 @@ for round in 1 2; do
     b $tag $k bench gemm $gemm --iters 20
     b $tag $k bench gemm -D BLOCK_M=128 -D BLOCK_N=256 -D BLOCK_K=128 $gemm --iters 20
     [ $round = 1 ] && b $tag $k bench attention_bwd $bwd --iters 5
+    [ $round = 1 ] && b $tag $k bench attention_bwd -D BLOCK_N=64 $bwd --iters 5
   done
 done
 python3 - <<'PY'
