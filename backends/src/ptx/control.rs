@@ -140,13 +140,7 @@ pub(super) fn lower_for(c: &mut Ctx, op: &OpData) -> Result<(), PtxError> {
         c.b.place(&top);
         c.b.ins(format!("setp.ge.s32 {p}, {iv}, {hi}"));
         c.b.ins_if(p, false, format!("bra.uni {end}"));
-        let yielded = block(c, body)?;
-        for (dst, &src) in carried.iter().zip(&yielded) {
-            if let Some(dst) = dst {
-                assign(c, dst, src, sp)?;
-            }
-        }
-        c.b.ins(format!("add.s32 {iv}, {iv}, {step}"));
+        iteration(c, body, iv, step, &carried, sp)?;
         c.b.ins(format!("bra.uni {top}"));
         c.b.place(&end);
     }
@@ -156,6 +150,26 @@ pub(super) fn lower_for(c: &mut Ctx, op: &OpData) -> Result<(), PtxError> {
             c.vals.insert(r, v);
         }
     }
+    Ok(())
+}
+
+/// One iteration of a loop body: the body, its yielded values into the carried registers, and
+/// the induction variable's step.
+fn iteration(
+    c: &mut Ctx,
+    body: kir_ir::Block,
+    iv: Reg,
+    step: Reg,
+    carried: &[Option<Val>],
+    sp: Span,
+) -> Result<(), PtxError> {
+    let yielded = block(c, body)?;
+    for (dst, &src) in carried.iter().zip(&yielded) {
+        if let Some(dst) = dst {
+            assign(c, dst, src, sp)?;
+        }
+    }
+    c.b.ins(format!("add.s32 {iv}, {iv}, {step}"));
     Ok(())
 }
 
@@ -186,13 +200,7 @@ fn lower_ring(
         let done = c.b.reg(RegClass::Pred);
         c.b.ins(format!("setp.ge.s32 {done}, {iv}, {hi}"));
         c.b.ins_if(done, false, format!("bra.uni {end}"));
-        let yielded = block(c, body)?;
-        for (dst, &src) in carried.iter().zip(&yielded) {
-            if let Some(dst) = dst {
-                assign(c, dst, src, sp)?;
-            }
-        }
-        c.b.ins(format!("add.s32 {iv}, {iv}, {step}"));
+        iteration(c, body, iv, step, carried, sp)?;
     }
     c.b.ins(format!("bra.uni {top}"));
     c.b.place(&end);
