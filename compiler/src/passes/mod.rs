@@ -8,6 +8,7 @@ mod fusion_norm_match;
 pub mod mask_split;
 pub mod specialize;
 pub mod warp_spec;
+mod warp_spec_split;
 
 pub use egraph::{egraph, egraph_explained, egraph_with};
 pub use fusion::{fusion, fusion_with_report, FusionReport};
