@@ -14,7 +14,7 @@ use std::collections::BTreeMap;
 
 const BWD: &str = "attention_bwd";
 
-/// The specialized attention_bwd program for `p` and `dt`.
+/// The attention_bwd program for `p` and `dt` as the pipeline outputs it (what runs).
 fn program(p: &Problem, dt: &str, deterministic: bool) -> kir_ir::Module {
     let src = kir_compiler::oplib::builtin(BWD).expect("attention_bwd is built in");
     let flag = |b: bool| if b { "1" } else { "0" }.to_string();
@@ -24,7 +24,7 @@ fn program(p: &Problem, dt: &str, deterministic: bool) -> kir_ir::Module {
         ("CAUSAL".to_string(), flag(p.causal)),
         ("DETERMINISTIC".to_string(), flag(deterministic)),
     ];
-    let (_, spec) = kir_compiler::pipeline::frontend(src, &defs)
+    let spec = kir_compiler::pipeline::output(src, &defs)
         .unwrap_or_else(|e| panic!("{defs:?}:\n{}", e.render("attention_bwd.kir", src)));
     spec
 }
