@@ -6,8 +6,8 @@
 //! verify the module afterwards and renumber it ([`kir_ir::renumber::renumber_kernel`]).
 
 use kir_ir::{
-    Attr, Block, Dfg, Effect, Expr, ExprKind, Kernel, Offset, Op, OpData, Opcode, Type, Value,
-    ValueDef,
+    Attr, Block, CmpPred, Dfg, Dtype, Effect, Expr, ExprKind, Kernel, Offset, Op, OpData, Opcode,
+    Type, Value, ValueDef,
 };
 use std::collections::HashMap;
 
@@ -160,6 +160,33 @@ pub fn simple(opcode: Opcode, operands: Vec<Value>, lead: Option<Attr>) -> OpDat
         doc: vec![],
         span: kir_ir::Span::default(),
     }
+}
+
+/// Appends an i32 scalar `const v` to block `b`; returns its value.
+pub fn iconst(k: &mut Kernel, b: Block, v: i64) -> Value {
+    let op = simple(Opcode::Const, vec![], Some(Attr::Expr(Expr::int(v))));
+    let id = k
+        .dfg
+        .append_op(b, op, vec![(Type::scalar(Dtype::I32), None)]);
+    k.dfg.ops[id].results[0]
+}
+
+/// Appends a binary op, or a compare with predicate `lead`, of scalar type `d` to block `b`;
+/// returns its value.
+pub fn op2(
+    k: &mut Kernel,
+    b: Block,
+    opc: Opcode,
+    lead: Option<CmpPred>,
+    x: Value,
+    y: Value,
+    d: Dtype,
+) -> Value {
+    let l = lead.map(Attr::Cmp);
+    let id = k
+        .dfg
+        .append_op(b, simple(opc, vec![x, y], l), vec![(Type::scalar(d), None)]);
+    k.dfg.ops[id].results[0]
 }
 
 /// Replaces every use of `from` by `to` in the whole kernel, except in op `skip`.

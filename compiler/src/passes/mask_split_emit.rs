@@ -13,8 +13,8 @@ use super::mask_split_range::S;
 use super::mask_split_read::Lin;
 use crate::kedit::{self, insert_op, simple};
 use kir_ir::{
-    Attr, Block, CmpPred, Dfg, Dtype, Effect, Expr, ExprKind, Kernel, Offset, Op, Opcode,
-    ParamKind, Type, Value, ValueDef,
+    Attr, Block, CmpPred, Dfg, Dtype, Effect, ExprKind, Kernel, Offset, Op, Opcode, ParamKind,
+    Type, Value, ValueDef,
 };
 use std::collections::{HashMap, HashSet};
 
@@ -40,10 +40,7 @@ impl Em<'_> {
         if let Some(&c) = self.consts.get(&v) {
             return c;
         }
-        let op = simple(Opcode::Const, vec![], Some(Attr::Expr(Expr::int(v))));
-        let t = self.i32();
-        let id = self.k.dfg.append_op(self.b, op, vec![(t, None)]);
-        let r = self.k.dfg.ops[id].results[0];
+        let r = kedit::iconst(self.k, self.b, v);
         self.consts.insert(v, r);
         self.known.insert(r, v);
         r

@@ -13,7 +13,7 @@
 
 use super::mask_split_emit::Em;
 use super::mask_split_read::{Lin, B};
-use crate::kedit::simple;
+use crate::kedit::op2;
 use kir_ir::{Attr, Block, CmpPred, Dtype, Expr, ExprKind, Kernel, Opcode, Type, Value, ValueDef};
 
 /// The sentinel bound of an unbounded interval end (|values| stay far below it).
@@ -176,20 +176,8 @@ pub(super) struct Full {
 }
 
 impl Full {
-    fn op(&self, em: &mut Em, opc: Opcode, lead: Option<Attr>, xs: Vec<Value>, ty: Type) -> Value {
-        let id =
-            em.k.dfg
-                .append_op(self.inb, simple(opc, xs, lead), vec![(ty, None)]);
-        em.k.dfg.ops[id].results[0]
-    }
     fn cmp(&self, em: &mut Em, p: CmpPred, a: Value, b: Value) -> Cond {
-        Cond::In(self.op(
-            em,
-            Opcode::Cmp,
-            Some(Attr::Cmp(p)),
-            vec![a, b],
-            Type::scalar(Dtype::I1),
-        ))
+        Cond::In(op2(em.k, self.inb, Opcode::Cmp, Some(p), a, b, Dtype::I1))
     }
     /// a and b (`and` true) or a or b, folded.
     fn join(&self, em: &mut Em, and: bool, a: Cond, b: Cond) -> Cond {
@@ -207,7 +195,7 @@ impl Full {
             }
             (Cond::Pre(x) | Cond::In(x), Cond::Pre(y) | Cond::In(y)) => {
                 let opc = if and { Opcode::And } else { Opcode::Or };
-                Cond::In(self.op(em, opc, None, vec![x, y], Type::scalar(Dtype::I1)))
+                Cond::In(op2(em.k, self.inb, opc, None, x, y, Dtype::I1))
             }
         }
     }
@@ -233,13 +221,9 @@ impl Full {
                         let end = match self.end {
                             Some(e) => e,
                             None => {
-                                let e = self.op(
-                                    em,
-                                    Opcode::Add,
-                                    None,
-                                    vec![self.iv, self.step],
-                                    Type::scalar(Dtype::I32),
-                                );
+                                let (iv, step) = (self.iv, self.step);
+                                let e =
+                                    op2(em.k, self.inb, Opcode::Add, None, iv, step, Dtype::I32);
                                 em.k.dfg.values[e].name = Some("ms_end".into());
                                 self.end = Some(e);
                                 e

@@ -21,7 +21,7 @@
 //! default the most in 2..=3 whose buffers fit the budget; a request that does not fit is an error
 //! naming the bytes. A loop whose default ring does not fit is left as it is.
 
-use crate::kedit::{self, add_carried, insert_op, simple, Cloner};
+use crate::kedit::{self, add_carried, iconst, insert_op, op2, simple, Cloner};
 use kir_ir::verifier::rules_sched::kernel_smem_bytes;
 use kir_ir::{
     Attr, Block, Diagnostic, Diagnostics, Dtype, ElemType, Expr, Kernel, Module, Op, OpData, Opcode,
@@ -242,24 +242,10 @@ fn alloc(k: &mut Kernel, dims: &[Expr], e: &ElemType, stages: usize) -> Value {
     insert_op(&mut k.dfg, k.body, n, simple(Opcode::SmemAlloc, vec![], None), vec![(Type::Smem(sdims, e.clone()), None)])[0]
 }
 
-/// Appends an i32 constant to block `b`.
-fn iconst(k: &mut Kernel, b: Block, v: i64) -> Value {
-    let op = simple(Opcode::Const, vec![], Some(Attr::Expr(Expr::int(v))));
-    k.dfg.append_op(b, op, vec![(Type::scalar(Dtype::I32), None)]);
-    *k.dfg.ops[*k.dfg.blocks[b].ops.last().expect("just appended")].results.last().expect("one result")
-}
-
-/// Appends a binary/compare op to block `b`.
-fn bin(k: &mut Kernel, b: Block, opc: Opcode, lead: Option<kir_ir::CmpPred>, x: Value, y: Value, d: Dtype) -> Value {
-    let l = lead.map(Attr::Cmp);
-    let id = k.dfg.append_op(b, simple(opc, vec![x, y], l), vec![(Type::scalar(d), None)]);
-    k.dfg.ops[id].results[0]
-}
-
 /// Appends `if cond { slice(iv := at); async_copy … into stage }` for every candidate.
 #[allow(clippy::too_many_arguments)]
 fn guarded_copies(k: &mut Kernel, b: Block, l: Op, cands: &[Cand], bufs: &[Value], at: Value, stage: Value, hi: Value) {
-    let cond = bin(k, b, Opcode::Cmp, Some(kir_ir::CmpPred::Lt), at, hi, Dtype::I1);
+    let cond = op2(k, b, Opcode::Cmp, Some(kir_ir::CmpPred::Lt), at, hi, Dtype::I1);
     let then = k.dfg.new_block();
     let body = k.dfg.ops[l].regions[0];
     let iv = k.dfg.blocks[body].args[0];
@@ -315,8 +301,8 @@ fn rewrite_loop(k: &mut Kernel, l: Op, cands: &[Cand], bufs: &[Value], stages: u
     for j in 0..stages - 1 {
         let jv = iconst(k, pro, j as i64);
         let off = iconst(k, pro, j as i64);
-        let jst = bin(k, pro, Opcode::Mul, None, off, step, Dtype::I32);
-        let at = bin(k, pro, Opcode::Add, None, lo, jst, Dtype::I32);
+        let jst = op2(k, pro, Opcode::Mul, None, off, step, Dtype::I32);
+        let at = op2(k, pro, Opcode::Add, None, lo, jst, Dtype::I32);
         guarded_copies(k, pro, l, cands, bufs, at, jv, hi);
     }
     let zero = iconst(k, pro, 0);
@@ -331,12 +317,12 @@ fn rewrite_loop(k: &mut Kernel, l: Op, cands: &[Cand], bufs: &[Value], stages: u
     let one = iconst(k, head, 1);
     let last = iconst(k, head, stages as i64 - 1);
     let ahead = iconst(k, head, stages as i64 - 1);
-    let ast = bin(k, head, Opcode::Mul, None, ahead, step, Dtype::I32);
-    let at = bin(k, head, Opcode::Add, None, iv, ast, Dtype::I32);
+    let ast = op2(k, head, Opcode::Mul, None, ahead, step, Dtype::I32);
+    let at = op2(k, head, Opcode::Add, None, iv, ast, Dtype::I32);
     // Prefetch stage (s + S − 1) mod S = s == 0 ? S − 1 : s − 1.
     let zero_b = iconst(k, head, 0);
-    let is0 = bin(k, head, Opcode::Cmp, Some(kir_ir::CmpPred::Eq), s, zero_b, Dtype::I1);
-    let sm1 = bin(k, head, Opcode::Sub, None, s, one, Dtype::I32);
+    let is0 = op2(k, head, Opcode::Cmp, Some(kir_ir::CmpPred::Eq), s, zero_b, Dtype::I1);
+    let sm1 = op2(k, head, Opcode::Sub, None, s, one, Dtype::I32);
     let pf = {
         let id = k.dfg.append_op(head, simple(Opcode::Select, vec![is0, last, sm1], None), vec![(Type::scalar(Dtype::I32), None)]);
         k.dfg.ops[id].results[0]
@@ -371,8 +357,8 @@ fn rewrite_loop(k: &mut Kernel, l: Op, cands: &[Cand], bufs: &[Value], stages: u
     let one_t = iconst(k, tail, 1);
     let zero_t = iconst(k, tail, 0);
     let lim = iconst(k, tail, stages as i64 - 1);
-    let at_end = bin(k, tail, Opcode::Cmp, Some(kir_ir::CmpPred::Eq), s, lim, Dtype::I1);
-    let sp1 = bin(k, tail, Opcode::Add, None, s, one_t, Dtype::I32);
+    let at_end = op2(k, tail, Opcode::Cmp, Some(kir_ir::CmpPred::Eq), s, lim, Dtype::I1);
+    let sp1 = op2(k, tail, Opcode::Add, None, s, one_t, Dtype::I32);
     let next = {
         let id = k.dfg.append_op(tail, simple(Opcode::Select, vec![at_end, zero_t, sp1], None), vec![(Type::scalar(Dtype::I32), None)]);
         k.dfg.ops[id].results[0]

@@ -28,7 +28,7 @@
 //! With `pingpong`, consumers take turns through an ordering barrier per consumer, so one
 //! consumer's matrix work overlaps the other's softmax.
 
-use crate::kedit::{self, simple, Cloner};
+use crate::kedit::{self, iconst, op2, simple, Cloner};
 use kir_ir::{
     Attr, Block, Diagnostic, Diagnostics, Dtype, Expr, Kernel, Module, Op,
     Opcode, Span, Type, Value, ValueDef,
@@ -143,17 +143,6 @@ fn piped(k: &Kernel, l: Op) -> Result<Option<Piped>, Diagnostic> {
         bytes += (shape[1..].iter().product::<usize>() * dt.size_bytes()) as i64;
     }
     Ok(Some(Piped { op: l, prefetch, at, pf, stage_arg, slot, stages, bytes }))
-}
-
-pub(super) fn iconst(k: &mut Kernel, b: Block, v: i64) -> Value {
-    let id = k.dfg.append_op(b, simple(Opcode::Const, vec![], Some(Attr::Expr(Expr::int(v)))), vec![(Type::scalar(Dtype::I32), None)]);
-    k.dfg.ops[id].results[0]
-}
-
-pub(super) fn op2(k: &mut Kernel, b: Block, opc: Opcode, lead: Option<kir_ir::CmpPred>, x: Value, y: Value, d: Dtype) -> Value {
-    let l = lead.map(Attr::Cmp);
-    let id = k.dfg.append_op(b, simple(opc, vec![x, y], l), vec![(Type::scalar(d), None)]);
-    k.dfg.ops[id].results[0]
 }
 
 /// Appends `s = t mod S` and the parity `(t div S) mod 2` (xor 1 when `flip`) to block `b`.

@@ -1,8 +1,8 @@
 //! Several consumers for `warp_specialize`: tiles split along a grid axis, the union of their
 //! loop ranges with a guarded body when bounds differ per tile, and ping-pong turns.
 
-use super::warp_spec::{bad, build, iconst, needed, op2, region_inputs, Piped, WsPlan};
-use crate::kedit::{self, simple, Cloner};
+use super::warp_spec::{bad, build, needed, region_inputs, Piped, WsPlan};
+use crate::kedit::{self, iconst, op2, simple, Cloner};
 use kir_ir::{Attr, Block, Diagnostic, Dtype, Expr, ExprKind, Kernel, Op, Opcode, Span, Type, Value, ValueDef};
 use std::collections::HashSet;
 
