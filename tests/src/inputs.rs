@@ -20,6 +20,15 @@ pub fn fixed_dim(name: &str) -> Option<i64> {
     })
 }
 
+/// The shape of tensor param type `t` with its dims bound by `dims` (panics on an unbound dim:
+/// test inputs bind every dim first).
+pub fn shape_of(t: &kir_ir::TensorType, dims: &BTreeMap<String, i64>) -> Vec<usize> {
+    t.dims
+        .iter()
+        .map(|d| d.eval_int(&|n| dims.get(n).map(|&v| EvalVal::Int(v))).expect("dim") as usize)
+        .collect()
+}
+
 /// Random arguments for the entry of a specialized module (see the module doc).
 pub fn inputs(m: &Module, mag: f64, rng: &mut Rng) -> BTreeMap<String, HostArg> {
     let params = m.entry_params().expect("entry");
@@ -38,14 +47,7 @@ pub fn inputs(m: &Module, mag: f64, rng: &mut Rng) -> BTreeMap<String, HostArg> 
     for p in params {
         match &p.kind {
             ParamKind::Tensor(acc, t) if !matches!(acc, kir_ir::Access::Out) => {
-                let shape: Vec<usize> = t
-                    .dims
-                    .iter()
-                    .map(|d| {
-                        d.eval_int(&|n| dims.get(n).map(|&v| EvalVal::Int(v)))
-                            .expect("dim") as usize
-                    })
-                    .collect();
+                let shape = shape_of(t, &dims);
                 let n: usize = shape.iter().product();
                 let dtype = t.elem.known().expect("dtype");
                 let data = match dtype {

@@ -8,7 +8,7 @@
 use kir_backends::interp::{self, HostArg};
 use kir_compiler::passes;
 use kir_compiler::traffic::bytes_moved;
-use kir_ir::{EvalVal, ExprKind, Module, ParamKind};
+use kir_ir::{ExprKind, Module, ParamKind};
 use kir_tests::oracle::{self, Epilogue};
 use kir_tests::{compare, tolerance, Rng};
 use std::collections::BTreeMap;
@@ -49,14 +49,7 @@ fn inputs(
         match &p.kind {
             ParamKind::Tensor(kir_ir::Access::Out, _) => {}
             ParamKind::Tensor(_, t) => {
-                let shape: Vec<usize> = t
-                    .dims
-                    .iter()
-                    .map(|d| {
-                        d.eval_int(&|n| dims.get(n).map(|&v| EvalVal::Int(v)))
-                            .expect("dim") as usize
-                    })
-                    .collect();
+                let shape = kir_tests::inputs::shape_of(t, &dims);
                 let dtype = t.elem.known().expect("dtype");
                 let data = rng.tensor(shape.iter().product(), mag, dtype);
                 args.insert(p.name.clone(), kir_tests::t(dtype, &shape, data));

@@ -10,7 +10,7 @@
 
 use kir_backends::interp::{self, HostArg};
 use kir_compiler::pipeline;
-use kir_ir::{Dtype, EvalVal, ExprKind, Module, ParamKind};
+use kir_ir::{Dtype, ExprKind, Module, ParamKind};
 use kir_tests::{compare, tolerance, Rng};
 use std::collections::BTreeMap;
 
@@ -37,14 +37,7 @@ fn inputs(m: &Module, rng: &mut Rng) -> BTreeMap<String, HostArg> {
     for p in params {
         match &p.kind {
             ParamKind::Tensor(acc, t) if !matches!(acc, kir_ir::Access::Out) => {
-                let shape: Vec<usize> = t
-                    .dims
-                    .iter()
-                    .map(|d| {
-                        d.eval_int(&|n| dims.get(n).map(|&v| EvalVal::Int(v)))
-                            .expect("dim") as usize
-                    })
-                    .collect();
+                let shape = kir_tests::inputs::shape_of(t, &dims);
                 let n: usize = shape.iter().product();
                 let dtype = t.elem.known().expect("dtype");
                 let data: Vec<f64> = match (p.name.as_str(), dtype) {
