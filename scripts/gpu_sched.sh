@@ -25,27 +25,7 @@ for round in 1 2; do
     [ $round = 1 ] && b $tag $k bench attention_bwd -D BLOCK_N=64 $bwd --iters 5
   done
 done
-python3 - <<'PY'
-import torch, torch.nn.functional as F
-from torch.nn.attention import sdpa_kernel, SDPBackend
-def t(f, n=30):
-    for _ in range(5): f()
-    ev=[(torch.cuda.Event(enable_timing=True),torch.cuda.Event(enable_timing=True)) for _ in range(n)]
-    for a,b in ev: a.record(); f(); b.record()
-    torch.cuda.synchronize(); xs=sorted(a.elapsed_time(b) for a,b in ev); return xs[len(xs)//2]
-q=torch.randn(1,16,16384,128,device='cuda',dtype=torch.bfloat16); k=torch.randn_like(q); v=torch.randn_like(q)
-fl=4*16*16384*16384*128
-for be in [SDPBackend.FLASH_ATTENTION, SDPBackend.CUDNN_ATTENTION]:
-    with sdpa_kernel(be):
-        print("peer", be, f"fwd {fl/t(lambda: F.scaled_dot_product_attention(q,k,v))/1e9:.1f} TFLOP/s",
-              f"causal {fl/2/t(lambda: F.scaled_dot_product_attention(q,k,v,is_causal=True))/1e9:.1f} TFLOP/s")
-        qq, kk, vv = (x.clone().requires_grad_() for x in (q, k, v))
-        o = F.scaled_dot_product_attention(qq, kk, vv); g = torch.randn_like(o)
-        print("peer", be, f"bwd {2.5*fl/t(lambda: torch.autograd.grad(o, (qq,kk,vv), g, retain_graph=True), 10)/1e9:.1f} TFLOP/s")
-del q, k, v
-a=torch.randn(8192,8192,device='cuda',dtype=torch.bfloat16); bb=torch.randn_like(a)
-print("peer cublas a@b", f"{2*8192**3/t(lambda: a@bb, 20)/1e9:.1f} TFLOP/s")
-PY
+python3 "$(dirname "$0")/peers.py" --causal --bwd
 if [ -n "$art" ]; then
   python3 scripts/gpu_check_ptx.py "$art" --only check --json "${OUT:-/tmp}/check.json" 2>&1 | tail -40
 fi

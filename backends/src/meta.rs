@@ -125,7 +125,7 @@ pub fn module_meta(
         "target": target.name(),
         "emit": emit,
         "ptx_version": format!("{}.{}", ptx_version.0, ptx_version.1),
-        // The single-kernel view (the first kernel), as DESIGN.md §6 lists it.
+        // The single-kernel view (the first kernel), the fields the META.json contract lists.
         "params": first.get("params").cloned().unwrap_or(Value::Null),
         "block": first.get("block").cloned().unwrap_or(Value::Null),
         "grid": first.get("grid").cloned().unwrap_or(Value::Null),

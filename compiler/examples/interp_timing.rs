@@ -45,7 +45,14 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     );
     for parallel in [true, false] {
         let t = Instant::now();
-        run_with(&spec, &args, &RunOptions { parallel, ..Default::default() })?;
+        run_with(
+            &spec,
+            &args,
+            &RunOptions {
+                parallel,
+                ..Default::default()
+            },
+        )?;
         println!(
             "attention_fwd bf16 S={s} D={d}, one head, parallel={parallel}: {:?}",
             t.elapsed()

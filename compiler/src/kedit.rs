@@ -131,6 +131,29 @@ impl<'a> Cloner<'a> {
     }
 }
 
+/// Appends `if cond` to block `b` with regions `then` and `els` (each already ending with its
+/// `yield`) and one result per type of `types`; returns the op.
+pub fn append_if(
+    dfg: &mut Dfg,
+    b: Block,
+    cond: Value,
+    then: Block,
+    els: Block,
+    types: Vec<(Type, Option<String>)>,
+) -> Op {
+    let mut iff = simple(Opcode::If, vec![cond], None);
+    iff.regions = vec![then, els];
+    dfg.append_op(b, iff, types)
+}
+
+/// A new block holding `ops` (moved in as they are) and ending with `yield vals`.
+pub fn yield_block(dfg: &mut Dfg, ops: Vec<Op>, vals: Vec<Value>) -> Block {
+    let blk = dfg.new_block();
+    dfg.blocks[blk].ops = ops;
+    dfg.append_op(blk, simple(Opcode::Yield, vals, None), vec![]);
+    blk
+}
+
 /// Appends an op to block `b` and moves it to position `pos`; returns its results.
 pub fn insert_op(
     dfg: &mut Dfg,

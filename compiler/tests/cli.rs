@@ -563,31 +563,99 @@ fn run_on_cuda_without_a_gpu_is_a_clear_error() {
 #[test]
 fn scheduling_passes_dump_and_run_on_the_interpreter() {
     // Scheduling passes need a target; an unknown pass lists every pass.
-    let o = kirc(&["check", "attention_fwd", "-D", "CAUSAL=1", "--dump-after", "pipelining"]);
+    let o = kirc(&[
+        "check",
+        "attention_fwd",
+        "-D",
+        "CAUSAL=1",
+        "--dump-after",
+        "pipelining",
+    ]);
     assert_eq!(o.status.code(), Some(2));
     assert!(stderr(&o).contains("add --target"), "{}", stderr(&o));
     let o = kirc(&["check", "attention_fwd", "--dump-after", "no_such_pass"]);
     assert_eq!(o.status.code(), Some(2));
-    for p in ["parse", "specialize", "egraph", "fusion", "mask_split", "pipelining", "warp_specialize"] {
+    for p in [
+        "parse",
+        "specialize",
+        "egraph",
+        "fusion",
+        "mask_split",
+        "pipelining",
+        "warp_specialize",
+    ] {
         assert!(stderr(&o).contains(p), "{p}: {}", stderr(&o));
     }
-    let o = kirc(&["check", "attention_fwd", "-D", "CAUSAL=1", "--dump-after", "pipelining", "--target", "sm_90a"]);
+    let o = kirc(&[
+        "check",
+        "attention_fwd",
+        "-D",
+        "CAUSAL=1",
+        "--dump-after",
+        "pipelining",
+        "--target",
+        "sm_90a",
+    ]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     let ir = stdout(&o);
-    assert!(ir.contains("smem_alloc : smem<3x64x128xbf16>") && ir.contains("async_wait pending 2"), "{ir}");
-    let o = kirc(&["check", "attention_fwd", "-D", "CAUSAL=1", "--dump-after", "warp_specialize", "--target", "sm_90a"]);
+    assert!(
+        ir.contains("smem_alloc : smem<3x64x128xbf16>") && ir.contains("async_wait pending 2"),
+        "{ir}"
+    );
+    let o = kirc(&[
+        "check",
+        "attention_fwd",
+        "-D",
+        "CAUSAL=1",
+        "--dump-after",
+        "warp_specialize",
+        "--target",
+        "sm_90a",
+    ]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     let ir = stdout(&o);
-    assert!(ir.contains("warp_specialize producer_warps") && ir.contains("} consumer(%wg) {"), "{ir}");
-    assert!(ir.contains("mbar_arrive") && ir.contains("tx 32768"), "{ir}");
+    assert!(
+        ir.contains("warp_specialize producer_warps") && ir.contains("} consumer(%wg) {"),
+        "{ir}"
+    );
+    assert!(
+        ir.contains("mbar_arrive") && ir.contains("tx 32768"),
+        "{ir}"
+    );
     // A plan that cannot split this kernel is a located error.
-    let o = kirc(&["check", "gemm", "--dump-after", "warp_specialize", "--target", "sm_90a", "--ws", "fa3"]);
+    let o = kirc(&[
+        "check",
+        "gemm",
+        "--dump-after",
+        "warp_specialize",
+        "--target",
+        "sm_90a",
+        "--ws",
+        "fa3",
+    ]);
     assert_eq!(o.status.code(), Some(2));
-    assert!(stderr(&o).contains("gemm.kir:") && stderr(&o).contains("grid axis 0"), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("gemm.kir:") && stderr(&o).contains("grid axis 0"),
+        "{}",
+        stderr(&o)
+    );
     // Too many stages for sm_120a's 99 KB: an error naming the bytes.
-    let o = kirc(&["check", "attention_fwd", "--dump-after", "pipelining", "--target", "sm_120a", "--stages", "4"]);
+    let o = kirc(&[
+        "check",
+        "attention_fwd",
+        "--dump-after",
+        "pipelining",
+        "--target",
+        "sm_120a",
+        "--stages",
+        "4",
+    ]);
     assert_eq!(o.status.code(), Some(2));
-    assert!(stderr(&o).contains("131072 bytes of shared memory") && stderr(&o).contains("101376"), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("131072 bytes of shared memory") && stderr(&o).contains("101376"),
+        "{}",
+        stderr(&o)
+    );
 
     // The scheduled IR runs on the interpreter and writes the same bits as the plain kernel.
     let d = scratch("sched");
@@ -600,15 +668,49 @@ fn scheduling_passes_dump_and_run_on_the_interpreter() {
         names.push(p);
     }
     let run = |out: &Path, extra: &[&str]| {
-        let (q, k, v) = (format!("q={}", s(&names[0])), format!("k={}", s(&names[1])), format!("v={}", s(&names[2])));
-        let mut a = vec!["run", "attention_fwd", "-D", "HEAD_DIM=64", "-D", "CAUSAL=1", "-D", "BLOCK_N=16", "--arg", &q, "--arg", &k, "--arg", &v, "--arg", "scale=0.125", "--out", s(out)];
+        let (q, k, v) = (
+            format!("q={}", s(&names[0])),
+            format!("k={}", s(&names[1])),
+            format!("v={}", s(&names[2])),
+        );
+        let mut a = vec![
+            "run",
+            "attention_fwd",
+            "-D",
+            "HEAD_DIM=64",
+            "-D",
+            "CAUSAL=1",
+            "-D",
+            "BLOCK_N=16",
+            "--arg",
+            &q,
+            "--arg",
+            &k,
+            "--arg",
+            &v,
+            "--arg",
+            "scale=0.125",
+            "--out",
+            s(out),
+        ];
         a.extend_from_slice(extra);
         let o = kirc(&a);
         assert!(o.status.success(), "{extra:?}: {}", stderr(&o));
-        (std::fs::read(out.join("o.npy")).unwrap(), std::fs::read(out.join("lse.npy")).unwrap())
+        (
+            std::fs::read(out.join("o.npy")).unwrap(),
+            std::fs::read(out.join("lse.npy")).unwrap(),
+        )
     };
     let plain = run(&d.join("plain"), &[]);
-    for extra in [&["--target", "sm_80"][..], &["--target", "sm_90a", "--ws", "auto", "--seed", "3"], &["--target", "sm_90a", "--ws", "fa3", "--seed", "5"], &["--target", "sm_90a", "--ws", "2p6c", "--seed", "11"]] {
-        assert!(run(&d.join("sched"), extra) == plain, "{extra:?}: outputs differ");
+    for extra in [
+        &["--target", "sm_80"][..],
+        &["--target", "sm_90a", "--ws", "auto", "--seed", "3"],
+        &["--target", "sm_90a", "--ws", "fa3", "--seed", "5"],
+        &["--target", "sm_90a", "--ws", "2p6c", "--seed", "11"],
+    ] {
+        assert!(
+            run(&d.join("sched"), extra) == plain,
+            "{extra:?}: outputs differ"
+        );
     }
 }

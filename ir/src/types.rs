@@ -93,7 +93,9 @@ impl Type {
     /// For a stage buffer: the stage count and the type of one stage as a tile.
     pub fn stage(&self) -> Option<(&Expr, Type)> {
         match self {
-            Type::Smem(dims, e) if dims.len() >= 2 => Some((&dims[0], Type::Tile(dims[1..].to_vec(), e.clone()))),
+            Type::Smem(dims, e) if dims.len() >= 2 => {
+                Some((&dims[0], Type::Tile(dims[1..].to_vec(), e.clone())))
+            }
             _ => None,
         }
     }

@@ -25,7 +25,10 @@ pub fn fixed_dim(name: &str) -> Option<i64> {
 pub fn shape_of(t: &kir_ir::TensorType, dims: &BTreeMap<String, i64>) -> Vec<usize> {
     t.dims
         .iter()
-        .map(|d| d.eval_int(&|n| dims.get(n).map(|&v| EvalVal::Int(v))).expect("dim") as usize)
+        .map(|d| {
+            d.eval_int(&|n| dims.get(n).map(|&v| EvalVal::Int(v)))
+                .expect("dim") as usize
+        })
         .collect()
 }
 
@@ -74,4 +77,3 @@ pub fn inputs(m: &Module, mag: f64, rng: &mut Rng) -> BTreeMap<String, HostArg> 
     }
     args
 }
-

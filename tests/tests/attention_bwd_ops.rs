@@ -215,7 +215,15 @@ fn deterministic_is_bit_identical() {
     let args = inputs(&p, Dtype::Bf16, 3.0, &mut rng);
     let spec = program(&p, "bf16", true);
     let bits = |parallel: bool| -> Vec<u64> {
-        let out = run_with(&spec, &args, &RunOptions { parallel, ..Default::default() }).expect("run");
+        let out = run_with(
+            &spec,
+            &args,
+            &RunOptions {
+                parallel,
+                ..Default::default()
+            },
+        )
+        .expect("run");
         ["dq", "dk", "dv"]
             .iter()
             .flat_map(|k| out[*k].data.iter().map(|x| x.to_bits()))

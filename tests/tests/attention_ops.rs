@@ -487,8 +487,7 @@ fn specialization_errors_are_clear() {
     // MASK = 1 with no mask, and a mask whose P is none of 1, B, B·Hq.
     let mut p = pr(2, 2, 1, 5, 7, 64);
     p.mask = Some((2, vec![0.0; 2 * 5 * 7]));
-    let spec =
-        kir_compiler::pipeline::output(src, &defines(&p, "f32", false)).expect("front end");
+    let spec = kir_compiler::pipeline::output(src, &defines(&p, "f32", false)).expect("front end");
     let inputs = qkv(&p, Dtype::F32, 1.0, &mut Rng::seeded(1));
     let mut args = BTreeMap::new();
     for (name, x, s) in [

@@ -238,9 +238,29 @@ fn rmsnorm_bwd_is_bit_identical_across_runs() {
                 .map(|v| v.to_bits())
                 .collect()
         };
-    let first = bits(&run_with(&spec, &args, &RunOptions { parallel: true, ..Default::default() }).expect("run"));
+    let first = bits(
+        &run_with(
+            &spec,
+            &args,
+            &RunOptions {
+                parallel: true,
+                ..Default::default()
+            },
+        )
+        .expect("run"),
+    );
     for parallel in [true, false, true] {
-        let again = bits(&run_with(&spec, &args, &RunOptions { parallel, ..Default::default() }).expect("run"));
+        let again = bits(
+            &run_with(
+                &spec,
+                &args,
+                &RunOptions {
+                    parallel,
+                    ..Default::default()
+                },
+            )
+            .expect("run"),
+        );
         assert!(
             first == again,
             "rmsnorm_bwd differs between runs (parallel={parallel})"

@@ -184,9 +184,29 @@ fn layernorm_bwd_is_bit_identical_across_runs() {
                 .flat_map(|k| o[*k].data.iter().map(|v| v.to_bits()))
                 .collect()
         };
-        let first = bits(&run_with(&spec, &args, &RunOptions { parallel: true, ..Default::default() }).expect("run"));
+        let first = bits(
+            &run_with(
+                &spec,
+                &args,
+                &RunOptions {
+                    parallel: true,
+                    ..Default::default()
+                },
+            )
+            .expect("run"),
+        );
         for parallel in [false, true, false, true] {
-            let again = bits(&run_with(&spec, &args, &RunOptions { parallel, ..Default::default() }).expect("run"));
+            let again = bits(
+                &run_with(
+                    &spec,
+                    &args,
+                    &RunOptions {
+                        parallel,
+                        ..Default::default()
+                    },
+                )
+                .expect("run"),
+            );
             assert!(
                 first == again,
                 "layernorm_bwd {dt} differs between runs (parallel={parallel})"

@@ -402,31 +402,78 @@ fn pipelined_loops_lower_to_a_cp_async_ring_on_every_target() {
                     warps: None,
                     stages,
                 };
-                let out = compile_stage(src, &defs(&d), None, target, Emit::Ptx, Stage::Output, &opts);
+                let out = compile_stage(
+                    src,
+                    &defs(&d),
+                    None,
+                    target,
+                    Emit::Ptx,
+                    Stage::Output,
+                    &opts,
+                );
                 let out = match out {
                     // Deeper rings than sm_80's 163 KB or sm_120a's 99 KB hold (48 KB per stage
                     // of the 128x256x64 GEMM tiles, 32 KB of attention's K and V) name the bytes.
-                    Err(e) if stages >= Some(3) && matches!(target, Target::Sm80 | Target::Sm120a) && e.to_string().contains("bytes of shared memory") => continue,
+                    Err(e)
+                        if stages >= Some(3)
+                            && matches!(target, Target::Sm80 | Target::Sm120a)
+                            && e.to_string().contains("bytes of shared memory") =>
+                    {
+                        continue
+                    }
                     r => r.unwrap_or_else(|e| panic!("{what}: {e}")),
                 };
                 let s = stages.unwrap_or(kir_backends::ptx::PIPELINE_STAGES);
                 let ring = ring_loop(&out.text);
-                let count = |lines: &[&str], pat: &str| lines.iter().filter(|l| l.contains(pat)).count();
-                let allocs = out.module.kernels.values().flat_map(|k| k.dfg.ops.values()).filter(|o| o.opcode == kir_ir::Opcode::SmemAlloc).count();
+                let count =
+                    |lines: &[&str], pat: &str| lines.iter().filter(|l| l.contains(pat)).count();
+                let allocs = out
+                    .module
+                    .kernels
+                    .values()
+                    .flat_map(|k| k.dfg.ops.values())
+                    .filter(|o| o.opcode == kir_ir::Opcode::SmemAlloc)
+                    .count();
                 if s == 1 {
                     assert!(ring.is_empty() && allocs == 0, "{what}: no ring");
                     continue;
                 }
                 assert!(allocs > 0, "{what}: the pass built no ring");
-                assert_eq!(count(&ring, "bar.sync"), s, "{what}: one bar.sync per iteration");
-                assert_eq!(count(&ring, "cp.async.commit_group"), s, "{what}: one group per iteration");
-                assert_eq!(count(&ring, &format!("cp.async.wait_group {};", s - 2)), s, "{what}");
+                assert_eq!(
+                    count(&ring, "bar.sync"),
+                    s,
+                    "{what}: one bar.sync per iteration"
+                );
+                assert_eq!(
+                    count(&ring, "cp.async.commit_group"),
+                    s,
+                    "{what}: one group per iteration"
+                );
+                assert_eq!(
+                    count(&ring, &format!("cp.async.wait_group {};", s - 2)),
+                    s,
+                    "{what}"
+                );
                 assert_eq!(count(&ring, "cp.async.wait_group"), s, "{what}");
-                assert!(count(&ring, "cp.async.cg.shared.global") > 0, "{what}: cp.async copies");
+                assert!(
+                    count(&ring, "cp.async.cg.shared.global") > 0,
+                    "{what}: cp.async copies"
+                );
                 // The S − 1 prologue groups (after the last wait of a tile loaded before them).
-                let before: Vec<&str> = out.text.lines().take_while(|l| !l.starts_with("$L_pfor")).collect();
-                let from = before.iter().rposition(|l| l.contains("wait_group")).map_or(0, |i| i + 1);
-                assert_eq!(count(&before[from..], "cp.async.commit_group"), s - 1, "{what}: prologue");
+                let before: Vec<&str> = out
+                    .text
+                    .lines()
+                    .take_while(|l| !l.starts_with("$L_pfor"))
+                    .collect();
+                let from = before
+                    .iter()
+                    .rposition(|l| l.contains("wait_group"))
+                    .map_or(0, |i| i + 1);
+                assert_eq!(
+                    count(&before[from..], "cp.async.commit_group"),
+                    s - 1,
+                    "{what}: prologue"
+                );
                 if s == 2 || s == 3 {
                     let log = assemble(op, &out.text, target);
                     assert_no_spills(&log, &what);
@@ -461,7 +508,11 @@ fn a_default_ring_that_does_not_fit_gets_shallower() {
             Ok(_) => assert!(fits, "{}", target.name()),
             Err(e) => {
                 let msg = e.to_string();
-                assert!(!fits && msg.contains("bytes of shared memory"), "{}: {msg}", target.name());
+                assert!(
+                    !fits && msg.contains("bytes of shared memory"),
+                    "{}: {msg}",
+                    target.name()
+                );
             }
         }
     }
@@ -476,15 +527,36 @@ fn hand_scheduled_ir_lowers_or_names_what_it_cannot() {
     let ring = include_str!("../in/sched/ring_plain.kir");
     for target in Target::ALL {
         let out = compile(ring, &[], None, target, Emit::Ptx).expect("ring_plain");
-        assert_eq!(ring_loop(&out.text).iter().filter(|l| l.contains("bar.sync")).count(), 2);
+        assert_eq!(
+            ring_loop(&out.text)
+                .iter()
+                .filter(|l| l.contains("bar.sync"))
+                .count(),
+            2
+        );
         let log = assemble("ring_plain", &out.text, target);
         assert_no_spills(&log, &format!("ring_plain on {}", target.name()));
         let ws = include_str!("../in/sched/ring_ws.kir");
-        let msg = compile(ws, &[], None, target, Emit::Ptx).err().expect("ring_ws").to_string();
-        assert!(msg.contains("`mbar_alloc`") && msg.contains(target.name()), "{msg}");
+        let msg = compile(ws, &[], None, target, Emit::Ptx)
+            .err()
+            .expect("ring_ws")
+            .to_string();
+        assert!(
+            msg.contains("`mbar_alloc`") && msg.contains(target.name()),
+            "{msg}"
+        );
     }
-    let dynamic = ring.replace("%sn = select %at_end, %zero, %s1 : i32", "%sn = rem %s1, %r : i32");
+    let dynamic = ring.replace(
+        "%sn = select %at_end, %zero, %s1 : i32",
+        "%sn = rem %s1, %r : i32",
+    );
     assert_ne!(dynamic, ring);
-    let msg = compile(&dynamic, &[], None, Target::Sm90a, Emit::Ptx).err().expect("dynamic stage").to_string();
-    assert!(msg.contains("stage index") && msg.contains("sm_90a"), "{msg}");
+    let msg = compile(&dynamic, &[], None, Target::Sm90a, Emit::Ptx)
+        .err()
+        .expect("dynamic stage")
+        .to_string();
+    assert!(
+        msg.contains("stage index") && msg.contains("sm_90a"),
+        "{msg}"
+    );
 }

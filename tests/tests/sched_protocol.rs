@@ -17,10 +17,14 @@ fn run(src: &str, x: &[f64], rows: usize, seed: u64) -> Result<Vec<f64>, String>
 }
 
 fn run_shaped(src: &str, x: &[f64], shape: &[usize], seed: u64) -> Result<Vec<f64>, String> {
-    let (_, spec) = kir_compiler::pipeline::frontend(src, &[]).map_err(|e| e.render("ring_ws.kir", src))?;
+    let (_, spec) =
+        kir_compiler::pipeline::frontend(src, &[]).map_err(|e| e.render("ring_ws.kir", src))?;
     let mut args = BTreeMap::new();
     args.insert("x".to_string(), t(Dtype::F32, shape, x.to_vec()));
-    let opts = RunOptions { parallel: true, seed };
+    let opts = RunOptions {
+        parallel: true,
+        seed,
+    };
     match run_with(&spec, &args, &opts) {
         Ok(out) => Ok(out["y"].data.clone()),
         Err(e) => Err(match e.span {
@@ -41,15 +45,25 @@ fn correct_ring_matches_the_oracle_under_every_seed() {
         let x = input(rows);
         let want: Vec<f64> = x.iter().map(|v| 2.0 * v).collect();
         for seed in 0..SEEDS {
-            let y = run(RING, &x, rows, seed).unwrap_or_else(|e| panic!("rows {rows} seed {seed}: {e}"));
-            compare(&format!("ring rows {rows} seed {seed}"), &y, &want, (0.0, 0.0));
+            let y = run(RING, &x, rows, seed)
+                .unwrap_or_else(|e| panic!("rows {rows} seed {seed}: {e}"));
+            compare(
+                &format!("ring rows {rows} seed {seed}"),
+                &y,
+                &want,
+                (0.0, 0.0),
+            );
         }
     }
 }
 
 /// Plants `bug` (a textual edit of the ring) and returns the error of each seed.
 fn planted(edit: (&str, &str), rows: usize) -> Vec<(u64, Result<Vec<f64>, String>)> {
-    assert!(RING.contains(edit.0), "the ring no longer contains `{}`", edit.0);
+    assert!(
+        RING.contains(edit.0),
+        "the ring no longer contains `{}`",
+        edit.0
+    );
     let src = RING.replacen(edit.0, edit.1, 1);
     let x = input(rows);
     (0..SEEDS).map(|s| (s, run(&src, &x, rows, s))).collect()
@@ -62,7 +76,10 @@ fn caught_always(name: &str, edit: (&str, &str), needles: &[&str]) {
             Ok(_) => panic!("{name}: seed {seed} ran without a report"),
             Err(e) => {
                 for n in needles {
-                    assert!(e.contains(n), "{name}: seed {seed}: expected `{n}` in:\n{e}");
+                    assert!(
+                        e.contains(n),
+                        "{name}: seed {seed}: expected `{n}` in:\n{e}"
+                    );
                 }
             }
         }
@@ -75,7 +92,12 @@ fn deadlock_is_reported_with_every_waiting_partition() {
     caught_always(
         "deadlock",
         ("mbar_wait %empty, %s, %pe", "mbar_wait %empty, %s, %rp"),
-        &["deadlock", "the producer at `mbar_wait %empty", "consumer 0 at `mbar_wait %full", "ring_ws.kir:"],
+        &[
+            "deadlock",
+            "the producer at `mbar_wait %empty",
+            "consumer 0 at `mbar_wait %full",
+            "ring_ws.kir:",
+        ],
     );
 }
 
@@ -103,12 +125,17 @@ fn producer_overwriting_a_stage_in_use_is_reported() {
             // The producer runs ahead: it refills a stage in use, or arrives on a full barrier
             // whose previous phase the consumer has not taken yet.
             let ok = e.contains("overwrites") && e.contains("async_copy")
-                || e.contains("more than its 1 expected arrivals") && e.contains("mbar_arrive %full");
+                || e.contains("more than its 1 expected arrivals")
+                    && e.contains("mbar_arrive %full");
             assert!(ok, "seed {seed}:\n{e}");
             caught += 1;
         }
     }
-    assert!(caught * 2 > runs.len(), "only {caught} of {} seeds caught the overwrite", runs.len());
+    assert!(
+        caught * 2 > runs.len(),
+        "only {caught} of {} seeds caught the overwrite",
+        runs.len()
+    );
 }
 
 #[test]
@@ -123,7 +150,10 @@ fn barrier_byte_counts_that_do_not_match_the_copies_are_reported() {
     caught_always(
         "expect_tx too large",
         ("tx 512", "tx 1024"),
-        &["deadlock", "expect_tx announced 1024 bytes, copies issued for the phase deliver 512"],
+        &[
+            "deadlock",
+            "expect_tx announced 1024 bytes, copies issued for the phase deliver 512",
+        ],
     );
 }
 
@@ -132,7 +162,10 @@ fn a_wait_on_the_wrong_phase_parity_is_reported() {
     // The consumer waits for parity 1 in every round: a fresh barrier passes it at once, so the
     // consumer reads a stage whose fill it never observed; when the fill has already completed
     // phase 0, the wait blocks on a phase that never comes.
-    for (seed, r) in planted(("mbar_wait %full, %s, %pf", "mbar_wait %full, %s, %one"), 37) {
+    for (seed, r) in planted(
+        ("mbar_wait %full, %s, %pf", "mbar_wait %full, %s, %one"),
+        37,
+    ) {
         let e = r.expect_err("a wrong-parity wait must be reported");
         let ok = e.contains("consumer 0 reads %buf")
             || e.contains("deadlock") && e.contains("consumer 0 at `mbar_wait %full, %s, %one`");
@@ -157,5 +190,8 @@ fn async_dot_release_before_wait_is_reported() {
 }\n";
     let x = input(32);
     let e = run_shaped(src, &x, &[16, 16], 0).expect_err("must be reported");
-    assert!(e.contains("while `dot_async`") && e.contains("smem_release"), "{e}");
+    assert!(
+        e.contains("while `dot_async`") && e.contains("smem_release"),
+        "{e}"
+    );
 }

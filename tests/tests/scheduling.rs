@@ -13,15 +13,30 @@ use std::collections::BTreeMap;
 
 /// The budget of sm_90a; `stages` as requested.
 fn cfg(stages: Option<usize>) -> PipelineConfig {
-    PipelineConfig { smem_budget: 232_448, stages }
+    PipelineConfig {
+        smem_budget: 232_448,
+        stages,
+    }
 }
 
 fn count(m: &Module, op: Opcode) -> usize {
-    m.kernels.values().map(|k| k.dfg.blocks.values().flat_map(|b| &b.ops).filter(|&&o| k.dfg.ops[o].opcode == op).count()).sum()
+    m.kernels
+        .values()
+        .map(|k| {
+            k.dfg
+                .blocks
+                .values()
+                .flat_map(|b| &b.ops)
+                .filter(|&&o| k.dfg.ops[o].opcode == op)
+                .count()
+        })
+        .sum()
 }
 
 fn bits(out: &BTreeMap<String, HostTensor>) -> Vec<(String, Vec<u64>)> {
-    out.iter().map(|(n, t)| (n.clone(), t.data.iter().map(|x| x.to_bits()).collect())).collect()
+    out.iter()
+        .map(|(n, t)| (n.clone(), t.data.iter().map(|x| x.to_bits()).collect()))
+        .collect()
 }
 
 /// Runs `before` once and `after` under `seeds`, and demands identical bits.
@@ -29,11 +44,19 @@ fn differential(what: &str, before: &Module, after: &Module, seeds: u64) {
     for mag in [1.0, 3.0] {
         let mut rng = Rng::fresh(&format!("{what} x{mag}"));
         let args = inputs(before, mag, &mut rng);
-        let a = run_with(before, &args, &RunOptions::default()).unwrap_or_else(|e| panic!("{what}: before: {e}"));
+        let a = run_with(before, &args, &RunOptions::default())
+            .unwrap_or_else(|e| panic!("{what}: before: {e}"));
         for seed in 0..seeds {
-            let opts = RunOptions { parallel: true, seed };
-            let b = run_with(after, &args, &opts).unwrap_or_else(|e| panic!("{what}: after, seed {seed}: {e}"));
-            assert!(bits(&a) == bits(&b), "{what} mag {mag} seed {seed}: outputs differ after pipelining");
+            let opts = RunOptions {
+                parallel: true,
+                seed,
+            };
+            let b = run_with(after, &args, &opts)
+                .unwrap_or_else(|e| panic!("{what}: after, seed {seed}: {e}"));
+            assert!(
+                bits(&a) == bits(&b),
+                "{what} mag {mag} seed {seed}: outputs differ after pipelining"
+            );
         }
     }
 }
@@ -42,7 +65,10 @@ fn differential(what: &str, before: &Module, after: &Module, seeds: u64) {
 /// mask_split: attention's key ranges are per query block, its masks guarded).
 fn spec(name: &str, defs: &[(&str, &str)]) -> Module {
     let src = kir_compiler::oplib::builtin(name).expect("op");
-    let d: Vec<(String, String)> = defs.iter().map(|(a, b)| (a.to_string(), b.to_string())).collect();
+    let d: Vec<(String, String)> = defs
+        .iter()
+        .map(|(a, b)| (a.to_string(), b.to_string()))
+        .collect();
     pipeline::output(src, &d).unwrap_or_else(|e| panic!("{name}: {}", e.render(name, src)))
 }
 
@@ -55,7 +81,11 @@ fn pipelining_and_warp_specialization_keep_every_op_library_kernel_exact() {
         match name {
             "attention_fwd" => {
                 specs.push(vec![("CAUSAL", "1"), ("MASK", "1"), ("SOFTCAP", "1")]);
-                specs.push(vec![("WINDOW", "1"), ("CAUSAL", "1"), ("OUT_LAYOUT", "bshd")]);
+                specs.push(vec![
+                    ("WINDOW", "1"),
+                    ("CAUSAL", "1"),
+                    ("OUT_LAYOUT", "bshd"),
+                ]);
                 specs.push(vec![("VARLEN", "1"), ("KV_OFFSET", "1"), ("CAUSAL", "1")]);
             }
             "attention_bwd" => specs.push(vec![("CAUSAL", "1")]),
@@ -69,13 +99,25 @@ fn pipelining_and_warp_specialization_keep_every_op_library_kernel_exact() {
                 let after = match pipelining(&before, &cfg(stages)) {
                     Ok(m) => m,
                     // A deep ring of f32 tiles may not fit: that must be the budget error.
-                    Err(e) if stages == Some(4) && format!("{e:?}").contains("over the target's 232448 bytes") => continue,
+                    Err(e)
+                        if stages == Some(4)
+                            && format!("{e:?}").contains("over the target's 232448 bytes") =>
+                    {
+                        continue
+                    }
                     Err(e) => panic!("{what}: {e:?}"),
                 };
-                kir_ir::verifier::verify(&after).unwrap_or_else(|e| panic!("{what}: {}", e.render(name, &kir_ir::text::print(&after))));
+                kir_ir::verifier::verify(&after).unwrap_or_else(|e| {
+                    panic!("{what}: {}", e.render(name, &kir_ir::text::print(&after)))
+                });
                 let text = kir_ir::text::print(&after);
-                let again = kir_ir::text::parse(&text).unwrap_or_else(|e| panic!("{what}: reparse: {}", e.render(name, &text)));
-                assert_eq!(kir_ir::text::print(&again), text, "{what}: printing is not canonical");
+                let again = kir_ir::text::parse(&text)
+                    .unwrap_or_else(|e| panic!("{what}: reparse: {}", e.render(name, &text)));
+                assert_eq!(
+                    kir_ir::text::print(&again),
+                    text,
+                    "{what}: printing is not canonical"
+                );
                 piped += (count(&after, Opcode::AsyncCopy) > 0) as usize;
                 differential(&what, &before, &after, 3);
                 // Warp specialization of the pipelined kernel, with every plan that applies.
@@ -83,13 +125,20 @@ fn pipelining_and_warp_specialization_keep_every_op_library_kernel_exact() {
                     let what = format!("{what} ws {}", plan.name);
                     match warp_specialize(&after, &plan) {
                         Ok(m) => {
-                            kir_ir::verifier::verify(&m).unwrap_or_else(|e| panic!("{what}: {}", e.render(name, &kir_ir::text::print(&m))));
+                            kir_ir::verifier::verify(&m).unwrap_or_else(|e| {
+                                panic!("{what}: {}", e.render(name, &kir_ir::text::print(&m)))
+                            });
                             specialized += (count(&m, Opcode::WarpSpecialize) > 0) as usize;
                             differential(&what, &before, &m, 2);
                         }
                         Err(e) => {
                             let msg = format!("{e:?}");
-                            assert!(plan.consumers > 1 && msg.contains("grid axis") && msg.contains("copies must agree"), "{what}: {msg}");
+                            assert!(
+                                plan.consumers > 1
+                                    && msg.contains("grid axis")
+                                    && msg.contains("copies must agree"),
+                                "{what}: {msg}"
+                            );
                         }
                     }
                 }
@@ -97,7 +146,10 @@ fn pipelining_and_warp_specialization_keep_every_op_library_kernel_exact() {
         }
     }
     assert!(piped >= 20, "only {piped} cases were pipelined");
-    assert!(specialized >= 40, "only {specialized} cases were warp-specialized");
+    assert!(
+        specialized >= 40,
+        "only {specialized} cases were warp-specialized"
+    );
 }
 
 #[test]
@@ -110,7 +162,10 @@ fn scheduled_attention_and_gemm_hold_under_20_seeds() {
     ] {
         let before = spec(name, &defs);
         let after = pipelining(&before, &cfg(Some(3))).expect("pipelining");
-        assert!(count(&after, Opcode::AsyncCopy) >= 2, "{name}: nothing pipelined");
+        assert!(
+            count(&after, Opcode::AsyncCopy) >= 2,
+            "{name}: nothing pipelined"
+        );
         differential(&format!("{name} {defs:?} 3 stages"), &before, &after, 20);
     }
 }
@@ -118,9 +173,21 @@ fn scheduled_attention_and_gemm_hold_under_20_seeds() {
 #[test]
 fn a_ring_that_does_not_fit_is_an_error_naming_the_bytes() {
     let before = spec("attention_fwd", &[]);
-    let e = pipelining(&before, &PipelineConfig { smem_budget: 101_376, stages: Some(8) }).expect_err("8 stages of 32 KB");
+    let e = pipelining(
+        &before,
+        &PipelineConfig {
+            smem_budget: 101_376,
+            stages: Some(8),
+        },
+    )
+    .expect_err("8 stages of 32 KB");
     let msg = format!("{e:?}");
-    assert!(msg.contains("8 pipeline stages") && msg.contains("bytes of shared memory") && msg.contains("101376"), "{msg}");
+    assert!(
+        msg.contains("8 pipeline stages")
+            && msg.contains("bytes of shared memory")
+            && msg.contains("101376"),
+        "{msg}"
+    );
 }
 
 /// Pipelines with the target's budget and warp-specializes with `plan`.
@@ -130,7 +197,11 @@ fn ws(before: &Module, plan: &WsPlan) -> Result<Module, String> {
     kir_ir::verifier::verify(&m).map_err(|e| e.render("ws", &kir_ir::text::print(&m)))?;
     let text = kir_ir::text::print(&m);
     let again = kir_ir::text::parse(&text).map_err(|e| e.render("ws", &text))?;
-    assert_eq!(kir_ir::text::print(&again), text, "printing is not canonical");
+    assert_eq!(
+        kir_ir::text::print(&again),
+        text,
+        "printing is not canonical"
+    );
     Ok(m)
 }
 
@@ -140,8 +211,16 @@ fn warp_specialized_kernels_hold_under_20_seeds() {
         ("attention_fwd", vec![], WsPlan::FA3),
         ("attention_fwd", vec![("DTYPE", "f32")], WsPlan::FA3),
         ("attention_fwd", vec![("CAUSAL", "1")], WsPlan::GEMM),
-        ("attention_fwd", vec![("CAUSAL", "1"), ("WINDOW", "1")], WsPlan::P2C6),
-        ("attention_fwd", vec![("VARLEN", "1"), ("KV_OFFSET", "1"), ("CAUSAL", "1")], WsPlan::P2C6),
+        (
+            "attention_fwd",
+            vec![("CAUSAL", "1"), ("WINDOW", "1")],
+            WsPlan::P2C6,
+        ),
+        (
+            "attention_fwd",
+            vec![("VARLEN", "1"), ("KV_OFFSET", "1"), ("CAUSAL", "1")],
+            WsPlan::P2C6,
+        ),
         ("gemm", vec![], WsPlan::GEMM),
         ("gemm", vec![("EPILOGUE", "swiglu")], WsPlan::GEMM),
         ("attention_bwd", vec![], WsPlan::P2C6),
@@ -151,9 +230,15 @@ fn warp_specialized_kernels_hold_under_20_seeds() {
         let after = ws(&before, &plan).unwrap_or_else(|e| panic!("{what}: {e}"));
         // Every kernel whose pipelined loops are at its top level is specialized (attention_bwd's
         // dK/dV loop sits inside the GQA group loop and stays a copy-group ring).
-        assert!(count(&after, Opcode::WarpSpecialize) >= 1, "{what}: not warp-specialized");
+        assert!(
+            count(&after, Opcode::WarpSpecialize) >= 1,
+            "{what}: not warp-specialized"
+        );
         if name != "attention_bwd" {
-            assert!(count(&after, Opcode::AsyncWait) == 0, "{what}: copy groups left");
+            assert!(
+                count(&after, Opcode::AsyncWait) == 0,
+                "{what}: copy groups left"
+            );
         }
         differential(&what, &before, &after, 20);
     }
@@ -163,7 +248,11 @@ fn warp_specialized_kernels_hold_under_20_seeds() {
 fn fa3_consumers_walk_the_union_of_their_ranges() {
     // Causal and window ranges differ between the two consumers' query blocks: both walk the
     // union, each runs its own range, and the outputs stay bit-identical.
-    for defs in [vec![("CAUSAL", "1")], vec![("CAUSAL", "1"), ("WINDOW", "1")], vec![("CAUSAL", "1"), ("KV_OFFSET", "1"), ("VARLEN", "1")]] {
+    for defs in [
+        vec![("CAUSAL", "1")],
+        vec![("CAUSAL", "1"), ("WINDOW", "1")],
+        vec![("CAUSAL", "1"), ("KV_OFFSET", "1"), ("VARLEN", "1")],
+    ] {
         let what = format!("attention_fwd {defs:?} fa3");
         let before = spec("attention_fwd", &defs);
         let after = ws(&before, &WsPlan::FA3).unwrap_or_else(|e| panic!("{what}: {e}"));
@@ -172,9 +261,15 @@ fn fa3_consumers_walk_the_union_of_their_ranges() {
     }
     // gemm's A tiles depend on the tile axis the plan would split: refused with the reason.
     let before = spec("gemm", &[("TRANS_B", "1")]);
-    let plan = WsPlan { split_axis: 1, ..WsPlan::FA3 };
+    let plan = WsPlan {
+        split_axis: 1,
+        ..WsPlan::FA3
+    };
     let e = ws(&before, &plan).expect_err("A tiles differ per consumer");
-    assert!(e.contains("grid axis 1") && e.contains("copies must agree"), "{e}");
+    assert!(
+        e.contains("grid axis 1") && e.contains("copies must agree"),
+        "{e}"
+    );
 }
 
 /// Golden IR of each scheduling pass's output, through `kirc check`'s entry point
@@ -184,16 +279,39 @@ fn golden_scheduled_ir() {
     use kir_backends::Target;
     use kir_compiler::pipeline::{dump_after_with, ScheduleOptions, WsChoice};
     let cases: &[(&str, &[(&str, &str)], &str, WsChoice)] = &[
-        ("attention_fwd", &[("CAUSAL", "1")], "pipelining", WsChoice::Off),
-        ("attention_fwd", &[("CAUSAL", "1")], "warp_specialize", WsChoice::Auto),
-        ("attention_fwd", &[], "warp_specialize", WsChoice::Plan(WsPlan::FA3)),
+        (
+            "attention_fwd",
+            &[("CAUSAL", "1")],
+            "pipelining",
+            WsChoice::Off,
+        ),
+        (
+            "attention_fwd",
+            &[("CAUSAL", "1")],
+            "warp_specialize",
+            WsChoice::Auto,
+        ),
+        (
+            "attention_fwd",
+            &[],
+            "warp_specialize",
+            WsChoice::Plan(WsPlan::FA3),
+        ),
         ("gemm", &[], "warp_specialize", WsChoice::Plan(WsPlan::GEMM)),
     ];
     for (op, defs, pass, ws) in cases {
         let src = kir_compiler::oplib::builtin(op).expect("op");
-        let d: Vec<(String, String)> = defs.iter().map(|(a, b)| (a.to_string(), b.to_string())).collect();
-        let opts = ScheduleOptions { target: Some(Target::Sm90a), stages: None, warp_specialize: ws.clone() };
-        let text = dump_after_with(src, &d, pass, &opts).unwrap_or_else(|e| panic!("{op} {pass}: {e}"));
+        let d: Vec<(String, String)> = defs
+            .iter()
+            .map(|(a, b)| (a.to_string(), b.to_string()))
+            .collect();
+        let opts = ScheduleOptions {
+            target: Some(Target::Sm90a),
+            stages: None,
+            warp_specialize: ws.clone(),
+        };
+        let text =
+            dump_after_with(src, &d, pass, &opts).unwrap_or_else(|e| panic!("{op} {pass}: {e}"));
         let tag: String = defs.iter().map(|(a, b)| format!("_{a}{b}")).collect();
         let plan = match ws {
             WsChoice::Plan(p) => format!("_{}", p.name),

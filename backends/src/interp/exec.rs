@@ -7,12 +7,12 @@
 use super::math;
 use super::memory::Buffer;
 use super::reduce;
+use super::sched::Sched;
 use super::shape;
 use super::tile::{class, convert, scalar_from_i64, type_name, Class, Scalar, Tile};
 use super::InterpError;
 use cranelift_entity::EntityRef;
 use kir_ir::{Attr, Block, Dtype, EvalVal, Kernel, Op, OpData, Opcode, Value};
-use super::sched::Sched;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 

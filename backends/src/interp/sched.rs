@@ -29,7 +29,11 @@ pub(crate) type Fail = (Option<Span>, String);
 #[derive(Clone, Debug)]
 pub(crate) enum Cond {
     /// `mbar_wait`: the phase of `bar[stage]` with this parity has completed.
-    Bar { bar: Value, stage: usize, parity: i64 },
+    Bar {
+        bar: Value,
+        stage: usize,
+        parity: i64,
+    },
     /// `async_wait`: every committed copy group but the newest `keep` has landed.
     Groups { keep: usize },
     /// `warp_specialize`: the partitions this task started have all finished.
@@ -126,7 +130,10 @@ pub(crate) struct Sched {
 
 /// A task's view of its own copy in flight, for messages.
 fn stage_name(names: &HashMap<Value, String>, v: Value, s: usize) -> String {
-    format!("{}[{s}]", names.get(&v).cloned().unwrap_or_else(|| v.to_string()))
+    format!(
+        "{}[{s}]",
+        names.get(&v).cloned().unwrap_or_else(|| v.to_string())
+    )
 }
 
 impl State {
@@ -177,7 +184,9 @@ impl State {
     /// Picks the next task to run, landing copies in flight as the generator chooses.
     fn pick(&mut self) -> Result<usize, Fail> {
         loop {
-            let tasks: Vec<usize> = (0..self.tasks.len()).filter(|&t| self.runnable(t)).collect();
+            let tasks: Vec<usize> = (0..self.tasks.len())
+                .filter(|&t| self.runnable(t))
+                .collect();
             let n = tasks.len() + self.inflight.len();
             if n == 0 {
                 return Err(self.deadlock());
@@ -195,7 +204,9 @@ impl State {
         let mut span = None;
         let mut parts = Vec::new();
         for t in &self.tasks {
-            let Status::Blocked(c, sp, what) = &t.status else { continue };
+            let Status::Blocked(c, sp, what) = &t.status else {
+                continue;
+            };
             if matches!(c, Cond::Children) {
                 continue;
             }
@@ -218,13 +229,22 @@ impl State {
             };
             parts.push(format!("{} at `{what}`{detail}", t.name));
         }
-        (span, format!("deadlock: every partition is waiting and no copy is in flight: {}", parts.join("; ")))
+        (
+            span,
+            format!(
+                "deadlock: every partition is waiting and no copy is in flight: {}",
+                parts.join("; ")
+            ),
+        )
     }
 
     /// Lands copy `i` of the in-flight list.
     fn land(&mut self, i: usize) -> Result<(), Fail> {
         let c = self.inflight.remove(i);
-        let still = self.inflight.iter().any(|o| o.buf == c.buf && o.stage == c.stage);
+        let still = self
+            .inflight
+            .iter()
+            .any(|o| o.buf == c.buf && o.stage == c.stage);
         if let Some(st) = self.bufs.get_mut(&c.buf).and_then(|s| s.get_mut(c.stage)) {
             st.data = Some(c.tile.clone());
             st.fill = Some(c.fill);
@@ -243,7 +263,8 @@ impl State {
                     )));
                 }
             }
-            self.complete(bar, s).map_err(|(sp, m)| (sp.or(Some(c.span)), m))?;
+            self.complete(bar, s)
+                .map_err(|(sp, m)| (sp.or(Some(c.span)), m))?;
         }
         Ok(())
     }
@@ -275,7 +296,11 @@ impl State {
 }
 
 /// Releases the lock while waiting for this task's turn; `Err` when the run failed meanwhile.
-fn wait_turn<'a>(cv: &Condvar, mut g: MutexGuard<'a, State>, me: usize) -> Result<MutexGuard<'a, State>, Fail> {
+fn wait_turn<'a>(
+    cv: &Condvar,
+    mut g: MutexGuard<'a, State>,
+    me: usize,
+) -> Result<MutexGuard<'a, State>, Fail> {
     loop {
         if let Some(f) = &g.failed {
             return Err(f.clone());
@@ -397,7 +422,13 @@ impl Sched {
     /// Declares a stage buffer of `stages` stages, all empty.
     pub(crate) fn alloc_buf(&self, v: Value, name: String, stages: usize) {
         let mut g = self.lock();
-        let st = Stage { state: StageState::Empty, data: None, fill: None, readers: BTreeSet::new(), released: BTreeSet::new() };
+        let st = Stage {
+            state: StageState::Empty,
+            data: None,
+            fill: None,
+            readers: BTreeSet::new(),
+            released: BTreeSet::new(),
+        };
         g.bufs.insert(v, vec![st; stages]);
         g.names.insert(v, name);
     }
@@ -405,7 +436,14 @@ impl Sched {
     /// Declares `stages` mbarriers in phase 0, each expecting `arrivals` arrivals.
     pub(crate) fn alloc_bar(&self, v: Value, name: String, stages: usize, arrivals: i64) {
         let mut g = self.lock();
-        let b = Barrier { expected: arrivals, pending: arrivals, tx: 0, round: 0, expect_sum: 0, tagged: BTreeMap::new() };
+        let b = Barrier {
+            expected: arrivals,
+            pending: arrivals,
+            tx: 0,
+            round: 0,
+            expect_sum: 0,
+            tagged: BTreeMap::new(),
+        };
         g.bars.insert(v, vec![b; stages]);
         g.names.insert(v, name);
     }
@@ -413,18 +451,41 @@ impl Sched {
     /// Starts a copy of `tile` (`bytes` bytes) into `buf[stage]` by task `me`, completing on
     /// `bar[stage]` or joining `me`'s open copy group.
     #[allow(clippy::too_many_arguments)]
-    pub(crate) fn copy(&self, me: usize, span: Span, buf: Value, stage: usize, tile: Tile, bytes: i64, bar: Option<Value>) -> Result<(), String> {
+    pub(crate) fn copy(
+        &self,
+        me: usize,
+        span: Span,
+        buf: Value,
+        stage: usize,
+        tile: Tile,
+        bytes: i64,
+        bar: Option<Value>,
+    ) -> Result<(), String> {
         let mut g = self.lock();
         let g = &mut *g;
         let name = stage_name(&g.names, buf, stage);
-        let st = g.bufs.get_mut(&buf).and_then(|s| s.get_mut(stage)).ok_or_else(|| format!("stage {stage} is outside buffer {name}"))?;
+        let st = g
+            .bufs
+            .get_mut(&buf)
+            .and_then(|s| s.get_mut(stage))
+            .ok_or_else(|| format!("stage {stage} is outside buffer {name}"))?;
         match st.state {
-            StageState::InFlight => return Err(format!("copy into {name} overwrites a stage whose earlier copy is still in flight")),
+            StageState::InFlight => {
+                return Err(format!(
+                    "copy into {name} overwrites a stage whose earlier copy is still in flight"
+                ))
+            }
             StageState::Full if st.readers.is_empty() && st.released.is_empty() => {
-                return Err(format!("copy into {name} overwrites a fill that no partition has read or released"))
+                return Err(format!(
+                    "copy into {name} overwrites a fill that no partition has read or released"
+                ))
             }
             StageState::Full => {
-                let busy: Vec<String> = st.readers.difference(&st.released).map(|&t| g.tasks[t].name.clone()).collect();
+                let busy: Vec<String> = st
+                    .readers
+                    .difference(&st.released)
+                    .map(|&t| g.tasks[t].name.clone())
+                    .collect();
                 if !busy.is_empty() {
                     return Err(format!("copy into {name} overwrites a stage still being read by {} (no `smem_release` since its `smem_read`)", busy.join(", ")));
                 }
@@ -436,14 +497,33 @@ impl Sched {
         st.released.clear();
         let fill = match bar {
             Some(b) => {
-                let bars = g.bars.get_mut(&b).ok_or_else(|| "unknown barrier".to_string())?;
-                let bs = bars.get_mut(stage).ok_or_else(|| format!("barrier stage {stage} out of range"))?;
+                let bars = g
+                    .bars
+                    .get_mut(&b)
+                    .ok_or_else(|| "unknown barrier".to_string())?;
+                let bs = bars
+                    .get_mut(stage)
+                    .ok_or_else(|| format!("barrier stage {stage} out of range"))?;
                 *bs.tagged.entry(bs.round).or_insert(0) += bytes;
-                Fill::Bar { bar: b, round: bs.round }
+                Fill::Bar {
+                    bar: b,
+                    round: bs.round,
+                }
             }
-            None => Fill::Group { task: me, group: g.tasks[me].open_group },
+            None => Fill::Group {
+                task: me,
+                group: g.tasks[me].open_group,
+            },
         };
-        g.inflight.push(Copy { span, buf, stage, tile: Arc::new(tile), bytes, fill, bar_stage: bar.map(|b| (b, stage)) });
+        g.inflight.push(Copy {
+            span,
+            buf,
+            stage,
+            tile: Arc::new(tile),
+            bytes,
+            fill,
+            bar_stage: bar.map(|b| (b, stage)),
+        });
         Ok(())
     }
 
@@ -468,9 +548,19 @@ impl Sched {
     pub(crate) fn arrive(&self, bar: Value, stage: usize, tx: i64) -> Result<(), Fail> {
         let mut g = self.lock();
         let name = stage_name(&g.names, bar, stage);
-        let b = g.bars.get_mut(&bar).and_then(|v| v.get_mut(stage)).ok_or((None, format!("barrier stage {name} out of range")))?;
+        let b = g
+            .bars
+            .get_mut(&bar)
+            .and_then(|v| v.get_mut(stage))
+            .ok_or((None, format!("barrier stage {name} out of range")))?;
         if b.pending == 0 {
-            return Err((None, format!("barrier {name} phase {} got more than its {} expected arrivals", b.round, b.expected)));
+            return Err((
+                None,
+                format!(
+                    "barrier {name} phase {} got more than its {} expected arrivals",
+                    b.round, b.expected
+                ),
+            ));
         }
         b.tx += tx;
         b.expect_sum += tx;
@@ -483,7 +573,11 @@ impl Sched {
     pub(crate) fn observed(&self, me: usize, bar: Value, stage: usize) -> Result<(), String> {
         let mut g = self.lock();
         let name = stage_name(&g.names, bar, stage);
-        let round = g.bars.get(&bar).and_then(|v| v.get(stage)).map_or(0, |b| b.round);
+        let round = g
+            .bars
+            .get(&bar)
+            .and_then(|v| v.get(stage))
+            .map_or(0, |b| b.round);
         let seen = round - 1;
         let t = &mut g.tasks[me];
         let prev = t.observed.get(&(bar, stage)).copied();
@@ -492,7 +586,8 @@ impl Sched {
                 return Err(format!("phase aliasing: the wait passed on {name} phase {seen}, but {} last observed phase {p} and never saw phase {}", t.name, p + 1));
             }
         }
-        t.observed.insert((bar, stage), prev.map_or(seen, |p| p.max(seen)));
+        t.observed
+            .insert((bar, stage), prev.map_or(seen, |p| p.max(seen)));
         Ok(())
     }
 
@@ -502,7 +597,11 @@ impl Sched {
         let g = &mut *g;
         let name = stage_name(&g.names, buf, stage);
         let t = &g.tasks[me];
-        let st = g.bufs.get_mut(&buf).and_then(|s| s.get_mut(stage)).ok_or_else(|| format!("stage {stage} is outside buffer {name}"))?;
+        let st = g
+            .bufs
+            .get_mut(&buf)
+            .and_then(|s| s.get_mut(stage))
+            .ok_or_else(|| format!("stage {stage} is outside buffer {name}"))?;
         match st.state {
             StageState::Empty => return Err(format!("{} reads {name}, which no producer has filled", t.name)),
             StageState::InFlight => return Err(format!("{} reads {name} while a copy into it is still in flight (the fill is not complete)", t.name)),
@@ -528,10 +627,17 @@ impl Sched {
                     return Err(format!("{} reads {name} before an `async_wait` covering the copy group that fills it", t.name));
                 }
             }
-            None => return Err(format!("{} reads {name}, which no producer has filled", t.name)),
+            None => {
+                return Err(format!(
+                    "{} reads {name}, which no producer has filled",
+                    t.name
+                ))
+            }
         }
         st.readers.insert(me);
-        st.data.clone().ok_or_else(|| format!("{name} holds no data"))
+        st.data
+            .clone()
+            .ok_or_else(|| format!("{name} holds no data"))
     }
 
     /// `smem_release` of `buf[stage]` by task `me`.
@@ -541,9 +647,16 @@ impl Sched {
         let name = stage_name(&g.names, buf, stage);
         let t = &g.tasks[me];
         if let Some((d, _)) = t.dots.iter().find(|(_, srcs)| srcs.contains(&(buf, stage))) {
-            return Err(format!("{} releases {name} while `dot_async` {d} still reads it (no `dot_wait` yet)", t.name));
+            return Err(format!(
+                "{} releases {name} while `dot_async` {d} still reads it (no `dot_wait` yet)",
+                t.name
+            ));
         }
-        let st = g.bufs.get_mut(&buf).and_then(|s| s.get_mut(stage)).ok_or_else(|| format!("stage {stage} is outside buffer {name}"))?;
+        let st = g
+            .bufs
+            .get_mut(&buf)
+            .and_then(|s| s.get_mut(stage))
+            .ok_or_else(|| format!("stage {stage} is outside buffer {name}"))?;
         st.released.insert(me);
         Ok(())
     }

@@ -19,8 +19,13 @@ impl Instance<'_> {
     fn sched(&mut self) -> Arc<Sched> {
         let seed = self.ctx.seed;
         let [x, y, z] = self.pid;
-        let mix = seed ^ (x as u64).wrapping_mul(0x9E37_79B9) ^ (y as u64).wrapping_mul(0x85EB_CA6B) ^ (z as u64).wrapping_mul(0xC2B2_AE35);
-        self.sched.get_or_insert_with(|| Arc::new(Sched::new(mix))).clone()
+        let mix = seed
+            ^ (x as u64).wrapping_mul(0x9E37_79B9)
+            ^ (y as u64).wrapping_mul(0x85EB_CA6B)
+            ^ (z as u64).wrapping_mul(0xC2B2_AE35);
+        self.sched
+            .get_or_insert_with(|| Arc::new(Sched::new(mix)))
+            .clone()
     }
 
     /// Turns a scheduling failure into an error at `o` (or at the op the failure names).
@@ -42,20 +47,38 @@ impl Instance<'_> {
         let t = self.operand(o, i)?;
         match (t.dtype, t.int_scalar()) {
             (Dtype::I32, Some(x)) => Ok(x),
-            _ => Err(self.fail(o.span, format!("{what} of `{}` must be an i32 scalar, found `{}`", o.opcode.name(), t.type_name()))),
+            _ => Err(self.fail(
+                o.span,
+                format!(
+                    "{what} of `{}` must be an i32 scalar, found `{}`",
+                    o.opcode.name(),
+                    t.type_name()
+                ),
+            )),
         }
     }
 
     /// Operand `i` as a resource and operand `i + 1` as a stage index within it.
     fn staged(&self, o: &OpData, i: usize) -> Result<(Value, usize), InterpError> {
-        let v = *o.operands.get(i).ok_or_else(|| self.fail(o.span, "missing operand"))?;
+        let v = *o
+            .operands
+            .get(i)
+            .ok_or_else(|| self.fail(o.span, "missing operand"))?;
         let stages = match self.ctx.types.get(v.index()) {
             Some(Some((_, shape))) if !shape.is_empty() => shape[0],
-            _ => return Err(self.fail(o.span, format!("`{}` is not a buffer or barrier array", self.vname(v)))),
+            _ => {
+                return Err(self.fail(
+                    o.span,
+                    format!("`{}` is not a buffer or barrier array", self.vname(v)),
+                ))
+            }
         };
         let s = self.int_operand(o, i + 1, "the stage index")?;
         if s < 0 || s as usize >= stages {
-            let msg = format!("stage index {s} is outside `{}`, which has {stages} stages", self.vname(v));
+            let msg = format!(
+                "stage index {s} is outside `{}`, which has {stages} stages",
+                self.vname(v)
+            );
             return Err(self.fail(o.span, msg));
         }
         Ok((v, s as usize))
@@ -116,7 +139,10 @@ impl Instance<'_> {
                 let (bar, stage) = self.staged(o, 0)?;
                 let parity = self.int_operand(o, 2, "the parity")?;
                 if parity != 0 && parity != 1 {
-                    return Err(self.fail(o.span, format!("the parity of `mbar_wait` must be 0 or 1, found {parity}")));
+                    return Err(self.fail(
+                        o.span,
+                        format!("the parity of `mbar_wait` must be 0 or 1, found {parity}"),
+                    ));
                 }
                 self.point(o, Some(Cond::Bar { bar, stage, parity }))?;
                 m(sh.observed(me, bar, stage), self)?;
@@ -139,10 +165,17 @@ impl Instance<'_> {
             Opcode::FenceAsync => Ok(Flow::Next),
             Opcode::DotAsync => {
                 self.point(o, None)?;
-                let (a, b, c) = (self.operand(o, 0)?, self.operand(o, 1)?, self.operand(o, 2)?);
+                let (a, b, c) = (
+                    self.operand(o, 0)?,
+                    self.operand(o, 1)?,
+                    self.operand(o, 2)?,
+                );
                 let r = self.m(o, super::reduce::dot(&a, &b, &c))?;
                 let (v, ..) = self.result_type(o)?;
-                let srcs = o.operands[..2].iter().filter_map(|x| self.origins.get(x).copied()).collect();
+                let srcs = o.operands[..2]
+                    .iter()
+                    .filter_map(|x| self.origins.get(x).copied())
+                    .collect();
                 sh.dot_started(me, v, srcs);
                 self.pending_dots.insert(v, Arc::new(r));
                 Ok(Flow::Next)
@@ -152,11 +185,19 @@ impl Instance<'_> {
                 let keep = self.attr_int(o, "pending", 0)?.max(0) as usize;
                 let x = o.operands[0];
                 m(sh.dot_wait(me, x, keep), self)?;
-                let t = self.pending_dots.remove(&x).ok_or_else(|| self.fail(o.span, format!("`{}` is not a `dot_async` result in flight", self.vname(x))))?;
+                let t = self.pending_dots.remove(&x).ok_or_else(|| {
+                    self.fail(
+                        o.span,
+                        format!("`{}` is not a `dot_async` result in flight", self.vname(x)),
+                    )
+                })?;
                 self.set1(o, (*t).clone())
             }
             Opcode::WarpSpecialize => self.warp_specialize(o, sh),
-            _ => Err(self.fail(o.span, format!("`{}` is not a scheduling op", o.opcode.name()))),
+            _ => Err(self.fail(
+                o.span,
+                format!("`{}` is not a scheduling op", o.opcode.name()),
+            )),
         }
     }
 
@@ -165,12 +206,24 @@ impl Instance<'_> {
     fn warp_specialize(&mut self, o: &OpData, sh: Arc<Sched>) -> Result<Flow, InterpError> {
         let consumers = self.attr_int(o, "consumers", 1)?;
         if !(1..=64).contains(&consumers) {
-            return Err(self.fail(o.span, format!("`consumers` must lie in [1, 64], found {consumers}")));
+            return Err(self.fail(
+                o.span,
+                format!("`consumers` must lie in [1, 64], found {consumers}"),
+            ));
         }
         let (Some(&prod), Some(&cons)) = (o.regions.first(), o.regions.get(1)) else {
-            return Err(self.fail(o.span, "`warp_specialize` needs a producer and a consumer region"));
+            return Err(self.fail(
+                o.span,
+                "`warp_specialize` needs a producer and a consumer region",
+            ));
         };
-        let wg_arg = self.ctx.kernel.dfg.blocks.get(cons).and_then(|b| b.args.first().copied());
+        let wg_arg = self
+            .ctx
+            .kernel
+            .dfg
+            .blocks
+            .get(cons)
+            .and_then(|b| b.args.first().copied());
         let mut names = vec!["the producer".to_string()];
         names.extend((0..consumers).map(|i| format!("consumer {i}")));
         let ids = sh.spawn(self.task, names);
@@ -191,7 +244,8 @@ impl Instance<'_> {
                     let region = if i == 0 { prod } else { cons };
                     if i > 0 {
                         if let Some(a) = wg_arg {
-                            inst.env[a.index()] = Some(Arc::new(Tile::scalar(Dtype::I32, Scalar::I(i as i64 - 1))));
+                            inst.env[a.index()] =
+                                Some(Arc::new(Tile::scalar(Dtype::I32, Scalar::I(i as i64 - 1))));
                         }
                     }
                     match inst.run_region(region, span) {
@@ -202,7 +256,8 @@ impl Instance<'_> {
                         Err(e) => {
                             // Keep the bare message: the parent adds the kernel and program.
                             let [x, y, z] = pid;
-                            let prefix = format!("kernel `{}`, program ({x}, {y}, {z}): ", ctx.kernel.name);
+                            let prefix =
+                                format!("kernel `{}`, program ({x}, {y}, {z}): ", ctx.kernel.name);
                             let msg = e.message.strip_prefix(&prefix).unwrap_or(&e.message);
                             sh.abort((e.span, msg.to_string()));
                             Err(e)
@@ -210,7 +265,10 @@ impl Instance<'_> {
                     }
                 }));
             }
-            if let Err(f) = sh.point(self.task, Some((Cond::Children, span, "warp_specialize".into()))) {
+            if let Err(f) = sh.point(
+                self.task,
+                Some((Cond::Children, span, "warp_specialize".into())),
+            ) {
                 first_err.get_or_insert(self.fail(f.0.unwrap_or(span), f.1));
             }
             for h in handles {

@@ -257,7 +257,15 @@ pub(super) fn lower_if(c: &mut Ctx, op: &OpData) -> Result<(), PtxError> {
     let pending_in = c.release_pending;
     // An empty `else` (no results, just `yield`) needs no branch around it.
     let regions: Vec<kir_ir::Block> = match op.regions[..] {
-        [t, e] if op.results.is_empty() && c.k.dfg.blocks[e].ops.iter().all(|&o| c.k.dfg.ops[o].opcode == Opcode::Yield) => vec![t],
+        [t, e]
+            if op.results.is_empty()
+                && c.k.dfg.blocks[e]
+                    .ops
+                    .iter()
+                    .all(|&o| c.k.dfg.ops[o].opcode == Opcode::Yield) =>
+        {
+            vec![t]
+        }
         _ => op.regions.clone(),
     };
     let mut pending_out = regions.len() < 2 && pending_in;

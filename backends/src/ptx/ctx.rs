@@ -145,7 +145,11 @@ impl<'a> Ctx<'a> {
             // dominates every use, wherever it is first used).
             Some(&x) => {
                 let pred = self.k.dfg.ty(v).dtype() == Some(Dtype::I1);
-                let x = if pred { (x != 0) as i64 } else { x as i32 as i64 };
+                let x = if pred {
+                    (x != 0) as i64
+                } else {
+                    x as i32 as i64
+                };
                 if let Some(&r) = self.imms.get(&(pred, x)) {
                     return Ok(Val::Scalar(r));
                 }
@@ -161,7 +165,10 @@ impl<'a> Ctx<'a> {
                 self.imms.insert((pred, x), r);
                 Ok(Val::Scalar(r))
             }
-            None => Err(PtxError::at(span, format!("internal: value {v} was not lowered"))),
+            None => Err(PtxError::at(
+                span,
+                format!("internal: value {v} was not lowered"),
+            )),
         }
     }
 

@@ -136,7 +136,10 @@ fn buffer(c: &mut Ctx, b: Value, sp: kir_ir::Span) -> Result<StageBuf, PtxError>
             ),
         ));
     };
-    if !matches!(d, Dtype::F16 | Dtype::Bf16 | Dtype::F32 | Dtype::I32 | Dtype::U8) {
+    if !matches!(
+        d,
+        Dtype::F16 | Dtype::Bf16 | Dtype::F32 | Dtype::I32 | Dtype::U8
+    ) {
         return Err(PtxError::at(
             sp,
             format!("the PTX backend does not stage {d} tiles in shared memory"),
@@ -147,7 +150,10 @@ fn buffer(c: &mut Ctx, b: Value, sp: kir_ir::Span) -> Result<StageBuf, PtxError>
     let (stride, off) = if core {
         let align = super::wgmma::CORE_ALIGN;
         let stride = super::wgmma::core_tile_bytes(&[rows, cols], eb).div_ceil(align) * align;
-        (stride, c.alloc_shared_aligned(stride * stages as u32, align))
+        (
+            stride,
+            c.alloc_shared_aligned(stride * stages as u32, align),
+        )
     } else {
         let stride = super::memory::shared_tile_bytes(&[rows, cols], d).div_ceil(16) * 16;
         (stride, c.alloc_shared(stride * stages as u32))
@@ -201,7 +207,10 @@ pub fn wait(c: &mut Ctx, n: usize) {
 fn stage_of(c: &mut Ctx, op: &OpData) -> Result<(StageBuf, usize), PtxError> {
     let sp = op.span;
     let (Some(&b), Some(s)) = (op.operands.first(), op.operands.get(1)) else {
-        return Err(PtxError::at(sp, "internal: a stage op without buffer and stage"));
+        return Err(PtxError::at(
+            sp,
+            "internal: a stage op without buffer and stage",
+        ));
     };
     let buf = buffer(c, b, sp)?;
     let h = c.statics.get(s).copied().ok_or_else(|| {
@@ -288,7 +297,11 @@ pub fn fold(c: &mut Ctx, op: &OpData) -> bool {
         c.statics.insert(r, x);
         return false;
     }
-    let args: Option<Vec<i64>> = op.operands.iter().map(|a| c.statics.get(a).copied()).collect();
+    let args: Option<Vec<i64>> = op
+        .operands
+        .iter()
+        .map(|a| c.statics.get(a).copied())
+        .collect();
     match args.and_then(|a| (!a.is_empty()).then(|| apply(op, d, &a)).flatten()) {
         Some(x) => {
             c.statics.insert(r, x);
@@ -366,12 +379,16 @@ pub fn stage_ring(c: &Ctx, op: &OpData) -> Option<Ring> {
             .get(3 + ci)
             .and_then(|v| c.statics.get(v).copied())
             .and_then(|x| usize::try_from(x).ok());
-        let Some(init) = init.filter(|&x| x < s) else { continue };
+        let Some(init) = init.filter(|&x| x < s) else {
+            continue;
+        };
         let unused = op
             .results
             .get(ci)
             .is_some_and(|&r| super::lower::use_count(k, r) == 0);
-        let Some(&next) = yielded.get(ci) else { continue };
+        let Some(&next) = yielded.get(ci) else {
+            continue;
+        };
         let steps = (0..s).all(|h| {
             let known = |v: Value| {
                 if v == arg {

@@ -331,13 +331,11 @@ pub(super) fn guard_select(
     d.blocks[els].ops = moved;
     let sel_r = d.ops[select].results[0];
     d.append_op(els, simple(Opcode::Yield, vec![sel_r], None), vec![]);
-    let mut iff = simple(Opcode::If, vec![full], None);
-    iff.regions = vec![then, els];
     let name = d.values[sel_r].name.clone();
     if let Some(n) = &name {
         d.values[sel_r].name = Some(format!("{n}_masked"));
     }
-    let id = d.append_op(body, iff, vec![(ty, name)]);
+    let id = kedit::append_if(d, body, full, then, els, vec![(ty, name)]);
     d.blocks[body].ops.pop();
     let r = d.ops[id].results[0];
     let yield_else = *d.blocks[els].ops.last().expect("the else yield");

@@ -2,13 +2,13 @@
 
 pub mod egraph;
 pub mod fusion;
-pub mod pipelining;
 mod fusion_norm;
 mod fusion_norm_match;
 pub mod mask_split;
 mod mask_split_emit;
 mod mask_split_range;
 mod mask_split_read;
+pub mod pipelining;
 pub mod specialize;
 pub mod warp_spec;
 mod warp_spec_split;

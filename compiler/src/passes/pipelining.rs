@@ -24,8 +24,8 @@
 use crate::kedit::{self, add_carried, iconst, insert_op, op2, simple, Cloner};
 use kir_ir::verifier::rules_sched::kernel_smem_bytes;
 use kir_ir::{
-    Attr, Block, Diagnostic, Diagnostics, Dtype, ElemType, Expr, Kernel, Module, Op, OpData, Opcode,
-    Type, Value, ValueDef,
+    Attr, Block, Diagnostic, Diagnostics, Dtype, ElemType, Expr, Kernel, Module, Op, OpData,
+    Opcode, Type, Value, ValueDef,
 };
 use std::collections::{HashMap, HashSet};
 
@@ -89,15 +89,25 @@ fn kernel(k: &mut Kernel, cfg: &PipelineConfig) -> Result<(), Diagnostic> {
         }
         let per_stage: u64 = cands.iter().map(|c| c.bytes).sum();
         // Buffers already made for earlier loops are reused when their keys match.
-        let keyed = |c: &Cand, s: usize| BufKey { stages: s, ..c.key.clone() };
+        let keyed = |c: &Cand, s: usize| BufKey {
+            stages: s,
+            ..c.key.clone()
+        };
         let used: u64 = base + bufs.values().map(|(_, b)| *b).sum::<u64>();
         let extra = |s: usize| -> u64 {
-            cands.iter().filter(|c| !bufs.contains_key(&keyed(c, s))).map(|c| c.bytes * s as u64).sum()
+            cands
+                .iter()
+                .filter(|c| !bufs.contains_key(&keyed(c, s)))
+                .map(|c| c.bytes * s as u64)
+                .sum()
         };
         let fits = |s: usize| used + extra(s) <= cfg.smem_budget;
         let stages = match cfg.stages {
             Some(s) if s < 2 => {
-                return Err(Diagnostic::new(k.dfg.ops[l].span, format!("pipelining needs at least 2 stages, {s} requested")))
+                return Err(Diagnostic::new(
+                    k.dfg.ops[l].span,
+                    format!("pipelining needs at least 2 stages, {s} requested"),
+                ))
             }
             Some(s) if !fits(s) => {
                 let need = used + extra(s);
@@ -174,18 +184,41 @@ fn candidates(k: &Kernel, l: Op) -> Vec<Cand> {
             continue;
         }
         let Some(tr) = &od.tensor else { continue };
-        let input = k.param(&tr.param).is_some_and(|p| matches!(p.kind, kir_ir::ParamKind::Tensor(kir_ir::Access::In, _)));
+        let input = k
+            .param(&tr.param)
+            .is_some_and(|p| matches!(p.kind, kir_ir::ParamKind::Tensor(kir_ir::Access::In, _)));
         let ty = k.dfg.ty(od.results[0]).clone();
-        let Type::Tile(dims, elem) = &ty else { continue };
-        let (Some(shape), Some(dt)) = (ty.shape(), ty.dtype()) else { continue };
-        if !input || dt == Dtype::I1 || shape.len() != 2 || !feeds_dot(k, body, od.results[0]) || slice(k, l, o).is_none() {
+        let Type::Tile(dims, elem) = &ty else {
+            continue;
+        };
+        let (Some(shape), Some(dt)) = (ty.shape(), ty.dtype()) else {
+            continue;
+        };
+        if !input
+            || dt == Dtype::I1
+            || shape.len() != 2
+            || !feeds_dot(k, body, od.results[0])
+            || slice(k, l, o).is_none()
+        {
             continue;
         }
         let n = seen.entry(tr.param.clone()).or_insert(0);
         *n += 1;
         let bytes = (shape.iter().product::<usize>() * dt.size_bytes()) as u64;
-        let key = BufKey { param: tr.param.clone(), ty: ty.to_string(), nth: *n, stages: 0 };
-        out.push(Cand { op: o, dims: dims.clone(), elem: elem.clone(), ty, bytes, key });
+        let key = BufKey {
+            param: tr.param.clone(),
+            ty: ty.to_string(),
+            nth: *n,
+            stages: 0,
+        };
+        out.push(Cand {
+            op: o,
+            dims: dims.clone(),
+            elem: elem.clone(),
+            ty,
+            bytes,
+            key,
+        });
     }
     out
 }
@@ -220,7 +253,10 @@ fn slice(k: &Kernel, l: Op, o: Op) -> Option<Vec<Op>> {
             ValueDef::Arg(..) => {}
             ValueDef::Result(d, _) if in_body.contains(&d) => {
                 let dd = &k.dfg.ops[d];
-                let pure = dd.regions.is_empty() && dd.tensor.is_none() && !dd.opcode.has_side_effects() && dd.opcode.info().class != kir_ir::OpClass::Memory;
+                let pure = dd.regions.is_empty()
+                    && dd.tensor.is_none()
+                    && !dd.opcode.has_side_effects()
+                    && dd.opcode.info().class != kir_ir::OpClass::Memory;
                 if !pure {
                     return None;
                 }
@@ -231,21 +267,55 @@ fn slice(k: &Kernel, l: Op, o: Op) -> Option<Vec<Op>> {
             ValueDef::Result(..) => {}
         }
     }
-    Some(k.dfg.blocks[body].ops.iter().copied().filter(|x| need.contains(x)).collect())
+    Some(
+        k.dfg.blocks[body]
+            .ops
+            .iter()
+            .copied()
+            .filter(|x| need.contains(x))
+            .collect(),
+    )
 }
 
 /// `smem_alloc` of `stages` stages of `tile<dims x e>`, at the top of the kernel body.
 fn alloc(k: &mut Kernel, dims: &[Expr], e: &ElemType, stages: usize) -> Value {
     let mut sdims = vec![Expr::int(stages as i64)];
     sdims.extend(dims.iter().cloned());
-    let n = k.dfg.blocks[k.body].ops.iter().filter(|&&o| k.dfg.ops[o].opcode == Opcode::SmemAlloc).count();
-    insert_op(&mut k.dfg, k.body, n, simple(Opcode::SmemAlloc, vec![], None), vec![(Type::Smem(sdims, e.clone()), None)])[0]
+    let n = k.dfg.blocks[k.body]
+        .ops
+        .iter()
+        .filter(|&&o| k.dfg.ops[o].opcode == Opcode::SmemAlloc)
+        .count();
+    insert_op(
+        &mut k.dfg,
+        k.body,
+        n,
+        simple(Opcode::SmemAlloc, vec![], None),
+        vec![(Type::Smem(sdims, e.clone()), None)],
+    )[0]
 }
 
 /// Appends `if cond { slice(iv := at); async_copy … into stage }` for every candidate.
 #[allow(clippy::too_many_arguments)]
-fn guarded_copies(k: &mut Kernel, b: Block, l: Op, cands: &[Cand], bufs: &[Value], at: Value, stage: Value, hi: Value) {
-    let cond = op2(k, b, Opcode::Cmp, Some(kir_ir::CmpPred::Lt), at, hi, Dtype::I1);
+fn guarded_copies(
+    k: &mut Kernel,
+    b: Block,
+    l: Op,
+    cands: &[Cand],
+    bufs: &[Value],
+    at: Value,
+    stage: Value,
+    hi: Value,
+) {
+    let cond = op2(
+        k,
+        b,
+        Opcode::Cmp,
+        Some(kir_ir::CmpPred::Lt),
+        at,
+        hi,
+        Dtype::I1,
+    );
     let then = k.dfg.new_block();
     let body = k.dfg.ops[l].regions[0];
     let iv = k.dfg.blocks[body].args[0];
@@ -272,21 +342,39 @@ fn guarded_copies(k: &mut Kernel, b: Block, l: Op, cands: &[Cand], bufs: &[Value
             .attrs
             .iter()
             .map(|(key, a)| match a {
-                Attr::Value(v) => (key.clone(), Attr::Value(cl.vmap.get(v).copied().unwrap_or(*v))),
+                Attr::Value(v) => (
+                    key.clone(),
+                    Attr::Value(cl.vmap.get(v).copied().unwrap_or(*v)),
+                ),
                 a => (key.clone(), a.clone()),
             })
             .collect();
-        attrs.sort_by_key(|(key, _)| Opcode::AsyncCopy.info().keywords.iter().position(|(kk, _)| kk == key));
-        let copy = OpData { opcode: Opcode::AsyncCopy, results: vec![], operands: vec![buf, stage], lead: None, tensor, attrs, regions: vec![], doc: vec![], span: od.span };
+        attrs.sort_by_key(|(key, _)| {
+            Opcode::AsyncCopy
+                .info()
+                .keywords
+                .iter()
+                .position(|(kk, _)| kk == key)
+        });
+        let copy = OpData {
+            opcode: Opcode::AsyncCopy,
+            results: vec![],
+            operands: vec![buf, stage],
+            lead: None,
+            tensor,
+            attrs,
+            regions: vec![],
+            doc: vec![],
+            span: od.span,
+        };
         k.dfg.append_op(then, copy, vec![]);
     }
-    k.dfg.append_op(then, simple(Opcode::Yield, vec![], None), vec![]);
-    let els = k.dfg.new_block();
-    k.dfg.append_op(els, simple(Opcode::Yield, vec![], None), vec![]);
-    let mut iff = simple(Opcode::If, vec![cond], None);
-    iff.regions = vec![then, els];
-    k.dfg.append_op(b, iff, vec![]);
-    k.dfg.append_op(b, simple(Opcode::AsyncCommit, vec![], None), vec![]);
+    k.dfg
+        .append_op(then, simple(Opcode::Yield, vec![], None), vec![]);
+    let els = kedit::yield_block(&mut k.dfg, vec![], vec![]);
+    kedit::append_if(&mut k.dfg, b, cond, then, els, vec![]);
+    k.dfg
+        .append_op(b, simple(Opcode::AsyncCommit, vec![], None), vec![]);
 }
 
 /// Rewrites loop `l` as the module doc describes.
@@ -295,7 +383,13 @@ fn rewrite_loop(k: &mut Kernel, l: Op, cands: &[Cand], bufs: &[Value], stages: u
         let od = &k.dfg.ops[l];
         (od.operands[0], od.operands[1], od.operands[2])
     };
-    let parent = k.dfg.blocks.iter().find(|(_, bd)| bd.ops.contains(&l)).map(|(b, _)| b).expect("the loop is in a block");
+    let parent = k
+        .dfg
+        .blocks
+        .iter()
+        .find(|(_, bd)| bd.ops.contains(&l))
+        .map(|(b, _)| b)
+        .expect("the loop is in a block");
     // Prologue, built in a scratch block and spliced in before the loop.
     let pro = k.dfg.new_block();
     for j in 0..stages - 1 {
@@ -307,7 +401,11 @@ fn rewrite_loop(k: &mut Kernel, l: Op, cands: &[Cand], bufs: &[Value], stages: u
     }
     let zero = iconst(k, pro, 0);
     let pro_ops = std::mem::take(&mut k.dfg.blocks[pro].ops);
-    let pos = k.dfg.blocks[parent].ops.iter().position(|&o| o == l).expect("loop position");
+    let pos = k.dfg.blocks[parent]
+        .ops
+        .iter()
+        .position(|&o| o == l)
+        .expect("loop position");
     k.dfg.blocks[parent].ops.splice(pos..pos, pro_ops);
     // The carried stage index.
     let (s, _) = add_carried(&mut k.dfg, l, zero, Type::scalar(Dtype::I32), None);
@@ -321,10 +419,22 @@ fn rewrite_loop(k: &mut Kernel, l: Op, cands: &[Cand], bufs: &[Value], stages: u
     let at = op2(k, head, Opcode::Add, None, iv, ast, Dtype::I32);
     // Prefetch stage (s + S − 1) mod S = s == 0 ? S − 1 : s − 1.
     let zero_b = iconst(k, head, 0);
-    let is0 = op2(k, head, Opcode::Cmp, Some(kir_ir::CmpPred::Eq), s, zero_b, Dtype::I1);
+    let is0 = op2(
+        k,
+        head,
+        Opcode::Cmp,
+        Some(kir_ir::CmpPred::Eq),
+        s,
+        zero_b,
+        Dtype::I1,
+    );
     let sm1 = op2(k, head, Opcode::Sub, None, s, one, Dtype::I32);
     let pf = {
-        let id = k.dfg.append_op(head, simple(Opcode::Select, vec![is0, last, sm1], None), vec![(Type::scalar(Dtype::I32), None)]);
+        let id = k.dfg.append_op(
+            head,
+            simple(Opcode::Select, vec![is0, last, sm1], None),
+            vec![(Type::scalar(Dtype::I32), None)],
+        );
         k.dfg.ops[id].results[0]
     };
     guarded_copies(k, head, l, cands, bufs, at, pf, hi);
@@ -335,7 +445,11 @@ fn rewrite_loop(k: &mut Kernel, l: Op, cands: &[Cand], bufs: &[Value], stages: u
     k.dfg.blocks[body].ops.splice(0..0, head_ops);
     // Loads become stage reads.
     for (c, &buf) in cands.iter().zip(bufs) {
-        let pos = k.dfg.blocks[body].ops.iter().position(|&o| o == c.op).expect("load in body");
+        let pos = k.dfg.blocks[body]
+            .ops
+            .iter()
+            .position(|&o| o == c.op)
+            .expect("load in body");
         let old = k.dfg.ops[c.op].results[0];
         let name = k.dfg.values[old].name.clone();
         let mut rd = simple(Opcode::SmemRead, vec![buf, s], None);
@@ -346,21 +460,40 @@ fn rewrite_loop(k: &mut Kernel, l: Op, cands: &[Cand], bufs: &[Value], stages: u
         k.dfg.values[old].name = None;
     }
     // Releases and the next stage index before the yield.
-    let y = *k.dfg.blocks[body].ops.last().expect("the body ends with yield");
+    let y = *k.dfg.blocks[body]
+        .ops
+        .last()
+        .expect("the body ends with yield");
     let tail = k.dfg.new_block();
     let mut released = HashSet::new();
     for &buf in bufs {
         if released.insert(buf) {
-            k.dfg.append_op(tail, simple(Opcode::SmemRelease, vec![buf, s], None), vec![]);
+            k.dfg.append_op(
+                tail,
+                simple(Opcode::SmemRelease, vec![buf, s], None),
+                vec![],
+            );
         }
     }
     let one_t = iconst(k, tail, 1);
     let zero_t = iconst(k, tail, 0);
     let lim = iconst(k, tail, stages as i64 - 1);
-    let at_end = op2(k, tail, Opcode::Cmp, Some(kir_ir::CmpPred::Eq), s, lim, Dtype::I1);
+    let at_end = op2(
+        k,
+        tail,
+        Opcode::Cmp,
+        Some(kir_ir::CmpPred::Eq),
+        s,
+        lim,
+        Dtype::I1,
+    );
     let sp1 = op2(k, tail, Opcode::Add, None, s, one_t, Dtype::I32);
     let next = {
-        let id = k.dfg.append_op(tail, simple(Opcode::Select, vec![at_end, zero_t, sp1], None), vec![(Type::scalar(Dtype::I32), None)]);
+        let id = k.dfg.append_op(
+            tail,
+            simple(Opcode::Select, vec![at_end, zero_t, sp1], None),
+            vec![(Type::scalar(Dtype::I32), None)],
+        );
         k.dfg.ops[id].results[0]
     };
     let tail_ops = std::mem::take(&mut k.dfg.blocks[tail].ops);

@@ -30,8 +30,8 @@
 
 use crate::kedit::{self, iconst, op2, simple, Cloner};
 use kir_ir::{
-    Attr, Block, Diagnostic, Diagnostics, Dtype, Expr, Kernel, Module, Op,
-    Opcode, Span, Type, Value, ValueDef,
+    Attr, Block, Diagnostic, Diagnostics, Dtype, Expr, Kernel, Module, Op, Opcode, Span, Type,
+    Value, ValueDef,
 };
 use std::collections::HashSet;
 
@@ -54,11 +54,38 @@ pub struct WsPlan {
 impl WsPlan {
     /// FA3's plan: one producer warpgroup at 24 registers, two consumer warpgroups at 240 that
     /// split the query blocks (grid axis 0) and ping-pong.
-    pub const FA3: WsPlan = WsPlan { name: "fa3", producer_warps: 4, producer_regs: 24, consumers: 2, consumer_warps: 4, consumer_regs: 240, split_axis: 0, pingpong: true };
+    pub const FA3: WsPlan = WsPlan {
+        name: "fa3",
+        producer_warps: 4,
+        producer_regs: 24,
+        consumers: 2,
+        consumer_warps: 4,
+        consumer_regs: 240,
+        split_axis: 0,
+        pingpong: true,
+    };
     /// Two producer warps and one consumer of six warps, one register budget (no setmaxnreg).
-    pub const P2C6: WsPlan = WsPlan { name: "2p6c", producer_warps: 2, producer_regs: 168, consumers: 1, consumer_warps: 6, consumer_regs: 168, split_axis: 0, pingpong: false };
+    pub const P2C6: WsPlan = WsPlan {
+        name: "2p6c",
+        producer_warps: 2,
+        producer_regs: 168,
+        consumers: 1,
+        consumer_warps: 6,
+        consumer_regs: 168,
+        split_axis: 0,
+        pingpong: false,
+    };
     /// A GEMM mainloop: one producer warpgroup at 40 registers, one consumer warpgroup at 232.
-    pub const GEMM: WsPlan = WsPlan { name: "gemm", producer_warps: 4, producer_regs: 40, consumers: 1, consumer_warps: 4, consumer_regs: 232, split_axis: 0, pingpong: false };
+    pub const GEMM: WsPlan = WsPlan {
+        name: "gemm",
+        producer_warps: 4,
+        producer_regs: 40,
+        consumers: 1,
+        consumer_warps: 4,
+        consumer_regs: 232,
+        split_axis: 0,
+        pingpong: false,
+    };
     /// Every named plan.
     pub const ALL: [WsPlan; 3] = [WsPlan::FA3, WsPlan::P2C6, WsPlan::GEMM];
 
@@ -110,39 +137,83 @@ fn piped(k: &Kernel, l: Op) -> Result<Option<Piped>, Diagnostic> {
     let od = &k.dfg.ops[l];
     let body = od.regions[0];
     let ops = &k.dfg.blocks[body].ops;
-    if !ops.iter().any(|&o| k.dfg.ops[o].opcode == Opcode::AsyncWait) {
+    if !ops
+        .iter()
+        .any(|&o| k.dfg.ops[o].opcode == Opcode::AsyncWait)
+    {
         return Ok(None);
     }
     let copy_if = ops.iter().copied().find(|&o| {
         let d = &k.dfg.ops[o];
-        d.opcode == Opcode::If && d.regions.first().is_some_and(|&r| k.dfg.blocks[r].ops.iter().any(|&c| k.dfg.ops[c].opcode == Opcode::AsyncCopy))
+        d.opcode == Opcode::If
+            && d.regions.first().is_some_and(|&r| {
+                k.dfg.blocks[r]
+                    .ops
+                    .iter()
+                    .any(|&c| k.dfg.ops[c].opcode == Opcode::AsyncCopy)
+            })
     });
-    let Some(prefetch) = copy_if else { return Err(bad(od.span, k, "a pipelined loop without its prefetch")) };
+    let Some(prefetch) = copy_if else {
+        return Err(bad(od.span, k, "a pipelined loop without its prefetch"));
+    };
     let then = k.dfg.ops[prefetch].regions[0];
-    let copies: Vec<Op> = k.dfg.blocks[then].ops.iter().copied().filter(|&c| k.dfg.ops[c].opcode == Opcode::AsyncCopy).collect();
+    let copies: Vec<Op> = k.dfg.blocks[then]
+        .ops
+        .iter()
+        .copied()
+        .filter(|&c| k.dfg.ops[c].opcode == Opcode::AsyncCopy)
+        .collect();
     let pf = k.dfg.ops[copies[0]].operands[1];
     let cond = k.dfg.ops[prefetch].operands[0];
     let at = match k.dfg.values[cond].def {
         ValueDef::Result(c, _) if k.dfg.ops[c].opcode == Opcode::Cmp => k.dfg.ops[c].operands[0],
-        _ => return Err(bad(od.span, k, "the prefetch is not guarded by the loop bound")),
+        _ => {
+            return Err(bad(
+                od.span,
+                k,
+                "the prefetch is not guarded by the loop bound",
+            ))
+        }
     };
-    let read = ops.iter().copied().find(|&o| k.dfg.ops[o].opcode == Opcode::SmemRead);
-    let Some(read) = read else { return Err(bad(od.span, k, "a pipelined loop that reads no stage")) };
+    let read = ops
+        .iter()
+        .copied()
+        .find(|&o| k.dfg.ops[o].opcode == Opcode::SmemRead);
+    let Some(read) = read else {
+        return Err(bad(od.span, k, "a pipelined loop that reads no stage"));
+    };
     let stage_arg = k.dfg.ops[read].operands[1];
     let slot = match k.dfg.values[stage_arg].def {
         ValueDef::Arg(b, i) if b == body && i >= 1 => i as usize - 1,
-        _ => return Err(bad(od.span, k, "the stage index is not carried by the loop")),
+        _ => {
+            return Err(bad(
+                od.span,
+                k,
+                "the stage index is not carried by the loop",
+            ))
+        }
     };
     let mut stages = 0;
     let mut bytes = 0i64;
     for &c in &copies {
         let buf = k.dfg.ops[c].operands[0];
         let t = k.dfg.ty(buf);
-        let (Some(shape), Some(dt)) = (t.shape(), t.dtype()) else { return Err(bad(od.span, k, "a stage buffer of unknown size")) };
+        let (Some(shape), Some(dt)) = (t.shape(), t.dtype()) else {
+            return Err(bad(od.span, k, "a stage buffer of unknown size"));
+        };
         stages = shape[0];
         bytes += (shape[1..].iter().product::<usize>() * dt.size_bytes()) as i64;
     }
-    Ok(Some(Piped { op: l, prefetch, at, pf, stage_arg, slot, stages, bytes }))
+    Ok(Some(Piped {
+        op: l,
+        prefetch,
+        at,
+        pf,
+        stage_arg,
+        slot,
+        stages,
+        bytes,
+    }))
 }
 
 /// Appends `s = t mod S` and the parity `(t div S) mod 2` (xor 1 when `flip`) to block `b`.
@@ -161,7 +232,12 @@ fn stage_parity(k: &mut Kernel, b: Block, t: Value, stages: usize, flip: bool) -
 
 /// The ops a set of values needs that are defined by ops of `among` (transitively), in the
 /// order of `among`; `None` if one of them is not pure or reads a result of `forbid`.
-pub(super) fn needed(k: &Kernel, roots: &[Value], among: &[Op], forbid: &HashSet<Value>) -> Option<Vec<Op>> {
+pub(super) fn needed(
+    k: &Kernel,
+    roots: &[Value],
+    among: &[Op],
+    forbid: &HashSet<Value>,
+) -> Option<Vec<Op>> {
     let set: HashSet<Op> = among.iter().copied().collect();
     let mut need = HashSet::new();
     let mut stack = roots.to_vec();
@@ -172,7 +248,15 @@ pub(super) fn needed(k: &Kernel, roots: &[Value], among: &[Op], forbid: &HashSet
         if let ValueDef::Result(d, _) = k.dfg.values[v].def {
             if set.contains(&d) && need.insert(d) {
                 let dd = &k.dfg.ops[d];
-                if !dd.regions.is_empty() || dd.opcode.has_side_effects() || dd.opcode.info().class == kir_ir::OpClass::Memory && dd.tensor.as_ref().is_some_and(|t| k.param(&t.param).is_some_and(|p| matches!(p.kind, kir_ir::ParamKind::Tensor(a, _) if a.writes()))) {
+                if !dd.regions.is_empty()
+                    || dd.opcode.has_side_effects()
+                    || dd.opcode.info().class == kir_ir::OpClass::Memory
+                        && dd.tensor.as_ref().is_some_and(|t| {
+                            k.param(&t.param).is_some_and(
+                                |p| matches!(p.kind, kir_ir::ParamKind::Tensor(a, _) if a.writes()),
+                            )
+                        })
+                {
                     return None;
                 }
                 stack.extend(dd.uses());
@@ -219,34 +303,66 @@ fn kernel(k: &mut Kernel, plan: &WsPlan) -> Result<(), Diagnostic> {
     }
     let stages = loops[0].stages;
     if loops.iter().any(|p| p.stages != stages) {
-        return Err(bad(k.span, k, "its pipelined loops have different stage counts"));
+        return Err(bad(
+            k.span,
+            k,
+            "its pipelined loops have different stage counts",
+        ));
     }
     // The first prologue op: the first op after the previous non-prologue op before loop 0.
     let is_prologue = |k: &Kernel, o: Op| {
         let d = &k.dfg.ops[o];
-        d.opcode == Opcode::AsyncCommit || d.opcode == Opcode::If && d.regions.first().is_some_and(|&r| k.dfg.blocks[r].ops.iter().any(|&c| k.dfg.ops[c].opcode == Opcode::AsyncCopy))
+        d.opcode == Opcode::AsyncCommit
+            || d.opcode == Opcode::If
+                && d.regions.first().is_some_and(|&r| {
+                    k.dfg.blocks[r]
+                        .ops
+                        .iter()
+                        .any(|&c| k.dfg.ops[c].opcode == Opcode::AsyncCopy)
+                })
     };
-    let first = body_ops.iter().position(|&o| is_prologue(k, o)).unwrap_or(0);
-    let (outside, inside): (Vec<Op>, Vec<Op>) = (body_ops[..first].to_vec(), body_ops[first..].to_vec());
+    let first = body_ops
+        .iter()
+        .position(|&o| is_prologue(k, o))
+        .unwrap_or(0);
+    let (outside, inside): (Vec<Op>, Vec<Op>) =
+        (body_ops[..first].to_vec(), body_ops[first..].to_vec());
     let yield_op = *inside.last().expect("a body ends with yield");
-    let inside: Vec<Op> = inside[..inside.len() - 1].iter().copied().filter(|&o| !is_prologue(k, o)).collect();
+    let inside: Vec<Op> = inside[..inside.len() - 1]
+        .iter()
+        .copied()
+        .filter(|&o| !is_prologue(k, o))
+        .collect();
     let c = plan.consumers as i64;
     if c > 1 {
-        return super::warp_spec_split::split_consumers(k, plan, &loops, &outside, &inside, yield_op, stages);
+        return super::warp_spec_split::split_consumers(
+            k, plan, &loops, &outside, &inside, yield_op, stages,
+        );
     }
     build(k, plan, &loops, outside, inside, yield_op, stages, None)
 }
 
 /// Builds the barriers, the two partitions and the `warp_specialize` op.
 #[allow(clippy::too_many_arguments)]
-pub(super) fn build(k: &mut Kernel, plan: &WsPlan, loops: &[Piped], outside: Vec<Op>, inside: Vec<Op>, yield_op: Op, stages: usize, split: Option<Vec<Op>>) -> Result<(), Diagnostic> {
+pub(super) fn build(
+    k: &mut Kernel,
+    plan: &WsPlan,
+    loops: &[Piped],
+    outside: Vec<Op>,
+    inside: Vec<Op>,
+    yield_op: Op,
+    stages: usize,
+    split: Option<Vec<Op>>,
+) -> Result<(), Diagnostic> {
     let c = plan.consumers as usize;
     let body = k.body;
     // Barriers.
     let bar = |k: &mut Kernel, arrivals: i64, n: usize| {
         let mut op = simple(Opcode::MbarAlloc, vec![], None);
         op.attrs = vec![("arrivals".into(), Attr::Expr(Expr::int(arrivals)))];
-        let id = k.dfg.append_op(body, op, vec![(Type::Mbar(Expr::int(n as i64)), None)]);
+        let id = k
+            .dfg
+            .append_op(body, op, vec![(Type::Mbar(Expr::int(n as i64)), None)]);
         k.dfg.ops[id].results[0]
     };
     k.dfg.blocks[body].ops = outside;
@@ -255,9 +371,18 @@ pub(super) fn build(k: &mut Kernel, plan: &WsPlan, loops: &[Piped], outside: Vec
     let order = (plan.pingpong && c > 1).then(|| bar(k, 1, c));
     let prod = k.dfg.new_block();
     let cons = k.dfg.new_block();
-    let wg = k.dfg.add_block_arg(cons, Type::scalar(Dtype::I32), Some("wg".into()), Span::default());
+    let wg = k.dfg.add_block_arg(
+        cons,
+        Type::scalar(Dtype::I32),
+        Some("wg".into()),
+        Span::default(),
+    );
     // --- producer ---
-    let loop_results: HashSet<Value> = inside.iter().filter(|&&o| k.dfg.ops[o].opcode == Opcode::For).flat_map(|&o| k.dfg.ops[o].results.clone()).collect();
+    let loop_results: HashSet<Value> = inside
+        .iter()
+        .filter(|&&o| k.dfg.ops[o].opcode == Opcode::For)
+        .flat_map(|&o| k.dfg.ops[o].results.clone())
+        .collect();
     let src = k.dfg.clone();
     // Which loops' bounds differ between consumers (decided before the consumers' tile replaces
     // program_id).
@@ -265,21 +390,45 @@ pub(super) fn build(k: &mut Kernel, plan: &WsPlan, loops: &[Piped], outside: Vec
         .iter()
         .map(|p| {
             let d = &k.dfg.ops[p.op];
-            split.as_deref().is_some_and(|pids| super::warp_spec_split::bounds_split(k, pids, &inside, &loop_results, d.operands[0], d.operands[1]))
+            split.as_deref().is_some_and(|pids| {
+                super::warp_spec_split::bounds_split(
+                    k,
+                    pids,
+                    &inside,
+                    &loop_results,
+                    d.operands[0],
+                    d.operands[1],
+                )
+            })
         })
         .collect();
     let mut cl = Cloner::new(&src);
     let mut t = iconst(k, prod, 0);
     for (p, &differs) in loops.iter().zip(&split_bounds) {
-        let (lo, hi, step) = { let d = &src.ops[p.op]; (d.operands[0], d.operands[1], d.operands[2]) };
+        let (lo, hi, step) = {
+            let d = &src.ops[p.op];
+            (d.operands[0], d.operands[1], d.operands[2])
+        };
         let then = src.ops[p.prefetch].regions[0];
         // Bounds that differ between consumers come from `union_bounds`, and the copies read
         // them from there.
         let split_here = split.as_deref().filter(|_| differs);
-        let mut roots = if split_here.is_some() { vec![step] } else { vec![lo, hi, step] };
-        roots.extend(region_inputs(k, then).into_iter().filter(|&v| v != p.at && v != p.pf && (split_here.is_none() || v != lo && v != hi)));
+        let mut roots = if split_here.is_some() {
+            vec![step]
+        } else {
+            vec![lo, hi, step]
+        };
+        roots.extend(
+            region_inputs(k, then).into_iter().filter(|&v| {
+                v != p.at && v != p.pf && (split_here.is_none() || v != lo && v != hi)
+            }),
+        );
         let Some(need) = needed(k, &roots, &inside, &loop_results) else {
-            return Err(bad(src.ops[p.op].span, k, "the copies or bounds of a loop depend on values its consumers compute"));
+            return Err(bad(
+                src.ops[p.op].span,
+                k,
+                "the copies or bounds of a loop depend on values its consumers compute",
+            ));
         };
         for o in need {
             if !cl.vmap.contains_key(&src.ops[o].results[0]) {
@@ -287,9 +436,21 @@ pub(super) fn build(k: &mut Kernel, plan: &WsPlan, loops: &[Piped], outside: Vec
             }
         }
         let (lo, hi) = match split_here {
-            None => (cl.vmap.get(&lo).copied().unwrap_or(lo), cl.vmap.get(&hi).copied().unwrap_or(hi)),
+            None => (
+                cl.vmap.get(&lo).copied().unwrap_or(lo),
+                cl.vmap.get(&hi).copied().unwrap_or(hi),
+            ),
             Some(pid_ops) => {
-                let (ul, uh) = super::warp_spec_split::union_bounds(k, prod, &src, pid_ops, &inside, &loop_results, plan, [lo, hi]);
+                let (ul, uh) = super::warp_spec_split::union_bounds(
+                    k,
+                    prod,
+                    &src,
+                    pid_ops,
+                    &inside,
+                    &loop_results,
+                    plan,
+                    [lo, hi],
+                );
                 cl.vmap.insert(lo, ul);
                 cl.vmap.insert(hi, uh);
                 (ul, uh)
@@ -298,14 +459,23 @@ pub(super) fn build(k: &mut Kernel, plan: &WsPlan, loops: &[Piped], outside: Vec
         let bounds = [lo, hi, cl.vmap.get(&step).copied().unwrap_or(step)];
         t = producer_loop(k, prod, &mut cl, p, bounds, t, full, empty, &src);
     }
-    k.dfg.append_op(prod, simple(Opcode::Yield, vec![], None), vec![]);
+    k.dfg
+        .append_op(prod, simple(Opcode::Yield, vec![], None), vec![]);
     // --- consumers ---
     k.dfg.blocks[cons].ops = inside.clone();
     if let Some(pid_ops) = &split {
         // program_id(axis) in the consumer is its own tile: pid · C + wg.
         let pos = 0;
         let real = {
-            let id = k.dfg.append_op(cons, simple(Opcode::ProgramId, vec![], Some(Attr::Expr(Expr::int(plan.split_axis as i64)))), vec![(Type::scalar(Dtype::I32), None)]);
+            let id = k.dfg.append_op(
+                cons,
+                simple(
+                    Opcode::ProgramId,
+                    vec![],
+                    Some(Attr::Expr(Expr::int(plan.split_axis as i64))),
+                ),
+                vec![(Type::scalar(Dtype::I32), None)],
+            );
             k.dfg.ops[id].results[0]
         };
         let cc = iconst(k, cons, c as i64);
@@ -324,15 +494,25 @@ pub(super) fn build(k: &mut Kernel, plan: &WsPlan, loops: &[Piped], outside: Vec
         // Consumer 0 has the first turn: phase 0 of its ordering barrier completes at once.
         let pre = k.dfg.new_block();
         let zero = iconst(k, pre, 0);
-        let is0 = op2(k, pre, Opcode::Cmp, Some(kir_ir::CmpPred::Eq), wg, zero, Dtype::I1);
+        let is0 = op2(
+            k,
+            pre,
+            Opcode::Cmp,
+            Some(kir_ir::CmpPred::Eq),
+            wg,
+            zero,
+            Dtype::I1,
+        );
         let then = k.dfg.new_block();
-        k.dfg.append_op(then, simple(Opcode::MbarArrive, vec![ord, zero], None), vec![]);
-        k.dfg.append_op(then, simple(Opcode::Yield, vec![], None), vec![]);
-        let els = k.dfg.new_block();
-        k.dfg.append_op(els, simple(Opcode::Yield, vec![], None), vec![]);
-        let mut iff = simple(Opcode::If, vec![is0], None);
-        iff.regions = vec![then, els];
-        k.dfg.append_op(pre, iff, vec![]);
+        k.dfg.append_op(
+            then,
+            simple(Opcode::MbarArrive, vec![ord, zero], None),
+            vec![],
+        );
+        k.dfg
+            .append_op(then, simple(Opcode::Yield, vec![], None), vec![]);
+        let els = kedit::yield_block(&mut k.dfg, vec![], vec![]);
+        kedit::append_if(&mut k.dfg, pre, is0, then, els, vec![]);
         let pre_ops = std::mem::take(&mut k.dfg.blocks[pre].ops);
         k.dfg.blocks[cons].ops.splice(0..0, pre_ops);
     }
@@ -344,9 +524,22 @@ pub(super) fn build(k: &mut Kernel, plan: &WsPlan, loops: &[Piped], outside: Vec
                 // Walk the union of the consumers' ranges; run the body inside this one's own.
                 let (own_lo, own_hi) = (k.dfg.ops[p.op].operands[0], k.dfg.ops[p.op].operands[1]);
                 let scratch = k.dfg.new_block();
-                let (lo, hi) = super::warp_spec_split::union_bounds(k, scratch, &src, pid_ops, &inside, &loop_results, plan, [src.ops[p.op].operands[0], src.ops[p.op].operands[1]]);
+                let (lo, hi) = super::warp_spec_split::union_bounds(
+                    k,
+                    scratch,
+                    &src,
+                    pid_ops,
+                    &inside,
+                    &loop_results,
+                    plan,
+                    [src.ops[p.op].operands[0], src.ops[p.op].operands[1]],
+                );
                 let ops = std::mem::take(&mut k.dfg.blocks[scratch].ops);
-                let pos = k.dfg.blocks[cons].ops.iter().position(|&o| o == p.op).expect("the loop is in the consumer");
+                let pos = k.dfg.blocks[cons]
+                    .ops
+                    .iter()
+                    .position(|&o| o == p.op)
+                    .expect("the loop is in the consumer");
                 k.dfg.blocks[cons].ops.splice(pos..pos, ops);
                 k.dfg.ops[p.op].operands[0] = lo;
                 k.dfg.ops[p.op].operands[1] = hi;
@@ -355,12 +548,19 @@ pub(super) fn build(k: &mut Kernel, plan: &WsPlan, loops: &[Piped], outside: Vec
         };
         t_in = Some(consumer_loop(k, p, t_in, full, empty, order, wg, c, skip));
     }
-    k.dfg.append_op(cons, simple(Opcode::Yield, vec![], None), vec![]);
+    k.dfg
+        .append_op(cons, simple(Opcode::Yield, vec![], None), vec![]);
     let mut ws = simple(Opcode::WarpSpecialize, vec![], None);
-    ws.attrs = [("producer_warps", plan.producer_warps), ("producer_regs", plan.producer_regs), ("consumers", plan.consumers), ("consumer_warps", plan.consumer_warps), ("consumer_regs", plan.consumer_regs)]
-        .into_iter()
-        .map(|(key, v)| (key.to_string(), Attr::Expr(Expr::int(v as i64))))
-        .collect();
+    ws.attrs = [
+        ("producer_warps", plan.producer_warps),
+        ("producer_regs", plan.producer_regs),
+        ("consumers", plan.consumers),
+        ("consumer_warps", plan.consumer_warps),
+        ("consumer_regs", plan.consumer_regs),
+    ]
+    .into_iter()
+    .map(|(key, v)| (key.to_string(), Attr::Expr(Expr::int(v as i64))))
+    .collect();
     ws.regions = vec![prod, cons];
     k.dfg.append_op(body, ws, vec![]);
     k.dfg.blocks[body].ops.push(yield_op);
@@ -370,12 +570,30 @@ pub(super) fn build(k: &mut Kernel, plan: &WsPlan, loops: &[Piped], outside: Vec
 
 /// The producer's loop for pipelined loop `p`; returns the iteration count after it.
 #[allow(clippy::too_many_arguments)]
-fn producer_loop(k: &mut Kernel, prod: Block, cl: &mut Cloner, p: &Piped, [lo, hi, step]: [Value; 3], t: Value, full: Value, empty: Value, src: &kir_ir::Dfg) -> Value {
+fn producer_loop(
+    k: &mut Kernel,
+    prod: Block,
+    cl: &mut Cloner,
+    p: &Piped,
+    [lo, hi, step]: [Value; 3],
+    t: Value,
+    full: Value,
+    empty: Value,
+    src: &kir_ir::Dfg,
+) -> Value {
     let lb = k.dfg.new_block();
-    let iv = k.dfg.add_block_arg(lb, Type::scalar(Dtype::I32), None, Span::default());
-    let tc = k.dfg.add_block_arg(lb, Type::scalar(Dtype::I32), None, Span::default());
+    let iv = k
+        .dfg
+        .add_block_arg(lb, Type::scalar(Dtype::I32), None, Span::default());
+    let tc = k
+        .dfg
+        .add_block_arg(lb, Type::scalar(Dtype::I32), None, Span::default());
     let (s, pe) = stage_parity(k, lb, tc, p.stages, true);
-    k.dfg.append_op(lb, simple(Opcode::MbarWait, vec![empty, s, pe], None), vec![]);
+    k.dfg.append_op(
+        lb,
+        simple(Opcode::MbarWait, vec![empty, s, pe], None),
+        vec![],
+    );
     let mut arrive = simple(Opcode::MbarArrive, vec![full, s], None);
     arrive.attrs = vec![("tx".into(), Attr::Expr(Expr::int(p.bytes)))];
     k.dfg.append_op(lb, arrive, vec![]);
@@ -389,7 +607,13 @@ fn producer_loop(k: &mut Kernel, prod: Block, cl: &mut Cloner, p: &Piped, [lo, h
                 let n = cl.op(&mut k.dfg, lb, o);
                 let attrs = &mut k.dfg.ops[n].attrs;
                 attrs.push(("bar".into(), Attr::Value(full)));
-                attrs.sort_by_key(|(key, _)| Opcode::AsyncCopy.info().keywords.iter().position(|(kk, _)| kk == key));
+                attrs.sort_by_key(|(key, _)| {
+                    Opcode::AsyncCopy
+                        .info()
+                        .keywords
+                        .iter()
+                        .position(|(kk, _)| kk == key)
+                });
             }
             _ => {
                 cl.op(&mut k.dfg, lb, o);
@@ -398,36 +622,72 @@ fn producer_loop(k: &mut Kernel, prod: Block, cl: &mut Cloner, p: &Piped, [lo, h
     }
     let one = iconst(k, lb, 1);
     let t1 = op2(k, lb, Opcode::Add, None, tc, one, Dtype::I32);
-    k.dfg.append_op(lb, simple(Opcode::Yield, vec![t1], None), vec![]);
+    k.dfg
+        .append_op(lb, simple(Opcode::Yield, vec![t1], None), vec![]);
     let mut f = simple(Opcode::For, vec![lo, hi, step, t], None);
     f.regions = vec![lb];
-    let id = k.dfg.append_op(prod, f, vec![(Type::scalar(Dtype::I32), None)]);
+    let id = k
+        .dfg
+        .append_op(prod, f, vec![(Type::scalar(Dtype::I32), None)]);
     k.dfg.ops[id].results[0]
 }
 
 /// Rewrites pipelined loop `p` for the consumers; returns its iteration count result.
 #[allow(clippy::too_many_arguments)]
-fn consumer_loop(k: &mut Kernel, p: &Piped, t_in: Option<Value>, full: Value, empty: Value, order: Option<Value>, wg: Value, c: usize, skip: Option<(Value, Value)>) -> Value {
+fn consumer_loop(
+    k: &mut Kernel,
+    p: &Piped,
+    t_in: Option<Value>,
+    full: Value,
+    empty: Value,
+    order: Option<Value>,
+    wg: Value,
+    c: usize,
+    skip: Option<(Value, Value)>,
+) -> Value {
     let l = p.op;
     let body = k.dfg.ops[l].regions[0];
     // Drop the prefetch, its commit and the group wait.
-    k.dfg.blocks[body].ops.retain(|&o| o != p.prefetch && !matches!(k.dfg.ops[o].opcode, Opcode::AsyncCommit | Opcode::AsyncWait));
+    k.dfg.blocks[body].ops.retain(|&o| {
+        o != p.prefetch && !matches!(k.dfg.ops[o].opcode, Opcode::AsyncCommit | Opcode::AsyncWait)
+    });
     // The block whose first dot takes the ping-pong turn: the body, or the guarded part of it.
     let mut turn_block = body;
     if let Some((own_lo, own_hi)) = skip {
-        turn_block = super::warp_spec_split::guard_body(k, l, p.slot, own_lo, own_hi, order.map(|o| (o, wg, c)));
+        turn_block = super::warp_spec_split::guard_body(
+            k,
+            l,
+            p.slot,
+            own_lo,
+            own_hi,
+            order.map(|o| (o, wg, c)),
+        );
     }
     // The carried stage becomes the iteration count t.
     let tc = p.stage_arg;
     let init = match t_in {
         Some(t) => t,
         None => {
-            let blk = k.dfg.blocks.iter().find(|(_, bd)| bd.ops.contains(&l)).map(|(b, _)| b).expect("loop in a block");
+            let blk = k
+                .dfg
+                .blocks
+                .iter()
+                .find(|(_, bd)| bd.ops.contains(&l))
+                .map(|(b, _)| b)
+                .expect("loop in a block");
             let zero = {
-                let id = k.dfg.append_op(blk, simple(Opcode::Const, vec![], Some(Attr::Expr(Expr::int(0)))), vec![(Type::scalar(Dtype::I32), None)]);
+                let id = k.dfg.append_op(
+                    blk,
+                    simple(Opcode::Const, vec![], Some(Attr::Expr(Expr::int(0)))),
+                    vec![(Type::scalar(Dtype::I32), None)],
+                );
                 let v = k.dfg.ops[id].results[0];
                 let last = k.dfg.blocks[blk].ops.pop().expect("just appended");
-                let pos = k.dfg.blocks[blk].ops.iter().position(|&o| o == l).expect("loop");
+                let pos = k.dfg.blocks[blk]
+                    .ops
+                    .iter()
+                    .position(|&o| o == l)
+                    .expect("loop");
                 k.dfg.blocks[blk].ops.insert(pos, last);
                 v
             };
@@ -437,7 +697,11 @@ fn consumer_loop(k: &mut Kernel, p: &Piped, t_in: Option<Value>, full: Value, em
     k.dfg.ops[l].operands[3 + p.slot] = init;
     let head = k.dfg.new_block();
     let (s, pf) = stage_parity(k, head, tc, p.stages, false);
-    k.dfg.append_op(head, simple(Opcode::MbarWait, vec![full, s, pf], None), vec![]);
+    k.dfg.append_op(
+        head,
+        simple(Opcode::MbarWait, vec![full, s, pf], None),
+        vec![],
+    );
     let head_ops = std::mem::take(&mut k.dfg.blocks[head].ops);
     k.dfg.blocks[body].ops.splice(0..0, head_ops);
     // Stage reads and releases use s; the yield carries t + 1.
@@ -453,7 +717,11 @@ fn consumer_loop(k: &mut Kernel, p: &Piped, t_in: Option<Value>, full: Value, em
     }
     let y = *k.dfg.blocks[body].ops.last().expect("yield");
     let tail = k.dfg.new_block();
-    k.dfg.append_op(tail, simple(Opcode::MbarArrive, vec![empty, s], None), vec![]);
+    k.dfg.append_op(
+        tail,
+        simple(Opcode::MbarArrive, vec![empty, s], None),
+        vec![],
+    );
     if let Some(ord) = order {
         super::warp_spec_split::pingpong(k, turn_block, ord, tc, wg, c);
     }
@@ -465,4 +733,3 @@ fn consumer_loop(k: &mut Kernel, p: &Piped, t_in: Option<Value>, full: Value, em
     k.dfg.ops[y].operands[p.slot] = t1;
     k.dfg.ops[l].results[p.slot]
 }
-

@@ -3,19 +3,38 @@
 
 use super::warp_spec::{bad, build, needed, region_inputs, Piped, WsPlan};
 use crate::kedit::{self, iconst, op2, simple, Cloner};
-use kir_ir::{Attr, Block, Diagnostic, Dtype, Expr, ExprKind, Kernel, Op, Opcode, Span, Type, Value, ValueDef};
+use kir_ir::{
+    Attr, Block, Diagnostic, Dtype, Expr, ExprKind, Kernel, Op, Opcode, Span, Type, Value, ValueDef,
+};
 use std::collections::HashSet;
 
 /// C > 1 consumers split tiles along the plan's grid axis (see the module doc).
 #[allow(clippy::too_many_arguments)]
-pub(super) fn split_consumers(k: &mut Kernel, plan: &WsPlan, loops: &[Piped], outside: &[Op], inside: &[Op], yield_op: Op, stages: usize) -> Result<(), Diagnostic> {
+pub(super) fn split_consumers(
+    k: &mut Kernel,
+    plan: &WsPlan,
+    loops: &[Piped],
+    outside: &[Op],
+    inside: &[Op],
+    yield_op: Op,
+    stages: usize,
+) -> Result<(), Diagnostic> {
     let axis = plan.split_axis as i64;
-    let pid_ops: Vec<Op> = k.dfg.ops.keys().filter(|&o| {
-        let d = &k.dfg.ops[o];
-        d.opcode == Opcode::ProgramId && matches!(&d.lead, Some(Attr::Expr(e)) if e.as_int() == Some(axis))
-    }).collect();
+    let pid_ops: Vec<Op> = k
+        .dfg
+        .ops
+        .keys()
+        .filter(|&o| {
+            let d = &k.dfg.ops[o];
+            d.opcode == Opcode::ProgramId
+                && matches!(&d.lead, Some(Attr::Expr(e)) if e.as_int() == Some(axis))
+        })
+        .collect();
     // Ops outside the partitions that depend on the split axis move into both partitions.
-    let mut dep: HashSet<Value> = pid_ops.iter().flat_map(|&o| k.dfg.ops[o].results.clone()).collect();
+    let mut dep: HashSet<Value> = pid_ops
+        .iter()
+        .flat_map(|&o| k.dfg.ops[o].results.clone())
+        .collect();
     let mut moved = vec![];
     let mut stay = vec![];
     for &o in outside {
@@ -28,8 +47,16 @@ pub(super) fn split_consumers(k: &mut Kernel, plan: &WsPlan, loops: &[Piped], ou
             stay.push(o);
         }
     }
-    if moved.iter().any(|&o| k.dfg.ops[o].opcode.has_side_effects() || !k.dfg.ops[o].regions.is_empty() && kedit::writes_memory(&k.dfg, k.dfg.ops[o].regions[0])) {
-        return Err(bad(k.span, k, "code before the loops that depends on the split axis writes memory"));
+    if moved.iter().any(|&o| {
+        k.dfg.ops[o].opcode.has_side_effects()
+            || !k.dfg.ops[o].regions.is_empty()
+                && kedit::writes_memory(&k.dfg, k.dfg.ops[o].regions[0])
+    }) {
+        return Err(bad(
+            k.span,
+            k,
+            "code before the loops that depends on the split axis writes memory",
+        ));
     }
     // The copies and the step must not depend on the split axis; the bounds may (the consumers
     // then walk the union of their ranges).
@@ -40,7 +67,11 @@ pub(super) fn split_consumers(k: &mut Kernel, plan: &WsPlan, loops: &[Piped], ou
         // union's, so it reads a superset of what each consumer's range needs.
         let (lo, hi) = (d.operands[0], d.operands[1]);
         let mut roots: Vec<Value> = vec![d.operands[2]];
-        roots.extend(region_inputs(k, then).into_iter().filter(|&v| v != p.at && v != p.pf && v != lo && v != hi));
+        roots.extend(
+            region_inputs(k, then)
+                .into_iter()
+                .filter(|&v| v != p.at && v != p.pf && v != lo && v != hi),
+        );
         if let Some(v) = depends_on(k, &roots, &dep, inside) {
             return Err(bad(d.span, k, &format!("{} depends on grid axis {axis}, which plan `{}` splits among its consumers (they share every stage, so their copies must agree)", kedit_name(k, v), plan.name)));
         }
@@ -49,8 +80,23 @@ pub(super) fn split_consumers(k: &mut Kernel, plan: &WsPlan, loops: &[Piped], ou
     inside_all.extend_from_slice(inside);
     // grid[axis] := cdiv(grid[axis], C)
     let g = k.grid[axis as usize].clone();
-    k.grid[axis as usize] = Expr { kind: ExprKind::Call(kir_ir::Func::Cdiv, vec![g, Expr::int(plan.consumers as i64)]), span: Span::default() };
-    build(k, plan, loops, stay, inside_all, yield_op, stages, Some(pid_ops))
+    k.grid[axis as usize] = Expr {
+        kind: ExprKind::Call(
+            kir_ir::Func::Cdiv,
+            vec![g, Expr::int(plan.consumers as i64)],
+        ),
+        span: Span::default(),
+    };
+    build(
+        k,
+        plan,
+        loops,
+        stay,
+        inside_all,
+        yield_op,
+        stages,
+        Some(pid_ops),
+    )
 }
 
 /// The first of `roots` whose value (transitively through `among`) depends on `dep`.
@@ -85,19 +131,31 @@ fn kedit_name(k: &Kernel, v: Value) -> String {
 /// dot of the iteration and hands it to consumer (wg + 1) mod C right after, so the matrix work
 /// of one consumer overlaps the rest of the other's iteration.
 pub(super) fn pingpong(k: &mut Kernel, body: Block, ord: Value, t: Value, wg: Value, c: usize) {
-    let Some(pos) = k.dfg.blocks[body].ops.iter().position(|&o| matches!(k.dfg.ops[o].opcode, Opcode::Dot | Opcode::DotAsync)) else {
+    let Some(pos) = k.dfg.blocks[body]
+        .ops
+        .iter()
+        .position(|&o| matches!(k.dfg.ops[o].opcode, Opcode::Dot | Opcode::DotAsync))
+    else {
         return;
     };
     let before = k.dfg.new_block();
     let two = iconst(k, before, 2);
     let par = op2(k, before, Opcode::Rem, None, t, two, Dtype::I32);
-    k.dfg.append_op(before, simple(Opcode::MbarWait, vec![ord, wg, par], None), vec![]);
+    k.dfg.append_op(
+        before,
+        simple(Opcode::MbarWait, vec![ord, wg, par], None),
+        vec![],
+    );
     let after = k.dfg.new_block();
     let one = iconst(k, after, 1);
     let cc = iconst(k, after, c as i64);
     let w1 = op2(k, after, Opcode::Add, None, wg, one, Dtype::I32);
     let next = op2(k, after, Opcode::Rem, None, w1, cc, Dtype::I32);
-    k.dfg.append_op(after, simple(Opcode::MbarArrive, vec![ord, next], None), vec![]);
+    k.dfg.append_op(
+        after,
+        simple(Opcode::MbarArrive, vec![ord, next], None),
+        vec![],
+    );
     let after_ops = std::mem::take(&mut k.dfg.blocks[after].ops);
     k.dfg.blocks[body].ops.splice(pos + 1..pos + 1, after_ops);
     let before_ops = std::mem::take(&mut k.dfg.blocks[before].ops);
@@ -105,20 +163,47 @@ pub(super) fn pingpong(k: &mut Kernel, body: Block, ord: Value, t: Value, wg: Va
 }
 
 /// Whether a loop's bounds (`[lo, hi]` in `src`) depend on the split axis (reach one of `pid_ops`).
-pub(super) fn bounds_split(k: &Kernel, pid_ops: &[Op], among: &[Op], forbid: &HashSet<Value>, lo: Value, hi: Value) -> bool {
-    needed(k, &[lo, hi], among, forbid).unwrap_or_default().iter().any(|o| pid_ops.contains(o))
+pub(super) fn bounds_split(
+    k: &Kernel,
+    pid_ops: &[Op],
+    among: &[Op],
+    forbid: &HashSet<Value>,
+    lo: Value,
+    hi: Value,
+) -> bool {
+    needed(k, &[lo, hi], among, forbid)
+        .unwrap_or_default()
+        .iter()
+        .any(|o| pid_ops.contains(o))
 }
 
 /// The union [min lo, max hi) over consumers w of a loop's bounds, appended to block `b`: each
 /// consumer's bounds are the loop's `[lo, hi]` cloned from `src` with `program_id(axis)` replaced
 /// by that consumer's tile `program_id(axis) · C + w`.
 #[allow(clippy::too_many_arguments)]
-pub(super) fn union_bounds(k: &mut Kernel, b: Block, src: &kir_ir::Dfg, pid_ops: &[Op], among: &[Op], forbid: &HashSet<Value>, plan: &WsPlan, [lo, hi]: [Value; 2]) -> (Value, Value) {
+pub(super) fn union_bounds(
+    k: &mut Kernel,
+    b: Block,
+    src: &kir_ir::Dfg,
+    pid_ops: &[Op],
+    among: &[Op],
+    forbid: &HashSet<Value>,
+    plan: &WsPlan,
+    [lo, hi]: [Value; 2],
+) -> (Value, Value) {
     let need = needed(k, &[lo, hi], among, forbid).unwrap_or_default();
     let mut ends: Vec<(Value, Value)> = vec![];
     for w in 0..plan.consumers as i64 {
         let pid = {
-            let id = k.dfg.append_op(b, simple(Opcode::ProgramId, vec![], Some(Attr::Expr(Expr::int(plan.split_axis as i64)))), vec![(Type::scalar(Dtype::I32), None)]);
+            let id = k.dfg.append_op(
+                b,
+                simple(
+                    Opcode::ProgramId,
+                    vec![],
+                    Some(Attr::Expr(Expr::int(plan.split_axis as i64))),
+                ),
+                vec![(Type::scalar(Dtype::I32), None)],
+            );
             k.dfg.ops[id].results[0]
         };
         let cc = iconst(k, b, plan.consumers as i64);
@@ -149,38 +234,84 @@ pub(super) fn union_bounds(k: &mut Kernel, b: Block, src: &kir_ir::Dfg, pid_ops:
 /// `yield` moves into `if`'s then-region, which yields the carried values (the stage slot
 /// `slot` aside); the else-region yields them unchanged and, with ping-pong, still takes and
 /// hands on the turn. Returns the then-block.
-pub(super) fn guard_body(k: &mut Kernel, l: Op, slot: usize, own_lo: Value, own_hi: Value, turn: Option<(Value, Value, usize)>) -> Block {
+pub(super) fn guard_body(
+    k: &mut Kernel,
+    l: Op,
+    slot: usize,
+    own_lo: Value,
+    own_hi: Value,
+    turn: Option<(Value, Value, usize)>,
+) -> Block {
     let body = k.dfg.ops[l].regions[0];
     let ops = std::mem::take(&mut k.dfg.blocks[body].ops);
     let (y, rest) = ops.split_last().expect("a loop body ends with yield");
-    let (releases, inner): (Vec<Op>, Vec<Op>) = rest.iter().partition(|&&o| k.dfg.ops[o].opcode == Opcode::SmemRelease);
+    let (releases, inner): (Vec<Op>, Vec<Op>) = rest
+        .iter()
+        .partition(|&&o| k.dfg.ops[o].opcode == Opcode::SmemRelease);
     let iv = k.dfg.blocks[body].args[0];
     let args: Vec<Value> = k.dfg.blocks[body].args[1..].to_vec();
     let yields = k.dfg.ops[*y].operands.clone();
     let keep: Vec<usize> = (0..yields.len()).filter(|&i| i != slot).collect();
     let then = k.dfg.new_block();
     k.dfg.blocks[then].ops = inner;
-    k.dfg.append_op(then, simple(Opcode::Yield, keep.iter().map(|&i| yields[i]).collect(), None), vec![]);
+    k.dfg.append_op(
+        then,
+        simple(
+            Opcode::Yield,
+            keep.iter().map(|&i| yields[i]).collect(),
+            None,
+        ),
+        vec![],
+    );
     let els = k.dfg.new_block();
     if let Some((ord, wg, c)) = turn {
         let two = iconst(k, els, 2);
         let t = args[slot];
         let par = op2(k, els, Opcode::Rem, None, t, two, Dtype::I32);
-        k.dfg.append_op(els, simple(Opcode::MbarWait, vec![ord, wg, par], None), vec![]);
+        k.dfg.append_op(
+            els,
+            simple(Opcode::MbarWait, vec![ord, wg, par], None),
+            vec![],
+        );
         let one = iconst(k, els, 1);
         let cc = iconst(k, els, c as i64);
         let w1 = op2(k, els, Opcode::Add, None, wg, one, Dtype::I32);
         let next = op2(k, els, Opcode::Rem, None, w1, cc, Dtype::I32);
-        k.dfg.append_op(els, simple(Opcode::MbarArrive, vec![ord, next], None), vec![]);
+        k.dfg.append_op(
+            els,
+            simple(Opcode::MbarArrive, vec![ord, next], None),
+            vec![],
+        );
     }
-    k.dfg.append_op(els, simple(Opcode::Yield, keep.iter().map(|&i| args[i]).collect(), None), vec![]);
-    let ge = op2(k, body, Opcode::Cmp, Some(kir_ir::CmpPred::Ge), iv, own_lo, Dtype::I1);
-    let lt = op2(k, body, Opcode::Cmp, Some(kir_ir::CmpPred::Lt), iv, own_hi, Dtype::I1);
+    k.dfg.append_op(
+        els,
+        simple(Opcode::Yield, keep.iter().map(|&i| args[i]).collect(), None),
+        vec![],
+    );
+    let ge = op2(
+        k,
+        body,
+        Opcode::Cmp,
+        Some(kir_ir::CmpPred::Ge),
+        iv,
+        own_lo,
+        Dtype::I1,
+    );
+    let lt = op2(
+        k,
+        body,
+        Opcode::Cmp,
+        Some(kir_ir::CmpPred::Lt),
+        iv,
+        own_hi,
+        Dtype::I1,
+    );
     let inside = op2(k, body, Opcode::And, None, ge, lt, Dtype::I1);
-    let mut iff = simple(Opcode::If, vec![inside], None);
-    iff.regions = vec![then, els];
-    let tys: Vec<(Type, Option<String>)> = keep.iter().map(|&i| (k.dfg.ty(args[i]).clone(), None)).collect();
-    let id = k.dfg.append_op(body, iff, tys);
+    let tys: Vec<(Type, Option<String>)> = keep
+        .iter()
+        .map(|&i| (k.dfg.ty(args[i]).clone(), None))
+        .collect();
+    let id = kedit::append_if(&mut k.dfg, body, inside, then, els, tys);
     let res = k.dfg.ops[id].results.clone();
     k.dfg.blocks[body].ops.extend(releases);
     let mut new_yields = yields.clone();

@@ -142,7 +142,9 @@ pub(crate) fn dims_eq(a: &[Expr], b: &[Expr]) -> Option<bool> {
 pub(crate) fn shape_eq(a: &Type, b: &Type) -> Option<bool> {
     match (a, b) {
         (Type::Scalar(_), Type::Scalar(_)) => Some(true),
-        (Type::Tile(x, _), Type::Tile(y, _)) | (Type::Smem(x, _), Type::Smem(y, _)) => dims_eq(x, y),
+        (Type::Tile(x, _), Type::Tile(y, _)) | (Type::Smem(x, _), Type::Smem(y, _)) => {
+            dims_eq(x, y)
+        }
         (Type::Mbar(x), Type::Mbar(y)) => dim_eq(x, y),
         _ => Some(false),
     }

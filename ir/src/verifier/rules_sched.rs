@@ -23,7 +23,10 @@ pub const MAX_ARRIVALS: i64 = (1 << 20) - 1;
 pub fn smem_bytes(t: &Type) -> Option<u64> {
     match t {
         Type::Smem(..) => {
-            let n = t.shape()?.iter().try_fold(1u64, |a, &d| a.checked_mul(d as u64))?;
+            let n = t
+                .shape()?
+                .iter()
+                .try_fold(1u64, |a, &d| a.checked_mul(d as u64))?;
             n.checked_mul(t.dtype()?.size_bytes() as u64)
         }
         _ => None,
@@ -102,7 +105,11 @@ pub(crate) fn check(b: &mut Body, d: &OpData) {
             let stage = opd(b, d, 0).and_then(|t| t.stage()).map(|(_, t)| t);
             if let (Some(st), Some(r)) = (stage, res(b, d, 0)) {
                 if ty_eq(&st, r) == Some(false) {
-                    err(b.errs, d.span, format!("`smem_read` gives one stage, {st}, not {r}"));
+                    err(
+                        b.errs,
+                        d.span,
+                        format!("`smem_read` gives one stage, {st}, not {r}"),
+                    );
                 }
             }
         }
@@ -124,7 +131,11 @@ fn staged<'a>(b: &mut Body<'a>, d: &OpData, i: usize, what: &str) -> Option<&'a 
         Some(Type::Smem(dims, _)) if what.contains("buffer") => dims.first(),
         Some(Type::Mbar(n)) if what.contains("mbarrier") => Some(n),
         Some(t) => {
-            err(b.errs, d.span, format!("operand {i} of `{name}` must be {what}, found {t}"));
+            err(
+                b.errs,
+                d.span,
+                format!("operand {i} of `{name}` must be {what}, found {t}"),
+            );
             None
         }
         None => None,
@@ -138,7 +149,11 @@ fn i32_scalar(b: &mut Body, d: &OpData, i: usize, what: &str) {
     if let Some(t) = opd(b, d, i) {
         if !t.is_scalar() || dtype_is(t, |x| x == Dtype::I32) == Some(false) {
             let name = d.opcode.name();
-            err(b.errs, d.span, format!("{what} of `{name}` (operand {i}) must be an i32 scalar, found {t}"));
+            err(
+                b.errs,
+                d.span,
+                format!("{what} of `{name}` (operand {i}) must be an i32 scalar, found {t}"),
+            );
         }
     }
 }
@@ -148,7 +163,11 @@ fn count_attr(b: &mut Body, d: &OpData, key: &str, lo: i64, hi: i64) {
     if let Some(Attr::Expr(e)) = d.attr(key) {
         if let Some(v) = lit_int(e).filter(|v| *v < lo || *v > hi) {
             let name = d.opcode.name();
-            err(b.errs, e.span, format!("`{key}` of `{name}` must lie in [{lo}, {hi}], found {v}"));
+            err(
+                b.errs,
+                e.span,
+                format!("`{key}` of `{name}` must lie in [{lo}, {hi}], found {v}"),
+            );
         }
     }
 }
@@ -156,17 +175,33 @@ fn count_attr(b: &mut Body, d: &OpData, key: &str, lo: i64, hi: i64) {
 fn smem_alloc(b: &mut Body, d: &OpData) {
     let Some(t) = res(b, d, 0) else { return };
     let Type::Smem(dims, _) = t else {
-        err(b.errs, d.span, format!("`smem_alloc` makes a buffer `smem<STAGES x ... x dtype>`, found {t}"));
+        err(
+            b.errs,
+            d.span,
+            format!("`smem_alloc` makes a buffer `smem<STAGES x ... x dtype>`, found {t}"),
+        );
         return;
     };
     if dims.len() < 2 {
-        err(b.errs, d.span, format!("{t} needs a stage count and at least one stage dim"));
+        err(
+            b.errs,
+            d.span,
+            format!("{t} needs a stage count and at least one stage dim"),
+        );
     }
     if dims.iter().filter_map(lit_int).any(|v| v < 1) {
-        err(b.errs, d.span, format!("every dim of {t} (the stage count first) must be at least 1"));
+        err(
+            b.errs,
+            d.span,
+            format!("every dim of {t} (the stage count first) must be at least 1"),
+        );
     }
     if dtype_is(t, |x| x == Dtype::I1) == Some(true) {
-        err(b.errs, d.span, format!("{t}: a stage buffer holds no i1 (use u8)"));
+        err(
+            b.errs,
+            d.span,
+            format!("{t}: a stage buffer holds no i1 (use u8)"),
+        );
     }
     let total = kernel_smem_bytes(b.k);
     if total > SMEM_LIMIT_BYTES {
@@ -184,10 +219,18 @@ fn mbar_alloc(b: &mut Body, d: &OpData) {
     match res(b, d, 0) {
         Some(Type::Mbar(n)) => {
             if lit_int(n).is_some_and(|v| v < 1) {
-                err(b.errs, d.span, format!("`mbar<{n}>` needs at least one barrier"));
+                err(
+                    b.errs,
+                    d.span,
+                    format!("`mbar<{n}>` needs at least one barrier"),
+                );
             }
         }
-        Some(t) => err(b.errs, d.span, format!("`mbar_alloc` makes `mbar<STAGES>`, found {t}")),
+        Some(t) => err(
+            b.errs,
+            d.span,
+            format!("`mbar_alloc` makes `mbar<STAGES>`, found {t}"),
+        ),
         None => {}
     }
     count_attr(b, d, "arrivals", 1, MAX_ARRIVALS);
@@ -199,14 +242,30 @@ fn dot_wait(b: &mut Body, d: &OpData) {
         return;
     };
     if ty_eq(x, r) == Some(false) {
-        err(b.errs, d.span, format!("`dot_wait` gives its operand's type {x}, not {r}"));
+        err(
+            b.errs,
+            d.span,
+            format!("`dot_wait` gives its operand's type {x}, not {r}"),
+        );
     }
     let from_async = match b.k.dfg.values.get(v).map(|vd| vd.def) {
-        Some(ValueDef::Result(op, _)) => b.k.dfg.ops.get(op).is_some_and(|o| o.opcode == Opcode::DotAsync),
+        Some(ValueDef::Result(op, _)) => {
+            b.k.dfg
+                .ops
+                .get(op)
+                .is_some_and(|o| o.opcode == Opcode::DotAsync)
+        }
         _ => false,
     };
     if !from_async {
-        err(b.errs, d.span, format!("`dot_wait` waits for a `dot_async` result; {} is not one", b.vname(v)));
+        err(
+            b.errs,
+            d.span,
+            format!(
+                "`dot_wait` waits for a `dot_async` result; {} is not one",
+                b.vname(v)
+            ),
+        );
     }
 }
 
@@ -217,7 +276,13 @@ fn regs_ok(v: i64) -> bool {
 
 fn warp_specialize(b: &mut Body, d: &OpData) {
     let mut vals = [0i64; 5];
-    let keys = ["producer_warps", "producer_regs", "consumers", "consumer_warps", "consumer_regs"];
+    let keys = [
+        "producer_warps",
+        "producer_regs",
+        "consumers",
+        "consumer_warps",
+        "consumer_regs",
+    ];
     let mut known = true;
     for (slot, key) in vals.iter_mut().zip(keys) {
         match d.attr(key) {
@@ -232,14 +297,30 @@ fn warp_specialize(b: &mut Body, d: &OpData) {
         }
     }
     if d.regions.len() == 2 {
-        let args = |i: usize| b.k.dfg.blocks.get(d.regions[i]).map(|bd| bd.args.clone()).unwrap_or_default();
+        let args = |i: usize| {
+            b.k.dfg
+                .blocks
+                .get(d.regions[i])
+                .map(|bd| bd.args.clone())
+                .unwrap_or_default()
+        };
         if !args(0).is_empty() {
-            err(b.errs, d.span, "the producer partition of `warp_specialize` takes no arguments");
+            err(
+                b.errs,
+                d.span,
+                "the producer partition of `warp_specialize` takes no arguments",
+            );
         }
         let ca = args(1);
-        let ok = ca.len() == 1 && b.vty(ca[0]).is_some_and(|t| t.is_scalar() && t.dtype() == Some(Dtype::I32));
+        let ok = ca.len() == 1
+            && b.vty(ca[0])
+                .is_some_and(|t| t.is_scalar() && t.dtype() == Some(Dtype::I32));
         if !ok {
-            err(b.errs, d.span, "the consumer partition of `warp_specialize` takes one i32 argument, its index");
+            err(
+                b.errs,
+                d.span,
+                "the consumer partition of `warp_specialize` takes one i32 argument, its index",
+            );
         }
     }
     if !known {
@@ -252,19 +333,32 @@ fn warp_specialize(b: &mut Body, d: &OpData) {
     }
     for (key, v) in [("producer_regs", pr), ("consumer_regs", cr)] {
         if !regs_ok(v) {
-            err(b.errs, d.span, format!("`{key}` {v} is not a register budget: a multiple of 8 in [24, 256]"));
+            err(
+                b.errs,
+                d.span,
+                format!("`{key}` {v} is not a register budget: a multiple of 8 in [24, 256]"),
+            );
         }
     }
     let warps = pw + c * cw;
     if warps * 32 > 1024 {
-        err(b.errs, d.span, format!("`warp_specialize` uses {warps} warps ({} threads), over 1024 threads per block", warps * 32));
+        err(
+            b.errs,
+            d.span,
+            format!(
+                "`warp_specialize` uses {warps} warps ({} threads), over 1024 threads per block",
+                warps * 32
+            ),
+        );
     }
     let regs = (pw * pr + c * cw * cr) * 32;
     if regs > 65_536 {
         err_note(
             b.errs,
             d.span,
-            format!("`warp_specialize` budgets {regs} registers per block, over the 65536 of one SM"),
+            format!(
+                "`warp_specialize` budgets {regs} registers per block, over the 65536 of one SM"
+            ),
             format!("{pw} producer warps × {pr} + {c} × {cw} consumer warps × {cr}, × 32 threads"),
         );
     }

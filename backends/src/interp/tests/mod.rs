@@ -324,7 +324,14 @@ pub(crate) fn go_unverified(
 ) -> Result<BTreeMap<String, HostTensor>, InterpError> {
     let args: BTreeMap<String, HostArg> =
         args.into_iter().map(|(k, v)| (k.to_string(), v)).collect();
-    run_with(m, &args, &RunOptions { parallel, ..Default::default() })
+    run_with(
+        m,
+        &args,
+        &RunOptions {
+            parallel,
+            ..Default::default()
+        },
+    )
 }
 
 /// Deterministic pseudo-random values in [-1, 1), exactly representable in f32 (and in bf16

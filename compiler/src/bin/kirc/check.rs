@@ -36,11 +36,18 @@ pub fn main(a: Args) -> Result<ExitCode, CliError> {
     let target = a.target.as_deref().map(common::target).transpose()?;
     if let Some(pass) = &a.dump_after {
         let warp_specialize = common::ws_choice(a.ws.as_deref())?;
-        let opts = pipeline::ScheduleOptions { target, stages: a.stages, warp_specialize };
-        let text = pipeline::dump_after_with(&src.text, &a.defines, pass, &opts).map_err(|e| match e {
-            DumpError::UnknownPass(_) | DumpError::NeedsTarget(_) => CliError::Plain(e.to_string()),
-            DumpError::Failed(d) => CliError::located(&src, d),
-        })?;
+        let opts = pipeline::ScheduleOptions {
+            target,
+            stages: a.stages,
+            warp_specialize,
+        };
+        let text =
+            pipeline::dump_after_with(&src.text, &a.defines, pass, &opts).map_err(|e| match e {
+                DumpError::UnknownPass(_) | DumpError::NeedsTarget(_) => {
+                    CliError::Plain(e.to_string())
+                }
+                DumpError::Failed(d) => CliError::located(&src, d),
+            })?;
         print!("{text}");
         return Ok(ExitCode::SUCCESS);
     }

@@ -128,10 +128,15 @@ pub fn ws_choice(ws: Option<&str>) -> Result<pipeline::WsChoice, CliError> {
     match ws {
         None => Ok(pipeline::WsChoice::Off),
         Some("auto") => Ok(pipeline::WsChoice::Auto),
-        Some(name) => WsPlan::from_name(name).map(pipeline::WsChoice::Plan).ok_or_else(|| {
-            let names: Vec<&str> = WsPlan::ALL.iter().map(|p| p.name).collect();
-            CliError::Plain(format!("unknown --ws plan `{name}` (auto, {})", names.join(", ")))
-        }),
+        Some(name) => WsPlan::from_name(name)
+            .map(pipeline::WsChoice::Plan)
+            .ok_or_else(|| {
+                let names: Vec<&str> = WsPlan::ALL.iter().map(|p| p.name).collect();
+                CliError::Plain(format!(
+                    "unknown --ws plan `{name}` (auto, {})",
+                    names.join(", ")
+                ))
+            }),
     }
 }
 
@@ -140,7 +145,10 @@ pub fn target(name: &str) -> Result<kir_backends::Target, CliError> {
     use kir_backends::Target;
     Target::from_name(name).ok_or_else(|| {
         let names: Vec<&str> = Target::ALL.iter().map(|t| t.name()).collect();
-        CliError::Plain(format!("unknown target `{name}` (targets: {})", names.join(", ")))
+        CliError::Plain(format!(
+            "unknown target `{name}` (targets: {})",
+            names.join(", ")
+        ))
     })
 }
 

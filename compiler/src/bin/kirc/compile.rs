@@ -70,15 +70,13 @@ pub fn main(a: Args) -> Result<ExitCode, CliError> {
                     warp_specialize: kir_compiler::pipeline::WsChoice::Off,
                 },
             )
-            .map_err(
-                |e| match e {
-                    kir_compiler::pipeline::DumpError::UnknownPass(_) => {
-                        CliError::Plain(format!("{e} (and `layout` for kirc compile)"))
-                    }
-                    kir_compiler::pipeline::DumpError::NeedsTarget(_) => CliError::Plain(e.to_string()),
-                    kir_compiler::pipeline::DumpError::Failed(d) => CliError::located(&src, d),
-                },
-            )?,
+            .map_err(|e| match e {
+                kir_compiler::pipeline::DumpError::UnknownPass(_) => {
+                    CliError::Plain(format!("{e} (and `layout` for kirc compile)"))
+                }
+                kir_compiler::pipeline::DumpError::NeedsTarget(_) => CliError::Plain(e.to_string()),
+                kir_compiler::pipeline::DumpError::Failed(d) => CliError::located(&src, d),
+            })?,
         };
         write(&a.out, &text)?;
         return Ok(ExitCode::SUCCESS);

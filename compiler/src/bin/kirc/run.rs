@@ -204,7 +204,9 @@ pub fn main(a: Args) -> Result<ExitCode, CliError> {
         Device::Cpu => {
             let m = match a.target.as_deref() {
                 None if a.ws.is_some() => {
-                    return Err(CliError::Plain("--ws needs --target (the scheduling passes schedule for a target)".into()))
+                    return Err(CliError::Plain(
+                        "--ws needs --target (the scheduling passes schedule for a target)".into(),
+                    ))
                 }
                 None => m,
                 Some(t) => {

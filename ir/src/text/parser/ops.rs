@@ -96,11 +96,17 @@ impl Parser {
             let n = match self.peek().clone() {
                 Tok::Int(v) => {
                     self.bump();
-                    Expr { kind: ExprKind::Int(v), span: sp }
+                    Expr {
+                        kind: ExprKind::Int(v),
+                        span: sp,
+                    }
                 }
                 Tok::Ident(s) => {
                     self.bump();
-                    Expr { kind: ExprKind::Ident(s), span: sp }
+                    Expr {
+                        kind: ExprKind::Ident(s),
+                        span: sp,
+                    }
                 }
                 Tok::Punct("(") => {
                     self.bump();
@@ -274,7 +280,8 @@ impl Parser {
                 self.expect_punct("(")?;
                 let (n, sp) = self.value_def()?;
                 self.expect_punct(")")?;
-                op.regions.push(self.region(ks, vec![(n, sp, Type::scalar(Dtype::I32))])?);
+                op.regions
+                    .push(self.region(ks, vec![(n, sp, Type::scalar(Dtype::I32))])?);
             }
             _ => self.generic_op(ks, &mut op, info)?,
         }
