@@ -88,34 +88,40 @@ impl Parser {
         Ok(v)
     }
 
+    /// One dim of a type (or a tile's element type, read as a name): a literal, a name or a
+    /// parenthesized expression; `what` names it in the error.
+    fn dim_item(&mut self, what: &str) -> PResult<Expr> {
+        let sp = self.span();
+        match self.peek().clone() {
+            Tok::Int(v) => {
+                self.bump();
+                Ok(Expr {
+                    kind: ExprKind::Int(v),
+                    span: sp,
+                })
+            }
+            Tok::Ident(s) => {
+                self.bump();
+                Ok(Expr {
+                    kind: ExprKind::Ident(s),
+                    span: sp,
+                })
+            }
+            Tok::Punct("(") => {
+                self.bump();
+                let e = self.expr()?;
+                self.expect_punct(")")?;
+                Ok(e)
+            }
+            _ => self.err(what),
+        }
+    }
+
     pub(super) fn ty(&mut self) -> PResult<Type> {
         if self.is_kw("mbar") {
             self.bump();
             self.expect_punct("<")?;
-            let sp = self.span();
-            let n = match self.peek().clone() {
-                Tok::Int(v) => {
-                    self.bump();
-                    Expr {
-                        kind: ExprKind::Int(v),
-                        span: sp,
-                    }
-                }
-                Tok::Ident(s) => {
-                    self.bump();
-                    Expr {
-                        kind: ExprKind::Ident(s),
-                        span: sp,
-                    }
-                }
-                Tok::Punct("(") => {
-                    self.bump();
-                    let e = self.expr()?;
-                    self.expect_punct(")")?;
-                    e
-                }
-                _ => return self.err("a barrier count"),
-            };
+            let n = self.dim_item("a barrier count")?;
             self.expect_punct(">")?;
             return Ok(Type::Mbar(n));
         }
@@ -127,30 +133,7 @@ impl Parser {
         self.expect_punct("<")?;
         let mut dims = Vec::new();
         loop {
-            let sp = self.span();
-            let item = match self.peek().clone() {
-                Tok::Int(v) => {
-                    self.bump();
-                    Expr {
-                        kind: ExprKind::Int(v),
-                        span: sp,
-                    }
-                }
-                Tok::Ident(s) => {
-                    self.bump();
-                    Expr {
-                        kind: ExprKind::Ident(s),
-                        span: sp,
-                    }
-                }
-                Tok::Punct("(") => {
-                    self.bump();
-                    let e = self.expr()?;
-                    self.expect_punct(")")?;
-                    e
-                }
-                _ => return self.err("a tile dim or element type"),
-            };
+            let item = self.dim_item("a tile dim or element type")?;
             let sep = matches!(self.peek(), Tok::X) || self.is_kw("x");
             if sep {
                 self.bump();
