@@ -222,6 +222,21 @@ def main():
                 {"a": rng.standard_normal((1, 70, 300)).astype(f32),
                  "b": rng.standard_normal((1, 260, 300)).astype(f32),
                  "bias": rng.standard_normal((260,)).astype(f32)}, {"alpha": 1.0}, ["--warps", "4"])
+    # Hopper tiles (wgmma for both attention dots on sm_90a): ragged, GQA, both causal modes,
+    # checked at every tile shape that is timed ("hop" cases).
+    for d_, bm, bn, w in [(128, 128, 128, 8), (128, 128, 64, 8), (64, 128, 128, 8), (256, 128, 64, 8),
+                          (128, 64, 64, 4)]:
+        for causal in [0, 1]:
+            qh = rng.standard_normal((1, 4, 300, d_)).astype(f32) * 2
+            kh = rng.standard_normal((1, 2, 257, d_)).astype(f32)
+            vh = rng.standard_normal((1, 2, 257, d_)).astype(f32)
+            dfs = {"DTYPE": "bf16", "HEAD_DIM": d_, "CAUSAL": causal, "BLOCK_M": bm, "BLOCK_N": bn}
+            correctness(f"attn_hop_d{d_}_bm{bm}_bn{bn}_w{w}_c{causal}", "attention_fwd", dfs,
+                        {"q": qh, "k": kh, "v": vh}, {"scale": float(f32(1 / np.sqrt(d_)))}, ["--warps", str(w)])
+            name = f"time_hop_attn_d{d_}_bm{bm}_bn{bn}_w{w}_c{causal}"
+            compile_case(a.kirc, a.out, name, "attention_fwd", dfs, a.target, ["--warps", str(w)])
+            cases.append({"name": name, "op": "attention_fwd", "dir": name, "mode": "time", "head_dim": d_,
+                          "causal": causal})
     for blk in [1024, 4096]:
         name = f"time_rmsnorm_{blk}"
         compile_case(a.kirc, a.out, name, "rmsnorm_fwd", {"DTYPE": "bf16", "BLOCK": blk}, a.target)

@@ -159,6 +159,9 @@ def check_case(root, c, kind="ptx"):
     return {"name": c["name"], "backend": kind, "ok": ok, "rel": report}
 
 
+TRITON = {}
+
+
 def time_case(root, c, peers):
     d = os.path.join(root, c["dir"])
     prog = Program(d)
@@ -182,6 +185,21 @@ def time_case(root, c, peers):
                         row[nm + "_tflops"] = flops / bench(f) / 1e9
                 except Exception as e:  # a backend may not support a head dim
                     row[nm + "_tflops"] = None
+            # The Triton peer (scripts/triton_attn.py), tuned over a few configurations once per shape.
+            key = (D, causal, S)
+            if key not in TRITON:
+                try:
+                    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+                    import triton_attn
+                    got = triton_attn.best(q, k, v, bool(causal), 1 / math.sqrt(D), bench)
+                    TRITON[key] = None if got is None else {"tflops": flops / got[2] / 1e9, "cfg": list(got[1]),
+                                                            "first_call_s": got[3], "rel": got[4]}
+                except Exception as e:
+                    print(f"note: no Triton peer: {type(e).__name__}: {e}", flush=True)
+                    TRITON[key] = None
+            if TRITON[key]:
+                row["triton_tflops"] = TRITON[key]["tflops"]
+                row["triton_cfg"] = TRITON[key]["cfg"]
             # correctness at the timed shape (first batch/head block) vs SDPA math in f32
             ref = torch.nn.functional.scaled_dot_product_attention(q[:1, :2].float(), k[:1, :2].float(), v[:1, :2].float(),
                                                                    is_causal=bool(causal))

@@ -132,7 +132,14 @@ pub fn lower_dot(c: &mut Ctx, op: &OpData) -> Result<(), PtxError> {
     let wgmma = super::wgmma::wgmma_dot(c.k, op, c.blk, c.target)
         .filter(|_| use_mma && l == Layout::RowMma);
     let out = if let Some(w) = wgmma {
-        super::wgmma::lower(c, w, &av, &bs, &acc_regs, &shape, kdim, ab_dtype, sp)?
+        // A register operand packs straight from the f32 source of its cast, as mma.sync does.
+        let a_src = match w.a {
+            None => cast_source(c, a).unwrap_or(av),
+            Some(_) => av,
+        };
+        super::wgmma::lower(
+            c, w, &a_src, &bs, acc, &acc_regs, &shape, kdim, ab_dtype, sp,
+        )?
     } else if use_mma {
         // The register A operand (P·V) needs the output's row split to match the operand's.
         let a_in_regs = l == Layout::RowMma

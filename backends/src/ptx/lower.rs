@@ -52,7 +52,7 @@ pub fn block(c: &mut Ctx, b: Block) -> Result<Vec<Value>, PtxError> {
 use super::arith::scalar_op;
 use super::control::{lower_for, lower_if};
 use super::lazy::lazy_ok;
-pub use super::lazy::{coord_value, is_lazy_tile, lazy_uniform_along, materialize, slot_value};
+pub use super::lazy::{coord_value, lazy_uniform_along, materialize, slot_value};
 
 pub(super) fn place(c: &Ctx, v: Value) -> Place {
     c.places.get(&v).copied().unwrap_or(Place::Scalar)

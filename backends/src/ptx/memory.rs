@@ -460,8 +460,11 @@ pub fn copy_tile(
         c.b.ins(format!("bra.uni {done}"));
         c.b.place(&slow);
     }
+    // A lazy mask is evaluated at any element's coordinates, whatever layout its class has.
     let lazy_mask = match op.attr("mask") {
-        Some(Attr::Value(m)) if super::lower::is_lazy_tile(c, *m, Layout::Blocked, shape) => {
+        Some(Attr::Value(m))
+            if c.lazy.contains_key(m) && c.k.dfg.ty(*m).shape().as_deref() == Some(shape) =>
+        {
             Some(*m)
         }
         _ => None,

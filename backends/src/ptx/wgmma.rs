@@ -40,14 +40,17 @@ fn def_op(k: &Kernel, v: Value) -> Option<&OpData> {
     }
 }
 
-/// A dot that lowers to wgmma: the `load` or `smem_read` results whose tiles use the core
-/// layout, and whether B is N-major (a tile of [K, N] used directly, wgmma's transposed B)
-/// rather than K-major (`transpose` of a tile of [N, K]).
+/// A dot that lowers to wgmma: where A comes from (a `load` or `smem_read` whose tile uses the
+/// core layout — the SS form — or, when `a` is `None`, registers: the RS form), the B tile, whether
+/// B is N-major (a tile of [K, N] used directly, wgmma's transposed B) rather than K-major
+/// (`transpose` of a tile of [N, K]), and whether the accumulator is a constant zero (the first
+/// wgmma then ignores it: scale-d = false, no register copies).
 #[derive(Clone, Copy, Debug)]
 pub struct WgmmaDot {
-    pub a: Value,
+    pub a: Option<Value>,
     pub b: Value,
     pub b_n_major: bool,
+    pub zero_init: bool,
 }
 
 /// The row-covering cp.async copy of a [rows, cols] tile keeps each thread's rows within one
@@ -81,7 +84,23 @@ pub fn wgmma_dot(k: &Kernel, op: &OpData, b: Block, target: Target) -> Option<Wg
         && kd % 64 == 0
         && m % 8 == 0
         && tr.dtype() == Some(Dtype::F32);
-    let a_load = def_op(k, a).filter(|o| tile_source(k, o))?;
+    // A: a core-layout tile (SS), or a register tile converted from f32 in this kernel (RS: the
+    // FlashAttention P·V form, P packed from the accumulator layout).
+    let a_def = def_op(k, a)?;
+    let a_smem = if tile_source(k, a_def) {
+        if !(unmasked(k, a_def) && copy_ok(kd, 32 * b.warps as usize)) {
+            return None;
+        }
+        Some(a)
+    } else if a_def.opcode == Opcode::Cast
+        && a_def.operands.first().is_some_and(|&s| {
+            k.dfg.ty(s).dtype() == Some(Dtype::F32) && k.dfg.ty(s).shape() == ta.shape()
+        })
+    {
+        None
+    } else {
+        return None;
+    };
     // B: the transpose of a K-major [N, K] load, or an N-major [K, N] load used directly.
     let b_def = def_op(k, bv)?;
     let (b_src, b_n_major) = match b_def.opcode {
@@ -91,28 +110,27 @@ pub fn wgmma_dot(k: &Kernel, op: &OpData, b: Block, target: Target) -> Option<Wg
     };
     let b_load = def_op(k, b_src).filter(|o| tile_source(k, o))?;
     let only_here = |v: Value| super::lower::use_count(k, v) == 1;
-    // Accumulation over K in a loop (the accumulator is loop-carried), as GEMM does; a dot that
-    // starts from a constant each time (attention's scores) keeps mma.sync.
-    let acc_carried = op
+    let zero_init = op
         .operands
         .get(2)
-        .and_then(|&acc| k.dfg.values.get(acc))
-        .is_some_and(|d| matches!(d.def, ValueDef::Arg(..)));
+        .and_then(|&acc| def_op(k, acc))
+        .is_some_and(|o| {
+            o.opcode == Opcode::Const && super::lower::lit(o.lead.as_ref()) == Some(0.0)
+        });
     let threads = 32 * b.warps as usize;
-    let copies_ok = copy_ok(kd, threads) && copy_ok(if b_n_major { n } else { kd }, threads);
+    let copies_ok = copy_ok(if b_n_major { n } else { kd }, threads);
     let ok = lowp
         && shapes_ok
-        && acc_carried
         && copies_ok
-        && unmasked(k, a_load)
         && only_here(a)
         && only_here(bv)
         && only_here(b_src)
         && b_load.results.len() == 1;
     ok.then_some(WgmmaDot {
-        a,
+        a: a_smem,
         b: b_src,
         b_n_major,
+        zero_init,
     })
 }
 
@@ -154,7 +172,7 @@ pub fn core_tiles(k: &Kernel, b: Block, target: Target) -> HashSet<Value> {
         .ops
         .values()
         .filter_map(|o| wgmma_dot(k, o, b, target))
-        .flat_map(|w| [w.a, w.b])
+        .flat_map(|w| w.a.into_iter().chain([w.b]))
         .collect();
     let bufs: Vec<Value> = out
         .iter()
@@ -210,62 +228,172 @@ fn descriptor(c: &mut Ctx, addr: Reg, extra: u32, lbo: u32) -> Reg {
     d
 }
 
-/// Lowers the wgmma dot `acc + a·b` (a: core [M, K] at `a`, b: the transpose of a core [N, K]
-/// tile); returns the result registers (the `RowMma` slots of [M, N]).
+/// True when a wgmma may accumulate into the registers of its accumulator operand `v`: the dot
+/// is its only reader, and `v` owns distinct registers — a loop-carried block argument (each
+/// owns its registers) or the result of a `mul` (fresh registers, or the in-place rescale of a
+/// block argument that has no other reader, see `rescale.rs`).
+fn acc_in_place(c: &Ctx, v: Value, regs: &[Reg]) -> bool {
+    let owner = match c.k.dfg.values.get(v).map(|d| d.def) {
+        Some(ValueDef::Arg(..)) => true,
+        Some(ValueDef::Result(o, _)) => c.k.dfg.ops[o].opcode == Opcode::Mul,
+        None => false,
+    };
+    let distinct = regs.iter().collect::<HashSet<_>>().len() == regs.len();
+    owner && distinct && super::lower::use_count(c.k, v) == 1
+}
+
+/// Stores a register tile (any layout) into a fresh core-layout [rows, cols] region, for a
+/// wgmma A operand that is not in the accumulator layout: barrier (earlier readers of the region
+/// are done), the stores, the async-proxy fence, barrier. Returns the region's offset.
+fn regs_to_core(c: &mut Ctx, a: &Val, sp: Span) -> Result<u32, PtxError> {
+    let Val::Tile {
+        layout,
+        shape,
+        dtype,
+        regs,
+    } = a
+    else {
+        return Err(PtxError::at(
+            sp,
+            "internal: a wgmma register operand must be a tile",
+        ));
+    };
+    let (rows, eb) = (shape[0], 2);
+    let off = c.alloc_shared_aligned(core_tile_bytes(shape, eb), CORE_ALIGN);
+    let t = if *dtype == Dtype::F16 { "f16" } else { "bf16" };
+    let coords = c.coords(*layout, shape);
+    c.b.ins("bar.sync 0");
+    for (sc, &r) in coords.iter().zip(regs) {
+        let addr = core_addr(c, off, sc.idx[0], sc.idx[1], rows, eb);
+        let h = c.b.reg(RegClass::B16);
+        c.b.ins(format!("cvt.rn.{t}.f32 {h}, {r}"));
+        c.b.ins_if_opt(sc.valid, format!("st.shared.b16 [{addr}], {h}"));
+    }
+    c.b.ins("fence.proxy.async.shared::cta");
+    c.b.ins("bar.sync 0");
+    Ok(off)
+}
+
+/// This warp's A fragments of a register [M, K] tile in the accumulator layout with one 16-row
+/// fragment per warp: per 16-deep K slice, the four b32 registers of wgmma's register-A
+/// fragment (the mma.m16n8k16 A pattern per warp: rows g and g + 8, columns 2q.. of the slice's
+/// two 8-column halves), packed from adjacent accumulator column blocks.
+fn a_fragments(c: &mut Ctx, regs: &[Reg], kdim: usize, t: &str) -> Vec<Vec<Reg>> {
+    (0..kdim / 16)
+        .map(|kf| {
+            let mut f = Vec::with_capacity(4);
+            for (nf, h) in [(2 * kf, 0), (2 * kf, 1), (2 * kf + 1, 0), (2 * kf + 1, 1)] {
+                let r = c.b.reg(RegClass::B32);
+                let (lo, hi) = (regs[nf * 4 + h * 2], regs[nf * 4 + h * 2 + 1]);
+                c.b.ins(format!("cvt.rn.{t}x2.f32 {r}, {hi}, {lo}"));
+                f.push(r);
+            }
+            f
+        })
+        .collect()
+}
+
+/// Lowers the wgmma dot `acc + a·b` (a: a core [M, K] tile or a register tile, b: a core tile,
+/// see [`WgmmaDot`]); returns the result registers (the `RowMma` slots of [M, N]).
 #[allow(clippy::too_many_arguments)]
 pub fn lower(
     c: &mut Ctx,
     w: WgmmaDot,
     a: &Val,
     b: &Val,
+    acc_value: Value,
     acc: &[Reg],
     shape: &[usize],
     kdim: usize,
     d: Dtype,
     sp: Span,
 ) -> Result<Vec<Reg>, PtxError> {
-    let (Val::Shared { off: oa, .. }, Val::Shared { off: ob, .. }) = (a, b) else {
+    let Val::Shared { off: ob, .. } = b else {
         return Err(PtxError::at(
             sp,
-            "internal: wgmma operands must be in shared memory",
+            "internal: the wgmma B operand must be in shared memory",
         ));
     };
     c.b.require((8, 0));
-    let n = shape[1];
+    let (m, n) = (shape[0], shape[1]);
     let t = if d == Dtype::F16 { "f16" } else { "bf16" };
-    let m = shape[0];
-    // This warpgroup's 64 rows of A start 64·128 bytes further per warpgroup.
-    let (wg, base_a, base_b) = (
-        c.b.reg(RegClass::B32),
-        c.b.reg(RegClass::B32),
-        c.b.reg(RegClass::B32),
-    );
-    c.b.ins(format!("shr.u32 {wg}, {}, 2", c.warp));
+    // A: register fragments (RS) when the tile is in the accumulator layout with one 16-row
+    // fragment per warp, else a core-layout tile (SS), stored there first if it is in registers.
+    let frags = match (w.a, a) {
+        (
+            None,
+            Val::Tile {
+                layout: super::layout::Layout::RowMma,
+                shape: sa,
+                regs,
+                ..
+            },
+        ) if sa.len() == 2 && sa[0] == m && m == 16 * c.blk.warps as usize => {
+            Some(a_fragments(c, regs, kdim, t))
+        }
+        _ => None,
+    };
+    let oa = match (frags.is_some(), w.a, a) {
+        (true, ..) => None,
+        (false, Some(_), Val::Shared { off, .. }) => Some(*off),
+        (false, None, Val::Tile { .. }) => Some(regs_to_core(c, a, sp)?),
+        _ => {
+            return Err(PtxError::at(
+                sp,
+                "internal: a wgmma A operand must be a core-layout tile or registers",
+            ))
+        }
+    };
     let zero = c.b.imm32(0);
-    let pa = c.shared_at(*oa, zero);
-    c.b.ins(format!("mad.lo.s32 {base_a}, {wg}, {}, {pa}", 64 * 128));
+    let base_a = match oa {
+        Some(oa) => {
+            // This warpgroup's 64 rows of A start 64·128 bytes further per warpgroup.
+            let (wg, base) = (c.b.reg(RegClass::B32), c.b.reg(RegClass::B32));
+            c.b.ins(format!("shr.u32 {wg}, {}, 2", c.warp));
+            let pa = c.shared_at(oa, zero);
+            c.b.ins(format!("mad.lo.s32 {base}, {wg}, {}, {pa}", 64 * 128));
+            Some(base)
+        }
+        None => None,
+    };
+    let base_b = c.b.reg(RegClass::B32);
     let pb = c.shared_at(*ob, zero);
     c.b.ins(format!("mov.b32 {base_b}, {pb}"));
-    let cur: Vec<Reg> = acc
-        .iter()
-        .map(|&r| {
-            let x = c.b.reg(RegClass::F32);
-            c.b.ins(format!("mov.f32 {x}, {r}"));
-            x
-        })
-        .collect();
+    // The accumulator: fresh registers the first wgmma overwrites (scale-d false) for a zero
+    // start, set to 0.0; `acc`'s own registers when the dot is its last reader and it owns them (see
+    // [`acc_in_place`]), so the wgmma accumulates where the value already is; else a copy.
+    let in_place = !w.zero_init && acc_in_place(c, acc_value, acc);
+    let cur: Vec<Reg> = if in_place {
+        acc.to_vec()
+    } else {
+        acc.iter()
+            .map(|&r| {
+                // Zero starts are still defined (0.0): an undefined register that a wgmma names
+                // is live from the kernel's entry for ptxas, which then holds it across loops.
+                let x = c.b.reg(RegClass::F32);
+                if w.zero_init {
+                    c.b.ins(format!("mov.f32 {x}, 0f00000000"));
+                } else {
+                    c.b.ins(format!("mov.f32 {x}, {r}"));
+                }
+                x
+            })
+            .collect()
+    };
     let list = cur
         .iter()
         .map(|r| r.to_string())
         .collect::<Vec<_>>()
         .join(", ");
-    let p = c.b.reg(RegClass::Pred);
-    c.b.ins(format!("setp.eq.u32 {p}, 0, 0"));
+    let (p_acc, p_first) = (c.b.reg(RegClass::Pred), c.b.reg(RegClass::Pred));
+    c.b.ins(format!("setp.eq.u32 {p_acc}, 0, 0"));
+    if w.zero_init {
+        c.b.ins(format!("setp.ne.u32 {p_first}, 0, 0"));
+    }
     c.b.ins("wgmma.fence.sync.aligned");
     for kf in 0..kdim / 16 {
         // K slice kf: 64-column block kf/4 (rows·128 bytes each), 32 bytes per slice inside it.
         let (blk, inner) = ((kf / 4) as u32, (kf % 4) as u32 * 32);
-        let da = descriptor(c, base_a, blk * (m * 128) as u32 + inner, 1 << 4);
         // N-major B ([K, N] tile, N in 64-column blocks of kdim rows): slice kf is 16 rows
         // (2048 bytes) further, and the next 64 columns kdim·128 bytes further (LBO).
         let (db, trans_b) = if w.b_n_major {
@@ -277,9 +405,26 @@ pub fn lower(
                 0,
             )
         };
-        c.b.ins(format!(
-            "wgmma.mma_async.sync.aligned.m64n{n}k16.f32.{t}.{t} {{{list}}}, {da}, {db}, {p}, 1, 1, 0, {trans_b}"
-        ));
+        let p = if w.zero_init && kf == 0 {
+            p_first
+        } else {
+            p_acc
+        };
+        match (&frags, base_a) {
+            (Some(f), _) => {
+                let (a0, a1, a2, a3) = (f[kf][0], f[kf][1], f[kf][2], f[kf][3]);
+                c.b.ins(format!(
+                    "wgmma.mma_async.sync.aligned.m64n{n}k16.f32.{t}.{t} {{{list}}}, {{{a0}, {a1}, {a2}, {a3}}}, {db}, {p}, 1, 1, {trans_b}"
+                ));
+            }
+            (None, Some(base_a)) => {
+                let da = descriptor(c, base_a, blk * (m * 128) as u32 + inner, 1 << 4);
+                c.b.ins(format!(
+                    "wgmma.mma_async.sync.aligned.m64n{n}k16.f32.{t}.{t} {{{list}}}, {da}, {db}, {p}, 1, 1, 0, {trans_b}"
+                ));
+            }
+            (None, None) => return Err(PtxError::at(sp, "internal: a wgmma without an A operand")),
+        }
     }
     c.b.ins("wgmma.commit_group.sync.aligned");
     c.b.ins("wgmma.wait_group.sync.aligned 0");
