@@ -123,6 +123,7 @@ pub fn compile_stage(
     stage: Stage,
     opts: &PtxOptions,
 ) -> Result<Compiled, CompileError> {
+    let (defines, opts, stages_hint) = &with_target_config(src, defines, target, emit, opts);
     let f = pipeline::run_observed(src, defines, &mut |_, _| {}).map_err(CompileError::Source)?;
     let generic = f.generic;
     let spec = match stage {
@@ -142,7 +143,7 @@ pub fn compile_stage(
         }),
         Emit::Ptx => {
             let suffix = format!("{suffix}{}", opts.suffix());
-            let (scheduled, out) = lower_ptx(&spec, target, &suffix, opts)?;
+            let (scheduled, out) = lower_ptx(&spec, target, &suffix, opts, *stages_hint)?;
             let meta = kir_backends::meta::module_meta(
                 &scheduled,
                 target,
@@ -160,9 +161,52 @@ pub fn compile_stage(
     }
 }
 
+/// The defines and PTX options of a compilation after the per-target default configuration
+/// ([`crate::configs`]) of a built-in op: PTX and IR emission for `target` take the row's tile
+/// constants and warps when the user chose none of them; CUDA C keeps the op's own defaults.
+/// Sources that do not parse or specialize come back unchanged (the pipeline reports them).
+/// The third value is the row's preferred ring depth (not an explicit `--stages`: a ring that does
+/// not fit gets fewer stages).
+fn with_target_config(
+    src: &str,
+    defines: &pipeline::Defines,
+    target: Target,
+    emit: Emit,
+    opts: &PtxOptions,
+) -> (Vec<(String, String)>, PtxOptions, Option<usize>) {
+    let unchanged = (defines.to_vec(), *opts, None);
+    if emit == Emit::Cuda {
+        return unchanged;
+    }
+    let Ok(generic) = kir_ir::text::parse(src) else {
+        return unchanged;
+    };
+    if crate::oplib::builtin(&generic.name) != Some(src) {
+        return unchanged;
+    }
+    let Ok(values) = const_values(&generic, defines) else {
+        return unchanged;
+    };
+    let cfg = crate::configs::target_config(
+        &generic.name,
+        target,
+        &values,
+        defines,
+        opts.warps.is_some() || opts.stages.is_some(),
+    );
+    let mut out = defines.to_vec();
+    out.extend(cfg.defines);
+    let opts = PtxOptions {
+        warps: opts.warps.or(cfg.warps),
+        ..*opts
+    };
+    (out, opts, cfg.stages)
+}
+
 /// PTX: the scheduling passes for `target` ([`pipeline::schedule_observed`]: `pipelining` with
 /// a ring of `opts.stages` stages, none for 1), then the backend, which lowers the rings to
-/// cp.async. The default depth is the backend's [`PIPELINE_STAGES`] (2), not the pass's own
+/// cp.async. The default depth is `stages_hint` (a per-target configuration's ring, see
+/// [`crate::configs`]) or else the backend's [`PIPELINE_STAGES`] (2), not the pass's own
 /// choice (the deepest of 2..=3 that fits), so the generated code does not change silently; a
 /// default ring that does not fit the target's shared memory — in the pass's count, or in the
 /// kernel's with the backend's padded rows and other shared tiles — gets one stage less, down
@@ -173,10 +217,11 @@ fn lower_ptx(
     target: Target,
     suffix: &str,
     opts: &PtxOptions,
+    stages_hint: Option<usize>,
 ) -> Result<(Module, kir_backends::ptx::PtxModule), CompileError> {
     opts.validate().map_err(CompileError::Plain)?;
     let explicit = opts.stages.is_some();
-    let mut stages = opts.stages.unwrap_or(PIPELINE_STAGES);
+    let mut stages = opts.stages.or(stages_hint).unwrap_or(PIPELINE_STAGES);
     loop {
         let scheduled = if stages >= 2 {
             let sched = pipeline::ScheduleOptions {

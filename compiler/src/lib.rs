@@ -5,6 +5,7 @@
 //! [`oplib`]), verify it, specialize it with `-D NAME=VALUE` overrides and verify the result.
 
 pub mod compile;
+pub mod configs;
 pub mod egraph;
 pub mod kedit;
 pub mod npy;

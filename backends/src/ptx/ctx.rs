@@ -64,6 +64,8 @@ pub struct Ctx<'a> {
     pub lazy: HashMap<Value, kir_ir::Op>,
     /// Loads whose tiles use the core-matrix layout of wgmma operands (see `wgmma.rs`).
     pub core: std::collections::HashSet<Value>,
+    /// The ping-pong turns of wgmma dots, by result (see `pingpong.rs`).
+    pub pingpong: HashMap<Value, super::pingpong::Turn>,
     /// Stage buffers (`smem_alloc` results) and where their stages live (see `sched.rs`).
     pub smem_bufs: HashMap<Value, super::sched::StageBuf>,
     /// i32/i1 scalars whose values are known while lowering: integer constants, the stage

@@ -137,8 +137,9 @@ pub fn lower_dot(c: &mut Ctx, op: &OpData) -> Result<(), PtxError> {
             None => cast_source(c, a).unwrap_or(av),
             Some(_) => av,
         };
+        let turn = c.pingpong.get(&v).copied();
         super::wgmma::lower(
-            c, w, &a_src, &bs, acc, &acc_regs, &shape, kdim, ab_dtype, sp,
+            c, w, turn, &a_src, &bs, acc, &acc_regs, &shape, kdim, ab_dtype, sp,
         )?
     } else if use_mma {
         // The register A operand (P·V) needs the output's row split to match the operand's.

@@ -114,6 +114,7 @@ pub fn lower_kernel(
     let mut b = Builder::default();
     let places = layout::assign_for(k, blk, Some(target));
     let core = super::wgmma::core_tiles(k, blk, target);
+    let pingpong = super::pingpong::plan(k, blk, target);
     // The scratch region used by layout conversions and reductions: the largest tile, 32 or
     // 64 bits per element, at offset 0; other shared tiles are allocated after it.
     let scratch_bytes = k
@@ -149,6 +150,7 @@ pub fn lower_kernel(
         vals: HashMap::new(),
         lazy: HashMap::new(),
         core,
+        pingpong,
         smem_bufs: HashMap::new(),
         statics: HashMap::new(),
         release_pending: false,

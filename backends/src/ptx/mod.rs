@@ -20,6 +20,7 @@ pub mod layout;
 mod lazy;
 mod lower;
 mod memory;
+mod pingpong;
 mod reduce;
 mod rescale;
 mod sched;

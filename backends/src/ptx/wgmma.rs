@@ -299,6 +299,7 @@ fn a_fragments(c: &mut Ctx, regs: &[Reg], kdim: usize, t: &str) -> Vec<Vec<Reg>>
 pub fn lower(
     c: &mut Ctx,
     w: WgmmaDot,
+    turn: Option<super::pingpong::Turn>,
     a: &Val,
     b: &Val,
     acc_value: Value,
@@ -390,6 +391,9 @@ pub fn lower(
     if w.zero_init {
         c.b.ins(format!("setp.ne.u32 {p_first}, 0, 0"));
     }
+    if let Some(t) = turn {
+        super::pingpong::before_issue(c, t);
+    }
     c.b.ins("wgmma.fence.sync.aligned");
     for kf in 0..kdim / 16 {
         // K slice kf: 64-column block kf/4 (rows·128 bytes each), 32 bytes per slice inside it.
@@ -427,6 +431,9 @@ pub fn lower(
         }
     }
     c.b.ins("wgmma.commit_group.sync.aligned");
+    if let Some(t) = turn {
+        super::pingpong::after_issue(c, t);
+    }
     c.b.ins("wgmma.wait_group.sync.aligned 0");
     Ok(cur)
 }

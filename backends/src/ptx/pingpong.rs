@@ -1,0 +1,108 @@
+//! Inter-warpgroup ping-pong for loops of wgmma dots (FlashAttention-3's schedule, without warp
+//! specialization): in a block of two warpgroups whose loop body issues k ≥ 2 wgmma dots, the
+//! warpgroups take turns on the tensor cores. Per iteration the issue order is
+//! D0(wg0), D0(wg1), D1(wg0), D1(wg1), …, so while one warpgroup runs its softmax (the work
+//! between two dots) the other one's dot occupies the tensor cores.
+//!
+//! The order comes from named barriers (ids 1 ..= 2k − 1; id 0 is the block-wide `bar.sync 0`):
+//! - X_i (id 1 + i): warpgroup 0 arrives after issuing D_i; warpgroup 1 waits on it before
+//!   issuing D_i.
+//! - Y_i (id 1 + k + i, i < k − 1): warpgroup 1 arrives after issuing D_i; warpgroup 0 waits on
+//!   it before issuing D_{i+1}.
+//!
+//! Each barrier counts 256 threads per phase (one warpgroup arriving, the other waiting), once per
+//! iteration; the wrap-around (D0 of the next iteration after D_{k−1}) is ordered by the loop's
+//! own block-wide barrier. Both warpgroups run the same trip count (loop bounds are uniform in a
+//! block) and the dots sit directly in the loop body (no branch around them), so every phase
+//! gets its 256 arrivals: the barriers order issue, they cannot deadlock. Results do not depend
+//! on the order (each warpgroup computes its own rows).
+
+use super::builder::{Reg, RegClass};
+use super::ctx::Ctx;
+use super::layout::Block;
+use crate::target::Target;
+use kir_ir::{Kernel, Opcode, Value};
+use std::collections::HashMap;
+
+/// A dot's place in its loop's ping-pong: its index among the loop body's wgmma dots and their
+/// count.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Turn {
+    pub index: usize,
+    pub count: usize,
+}
+
+/// The ping-pong turns of the wgmma dots of `k` (by result value): for a block of exactly two
+/// warpgroups, every `for` body that issues 2 to 7 wgmma dots directly (and none nested deeper)
+/// gets one turn per dot, in program order. Empty otherwise.
+pub fn plan(k: &Kernel, b: Block, target: Target) -> HashMap<Value, Turn> {
+    let mut out = HashMap::new();
+    if b.warps != 8 || target != Target::Sm90a {
+        return out;
+    }
+    let is_wgmma = |o: &kir_ir::OpData| super::wgmma::wgmma_dot(k, o, b, target).is_some();
+    for op in k.dfg.ops.values().filter(|o| o.opcode == Opcode::For) {
+        let Some(&body) = op.regions.first() else {
+            continue;
+        };
+        let direct: Vec<Value> = k.dfg.blocks[body]
+            .ops
+            .iter()
+            .map(|&o| &k.dfg.ops[o])
+            .filter(|o| is_wgmma(o))
+            .filter_map(|o| o.results.first().copied())
+            .collect();
+        let nested = k.dfg.blocks[body]
+            .ops
+            .iter()
+            .any(|&o| !k.dfg.ops[o].regions.is_empty() && region_has_wgmma(k, o, &is_wgmma));
+        if (2..=7).contains(&direct.len()) && !nested {
+            for (index, &v) in direct.iter().enumerate() {
+                out.insert(
+                    v,
+                    Turn {
+                        index,
+                        count: direct.len(),
+                    },
+                );
+            }
+        }
+    }
+    out
+}
+
+/// True if any op inside the regions of `o` (at any depth) is a wgmma dot.
+fn region_has_wgmma(k: &Kernel, o: kir_ir::Op, is_wgmma: &dyn Fn(&kir_ir::OpData) -> bool) -> bool {
+    k.dfg.ops[o].regions.iter().any(|&r| {
+        k.dfg.blocks[r]
+            .ops
+            .iter()
+            .any(|&x| is_wgmma(&k.dfg.ops[x]) || region_has_wgmma(k, x, is_wgmma))
+    })
+}
+
+/// This thread's warpgroup is warpgroup 0 (a predicate).
+fn first_group(c: &mut Ctx) -> Reg {
+    let (wg, p) = (c.b.reg(RegClass::B32), c.b.reg(RegClass::Pred));
+    c.b.ins(format!("shr.u32 {wg}, {}, 2", c.warp));
+    c.b.ins(format!("setp.eq.u32 {p}, {wg}, 0"));
+    p
+}
+
+/// Waits for this warpgroup's turn before issuing the dot of turn `t`.
+pub fn before_issue(c: &mut Ctx, t: Turn) {
+    let p = first_group(c);
+    if t.index > 0 {
+        c.b.ins(format!("@{p} bar.sync {}, 256", 1 + t.count + t.index - 1));
+    }
+    c.b.ins(format!("@!{p} bar.sync {}, 256", 1 + t.index));
+}
+
+/// Hands the turn on after issuing (and committing) the dot of turn `t`.
+pub fn after_issue(c: &mut Ctx, t: Turn) {
+    let p = first_group(c);
+    c.b.ins(format!("@{p} bar.arrive {}, 256", 1 + t.index));
+    if t.index + 1 < t.count {
+        c.b.ins(format!("@!{p} bar.arrive {}, 256", 1 + t.count + t.index));
+    }
+}

@@ -1,0 +1,141 @@
+//! Per-target default configurations of the built-in ops: the tile constants and warps that
+//! `kirc compile/run/bench` use when the user gives none, chosen per target, dtype and head dim
+//! from H200 measurements (docs/benchmarks.md). An op's `.kir` file keeps the defaults that fit
+//! every target (and the CUDA-C parity backend, which never takes these rows); a row here
+//! replaces them on the targets it names.
+//!
+//! Rule: the first row whose op, target and condition match is applied, unless the user set
+//! any of the row's constants, `--warps` or `--stages` — then the user's tile choice stands as given and
+//! no row is applied, so a row never mixes with a partial user choice. Rows apply only to the
+//! built-in op of that name (a user file whose module is called `attention_fwd` gets none).
+//! This is the seam where measured (autotuned) configurations will be looked up first.
+
+use kir_backends::Target;
+use kir_ir::EvalVal;
+
+/// What a row sets: tile constants (as `-D` values) and the warps per block.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Config {
+    /// Constants to define, in the row's order.
+    pub defines: Vec<(String, String)>,
+    /// Warps per block (`None`: the backend's policy).
+    pub warps: Option<u32>,
+    /// The ring depth to try first (`None`: the compile driver's default); a ring that does
+    /// not fit the target's shared memory gets fewer stages, as the default does.
+    pub stages: Option<usize>,
+}
+
+/// One row of the table.
+struct Row {
+    op: &'static str,
+    target: Target,
+    /// The condition on the op's constant values (user `-D`s and declared defaults).
+    when: fn(&Values) -> bool,
+    set: &'static [(&'static str, &'static str)],
+    warps: Option<u32>,
+    stages: Option<usize>,
+}
+
+/// The constant values of one specialization, by name.
+pub struct Values<'a>(pub &'a [(String, EvalVal)]);
+
+impl Values<'_> {
+    fn int(&self, name: &str) -> Option<i64> {
+        self.0
+            .iter()
+            .find(|(n, _)| n == name)
+            .and_then(|(_, v)| match v {
+                EvalVal::Int(i) => Some(*i),
+                _ => None,
+            })
+    }
+
+    fn sym(&self, name: &str) -> Option<&str> {
+        self.0
+            .iter()
+            .find(|(n, _)| n == name)
+            .and_then(|(_, v)| match v {
+                EvalVal::Sym(s) => Some(s.as_str()),
+                _ => None,
+            })
+    }
+
+    /// bf16 or f16 (the dtypes the matrix units take).
+    fn half(&self) -> bool {
+        matches!(self.sym("DTYPE"), Some("bf16" | "f16"))
+    }
+}
+
+/// The table (H200 measurements of 2026-12-01, docs/benchmarks.md "Hopper defaults").
+/// sm_90a attention: 128-row query blocks on two warpgroups (one 64-row wgmma fragment each,
+/// ping-ponging on the tensor cores); 64-key blocks where they measured fastest (d128 without
+/// causal masking: 430 vs 410 TFLOP/s; d256), 128-key blocks for causal d128 (373 vs 305). Head
+/// dim 64 keeps the op's 64×64 tile on 4 warps (304 TFLOP/s, as fast as 128×64 on 8 warps and
+/// faster causal). sm_90a GEMM: a 128×256 tile with 64-deep K blocks on two warpgroups and a
+/// 3-stage ring (421 vs 149 TFLOP/s at 8192³); swiglu (two dots sharing A) keeps the op's tile.
+const ROWS: &[Row] = &[
+    Row {
+        op: "attention_fwd",
+        target: Target::Sm90a,
+        when: |v| v.half() && v.int("HEAD_DIM") == Some(128) && v.int("CAUSAL") == Some(0),
+        set: &[("BLOCK_M", "128"), ("BLOCK_N", "64")],
+        warps: Some(8),
+        stages: None,
+    },
+    Row {
+        op: "attention_fwd",
+        target: Target::Sm90a,
+        when: |v| v.half() && v.int("HEAD_DIM") == Some(128) && v.int("CAUSAL") == Some(1),
+        set: &[("BLOCK_M", "128"), ("BLOCK_N", "128")],
+        warps: Some(8),
+        stages: None,
+    },
+    Row {
+        op: "attention_fwd",
+        target: Target::Sm90a,
+        when: |v| v.half() && v.int("HEAD_DIM") == Some(256),
+        set: &[("BLOCK_M", "128"), ("BLOCK_N", "64")],
+        warps: Some(8),
+        stages: None,
+    },
+    Row {
+        op: "gemm",
+        target: Target::Sm90a,
+        when: |v| v.half() && v.sym("EPILOGUE") != Some("swiglu") && v.int("TRANS_A") == Some(0),
+        set: &[("BLOCK_M", "128"), ("BLOCK_N", "256"), ("BLOCK_K", "64")],
+        warps: Some(8),
+        stages: Some(3),
+    },
+];
+
+/// The configuration for built-in op `op` on `target` with constant `values`, given the
+/// constants the user defined and whether the user chose the warps or the stages. Empty when no
+/// row applies.
+pub fn target_config(
+    op: &str,
+    target: Target,
+    values: &[(String, EvalVal)],
+    user_defines: &[(String, String)],
+    user_tiles: bool,
+) -> Config {
+    let vals = Values(values);
+    let Some(row) = ROWS
+        .iter()
+        .find(|r| r.op == op && r.target == target && (r.when)(&vals))
+    else {
+        return Config::default();
+    };
+    let user_set = |n: &str| user_defines.iter().any(|(u, _)| u == n);
+    if user_tiles || row.set.iter().any(|(n, _)| user_set(n)) {
+        return Config::default();
+    }
+    Config {
+        defines: row
+            .set
+            .iter()
+            .map(|(n, v)| (n.to_string(), v.to_string()))
+            .collect(),
+        warps: row.warps,
+        stages: row.stages,
+    }
+}

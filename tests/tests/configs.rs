@@ -1,0 +1,164 @@
+//! Per-target default configurations (compiler/src/configs.rs): with no tile flags, a built-in
+//! op compiled for sm_90a takes the table's tile constants, warps and ring depth; other targets,
+//! the CUDA-C backend, user tile choices and user modules that merely share an op's name keep the
+//! op's own defaults. The chosen configuration shows in the kernel symbol and in META.json.
+
+use kir_backends::ptx::PtxOptions;
+use kir_backends::Target;
+use kir_compiler::compile::{compile_stage, Emit, Stage};
+use kir_compiler::oplib::builtin;
+
+fn defs(d: &[(&str, &str)]) -> Vec<(String, String)> {
+    d.iter()
+        .map(|(a, b)| (a.to_string(), b.to_string()))
+        .collect()
+}
+
+/// The kernel symbols and PTX of `src` compiled for `target` with `d` and `opts`.
+fn ptx(src: &str, d: &[(&str, &str)], target: Target, opts: PtxOptions) -> (Vec<String>, String) {
+    let out = compile_stage(src, &defs(d), None, target, Emit::Ptx, Stage::Output, &opts)
+        .unwrap_or_else(|e| panic!("compile failed: {e}"));
+    let meta = out.meta.expect("PTX has META.json");
+    let syms = meta["kernels"]
+        .as_array()
+        .expect("kernels")
+        .iter()
+        .map(|k| k["symbol"].as_str().expect("symbol").to_string())
+        .collect();
+    (syms, out.text)
+}
+
+fn op(name: &str) -> &'static str {
+    builtin(name).unwrap_or_else(|| panic!("no built-in op {name}"))
+}
+
+#[test]
+fn sm90a_attention_defaults_follow_the_table() {
+    let src = op("attention_fwd");
+    let cases = [
+        (vec![], "BLOCK_M_128_BLOCK_N_64_WARPS_8"),
+        (vec![("CAUSAL", "1")], "BLOCK_M_128_BLOCK_N_128_WARPS_8"),
+        (vec![("HEAD_DIM", "256")], "BLOCK_M_128_BLOCK_N_64_WARPS_8"),
+        (vec![("DTYPE", "f16")], "BLOCK_M_128_BLOCK_N_64_WARPS_8"),
+        // d64 keeps the op's 64×64 tile and the warp policy; f32 has no wgmma row.
+        (vec![("HEAD_DIM", "64")], "BLOCK_M_64_BLOCK_N_64"),
+        (vec![("DTYPE", "f32")], "BLOCK_M_64_BLOCK_N_64"),
+    ];
+    for (d, want) in cases {
+        let (syms, text) = ptx(src, &d, Target::Sm90a, PtxOptions::default());
+        assert!(
+            syms[0].ends_with(want),
+            "{d:?}: symbol {} should end with {want}",
+            syms[0]
+        );
+        if want.contains("WARPS_8") {
+            assert!(text.contains(".maxntid 256, 1, 1"), "{d:?}: 8 warps");
+            assert!(text.contains("wgmma.mma_async"), "{d:?}: wgmma");
+            assert!(
+                text.contains("bar.arrive 1, 256"),
+                "{d:?}: ping-pong barriers"
+            );
+        }
+    }
+}
+
+#[test]
+fn other_targets_and_user_choices_keep_the_op_defaults() {
+    let src = op("attention_fwd");
+    for t in [Target::Sm80, Target::Sm100a, Target::Sm120a] {
+        let (syms, _) = ptx(src, &[], t, PtxOptions::default());
+        assert!(
+            syms[0].ends_with("BLOCK_M_64_BLOCK_N_64"),
+            "{}: {}",
+            t.name(),
+            syms[0]
+        );
+    }
+    // Any tile constant, --warps or --stages from the user: no row at all.
+    let (syms, _) = ptx(
+        src,
+        &[("BLOCK_N", "32")],
+        Target::Sm90a,
+        PtxOptions::default(),
+    );
+    assert!(syms[0].ends_with("BLOCK_M_64_BLOCK_N_32"), "{}", syms[0]);
+    let warps = PtxOptions {
+        warps: Some(4),
+        ..Default::default()
+    };
+    let (syms, _) = ptx(src, &[], Target::Sm90a, warps);
+    assert!(
+        syms[0].ends_with("BLOCK_M_64_BLOCK_N_64_WARPS_4"),
+        "{}",
+        syms[0]
+    );
+    let stages = PtxOptions {
+        stages: Some(2),
+        ..Default::default()
+    };
+    let (syms, _) = ptx(src, &[], Target::Sm90a, stages);
+    assert!(
+        syms[0].ends_with("BLOCK_M_64_BLOCK_N_64_STAGES_2"),
+        "{}",
+        syms[0]
+    );
+    // The CUDA-C parity backend keeps the op's tile (it stores tiles in shared memory).
+    let cu = compile_stage(
+        src,
+        &[],
+        None,
+        Target::Sm90a,
+        Emit::Cuda,
+        Stage::Output,
+        &PtxOptions::default(),
+    )
+    .expect("cuda");
+    let meta = cu.meta.expect("meta");
+    let sym = meta["kernels"][0]["symbol"].as_str().expect("symbol");
+    assert!(sym.ends_with("BLOCK_M_64_BLOCK_N_64"), "{sym}");
+}
+
+#[test]
+fn a_user_module_named_like_an_op_gets_no_row() {
+    let src = op("attention_fwd").replace("// attention_fwd: flash", "// a user's copy: flash");
+    let (syms, _) = ptx(&src, &[], Target::Sm90a, PtxOptions::default());
+    assert!(syms[0].ends_with("BLOCK_M_64_BLOCK_N_64"), "{}", syms[0]);
+}
+
+#[test]
+fn sm90a_gemm_default_is_the_wgmma_tile_with_a_deeper_ring() {
+    let src = op("gemm");
+    let (syms, text) = ptx(src, &[], Target::Sm90a, PtxOptions::default());
+    assert!(
+        syms[0].ends_with("BLOCK_M_128_BLOCK_N_256_BLOCK_K_64_WARPS_8"),
+        "{}",
+        syms[0]
+    );
+    assert!(text.contains("wgmma.mma_async.sync.aligned.m64n256k16"));
+    // Three stages: two copy groups may stay in flight while a stage is read.
+    assert!(
+        text.contains("cp.async.wait_group 1"),
+        "a 3-stage ring waits with 1 group pending"
+    );
+    // bias needs more shared memory (its epilogue's layout change): the ring shrinks to fit
+    // instead of failing, as an unset --stages does.
+    let (syms, _) = ptx(
+        src,
+        &[("EPILOGUE", "bias")],
+        Target::Sm90a,
+        PtxOptions::default(),
+    );
+    assert!(syms[0].ends_with("BLOCK_K_64_WARPS_8"), "{}", syms[0]);
+    // swiglu (two dots sharing A) keeps the op's tile.
+    let (syms, _) = ptx(
+        src,
+        &[("EPILOGUE", "swiglu")],
+        Target::Sm90a,
+        PtxOptions::default(),
+    );
+    assert!(
+        syms[0].ends_with("BLOCK_M_64_BLOCK_N_64_BLOCK_K_32"),
+        "{}",
+        syms[0]
+    );
+}
