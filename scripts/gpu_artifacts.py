@@ -225,8 +225,8 @@ def main():
     # Hopper tiles (wgmma for both attention dots on sm_90a): ragged, GQA, both causal modes,
     # checked at every tile shape that is timed ("hop" cases); bm = 0 is kir's default
     # configuration for the target (no tile flags).
-    for d_, bm, bn, w in [(128, 0, 0, 0), (64, 0, 0, 0), (256, 0, 0, 0), (64, 128, 64, 8), (64, 64, 64, 4),
-                          (128, 128, 64, 8), (128, 64, 64, 4)]:
+    for d_, bm, bn, w, st in [(128, 0, 0, 0, 0), (64, 0, 0, 0, 0), (256, 0, 0, 0, 0), (128, 128, 64, 8, 3),
+                              (128, 128, 128, 8, 3), (64, 128, 64, 8, 3)]:
         for causal in [0, 1]:
             qh = rng.standard_normal((1, 4, 300, d_)).astype(f32) * 2
             kh = rng.standard_normal((1, 2, 257, d_)).astype(f32)
@@ -235,8 +235,8 @@ def main():
             extra = []
             if bm:
                 dfs.update(BLOCK_M=bm, BLOCK_N=bn)
-                extra = ["--warps", str(w)]
-            tag = f"d{d_}_bm{bm}_bn{bn}_w{w}_c{causal}" if bm else f"d{d_}_default_c{causal}"
+                extra = ["--warps", str(w), "--stages", str(st)]
+            tag = f"d{d_}_bm{bm}_bn{bn}_w{w}_s{st}_c{causal}" if bm else f"d{d_}_default_c{causal}"
             correctness(f"attn_hop_{tag}", "attention_fwd", dfs,
                         {"q": qh, "k": kh, "v": vh}, {"scale": float(f32(1 / np.sqrt(d_)))}, extra)
             name = f"time_hop_attn_{tag}"
@@ -244,11 +244,12 @@ def main():
             cases.append({"name": name, "op": "attention_fwd", "dir": name, "mode": "time", "head_dim": d_,
                           "causal": causal})
     # GEMM on sm_90a: the default configuration and wgmma tiles at several ring depths.
+    g = {"DTYPE": "bf16", "BLOCK_M": 128, "BLOCK_N": 256}
     for tag, dfs, extra in [("default", {"DTYPE": "bf16"}, []),
-                            ("128x256x64_s2", {"DTYPE": "bf16", "BLOCK_M": 128, "BLOCK_N": 256, "BLOCK_K": 64}, ["--stages", "2"]),
-                            ("128x256x64_s3", {"DTYPE": "bf16", "BLOCK_M": 128, "BLOCK_N": 256, "BLOCK_K": 64}, ["--stages", "3"]),
-                            ("128x256x64_s4", {"DTYPE": "bf16", "BLOCK_M": 128, "BLOCK_N": 256, "BLOCK_K": 64}, ["--stages", "4"]),
-                            ("128x128x64_s4", {"DTYPE": "bf16", "BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 64}, ["--stages", "4"])]:
+                            ("default_bias", {"DTYPE": "bf16", "EPILOGUE": "bias"}, []),
+                            ("128x256x64_s4", dict(g, BLOCK_K=64), ["--stages", "4"]),
+                            ("128x256x128_s2", dict(g, BLOCK_K=128), ["--stages", "2"]),
+                            ("128x256x64_s2", dict(g, BLOCK_K=64), ["--stages", "2"])]:
         correctness(f"gemm_hop_{tag}", "gemm", dfs,
                     {"a": rng.standard_normal((2, 300, 200)).astype(f32) * 3,
                      "b": rng.standard_normal((2, 200, 520)).astype(f32)}, {"alpha": 0.5}, extra)

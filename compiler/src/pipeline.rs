@@ -75,6 +75,12 @@ pub fn schedule_observed(
     let cfg = passes::PipelineConfig {
         smem_budget: target.smem_per_block(),
         stages: opts.stages,
+        // Only sm_90a's wgmma keeps a dot in flight across iterations; elsewhere holding a
+        // stage would only shorten the prefetch distance. Warp specialization turns releases
+        // into the consumers' empty-barrier arrivals where the reads end, so it takes the
+        // ring unheld.
+        hold_carried_dots: target == kir_backends::Target::Sm90a
+            && matches!(opts.warp_specialize, WsChoice::Off),
     };
     let piped = passes::pipelining(m, &cfg)?;
     verifier::verify(&piped)?;

@@ -16,6 +16,7 @@ fn cfg(stages: Option<usize>) -> PipelineConfig {
     PipelineConfig {
         smem_budget: 232_448,
         stages,
+        hold_carried_dots: false,
     }
 }
 
@@ -94,9 +95,21 @@ fn pipelining_and_warp_specialization_keep_every_op_library_kernel_exact() {
         }
         for defs in specs {
             let before = spec(name, &defs);
-            for stages in [None, Some(2), Some(4)] {
-                let what = format!("{name} {defs:?} stages {stages:?}");
-                let after = match pipelining(&before, &cfg(stages)) {
+            // Held rings (sm_90a: a carried-accumulator dot keeps its stages one iteration
+            // longer) at every depth that holds.
+            for (stages, hold) in [
+                (None, false),
+                (Some(2), false),
+                (Some(4), false),
+                (None, true),
+                (Some(4), true),
+            ] {
+                let what = format!("{name} {defs:?} stages {stages:?} hold {hold}");
+                let c = PipelineConfig {
+                    hold_carried_dots: hold,
+                    ..cfg(stages)
+                };
+                let after = match pipelining(&before, &c) {
                     Ok(m) => m,
                     // A deep ring of f32 tiles may not fit: that must be the budget error.
                     Err(e)
@@ -178,6 +191,7 @@ fn a_ring_that_does_not_fit_is_an_error_naming_the_bytes() {
         &PipelineConfig {
             smem_budget: 101_376,
             stages: Some(8),
+            hold_carried_dots: false,
         },
     )
     .expect_err("8 stages of 32 KB");

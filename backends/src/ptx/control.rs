@@ -145,6 +145,11 @@ pub(super) fn lower_for(c: &mut Ctx, op: &OpData) -> Result<(), PtxError> {
         c.b.place(&end);
     }
     c.release_pending |= releases;
+    if c.wgmma_in_flight {
+        // A held dot's last group: its accumulator is the loop's result.
+        c.b.ins("wgmma.wait_group.sync.aligned 0");
+        c.wgmma_in_flight = false;
+    }
     for (&r, v) in op.results.iter().zip(carried) {
         if let Some(v) = v {
             c.vals.insert(r, v);

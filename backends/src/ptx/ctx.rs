@@ -64,6 +64,9 @@ pub struct Ctx<'a> {
     pub lazy: HashMap<Value, kir_ir::Op>,
     /// Loads whose tiles use the core-matrix layout of wgmma operands (see `wgmma.rs`).
     pub core: std::collections::HashSet<Value>,
+    /// A wgmma group left in flight by a held dot (see `wgmma.rs`): the enclosing loop waits
+    /// for it when it ends.
+    pub wgmma_in_flight: bool,
     /// The ping-pong turns of wgmma dots, by result (see `pingpong.rs`).
     pub pingpong: HashMap<Value, super::pingpong::Turn>,
     /// Stage buffers (`smem_alloc` results) and where their stages live (see `sched.rs`).

@@ -137,9 +137,12 @@ pub fn lower_dot(c: &mut Ctx, op: &OpData) -> Result<(), PtxError> {
             None => cast_source(c, a).unwrap_or(av),
             Some(_) => av,
         };
-        let turn = c.pingpong.get(&v).copied();
+        let issue = super::wgmma::Issue {
+            turn: c.pingpong.get(&v).copied(),
+            hold: super::wgmma::held(c, op, &w, &acc_regs),
+        };
         super::wgmma::lower(
-            c, w, turn, &a_src, &bs, acc, &acc_regs, &shape, kdim, ab_dtype, sp,
+            c, w, issue, &a_src, &bs, acc, &acc_regs, &shape, kdim, ab_dtype, sp,
         )?
     } else if use_mma {
         // The register A operand (P·V) needs the output's row split to match the operand's.

@@ -151,6 +151,7 @@ pub fn lower_kernel(
         lazy: HashMap::new(),
         core,
         pingpong,
+        wgmma_in_flight: false,
         smem_bufs: HashMap::new(),
         statics: HashMap::new(),
         release_pending: false,

@@ -12,7 +12,7 @@
 //!   stages, and `bar.sync 0`, which makes the landed stages visible to every thread.
 //! - `smem_read` is the stage itself, no copy (`Val::Shared`), or, for a read the layout put in
 //!   registers, a read of the stage into them.
-//! - `smem_release` emits nothing; it marks that the next copy into shared memory must first
+//! - `smem_release` emits nothing (its stage index need not be known); it marks that the next copy into shared memory must first
 //!   synchronize the block (`Ctx::release_pending`), since another thread may still read the
 //!   released stage. The pass refills a stage at the top of the iteration after its release and
 //!   before the `async_wait` in program order; the wait is legal to hoist over the refill (the
@@ -108,8 +108,15 @@ pub fn lower_sched_op(c: &mut Ctx, op: &OpData) -> Result<(), PtxError> {
             };
             c.vals.insert(r, v);
         }
+        // A release emits nothing and needs no stage address: its stage index may be a run-time
+        // value (a held ring's release after its loop).
         Opcode::SmemRelease => {
-            stage_of(c, op)?;
+            let buf = op
+                .operands
+                .first()
+                .copied()
+                .ok_or_else(|| PtxError::at(sp, "smem_release needs a buffer"))?;
+            buffer(c, buf, sp)?;
             c.release_pending = true;
         }
         _ => return unsupported(c, op, "this scheduling op"),
@@ -408,6 +415,12 @@ pub fn stage_ring(c: &Ctx, op: &OpData) -> Option<Ring> {
         }
     }
     None
+}
+
+/// The value of i32 scalar `v` if it folds from what is known while lowering (constants, the
+/// stage index of the unrolled ring copy being lowered), even before its defining op is lowered.
+pub fn known(c: &Ctx, v: Value) -> Option<i64> {
+    eval(c.k, v, &|x| c.statics.get(&x).copied(), 0)
 }
 
 /// True if `b` (or a region nested in it) has an op of opcode `opc`.

@@ -228,6 +228,93 @@ fn descriptor(c: &mut Ctx, addr: Reg, extra: u32, lbo: u32) -> Reg {
     d
 }
 
+/// How a wgmma dot is issued: its ping-pong turn (`pingpong.rs`) and whether it stays in flight
+/// into the next iteration ([`held`]).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Issue {
+    pub turn: Option<super::pingpong::Turn>,
+    pub hold: bool,
+}
+
+/// True when the wgmma dot `op` may stay in flight until the next iteration of its loop ends
+/// (`wgmma.wait_group 1` after issuing; the loop's exit waits for the last group): it sits
+/// directly in a loop body, accumulates in place into a value that loop carries, its result is
+/// read only by the loop's `yield` (chained wgmmas into the same registers need no wait), and
+/// its operand stages are *held*: no `smem_release` in the body releases the stage it reads, and
+/// every release there names a stage that folds to a different one (the `pipelining` pass's
+/// held ring releases stage t at the end of iteration t + 1, after that iteration's
+/// `wait_group 1` retired the group that read it).
+pub fn held(c: &Ctx, op: &kir_ir::OpData, w: &WgmmaDot, acc_regs: &[Reg]) -> bool {
+    let k = c.k;
+    let (Some(&acc), Some(&r)) = (op.operands.get(2), op.results.first()) else {
+        return false;
+    };
+    let Some(l) = k.dfg.ops.values().find(|o| {
+        o.opcode == Opcode::For
+            && o.regions.first().is_some_and(|&b| {
+                k.dfg.blocks[b]
+                    .ops
+                    .iter()
+                    .any(|&x| k.dfg.ops[x].results.first() == Some(&r))
+            })
+    }) else {
+        return false;
+    };
+    let body = l.regions[0];
+    let bd = &k.dfg.blocks[body];
+    let carried = bd.args[1..].contains(&acc);
+    let yielded_only = super::lower::use_count(k, r) == 1
+        && bd
+            .ops
+            .last()
+            .is_some_and(|&y| k.dfg.ops[y].operands.contains(&r));
+    if w.zero_init || !carried || !yielded_only || !acc_in_place(c, acc, acc_regs) {
+        return false;
+    }
+    // The stage reads of the operands: (buffer, folded stage).
+    let reads: Vec<(Value, i64)> =
+        w.a.into_iter()
+            .chain([w.b])
+            .filter_map(|v| def_op(k, v))
+            .filter(|o| o.opcode == Opcode::SmemRead)
+            .filter_map(|o| {
+                Some((
+                    *o.operands.first()?,
+                    super::sched::known(c, *o.operands.get(1)?)?,
+                ))
+            })
+            .collect();
+    if reads.len() != w.a.into_iter().count() + 1 {
+        return false;
+    }
+    let mut releases = Vec::new();
+    collect_releases(k, body, &mut releases);
+    reads.iter().all(|&(buf, stage)| {
+        releases
+            .iter()
+            .filter(|o| o.operands.first() == Some(&buf))
+            .all(|o| {
+                o.operands
+                    .get(1)
+                    .and_then(|&s| super::sched::known(c, s))
+                    .is_some_and(|s| s != stage)
+            })
+    })
+}
+
+/// Every `smem_release` op in block `b` and the regions nested in it.
+fn collect_releases<'k>(k: &'k Kernel, b: kir_ir::Block, out: &mut Vec<&'k kir_ir::OpData>) {
+    for &o in &k.dfg.blocks[b].ops {
+        let od = &k.dfg.ops[o];
+        if od.opcode == Opcode::SmemRelease {
+            out.push(od);
+        }
+        for &r in &od.regions {
+            collect_releases(k, r, out);
+        }
+    }
+}
+
 /// True when a wgmma may accumulate into the registers of its accumulator operand `v`: the dot
 /// is its only reader, and `v` owns distinct registers — a loop-carried block argument (each
 /// owns its registers) or the result of a `mul` (fresh registers, or the in-place rescale of a
@@ -299,7 +386,7 @@ fn a_fragments(c: &mut Ctx, regs: &[Reg], kdim: usize, t: &str) -> Vec<Vec<Reg>>
 pub fn lower(
     c: &mut Ctx,
     w: WgmmaDot,
-    turn: Option<super::pingpong::Turn>,
+    issue: Issue,
     a: &Val,
     b: &Val,
     acc_value: Value,
@@ -391,7 +478,7 @@ pub fn lower(
     if w.zero_init {
         c.b.ins(format!("setp.ne.u32 {p_first}, 0, 0"));
     }
-    if let Some(t) = turn {
+    if let Some(t) = issue.turn {
         super::pingpong::before_issue(c, t);
     }
     c.b.ins("wgmma.fence.sync.aligned");
@@ -431,9 +518,16 @@ pub fn lower(
         }
     }
     c.b.ins("wgmma.commit_group.sync.aligned");
-    if let Some(t) = turn {
+    if let Some(t) = issue.turn {
         super::pingpong::after_issue(c, t);
     }
-    c.b.ins("wgmma.wait_group.sync.aligned 0");
+    if issue.hold {
+        // Retire the previous iteration's group, leave this one running (see [`held`]).
+        c.b.ins("wgmma.wait_group.sync.aligned 1");
+        c.wgmma_in_flight = true;
+    } else {
+        c.b.ins("wgmma.wait_group.sync.aligned 0");
+        c.wgmma_in_flight = false;
+    }
     Ok(cur)
 }

@@ -15,6 +15,16 @@
 //!   stage read (the next refill of that stage happens one iteration later);
 //! - the stage t mod S is a carried i32.
 //!
+//!
+//! **Held rings.** With `hold_carried_dots`, a loop of S ≥ 3 stages with a `dot` whose
+//! accumulator is a value the loop carries (GEMM's K loop; 16-bit operands with M and K
+//! multiples of 64) reads each stage for one iteration
+//! longer: copies run S − 2 iterations ahead (the prologue fills S − 2 stages, the body refills
+//! stage (t + S − 2) mod S, `async_wait pending S−2`), and the release of stage t comes at the
+//! end of iteration t + 1 (`if i != lo { smem_release stage (t − 1) mod S }` before the yield,
+//! and after the loop `if trips > 0 { smem_release stage (trips − 1) mod S }`). A backend may
+//! then keep the dot of iteration t running until iteration t + 1 ends (docs/backends.md).
+//!
 //! Buffers are allocated once at the top of the kernel and shared by every pipelined loop that
 //! reads the same tensor with the same tile type at the same position, since such loops run one
 //! after another and each leaves its ring drained. The stage count is the requested one, or by
@@ -36,6 +46,10 @@ pub struct PipelineConfig {
     pub smem_budget: u64,
     /// Stages requested (`--stages`); `None` picks the deepest ring in 2..=3 that fits.
     pub stages: Option<usize>,
+    /// Hold each stage one iteration longer in loops whose `dot` accumulates into a carried
+    /// value, when the ring has at least 3 stages (see the module doc): the target's matrix
+    /// units can then keep that dot in flight across iterations (sm_90a wgmma).
+    pub hold_carried_dots: bool,
 }
 
 /// One pipelined load: the op, the tile it reads (dims and element type), its bytes, and the
@@ -57,6 +71,8 @@ struct BufKey {
     ty: String,
     nth: usize,
     stages: usize,
+    /// The loop that holds stages (a held ring is only shared by loops that hold too).
+    held: bool,
 }
 
 /// Pipelines every innermost loop of every kernel of `m` (see the module doc).
@@ -89,8 +105,11 @@ fn kernel(k: &mut Kernel, cfg: &PipelineConfig) -> Result<(), Diagnostic> {
         }
         let per_stage: u64 = cands.iter().map(|c| c.bytes).sum();
         // Buffers already made for earlier loops are reused when their keys match.
+        let carried_dot = has_carried_dot(k, l);
+        let holds = |s: usize| cfg.hold_carried_dots && s >= 3 && carried_dot;
         let keyed = |c: &Cand, s: usize| BufKey {
             stages: s,
+            held: holds(s),
             ..c.key.clone()
         };
         let used: u64 = base + bufs.values().map(|(_, b)| *b).sum::<u64>();
@@ -138,7 +157,7 @@ fn kernel(k: &mut Kernel, cfg: &PipelineConfig) -> Result<(), Diagnostic> {
             };
             stage_bufs.push(v);
         }
-        rewrite_loop(k, l, &cands, &stage_bufs, stages);
+        rewrite_loop(k, l, &cands, &stage_bufs, stages, holds(stages));
         changed = true;
     }
     if changed {
@@ -146,6 +165,26 @@ fn kernel(k: &mut Kernel, cfg: &PipelineConfig) -> Result<(), Diagnostic> {
         kedit::dce(k);
     }
     Ok(())
+}
+
+/// True if a `dot` directly in loop `l`'s body accumulates into one of the loop's carried values
+/// and has the shape an asynchronous matrix unit takes (16-bit operands, M and K multiples of
+/// 64: sm_90a's wgmma); holding stages for other dots would only shorten the prefetch.
+fn has_carried_dot(k: &Kernel, l: Op) -> bool {
+    let body = k.dfg.ops[l].regions[0];
+    let args = &k.dfg.blocks[body].args;
+    k.dfg.blocks[body].ops.iter().any(|&o| {
+        let od = &k.dfg.ops[o];
+        let a = od.operands.first().map(|&a| k.dfg.ty(a));
+        let async_shape = a.is_some_and(|t| {
+            matches!(t.dtype(), Some(Dtype::F16 | Dtype::Bf16))
+                && t.shape()
+                    .is_some_and(|s| s.len() == 2 && s[0] % 64 == 0 && s[1] % 64 == 0)
+        });
+        od.opcode == Opcode::Dot
+            && async_shape
+            && od.operands.get(2).is_some_and(|a| args[1..].contains(a))
+    })
 }
 
 /// Every `for` op reachable from the body whose body holds no `for`, in program order.
@@ -210,6 +249,7 @@ fn candidates(k: &Kernel, l: Op) -> Vec<Cand> {
             ty: ty.to_string(),
             nth: *n,
             stages: 0,
+            held: false,
         };
         out.push(Cand {
             op: o,
@@ -378,7 +418,9 @@ fn guarded_copies(
 }
 
 /// Rewrites loop `l` as the module doc describes.
-fn rewrite_loop(k: &mut Kernel, l: Op, cands: &[Cand], bufs: &[Value], stages: usize) {
+fn rewrite_loop(k: &mut Kernel, l: Op, cands: &[Cand], bufs: &[Value], stages: usize, hold: bool) {
+    // Copies run `ahead` iterations ahead of their reads.
+    let ahead = stages - 1 - usize::from(hold);
     let (lo, hi, step) = {
         let od = &k.dfg.ops[l];
         (od.operands[0], od.operands[1], od.operands[2])
@@ -392,7 +434,7 @@ fn rewrite_loop(k: &mut Kernel, l: Op, cands: &[Cand], bufs: &[Value], stages: u
         .expect("the loop is in a block");
     // Prologue, built in a scratch block and spliced in before the loop.
     let pro = k.dfg.new_block();
-    for j in 0..stages - 1 {
+    for j in 0..ahead {
         let jv = iconst(k, pro, j as i64);
         let off = iconst(k, pro, j as i64);
         let jst = op2(k, pro, Opcode::Mul, None, off, step, Dtype::I32);
@@ -412,34 +454,14 @@ fn rewrite_loop(k: &mut Kernel, l: Op, cands: &[Cand], bufs: &[Value], stages: u
     let body = k.dfg.ops[l].regions[0];
     let iv = k.dfg.blocks[body].args[0];
     let head = k.dfg.new_block();
-    let one = iconst(k, head, 1);
-    let last = iconst(k, head, stages as i64 - 1);
-    let ahead = iconst(k, head, stages as i64 - 1);
-    let ast = op2(k, head, Opcode::Mul, None, ahead, step, Dtype::I32);
+    let ahead_v = iconst(k, head, ahead as i64);
+    let ast = op2(k, head, Opcode::Mul, None, ahead_v, step, Dtype::I32);
     let at = op2(k, head, Opcode::Add, None, iv, ast, Dtype::I32);
-    // Prefetch stage (s + S − 1) mod S = s == 0 ? S − 1 : s − 1.
-    let zero_b = iconst(k, head, 0);
-    let is0 = op2(
-        k,
-        head,
-        Opcode::Cmp,
-        Some(kir_ir::CmpPred::Eq),
-        s,
-        zero_b,
-        Dtype::I1,
-    );
-    let sm1 = op2(k, head, Opcode::Sub, None, s, one, Dtype::I32);
-    let pf = {
-        let id = k.dfg.append_op(
-            head,
-            simple(Opcode::Select, vec![is0, last, sm1], None),
-            vec![(Type::scalar(Dtype::I32), None)],
-        );
-        k.dfg.ops[id].results[0]
-    };
+    // Prefetch stage (s + ahead) mod S = s < S − ahead ? s + ahead : s − (S − ahead).
+    let pf = stage_plus(k, head, s, ahead, stages);
     guarded_copies(k, head, l, cands, bufs, at, pf, hi);
     let mut wait = simple(Opcode::AsyncWait, vec![], None);
-    wait.attrs = vec![("pending".into(), Attr::Expr(Expr::int(stages as i64 - 1)))];
+    wait.attrs = vec![("pending".into(), Attr::Expr(Expr::int(ahead as i64)))];
     k.dfg.append_op(head, wait, vec![]);
     let head_ops = std::mem::take(&mut k.dfg.blocks[head].ops);
     k.dfg.blocks[body].ops.splice(0..0, head_ops);
@@ -465,9 +487,23 @@ fn rewrite_loop(k: &mut Kernel, l: Op, cands: &[Cand], bufs: &[Value], stages: u
         .last()
         .expect("the body ends with yield");
     let tail = k.dfg.new_block();
-    let mut released = HashSet::new();
-    for &buf in bufs {
-        if released.insert(buf) {
+    let mut uniq = HashSet::new();
+    let released: Vec<Value> = bufs.iter().copied().filter(|b| uniq.insert(*b)).collect();
+    if hold {
+        // The stage read one iteration earlier, on every iteration but the first.
+        let prev = stage_plus(k, tail, s, stages - 1, stages);
+        let not_first = op2(
+            k,
+            tail,
+            Opcode::Cmp,
+            Some(kir_ir::CmpPred::Ne),
+            iv,
+            lo,
+            Dtype::I1,
+        );
+        release_if(k, tail, not_first, &released, prev);
+    } else {
+        for &buf in &released {
             k.dfg.append_op(
                 tail,
                 simple(Opcode::SmemRelease, vec![buf, s], None),
@@ -500,4 +536,74 @@ fn rewrite_loop(k: &mut Kernel, l: Op, cands: &[Cand], bufs: &[Value], stages: u
     let ypos = k.dfg.blocks[body].ops.len() - 1;
     k.dfg.blocks[body].ops.splice(ypos..ypos, tail_ops);
     k.dfg.ops[y].operands.push(next);
+    if hold {
+        // After the loop: the last iteration's stage, (trips − 1) mod S, if it ran at all.
+        let after = k.dfg.new_block();
+        let one = iconst(k, after, 1);
+        let span = op2(k, after, Opcode::Sub, None, hi, lo, Dtype::I32);
+        let up = op2(k, after, Opcode::Add, None, span, step, Dtype::I32);
+        let up = op2(k, after, Opcode::Sub, None, up, one, Dtype::I32);
+        let trips = op2(k, after, Opcode::Div, None, up, step, Dtype::I32);
+        let zero = iconst(k, after, 0);
+        let ran = op2(
+            k,
+            after,
+            Opcode::Cmp,
+            Some(kir_ir::CmpPred::Gt),
+            trips,
+            zero,
+            Dtype::I1,
+        );
+        let last = op2(k, after, Opcode::Sub, None, trips, one, Dtype::I32);
+        let n = iconst(k, after, stages as i64);
+        let last = op2(k, after, Opcode::Rem, None, last, n, Dtype::I32);
+        release_if(k, after, ran, &released, last);
+        let after_ops = std::mem::take(&mut k.dfg.blocks[after].ops);
+        let pos = k.dfg.blocks[parent]
+            .ops
+            .iter()
+            .position(|&o| o == l)
+            .expect("loop position");
+        k.dfg.blocks[parent].ops.splice(pos + 1..pos + 1, after_ops);
+    }
+}
+
+/// Appends `(s + n) mod stages` for a stage index `s` in [0, stages) and 0 ≤ n < stages:
+/// `select(s < stages − n, s + n, s − (stages − n))`, which folds when `s` is known.
+fn stage_plus(k: &mut Kernel, b: Block, s: Value, n: usize, stages: usize) -> Value {
+    let lim = iconst(k, b, (stages - n) as i64);
+    let wrap = op2(
+        k,
+        b,
+        Opcode::Cmp,
+        Some(kir_ir::CmpPred::Lt),
+        s,
+        lim,
+        Dtype::I1,
+    );
+    let nv = iconst(k, b, n as i64);
+    let plus = op2(k, b, Opcode::Add, None, s, nv, Dtype::I32);
+    let minus = op2(k, b, Opcode::Sub, None, s, lim, Dtype::I32);
+    let id = k.dfg.append_op(
+        b,
+        simple(Opcode::Select, vec![wrap, plus, minus], None),
+        vec![(Type::scalar(Dtype::I32), None)],
+    );
+    k.dfg.ops[id].results[0]
+}
+
+/// Appends `if cond { smem_release buf, stage }` for every buffer of `bufs`.
+fn release_if(k: &mut Kernel, b: Block, cond: Value, bufs: &[Value], stage: Value) {
+    let then = k.dfg.new_block();
+    for &buf in bufs {
+        k.dfg.append_op(
+            then,
+            simple(Opcode::SmemRelease, vec![buf, stage], None),
+            vec![],
+        );
+    }
+    k.dfg
+        .append_op(then, simple(Opcode::Yield, vec![], None), vec![]);
+    let els = kedit::yield_block(&mut k.dfg, vec![], vec![]);
+    kedit::append_if(&mut k.dfg, b, cond, then, els, vec![]);
 }
