@@ -250,9 +250,11 @@ def main():
                             ("128x256x64_s4", dict(g, BLOCK_K=64), ["--stages", "4"]),
                             ("128x256x128_s2", dict(g, BLOCK_K=128), ["--stages", "2"]),
                             ("128x256x64_s2", dict(g, BLOCK_K=64), ["--stages", "2"])]:
-        correctness(f"gemm_hop_{tag}", "gemm", dfs,
-                    {"a": rng.standard_normal((2, 300, 200)).astype(f32) * 3,
-                     "b": rng.standard_normal((2, 200, 520)).astype(f32)}, {"alpha": 0.5}, extra)
+        gin = {"a": rng.standard_normal((2, 300, 200)).astype(f32) * 3,
+               "b": rng.standard_normal((2, 200, 520)).astype(f32)}
+        if dfs.get("EPILOGUE") == "bias":
+            gin["bias"] = rng.standard_normal(520).astype(f32)
+        correctness(f"gemm_hop_{tag}", "gemm", dfs, gin, {"alpha": 0.5}, extra)
         name = f"time_hop_gemm_{tag}"
         compile_case(a.kirc, a.out, name, "gemm", dfs, a.target, extra)
         cases.append({"name": name, "op": "gemm", "dir": name, "mode": "time"})

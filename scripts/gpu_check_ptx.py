@@ -216,11 +216,15 @@ def time_case(root, c, peers):
             tb = c.get("trans_b", 0) == 1
             b = torch.randn(1, N, K, device="cuda", dtype=torch.bfloat16) if tb else torch.randn(1, K, N, device="cuda", dtype=torch.bfloat16)
             bk = b[0].T if tb else b[0]
-            bufs = prog.prepare({"a": a, "b": b}, {"alpha": 1.0})
+            ins = {"a": a, "b": b}
+            if any(p["name"] == "bias" for p in prog.meta["entry_params"]):
+                ins["bias"] = torch.randn(N, device="cuda", dtype=torch.bfloat16)
+            bufs = prog.prepare(ins, {"alpha": 1.0})
             fl = 2 * M * N * K
             ms = bench(lambda: prog.launch(bufs), reps=10)
             cms = bench(lambda: torch.matmul(a[0], bk), reps=20)
-            r = rel(bufs["c"][0, :256].float(), (a[0, :256].float() @ bk.float()))
+            ref = a[0, :256].float() @ bk.float() + (ins["bias"].float() if "bias" in ins else 0)
+            r = rel(bufs["c"][0, :256].float(), ref)
             row = {"M": M, "N": N, "K": K, "trans_b": int(tb), "kir_tflops": fl / ms / 1e9, "cublas_tflops": fl / cms / 1e9, "rel": r}
             print(f"{c['name']} {M}x{N}x{K}: {row}", flush=True)
             rows.append(row)

@@ -135,8 +135,8 @@ fn sm90a_gemm_default_is_the_wgmma_tile_with_a_deeper_ring() {
         syms[0]
     );
     assert!(text.contains("wgmma.mma_async.sync.aligned.m64n256k16"));
-    // A held 3-stage ring (compiler/src/passes/pipelining.rs): three unrolled copies of the body,
-    // copies one iteration ahead, and each wgmma group left running into the next iteration
+    // A held 4-stage ring (compiler/src/passes/pipelining.rs): four unrolled copies of the body,
+    // copies two iterations ahead, and each wgmma group left running into the next iteration
     // (`wait_group 1`), the last one retired where the loop ends.
     let ring: Vec<&str> = text
         .lines()
@@ -144,10 +144,15 @@ fn sm90a_gemm_default_is_the_wgmma_tile_with_a_deeper_ring() {
         .take_while(|l| !l.starts_with("$L_endpfor"))
         .collect();
     let n = |pat: &str| ring.iter().filter(|l| l.contains(pat)).count();
-    assert_eq!(n("bar.sync 0"), 3, "one barrier per unrolled iteration");
+    assert_eq!(n("bar.sync 0"), 4, "one barrier per unrolled iteration");
+    assert_eq!(
+        n("cp.async.wait_group 1;"),
+        4,
+        "two copies ahead, one landed"
+    );
     assert_eq!(
         n("wgmma.wait_group.sync.aligned 1"),
-        3,
+        4,
         "groups stay in flight"
     );
     assert_eq!(

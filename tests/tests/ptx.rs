@@ -377,7 +377,7 @@ fn ring_loop(ptx: &str) -> Vec<&str> {
 /// stage with constant stage offsets, each copy waiting with `cp.async.wait_group S − 2` (the
 /// wait hoisted over the refill, which the IR issues first) and passing one `bar.sync` that both
 /// publishes the stage and orders the previous iteration's reads before the refill, then one
-/// copy group. The default ring has 2 stages (3 for sm_90a's default GEMM configuration);
+/// copy group. The default ring has 2 stages (4 for sm_90a's default GEMM configuration);
 /// `--stages N` asks for N (1: none).
 #[test]
 fn pipelined_loops_lower_to_a_cp_async_ring_on_every_target() {
@@ -424,9 +424,9 @@ fn pipelined_loops_lower_to_a_cp_async_ring_on_every_target() {
                     }
                     r => r.unwrap_or_else(|e| panic!("{what}: {e}")),
                 };
-                // sm_90a's default GEMM configuration (compiler/src/configs.rs) asks for 3.
+                // sm_90a's default GEMM configuration (compiler/src/configs.rs) asks for 4.
                 let default = if op == "gemm" && d.len() == 1 && target == Target::Sm90a {
-                    3
+                    4
                 } else {
                     kir_backends::ptx::PIPELINE_STAGES
                 };
