@@ -120,6 +120,59 @@ pub(super) fn cp_async_rows(
     } else {
         c.smem_addr(off, &[row0, colv], rs, vec, eb)
     };
+    // A tile wholly inside the tensor (and unmasked, or under a mask true on a prefix of its rows
+    // that reaches its last row) needs no per-chunk checks: every chunk is 16 bytes at the next
+    // address. Only the last pass over the rows, when the threads do not divide them, checks
+    // that the thread's row exists in the tile.
+    let (inside, checked) = (c.b.label("cp_inside"), c.b.label("cp_checked"));
+    let prefix = mask.is_some_and(|m| super::lazy::lazy_row_prefix(c, m));
+    if mask.is_none() || prefix {
+        let (p, q, e) = (
+            c.b.reg(RegClass::Pred),
+            c.b.reg(RegClass::Pred),
+            c.b.reg(RegClass::B32),
+        );
+        // off_r ≤ dim_r − rows (no overflow: dims are non-negative i32), likewise for columns.
+        c.b.ins(format!("sub.s32 {e}, {dim_r}, {rows}"));
+        c.b.ins(format!("setp.le.s32 {p}, {off_r}, {e}"));
+        c.b.ins(format!("sub.s32 {e}, {dim_c}, {cols}"));
+        c.b.ins(format!("setp.le.s32 {q}, {off_c}, {e}"));
+        c.b.ins(format!("and.pred {p}, {p}, {q}"));
+        c.b.ins(format!("setp.ge.s32 {q}, {off_r}, 0"));
+        c.b.ins(format!("and.pred {p}, {p}, {q}"));
+        c.b.ins(format!("setp.ge.s32 {q}, {off_c}, 0"));
+        c.b.ins(format!("and.pred {p}, {p}, {q}"));
+        c.b.ins(format!("and.pred {p}, {p}, {lead_ok}"));
+        if let Some(m) = mask {
+            let (last, zero) = (c.b.imm32(rows as i64 - 1), c.b.imm32(0));
+            let mv = super::lazy::coord_value(c, m, &[last, zero], sp)?;
+            c.b.ins(format!("and.pred {p}, {p}, {mv}"));
+        }
+        c.b.ins_if(p, true, format!("bra.uni {checked}"));
+        let ga = c.b.reg(RegClass::B64);
+        c.b.ins(format!("mov.b64 {ga}, {ga0}"));
+        for it in 0..total.div_ceil(threads) {
+            if it > 0 {
+                c.b.ins(format!("add.s64 {ga}, {ga}, {gstep}"));
+            }
+            let dst = if core {
+                (it * rstep * 128) as u32
+            } else {
+                (it * rstep * rs * eb) as u32
+            };
+            let ins = format!("cp.async.cg.shared.global [{sa0}+{dst}], [{ga}], 16");
+            if (it + 1) * threads > total {
+                let (lr, pv) = (c.b.reg(RegClass::B32), c.b.reg(RegClass::Pred));
+                c.b.ins(format!("add.s32 {lr}, {row0}, {}", it * rstep));
+                c.b.ins(format!("setp.lt.u32 {pv}, {lr}, {rows}"));
+                c.b.ins_if(pv, false, ins);
+            } else {
+                c.b.ins(ins);
+            }
+        }
+        c.b.ins(format!("bra.uni {inside}"));
+    }
+    c.b.place(&checked);
     let ga = c.b.reg(RegClass::B64);
     c.b.ins(format!("mov.b64 {ga}, {ga0}"));
     for it in 0..total.div_ceil(threads) {
@@ -159,5 +212,6 @@ pub(super) fn cp_async_rows(
             c.b.ins(ins);
         }
     }
+    c.b.place(&inside);
     Ok(true)
 }

@@ -8,7 +8,7 @@ use super::ctx::{Ctx, Val};
 use super::layout::{Layout, Place};
 use super::lower::{dtype, elementwise_val, place, regs_in};
 use super::PtxError;
-use kir_ir::{Attr, Dtype, OpData, Opcode, Span, Value};
+use kir_ir::{Attr, CmpPred, Dtype, OpData, Opcode, Span, Value};
 
 /// True for cheap integer/mask tile ops (iota, index arithmetic, comparisons of indices)
 /// whose operands are scalars or lazy: they are recomputed where used.
@@ -142,6 +142,58 @@ pub fn lazy_uniform_along(c: &Ctx, v: Value, axis: usize, depth: usize) -> bool 
             .operands
             .iter()
             .all(|&a| c.k.dfg.ty(a).is_scalar() || lazy_uniform_along(c, a, axis, depth + 1)),
+    }
+}
+
+/// True if lazy mask `v` holds on a prefix of the rows of its tile, the same in every column:
+/// `cmp lt|le X, Y` (or `cmp gt|ge Y, X`) with X the row index plus terms that do not depend on
+/// the position (`iota axis 0`, `add`/`sub` of such terms) and Y position-free, or an `and` of
+/// two such masks. Then the mask is true on the whole tile iff it is true at the last row
+/// (how a pipelined loop's key-range mask reads).
+pub fn lazy_row_prefix(c: &Ctx, v: Value) -> bool {
+    let Some(&o) = c.lazy.get(&v) else {
+        return false;
+    };
+    let op = &c.k.dfg.ops[o];
+    let fixed = |a: Value| {
+        c.k.dfg.ty(a).is_scalar()
+            || (lazy_uniform_along(c, a, 0, 0) && lazy_uniform_along(c, a, 1, 0))
+    };
+    match (op.opcode, op.cmp_pred(), op.operands.as_slice()) {
+        (Opcode::And, _, [a, b]) => lazy_row_prefix(c, *a) && lazy_row_prefix(c, *b),
+        (Opcode::Cmp, Some(CmpPred::Lt | CmpPred::Le), [x, y]) => {
+            row_increasing(c, *x, 0) && fixed(*y)
+        }
+        (Opcode::Cmp, Some(CmpPred::Gt | CmpPred::Ge), [y, x]) => {
+            row_increasing(c, *x, 0) && fixed(*y)
+        }
+        _ => false,
+    }
+}
+
+/// True if lazy `v` is the row index plus position-free terms (see [`lazy_row_prefix`]).
+fn row_increasing(c: &Ctx, v: Value, depth: usize) -> bool {
+    let Some(&o) = c.lazy.get(&v) else {
+        return false;
+    };
+    let op = &c.k.dfg.ops[o];
+    let fixed = |a: Value| {
+        c.k.dfg.ty(a).is_scalar()
+            || (lazy_uniform_along(c, a, 0, 0) && lazy_uniform_along(c, a, 1, 0))
+    };
+    if depth > 32 {
+        return false;
+    }
+    match (op.opcode, op.operands.as_slice()) {
+        (Opcode::Iota, _) => {
+            matches!(op.attr("axis"), Some(Attr::Expr(e)) if e.as_int() == Some(0))
+        }
+        (Opcode::Add, [a, b]) => {
+            (row_increasing(c, *a, depth + 1) && fixed(*b))
+                || (fixed(*a) && row_increasing(c, *b, depth + 1))
+        }
+        (Opcode::Sub, [a, b]) => row_increasing(c, *a, depth + 1) && fixed(*b),
+        _ => false,
     }
 }
 
