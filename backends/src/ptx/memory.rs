@@ -316,7 +316,7 @@ pub fn lower_memory_op(c: &mut Ctx, op: &OpData) -> Result<(), PtxError> {
                     let red = match d {
                         Dtype::F32 => "red.global.add.f32".to_string(),
                         Dtype::F16 => "red.global.add.noftz.f16".to_string(),
-                        Dtype::Bf16 if c.target != crate::target::Target::Sm80 => {
+                        Dtype::Bf16 if c.target.has_red_bf16() => {
                             "red.global.add.noftz.bf16".to_string()
                         }
                         Dtype::I32 => "red.global.add.s32".to_string(),

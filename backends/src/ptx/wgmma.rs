@@ -63,7 +63,7 @@ fn copy_ok(cols: usize, threads: usize) -> bool {
 /// For a `dot` op that can use wgmma on `target` with block `b`: its operand loads and B's
 /// major-ness.
 pub fn wgmma_dot(k: &Kernel, op: &OpData, b: Block, target: Target) -> Option<WgmmaDot> {
-    if target != Target::Sm90a || op.opcode != Opcode::Dot || b.warps % 4 != 0 {
+    if !target.has_wgmma() || op.opcode != Opcode::Dot || b.warps % 4 != 0 {
         return None;
     }
     let (&a, &bv, &r) = (
