@@ -234,15 +234,35 @@ mod tests {
         assert!(have(Target::Sm80).is_empty());
         assert_eq!(
             have(Target::Sm90a),
-            ["wgmma", "tma", "mbarrier-tx", "setmaxnreg", "fence-proxy-async", "red-bf16"]
+            [
+                "wgmma",
+                "tma",
+                "mbarrier-tx",
+                "setmaxnreg",
+                "fence-proxy-async",
+                "red-bf16"
+            ]
         );
         assert_eq!(
             have(Target::Sm100a),
-            ["tma", "mbarrier-tx", "setmaxnreg", "tcgen05", "fence-proxy-async", "red-bf16"]
+            [
+                "tma",
+                "mbarrier-tx",
+                "setmaxnreg",
+                "tcgen05",
+                "fence-proxy-async",
+                "red-bf16"
+            ]
         );
         assert_eq!(
             have(Target::Sm120a),
-            ["tma", "mbarrier-tx", "setmaxnreg", "fence-proxy-async", "red-bf16"]
+            [
+                "tma",
+                "mbarrier-tx",
+                "setmaxnreg",
+                "fence-proxy-async",
+                "red-bf16"
+            ]
         );
         let async_mma: Vec<bool> = Target::ALL.iter().map(|t| t.has_async_mma()).collect();
         assert_eq!(async_mma, [false, true, true, false]);

@@ -104,8 +104,8 @@ pub struct Lowered {
     /// Threads per block.
     pub threads: u32,
     pub shared_bytes: u32,
-    /// The lowest PTX ISA version the kernel's instructions need.
-    pub min_version: (u32, u32),
+    /// What the kernel's instructions need: PTX ISA version and target features.
+    pub isa: super::isa::Requirements,
     /// The alignment the kernel needs of the dynamic shared memory base (16, or 1024 with
     /// wgmma operand tiles).
     pub smem_align: u32,

@@ -4,6 +4,7 @@
 
 use super::builder::{Builder, RegClass};
 use super::ctx::{Ctx, Lowered, TensorInfo, SCRATCH_BASE};
+use super::isa::Isa;
 use super::layout::{self, Block};
 use super::{PtxError, THREADS};
 use crate::abi::{AbiArg, KernelAbi};
@@ -215,8 +216,10 @@ pub fn lower_kernel(
                     Dtype::F16 | Dtype::Bf16 => {
                         let f = ctx.b.reg(RegClass::F32);
                         let t = if *dtype == Dtype::F16 { "f16" } else { "bf16" };
-                        ctx.b
-                            .in_prologue(|b| b.ins(format!("cvt.f32.{t} {f}, {r}")));
+                        ctx.b.in_prologue(|b| {
+                            b.need(Isa::cvt_to_f32(*dtype))
+                                .ins(format!("cvt.f32.{t} {f}, {r}"))
+                        });
                         f
                     }
                     Dtype::I1 => {
@@ -256,7 +259,7 @@ pub fn lower_kernel(
     } else {
         ctx.smem_top
     };
-    let min_version = ctx.b.min_version;
+    let isa = ctx.b.requirements().clone();
     let body = patch_scratch(&ctx.b.finish(), scratch_at);
     let text = format!(
         ".visible .entry {symbol}(\n\t{}\n)\n.maxntid {}, 1, 1\n{{\n{body}\tret;\n}}\n",
@@ -272,7 +275,7 @@ pub fn lower_kernel(
         text,
         threads: blk.threads,
         shared_bytes,
-        min_version,
+        isa,
         smem_align,
     })
 }

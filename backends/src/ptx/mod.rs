@@ -15,6 +15,7 @@ mod control;
 mod cp_rows;
 mod ctx;
 mod dot;
+pub mod isa;
 mod kernel;
 pub mod layout;
 mod lazy;
@@ -159,7 +160,17 @@ pub fn compile_module_with(
             e.over_shared = true;
             return Err(e);
         }
-        version = version.max(lowered.min_version);
+        if let Some((feature, what, at)) = lowered.isa.missing_on(target) {
+            return Err(PtxError::at(
+                at.unwrap_or(k.span),
+                format!(
+                    "kernel `{}` needs `{what}`, which needs the {feature} feature: {} does not have it",
+                    k.name,
+                    target.name()
+                ),
+            ));
+        }
+        version = version.max(lowered.isa.version);
         smem_align = smem_align.max(lowered.smem_align);
         bodies.push('\n');
         bodies.push_str(&lowered.text);

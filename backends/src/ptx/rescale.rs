@@ -7,6 +7,7 @@
 
 use super::builder::{Reg, RegClass};
 use super::ctx::{Ctx, Val};
+use super::isa::Isa;
 use super::layout::Layout;
 use super::lower::regs_in;
 use super::PtxError;
@@ -79,8 +80,8 @@ pub(super) fn skip_unit_rescale(
         c.b.ins(format!("setp.eq.f32 {p}, {row}, 0f3F800000"));
         c.b.ins(format!("and.pred {all}, {all}, {p}"));
     }
-    c.b.require((6, 0));
-    c.b.ins(format!("vote.sync.all.pred {all}, {all}, 0xffffffff"));
+    c.b.need(Isa::VOTE_SYNC)
+        .ins(format!("vote.sync.all.pred {all}, {all}, 0xffffffff"));
     c.b.ins_if(all, false, format!("bra.uni {skip}"));
     let (xs, fs) = (&ins[x_idx], &ins[1 - x_idx]);
     for (&xr, &f) in xs.iter().zip(fs) {
