@@ -96,6 +96,8 @@ pub struct Ctx<'a> {
     pub(super) rowbases: HashMap<usize, Reg>,
     pub(super) gridbases: HashMap<(usize, usize), (Reg, Reg)>,
     pub(super) ldm_lane: Option<(Reg, Reg, Reg)>,
+    /// Decisions recorded for the kernel's [`super::report::PtxReport`].
+    pub(super) report: super::report::Notes,
 }
 
 /// The lowered kernel.
@@ -109,6 +111,8 @@ pub struct Lowered {
     /// The alignment the kernel needs of the dynamic shared memory base (16, or 1024 with
     /// wgmma operand tiles).
     pub smem_align: u32,
+    /// The lowering decisions.
+    pub report: super::report::PtxReport,
 }
 
 /// The register class holding values of `d`.

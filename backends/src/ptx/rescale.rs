@@ -68,7 +68,19 @@ pub(super) fn skip_unit_rescale(
         c.k.dfg.values.get(x).map(|d| d.def),
         Some(ValueDef::Arg(..))
     );
-    if !x_is_tile || !carried || c.lazy.contains_key(&x) || super::lower::use_count(c.k, x) != 1 {
+    let why_not = if !x_is_tile {
+        Some("the scaled tile is not in the accumulator layout")
+    } else if !carried {
+        Some("the scaled tile is not carried by a loop, so it does not own its registers")
+    } else if c.lazy.contains_key(&x) {
+        Some("the scaled tile is recomputed at each use")
+    } else if super::lower::use_count(c.k, x) != 1 {
+        Some("the scaled tile has another use")
+    } else {
+        None
+    };
+    super::report::note_rescale(c, op, why_not);
+    if why_not.is_some() {
         return Ok(None);
     }
     let src_shape = c.k.dfg.ty(src).shape().unwrap_or_default();
