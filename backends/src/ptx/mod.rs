@@ -8,6 +8,9 @@
 //! elementwise), `memory` (global and shared memory), `tile` (shape ops, reductions,
 //! conversions), `dot` and `sched` (scheduled IR: the cp.async stage rings of the `pipelining`
 //! pass). The backend does not pipeline loops on its own: the rings come from the IR.
+//! Instructions state what they need ([`isa`]: PTX ISA version and target feature), from which
+//! `.version` and the target check follow; each kernel's lowering decisions are returned as a
+//! [`PtxReport`] ([`report`]).
 
 mod arith;
 pub mod builder;

@@ -6,7 +6,7 @@
 //! version, target features and instruction families the kernel needs, its shared memory and
 //! its dot accumulators' registers per thread.
 //!
-//! Lowering records into [`Notes`] (one call where `dot.rs` and `rescale.rs` decide); [`build`]
+//! Lowering records into `Notes` (one call where `dot.rs` and `rescale.rs` decide); `build`
 //! turns them, with the state the lowering ends in, into the report, which is never changed
 //! afterwards. It is returned beside the PTX ([`super::PtxModule::reports`]) and printed by
 //! `kirc compile --report`.
@@ -132,7 +132,7 @@ pub struct PtxReport {
 
 /// What lowering records for the report, before it is built.
 #[derive(Default)]
-pub struct Notes {
+pub(crate) struct Notes {
     dots: Vec<(usize, DotChoice)>,
     rescales: Vec<(usize, Rescale)>,
 }
