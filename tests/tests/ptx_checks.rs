@@ -1,5 +1,5 @@
 //! Check-line tests for the PTX of the big kernels (`PTX_CHECKED_OPS`), whose full golden PTX is
-//! kept for sm_80 only: on every target their PTX must match `tests/checks/<op>.check` — the
+//! kept for sm_80 only: on every target their PTX must match `tests/checks/<op>[.<target>].check` — the
 //! `.version`/`.target` header, each kernel's `.maxntid`, the ring loops (the wait with its
 //! pending count, the one barrier and the refill per stage), and the count of every key
 //! instruction (mma.sync, ldmatrix, cp.async, bar.sync, shuffles, no wgmma) — and with the
@@ -13,15 +13,24 @@ use kir_tests::filecheck::{self, FULL_GOLDEN_BYTES, PTX_CHECKED_OPS};
 use std::collections::BTreeMap;
 use std::process::Command;
 
-/// The check lines of each checked op.
-const CHECKS: [(&str, &str); 7] = [
+/// The check lines of each checked op: one file per group of targets whose PTX is alike
+/// (`<op>.check`, and `<op>.<target>.check` for a target whose path differs).
+const CHECKS: [(&str, &str); 9] = [
     (
         "attention_bwd",
         include_str!("../checks/attention_bwd.check"),
     ),
     (
+        "attention_bwd",
+        include_str!("../checks/attention_bwd.sm_90a.check"),
+    ),
+    (
         "attention_fwd",
         include_str!("../checks/attention_fwd.check"),
+    ),
+    (
+        "attention_fwd",
+        include_str!("../checks/attention_fwd.sm_90a.check"),
     ),
     ("gemm", include_str!("../checks/gemm.check")),
     ("gemm_nf4", include_str!("../checks/gemm_nf4.check")),
@@ -165,8 +174,19 @@ fn big_kernels_registers_and_spills() {
 /// Full goldens stay small, and every big kernel is checked with check lines instead.
 #[test]
 fn golden_policy() {
-    let checked: Vec<&str> = CHECKS.iter().map(|(op, _)| *op).collect();
-    assert_eq!(checked, PTX_CHECKED_OPS, "one check file per checked op");
+    let mut checked: Vec<&str> = CHECKS.iter().map(|(op, _)| *op).collect();
+    checked.dedup();
+    assert_eq!(checked, PTX_CHECKED_OPS, "check lines for every checked op");
+    // Every target of a checked op is checked by exactly one file.
+    for op in PTX_CHECKED_OPS {
+        for target in Target::ALL {
+            let n = CHECKS
+                .iter()
+                .filter(|(o, spec)| *o == op && targets(o, spec).contains(&target))
+                .count();
+            assert_eq!(n, 1, "{op} on {target}: {n} check files name the target");
+        }
+    }
     let snapshots = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/snapshots");
     for (op, _) in kir_compiler::oplib::builtins() {
         for target in Target::ALL {

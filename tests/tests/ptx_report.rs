@@ -113,15 +113,32 @@ fn declined_reasons_name_the_condition() {
         dot.declined[1].starts_with("mma.sync: operands are f32"),
         "{r}"
     );
-    // The attention dots start from zero each key block (scores) or take P from registers:
-    // mma.sync on sm_90a, with the reason in operand-form terms.
+    // Attention on sm_90a: both dots take wgmma (QKᵀ from shared memory, P·V with P from
+    // registers); attention_bwd's dQ kernel reads its K tile twice (Sᵀ and dQ), so S = Q·Kᵀ
+    // keeps mma.sync with the reason in operand-form terms, and dQ += dS·K has K = 32.
     let c = build("attention_fwd", &[], Target::Sm90a, &none);
     let r = only(&c);
     assert_eq!(r.dots.len(), 2, "{r}");
-    assert!(r.dots_on(DotPath::MmaSync).count() == 2, "{r}");
+    assert_eq!(r.dots_on(DotPath::Wgmma).count(), 2, "{r}");
+    let c = build("attention_bwd", &[], Target::Sm90a, &none);
+    let dq = c
+        .reports
+        .iter()
+        .find(|r| r.kernel == "attention_bwd_dq")
+        .expect("dq");
+    let paths: Vec<DotPath> = dq.dots.iter().map(|d| d.path).collect();
+    assert_eq!(
+        paths,
+        [DotPath::MmaSync, DotPath::Wgmma, DotPath::MmaSync],
+        "{dq}"
+    );
     assert!(
-        r.dots.iter().all(|d| d.declined[0].contains("in place")),
-        "{r}"
+        dq.dots[0].declined[0].contains("operands are not in a form"),
+        "{dq}"
+    );
+    assert!(
+        dq.dots[2].declined[0].contains("K = 32 is not a multiple of 64"),
+        "{dq}"
     );
 }
 

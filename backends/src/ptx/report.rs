@@ -232,9 +232,9 @@ fn wgmma_declined(
     } else if super::wgmma::wgmma_dot(c.k, op, c.blk, c.target).is_some() {
         format!("the accumulator is in the {layout:?} layout, not one 16-row fragment per warp")
     } else {
-        "the operands or accumulator are not in a form wgmma reads in place (operand tiles \
-         loaded or read from a stage, used only by this dot, unmasked, copied in whole \
-         128-byte rows; an accumulator carried by a loop)"
+        "the operands are not in a form wgmma reads (see wgmma_dot: tiles loaded or read \
+         from a stage, unmasked, copied in whole 128-byte rows, or an A converted from f32 \
+         registers; each used only by this dot)"
             .to_string()
     };
     format!("wgmma: {why}")
