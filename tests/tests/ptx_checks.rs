@@ -15,7 +15,7 @@ use std::process::Command;
 
 /// The check lines of each checked op: one file per group of targets whose PTX is alike
 /// (`<op>.check`, and `<op>.<target>.check` for a target whose path differs).
-const CHECKS: [(&str, &str); 9] = [
+const CHECKS: [(&str, &str); 10] = [
     (
         "attention_bwd",
         include_str!("../checks/attention_bwd.check"),
@@ -33,6 +33,7 @@ const CHECKS: [(&str, &str); 9] = [
         include_str!("../checks/attention_fwd.sm_90a.check"),
     ),
     ("gemm", include_str!("../checks/gemm.check")),
+    ("gemm", include_str!("../checks/gemm.sm_90a.check")),
     ("gemm_nf4", include_str!("../checks/gemm_nf4.check")),
     (
         "layernorm_bwd",

@@ -93,7 +93,8 @@ pub struct Rescale {
 /// Where the warps per block came from.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum WarpsFrom {
-    /// `--warps` (`PtxOptions::warps`).
+    /// Given in `PtxOptions::warps`: `--warps`, or the compile driver's per-target default
+    /// configuration of a built-in op.
     Option,
     /// The backend's policy, with the facts it went by.
     Policy(String),
@@ -378,7 +379,7 @@ impl PtxReport {
             self.kernel, self.symbol, self.target
         );
         let why = match &self.warps_from {
-            WarpsFrom::Option => "--warps".to_string(),
+            WarpsFrom::Option => "given: --warps or the op's per-target configuration".to_string(),
             WarpsFrom::Policy(p) => format!("policy: {p}"),
         };
         let _ = writeln!(o, "  warps: {} ({why})", self.warps);
