@@ -80,8 +80,7 @@ pub fn schedule_observed(
         // stage would only shorten the prefetch distance. Warp specialization turns releases
         // into the consumers' empty-barrier arrivals where the reads end, so it takes the
         // ring unheld.
-        hold_carried_dots: target == kir_backends::Target::Sm90a
-            && matches!(opts.warp_specialize, WsChoice::Off),
+        hold_carried_dots: target.has_wgmma() && matches!(opts.warp_specialize, WsChoice::Off),
     };
     let piped = passes::pipelining(m, &cfg)?;
     verifier::verify(&piped)?;
