@@ -13,4 +13,4 @@ pub mod ptx;
 pub mod runtime;
 pub mod target;
 
-pub use target::Target;
+pub use target::{Feature, Target};

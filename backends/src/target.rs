@@ -1,4 +1,10 @@
-//! GPU targets kir lowers to, and the PTX ISA version each one needs at least.
+//! GPU targets kir lowers to, the PTX ISA version each one needs at least, and the hardware
+//! features each one has beyond the sm_80 base that every kir target shares.
+//!
+//! Code that lowers differently per target asks a feature query ([`Target::has`],
+//! [`Target::has_wgmma`], …) instead of comparing against a target, so a new target only has to
+//! say which features it has. Each feature follows the "Target ISA notes" of the PTX ISA 9.0
+//! section that introduces its instructions (section numbers of PTX ISA 9.0).
 
 use std::fmt;
 
@@ -9,10 +15,67 @@ pub enum Target {
     Sm80,
     /// Hopper (H100/H200) with arch-specific features: wgmma, TMA, setmaxnreg.
     Sm90a,
-    /// Blackwell datacenter: tcgen05 / TMEM, TMA.
+    /// Blackwell datacenter: tcgen05 / TMEM, TMA, setmaxnreg.
     Sm100a,
-    /// Blackwell consumer: mma.sync and TMA, no wgmma, no tcgen05.
+    /// Blackwell consumer: mma.sync, TMA and setmaxnreg; no wgmma, no tcgen05.
     Sm120a,
+}
+
+/// A hardware feature beyond the sm_80 base (mma.sync, ldmatrix, cp.async, max.NaN, …) that
+/// every kir target has. [`Target::has`] says which targets have it; the PTX backend records
+/// the features its instructions need and refuses a kernel whose target lacks one.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Feature {
+    /// Warpgroup MMA, `wgmma.mma_async` with `wgmma.fence/commit_group/wait_group`
+    /// (§9.7.15.5.2, §9.7.15.7): "Requires sm_90a" — Hopper only.
+    Wgmma,
+    /// Tensor-map bulk copies, `cp.async.bulk.tensor` (§9.7.9.25.5.2): sm_90 or higher.
+    Tma,
+    /// mbarrier transaction counts and phase waits: `mbarrier.expect_tx` (§9.7.13.15.11,
+    /// sm_90 or higher) and `mbarrier.try_wait{.parity}` (§9.7.13.15.16, sm_90 or higher).
+    MbarrierTx,
+    /// Per-warpgroup register budgets, `setmaxnreg` (§9.7.19.5): sm_90a, sm_100a, sm_101a and
+    /// sm_120a (arch-specific: not sm_90 or sm_100 without the `a`).
+    Setmaxnreg,
+    /// Fifth-generation tensor cores, `tcgen05.mma` and tensor memory (§9.7.16.10.9.1):
+    /// sm_100a and sm_101a only — sm_120a has neither tcgen05 nor wgmma.
+    Tcgen05,
+    /// The async-proxy fence `fence.proxy.async` (§9.7.13.4): sm_90 or higher.
+    AsyncProxyFence,
+    /// bf16 reductions in global memory, `red.add.noftz.bf16` (§9.7.13.6): sm_90 or higher.
+    RedBf16,
+}
+
+impl Feature {
+    /// Every feature, in order.
+    pub const ALL: [Feature; 7] = [
+        Feature::Wgmma,
+        Feature::Tma,
+        Feature::MbarrierTx,
+        Feature::Setmaxnreg,
+        Feature::Tcgen05,
+        Feature::AsyncProxyFence,
+        Feature::RedBf16,
+    ];
+
+    /// A short name for messages and reports (`wgmma`, `tma`, …).
+    pub fn name(self) -> &'static str {
+        match self {
+            Feature::Wgmma => "wgmma",
+            Feature::Tma => "tma",
+            Feature::MbarrierTx => "mbarrier-tx",
+            Feature::Setmaxnreg => "setmaxnreg",
+            Feature::Tcgen05 => "tcgen05",
+            Feature::AsyncProxyFence => "fence-proxy-async",
+            Feature::RedBf16 => "red-bf16",
+        }
+    }
+}
+
+impl fmt::Display for Feature {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
 }
 
 impl Target {
@@ -32,6 +95,18 @@ impl Target {
     /// Parses a target name.
     pub fn from_name(s: &str) -> Option<Target> {
         Target::ALL.into_iter().find(|t| t.name() == s)
+    }
+
+    /// The target for a GPU of compute capability `major.minor`: 8.x → sm_80, 9.0 → sm_90a,
+    /// 10.x → sm_100a, 12.x → sm_120a; `None` for devices kir does not target.
+    pub fn from_compute_capability(major: i32, minor: i32) -> Option<Target> {
+        match (major, minor) {
+            (8, _) => Some(Target::Sm80),
+            (9, 0) => Some(Target::Sm90a),
+            (10, _) => Some(Target::Sm100a),
+            (12, _) => Some(Target::Sm120a),
+            _ => None,
+        }
     }
 
     /// The compute capability for NVRTC (`compute_90a`) — what `--gpu-architecture` takes.
@@ -64,10 +139,141 @@ impl Target {
             Target::Sm120a => (8, 7),
         }
     }
+
+    /// True if this target has `feature` (see [`Feature`] for the PTX ISA section each one
+    /// follows). Exact for the four targets: no feature is guessed from a target's number.
+    pub fn has(self, feature: Feature) -> bool {
+        match feature {
+            Feature::Wgmma => match self {
+                Target::Sm90a => true,
+                Target::Sm80 | Target::Sm100a | Target::Sm120a => false,
+            },
+            Feature::Tma | Feature::MbarrierTx | Feature::AsyncProxyFence | Feature::RedBf16 => {
+                match self {
+                    Target::Sm90a | Target::Sm100a | Target::Sm120a => true,
+                    Target::Sm80 => false,
+                }
+            }
+            Feature::Setmaxnreg => match self {
+                Target::Sm90a | Target::Sm100a | Target::Sm120a => true,
+                Target::Sm80 => false,
+            },
+            Feature::Tcgen05 => match self {
+                Target::Sm100a => true,
+                Target::Sm80 | Target::Sm90a | Target::Sm120a => false,
+            },
+        }
+    }
+
+    /// Warpgroup MMA (`wgmma.mma_async`): sm_90a only ([`Feature::Wgmma`]).
+    pub fn has_wgmma(self) -> bool {
+        self.has(Feature::Wgmma)
+    }
+
+    /// Tensor-map bulk copies (`cp.async.bulk.tensor`): sm_90a, sm_100a, sm_120a
+    /// ([`Feature::Tma`]).
+    pub fn has_tma(self) -> bool {
+        self.has(Feature::Tma)
+    }
+
+    /// `mbarrier.expect_tx` and `mbarrier.try_wait.parity`: sm_90a, sm_100a, sm_120a
+    /// ([`Feature::MbarrierTx`]).
+    pub fn has_mbarrier_tx(self) -> bool {
+        self.has(Feature::MbarrierTx)
+    }
+
+    /// `setmaxnreg`: sm_90a, sm_100a, sm_120a ([`Feature::Setmaxnreg`]).
+    pub fn has_setmaxnreg(self) -> bool {
+        self.has(Feature::Setmaxnreg)
+    }
+
+    /// `tcgen05` (tensor memory and its MMA): sm_100a only ([`Feature::Tcgen05`]).
+    pub fn has_tcgen05(self) -> bool {
+        self.has(Feature::Tcgen05)
+    }
+
+    /// `fence.proxy.async`: sm_90a, sm_100a, sm_120a ([`Feature::AsyncProxyFence`]).
+    pub fn has_async_proxy_fence(self) -> bool {
+        self.has(Feature::AsyncProxyFence)
+    }
+
+    /// `red.global.add.noftz.bf16`: sm_90a, sm_100a, sm_120a ([`Feature::RedBf16`]).
+    pub fn has_red_bf16(self) -> bool {
+        self.has(Feature::RedBf16)
+    }
+
+    /// An asynchronous tensor-core MMA that one warpgroup issues while others work — wgmma on
+    /// sm_90a, tcgen05.mma on sm_100a — which the producer/consumer warpgroup plans of the
+    /// `warp_specialize` pass are built around. sm_80 and sm_120a have only the warp-synchronous
+    /// mma.sync.
+    pub fn has_async_mma(self) -> bool {
+        self.has_wgmma() || self.has_tcgen05()
+    }
 }
 
 impl fmt::Display for Target {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.name())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The feature table of each target, as the PTX ISA's target notes give it.
+    #[test]
+    fn features_per_target() {
+        let have = |t: Target| -> Vec<&str> {
+            Feature::ALL
+                .into_iter()
+                .filter(|f| t.has(*f))
+                .map(Feature::name)
+                .collect()
+        };
+        assert!(have(Target::Sm80).is_empty());
+        assert_eq!(
+            have(Target::Sm90a),
+            [
+                "wgmma",
+                "tma",
+                "mbarrier-tx",
+                "setmaxnreg",
+                "fence-proxy-async",
+                "red-bf16"
+            ]
+        );
+        assert_eq!(
+            have(Target::Sm100a),
+            [
+                "tma",
+                "mbarrier-tx",
+                "setmaxnreg",
+                "tcgen05",
+                "fence-proxy-async",
+                "red-bf16"
+            ]
+        );
+        assert_eq!(
+            have(Target::Sm120a),
+            [
+                "tma",
+                "mbarrier-tx",
+                "setmaxnreg",
+                "fence-proxy-async",
+                "red-bf16"
+            ]
+        );
+        let async_mma: Vec<bool> = Target::ALL.iter().map(|t| t.has_async_mma()).collect();
+        assert_eq!(async_mma, [false, true, true, false]);
+    }
+
+    #[test]
+    fn compute_capabilities() {
+        assert_eq!(Target::from_compute_capability(8, 6), Some(Target::Sm80));
+        assert_eq!(Target::from_compute_capability(9, 0), Some(Target::Sm90a));
+        assert_eq!(Target::from_compute_capability(10, 0), Some(Target::Sm100a));
+        assert_eq!(Target::from_compute_capability(12, 0), Some(Target::Sm120a));
+        assert_eq!(Target::from_compute_capability(7, 5), None);
     }
 }

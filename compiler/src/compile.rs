@@ -41,6 +41,9 @@ pub struct Compiled {
     pub meta: Option<serde_json::Value>,
     /// The module that was lowered (the pipeline's output unless another stage was asked for).
     pub module: Module,
+    /// For PTX, the lowering decisions of each kernel, in META's kernel order (empty for IR
+    /// and CUDA C).
+    pub reports: Vec<kir_backends::ptx::PtxReport>,
 }
 
 /// Why compilation failed.
@@ -140,6 +143,7 @@ pub fn compile_stage(
             text: kir_ir::text::print(&spec),
             meta: None,
             module: spec,
+            reports: Vec::new(),
         }),
         Emit::Ptx => {
             let suffix = format!("{suffix}{}", opts.suffix());
@@ -155,6 +159,7 @@ pub fn compile_stage(
                 text: out.text,
                 meta: Some(meta),
                 module: scheduled,
+                reports: out.reports,
             })
         }
         Emit::Cuda => compile_cuda(spec, target, &suffix),
@@ -279,5 +284,6 @@ fn compile_cuda(spec: Module, target: Target, suffix: &str) -> Result<Compiled, 
         text: cu.source,
         meta: Some(meta),
         module: spec,
+        reports: Vec::new(),
     })
 }

@@ -52,13 +52,14 @@ pub struct ScheduleOptions {
 }
 
 /// The warp-specialization plans of a target, most preferred first: FA3's two ping-pong consumer
-/// warpgroups with `setmaxnreg` budgets, then one producer and one consumer warpgroup, on
-/// sm_90a and sm_100a; two producer warps and six consumer warps (one budget) elsewhere.
+/// warpgroups with `setmaxnreg` budgets, then one producer and one consumer warpgroup, where
+/// the target has an asynchronous warpgroup MMA and `setmaxnreg` (sm_90a, sm_100a); two
+/// producer warps and six consumer warps (one budget) elsewhere.
 pub fn ws_plans(t: kir_backends::Target) -> Vec<passes::WsPlan> {
-    use kir_backends::Target;
-    match t {
-        Target::Sm90a | Target::Sm100a => vec![passes::WsPlan::FA3, passes::WsPlan::GEMM],
-        Target::Sm80 | Target::Sm120a => vec![passes::WsPlan::P2C6],
+    if t.has_async_mma() && t.has_setmaxnreg() {
+        vec![passes::WsPlan::FA3, passes::WsPlan::GEMM]
+    } else {
+        vec![passes::WsPlan::P2C6]
     }
 }
 
@@ -79,8 +80,7 @@ pub fn schedule_observed(
         // stage would only shorten the prefetch distance. Warp specialization turns releases
         // into the consumers' empty-barrier arrivals where the reads end, so it takes the
         // ring unheld.
-        hold_carried_dots: target == kir_backends::Target::Sm90a
-            && matches!(opts.warp_specialize, WsChoice::Off),
+        hold_carried_dots: target.has_wgmma() && matches!(opts.warp_specialize, WsChoice::Off),
     };
     let piped = passes::pipelining(m, &cfg)?;
     verifier::verify(&piped)?;

@@ -3,6 +3,7 @@
 
 use super::builder::{f32_lit, Reg, RegClass};
 use super::ctx::{class_of, Ctx};
+use super::isa::Isa;
 use super::lower::round;
 use super::PtxError;
 use kir_ir::{CmpPred, Dtype, OpData, Opcode};
@@ -46,7 +47,10 @@ pub(super) fn scalar_op(
         Opcode::Log2 => c.b.ins(format!("lg2.approx.ftz.f32 {r}, {}", a[0])),
         Opcode::Sqrt => c.b.ins(format!("sqrt.rn.f32 {r}, {}", a[0])),
         Opcode::Rsqrt => c.b.ins(format!("rsqrt.approx.ftz.f32 {r}, {}", a[0])),
-        Opcode::Tanh => c.b.ins(format!("tanh.approx.f32 {r}, {}", a[0])),
+        Opcode::Tanh => {
+            c.b.need(Isa::TANH_APPROX)
+                .ins(format!("tanh.approx.f32 {r}, {}", a[0]))
+        }
         Opcode::Sigmoid | Opcode::Silu => {
             c.b.ins(format!("mul.f32 {r}, {}, {}", a[0], f32_lit(-L2E)));
             c.b.ins(format!("ex2.approx.ftz.f32 {r}, {r}"));
@@ -70,6 +74,9 @@ pub(super) fn scalar_op(
                 Opcode::Max => "max.NaN.f32",
                 _ => "min.NaN.f32",
             };
+            if matches!(op.opcode, Opcode::Max | Opcode::Min) {
+                c.b.need(Isa::MINMAX_NAN);
+            }
             c.b.ins(format!("{m} {r}, {}, {}", a[0], a[1]));
         }
         Opcode::Add

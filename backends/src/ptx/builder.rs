@@ -1,5 +1,9 @@
-//! A PTX text builder: typed virtual registers, labels, and instruction lines.
+//! A PTX text builder: typed virtual registers, labels, and instruction lines, and the
+//! [`Requirements`] of the instructions emitted (each family beyond PTX's first versions states
+//! its [`Isa`] with [`Builder::need`]; nothing is inferred from the text).
 
+use super::isa::{Isa, Requirements};
+use kir_ir::Span;
 use std::fmt::Write;
 
 /// A PTX register class.
@@ -68,8 +72,10 @@ pub struct Builder {
     prologue: String,
     labels: u32,
     indent: usize,
-    /// The lowest PTX ISA version the emitted instructions need.
-    pub min_version: (u32, u32),
+    /// What the emitted instructions need: PTX ISA version and target features.
+    isa: Requirements,
+    /// The op being lowered (recorded with each feature, for errors).
+    site: Option<Span>,
 }
 
 impl Builder {
@@ -87,14 +93,26 @@ impl Builder {
         format!("$L_{hint}_{}", self.labels)
     }
 
-    /// Records that an emitted instruction needs PTX ISA `v` or later.
-    pub fn require(&mut self, v: (u32, u32)) {
-        self.min_version = self.min_version.max(v);
+    /// Records that the next instruction (or group of instructions) is of family `isa`: its PTX
+    /// ISA version and target feature join the kernel's [`Requirements`]. Returns the builder
+    /// so the statement sits on the instruction: `b.need(Isa::LDMATRIX).ins(…)`.
+    pub fn need(&mut self, isa: Isa) -> &mut Builder {
+        self.isa.note(isa, self.site);
+        self
+    }
+
+    /// Names the op whose instructions follow (recorded with the features they need).
+    pub fn at(&mut self, span: Span) {
+        self.site = Some(span);
+    }
+
+    /// What the instructions emitted so far need.
+    pub fn requirements(&self) -> &Requirements {
+        &self.isa
     }
 
     /// Appends one instruction (a `;` is added).
     pub fn ins(&mut self, text: impl AsRef<str>) {
-        self.note_features(text.as_ref());
         let _ = writeln!(
             self.body,
             "{}{};",
@@ -105,7 +123,6 @@ impl Builder {
 
     /// Appends a predicated instruction: `@p ins` (or `@!p` when `negate`).
     pub fn ins_if(&mut self, p: Reg, negate: bool, text: impl AsRef<str>) {
-        self.note_features(text.as_ref());
         let bang = if negate { "!" } else { "" };
         let _ = writeln!(
             self.body,
@@ -120,25 +137,6 @@ impl Builder {
         match p {
             Some(p) => self.ins_if(p, false, text),
             None => self.ins(text),
-        }
-    }
-
-    /// The PTX ISA versions that introduced the instructions kir emits (PTX ISA, "PTX ISA
-    /// notes" of each instruction): cvt from bf16 needs 7.1, bf16 reductions 7.8, and the
-    /// sm_80 instructions (mma bf16, cvt to bf16, max.NaN, tanh.approx) 7.0.
-    fn note_features(&mut self, ins: &str) {
-        if ins.starts_with("cvt.f32.bf16") {
-            self.require((7, 1));
-        }
-        if ins.contains("add.noftz.bf16") {
-            self.require((7, 8));
-        }
-        if ins.contains(".bf16")
-            || ins.contains(".NaN")
-            || ins.starts_with("tanh.approx")
-            || ins.starts_with("mma.sync")
-        {
-            self.require((7, 0));
         }
     }
 
@@ -172,7 +170,8 @@ impl Builder {
         std::mem::swap(&mut self.body, &mut self.prologue);
     }
 
-    /// Register declarations, then the prologue, then the body.
+    /// Register declarations, then the prologue, then the body (see [`Builder::requirements`]
+    /// for what they need).
     pub fn finish(self) -> String {
         let mut s = String::new();
         for (i, c) in RegClass::ALL.iter().enumerate() {

@@ -4,6 +4,7 @@
 
 use super::builder::{Reg, RegClass};
 use super::ctx::{Ctx, Val};
+use super::isa::Isa;
 use super::layout::Place;
 use super::lower::{block, dtype, place, regs_in, shape};
 use super::sched::{contains, stage_ring, Ring};
@@ -147,7 +148,7 @@ pub(super) fn lower_for(c: &mut Ctx, op: &OpData) -> Result<(), PtxError> {
     c.release_pending |= releases;
     if c.wgmma_in_flight {
         // A held dot's last group: its accumulator is the loop's result.
-        c.b.ins("wgmma.wait_group.sync.aligned 0");
+        c.b.need(Isa::WGMMA).ins("wgmma.wait_group.sync.aligned 0");
         c.wgmma_in_flight = false;
     }
     for (&r, v) in op.results.iter().zip(carried) {

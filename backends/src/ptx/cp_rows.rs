@@ -8,6 +8,7 @@
 
 use super::builder::{Reg, RegClass};
 use super::ctx::{Ctx, TensorInfo};
+use super::isa::Isa;
 use super::PtxError;
 use kir_ir::Span;
 
@@ -73,7 +74,7 @@ pub(super) fn cp_async_rows(
     if core && ((threads / cpr) % 8 != 0 || rows % 8 != 0 || cols % 64 != 0 || eb != 2) {
         return Ok(false);
     }
-    c.b.require((7, 0));
+    c.b.need(Isa::CP_ASYNC);
     let rstep = threads / cpr;
     let total = rows * cpr;
     let (base, lead_ok) = tile_origin(c, info, offs);

@@ -96,6 +96,8 @@ pub struct Ctx<'a> {
     pub(super) rowbases: HashMap<usize, Reg>,
     pub(super) gridbases: HashMap<(usize, usize), (Reg, Reg)>,
     pub(super) ldm_lane: Option<(Reg, Reg, Reg)>,
+    /// Decisions recorded for the kernel's [`super::report::PtxReport`].
+    pub(super) report: super::report::Notes,
 }
 
 /// The lowered kernel.
@@ -104,11 +106,13 @@ pub struct Lowered {
     /// Threads per block.
     pub threads: u32,
     pub shared_bytes: u32,
-    /// The lowest PTX ISA version the kernel's instructions need.
-    pub min_version: (u32, u32),
+    /// What the kernel's instructions need: PTX ISA version and target features.
+    pub isa: super::isa::Requirements,
     /// The alignment the kernel needs of the dynamic shared memory base (16, or 1024 with
     /// wgmma operand tiles).
     pub smem_align: u32,
+    /// The lowering decisions.
+    pub report: super::report::PtxReport,
 }
 
 /// The register class holding values of `d`.

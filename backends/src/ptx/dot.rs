@@ -5,6 +5,7 @@
 
 use super::builder::{Reg, RegClass};
 use super::ctx::{smem_bytes, Ctx, Val};
+use super::isa::Isa;
 use super::layout::{self, Layout, Place};
 use super::lower::regs_in;
 use super::PtxError;
@@ -38,7 +39,8 @@ fn to_shared(c: &mut Ctx, v: &Val, sp: Span) -> Result<Val, PtxError> {
                     Dtype::F16 | Dtype::Bf16 => {
                         let h = c.b.reg(RegClass::B16);
                         let t = if *dtype == Dtype::F16 { "f16" } else { "bf16" };
-                        c.b.ins(format!("cvt.rn.{t}.f32 {h}, {r}"));
+                        c.b.need(Isa::cvt_from_f32(*dtype))
+                            .ins(format!("cvt.rn.{t}.f32 {h}, {r}"));
                         c.b.ins_if_opt(valid, format!("st.shared.b16 [{a}], {h}"));
                     }
                     Dtype::F32 => c.b.ins_if_opt(valid, format!("st.shared.f32 [{a}], {r}")),
@@ -158,6 +160,7 @@ pub fn lower_dot(c: &mut Ctx, op: &OpData) -> Result<(), PtxError> {
         let a_src = to_shared(c, &av, sp)?;
         fma(c, &a_src, &bs, &acc_regs, l, &shape, kdim)
     };
+    super::report::note_dot(c, op, wgmma.is_some(), use_mma, l);
     c.vals.insert(
         v,
         Val::Tile {
@@ -246,7 +249,7 @@ fn mma(
                     let mut f = Vec::new();
                     for (nf, h) in [(2 * kf, 0), (2 * kf, 1), (2 * kf + 1, 0), (2 * kf + 1, 1)] {
                         let r = c.b.reg(RegClass::B32);
-                        c.b.ins(format!(
+                        c.b.need(Isa::CVT_TO_BF16_OR_PACKED).ins(format!(
                             "cvt.rn.{t}x2.f32 {r}, {}, {}",
                             slot(nf, h * 2 + 1),
                             slot(nf, h * 2)
@@ -301,7 +304,7 @@ fn mma(
                 for (i, bfrag) in bfrags.iter().enumerate() {
                     let base = (mf * nfs + nf_lo + i) * 4;
                     let dst: Vec<Reg> = (0..4).map(|_| c.b.reg(RegClass::F32)).collect();
-                    c.b.ins(format!(
+                    c.b.need(Isa::MMA_M16N8K16).ins(format!(
                         "mma.sync.aligned.m16n8k16.row.col.f32.{t}.{t}.f32 {{{}, {}, {}, {}}}, {{{}, {}, {}, {}}}, {{{}, {}}}, {{{}, {}, {}, {}}}",
                         dst[0], dst[1], dst[2], dst[3], afrag[0], afrag[1], afrag[2], afrag[3], bfrag[0], bfrag[1],
                         cur[base], cur[base + 1], cur[base + 2], cur[base + 3]
@@ -355,7 +358,7 @@ fn ldmatrix_x4(c: &mut Ctx, v: &Val, i0: Reg, j0: Reg, pair_along_rows: bool) ->
         c.b.reg(RegClass::B32),
     ];
     let t = if trans { ".trans" } else { "" };
-    c.b.ins(format!(
+    c.b.need(Isa::LDMATRIX).ins(format!(
         "ldmatrix.sync.aligned.m8n8.x4{t}.shared.b16 {{{}, {}, {}, {}}}, [{a}]",
         out[0], out[1], out[2], out[3]
     ));
@@ -415,7 +418,8 @@ fn shared_elem(c: &mut Ctx, v: &Val, i: Reg, j: Reg, valid: Option<Reg>) -> Reg 
             c.b.ins(format!("mov.b16 {h}, 0"));
             c.b.ins_if_opt(valid, format!("ld.shared.b16 {h}, [{a}]"));
             let t = if dtype == Dtype::F16 { "f16" } else { "bf16" };
-            c.b.ins(format!("cvt.f32.{t} {r}, {h}"));
+            c.b.need(Isa::cvt_to_f32(dtype))
+                .ins(format!("cvt.f32.{t} {r}, {h}"));
         }
         _ => c.b.ins_if_opt(valid, format!("ld.shared.f32 {r}, [{a}]")),
     }

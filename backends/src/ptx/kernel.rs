@@ -4,6 +4,7 @@
 
 use super::builder::{Builder, RegClass};
 use super::ctx::{Ctx, Lowered, TensorInfo, SCRATCH_BASE};
+use super::isa::Isa;
 use super::layout::{self, Block};
 use super::{PtxError, THREADS};
 use crate::abi::{AbiArg, KernelAbi};
@@ -42,6 +43,11 @@ fn patch_scratch(text: &str, scratch_at: u32) -> String {
 ///   on 4 warps is faster still but sits at the register limit and spills with some features
 ///   and targets, so it is an explicit choice: `--warps 4`.)
 pub fn block_of(k: &Kernel) -> Block {
+    block_policy(k).0
+}
+
+/// [`block_of`] and the facts it went by, for the report.
+pub fn block_policy(k: &Kernel) -> (Block, String) {
     let dots: Vec<Vec<usize>> = k
         .dfg
         .ops
@@ -49,7 +55,7 @@ pub fn block_of(k: &Kernel) -> Block {
         .filter(|o| o.opcode == kir_ir::Opcode::Dot)
         .filter_map(|o| o.results.first().and_then(|&r| k.dfg.ty(r).shape()))
         .collect();
-    let warps = if dots.is_empty() {
+    let (warps, why) = if dots.is_empty() {
         let largest = k
             .dfg
             .values
@@ -60,7 +66,11 @@ pub fn block_of(k: &Kernel) -> Block {
             .max()
             .unwrap_or(0);
         let chunks = largest.div_ceil(super::layout::VEC).next_power_of_two();
-        (chunks / 32).clamp((THREADS / 32) as usize, 16) as u32
+        let w = (chunks / 32).clamp((THREADS / 32) as usize, 16) as u32;
+        let why = format!(
+            "no dot; one thread per 16-byte chunk of the largest tile ({largest} elements), 4 to 16 warps"
+        );
+        (w, why)
     } else {
         let big: Vec<&Vec<usize>> = dots
             .iter()
@@ -75,7 +85,10 @@ pub fn block_of(k: &Kernel) -> Block {
                     .is_some_and(|s| s.len() == 2 && big.iter().any(|b| b[0] == s[0]))
         });
         match big.iter().map(|s| s[0]).max() {
-            None => THREADS / 32,
+            None => (
+                THREADS / 32,
+                "dot results under 128 rows: 4 warps".to_string(),
+            ),
             Some(m) => {
                 let cols: usize = dots
                     .iter()
@@ -83,17 +96,19 @@ pub fn block_of(k: &Kernel) -> Block {
                     .map(|s| s[1])
                     .sum();
                 if row_stats && cols <= 160 && m / 32 <= 16 {
-                    (m / 32) as u32
+                    let why = format!("{m}-row dot results with row statistics and {cols} accumulator columns (at most 160): one warp per 32 rows");
+                    ((m / 32) as u32, why)
                 } else {
-                    8
+                    (8, format!("a {m}-row dot result: 8 warps"))
                 }
             }
         }
     };
-    Block {
+    let blk = Block {
         threads: warps * 32,
         warps,
-    }
+    };
+    (blk, why)
 }
 
 /// Lowers one specialized kernel to a `.entry`.
@@ -104,12 +119,13 @@ pub fn lower_kernel(
     symbol: &str,
     warps: Option<u32>,
 ) -> Result<Lowered, PtxError> {
+    let (policy, why) = block_policy(k);
     let blk = match warps {
         Some(w) => Block {
             threads: w * 32,
             warps: w,
         },
-        None => block_of(k),
+        None => policy,
     };
     let mut b = Builder::default();
     let places = layout::assign_for(k, blk, Some(target));
@@ -171,6 +187,7 @@ pub fn lower_kernel(
         rowbases: HashMap::new(),
         gridbases: HashMap::new(),
         ldm_lane: None,
+        report: Default::default(),
     };
     let mut params = Vec::new();
     ctx.b.in_prologue(|b| {
@@ -215,8 +232,10 @@ pub fn lower_kernel(
                     Dtype::F16 | Dtype::Bf16 => {
                         let f = ctx.b.reg(RegClass::F32);
                         let t = if *dtype == Dtype::F16 { "f16" } else { "bf16" };
-                        ctx.b
-                            .in_prologue(|b| b.ins(format!("cvt.f32.{t} {f}, {r}")));
+                        ctx.b.in_prologue(|b| {
+                            b.need(Isa::cvt_to_f32(*dtype))
+                                .ins(format!("cvt.f32.{t} {f}, {r}"))
+                        });
                         f
                     }
                     Dtype::I1 => {
@@ -256,7 +275,9 @@ pub fn lower_kernel(
     } else {
         ctx.smem_top
     };
-    let min_version = ctx.b.min_version;
+    let isa = ctx.b.requirements().clone();
+    let from = super::report::warps_from(warps, why);
+    let report = super::report::build(&mut ctx, symbol, from, shared_bytes, &isa);
     let body = patch_scratch(&ctx.b.finish(), scratch_at);
     let text = format!(
         ".visible .entry {symbol}(\n\t{}\n)\n.maxntid {}, 1, 1\n{{\n{body}\tret;\n}}\n",
@@ -272,7 +293,8 @@ pub fn lower_kernel(
         text,
         threads: blk.threads,
         shared_bytes,
-        min_version,
+        isa,
         smem_align,
+        report,
     })
 }

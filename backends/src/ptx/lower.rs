@@ -4,6 +4,7 @@
 
 use super::builder::{f32_lit, Reg, RegClass};
 use super::ctx::{Ctx, Val};
+use super::isa::Isa;
 use super::layout::{Layout, Place};
 use super::PtxError;
 use kir_ir::{Attr, Block, Dtype, ExprKind, OpData, Opcode, Span, Value};
@@ -94,8 +95,10 @@ pub fn round(c: &mut Ctx, d: Dtype, r: Reg) {
         Dtype::F16 | Dtype::Bf16 => {
             let t = if d == Dtype::F16 { "f16" } else { "bf16" };
             let h = c.b.reg(RegClass::B16);
-            c.b.ins(format!("cvt.rn.{t}.f32 {h}, {r}"));
-            c.b.ins(format!("cvt.f32.{t} {r}, {h}"));
+            c.b.need(Isa::cvt_from_f32(d))
+                .ins(format!("cvt.rn.{t}.f32 {h}, {r}"));
+            c.b.need(Isa::cvt_to_f32(d))
+                .ins(format!("cvt.f32.{t} {r}, {h}"));
         }
         Dtype::U8 => c.b.ins(format!("and.b32 {r}, {r}, 255")),
         Dtype::F32 | Dtype::I32 | Dtype::I64 | Dtype::I1 => {}
@@ -170,6 +173,7 @@ fn def(c: &mut Ctx, v: Value, val: Val) {
 /// Lowers one op.
 pub fn lower_op(c: &mut Ctx, op: &OpData) -> Result<(), PtxError> {
     let sp = op.span;
+    c.b.at(sp);
     let res = op.results.first().copied();
     match op.opcode {
         Opcode::ProgramId | Opcode::NumPrograms => {

@@ -7,6 +7,7 @@
 
 use super::builder::{Reg, RegClass};
 use super::ctx::{smem_bytes, Ctx, SlotCoord, TensorInfo, Val};
+use super::isa::Isa;
 use super::layout::{Layout, Place};
 use super::lower::{lit, regs_in, round};
 use super::tile::slot_live;
@@ -92,7 +93,8 @@ pub(super) fn load_elem(c: &mut Ctx, d: Dtype, dst: Reg, addr: Reg, p: Reg) {
             let h = c.b.reg(RegClass::B16);
             c.b.ins_if(p, false, format!("ld.global.b16 {h}, [{addr}]"));
             let t = if d == Dtype::F16 { "f16" } else { "bf16" };
-            c.b.ins_if(p, false, format!("cvt.f32.{t} {dst}, {h}"));
+            c.b.need(Isa::cvt_to_f32(d))
+                .ins_if(p, false, format!("cvt.f32.{t} {dst}, {h}"));
         }
         Dtype::I1 => {
             let t = c.b.reg(RegClass::B32);
@@ -114,7 +116,8 @@ pub(super) fn store_bits(c: &mut Ctx, d: Dtype, src: Reg) -> Reg {
         Dtype::F16 | Dtype::Bf16 => {
             let h = c.b.reg(RegClass::B16);
             let t = if d == Dtype::F16 { "f16" } else { "bf16" };
-            c.b.ins(format!("cvt.rn.{t}.f32 {h}, {src}"));
+            c.b.need(Isa::cvt_from_f32(d))
+                .ins(format!("cvt.rn.{t}.f32 {h}, {src}"));
             h
         }
         Dtype::I1 => {
@@ -315,8 +318,12 @@ pub fn lower_memory_op(c: &mut Ctx, op: &OpData) -> Result<(), PtxError> {
                     }
                     let red = match d {
                         Dtype::F32 => "red.global.add.f32".to_string(),
-                        Dtype::F16 => "red.global.add.noftz.f16".to_string(),
-                        Dtype::Bf16 if c.target != crate::target::Target::Sm80 => {
+                        Dtype::F16 => {
+                            c.b.need(Isa::RED_ADD_F16);
+                            "red.global.add.noftz.f16".to_string()
+                        }
+                        Dtype::Bf16 if c.target.has_red_bf16() => {
+                            c.b.need(Isa::RED_ADD_BF16);
                             "red.global.add.noftz.bf16".to_string()
                         }
                         Dtype::I32 => "red.global.add.s32".to_string(),
@@ -399,7 +406,7 @@ fn load_shared(
     };
     c.b.ins("bar.sync 0");
     copy_tile(c, op, info, offs, shape, other, off, core)?;
-    c.b.ins("cp.async.commit_group");
+    c.b.need(Isa::CP_ASYNC).ins("cp.async.commit_group");
     c.b.ins("cp.async.wait_group 0");
     fence_async(c);
     c.b.ins("bar.sync 0");
@@ -559,7 +566,8 @@ fn store_smem_elem(
         Dtype::F16 | Dtype::Bf16 => {
             let h = c.b.reg(RegClass::B16);
             let t = if d == Dtype::F16 { "f16" } else { "bf16" };
-            c.b.ins(format!("cvt.rn.{t}.f32 {h}, {r}"));
+            c.b.need(Isa::cvt_from_f32(d))
+                .ins(format!("cvt.rn.{t}.f32 {h}, {r}"));
             c.b.ins_if_opt(valid, format!("st.shared.b16 [{sa}], {h}"));
         }
         Dtype::F32 | Dtype::I32 | Dtype::U8 => {
@@ -580,7 +588,7 @@ fn store_smem_elem(
 /// the barrier that publishes the tiles.
 pub(super) fn fence_async(c: &mut Ctx) {
     if !c.core.is_empty() {
-        c.b.require((8, 0));
-        c.b.ins("fence.proxy.async.shared::cta");
+        c.b.need(Isa::FENCE_PROXY_ASYNC)
+            .ins("fence.proxy.async.shared::cta");
     }
 }

@@ -37,7 +37,7 @@ pub struct Turn {
 /// gets one turn per dot, in program order. Empty otherwise.
 pub fn plan(k: &Kernel, b: Block, target: Target) -> HashMap<Value, Turn> {
     let mut out = HashMap::new();
-    if b.warps != 8 || target != Target::Sm90a {
+    if b.warps != 8 || !target.has_wgmma() {
         return out;
     }
     let is_wgmma = |o: &kir_ir::OpData| super::wgmma::wgmma_dot(k, o, b, target).is_some();

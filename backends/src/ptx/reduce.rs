@@ -6,6 +6,7 @@
 
 use super::builder::{Reg, RegClass};
 use super::ctx::{class_of, Ctx, Val};
+use super::isa::Isa;
 use super::layout::{self, Layout};
 use super::lower::{regs_in, round};
 use super::tile::{convert, read_scratch, spill};
@@ -31,6 +32,9 @@ pub(super) fn combine(c: &mut Ctx, kind: ReduceKind, d: Dtype, acc: Reg, x: Reg)
         (ReduceKind::Max, false) => format!("max.{t}"),
         (ReduceKind::Min, false) => format!("min.{t}"),
     };
+    if d.is_float() && kind != ReduceKind::Sum {
+        c.b.need(Isa::MINMAX_NAN);
+    }
     c.b.ins(format!("{m} {acc}, {acc}, {x}"));
 }
 
@@ -148,12 +152,12 @@ pub(super) fn shfl_combine(c: &mut Ctx, kind: ReduceKind, d: Dtype, acc: Reg, ma
     if class_of(d) == RegClass::F32 {
         let (x, y) = (c.b.reg(RegClass::B32), c.b.reg(RegClass::B32));
         c.b.ins(format!("mov.b32 {y}, {acc}"));
-        c.b.ins(format!(
+        c.b.need(Isa::SHFL_SYNC).ins(format!(
             "shfl.sync.bfly.b32 {x}, {y}, {mask}, 31, 0xffffffff"
         ));
         c.b.ins(format!("mov.b32 {t}, {x}"));
     } else {
-        c.b.ins(format!(
+        c.b.need(Isa::SHFL_SYNC).ins(format!(
             "shfl.sync.bfly.b32 {t}, {acc}, {mask}, 31, 0xffffffff"
         ));
     }

@@ -7,6 +7,7 @@
 
 use super::builder::{Reg, RegClass};
 use super::ctx::{Ctx, Val};
+use super::isa::Isa;
 use super::layout::Layout;
 use super::lower::regs_in;
 use super::PtxError;
@@ -67,7 +68,19 @@ pub(super) fn skip_unit_rescale(
         c.k.dfg.values.get(x).map(|d| d.def),
         Some(ValueDef::Arg(..))
     );
-    if !x_is_tile || !carried || c.lazy.contains_key(&x) || super::lower::use_count(c.k, x) != 1 {
+    let why_not = if !x_is_tile {
+        Some("the scaled tile is not in the accumulator layout")
+    } else if !carried {
+        Some("the scaled tile is not carried by a loop, so it does not own its registers")
+    } else if c.lazy.contains_key(&x) {
+        Some("the scaled tile is recomputed at each use")
+    } else if super::lower::use_count(c.k, x) != 1 {
+        Some("the scaled tile has another use")
+    } else {
+        None
+    };
+    super::report::note_rescale(c, op, why_not);
+    if why_not.is_some() {
         return Ok(None);
     }
     let src_shape = c.k.dfg.ty(src).shape().unwrap_or_default();
@@ -79,8 +92,8 @@ pub(super) fn skip_unit_rescale(
         c.b.ins(format!("setp.eq.f32 {p}, {row}, 0f3F800000"));
         c.b.ins(format!("and.pred {all}, {all}, {p}"));
     }
-    c.b.require((6, 0));
-    c.b.ins(format!("vote.sync.all.pred {all}, {all}, 0xffffffff"));
+    c.b.need(Isa::VOTE_SYNC)
+        .ins(format!("vote.sync.all.pred {all}, {all}, 0xffffffff"));
     c.b.ins_if(all, false, format!("bra.uni {skip}"));
     let (xs, fs) = (&ins[x_idx], &ins[1 - x_idx]);
     for (&xr, &f) in xs.iter().zip(fs) {

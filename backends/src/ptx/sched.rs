@@ -29,6 +29,7 @@
 //! scheduling passes do not emit for this backend, are errors naming the op and the target.
 
 use super::ctx::{smem_bytes, Ctx, Val};
+use super::isa::Isa;
 use super::layout::Place;
 use super::lower::lit;
 use super::PtxError;
@@ -87,7 +88,7 @@ pub fn lower_sched_op(c: &mut Ctx, op: &OpData) -> Result<(), PtxError> {
             let off = buf.off + h as u32 * buf.stride;
             super::memory::copy_into_stage(c, op, &buf.shape, off, buf.core)?;
         }
-        Opcode::AsyncCommit => c.b.ins("cp.async.commit_group"),
+        Opcode::AsyncCommit => c.b.need(Isa::CP_ASYNC).ins("cp.async.commit_group"),
         Opcode::AsyncWait => {
             let n = pending(op);
             wait(c, n);
@@ -204,7 +205,8 @@ fn pending(op: &OpData) -> usize {
 /// that makes the landed stages visible to every thread (and orders earlier reads of released
 /// stages before later copies).
 pub fn wait(c: &mut Ctx, n: usize) {
-    c.b.ins(format!("cp.async.wait_group {n}"));
+    c.b.need(Isa::CP_ASYNC)
+        .ins(format!("cp.async.wait_group {n}"));
     super::memory::fence_async(c);
     c.b.ins("bar.sync 0");
     c.release_pending = false;

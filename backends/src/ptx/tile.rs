@@ -8,6 +8,7 @@
 
 use super::builder::{Reg, RegClass};
 use super::ctx::{class_of, Ctx, Val};
+use super::isa::Isa;
 use super::layout::{self, Layout, Place};
 use super::PtxError;
 use kir_ir::{Attr, Dtype, ExprKind, OpData, Opcode, Span, Value};
@@ -122,7 +123,8 @@ pub fn convert(c: &mut Ctx, v: &Val, to: Layout, sp: Span) -> Result<Val, PtxErr
                         c.b.ins(format!("mov.b16 {h}, 0"));
                         c.b.ins_if_opt(sc.valid, format!("ld.shared.b16 {h}, [{a}]"));
                         let t = if *dtype == Dtype::F16 { "f16" } else { "bf16" };
-                        c.b.ins(format!("cvt.f32.{t} {r}, {h}"));
+                        c.b.need(Isa::cvt_to_f32(*dtype))
+                            .ins(format!("cvt.f32.{t} {r}, {h}"));
                     }
                     _ => {
                         c.b.ins_if_opt(sc.valid, format!("ld.shared.{} {r}, [{a}]", sty(*dtype)))

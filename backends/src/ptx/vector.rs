@@ -6,6 +6,7 @@
 
 use super::builder::{Reg, RegClass};
 use super::ctx::{Ctx, TensorInfo, Val};
+use super::isa::Isa;
 use super::layout::{self, Layout, Place};
 use super::lower::{regs_in, round};
 use super::memory::{and_pred, element, gty, load_elem, store_bits};
@@ -49,7 +50,7 @@ pub(super) fn cp_async_tile(
     shape: &[usize],
     sp: Span,
 ) -> Result<(), PtxError> {
-    c.b.require((7, 0));
+    c.b.need(Isa::CP_ASYNC);
     let vec = 16 / eb;
     let rank = offs.len();
     let esize = info.dtype.size_bytes();
@@ -245,7 +246,8 @@ pub(super) fn blocked_vec_access(
         if half && matches!(access, Access::Store) {
             for (k, &word) in words.iter().enumerate() {
                 let (lo, hi) = (regs[2 * k], regs[2 * k + 1]);
-                c.b.ins(format!("cvt.rn.{t16}x2.f32 {word}, {hi}, {lo}"));
+                c.b.need(Isa::CVT_TO_BF16_OR_PACKED)
+                    .ins(format!("cvt.rn.{t16}x2.f32 {word}, {hi}, {lo}"));
             }
         }
         let (vec_l, done) = (c.b.label("vec"), c.b.label("vecdone"));
@@ -334,7 +336,8 @@ pub(super) fn blocked_vec_access(
             for (k, &word) in words.iter().enumerate() {
                 let (lo, hi) = (c.b.reg(RegClass::B16), c.b.reg(RegClass::B16));
                 c.b.ins(format!("mov.b32 {{{lo}, {hi}}}, {word}"));
-                c.b.ins(format!("cvt.f32.{t16} {}, {lo}", regs[2 * k]));
+                c.b.need(Isa::cvt_to_f32(d))
+                    .ins(format!("cvt.f32.{t16} {}, {lo}", regs[2 * k]));
                 c.b.ins(format!("cvt.f32.{t16} {}, {hi}", regs[2 * k + 1]));
             }
         }

@@ -27,6 +27,7 @@
 
 use super::builder::{Reg, RegClass};
 use super::ctx::{Ctx, Val};
+use super::isa::Isa;
 use super::layout::Block;
 use super::PtxError;
 use crate::target::Target;
@@ -63,7 +64,7 @@ fn copy_ok(cols: usize, threads: usize) -> bool {
 /// For a `dot` op that can use wgmma on `target` with block `b`: its operand loads and B's
 /// major-ness.
 pub fn wgmma_dot(k: &Kernel, op: &OpData, b: Block, target: Target) -> Option<WgmmaDot> {
-    if target != Target::Sm90a || op.opcode != Opcode::Dot || b.warps % 4 != 0 {
+    if !target.has_wgmma() || op.opcode != Opcode::Dot || b.warps % 4 != 0 {
         return None;
     }
     let (&a, &bv, &r) = (
@@ -353,10 +354,12 @@ fn regs_to_core(c: &mut Ctx, a: &Val, sp: Span) -> Result<u32, PtxError> {
     for (sc, &r) in coords.iter().zip(regs) {
         let addr = core_addr(c, off, sc.idx[0], sc.idx[1], rows, eb);
         let h = c.b.reg(RegClass::B16);
-        c.b.ins(format!("cvt.rn.{t}.f32 {h}, {r}"));
+        c.b.need(Isa::cvt_from_f32(*dtype))
+            .ins(format!("cvt.rn.{t}.f32 {h}, {r}"));
         c.b.ins_if_opt(sc.valid, format!("st.shared.b16 [{addr}], {h}"));
     }
-    c.b.ins("fence.proxy.async.shared::cta");
+    c.b.need(Isa::FENCE_PROXY_ASYNC)
+        .ins("fence.proxy.async.shared::cta");
     c.b.ins("bar.sync 0");
     Ok(off)
 }
@@ -372,7 +375,8 @@ fn a_fragments(c: &mut Ctx, regs: &[Reg], kdim: usize, t: &str) -> Vec<Vec<Reg>>
             for (nf, h) in [(2 * kf, 0), (2 * kf, 1), (2 * kf + 1, 0), (2 * kf + 1, 1)] {
                 let r = c.b.reg(RegClass::B32);
                 let (lo, hi) = (regs[nf * 4 + h * 2], regs[nf * 4 + h * 2 + 1]);
-                c.b.ins(format!("cvt.rn.{t}x2.f32 {r}, {hi}, {lo}"));
+                c.b.need(Isa::CVT_TO_BF16_OR_PACKED)
+                    .ins(format!("cvt.rn.{t}x2.f32 {r}, {hi}, {lo}"));
                 f.push(r);
             }
             f
@@ -402,7 +406,7 @@ pub fn lower(
             "internal: the wgmma B operand must be in shared memory",
         ));
     };
-    c.b.require((8, 0));
+    c.b.need(Isa::WGMMA);
     let (m, n) = (shape[0], shape[1]);
     let t = if d == Dtype::F16 { "f16" } else { "bf16" };
     // A: register fragments (RS) when the tile is in the accumulator layout with one 16-row

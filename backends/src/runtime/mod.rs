@@ -52,13 +52,7 @@ pub fn fill_ptx() -> String {
 
 /// The kir target matching a compute capability (`None` for devices kir does not target).
 pub fn target_for(capability: (i32, i32)) -> Option<Target> {
-    match capability {
-        (8, _) => Some(Target::Sm80),
-        (9, 0) => Some(Target::Sm90a),
-        (10, _) => Some(Target::Sm100a),
-        (12, _) => Some(Target::Sm120a),
-        _ => None,
-    }
+    Target::from_compute_capability(capability.0, capability.1)
 }
 
 /// Runs `module`'s entry on `gpu` from its `ptx` and `meta` with `args` (by entry param name,

@@ -1,5 +1,6 @@
 //! `kirc compile FILE [--kernel NAME] [-D NAME=VALUE]... --target T --emit ptx|cuda|ir -o OUT
-//! [--meta META.json]`: compile a module and write the code and its launch metadata.
+//! [--meta META.json] [--report[=FILE]]`: compile a module and write the code, its launch
+//! metadata, and (PTX) the backend's lowering decisions.
 
 use crate::common::{self, CliError};
 use kir_compiler::compile::{self, CompileError, Emit};
@@ -28,6 +29,11 @@ pub struct Args {
     /// Write the launch metadata JSON here.
     #[arg(long, value_name = "META.json")]
     meta: Option<String>,
+    /// Print the PTX backend's lowering decisions of each kernel (warps, the path of every dot
+    /// and why a faster one was not taken, ring depths, rescale skips, ISA needs) to stderr,
+    /// or with `--report=FILE` write them to FILE. Needs `--emit ptx`.
+    #[arg(long, value_name = "FILE", num_args = 0..=1, require_equals = true, default_missing_value = "-")]
+    report: Option<String>,
     /// Accepted for old scripts and ignored: fusion is part of the pipeline, so the module
     /// lowered is always the fused one (unless `--stage` names an earlier pass).
     #[arg(long, hide = true)]
@@ -50,6 +56,11 @@ pub fn main(a: Args) -> Result<ExitCode, CliError> {
     let target = common::target(&a.target)?;
     let emit = Emit::from_name(&a.emit)
         .ok_or_else(|| CliError::Plain(format!("unknown --emit `{}` (ptx, cuda, ir)", a.emit)))?;
+    if a.report.is_some() && (emit != Emit::Ptx || a.dump_after.is_some()) {
+        return Err(CliError::Plain(
+            "--report needs --emit ptx (and no --dump-after)".into(),
+        ));
+    }
     let src = common::load(&a.file)?;
     if let Some(pass) = &a.dump_after {
         let text = match pass.as_str() {
@@ -103,6 +114,18 @@ pub fn main(a: Args) -> Result<ExitCode, CliError> {
         CompileError::Plain(m) => CliError::Plain(m),
     })?;
     write(&a.out, &out.text)?;
+    if let Some(dest) = &a.report {
+        let text: String = out
+            .reports
+            .iter()
+            .map(|r| r.render(Some(&src.text)))
+            .collect();
+        if dest == "-" {
+            eprint!("{text}");
+        } else {
+            write(dest, &text)?;
+        }
+    }
     if let Some(meta) = &a.meta {
         let json = out
             .meta

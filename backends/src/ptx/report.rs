@@ -1,0 +1,468 @@
+//! The fast-path report of one lowered kernel ([`PtxReport`]): the decisions the PTX backend made
+//! and why a faster path was not taken — the warps per block (the policy's reason or
+//! `--warps`), the path of every `dot` (wgmma, mma.sync or an FMA loop) with the reason each
+//! faster path was declined, the depth and size of every pipelining ring, whether each
+//! candidate rescale of an accumulator was skipped when it is the identity, the PTX ISA
+//! version, target features and instruction families the kernel needs, its shared memory and
+//! its dot accumulators' registers per thread.
+//!
+//! Lowering records into `Notes` (one call where `dot.rs` and `rescale.rs` decide); `build`
+//! turns them, with the state the lowering ends in, into the report, which is never changed
+//! afterwards. It is returned beside the PTX ([`super::PtxModule::reports`]) and printed by
+//! `kirc compile --report`.
+
+use super::ctx::Ctx;
+use super::isa::Requirements;
+use super::layout::{self, Layout};
+use crate::target::{Feature, Target};
+use kir_ir::{Dtype, Kernel, OpData, Opcode, Span, Type};
+use std::fmt::Write;
+
+/// How a `dot` was lowered, fastest first.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DotPath {
+    /// Hopper warpgroup MMA from shared-memory operand tiles.
+    Wgmma,
+    /// mma.sync m16n8k16 per warp.
+    MmaSync,
+    /// One FMA loop per output element over shared-memory operands.
+    Fma,
+}
+
+impl DotPath {
+    /// `wgmma`, `mma.sync` or `fma`.
+    pub fn name(self) -> &'static str {
+        match self {
+            DotPath::Wgmma => "wgmma",
+            DotPath::MmaSync => "mma.sync",
+            DotPath::Fma => "fma",
+        }
+    }
+}
+
+/// The lowering of one `dot` op.
+#[derive(Clone, Debug)]
+pub struct DotChoice {
+    /// The dot's position among the kernel's `dot` ops (in the order the kernel holds them).
+    pub index: usize,
+    /// The op's place in the source.
+    pub span: Span,
+    /// Result rows, result columns, and the reduction depth.
+    pub m: usize,
+    pub n: usize,
+    pub k: usize,
+    /// The operands' dtype.
+    pub dtype: Dtype,
+    pub path: DotPath,
+    /// Why each faster path was not taken, fastest first (`"wgmma: target has no wgmma"`);
+    /// empty for wgmma.
+    pub declined: Vec<String>,
+    /// f32 registers per thread that hold the dot's accumulator.
+    pub acc_regs: usize,
+    /// How many times the dot was emitted (a ring loop's body is emitted once per stage).
+    pub emitted: usize,
+}
+
+/// One pipelining ring (`smem_alloc` of the `pipelining` pass) as the backend laid it out.
+#[derive(Clone, Debug)]
+pub struct Ring {
+    /// The buffer's name in the kernel's IR (`%b0`).
+    pub buffer: String,
+    pub span: Span,
+    /// Ring depth: the number of stages.
+    pub stages: usize,
+    /// One stage: [rows, cols] of `dtype`.
+    pub stage_shape: [usize; 2],
+    pub dtype: Dtype,
+    /// Shared-memory bytes of all stages.
+    pub bytes: u32,
+    /// The 128B-swizzled core-matrix layout of wgmma operands (else rows padded by 16 bytes).
+    pub swizzled: bool,
+}
+
+/// A candidate no-op rescale: `acc · broadcast(alpha)` on an f32 accumulator tile.
+#[derive(Clone, Debug)]
+pub struct Rescale {
+    pub span: Span,
+    /// True when the warp votes and skips the multiplies if every factor is 1.0.
+    pub skipped: bool,
+    /// Why the skip did not apply.
+    pub why_not: Option<&'static str>,
+}
+
+/// Where the warps per block came from.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum WarpsFrom {
+    /// Given in `PtxOptions::warps`: `--warps`, or the compile driver's per-target default
+    /// configuration of a built-in op.
+    Option,
+    /// The backend's policy, with the facts it went by.
+    Policy(String),
+}
+
+/// The lowering decisions of one kernel. Built once, after the kernel is lowered; every field
+/// describes the PTX that was emitted for it.
+#[derive(Clone, Debug)]
+pub struct PtxReport {
+    /// The kernel's name and its PTX `.entry` symbol.
+    pub kernel: String,
+    pub symbol: String,
+    pub target: Target,
+    /// Warps per block (threads = 32 · warps) and why.
+    pub warps: u32,
+    pub warps_from: WarpsFrom,
+    /// Every dot that was lowered, by [`DotChoice::index`].
+    pub dots: Vec<DotChoice>,
+    /// Every pipelining ring, in the order they were placed in shared memory.
+    pub rings: Vec<Ring>,
+    /// Every candidate rescale of an accumulator.
+    pub rescales: Vec<Rescale>,
+    /// The PTX ISA version the kernel's instructions need (the module declares at least the
+    /// target's own minimum).
+    pub ptx_version: (u32, u32),
+    /// The target features the kernel's instructions need.
+    pub features: Vec<Feature>,
+    /// The instruction families that stated a requirement (`cp.async`, `ldmatrix`, …).
+    pub families: Vec<&'static str>,
+    /// Dynamic shared memory per block, in bytes.
+    pub shared_bytes: u32,
+    /// f32 registers per thread that hold dot accumulators, summed over the dots: the part of
+    /// the register budget the warps policy looks at (ptxas gives the full count).
+    pub acc_regs: usize,
+}
+
+/// What lowering records for the report, before it is built.
+#[derive(Default)]
+pub(crate) struct Notes {
+    dots: Vec<(usize, DotChoice)>,
+    rescales: Vec<(usize, Rescale)>,
+}
+
+/// The arena position of `op` in `k` (a stable identity while lowering).
+fn op_index(k: &Kernel, op: &OpData) -> usize {
+    k.dfg
+        .ops
+        .values()
+        .position(|o| std::ptr::eq(o, op))
+        .unwrap_or(usize::MAX)
+}
+
+/// Records the lowering of `dot` `op`: wgmma when `wgmma`, else mma.sync when `mma`, else an FMA
+/// loop, with its accumulator in `layout`.
+pub(super) fn note_dot(c: &mut Ctx, op: &OpData, wgmma: bool, mma: bool, layout: Layout) {
+    let key = op_index(c.k, op);
+    if let Some((_, d)) = c.report.dots.iter_mut().find(|(i, _)| *i == key) {
+        d.emitted += 1;
+        return;
+    }
+    let k = c.k;
+    let ty = |i: usize| op.operands.get(i).map(|&v| k.dfg.ty(v).clone());
+    let (Some(ta), Some(tb), Some(tr)) = (ty(0), ty(1), op.results.first().map(|&r| k.dfg.ty(r)))
+    else {
+        return;
+    };
+    let (sa, sr) = (
+        ta.shape().unwrap_or_default(),
+        tr.shape().unwrap_or_default(),
+    );
+    let (m, n) = layout::rows_cols(&sr);
+    let kd = sa.get(1).copied().unwrap_or(0);
+    let path = if wgmma {
+        DotPath::Wgmma
+    } else if mma {
+        DotPath::MmaSync
+    } else {
+        DotPath::Fma
+    };
+    let mut declined = Vec::new();
+    if path != DotPath::Wgmma {
+        declined.push(wgmma_declined(c, op, &ta, &tb, tr, layout, (m, n, kd)));
+    }
+    if path == DotPath::Fma {
+        declined.push(mma_declined(&ta, &tb, tr, c.blk.warps, layout, (m, n, kd)));
+    }
+    let index = k
+        .dfg
+        .ops
+        .values()
+        .take(key.min(k.dfg.ops.len()))
+        .filter(|o| o.opcode == Opcode::Dot)
+        .count();
+    let choice = DotChoice {
+        index,
+        span: op.span,
+        m,
+        n,
+        k: kd,
+        dtype: ta.dtype().unwrap_or(Dtype::F32),
+        path,
+        declined,
+        acc_regs: layout::slots(layout, &sr, c.blk),
+        emitted: 1,
+    };
+    c.report.dots.push((key, choice));
+}
+
+/// Why a dot did not take wgmma. The decision itself is `wgmma::wgmma_dot`'s; this names the
+/// first of its conditions that fails, or its remaining (operand-form) conditions together.
+fn wgmma_declined(
+    c: &Ctx,
+    op: &OpData,
+    ta: &Type,
+    tb: &Type,
+    tr: &Type,
+    layout: Layout,
+    (m, n, kd): (usize, usize, usize),
+) -> String {
+    let w = c.blk.warps as usize;
+    let lowp = matches!(ta.dtype(), Some(Dtype::F16 | Dtype::Bf16)) && ta.dtype() == tb.dtype();
+    let why = if !c.target.has_wgmma() {
+        format!("target {} has no wgmma", c.target.name())
+    } else if w % 4 != 0 {
+        format!("{w} warps are not whole warpgroups of 4")
+    } else if !lowp {
+        "operands are not both bf16 or both f16".to_string()
+    } else if tr.dtype() != Some(Dtype::F32) {
+        "the accumulator is not f32".to_string()
+    } else if m != 16 * w {
+        format!("M = {m} is not 16·warps = {}", 16 * w)
+    } else if n % 8 != 0 || !(8..=256).contains(&n) {
+        format!("N = {n} is not a multiple of 8 from 8 to 256")
+    } else if kd % 64 != 0 {
+        format!("K = {kd} is not a multiple of 64 (one 128-byte swizzle row)")
+    } else if super::wgmma::wgmma_dot(c.k, op, c.blk, c.target).is_some() {
+        format!("the accumulator is in the {layout:?} layout, not one 16-row fragment per warp")
+    } else {
+        "the operands are not in a form wgmma reads (see wgmma_dot: tiles loaded or read \
+         from a stage, unmasked, copied in whole 128-byte rows, or an A converted from f32 \
+         registers; each used only by this dot)"
+            .to_string()
+    };
+    format!("wgmma: {why}")
+}
+
+/// Why a dot did not take mma.sync (the conditions of `layout::dot_uses_mma` and the layout).
+fn mma_declined(
+    ta: &Type,
+    tb: &Type,
+    tr: &Type,
+    warps: u32,
+    layout: Layout,
+    (m, n, kd): (usize, usize, usize),
+) -> String {
+    let lowp = matches!(ta.dtype(), Some(Dtype::F16 | Dtype::Bf16)) && ta.dtype() == tb.dtype();
+    let so = tr.shape().unwrap_or_default();
+    let why = if !lowp {
+        let dt = |t: &Type| t.dtype().map_or("?".to_string(), |d| d.to_string());
+        format!(
+            "operands are {} and {}, not both bf16 or both f16",
+            dt(ta),
+            dt(tb)
+        )
+    } else if kd % 16 != 0 {
+        format!("K = {kd} is not a multiple of 16")
+    } else if n % 8 != 0 {
+        format!("N = {n} is not a multiple of 8")
+    } else if !(layout::fits_rowmma(&so, warps) || layout::fits_grid(&so, warps)) {
+        format!("M = {m} fits neither 16 rows per warp on {warps} warps nor a 2-D warp grid")
+    } else {
+        format!("the layout pass kept the accumulator in the {layout:?} layout (a tile it is unified with fits no mma layout)")
+    };
+    format!("mma.sync: {why}")
+}
+
+/// Records a candidate rescale `op`: skipped, or why not.
+pub(super) fn note_rescale(c: &mut Ctx, op: &OpData, why_not: Option<&'static str>) {
+    let key = op_index(c.k, op);
+    if c.report.rescales.iter().any(|(i, _)| *i == key) {
+        return;
+    }
+    c.report.rescales.push((
+        key,
+        Rescale {
+            span: op.span,
+            skipped: why_not.is_none(),
+            why_not,
+        },
+    ));
+}
+
+/// The report of the kernel `c` lowered, with the block's origin, the shared bytes and what its
+/// instructions need.
+pub(super) fn build(
+    c: &mut Ctx,
+    symbol: &str,
+    warps_from: WarpsFrom,
+    shared_bytes: u32,
+    isa: &Requirements,
+) -> PtxReport {
+    let k = c.k;
+    let names = kir_ir::text::printer::value_names(k);
+    let mut rings: Vec<Ring> = c
+        .smem_bufs
+        .iter()
+        .map(|(&v, buf)| {
+            // The pass's `smem_alloc` has no place in the source; its reads carry the span of
+            // the load they replace.
+            let located = |o: &&OpData| o.span.end > o.span.start;
+            let ops = || k.dfg.ops.values();
+            let span = ops()
+                .filter(|o| o.opcode == Opcode::SmemAlloc && o.results.first() == Some(&v))
+                .chain(ops().filter(|o| {
+                    matches!(o.opcode, Opcode::SmemRead | Opcode::AsyncCopy)
+                        && o.operands.first() == Some(&v)
+                }))
+                .find(located)
+                .map_or(k.span, |o| o.span);
+            Ring {
+                buffer: format!("%{}", names[v]),
+                span,
+                stages: buf.stages,
+                stage_shape: buf.shape,
+                dtype: buf.dtype,
+                bytes: buf.stride * buf.stages as u32,
+                swizzled: buf.core,
+            }
+        })
+        .collect();
+    let offset = |r: &Ring| {
+        c.smem_bufs
+            .iter()
+            .find(|(v, _)| format!("%{}", names[**v]) == r.buffer)
+            .map_or(0, |(_, b)| b.off)
+    };
+    rings.sort_by_key(offset);
+    let mut dots: Vec<DotChoice> = std::mem::take(&mut c.report.dots)
+        .into_iter()
+        .map(|(_, d)| d)
+        .collect();
+    dots.sort_by_key(|d| d.index);
+    let mut rescales = std::mem::take(&mut c.report.rescales);
+    rescales.sort_by_key(|(i, _)| *i);
+    PtxReport {
+        kernel: k.name.clone(),
+        symbol: symbol.to_string(),
+        target: c.target,
+        warps: c.blk.warps,
+        warps_from,
+        acc_regs: dots.iter().map(|d| d.acc_regs).sum(),
+        dots,
+        rings,
+        rescales: rescales.into_iter().map(|(_, r)| r).collect(),
+        ptx_version: isa.version,
+        features: isa.features.keys().copied().collect(),
+        families: isa.used.iter().copied().collect(),
+        shared_bytes,
+    }
+}
+
+impl PtxReport {
+    /// The dots that took `path`.
+    pub fn dots_on(&self, path: DotPath) -> impl Iterator<Item = &DotChoice> {
+        self.dots.iter().filter(move |d| d.path == path)
+    }
+
+    /// The report as text, one decision per line; spans are shown as `line:col` of `src` when
+    /// it is given (the source the kernel was compiled from), else as byte offsets.
+    pub fn render(&self, src: Option<&str>) -> String {
+        let at = |s: Span| match src {
+            Some(t) if t.is_char_boundary((s.start as usize).min(t.len())) => {
+                let (l, col) = s.line_col(t);
+                format!("{l}:{col}")
+            }
+            _ => format!("@{}", s.start),
+        };
+        let mut o = String::new();
+        let _ = writeln!(
+            o,
+            "kernel {} ({}) on {}",
+            self.kernel, self.symbol, self.target
+        );
+        let why = match &self.warps_from {
+            WarpsFrom::Option => "given: --warps or the op's per-target configuration".to_string(),
+            WarpsFrom::Policy(p) => format!("policy: {p}"),
+        };
+        let _ = writeln!(o, "  warps: {} ({why})", self.warps);
+        for d in &self.dots {
+            let _ = write!(
+                o,
+                "  dot #{} at {}: {}x{}x{} {} -> {}, {} accumulator registers/thread",
+                d.index,
+                at(d.span),
+                d.m,
+                d.n,
+                d.k,
+                d.dtype,
+                d.path.name(),
+                d.acc_regs
+            );
+            if d.emitted > 1 {
+                let _ = write!(o, ", emitted {}x", d.emitted);
+            }
+            o.push('\n');
+            for r in &d.declined {
+                let _ = writeln!(o, "    not {r}");
+            }
+        }
+        for r in &self.rings {
+            let _ = writeln!(
+                o,
+                "  ring {} at {}: {} stages of {}x{} {}, {} bytes{}",
+                r.buffer,
+                at(r.span),
+                r.stages,
+                r.stage_shape[0],
+                r.stage_shape[1],
+                r.dtype,
+                r.bytes,
+                if r.swizzled { ", 128B-swizzled" } else { "" }
+            );
+        }
+        for r in &self.rescales {
+            match r.why_not {
+                None => {
+                    let _ = writeln!(
+                        o,
+                        "  rescale at {}: skipped when all factors are 1",
+                        at(r.span)
+                    );
+                }
+                Some(w) => {
+                    let _ = writeln!(o, "  rescale at {}: always applied ({w})", at(r.span));
+                }
+            }
+        }
+        let feats: Vec<&str> = self.features.iter().map(|f| f.name()).collect();
+        let declared = self.target.min_ptx_version().max(self.ptx_version);
+        let _ = writeln!(
+            o,
+            "  ptx: .version {}.{} (instructions need {}.{}), features [{}], families [{}]",
+            declared.0,
+            declared.1,
+            self.ptx_version.0,
+            self.ptx_version.1,
+            feats.join(", "),
+            self.families.join(", ")
+        );
+        let _ = writeln!(
+            o,
+            "  shared memory: {} bytes; dot accumulators: {} f32 registers/thread",
+            self.shared_bytes, self.acc_regs
+        );
+        o
+    }
+}
+
+impl std::fmt::Display for PtxReport {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.render(None))
+    }
+}
+
+/// The block a kernel was lowered with, for [`WarpsFrom`]: `--warps` when given.
+pub(super) fn warps_from(explicit: Option<u32>, policy: String) -> WarpsFrom {
+    match explicit {
+        Some(_) => WarpsFrom::Option,
+        None => WarpsFrom::Policy(policy),
+    }
+}

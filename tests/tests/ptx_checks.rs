@@ -1,0 +1,212 @@
+//! Check-line tests for the PTX of the big kernels (`PTX_CHECKED_OPS`), whose full golden PTX is
+//! kept for sm_80 only: on every target their PTX must match `tests/checks/<op>[.<target>].check` — the
+//! `.version`/`.target` header, each kernel's `.maxntid`, the ring loops (the wait with its
+//! pending count, the one barrier and the refill per stage), and the count of every key
+//! instruction (mma.sync, ldmatrix, cp.async, bar.sync, shuffles, no wgmma) — and with the
+//! pinned ptxas their registers and spill bytes must be those the file lists. The golden policy
+//! itself is checked: every other op's PTX stays under `FULL_GOLDEN_BYTES` (so its full golden
+//! stays reviewable), and no golden of a checked op is left for another target.
+
+use kir_backends::Target;
+use kir_compiler::compile::{compile, Emit};
+use kir_tests::filecheck::{self, FULL_GOLDEN_BYTES, PTX_CHECKED_OPS};
+use std::collections::BTreeMap;
+use std::process::Command;
+
+/// The check lines of each checked op: one file per group of targets whose PTX is alike
+/// (`<op>.check`, and `<op>.<target>.check` for a target whose path differs).
+const CHECKS: [(&str, &str); 10] = [
+    (
+        "attention_bwd",
+        include_str!("../checks/attention_bwd.check"),
+    ),
+    (
+        "attention_bwd",
+        include_str!("../checks/attention_bwd.sm_90a.check"),
+    ),
+    (
+        "attention_fwd",
+        include_str!("../checks/attention_fwd.check"),
+    ),
+    (
+        "attention_fwd",
+        include_str!("../checks/attention_fwd.sm_90a.check"),
+    ),
+    ("gemm", include_str!("../checks/gemm.check")),
+    ("gemm", include_str!("../checks/gemm.sm_90a.check")),
+    ("gemm_nf4", include_str!("../checks/gemm_nf4.check")),
+    (
+        "layernorm_bwd",
+        include_str!("../checks/layernorm_bwd.check"),
+    ),
+    ("rmsnorm_bwd", include_str!("../checks/rmsnorm_bwd.check")),
+    ("rmsnorm_fwd", include_str!("../checks/rmsnorm_fwd.check")),
+];
+
+/// The PTX of `op` at its defaults on `target`.
+fn ptx(op: &str, target: Target) -> String {
+    let src = kir_compiler::oplib::builtin(op).expect("built-in op");
+    compile(src, &[], None, target, Emit::Ptx)
+        .unwrap_or_else(|e| panic!("{op} on {target}: {e}"))
+        .text
+}
+
+/// The targets a spec's `TARGETS:` line names.
+fn targets(op: &str, spec: &str) -> Vec<Target> {
+    filecheck::directives(spec, "TARGETS")
+        .iter()
+        .flat_map(|l| l.split_whitespace())
+        .map(|n| Target::from_name(n).unwrap_or_else(|| panic!("{op}.check: target `{n}`")))
+        .collect()
+}
+
+/// The `.version` of the checked kernels on `target`: the target's minimum, and 7.1 on sm_80
+/// (their bf16 tensors are widened with `cvt.f32.bf16`, PTX 7.1).
+fn version(target: Target) -> String {
+    let (major, minor) = target.min_ptx_version().max((7, 1));
+    format!("{major}.{minor}")
+}
+
+#[test]
+fn big_kernels_match_their_check_lines() {
+    let mut failures = Vec::new();
+    for (op, spec) in CHECKS {
+        let ts = targets(op, spec);
+        assert!(!ts.is_empty(), "{op}.check names no target");
+        for target in ts {
+            let vars = [("version", version(target)), ("target", target.to_string())];
+            let vars: Vec<(&str, &str)> = vars.iter().map(|(k, v)| (*k, v.as_str())).collect();
+            if let Err(e) = filecheck::check(&ptx(op, target), spec, &vars) {
+                failures.push(format!("{op} on {target}:\n  {}", e.join("\n  ")));
+            }
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+/// Per kernel (its name: the entry symbol up to `_DTYPE`): registers and spill-store bytes, from
+/// a `ptxas -v` log.
+fn ptxas_usage(log: &str) -> BTreeMap<String, (u32, u32)> {
+    let mut out = BTreeMap::new();
+    let mut kernel: Option<String> = None;
+    let mut spill = 0;
+    for line in log.lines() {
+        if let Some(rest) = line.split("Compiling entry function '").nth(1) {
+            let sym = rest.split('\'').next().unwrap_or_default();
+            kernel = Some(sym.split("_DTYPE").next().unwrap_or(sym).to_string());
+        } else if let Some(bytes) = line
+            .split(" bytes spill stores")
+            .next()
+            .filter(|_| line.contains("spill stores"))
+        {
+            spill = bytes
+                .rsplit(' ')
+                .next()
+                .and_then(|n| n.parse().ok())
+                .unwrap_or(u32::MAX);
+        } else if let Some(rest) = line.split("Used ").nth(1) {
+            let regs = rest
+                .split(' ')
+                .next()
+                .and_then(|n| n.parse().ok())
+                .unwrap_or(0);
+            if let Some(k) = kernel.take() {
+                out.insert(k, (regs, spill));
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn big_kernels_registers_and_spills() {
+    let ptxas = std::env::var("KIR_PTXAS").unwrap_or_else(|_| {
+        panic!("KIR_PTXAS is not set: run ./scripts/test.sh (it installs the pinned ptxas and exports KIR_PTXAS)")
+    });
+    let dir = std::env::temp_dir().join(format!("kir-ptx-checks-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let mut failures = Vec::new();
+    for (op, spec) in CHECKS {
+        // target → kernel → (registers, spill bytes), as the file pins them.
+        let mut want: BTreeMap<Target, BTreeMap<String, (u32, u32)>> = BTreeMap::new();
+        for line in filecheck::directives(spec, "PTXAS") {
+            let f: Vec<&str> = line.split_whitespace().collect();
+            let parsed = match f[..] {
+                [t, k, r, s] => Target::from_name(t)
+                    .zip(r.parse().ok())
+                    .zip(s.parse().ok())
+                    .map(|((t, r), s)| (t, k.to_string(), r, s)),
+                _ => None,
+            };
+            let (t, k, r, s) =
+                parsed.unwrap_or_else(|| panic!("{op}.check: bad PTXAS line `{line}`"));
+            want.entry(t).or_default().insert(k, (r, s));
+        }
+        assert!(!want.is_empty(), "{op}.check pins no ptxas usage");
+        for (target, kernels) in want {
+            let file = dir.join(format!("{op}.{}.ptx", target.name()));
+            std::fs::write(&file, ptx(op, target)).expect("write ptx");
+            let out = Command::new(&ptxas)
+                .arg(format!("-arch={}", target.name()))
+                .arg("-v")
+                .arg(&file)
+                .arg("-o")
+                .arg(dir.join(format!("{op}.{}.cubin", target.name())))
+                .output()
+                .expect("run ptxas");
+            let log = String::from_utf8_lossy(&out.stderr).to_string()
+                + &String::from_utf8_lossy(&out.stdout);
+            assert!(
+                out.status.success(),
+                "ptxas failed for {op} on {target}:\n{log}"
+            );
+            let got = ptxas_usage(&log);
+            if got != kernels {
+                failures.push(format!(
+                    "{op} on {target}: (registers, spill bytes) {got:?}, the file pins {kernels:?}"
+                ));
+            }
+        }
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+/// Full goldens stay small, and every big kernel is checked with check lines instead.
+#[test]
+fn golden_policy() {
+    let mut checked: Vec<&str> = CHECKS.iter().map(|(op, _)| *op).collect();
+    checked.dedup();
+    assert_eq!(checked, PTX_CHECKED_OPS, "check lines for every checked op");
+    // Every target of a checked op is checked by exactly one file.
+    for op in PTX_CHECKED_OPS {
+        for target in Target::ALL {
+            let n = CHECKS
+                .iter()
+                .filter(|(o, spec)| *o == op && targets(o, spec).contains(&target))
+                .count();
+            assert_eq!(n, 1, "{op} on {target}: {n} check files name the target");
+        }
+    }
+    let snapshots = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/snapshots");
+    for (op, _) in kir_compiler::oplib::builtins() {
+        for target in Target::ALL {
+            let golden = format!("{snapshots}/ptx__ptx__{op}__{}.snap", target.name());
+            let exists = std::path::Path::new(&golden).exists();
+            if PTX_CHECKED_OPS.contains(&op) {
+                assert_eq!(
+                    exists,
+                    target == Target::Sm80,
+                    "{op} keeps a full golden on sm_80 only: {golden}"
+                );
+            } else {
+                let bytes = ptx(op, target).len();
+                assert!(
+                    bytes < FULL_GOLDEN_BYTES,
+                    "{op} on {target}: {bytes} bytes of PTX; past {FULL_GOLDEN_BYTES} it belongs in PTX_CHECKED_OPS with a tests/checks/{op}.check"
+                );
+                assert!(exists, "{op} keeps a full golden on {target}: {golden}");
+            }
+        }
+    }
+}
