@@ -112,8 +112,9 @@ impl Stage {
     }
 }
 
-/// Like [`compile`], lowering the module of `stage` with PTX lowering options `opts` (ignored
-/// for `Emit::Ir` and `Emit::Cuda`; options that were set are named in the kernel symbols).
+/// Like [`compile`], lowering the module of `stage` with PTX lowering options `opts` (options
+/// that were set are named in the kernel symbols). Options set for `Emit::Ir` or `Emit::Cuda`,
+/// which have no warps or pipeline stages, are an error rather than silently ignored.
 pub fn compile_stage(
     src: &str,
     defines: &pipeline::Defines,
@@ -123,6 +124,12 @@ pub fn compile_stage(
     stage: Stage,
     opts: &PtxOptions,
 ) -> Result<Compiled, CompileError> {
+    if emit != Emit::Ptx && (opts.warps.is_some() || opts.stages.is_some()) {
+        return Err(CompileError::Plain(
+            "--warps and --stages apply only to PTX (CUDA C and IR have no warps or pipeline stages)"
+                .into(),
+        ));
+    }
     let (defines, opts, stages_hint) = &with_target_config(src, defines, target, emit, opts);
     let f = pipeline::run_observed(src, defines, &mut |_, _| {}).map_err(CompileError::Source)?;
     let generic = f.generic;

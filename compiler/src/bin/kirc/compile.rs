@@ -1,8 +1,14 @@
 //! `kirc compile FILE [--kernel NAME] [-D NAME=VALUE]... --target T --emit ptx|cuda|ir -o OUT
 //! [--meta META.json]`: compile a module and write the code and its launch metadata.
+//!
+//! The output paths and the flag combination are checked before anything is compiled, and the
+//! outputs are written all or nothing (compiler/src/outfile.rs): a failed compile, an unwritable
+//! `--meta` or a closed stdout leaves no new file.
 
 use crate::common::{self, CliError};
 use kir_compiler::compile::{self, CompileError, Emit};
+use kir_compiler::outfile::{self, Staged};
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 /// Arguments of `kirc compile`.
@@ -50,6 +56,7 @@ pub fn main(a: Args) -> Result<ExitCode, CliError> {
     let target = common::target(&a.target)?;
     let emit = Emit::from_name(&a.emit)
         .ok_or_else(|| CliError::Plain(format!("unknown --emit `{}` (ptx, cuda, ir)", a.emit)))?;
+    check_args(&a, emit)?;
     let src = common::load(&a.file)?;
     if let Some(pass) = &a.dump_after {
         let text = match pass.as_str() {
@@ -78,7 +85,7 @@ pub fn main(a: Args) -> Result<ExitCode, CliError> {
                 kir_compiler::pipeline::DumpError::Failed(d) => CliError::located(&src, d),
             })?,
         };
-        write(&a.out, &text)?;
+        write(&a.out, &text, None)?;
         return Ok(ExitCode::SUCCESS);
     }
     let stage = match &a.stage {
@@ -102,30 +109,77 @@ pub fn main(a: Args) -> Result<ExitCode, CliError> {
         CompileError::Source(d) => CliError::located(&src, d),
         CompileError::Plain(m) => CliError::Plain(m),
     })?;
-    write(&a.out, &out.text)?;
-    if let Some(meta) = &a.meta {
-        let json = out
-            .meta
-            .as_ref()
-            .ok_or_else(|| CliError::Plain("--meta needs --emit ptx or cuda".into()))?;
-        let text = serde_json::to_string_pretty(json)
-            .map_err(|e| CliError::Plain(format!("{meta}: {e}")))?;
-        write(meta, &(text + "\n"))?;
-    }
+    let meta = match (&a.meta, &out.meta) {
+        (Some(path), Some(json)) => {
+            let text = serde_json::to_string_pretty(json)
+                .map_err(|e| CliError::Plain(format!("{path}: {e}")))?;
+            Some((PathBuf::from(path), text + "\n"))
+        }
+        (Some(_), None) => return Err(CliError::Plain("--meta needs --emit ptx or cuda".into())),
+        (None, _) => None,
+    };
+    write(&a.out, &out.text, meta)?;
     Ok(ExitCode::SUCCESS)
 }
 
-fn write(path: &str, text: &str) -> Result<(), CliError> {
-    if path == "-" {
-        print!("{text}");
-        return Ok(());
+/// Checks, before anything is compiled or written, the flag combination and every output path:
+/// `--meta` needs `--emit ptx|cuda` and is not a directory, `-o` and `--meta` are different
+/// files, `--warps`/`--stages` only go with PTX, `--stage` and `--meta` not with `--dump-after`.
+fn check_args(a: &Args, emit: Emit) -> Result<(), CliError> {
+    let plain = |m: &str| Err(CliError::Plain(m.to_string()));
+    if a.dump_after.is_some() {
+        if a.meta.is_some() {
+            return plain("--meta does not go with --dump-after (a dump has no launch metadata)");
+        }
+        if a.stage.is_some() {
+            return plain(
+                "--stage does not go with --dump-after (--dump-after names the pass to show)",
+            );
+        }
+    } else {
+        if a.meta.is_some() && emit == Emit::Ir {
+            return plain("--meta needs --emit ptx or cuda (--emit ir has no launch metadata)");
+        }
+        if emit != Emit::Ptx {
+            for (flag, set) in [
+                ("--warps", a.ptx.warps.is_some()),
+                ("--stages", a.ptx.stages.is_some()),
+            ] {
+                if set {
+                    return Err(CliError::Plain(format!(
+                        "{flag} applies only to --emit ptx (the {} output has no warps or pipeline stages)",
+                        a.emit
+                    )));
+                }
+            }
+        }
     }
-    if let Some(dir) = std::path::Path::new(path)
-        .parent()
-        .filter(|d| !d.as_os_str().is_empty())
-    {
-        std::fs::create_dir_all(dir)
-            .map_err(|e| CliError::Plain(format!("{}: {e}", dir.display())))?;
+    let mut paths: Vec<(&str, &Path)> = Vec::new();
+    if a.out != "-" {
+        paths.push(("-o", Path::new(&a.out)));
     }
-    std::fs::write(path, text).map_err(|e| CliError::Plain(format!("{path}: {e}")))
+    if let Some(m) = &a.meta {
+        if m == "-" {
+            return plain("--meta needs a file name (`-`, standard output, is only for -o)");
+        }
+        paths.push(("--meta", Path::new(m)));
+    }
+    outfile::check_paths(&paths).map_err(|e| CliError::Plain(e.to_string()))
+}
+
+/// Writes the code to `out` (a file, or stdout for `-`) and the metadata to its file, all or
+/// nothing: the files are staged, stdout is written, and only then are the files put in place.
+fn write(out: &str, text: &str, meta: Option<(PathBuf, String)>) -> Result<(), CliError> {
+    let mut files = Vec::new();
+    if out != "-" {
+        files.push((PathBuf::from(out), text.as_bytes().to_vec()));
+    }
+    if let Some((path, json)) = meta {
+        files.push((path, json.into_bytes()));
+    }
+    let staged = Staged::write(files).map_err(|e| CliError::Plain(e.to_string()))?;
+    if out == "-" {
+        common::out(text)?;
+    }
+    staged.commit().map_err(|e| CliError::Plain(e.to_string()))
 }
