@@ -219,3 +219,93 @@ pub fn atomic_write(path: &Path, bytes: Vec<u8>) -> Result<(), OutputError> {
     check_paths(&[("the output", path)])?;
     Staged::write(vec![(path.to_path_buf(), bytes)])?.commit()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A fresh scratch folder for one test.
+    fn scratch(name: &str) -> PathBuf {
+        let d = std::env::temp_dir().join(format!("kir-outfile-{}-{name}", std::process::id()));
+        let _ = fs::remove_dir_all(&d);
+        fs::create_dir_all(&d).unwrap();
+        d
+    }
+
+    /// Every entry under `d`, relative, sorted.
+    fn listing(d: &Path) -> Vec<String> {
+        let mut out = Vec::new();
+        let mut stack = vec![d.to_path_buf()];
+        while let Some(p) = stack.pop() {
+            for e in fs::read_dir(&p).unwrap() {
+                let path = e.unwrap().path();
+                out.push(path.strip_prefix(d).unwrap().display().to_string());
+                if path.is_dir() {
+                    stack.push(path);
+                }
+            }
+        }
+        out.sort();
+        out
+    }
+
+    #[test]
+    fn a_failed_set_leaves_nothing() {
+        let d = scratch("failed");
+        fs::write(d.join("file"), b"x").unwrap();
+        // The second destination's parent is a file: staging fails after the first file was
+        // written to its temporary, in a folder staging created.
+        let r = Staged::write(vec![
+            (d.join("new/a.txt"), b"a".to_vec()),
+            (d.join("file/b.txt"), b"b".to_vec()),
+        ]);
+        assert!(r.is_err());
+        assert_eq!(listing(&d), vec!["file".to_string()]);
+        // Dropped without a commit: the temporary files and the created folders go too.
+        let st = Staged::write(vec![(d.join("n2/x/c.txt"), b"c".to_vec())]).unwrap();
+        assert_eq!(listing(&d).len(), 4, "{:?}", listing(&d));
+        drop(st);
+        assert_eq!(listing(&d), vec!["file".to_string()]);
+    }
+
+    #[test]
+    fn a_committed_set_replaces_atomically() {
+        let d = scratch("commit");
+        fs::write(d.join("a.txt"), b"old").unwrap();
+        let st = Staged::write(vec![
+            (d.join("a.txt"), b"new".to_vec()),
+            (d.join("sub/b.txt"), b"b".to_vec()),
+        ])
+        .unwrap();
+        // Until the commit the old content stays.
+        assert_eq!(fs::read(d.join("a.txt")).unwrap(), b"old");
+        assert!(!d.join("sub/b.txt").exists());
+        let dests: Vec<&Path> = st.destinations().collect();
+        assert_eq!(dests.len(), 2);
+        st.commit().unwrap();
+        assert_eq!(fs::read(d.join("a.txt")).unwrap(), b"new");
+        assert_eq!(fs::read(d.join("sub/b.txt")).unwrap(), b"b");
+        assert_eq!(listing(&d), vec!["a.txt", "sub", "sub/b.txt"]);
+        atomic_write(&d.join("c.txt"), b"c".to_vec()).unwrap();
+        assert_eq!(fs::read(d.join("c.txt")).unwrap(), b"c");
+    }
+
+    #[test]
+    fn paths_are_checked_before_writing() {
+        let d = scratch("check");
+        fs::create_dir_all(d.join("dir")).unwrap();
+        fs::write(d.join("file"), b"x").unwrap();
+        let x = d.join("x.ptx");
+        let same = d.join("dir/../x.ptx");
+        let e = check_paths(&[("-o", &x), ("--meta", &same)]).unwrap_err();
+        assert!(e.message.contains("name the same file"), "{e}");
+        let e = check_paths(&[("--meta", &d.join("dir"))]).unwrap_err();
+        assert!(e.message.contains("directory"), "{e}");
+        let e = check_paths(&[("-o", &d.join("file/y"))]).unwrap_err();
+        assert!(e.message.contains("not a directory"), "{e}");
+        let e = check_paths(&[("-o", Path::new(""))]).unwrap_err();
+        assert!(e.message.contains("file name"), "{e}");
+        assert!(check_paths(&[("-o", &x), ("--meta", &d.join("new/m.json"))]).is_ok());
+        assert_eq!(listing(&d), vec!["dir", "file"]);
+    }
+}

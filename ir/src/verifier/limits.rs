@@ -69,3 +69,59 @@ pub(crate) fn check_tile(errs: &mut Errs, span: Span, t: &Type, what: &str) {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use crate::text::parse;
+    use crate::verifier::verify;
+
+    /// The verifier's messages for a one-kernel module whose load gives `ty`.
+    fn errors(ty: &str) -> Vec<String> {
+        let src = format!(
+            "module m\nconst DTYPE: {{f32, f16}} = f32\nkernel @k(x: in tensor<f32>[N]) grid [1, 1, 1] {{\n  %z = const 0 : i32\n  %v = load x[%z] other 0.0 : {ty}\n}}\n"
+        );
+        let m = parse(&src).unwrap_or_else(|e| panic!("{ty}: {e:?}"));
+        match verify(&m) {
+            Ok(()) => vec![],
+            Err(d) => d.0.into_iter().map(|e| e.message).collect(),
+        }
+    }
+
+    fn limit_errors(ty: &str) -> Vec<String> {
+        errors(ty)
+            .into_iter()
+            .filter(|m| m.contains("limit"))
+            .collect()
+    }
+
+    #[test]
+    fn element_counts_are_overflow_checked() {
+        // 2^32 · 2^32 wraps to 0 in 64-bit arithmetic: reported as an overflow, not accepted.
+        let e = limit_errors("tile<4294967296 x 4294967296 x f32>");
+        assert!(e.iter().any(|m| m.contains("overflows 64 bits")), "{e:?}");
+        let e = limit_errors("tile<9223372036854775807 x f32>");
+        assert!(
+            e.iter()
+                .any(|m| m.contains("over the limit of 16777216 elements")),
+            "{e:?}"
+        );
+        let e = limit_errors("tile<100000000 x 100000000 x f32>");
+        assert!(!e.is_empty(), "{e:?}");
+        // A symbolic element type does not hide an absurd count.
+        let e = limit_errors("tile<65536 x 65536 x DTYPE>");
+        assert!(e.iter().any(|m| m.contains("4294967296 elements")), "{e:?}");
+    }
+
+    #[test]
+    fn tile_bytes_are_bounded_by_the_register_file() {
+        // 65,536 f32 elements are exactly the 262,144-byte register file of a block.
+        assert!(limit_errors("tile<256 x 256 x f32>").is_empty());
+        assert!(limit_errors("tile<65536 x f32>").is_empty());
+        let e = limit_errors("tile<65537 x f32>");
+        assert!(e.iter().any(|m| m.contains("262148 bytes")), "{e:?}");
+        assert!(limit_errors("tile<131072 x f16>").is_empty());
+        assert!(!limit_errors("tile<262145 x u8>").is_empty());
+        // While the dtype is a constant's name only the element count is checked.
+        assert!(limit_errors("tile<65537 x DTYPE>").is_empty());
+    }
+}
