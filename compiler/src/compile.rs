@@ -317,9 +317,9 @@ fn check_ptx_size(
             target.name()
         );
         return Err(match m.kernel(name) {
-            Some((_, k)) => CompileError::Source(Diagnostics::from(kir_ir::Diagnostic::new(
-                k.span, message,
-            ))),
+            Some((_, k)) => {
+                CompileError::Source(Diagnostics::from(kir_ir::Diagnostic::new(k.span, message)))
+            }
             None => CompileError::Plain(message),
         });
     }
