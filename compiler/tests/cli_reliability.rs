@@ -1,5 +1,6 @@
-//! Regression tests of issue 12 at the command line, each rebuilt from its description: the
-//! crashing inputs exit with code 2 and a located error (never 101 or 134); a closed stdout ends
+//! Regression tests of the reliability review at the command line, numbered as in
+//! docs/testing.md ("Reliability") and each rebuilt from its description: the crashing inputs
+//! exit with code 2 and a located error (never 101 or 134); a closed stdout ends
 //! `kirc` quietly with 141 and a full one is an error (item 4); a failed command leaves no new
 //! file and no two outputs share a path (item 5); i64 values pass through `.npy` files and
 //! `--arg` exactly (item 7); number arguments out of range and PTX-only flags with other

@@ -4,7 +4,8 @@
 //! Semantics follow `docs/ir.md` and the op table (`kir_ir::ops`). Highlights:
 //! - Floats narrower than f32 are emulated exactly: every op producing f16/bf16 computes in f32
 //!   and rounds to nearest even. Host values convert to the param dtype with a single correct
-//!   round-to-nearest-even from f64.
+//!   round-to-nearest-even from f64 or from i64; i64 data ([`HostData::I64`]) never passes
+//!   through f64, in or out.
 //! - `out` tensors and temps start **poisoned**: NaN for float dtypes, -0x5A5A5A5A for i32/i64,
 //!   0xA5 for u8 and 1 (true) for i1, so an element no kernel writes is visible in the result.
 //! - Program instances run in parallel (rayon) unless [`RunOptions::parallel`] is false or the
