@@ -274,7 +274,7 @@ fn run_rmsnorm_matches_oracle() {
         .iter()
         .map(|&v| v as f32 as f64)
         .collect();
-    let (ey, er) = rmsnorm(&npy::read(&x).unwrap().data.f64s(), &wv, 300, 1e-6);
+    let (ey, er) = rmsnorm(npy::read(&x).unwrap().data.f64s(), &wv, 300, 1e-6);
     for (a, b) in y
         .data
         .f64s()

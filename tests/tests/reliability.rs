@@ -153,7 +153,7 @@ fn huge_tiles_are_verifier_errors_naming_the_limit() {
     // The largest tile a block holds still compiles and runs.
     let src = tile_kernel("tile<256 x 256 x f32>", 2);
     assert_eq!(MAX_TILE_BYTES, 256 * 256 * 4);
-    assert!(MAX_TILE_ELEMENTS >= 256 * 256);
+    const { assert!(MAX_TILE_ELEMENTS >= 256 * 256) };
     let m = pipeline::output(&src, &[]).expect("at the limit");
     let x: Vec<f64> = (0..300 * 260).map(|i| (i % 1000) as f64).collect();
     let args = BTreeMap::from([("x".to_string(), t(Dtype::F32, &[300, 260], x.clone()))]);
