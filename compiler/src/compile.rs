@@ -120,8 +120,9 @@ impl Stage {
 }
 
 /// Like [`compile`], lowering the module of `stage` with PTX lowering options `opts` (options
-/// that were set are named in the kernel symbols). Options set for `Emit::Ir` or `Emit::Cuda`,
-/// which have no warps or pipeline stages, are an error rather than silently ignored.
+/// that were set are named in the kernel symbols; for `Emit::Ir` they only keep a per-target
+/// configuration from applying). Options set for `Emit::Cuda`, which has no warps or pipeline
+/// stages, are an error rather than silently ignored.
 pub fn compile_stage(
     src: &str,
     defines: &pipeline::Defines,
@@ -131,9 +132,10 @@ pub fn compile_stage(
     stage: Stage,
     opts: &PtxOptions,
 ) -> Result<Compiled, CompileError> {
-    if emit != Emit::Ptx && (opts.warps.is_some() || opts.stages.is_some()) {
+    if emit == Emit::Cuda && (opts.warps.is_some() || opts.stages.is_some()) {
         return Err(CompileError::Plain(
-            "--warps and --stages apply only to PTX (CUDA C and IR have no warps or pipeline stages)"
+            "--warps and --stages do not apply to CUDA C (the parity backend has no warps or \
+             pipeline stages)"
                 .into(),
         ));
     }

@@ -3,8 +3,8 @@
 //! exit with code 2 and a located error (never 101 or 134); a closed stdout ends
 //! `kirc` quietly with 141 and a full one is an error (item 4); a failed command leaves no new
 //! file and no two outputs share a path (item 5); i64 values pass through `.npy` files and
-//! `--arg` exactly (item 7); number arguments out of range and PTX-only flags with other
-//! outputs are errors (item 10). The library-level checks are in tests/tests/reliability.rs.
+//! `--arg` exactly (item 7); number arguments out of range and PTX-only flags with CUDA C
+//! are errors (item 10). The library-level checks are in tests/tests/reliability.rs.
 
 use kir_backends::interp::HostData;
 use kir_compiler::npy::{self, NpyDtype};
@@ -318,17 +318,16 @@ fn failed_commands_leave_no_new_file() {
 }
 
 #[test]
-fn ptx_only_flags_with_other_outputs_are_errors() {
+fn ptx_only_flags_with_cuda_c_are_errors() {
     let d = scratch("flags");
     let out = d.join("k.cu");
     for args in [
         vec!["--emit", "cuda", "--stages", "3"],
         vec!["--emit", "cuda", "--warps", "4"],
-        vec!["--emit", "ir", "--stages", "2"],
     ] {
         let mut a = vec!["compile", "rmsnorm_fwd", "-o", s(&out)];
         a.extend(args);
-        user_error(&kirc(&a), "applies only to --emit ptx");
+        user_error(&kirc(&a), "does not apply to --emit cuda");
     }
     user_error(
         &kirc(&[

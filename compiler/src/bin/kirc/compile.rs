@@ -124,7 +124,8 @@ pub fn main(a: Args) -> Result<ExitCode, CliError> {
 
 /// Checks, before anything is compiled or written, the flag combination and every output path:
 /// `--meta` needs `--emit ptx|cuda` and is not a directory, `-o` and `--meta` are different
-/// files, `--warps`/`--stages` only go with PTX, `--stage` and `--meta` not with `--dump-after`.
+/// files, `--warps`/`--stages` not with `--emit cuda`, `--stage` and `--meta` not with
+/// `--dump-after`.
 fn check_args(a: &Args, emit: Emit) -> Result<(), CliError> {
     let plain = |m: &str| Err(CliError::Plain(m.to_string()));
     if a.dump_after.is_some() {
@@ -140,15 +141,14 @@ fn check_args(a: &Args, emit: Emit) -> Result<(), CliError> {
         if a.meta.is_some() && emit == Emit::Ir {
             return plain("--meta needs --emit ptx or cuda (--emit ir has no launch metadata)");
         }
-        if emit != Emit::Ptx {
+        if emit == Emit::Cuda {
             for (flag, set) in [
                 ("--warps", a.ptx.warps.is_some()),
                 ("--stages", a.ptx.stages.is_some()),
             ] {
                 if set {
                     return Err(CliError::Plain(format!(
-                        "{flag} applies only to --emit ptx (the {} output has no warps or pipeline stages)",
-                        a.emit
+                        "{flag} does not apply to --emit cuda (the CUDA-C parity backend has no warps or pipeline stages)"
                     )));
                 }
             }
