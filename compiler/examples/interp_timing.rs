@@ -35,7 +35,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             HostArg::Tensor(HostTensor {
                 dtype: Dtype::Bf16,
                 shape: vec![1, 1, s, d],
-                data,
+                data: data.into(),
             }),
         );
     }

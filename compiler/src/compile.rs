@@ -9,6 +9,13 @@ use kir_backends::ptx::{PtxOptions, PIPELINE_STAGES};
 use kir_backends::Target;
 use kir_ir::{Diagnostics, EvalVal, Module};
 
+/// The most PTX instructions one kernel may have: 100,000. Tiles are unrolled per thread, so a
+/// large tile on few warps (or a deep ring) can produce megabytes of PTX that ptxas takes
+/// minutes and gigabytes to assemble; over this limit compilation stops with an error naming
+/// the kernel, the count and the limit. The largest kernels of the op library at their
+/// defaults have about 25,000.
+pub const MAX_PTX_INSTRUCTIONS: usize = 100_000;
+
 /// What to emit.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Emit {
@@ -115,8 +122,10 @@ impl Stage {
     }
 }
 
-/// Like [`compile`], lowering the module of `stage` with PTX lowering options `opts` (ignored
-/// for `Emit::Ir` and `Emit::Cuda`; options that were set are named in the kernel symbols).
+/// Like [`compile`], lowering the module of `stage` with PTX lowering options `opts` (options
+/// that were set are named in the kernel symbols; for `Emit::Ir` they only keep a per-target
+/// configuration from applying). Options set for `Emit::Cuda`, which has no warps or pipeline
+/// stages, are an error rather than silently ignored.
 pub fn compile_stage(
     src: &str,
     defines: &pipeline::Defines,
@@ -126,6 +135,13 @@ pub fn compile_stage(
     stage: Stage,
     opts: &PtxOptions,
 ) -> Result<Compiled, CompileError> {
+    if emit == Emit::Cuda && (opts.warps.is_some() || opts.stages.is_some()) {
+        return Err(CompileError::Plain(
+            "--warps and --stages do not apply to CUDA C (the parity backend has no warps or \
+             pipeline stages)"
+                .into(),
+        ));
+    }
     let (defines, opts, stages_hint) = &with_target_config(src, defines, target, emit, opts);
     let f = pipeline::run_observed(src, defines, &mut |_, _| {}).map_err(CompileError::Source)?;
     let generic = f.generic;
@@ -248,7 +264,10 @@ fn lower_ptx(
             Err(d) => return Err(CompileError::Source(d)),
         };
         match kir_backends::ptx::compile_module_with(&m, target, suffix, opts) {
-            Ok(out) => return Ok((m, out)),
+            Ok(out) => {
+                check_ptx_size(&m, target, &out)?;
+                return Ok((m, out));
+            }
             Err(e) if e.over_shared && !explicit && stages >= 2 => stages -= 1,
             Err(e) => {
                 return Err(match e.span {
@@ -263,6 +282,55 @@ fn lower_ptx(
             }
         }
     }
+}
+
+/// The instructions of each `.entry` of `ptx` by symbol: its lines ending in `;` that are not
+/// directives (`.reg`, `.shared`, ...).
+pub fn ptx_instructions(ptx: &str) -> Vec<(String, usize)> {
+    ptx.split(".visible .entry ")
+        .skip(1)
+        .map(|entry| {
+            let symbol = entry.split('(').next().unwrap_or("").trim().to_string();
+            let count = entry
+                .lines()
+                .map(str::trim)
+                .filter(|l| l.ends_with(';') && !l.starts_with('.') && !l.starts_with("//"))
+                .count();
+            (symbol, count)
+        })
+        .collect()
+}
+
+/// [`MAX_PTX_INSTRUCTIONS`] for every kernel of `out`: an error at the kernel's declaration
+/// naming its instruction count, the limit and the flags that shrink it.
+fn check_ptx_size(
+    m: &Module,
+    target: Target,
+    out: &kir_backends::ptx::PtxModule,
+) -> Result<(), CompileError> {
+    for (symbol, count) in ptx_instructions(&out.text) {
+        if count <= MAX_PTX_INSTRUCTIONS {
+            continue;
+        }
+        let name = out
+            .kernels
+            .iter()
+            .find(|k| k.symbol == symbol)
+            .map_or(symbol.as_str(), |k| k.kernel.as_str());
+        let message = format!(
+            "kernel `{name}` unrolls to {count} PTX instructions on {}, over the limit of \
+             {MAX_PTX_INSTRUCTIONS} per kernel (tiles are unrolled per thread: use more --warps, \
+             fewer --stages or smaller tiles)",
+            target.name()
+        );
+        return Err(match m.kernel(name) {
+            Some((_, k)) => {
+                CompileError::Source(Diagnostics::from(kir_ir::Diagnostic::new(k.span, message)))
+            }
+            None => CompileError::Plain(message),
+        });
+    }
+    Ok(())
 }
 
 /// The CUDA-C backend: one `.cu` for the whole module, and META.json with `emit: "cuda"`.

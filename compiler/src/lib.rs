@@ -1,5 +1,5 @@
 //! kir-compiler: the passes, the pipeline that orders them, the built-in op library, `.npy`
-//! I/O and the `kirc` command line.
+//! I/O, atomic output files ([`outfile`]) and the `kirc` command line.
 //!
 //! The entry point for frameworks is [`pipeline`]: parse a module (or take a built-in op from
 //! [`oplib`]), verify it, specialize it with `-D NAME=VALUE` overrides and verify the result.
@@ -10,6 +10,7 @@ pub mod egraph;
 pub mod kedit;
 pub mod npy;
 pub mod oplib;
+pub mod outfile;
 pub mod passes;
 pub mod pipeline;
 pub mod traffic;

@@ -1,10 +1,12 @@
 //! `.npy` files (NumPy's array format), read and written by hand: versions 1, 2 and 3,
-//! little-endian, C order. Values travel as `f64`, which holds every supported dtype exactly.
+//! little-endian, C order. Values travel as [`HostData`]: `<i8` as exact i64 values (never
+//! through f64), every other dtype as f64, which holds each of their values exactly.
 //!
 //! Reading accepts `<f8 <f4 <f2 <i8 <i4 <i2 <u4 |u1 |i1 |b1`; writing supports `<f8 <f4 <i4 <i8 |u1`.
 //! Every malformed input (truncated, garbage, Fortran order, big-endian) is an [`NpyError`]
 //! naming the file and the problem; nothing here panics on input.
 
+use kir_backends::interp::HostData;
 use std::fmt;
 use std::path::Path;
 
@@ -91,7 +93,8 @@ impl NpyDtype {
         }
     }
 
-    /// Decodes one little-endian element (`b` holds exactly `size()` bytes).
+    /// Decodes one little-endian element (`b` holds exactly `size()` bytes) as f64; `<i8` is
+    /// decoded by [`NpyDtype::decode_i64`] instead.
     fn decode(self, b: &[u8]) -> f64 {
         let a8 = |b: &[u8]| -> [u8; 8] { std::array::from_fn(|i| b.get(i).copied().unwrap_or(0)) };
         let a4 = |b: &[u8]| -> [u8; 4] { std::array::from_fn(|i| b.get(i).copied().unwrap_or(0)) };
@@ -110,6 +113,11 @@ impl NpyDtype {
             NpyDtype::Bool => (b0 != 0) as u8 as f64,
         }
     }
+
+    /// Decodes one little-endian `<i8` element exactly.
+    fn decode_i64(b: &[u8]) -> i64 {
+        i64::from_le_bytes(std::array::from_fn(|i| b.get(i).copied().unwrap_or(0)))
+    }
 }
 
 impl fmt::Display for NpyDtype {
@@ -125,8 +133,8 @@ pub struct NpyArray {
     pub dtype: NpyDtype,
     /// The dims, outermost first (empty for a 0-d array).
     pub shape: Vec<usize>,
-    /// Every element, converted exactly to f64 (i64 beyond ±2⁵³ rounds).
-    pub data: Vec<f64>,
+    /// Every element: [`HostData::I64`] for `<i8`, [`HostData::F64`] (exact) for the others.
+    pub data: HostData,
 }
 
 /// A problem with an `.npy` file: the file and what is wrong.
@@ -213,10 +221,11 @@ pub fn parse(bytes: &[u8], file: &str) -> Result<NpyArray, NpyError> {
             data.len()
         )));
     }
-    let values = data
-        .chunks_exact(dtype.size())
-        .map(|c| dtype.decode(c))
-        .collect::<Vec<_>>();
+    let chunks = data.chunks_exact(dtype.size());
+    let values = match dtype {
+        NpyDtype::I64 => HostData::I64(chunks.map(NpyDtype::decode_i64).collect()),
+        _ => HostData::F64(chunks.map(|c| dtype.decode(c)).collect()),
+    };
     debug_assert_eq!(values.len(), count);
     Ok(NpyArray {
         dtype,
@@ -347,10 +356,11 @@ impl Lit<'_> {
     }
 }
 
-/// The bytes of an `.npy` file (version 1.0; 2.0 if the header needs it) holding `data` (C order) as `dtype`. Values are
-/// converted with `as` (floats round to nearest even; integers are expected to be integral
-/// and in range, and saturate otherwise).
-pub fn to_bytes(dtype: NpyDtype, shape: &[usize], data: &[f64]) -> Vec<u8> {
+/// The bytes of an `.npy` file (version 1.0; 2.0 if the header needs it) holding `data` (C
+/// order) as `dtype`. i64 data written as `<i8` is copied exactly; other values are converted
+/// with `as` (floats round to nearest even; integers are expected to be integral and in range,
+/// and saturate otherwise).
+pub fn to_bytes(dtype: NpyDtype, shape: &[usize], data: &HostData) -> Vec<u8> {
     let dims: Vec<String> = shape.iter().map(|d| d.to_string()).collect();
     let shape_text = match dims.len() {
         1 => format!("({},)", dims[0]),
@@ -377,7 +387,21 @@ pub fn to_bytes(dtype: NpyDtype, shape: &[usize], data: &[f64]) -> Vec<u8> {
         out.extend_from_slice(&(header.len() as u32).to_le_bytes());
     }
     out.extend_from_slice(header.as_bytes());
-    for &x in data {
+    if let (NpyDtype::I64, HostData::I64(v)) = (dtype, data) {
+        for x in v {
+            out.extend_from_slice(&x.to_le_bytes());
+        }
+        return out;
+    }
+    let floats: Vec<f64>;
+    let values: &[f64] = match data {
+        HostData::F64(v) => v,
+        HostData::I64(v) => {
+            floats = v.iter().map(|&x| x as f64).collect();
+            &floats
+        }
+    };
+    for &x in values {
         match dtype {
             NpyDtype::F64 => out.extend_from_slice(&x.to_le_bytes()),
             NpyDtype::F32 => out.extend_from_slice(&(x as f32).to_le_bytes()),
@@ -394,10 +418,16 @@ pub fn to_bytes(dtype: NpyDtype, shape: &[usize], data: &[f64]) -> Vec<u8> {
     out
 }
 
-/// Writes `data` (C order, `shape`) to `path` as `dtype` (see [`to_bytes`]).
-pub fn write(path: &Path, dtype: NpyDtype, shape: &[usize], data: &[f64]) -> Result<(), NpyError> {
-    std::fs::write(path, to_bytes(dtype, shape, data)).map_err(|e| NpyError {
-        file: path.display().to_string(),
-        message: format!("cannot write: {e}"),
+/// Writes `data` (C order, `shape`) to `path` as `dtype` (see [`to_bytes`]), atomically
+/// ([`crate::outfile::atomic_write`]): a failed write leaves no new file.
+pub fn write(
+    path: &Path,
+    dtype: NpyDtype,
+    shape: &[usize],
+    data: &HostData,
+) -> Result<(), NpyError> {
+    crate::outfile::atomic_write(path, to_bytes(dtype, shape, data)).map_err(|e| NpyError {
+        file: e.path,
+        message: e.message,
     })
 }

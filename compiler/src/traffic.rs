@@ -63,9 +63,9 @@ pub fn launch_bytes(
 pub fn kernel_bytes(k: &Kernel, dim: &dyn Fn(&str) -> Option<i64>) -> Option<u64> {
     let mut grid = 1u64;
     for g in &k.grid {
-        grid *= g.eval_int(&|n| dim(n).map(EvalVal::Int)).ok()?.max(0) as u64;
+        grid = grid.checked_mul(g.eval_int(&|n| dim(n).map(EvalVal::Int)).ok()?.max(0) as u64)?;
     }
-    Some(grid * block_bytes(&k.dfg, k.body, dim)?)
+    grid.checked_mul(block_bytes(&k.dfg, k.body, dim)?)
 }
 
 fn block_bytes(d: &Dfg, b: Block, dim: &dyn Fn(&str) -> Option<i64>) -> Option<u64> {
@@ -73,8 +73,10 @@ fn block_bytes(d: &Dfg, b: Block, dim: &dyn Fn(&str) -> Option<i64>) -> Option<u
     for &o in &d.blocks[b].ops {
         let od = &d.ops[o];
         match od.opcode {
-            Opcode::Load => total += tile_bytes(d, od.results[0])?,
-            Opcode::Store | Opcode::AtomicAdd => total += tile_bytes(d, od.operands[0])?,
+            Opcode::Load => total = total.checked_add(tile_bytes(d, od.results[0])?)?,
+            Opcode::Store | Opcode::AtomicAdd => {
+                total = total.checked_add(tile_bytes(d, od.operands[0])?)?
+            }
             Opcode::For => {
                 let lo = scalar(d, od.operands[0], dim)?;
                 let hi = scalar(d, od.operands[1], dim)?;
@@ -82,12 +84,14 @@ fn block_bytes(d: &Dfg, b: Block, dim: &dyn Fn(&str) -> Option<i64>) -> Option<u
                 if step <= 0 {
                     return None;
                 }
+                // Checked: loop bounds from constants may be anything; overflow is unknown.
                 let trips = if hi > lo {
-                    (hi - lo + step - 1) / step
+                    hi.checked_sub(lo)?.checked_add(step - 1)? / step
                 } else {
                     0
                 };
-                total += trips as u64 * block_bytes(d, od.regions[0], dim)?;
+                let body = (trips as u64).checked_mul(block_bytes(d, od.regions[0], dim)?)?;
+                total = total.checked_add(body)?;
             }
             Opcode::If => {
                 // The larger branch: an upper bound.
@@ -95,7 +99,7 @@ fn block_bytes(d: &Dfg, b: Block, dim: &dyn Fn(&str) -> Option<i64>) -> Option<u
                 for &r in &od.regions {
                     best = best.max(block_bytes(d, r, dim)?);
                 }
-                total += best;
+                total = total.checked_add(best)?;
             }
             _ => {}
         }
@@ -119,9 +123,10 @@ fn scalar(d: &Dfg, v: Value, dim: &dyn Fn(&str) -> Option<i64>) -> Option<i64> {
     match (od.opcode, &od.lead) {
         (Opcode::Const, Some(kir_ir::Attr::Expr(e))) => e.as_int(),
         (Opcode::Dim, Some(kir_ir::Attr::Name(n, _))) => dim(n),
-        (Opcode::Add, _) => Some(arg(0)? + arg(1)?),
-        (Opcode::Sub, _) => Some(arg(0)? - arg(1)?),
-        (Opcode::Mul, _) => Some(arg(0)? * arg(1)?),
+        // Checked: an i64 constant may be anything; an overflow is an unknown value.
+        (Opcode::Add, _) => arg(0)?.checked_add(arg(1)?),
+        (Opcode::Sub, _) => arg(0)?.checked_sub(arg(1)?),
+        (Opcode::Mul, _) => arg(0)?.checked_mul(arg(1)?),
         (Opcode::Div, _) => arg(0)?.checked_div(arg(1)?),
         _ => None,
     }

@@ -1,7 +1,19 @@
 //! The `kirc` command line: exit codes (0 ok, 1 only for `fmt --check`, 2 for user errors),
 //! located error messages, built-in op lookup, and `run` end to end against f64 oracles.
 
+use kir_backends::interp::HostData;
 use kir_compiler::npy::{self, NpyDtype};
+
+/// Reading f64 data in tests.
+trait F64s {
+    fn f64s(&self) -> &[f64];
+}
+
+impl F64s for HostData {
+    fn f64s(&self) -> &[f64] {
+        self.as_f64().expect("f64 data")
+    }
+}
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
@@ -171,7 +183,7 @@ fn randn_is_deterministic() {
         npy::read(&c).unwrap(),
     );
     assert_eq!(ra, rb);
-    assert_ne!(ra.data, rc.data);
+    assert_ne!(ra.data.f64s(), rc.data.f64s());
     assert_eq!((ra.dtype, ra.shape.clone()), (NpyDtype::F32, vec![2, 3, 4]));
     let i = d.join("i.npy");
     assert!(kirc(&[
@@ -192,9 +204,10 @@ fn randn_is_deterministic() {
     assert_eq!(ri.dtype, NpyDtype::I32);
     assert!(ri
         .data
+        .f64s()
         .iter()
         .all(|&x| (-3.0..4.0).contains(&x) && x.fract() == 0.0));
-    assert!(ri.data.contains(&-3.0) && ri.data.contains(&3.0));
+    assert!(ri.data.f64s().contains(&-3.0) && ri.data.f64s().contains(&3.0));
     assert_eq!(kirc(&["randn", "2xx3", "-o", s(&i)]).status.code(), Some(2));
     assert_eq!(
         kirc(&["randn", "2", "-o", s(&i), "--dtype", "c64"])
@@ -257,11 +270,18 @@ fn run_rmsnorm_matches_oracle() {
     let wv: Vec<f64> = npy::read(&w)
         .unwrap()
         .data
+        .f64s()
         .iter()
         .map(|&v| v as f32 as f64)
         .collect();
-    let (ey, er) = rmsnorm(&npy::read(&x).unwrap().data, &wv, 300, 1e-6);
-    for (a, b) in y.data.iter().zip(&ey).chain(rstd.data.iter().zip(&er)) {
+    let (ey, er) = rmsnorm(npy::read(&x).unwrap().data.f64s(), &wv, 300, 1e-6);
+    for (a, b) in y
+        .data
+        .f64s()
+        .iter()
+        .zip(&ey)
+        .chain(rstd.data.f64s().iter().zip(&er))
+    {
         assert!((a - b).abs() <= 1e-5 * (1.0 + b.abs()), "{a} vs {b}");
     }
     // bf16 outputs are written as f32 holding bf16 values.
@@ -280,7 +300,10 @@ fn run_rmsnorm_matches_oracle() {
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     let y = npy::read(&out.join("y.npy")).unwrap();
     assert!(
-        y.data.iter().all(|&v| (v as f32).to_bits() & 0xffff == 0),
+        y.data
+            .f64s()
+            .iter()
+            .all(|&v| (v as f32).to_bits() & 0xffff == 0),
         "values must be bf16"
     );
 }
@@ -338,10 +361,11 @@ program(x: in tensor<i32>[N], y: out tensor<i32>[N], pos: out tensor<i1>[N]) {
         npy::read(&out.join("pos.npy")).unwrap(),
     );
     assert_eq!((y.dtype, pos.dtype), (NpyDtype::I32, NpyDtype::U8));
-    assert_eq!(y.data, xv.data);
+    assert_eq!(y.data.f64s(), xv.data.f64s());
     assert_eq!(
-        pos.data,
+        pos.data.f64s(),
         xv.data
+            .f64s()
             .iter()
             .map(|&v| (v > 0.0) as u8 as f64)
             .collect::<Vec<_>>()
@@ -360,7 +384,10 @@ program(x: in tensor<i32>[N], y: out tensor<i32>[N], pos: out tensor<i1>[N]) {
     ]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     let y = npy::read(&out2.join("y.npy")).unwrap();
-    assert_eq!(y.data, xv.data.iter().map(|&v| -v).collect::<Vec<_>>());
+    assert_eq!(
+        y.data.f64s(),
+        xv.data.f64s().iter().map(|&v| -v).collect::<Vec<_>>()
+    );
     assert!(!out2.join("pos.npy").exists());
     let o = kirc(&[
         "run",
@@ -501,8 +528,8 @@ fn run_argument_errors_are_located() {
 fn run_on_cuda_without_a_gpu_is_a_clear_error() {
     let d = scratch("cuda");
     let (x, w) = (d.join("x.npy"), d.join("w.npy"));
-    npy::write(&x, NpyDtype::F32, &[2, 8], &[0.5; 16]).unwrap();
-    npy::write(&w, NpyDtype::F32, &[8], &[1.0; 8]).unwrap();
+    npy::write(&x, NpyDtype::F32, &[2, 8], &HostData::F64(vec![0.5; 16])).unwrap();
+    npy::write(&w, NpyDtype::F32, &[8], &HostData::F64(vec![1.0; 8])).unwrap();
     let out = d.join("out");
     let (xa, wa) = (format!("x={}", s(&x)), format!("w={}", s(&w)));
     let args = [

@@ -1,7 +1,19 @@
 //! `.npy` reading and writing: round trips, byte-exact agreement with files NumPy writes,
 //! hand-made headers of every version, and clear errors (never panics) on bad files.
 
+use kir_backends::interp::HostData;
 use kir_compiler::npy::{parse, to_bytes, NpyArray, NpyDtype};
+
+/// Reading f64 data in tests.
+trait F64s {
+    fn f64s(&self) -> &[f64];
+}
+
+impl F64s for HostData {
+    fn f64s(&self) -> &[f64] {
+        self.as_f64().expect("f64 data")
+    }
+}
 
 /// A version-1 file as NumPy 2.x writes it: the dict padded with spaces to a 128-byte prefix.
 fn numpy_v1(dict: &str, data: &[u8]) -> Vec<u8> {
@@ -42,7 +54,11 @@ fn writes_what_numpy_writes() {
         &f32_data,
     );
     assert_eq!(
-        to_bytes(NpyDtype::F32, &[2, 3], &[0.0, 0.5, 1.0, 1.5, 2.0, 2.5]),
+        to_bytes(
+            NpyDtype::F32,
+            &[2, 3],
+            &HostData::F64(vec![0.0, 0.5, 1.0, 1.5, 2.0, 2.5])
+        ),
         want
     );
     let i64_data: Vec<u8> = [1i64, -2, 3].iter().flat_map(|x| x.to_le_bytes()).collect();
@@ -50,12 +66,15 @@ fn writes_what_numpy_writes() {
         "{'descr': '<i8', 'fortran_order': False, 'shape': (3,), }",
         &i64_data,
     );
-    assert_eq!(to_bytes(NpyDtype::I64, &[3], &[1.0, -2.0, 3.0]), want);
+    assert_eq!(
+        to_bytes(NpyDtype::I64, &[3], &HostData::F64(vec![1.0, -2.0, 3.0])),
+        want
+    );
     let want = numpy_v1(
         "{'descr': '|u1', 'fortran_order': False, 'shape': (), }",
         &[7],
     );
-    assert_eq!(to_bytes(NpyDtype::U8, &[], &[7.0]), want);
+    assert_eq!(to_bytes(NpyDtype::U8, &[], &HostData::F64(vec![7.0])), want);
 }
 
 #[test]
@@ -72,16 +91,18 @@ fn round_trips() {
         (NpyDtype::U8, &[0.0, 1.0, 255.0, 128.0, 15.0]),
     ];
     for &(dtype, data) in cases {
-        let bytes = to_bytes(dtype, &[5, 1], data);
+        let bytes = to_bytes(dtype, &[5, 1], &HostData::F64(data.to_vec()));
         assert_eq!(
             bytes.len() % 64,
             (5 * dtype.size()) % 64,
             "{dtype}: data must start 64-aligned"
         );
         let a = parse(&bytes, "r.npy").unwrap();
-        let want: Vec<f64> = match dtype {
-            NpyDtype::F32 => data.iter().map(|&x| x as f32 as f64).collect(),
-            _ => data.to_vec(),
+        let want = match dtype {
+            NpyDtype::F32 => HostData::F64(data.iter().map(|&x| x as f32 as f64).collect()),
+            // `<i8` reads back as exact integers.
+            NpyDtype::I64 => HostData::I64(data.iter().map(|&x| x as i64).collect()),
+            _ => HostData::F64(data.to_vec()),
         };
         assert_eq!(
             a,
@@ -95,11 +116,15 @@ fn round_trips() {
     }
     // f32 rounding is to nearest even.
     let a = parse(
-        &to_bytes(NpyDtype::F32, &[1], &[1.0 + 2f64.powi(-24)]),
+        &to_bytes(
+            NpyDtype::F32,
+            &[1],
+            &HostData::F64(vec![1.0 + 2f64.powi(-24)]),
+        ),
         "r.npy",
     )
     .unwrap();
-    assert_eq!(a.data, vec![1.0]);
+    assert_eq!(a.data.f64s(), vec![1.0]);
 }
 
 #[test]
@@ -118,7 +143,7 @@ fn reads_every_version_and_dtype() {
         )
         .unwrap();
         assert_eq!(
-            (a.dtype, a.shape, a.data),
+            (a.dtype, a.shape, a.data.f64s().to_vec()),
             (NpyDtype::I32, vec![2], vec![1.0, -1.0]),
             "version {major}"
         );
@@ -126,7 +151,8 @@ fn reads_every_version_and_dtype() {
     let one = |d: &str, bytes: &[u8]| {
         parse(&handmade(1, &h(d, "(1,)"), bytes), "d.npy")
             .unwrap()
-            .data[0]
+            .data
+            .f64s()[0]
     };
     assert_eq!(one("<f8", &2.5f64.to_le_bytes()), 2.5);
     assert_eq!(one("<f2", &[0x00, 0x3c]), 1.0);
@@ -142,7 +168,7 @@ fn reads_every_version_and_dtype() {
     assert_eq!(a.shape, vec![2, 2]);
     // Empty arrays.
     let a = parse(&handmade(1, &h("<f4", "(0, 3)"), &[]), "e.npy").unwrap();
-    assert_eq!((a.shape, a.data.len()), (vec![0, 3], 0));
+    assert_eq!((a.shape, a.data.f64s().len()), (vec![0, 3], 0));
 }
 
 #[test]
@@ -182,7 +208,7 @@ fn clear_errors_on_bad_files() {
 
 #[test]
 fn no_prefix_or_corruption_panics() {
-    let good = to_bytes(NpyDtype::F32, &[3, 4], &[1.0; 12]);
+    let good = to_bytes(NpyDtype::F32, &[3, 4], &HostData::F64(vec![1.0; 12]));
     for n in 0..good.len() {
         assert!(
             parse(&good[..n], "p.npy").is_err(),

@@ -62,6 +62,20 @@ impl Dtype {
         matches!(self, Dtype::I32 | Dtype::I64 | Dtype::U8)
     }
 
+    /// For a float dtype, the smallest magnitude that rounds to infinity under round to nearest
+    /// even: the largest finite value plus half an ulp (f32 2^128 − 2^103, f16 65520, bf16
+    /// 2^128 − 2^119). Every smaller magnitude rounds to a finite value. `None` for integer
+    /// dtypes.
+    pub fn overflow_bound(self) -> Option<f64> {
+        let p2 = |e: i32| 2f64.powi(e);
+        match self {
+            Dtype::F32 => Some(p2(128) - p2(103)),
+            Dtype::F16 => Some(65520.0),
+            Dtype::Bf16 => Some(p2(128) - p2(119)),
+            Dtype::I32 | Dtype::I64 | Dtype::U8 | Dtype::I1 => None,
+        }
+    }
+
     /// Size of one element in global memory, in bytes (i1 is stored as one byte).
     pub fn size_bytes(self) -> usize {
         match self {

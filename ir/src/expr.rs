@@ -312,7 +312,10 @@ impl Expr {
                         if y == 0 {
                             return Err(EvalError::DivZero(sp));
                         }
-                        EvalVal::Int(x.div_euclid(y) + (x.rem_euclid(y) != 0) as i64)
+                        // Checked: `cdiv(i64::MIN, -1)` overflows like `i64::MIN / -1`.
+                        let q = x.checked_div_euclid(y).ok_or(EvalError::Overflow(sp))?;
+                        let up = x.checked_rem_euclid(y).ok_or(EvalError::Overflow(sp))? != 0;
+                        EvalVal::Int(q.checked_add(up as i64).ok_or(EvalError::Overflow(sp))?)
                     }
                     Func::Min | Func::Max => {
                         let (x, y) = (as_i(vals[0].clone())?, as_i(vals[1].clone())?);

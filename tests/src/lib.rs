@@ -10,7 +10,7 @@ pub mod oracle;
 pub mod oracle_attention;
 pub mod oracle_ops;
 
-use kir_backends::interp::{self, HostArg, HostTensor};
+use kir_backends::interp::{self, HostArg, HostData, HostTensor};
 use kir_ir::Dtype;
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -184,8 +184,21 @@ pub fn t(dtype: Dtype, shape: &[usize], data: Vec<f64>) -> HostArg {
     HostArg::Tensor(HostTensor {
         dtype,
         shape: shape.to_vec(),
-        data,
+        data: HostData::F64(data),
     })
+}
+
+/// Reading results as f64 in tests: every dtype but i64 comes back as f64 ([`HostData::F64`]).
+pub trait F64s {
+    /// The f64 elements; panics on i64 data (a test reads that with `as_i64`).
+    fn f64s(&self) -> &[f64];
+}
+
+impl F64s for HostData {
+    fn f64s(&self) -> &[f64] {
+        self.as_f64()
+            .expect("f64 data (an i64 result is read with `as_i64`)")
+    }
 }
 
 /// Runs built-in op `name` with `-D` style `defines` on the interpreter (the pipeline's output

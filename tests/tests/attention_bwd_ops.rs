@@ -9,6 +9,7 @@
 use kir_backends::interp::{run_with, HostArg, HostTensor, RunOptions};
 use kir_ir::Dtype;
 use kir_tests::oracle_attention::{self as oracle, Problem};
+use kir_tests::F64s;
 use kir_tests::{compare, compare_scaled, dtype, round, t, tolerance, Rng};
 use std::collections::BTreeMap;
 
@@ -57,8 +58,8 @@ fn inputs(p: &Problem, dty: Dtype, mag: f64, rng: &mut Rng) -> BTreeMap<String, 
 /// The data of tensor argument `name`.
 fn data<'a>(args: &'a BTreeMap<String, HostArg>, name: &str) -> &'a [f64] {
     match &args[name] {
-        HostArg::Tensor(x) => &x.data,
-        HostArg::Scalar(_) => panic!("`{name}` is a scalar"),
+        HostArg::Tensor(x) => x.data.f64s(),
+        HostArg::Scalar(_) | HostArg::Int(_) => panic!("`{name}` is a scalar"),
     }
 }
 
@@ -66,9 +67,15 @@ fn data<'a>(args: &'a BTreeMap<String, HostArg>, name: &str) -> &'a [f64] {
 /// against the size of the terms they are computed from (see [`oracle::Grads`]), dv as is.
 fn check(out: &BTreeMap<String, HostTensor>, g: &oracle::Grads, tol: (f64, f64), name: &str) {
     for (key, r, terms) in [("dq", &g.dq, &g.dq_terms), ("dk", &g.dk, &g.dk_terms)] {
-        compare_scaled(&format!("{name}: {key}"), &out[key].data, r, terms, tol);
+        compare_scaled(
+            &format!("{name}: {key}"),
+            out[key].data.f64s(),
+            r,
+            terms,
+            tol,
+        );
     }
-    compare(&format!("{name}: dv"), &out["dv"].data, &g.dv, tol);
+    compare(&format!("{name}: dv"), out["dv"].data.f64s(), &g.dv, tol);
 }
 
 /// One backward case: the kernel against the analytic f64 oracle.
@@ -226,7 +233,7 @@ fn deterministic_is_bit_identical() {
         .expect("run");
         ["dq", "dk", "dv"]
             .iter()
-            .flat_map(|k| out[*k].data.iter().map(|x| x.to_bits()))
+            .flat_map(|k| out[*k].data.f64s().iter().map(|x| x.to_bits()))
             .collect()
     };
     let first = bits(true);

@@ -8,6 +8,7 @@ use kir_compiler::egraph::rules::{all_rules, rule, var, Rule};
 use kir_compiler::egraph::Limits;
 use kir_compiler::{passes, pipeline};
 use kir_ir::Module;
+use kir_tests::F64s;
 use kir_tests::{compare, inputs::inputs, tolerance, Rng};
 use std::time::Instant;
 
@@ -22,8 +23,8 @@ fn differential(what: &str, before: &Module, after: &Module) {
             let tb: &HostTensor = &b[name];
             compare(
                 &format!("{what} mag {mag}: {name}"),
-                &tb.data,
-                &ta.data,
+                tb.data.f64s(),
+                ta.data.f64s(),
                 tolerance(ta.dtype),
             );
         }

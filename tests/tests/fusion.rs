@@ -10,6 +10,7 @@ use kir_compiler::passes;
 use kir_compiler::traffic::bytes_moved;
 use kir_ir::{ExprKind, Module, ParamKind};
 use kir_tests::oracle::{self, Epilogue};
+use kir_tests::F64s;
 use kir_tests::{compare, tolerance, Rng};
 use std::collections::BTreeMap;
 
@@ -73,8 +74,10 @@ fn differential(what: &str, before: &Module, after: &Module) -> Result<(), Strin
         for (name, ta) in &a {
             let tb = &b[name];
             let label = format!("{what} mag {mag}: {name}");
-            std::panic::catch_unwind(|| compare(&label, &tb.data, &ta.data, tolerance(ta.dtype)))
-                .map_err(|_| label.clone())?;
+            std::panic::catch_unwind(|| {
+                compare(&label, tb.data.f64s(), ta.data.f64s(), tolerance(ta.dtype))
+            })
+            .map_err(|_| label.clone())?;
         }
     }
     Ok(())
@@ -124,8 +127,8 @@ fn fusion_report_and_snapshot() {
 
 fn host(a: &HostArg) -> (&[usize], &[f64]) {
     match a {
-        HostArg::Tensor(t) => (&t.shape, &t.data),
-        HostArg::Scalar(_) => panic!("a scalar"),
+        HostArg::Tensor(t) => (&t.shape, t.data.f64s()),
+        HostArg::Scalar(_) | HostArg::Int(_) => panic!("a scalar"),
     }
 }
 
@@ -163,7 +166,7 @@ fn rmsnorm_gemm_fuses_into_one_kernel() {
             let want = oracle::gemm(&y, wm, None, None, (1, m, k, n), false, 1.0, Epilogue::None);
             let c = &out["c"];
             let label = format!("rmsnorm_gemm {dt} mag {mag} vs oracle");
-            compare(&label, &c.data, &want, tolerance(c.dtype));
+            compare(&label, c.data.f64s(), &want, tolerance(c.dtype));
         }
     }
 }

@@ -1,6 +1,9 @@
 //! Robustness: mutate every valid `.kir` file in the repository (token deletions, swaps,
-//! duplications, insertions and truncations; ≥ 10,000 cases) and show that the parser, the
-//! verifier and specialization never panic — each mutant is accepted or gets errors.
+//! duplications, insertions and truncations, long operator chains of up to 40,000 terms, and
+//! huge literals replacing numbers; ≥ 10,000 cases) and show that the parser, the verifier and
+//! specialization never panic or overflow the stack — each mutant is accepted or gets errors —
+//! and that one mutant in 16 that passes the front end also compiles to PTX and CUDA C or gets
+//! a clean error.
 
 use kir_tests::{kir_files, Rng};
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -73,7 +76,38 @@ const INSERTS: &[&str] = &[
     "é",
 ];
 
-fn check(src: &str) {
+/// Literals at and past the limits of every numeric type and of the tile limits.
+const HUGE: &[&str] = &[
+    "9223372036854775807",
+    "9223372036854775808",
+    "99999999999999999999999",
+    "4294967296",
+    "2147483648",
+    "65536",
+    "16777217",
+    "1e999",
+    "1e39",
+    "-1e400",
+    "1.8e308",
+    "70000.0",
+    "3.4028236e38",
+    "(-9223372036854775807 - 1)",
+];
+
+/// A flat chain `a op a op … op a` of `n` terms with one operator.
+fn long_chain(rng: &mut Rng) -> String {
+    const OPS: [&str; 9] = ["+", "-", "*", "/", "%", "&&", "||", "==", "<"];
+    let op = OPS[rng.range(0, OPS.len())];
+    // Mostly far past the parser's nesting limit, sometimes just below it.
+    let n = match rng.range(0, 4) {
+        0 => rng.range(2, kir_ir::text::parser::MAX_DEPTH),
+        _ => rng.range(kir_ir::text::parser::MAX_DEPTH, 40_000),
+    };
+    let term = ["1", "2", "BLOCK", "x"][rng.range(0, 4)];
+    format!("({})", vec![term; n].join(&format!(" {op} ")))
+}
+
+fn check(src: &str, backends: bool) {
     let Ok(m) = kir_ir::text::parse(src) else {
         return;
     };
@@ -81,6 +115,12 @@ fn check(src: &str) {
     let _ = kir_ir::text::print(&m);
     if let Ok((_, spec)) = kir_compiler::pipeline::frontend(src, &[]) {
         let _ = kir_ir::text::print(&spec);
+        if backends {
+            use kir_compiler::compile::{compile, Emit};
+            for emit in [Emit::Ptx, Emit::Cuda] {
+                let _ = compile(src, &[], None, kir_backends::Target::Sm80, emit);
+            }
+        }
     }
 }
 
@@ -98,13 +138,17 @@ fn mutated_files_never_panic() {
     for case in 0..cases {
         let src = &files[case % files.len()];
         let mut toks = tokens(src);
+        // Replacement texts (chains, huge literals) and the token they replace, applied after
+        // the other mutations.
+        let mut owned: Vec<String> = Vec::new();
+        let mut replaced: Vec<usize> = Vec::new();
         let n_mut = 1 + rng.range(0, 3);
         for _ in 0..n_mut {
             if toks.is_empty() {
                 break;
             }
             let i = rng.range(0, toks.len());
-            match rng.range(0, 5) {
+            match rng.range(0, 7) {
                 0 => {
                     let len = rng.range(1, 4).min(toks.len() - i);
                     toks.drain(i..i + len);
@@ -118,11 +162,30 @@ fn mutated_files_never_panic() {
                     toks.insert(i, t);
                 }
                 3 => toks.insert(i, INSERTS[rng.range(0, INSERTS.len())]),
-                _ => toks.truncate(i),
+                4 => toks.truncate(i),
+                // A number (or anything, when there is none after i) becomes a long chain or
+                // a huge literal.
+                k => {
+                    let at = (i..toks.len())
+                        .find(|&j| toks[j].bytes().all(|c| c.is_ascii_digit()))
+                        .unwrap_or(i);
+                    owned.push(if k == 5 {
+                        long_chain(&mut rng)
+                    } else {
+                        HUGE[rng.range(0, HUGE.len())].to_string()
+                    });
+                    replaced.push(at);
+                }
+            }
+        }
+        for (&at, text) in replaced.iter().zip(&owned) {
+            if at < toks.len() {
+                toks[at] = text;
             }
         }
         let mutant: String = toks.concat();
-        let r = catch_unwind(AssertUnwindSafe(|| check(&mutant)));
+        let backends = case % 16 == 0;
+        let r = catch_unwind(AssertUnwindSafe(|| check(&mutant, backends)));
         assert!(r.is_ok(), "panic on mutant {case}:\n{mutant}");
         if kir_ir::text::parse(&mutant).is_ok() {
             accepted += 1;

@@ -11,6 +11,7 @@ use kir_backends::interp::{self, HostArg, HostTensor};
 use kir_backends::runtime::{self, Gpu, RuntimeError};
 use kir_compiler::compile::{compile, Emit};
 use kir_ir::Dtype;
+use kir_tests::F64s;
 use kir_tests::{tolerance, Rng};
 use std::collections::BTreeMap;
 
@@ -28,11 +29,11 @@ fn gpu(test: &str) -> Option<Gpu> {
 
 fn tensor(rng: &mut Rng, shape: &[usize], scale: f64) -> HostArg {
     let n = shape.iter().product();
-    let data = (0..n).map(|_| rng.normal() * scale).collect();
+    let data: Vec<f64> = (0..n).map(|_| rng.normal() * scale).collect();
     HostArg::Tensor(HostTensor {
         dtype: Dtype::F32,
         shape: shape.to_vec(),
-        data,
+        data: data.into(),
     })
 }
 
@@ -61,7 +62,7 @@ fn parity_src(gpu: &Gpu, op: &str, src: &str, args: Vec<(&str, HostArg)>) {
         assert_eq!(g.shape, w.shape, "{op}.{name} shape");
         let (rel, _) = tolerance(w.dtype);
         let (mut d, mut n) = (0.0f64, 0.0f64);
-        for (i, (&a, &b)) in g.data.iter().zip(&w.data).enumerate() {
+        for (i, (&a, &b)) in g.data.f64s().iter().zip(w.data.f64s()).enumerate() {
             assert_eq!(
                 a.is_finite(),
                 b.is_finite(),
@@ -168,7 +169,7 @@ fn random_fill_covers_every_element() {
         HostArg::Tensor(HostTensor {
             dtype: Dtype::Bf16,
             shape: shape.to_vec(),
-            data: vec![],
+            data: Vec::<f64>::new().into(),
         })
     };
     let args: BTreeMap<String, HostArg> = [
@@ -185,11 +186,19 @@ fn random_fill_covers_every_element() {
     let out = p.outputs(&b).unwrap();
     // Random x and w in [-1, 1): every output row is finite (no poison survives).
     assert!(
-        out["y"].data.iter().all(|v| v.is_finite() && v.abs() < 1e3),
+        out["y"]
+            .data
+            .f64s()
+            .iter()
+            .all(|v| v.is_finite() && v.abs() < 1e3),
         "y has poison or junk"
     );
     assert!(
-        out["rstd"].data.iter().all(|v| v.is_finite() && *v > 0.0),
+        out["rstd"]
+            .data
+            .f64s()
+            .iter()
+            .all(|v| v.is_finite() && *v > 0.0),
         "rstd has poison"
     );
     let t = runtime::bench(&p, &mut b, 1, 3).unwrap();

@@ -5,6 +5,7 @@
 use kir_backends::interp::{run_with, HostArg, RunOptions};
 use kir_ir::Dtype;
 use kir_tests::oracle::{self, AttnShape, Epilogue};
+use kir_tests::F64s;
 use kir_tests::{compare, compare_scaled, dtype, run_op, t, tolerance, Rng};
 
 fn attention_case(dt: &str, d: usize, causal: bool, s: AttnShape, mag: f64) {
@@ -35,14 +36,14 @@ fn attention_case(dt: &str, d: usize, causal: bool, s: AttnShape, mag: f64) {
     assert_eq!(out["lse"].shape, vec![s.b, s.hq, s.sq]);
     compare(
         &format!("{name}: o"),
-        &out["o"].data,
+        out["o"].data.f64s(),
         &o_ref,
         tolerance(dty),
     );
     // lse is f32 computed from exactly-rounded inputs: only f32 rounding separates it from f64.
     compare(
         &format!("{name}: lse"),
-        &out["lse"].data,
+        out["lse"].data.f64s(),
         &lse_ref,
         (1e-5, 1e-4),
     );
@@ -132,13 +133,13 @@ fn rmsnorm_fwd_case(dt: &str, rows: usize, n: usize, mag: f64) {
     let name = format!("rmsnorm_fwd {dt} {rows}x{n} mag {mag}");
     compare(
         &format!("{name}: y"),
-        &out["y"].data,
+        out["y"].data.f64s(),
         &y_ref,
         tolerance(dty),
     );
     compare(
         &format!("{name}: rstd"),
-        &out["rstd"].data,
+        out["rstd"].data.f64s(),
         &r_ref,
         tolerance(Dtype::F32),
     );
@@ -176,14 +177,14 @@ fn rmsnorm_bwd_case(dt: &str, rows: usize, n: usize, mag: f64) {
     let name = format!("rmsnorm_bwd {dt} {rows}x{n} mag {mag}");
     compare_scaled(
         &format!("{name}: dx"),
-        &out["dx"].data,
+        out["dx"].data.f64s(),
         &dx_ref,
         &dx_scale,
         tolerance(dty),
     );
     compare(
         &format!("{name}: dw"),
-        &out["dw"].data,
+        out["dw"].data.f64s(),
         &dw_ref,
         tolerance(dty),
     );
@@ -233,8 +234,9 @@ fn rmsnorm_bwd_is_bit_identical_across_runs() {
         |o: &std::collections::BTreeMap<String, kir_backends::interp::HostTensor>| -> Vec<u64> {
             o["dw"]
                 .data
+                .f64s()
                 .iter()
-                .chain(&o["dx"].data)
+                .chain(o["dx"].data.f64s())
                 .map(|v| v.to_bits())
                 .collect()
         };
@@ -325,7 +327,7 @@ fn gemm_case(
     );
     assert_eq!(out["c"].shape, vec![bt, m, n]);
     let name = format!("gemm {dt} {bt}x{m}x{k}x{n} trans_b={trans_b} {epi_name} mag {mag}");
-    compare(&name, &out["c"].data, &c_ref, tolerance(dty));
+    compare(&name, out["c"].data.f64s(), &c_ref, tolerance(dty));
 }
 
 #[test]

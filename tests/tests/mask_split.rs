@@ -11,6 +11,7 @@
 use kir_backends::interp::{self, HostArg};
 use kir_compiler::pipeline;
 use kir_ir::{Dtype, ExprKind, Module, ParamKind};
+use kir_tests::F64s;
 use kir_tests::{compare, tolerance, Rng};
 use std::collections::BTreeMap;
 
@@ -89,8 +90,8 @@ fn differential(op: &str, d: &[(String, String)], rounds: usize) -> String {
         for (name, ta) in &a {
             compare(
                 &format!("{what} round {round}: {name}"),
-                &b[name].data,
-                &ta.data,
+                b[name].data.f64s(),
+                ta.data.f64s(),
                 tolerance(ta.dtype),
             );
         }

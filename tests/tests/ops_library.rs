@@ -9,6 +9,7 @@
 use kir_backends::interp::{run_with, HostArg, HostTensor, RunOptions};
 use kir_ir::Dtype;
 use kir_tests::oracle_ops as o;
+use kir_tests::F64s;
 use kir_tests::{compare, compare_scaled, dtype, run_op, t, tolerance, try_op, Rng};
 use std::collections::BTreeMap;
 
@@ -47,7 +48,7 @@ fn layernorm_fwd_case(dt: &str, rows: usize, n: usize, mag: f64, offset: f64) {
     if offset == 0.0 {
         compare(
             &format!("{name}: y"),
-            &out["y"].data,
+            out["y"].data.f64s(),
             &y_ref,
             tolerance(dty),
         );
@@ -61,18 +62,24 @@ fn layernorm_fwd_case(dt: &str, rows: usize, n: usize, mag: f64, offset: f64) {
             })
             .collect();
         let tol = tolerance(dty);
-        compare_scaled(&format!("{name}: y"), &out["y"].data, &y_ref, &scale, tol);
+        compare_scaled(
+            &format!("{name}: y"),
+            out["y"].data.f64s(),
+            &y_ref,
+            &scale,
+            tol,
+        );
     }
     let f32_tol = tolerance(Dtype::F32);
     compare(
         &format!("{name}: mean"),
-        &out["mean"].data,
+        out["mean"].data.f64s(),
         &mean_ref,
         f32_tol,
     );
     compare(
         &format!("{name}: rstd"),
-        &out["rstd"].data,
+        out["rstd"].data.f64s(),
         &rstd_ref,
         f32_tol,
     );
@@ -121,7 +128,7 @@ fn layernorm_bwd_inputs(dt: &str, rows: usize, n: usize, mag: f64) -> Vec<(&'sta
 
 fn data<'a>(args: &'a [(&str, HostArg)], name: &str) -> &'a [f64] {
     match args.iter().find(|(n, _)| *n == name) {
-        Some((_, HostArg::Tensor(t))) => &t.data,
+        Some((_, HostArg::Tensor(t))) => t.data.f64s(),
         _ => panic!("no tensor argument {name}"),
     }
 }
@@ -145,13 +152,13 @@ fn layernorm_bwd_case(dt: &str, rows: usize, n: usize, mag: f64, defines: &[(&st
     let tol = tolerance(dty);
     compare_scaled(
         &format!("{name}: dx"),
-        &out["dx"].data,
+        out["dx"].data.f64s(),
         &g.dx,
         &g.dx_scale,
         tol,
     );
-    compare(&format!("{name}: dw"), &out["dw"].data, &g.dw, tol);
-    compare(&format!("{name}: db"), &out["db"].data, &g.db, tol);
+    compare(&format!("{name}: dw"), out["dw"].data.f64s(), &g.dw, tol);
+    compare(&format!("{name}: db"), out["db"].data.f64s(), &g.db, tol);
 }
 
 #[test]
@@ -181,7 +188,7 @@ fn layernorm_bwd_is_bit_identical_across_runs() {
         let bits = |o: &BTreeMap<String, HostTensor>| -> Vec<u64> {
             ["dx", "dw", "db"]
                 .iter()
-                .flat_map(|k| o[*k].data.iter().map(|v| v.to_bits()))
+                .flat_map(|k| o[*k].data.f64s().iter().map(|v| v.to_bits()))
                 .collect()
         };
         let first = bits(
@@ -234,7 +241,7 @@ fn swiglu_shapes() {
                     ],
                 );
                 let name = format!("swiglu {dt} {rows}x{n} mag {mag}");
-                compare(&name, &out["out"].data, &want, tolerance(dty));
+                compare(&name, out["out"].data.f64s(), &want, tolerance(dty));
             }
         }
     }
@@ -365,7 +372,7 @@ fn nf4_case(
         assert_eq!(out[name].shape, shape, "{what}: {name}");
         compare_scaled(
             &format!("{what}: {name}"),
-            &out[name].data,
+            out[name].data.f64s(),
             &reference,
             &terms,
             tolerance(dty),

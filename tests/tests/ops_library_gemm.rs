@@ -7,6 +7,7 @@
 use kir_backends::interp::HostArg;
 use kir_ir::Dtype;
 use kir_tests::oracle_ops::{self as o, Epi};
+use kir_tests::F64s;
 use kir_tests::{compare, dtype, run_op, t, tolerance, try_op, Rng};
 
 /// One gemm problem: its specialization and shape.
@@ -113,7 +114,7 @@ fn run(c: Case) -> (Vec<f64>, Inputs) {
         args,
     );
     assert_eq!(out["c"].shape, vec![bt, m, n], "{c:?}");
-    (out["c"].data.clone(), inp)
+    (out["c"].data.f64s().to_vec(), inp)
 }
 
 /// The oracle for case `c` on `inp`; `bf16_trunc` says whether inputs are truncated.
@@ -249,13 +250,13 @@ fn backward_accumulate_pattern() {
         );
         compare(
             &format!("gemm backward {dt}: dA"),
-            &da["c"].data,
+            da["c"].data.f64s(),
             &da_ref,
             tolerance(dty),
         );
         compare(
             &format!("gemm backward {dt}: dB"),
-            &db["c"].data,
+            db["c"].data.f64s(),
             &db_ref,
             tolerance(dty),
         );
@@ -327,7 +328,7 @@ fn bf16_compute_truncates() {
             ("alpha", HostArg::Scalar(1.0)),
         ],
     );
-    assert_eq!(out["c"].data, vec![-1.0]);
+    assert_eq!(out["c"].data.f64s(), vec![-1.0]);
 }
 
 #[test]

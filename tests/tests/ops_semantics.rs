@@ -3,6 +3,7 @@
 
 use kir_backends::interp::{run, HostArg, HostTensor};
 use kir_ir::Dtype;
+use kir_tests::F64s;
 use kir_tests::{compare, round, t, Rng};
 use std::collections::BTreeMap;
 
@@ -38,7 +39,7 @@ fn elementwise_float_ops() {
                 ("y", t(Dtype::F32, &[n], y.clone())),
             ],
         );
-        let r = &out["r"].data;
+        let r = out["r"].data.f64s();
         let sig = |v: f64| 1.0 / (1.0 + (-v).exp());
         let unary: [&dyn Fn(f64) -> f64; 13] = [
             &|v: f64| v.exp(),
@@ -130,7 +131,7 @@ fn integer_ops_wrap_and_truncate() {
         |a, b| if a < b { a } else { b },
         |a, _| ((a as f32) * 0.5) as i32,
     ];
-    let r = &out["r"].data;
+    let r = out["r"].data.f64s();
     for (row, op) in ops.iter().enumerate() {
         for i in 0..n {
             let want = op(x[i] as i32, y[i] as i32) as f64;
@@ -162,7 +163,7 @@ fn shapes_reductions_transpose_masks() {
         ],
     );
     let rowsum: Vec<f64> = (0..m).map(|i| (0..n).map(|j| x[i * n + j]).sum()).collect();
-    compare("rowsum", &out["rowsum"].data, &rowsum, (1e-6, 1e-5));
+    compare("rowsum", out["rowsum"].data.f64s(), &rowsum, (1e-6, 1e-5));
     let mut colmax = vec![f64::NEG_INFINITY; gm * n];
     for i in 0..m {
         for j in 0..n {
@@ -170,13 +171,13 @@ fn shapes_reductions_transpose_masks() {
             *c = c.max(x[i * n + j]);
         }
     }
-    assert_eq!(out["colmax"].data, colmax, "colmax");
+    assert_eq!(out["colmax"].data.f64s(), colmax, "colmax");
     let tr: Vec<f64> = (0..n * m).map(|k| x[(k % m) * n + k / m]).collect();
-    assert_eq!(out["t"].data, tr, "transpose");
+    assert_eq!(out["t"].data.f64s(), tr, "transpose");
     let lower: Vec<f64> = (0..m * n)
         .map(|k| if k % n <= k / n { x[k] } else { 0.0 })
         .collect();
-    assert_eq!(out["lower"].data, lower, "masked stores");
+    assert_eq!(out["lower"].data.f64s(), lower, "masked stores");
 }
 
 #[test]
@@ -204,15 +205,15 @@ fn control_flow_and_nf4() {
             cnt[i] += (v > 0.0) as i32 as f64;
         }
     }
-    compare("control sum", &out["out"].data, &sum, (1e-6, 1e-5));
-    assert_eq!(out["count"].data, cnt);
+    compare("control sum", out["out"].data.f64s(), &sum, (1e-6, 1e-5));
+    assert_eq!(out["count"].data.f64s(), cnt);
     // The NF4 codebook as published (QLoRA), independent of the op table.
     let nf4 = kir_tests::oracle_ops::NF4;
     let want: Vec<f64> = codes
         .iter()
         .map(|&cd| nf4[(cd as usize) & 15] as f32 as f64)
         .collect();
-    assert_eq!(out["nf4out"].data, want);
+    assert_eq!(out["nf4out"].data.f64s(), want);
 }
 
 /// The test crate's rounding matches known values, including ties to even and subnormals.

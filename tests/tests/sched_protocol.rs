@@ -5,6 +5,7 @@
 
 use kir_backends::interp::{run_with, RunOptions};
 use kir_ir::Dtype;
+use kir_tests::F64s;
 use kir_tests::{compare, t, Rng};
 use std::collections::BTreeMap;
 
@@ -26,7 +27,7 @@ fn run_shaped(src: &str, x: &[f64], shape: &[usize], seed: u64) -> Result<Vec<f6
         seed,
     };
     match run_with(&spec, &args, &opts) {
-        Ok(out) => Ok(out["y"].data.clone()),
+        Ok(out) => Ok(out["y"].data.f64s().to_vec()),
         Err(e) => Err(match e.span {
             Some(sp) => kir_ir::Diagnostic::new(sp, e.message).render("ring_ws.kir", src),
             None => e.message,

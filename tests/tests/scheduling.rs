@@ -8,6 +8,7 @@ use kir_backends::interp::{run_with, HostTensor, RunOptions};
 use kir_compiler::passes::{pipelining, warp_specialize, PipelineConfig, WsPlan};
 use kir_compiler::pipeline;
 use kir_ir::{Module, Opcode};
+use kir_tests::F64s;
 use kir_tests::{inputs::inputs, Rng};
 use std::collections::BTreeMap;
 
@@ -36,7 +37,12 @@ fn count(m: &Module, op: Opcode) -> usize {
 
 fn bits(out: &BTreeMap<String, HostTensor>) -> Vec<(String, Vec<u64>)> {
     out.iter()
-        .map(|(n, t)| (n.clone(), t.data.iter().map(|x| x.to_bits()).collect()))
+        .map(|(n, t)| {
+            (
+                n.clone(),
+                t.data.f64s().iter().map(|x| x.to_bits()).collect(),
+            )
+        })
         .collect()
 }
 

@@ -7,8 +7,8 @@
 //! host [`Buffer`]s, the runtime device buffers.
 
 use super::memory::{contiguous_strides, Buffer};
-use super::tile::{scalar_from_f64, Tile};
-use super::{HostArg, InterpError};
+use super::tile::{scalar_from_f64, scalar_from_int, Tile};
+use super::{HostArg, HostData, InterpError};
 use kir_ir::{
     Access, Dtype, EvalVal, Expr, ExprKind, Kernel, Launch, Param, ParamKind, Span, TensorType,
 };
@@ -49,7 +49,7 @@ pub(crate) struct NewBuf<'a> {
     pub dtype: Dtype,
     pub shape: Vec<usize>,
     pub strides: Option<Vec<usize>>,
-    pub data: Option<&'a [f64]>,
+    pub data: Option<&'a HostData>,
 }
 
 /// The interpreter's buffer maker: host buffers, converted or poisoned.
@@ -105,14 +105,14 @@ pub(crate) fn bind_entry<B: Shaped>(
             }
             (ParamKind::Tensor(Access::Out, _), None) => {}
             (ParamKind::Tensor(_, tt), Some(HostArg::Tensor(t))) => given.push((p, tt, t)),
-            (ParamKind::Tensor(..), Some(HostArg::Scalar(_))) => {
+            (ParamKind::Tensor(..), Some(HostArg::Scalar(_) | HostArg::Int(_))) => {
                 return Err(InterpError::at(p.span, format!("`{}` is a tensor param but was given a scalar", p.name)))
             }
             (ParamKind::Scalar(_), Some(HostArg::Tensor(_))) => {
                 return Err(InterpError::at(p.span, format!("`{}` is a scalar param but was given a tensor", p.name)))
             }
             (_, None) => return Err(InterpError::at(p.span, format!("missing argument `{}`", p.name))),
-            (ParamKind::Scalar(_), Some(HostArg::Scalar(_))) => {}
+            (ParamKind::Scalar(_), Some(HostArg::Scalar(_) | HostArg::Int(_))) => {}
         }
     }
     let dims = bind_dims(
@@ -156,8 +156,9 @@ pub(crate) fn bind_entry<B: Shaped>(
                 let d = e
                     .known()
                     .ok_or_else(|| InterpError::at(p.span, "unresolved element type"))?;
-                let x = match args.get(&p.name) {
-                    Some(HostArg::Scalar(x)) => *x,
+                let s = match args.get(&p.name) {
+                    Some(HostArg::Scalar(x)) => scalar_arg(d, *x),
+                    Some(HostArg::Int(x)) => scalar_from_int(d, *x),
                     _ => {
                         return Err(InterpError::at(
                             p.span,
@@ -165,14 +166,27 @@ pub(crate) fn bind_entry<B: Shaped>(
                         ))
                     }
                 };
-                let s = scalar_from_f64(d, x)
-                    .map_err(|m| InterpError::at(p.span, format!("scalar `{}`: {m}", p.name)))?;
+                let s =
+                    s.map_err(|m| InterpError::at(p.span, format!("scalar `{}`: {m}", p.name)))?;
                 env.scalars
                     .insert(p.name.clone(), Arc::new(Tile::scalar(d, s)));
             }
         }
     }
     Ok(env)
+}
+
+/// Converts a float scalar argument like a tensor element, except that a finite value the
+/// param's float dtype cannot hold (`1e39` for an f32 param) is an error instead of a silent
+/// infinity.
+fn scalar_arg(d: Dtype, x: f64) -> Result<super::tile::Scalar, String> {
+    let s = scalar_from_f64(d, x)?;
+    if x.is_finite() && s.to_f64().is_infinite() {
+        return Err(format!(
+            "{x:e} is out of range for {d} (it would round to infinity; pass `inf` for infinity)"
+        ));
+    }
+    Ok(s)
 }
 
 /// Binds identifier dims from `shapes` (the same name in several params must agree), then checks

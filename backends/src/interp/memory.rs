@@ -6,8 +6,8 @@
 //! f32 bits (the value is exact in the buffer's dtype), i32 as its two's complement bits, u8 as
 //! 0..=255, i1 as 0/1, i64 as its bits.
 
-use super::tile::{poison, round_f32, scalar_from_f64, wrap_int, Scalar};
-use super::HostTensor;
+use super::tile::{poison, round_f32, scalar_from_f64, scalar_from_int, wrap_int, Scalar};
+use super::{HostData, HostTensor};
 use kir_ir::Dtype;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering::Relaxed};
 
@@ -179,7 +179,7 @@ impl Buffer {
         dtype: Dtype,
         shape: Vec<usize>,
         strides: Option<Vec<usize>>,
-        data: &[f64],
+        data: &HostData,
     ) -> Result<Buffer, String> {
         let count: usize = shape
             .iter()
@@ -196,8 +196,12 @@ impl Buffer {
         let shape = buf.shape.clone();
         let strides = buf.strides.clone();
         for_each_addr(&shape, &strides, |lin, addr| {
-            let s = scalar_from_f64(dtype, data[lin])
-                .map_err(|e| format!("element {lin} of `{name}`: {e}"))?;
+            let s = match data {
+                HostData::F64(v) => v.get(lin).map(|&x| scalar_from_f64(dtype, x)),
+                HostData::I64(v) => v.get(lin).map(|&x| scalar_from_int(dtype, x)),
+            }
+            .ok_or_else(|| format!("element {lin} of `{name}` is missing"))?
+            .map_err(|e| format!("element {lin} of `{name}`: {e}"))?;
             if written[addr]
                 && buf.read(addr)? != s
                 && !(s.to_f64().is_nan() && buf.read(addr)?.to_f64().is_nan())
@@ -212,13 +216,28 @@ impl Buffer {
         Ok(buf)
     }
 
-    /// The logical contents as a host tensor (C order, values as f64).
+    /// The logical contents as a host tensor in C order: an i64 buffer as exact i64 values,
+    /// every other dtype as f64 (which holds its values exactly).
     pub(crate) fn to_host(&self) -> Result<HostTensor, String> {
-        let mut data = Vec::with_capacity(self.shape.iter().product());
-        for_each_addr(&self.shape, &self.strides, |_, addr| {
-            data.push(self.read(addr)?.to_f64());
-            Ok(())
-        })?;
+        let n = self.shape.iter().product();
+        let data = if self.dtype == Dtype::I64 {
+            let mut v = Vec::with_capacity(n);
+            for_each_addr(&self.shape, &self.strides, |_, addr| {
+                match self.read(addr)? {
+                    Scalar::I(x) => v.push(x),
+                    other => v.push(other.to_f64() as i64),
+                }
+                Ok(())
+            })?;
+            HostData::I64(v)
+        } else {
+            let mut v = Vec::with_capacity(n);
+            for_each_addr(&self.shape, &self.strides, |_, addr| {
+                v.push(self.read(addr)?.to_f64());
+                Ok(())
+            })?;
+            HostData::F64(v)
+        };
         Ok(HostTensor {
             dtype: self.dtype,
             shape: self.shape.clone(),
@@ -509,12 +528,29 @@ mod tests {
             Dtype::F32,
             vec![2, 3],
             Some(vec![1, 2]),
-            &[0., 1., 2., 3., 4., 5.],
+            &HostData::F64(vec![0., 1., 2., 3., 4., 5.]),
         )
         .unwrap();
         assert_eq!(b.read(2).unwrap(), Scalar::F(1.0));
-        assert_eq!(b.to_host().unwrap().data, vec![0., 1., 2., 3., 4., 5.]);
-        assert!(Buffer::from_host("x", Dtype::F32, vec![2], Some(vec![0]), &[1., 2.]).is_err());
-        assert!(Buffer::from_host("x", Dtype::F32, vec![2], Some(vec![0]), &[1., 1.]).is_ok());
+        assert_eq!(
+            b.to_host().unwrap().data,
+            HostData::F64(vec![0., 1., 2., 3., 4., 5.])
+        );
+        assert!(Buffer::from_host(
+            "x",
+            Dtype::F32,
+            vec![2],
+            Some(vec![0]),
+            &HostData::F64(vec![1., 2.])
+        )
+        .is_err());
+        assert!(Buffer::from_host(
+            "x",
+            Dtype::F32,
+            vec![2],
+            Some(vec![0]),
+            &HostData::F64(vec![1., 1.])
+        )
+        .is_ok());
     }
 }

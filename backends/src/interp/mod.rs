@@ -4,7 +4,8 @@
 //! Semantics follow `docs/ir.md` and the op table (`kir_ir::ops`). Highlights:
 //! - Floats narrower than f32 are emulated exactly: every op producing f16/bf16 computes in f32
 //!   and rounds to nearest even. Host values convert to the param dtype with a single correct
-//!   round-to-nearest-even from f64.
+//!   round-to-nearest-even from f64 or from i64; i64 data ([`HostData::I64`]) never passes
+//!   through f64, in or out.
 //! - `out` tensors and temps start **poisoned**: NaN for float dtypes, -0x5A5A5A5A for i32/i64,
 //!   0xA5 for u8 and 1 (true) for i1, so an element no kernel writes is visible in the result.
 //! - Program instances run in parallel (rayon) unless [`RunOptions::parallel`] is false or the
@@ -38,9 +39,65 @@ mod tests;
 use kir_ir::{Dtype, Module, Span};
 use std::collections::BTreeMap;
 
-/// A host-side tensor: dtype, shape and data in C order as f64. Values given to [`run`] are
-/// converted to the param dtype (round to nearest even for floats; ints must be integral and in
-/// range). Values returned by [`run`] are exactly the values of the tensor's dtype (NaN stays NaN).
+/// The elements of a host tensor in C order, each held exactly: 64-bit integers as `i64`, so
+/// they never pass through f64, and every other value as `f64`, which holds every value of f32,
+/// f16, bf16, i32, u8 and i1 exactly.
+#[derive(Clone, Debug, PartialEq)]
+pub enum HostData {
+    /// Float values, and integers that f64 holds exactly (|x| ≤ 2^53).
+    F64(Vec<f64>),
+    /// 64-bit integers, exactly.
+    I64(Vec<i64>),
+}
+
+impl HostData {
+    /// The number of elements.
+    pub fn len(&self) -> usize {
+        match self {
+            HostData::F64(v) => v.len(),
+            HostData::I64(v) => v.len(),
+        }
+    }
+
+    /// True when there are no elements.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The elements, when they are held as f64 (every result whose dtype is not i64).
+    pub fn as_f64(&self) -> Option<&[f64]> {
+        match self {
+            HostData::F64(v) => Some(v),
+            HostData::I64(_) => None,
+        }
+    }
+
+    /// The elements, when they are held as i64 (every i64 result).
+    pub fn as_i64(&self) -> Option<&[i64]> {
+        match self {
+            HostData::I64(v) => Some(v),
+            HostData::F64(_) => None,
+        }
+    }
+}
+
+impl From<Vec<f64>> for HostData {
+    fn from(v: Vec<f64>) -> HostData {
+        HostData::F64(v)
+    }
+}
+
+impl From<Vec<i64>> for HostData {
+    fn from(v: Vec<i64>) -> HostData {
+        HostData::I64(v)
+    }
+}
+
+/// A host-side tensor: dtype, shape and data in C order. Values given to [`run`] are converted
+/// to the param dtype (one round to nearest even for floats, from f64 or from i64; ints must be
+/// integral and in range, and i64 values convert exactly). Values returned by [`run`] are
+/// exactly the values of the tensor's dtype (NaN stays NaN): [`HostData::I64`] for an i64
+/// tensor, [`HostData::F64`] for every other dtype.
 #[derive(Clone, Debug, PartialEq)]
 pub struct HostTensor {
     /// The element type. For inputs it is informational (values convert to the param's dtype);
@@ -49,7 +106,7 @@ pub struct HostTensor {
     /// The dims, outermost first.
     pub shape: Vec<usize>,
     /// The elements in C order; its length is the product of `shape`.
-    pub data: Vec<f64>,
+    pub data: HostData,
 }
 
 /// An argument of the entry: a tensor for a tensor param, a number for a scalar param.
@@ -59,6 +116,9 @@ pub enum HostArg {
     Tensor(HostTensor),
     /// For a scalar param; converted like a tensor element (ints integral and in range, i1 0 or 1).
     Scalar(f64),
+    /// For a scalar param, an exact integer: an i64 param takes every i64 value; other dtypes
+    /// convert like an i64 tensor element.
+    Int(i64),
 }
 
 /// How to run. `Default` is `parallel: true`.

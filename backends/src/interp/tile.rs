@@ -171,6 +171,38 @@ pub(crate) fn scalar_from_f64(d: Dtype, x: f64) -> Result<Scalar, String> {
     })
 }
 
+/// Converts a host integer (an i64 tensor element or an exact scalar argument) to dtype `d`
+/// without passing through f64: integer dtypes take it when it fits, i1 takes 0 or 1, and
+/// floats round to nearest even once (from the integer, through f64 rounded to odd).
+pub(crate) fn scalar_from_int(d: Dtype, x: i64) -> Result<Scalar, String> {
+    match class(d) {
+        Class::Float => Ok(Scalar::F(round_f64(d, i64_to_f64_odd(x)))),
+        Class::Int if wrap_int(d, x) == x => Ok(Scalar::I(x)),
+        Class::Bool if x == 0 || x == 1 => Ok(Scalar::B(x == 1)),
+        Class::Int | Class::Bool => Err(format!("{x} is not in the range of {d}")),
+    }
+}
+
+/// i64 → f64 rounding to odd: exact up to 2^53; beyond, the low bits are truncated and the
+/// last kept bit is set if any dropped bit was, so one later nearest-even rounding to 24 bits
+/// or fewer is correct.
+fn i64_to_f64_odd(x: i64) -> f64 {
+    let m = x.unsigned_abs();
+    let bits = 64 - m.leading_zeros();
+    let v = if bits <= 53 {
+        m as f64
+    } else {
+        let shift = bits - 53;
+        let sticky = (m & ((1u64 << shift) - 1) != 0) as u64;
+        ((m >> shift) | sticky) as f64 * 2f64.powi(shift as i32)
+    };
+    if x < 0 {
+        -v
+    } else {
+        v
+    }
+}
+
 /// Converts an integer literal to dtype `d`: floats round (via f32, as every op producing
 /// f16/bf16 computes in f32), ints must fit, i1 takes 0 or 1.
 pub(crate) fn scalar_from_i64(d: Dtype, x: i64) -> Result<Scalar, String> {

@@ -10,7 +10,7 @@
 //!   META params of each kernel are checked against the launch ABI of the module's kernel.
 //! - **Binding.** The interpreter's own binding code (`interp::bind`) over device buffers: the
 //!   same dims from the same shapes, the same errors, the same dtype conversion of inputs
-//!   (round to nearest even from f64), `out` tensors and temps poisoned with the interpreter's
+//!   (round to nearest even from f64, exact for i64 data), `out` tensors and temps poisoned with the interpreter's
 //!   poison values (NaN / −0x5A5A5A5A / 0xA5 / true), each launch's kernel params and dims
 //!   checked, `requires` evaluated and the grid computed by the interpreter's `launch_grid`.
 //! - **Launching.** Every launch of the program in order on the default stream, parameters in

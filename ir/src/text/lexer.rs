@@ -170,9 +170,19 @@ fn lex_number(src: &str, i: &mut usize) -> Result<Tok, Diagnostic> {
     let text = &src[start..*i];
     let span = Span::new(start, *i);
     if float {
-        text.parse::<f64>()
-            .map(Tok::Float)
-            .map_err(|_| Diagnostic::new(span, format!("bad float literal `{text}`")))
+        match text.parse::<f64>() {
+            // Out of range is an error, as for integers, not a silent infinity.
+            Ok(x) if x.is_infinite() => Err(Diagnostic::new(
+                span,
+                format!(
+                    "float literal `{text}` is out of range (the largest finite value is {:e}; \
+                     write `inf` for infinity)",
+                    f64::MAX
+                ),
+            )),
+            Ok(x) => Ok(Tok::Float(x)),
+            Err(_) => Err(Diagnostic::new(span, format!("bad float literal `{text}`"))),
+        }
     } else {
         text.parse::<i64>()
             .map(Tok::Int)

@@ -279,8 +279,8 @@ impl<'a> Body<'a> {
         }
     }
 
-    /// A value's type is well formed: tiles have rank ≥ 1 and positive dims naming constants;
-    /// a named element type names a dtype constant.
+    /// A value's type is well formed: tiles have rank ≥ 1 and positive dims naming constants,
+    /// within the resource limits of `limits`; a named element type names a dtype constant.
     fn check_value_type(&mut self, v: Value) {
         let Some(vd) = self.k.dfg.values.get(v) else {
             return;
@@ -308,6 +308,8 @@ impl<'a> Body<'a> {
                     );
                 }
             }
+            let what = format!("`{}`", self.vname(v));
+            super::limits::check_tile(&mut found, vd.span, &vd.ty, &what);
         }
         check_elem(self.m, vd.ty.elem(), &mut found);
         for e in found {

@@ -12,12 +12,14 @@
 //! - `body`: region structure, `yield` placement, SSA scoping and dominance inside a kernel body;
 //!   `table`: conformance of each op to its row of the op table;
 //! - `rules` (with `rules_memory` and `rules_compute`): the type rule of every opcode, dispatched
-//!   by one exhaustive `match`.
+//!   by one exhaustive `match`;
+//! - `limits`: the resource limits of tiles (element count, bytes against a block's registers).
 //!
 //! Ops and blocks that are left in a kernel's arenas but are not reachable from its body are
 //! ignored (passes may detach them); every reachable op must sit in exactly one block.
 
 mod body;
+pub mod limits;
 mod names;
 mod program;
 mod rules;

@@ -185,6 +185,15 @@ fn is_float_literal(e: &Expr) -> bool {
     }
 }
 
+/// The magnitude of a literal (`1e39`, `-70000`, `70000`), if it is one.
+fn literal_magnitude(e: &Expr) -> Option<f64> {
+    match &e.kind {
+        ExprKind::Float(x) => Some(x.0.abs()),
+        ExprKind::Unary(UnOp::Neg, a) => literal_magnitude(a),
+        _ => lit_int(e).map(|v| v.unsigned_abs() as f64),
+    }
+}
+
 /// A literal value written into a slot of type `t` (`const` lead, `other` of `load`).
 pub(crate) fn check_literal(errs: &mut Errs, e: &Expr, t: &Type, what: &str) {
     if contains_float(e) && !is_float_literal(e) {
@@ -200,6 +209,20 @@ pub(crate) fn check_literal(errs: &mut Errs, e: &Expr, t: &Type, what: &str) {
                 "{what} is the float literal `{e}`, but the type is {t} (use an integer literal)"
             ),
         );
+    }
+    if let Some(x) = literal_magnitude(e).filter(|x| x.is_finite()) {
+        // Literals round to f32 first, then to the dtype (docs/ir.md).
+        let rounded = (x as f32).abs() as f64;
+        if let Some(bound) = dt.overflow_bound().filter(|&b| rounded >= b) {
+            err(
+                errs,
+                e.span,
+                format!(
+                    "{what} `{e}` is out of range for {dt}: it rounds to infinity (finite values \
+                     stay below {bound:e} in magnitude; write `inf` for infinity)"
+                ),
+            );
+        }
     }
     if let Some(v) = lit_int(e) {
         let range = match dt {

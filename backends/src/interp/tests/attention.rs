@@ -120,7 +120,7 @@ fn attention_args(s: usize) -> Vec<(&'static str, HostArg)> {
 
 fn data(a: &[(&str, HostArg)], n: &str) -> Vec<f64> {
     match a.iter().find(|(k, _)| *k == n) {
-        Some((_, HostArg::Tensor(t))) => t.data.clone(),
+        Some((_, HostArg::Tensor(t))) => t.data.f64s().to_vec(),
         _ => vec![],
     }
 }
@@ -134,6 +134,7 @@ fn attention_matches_f64_oracle() {
     let out = go(&md, args.clone(), true).unwrap();
     let err = out["o"]
         .data
+        .f64s()
         .iter()
         .zip(&want)
         .map(|(g, w)| (g - w).abs())

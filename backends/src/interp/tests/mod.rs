@@ -6,7 +6,7 @@ mod attention;
 mod ops;
 mod programs;
 
-use super::{run_with, HostArg, HostTensor, InterpError, RunOptions};
+use super::{run_with, HostArg, HostData, HostTensor, InterpError, RunOptions};
 use cranelift_entity::PrimaryMap;
 use kir_ir::*;
 use std::collections::BTreeMap;
@@ -300,8 +300,21 @@ pub(crate) fn ht(d: Dtype, shape: &[usize], data: Vec<f64>) -> HostArg {
     HostArg::Tensor(HostTensor {
         dtype: d,
         shape: shape.to_vec(),
-        data,
+        data: HostData::F64(data),
     })
+}
+
+/// Reading results as f64 in tests: every dtype but i64 comes back as f64.
+pub(crate) trait F64s {
+    /// The f64 elements; panics on i64 data (read with `as_i64`).
+    fn f64s(&self) -> &[f64];
+}
+
+impl F64s for HostData {
+    fn f64s(&self) -> &[f64] {
+        self.as_f64()
+            .expect("f64 data (an i64 result is read with `as_i64`)")
+    }
 }
 
 /// Verifies `m` (the builder must make valid IR), then runs it with the given args.

@@ -70,7 +70,7 @@ fn tiled_dot_matches_f64_and_exact_f32_order() {
                 r32 += (a[i * k + kk] as f32) * (bm[kk * n + j] as f32);
                 mag += (a[i * k + kk] * bm[kk * n + j]).abs();
             }
-            let got = c.data[i * n + j];
+            let got = c.data.f64s()[i * n + j];
             assert!(
                 (got - r64).abs() <= 1e-6 * mag + 1e-7,
                 "c[{i}][{j}] = {got}, f64 {r64}"
@@ -119,7 +119,10 @@ fn bf16_add_rounds_to_nearest_even() {
     .unwrap();
     // 1 + 2^-8: tie → 1.0 (even); 1 + 3·2^-8: tie → 1 + 2^-6 (even); 1 + 3·2^-9 → 1 + 2^-7;
     // 257: tie between 256 and 258 → 256.
-    assert_eq!(out["z"].data, vec![1.0, 1.0 + e(-6), 1.0 + e(-7), 256.0]);
+    assert_eq!(
+        out["z"].data.f64s(),
+        vec![1.0, 1.0 + e(-6), 1.0 + e(-7), 256.0]
+    );
     assert_eq!(out["z"].dtype, Bf16);
     // f16: 2048 + 1 is a tie between 2048 and 2050 → 2048; 1 + 2^-11 + 2^-11 is exact.
     let out = go(
@@ -131,7 +134,7 @@ fn bf16_add_rounds_to_nearest_even() {
         false,
     )
     .unwrap();
-    assert_eq!(out["z"].data, vec![2048.0, 1.0 + e(-10), 0.75, 0.0]);
+    assert_eq!(out["z"].data.f64s(), vec![2048.0, 1.0 + e(-10), 0.75, 0.0]);
 }
 
 /// y[4p .. 4p+4] = x[4p .. 4p+4], with `other` or without.
@@ -174,7 +177,7 @@ fn load_other_pads_and_oob_is_an_error() {
     )
     .unwrap();
     assert_eq!(
-        out["y"].data,
+        out["y"].data.f64s(),
         vec![1.0, 2.0, 3.0, 4.0, 5.0, 6.0, -1.0, -1.0]
     );
     for par in [true, false] {
@@ -246,12 +249,12 @@ fn masked_store_leaves_poison() {
         true,
     )
     .unwrap();
-    let y = &out["y"].data;
+    let y = out["y"].data.f64s();
     assert_eq!(&y[..5], &[0.0, 1.0, 2.0, 3.0, 4.0]);
     assert!(y[5..].iter().all(|v| v.is_nan()), "{y:?}");
-    assert_eq!(out["yi"].data, vec![-0x5A5A5A5A as f64; 2]);
-    assert_eq!(out["yu"].data, vec![165.0]);
-    assert_eq!(out["yl"].data, vec![-0x5A5A5A5A as f64]);
+    assert_eq!(out["yi"].data.f64s(), vec![-0x5A5A5A5A as f64; 2]);
+    assert_eq!(out["yu"].data.f64s(), vec![165.0]);
+    assert_eq!(out["yl"].data.as_i64().unwrap(), [-0x5A5A5A5A_i64]);
 }
 
 #[test]
@@ -277,8 +280,8 @@ fn for_loop_carries_a_scalar_sum() {
     let x = rand_vals(1000, 7, false);
     let out = go(&md, vec![("x", ht(F32, &[1000], x.clone()))], true).unwrap();
     let want = x.iter().fold(0.0f32, |a, &v| a + v as f32);
-    assert_eq!(out["s"].data, vec![want as f64]);
-    assert!((out["s"].data[0] - x.iter().sum::<f64>()).abs() < 1e-3);
+    assert_eq!(out["s"].data.f64s(), vec![want as f64]);
+    assert!((out["s"].data.f64s()[0] - x.iter().sum::<f64>()).abs() < 1e-3);
 }
 
 #[test]
@@ -324,7 +327,7 @@ fn atomic_add_is_deterministic() {
         }
     }
     assert_eq!(
-        par["acc"].data,
+        par["acc"].data.f64s(),
         want.iter().map(|&v| v as f64).collect::<Vec<_>>()
     );
 }
@@ -352,7 +355,7 @@ fn scalar_results(
         )],
         None,
     );
-    go(&md, vec![], true).map(|o| o["r"].data.clone())
+    go(&md, vec![], true).map(|o| o["r"].data.f64s().to_vec())
 }
 
 #[test]
@@ -539,13 +542,13 @@ fn shape_ops_and_reductions() {
     let md = module(vec![kernel("shapes", ps, grid1(), vec![], b)], None);
     let xv = vec![1.0, 5.0, 2.0, 4.0, -1.0, 8.0];
     let o = go(&md, vec![("x", ht(F32, &[2, 3], xv.clone()))], true).unwrap();
-    assert_eq!(o["t"].data, vec![1.0, 4.0, 5.0, -1.0, 2.0, 8.0]);
-    assert_eq!(o["r"].data, xv);
-    assert_eq!(o["s"].data, vec![8.0, 11.0]);
-    assert_eq!(o["d"].data, vec![-3.0, 0.0, -6.0, 0.0, -6.0, 0.0]);
+    assert_eq!(o["t"].data.f64s(), vec![1.0, 4.0, 5.0, -1.0, 2.0, 8.0]);
+    assert_eq!(o["r"].data.f64s(), xv);
+    assert_eq!(o["s"].data.f64s(), vec![8.0, 11.0]);
+    assert_eq!(o["d"].data.f64s(), vec![-3.0, 0.0, -6.0, 0.0, -6.0, 0.0]);
     let nf4 = |i: usize| NF4_TABLE[i] as f64;
     assert_eq!(
-        o["nf"].data,
+        o["nf"].data.f64s(),
         vec![nf4(0), nf4(1), nf4(2), nf4(0), nf4(1), nf4(2)]
     );
 }

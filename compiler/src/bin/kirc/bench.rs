@@ -255,7 +255,7 @@ pub fn main(a: Args) -> Result<ExitCode, CliError> {
         let t = HostTensor {
             dtype,
             shape: shape.clone(),
-            data: Vec::new(),
+            data: kir_backends::interp::HostData::F64(Vec::new()),
         };
         args.insert(name.clone(), HostArg::Tensor(t));
     }
@@ -289,23 +289,29 @@ pub fn main(a: Args) -> Result<ExitCode, CliError> {
     names.insert("SWIGLU".into(), swiglu as i32 as f64);
     let work = work(&a, &m.name, &names, b.io_bytes())?;
     let dims: Vec<String> = b.dims.iter().map(|(k, v)| format!("{k}={v}")).collect();
-    println!("{} [{}] on {}", src.name, dims.join(", "), gpu.name);
-    println!(
-        "  {:.4} ms median of {} runs (min {:.4}, max {:.4}; {} warm-up)",
-        t.median_ms, t.iters, t.min_ms, t.max_ms, a.warmup
-    );
-    match work {
-        Work::Flops(n, how) => println!(
+    let rate = match work {
+        Work::Flops(n, how) => format!(
             "  {:.1} TFLOP/s ({:.4e} FLOP: {how})",
             n / t.median_ms / 1e9,
             n
         ),
-        Work::Bytes(n, how) => println!(
+        Work::Bytes(n, how) => format!(
             "  {:.3} TB/s ({:.4e} bytes: {how})",
             n / t.median_ms / 1e9,
             n
         ),
-    }
+    };
+    crate::common::out(&format!(
+        "{} [{}] on {}\n  {:.4} ms median of {} runs (min {:.4}, max {:.4}; {} warm-up)\n{rate}\n",
+        src.name,
+        dims.join(", "),
+        gpu.name,
+        t.median_ms,
+        t.iters,
+        t.min_ms,
+        t.max_ms,
+        a.warmup
+    ))?;
     Ok(ExitCode::SUCCESS)
 }
 

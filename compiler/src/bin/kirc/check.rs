@@ -48,15 +48,15 @@ pub fn main(a: Args) -> Result<ExitCode, CliError> {
                 }
                 DumpError::Failed(d) => CliError::located(&src, d),
             })?;
-        print!("{text}");
+        common::out(&text)?;
         return Ok(ExitCode::SUCCESS);
     }
     let f = common::frontend(&src, &a.defines)?;
     let n = f.output.kernels.len();
-    println!(
-        "ok: {} ({n} kernel{})",
+    common::out(&format!(
+        "ok: {} ({n} kernel{})\n",
         f.output.name,
         if n == 1 { "" } else { "s" }
-    );
+    ))?;
     Ok(ExitCode::SUCCESS)
 }

@@ -1,8 +1,10 @@
 //! What the subcommands share: loading a module's source (a path or a built-in op name),
-//! `-D NAME=VALUE` parsing, the front end, and rendering errors.
+//! `-D NAME=VALUE` parsing, the front end, rendering errors, and writing to stdout and stderr
+//! (a closed stdout ends the command quietly, as [`CliError::BrokenPipe`]).
 
 use kir_compiler::{oplib, pipeline};
 use kir_ir::{Diagnostic, Diagnostics, Span};
+use std::io::Write;
 use std::path::Path;
 
 /// A module's source text and the name errors show for it.
@@ -12,7 +14,8 @@ pub struct Source {
     pub text: String,
 }
 
-/// A user error. `kirc` prints it and exits with code 2.
+/// Why a command stopped. `kirc` prints a user error and exits with code 2; a broken pipe
+/// ends it quietly with [`BROKEN_PIPE_EXIT`].
 pub enum CliError {
     /// An error with no place in a source file.
     Plain(String),
@@ -22,6 +25,31 @@ pub enum CliError {
         src: String,
         diags: Diagnostics,
     },
+    /// Standard output was closed by its reader (`kirc compile … -o - | head`): nothing more is
+    /// written, no output file is left, and the exit code is [`BROKEN_PIPE_EXIT`].
+    BrokenPipe,
+}
+
+/// The exit code after a broken pipe: 141 (128 + SIGPIPE), what a shell reports for a Unix tool
+/// that SIGPIPE ended.
+pub const BROKEN_PIPE_EXIT: u8 = 141;
+
+/// Writes `text` to standard output and flushes it. A closed pipe is [`CliError::BrokenPipe`];
+/// any other failure (a full disk) is an error naming standard output.
+pub fn out(text: &str) -> Result<(), CliError> {
+    let mut o = std::io::stdout().lock();
+    o.write_all(text.as_bytes())
+        .and_then(|_| o.flush())
+        .map_err(|e| match e.kind() {
+            std::io::ErrorKind::BrokenPipe => CliError::BrokenPipe,
+            _ => CliError::Plain(format!("cannot write to standard output: {e}")),
+        })
+}
+
+/// Writes `text` to standard error; a closed or full stderr is ignored (there is nowhere left to
+/// report it).
+pub fn note(text: &str) {
+    let _ = std::io::stderr().lock().write_all(text.as_bytes());
 }
 
 impl CliError {
@@ -38,6 +66,7 @@ impl CliError {
     /// for each located error; `error: ...` for the others.
     pub fn render(&self) -> String {
         match self {
+            CliError::BrokenPipe => String::new(),
             CliError::Plain(m) => format!("error: {m}\n"),
             CliError::Located { file, src, diags } => {
                 let mut ds: Vec<&Diagnostic> = diags.0.iter().collect();

@@ -1,9 +1,15 @@
 //! `kirc compile FILE [--kernel NAME] [-D NAME=VALUE]... --target T --emit ptx|cuda|ir -o OUT
 //! [--meta META.json] [--report[=FILE]]`: compile a module and write the code, its launch
 //! metadata, and (PTX) the backend's lowering decisions.
+//!
+//! The output paths and the flag combination are checked before anything is compiled, and the
+//! outputs are written all or nothing (compiler/src/outfile.rs): a failed compile, an unwritable
+//! `--meta` or `--report` file or a closed stdout leaves no new file.
 
 use crate::common::{self, CliError};
 use kir_compiler::compile::{self, CompileError, Emit};
+use kir_compiler::outfile::{self, Staged};
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 /// Arguments of `kirc compile`.
@@ -56,11 +62,7 @@ pub fn main(a: Args) -> Result<ExitCode, CliError> {
     let target = common::target(&a.target)?;
     let emit = Emit::from_name(&a.emit)
         .ok_or_else(|| CliError::Plain(format!("unknown --emit `{}` (ptx, cuda, ir)", a.emit)))?;
-    if a.report.is_some() && (emit != Emit::Ptx || a.dump_after.is_some()) {
-        return Err(CliError::Plain(
-            "--report needs --emit ptx (and no --dump-after)".into(),
-        ));
-    }
+    check_args(&a, emit)?;
     let src = common::load(&a.file)?;
     if let Some(pass) = &a.dump_after {
         let text = match pass.as_str() {
@@ -89,7 +91,7 @@ pub fn main(a: Args) -> Result<ExitCode, CliError> {
                 kir_compiler::pipeline::DumpError::Failed(d) => CliError::located(&src, d),
             })?,
         };
-        write(&a.out, &text)?;
+        write(&a.out, &text, Vec::new())?;
         return Ok(ExitCode::SUCCESS);
     }
     let stage = match &a.stage {
@@ -113,42 +115,105 @@ pub fn main(a: Args) -> Result<ExitCode, CliError> {
         CompileError::Source(d) => CliError::located(&src, d),
         CompileError::Plain(m) => CliError::Plain(m),
     })?;
-    write(&a.out, &out.text)?;
-    if let Some(dest) = &a.report {
+    let meta = match (&a.meta, &out.meta) {
+        (Some(path), Some(json)) => {
+            let text = serde_json::to_string_pretty(json)
+                .map_err(|e| CliError::Plain(format!("{path}: {e}")))?;
+            Some((PathBuf::from(path), text + "\n"))
+        }
+        (Some(_), None) => return Err(CliError::Plain("--meta needs --emit ptx or cuda".into())),
+        (None, _) => None,
+    };
+    let report = a.report.as_ref().map(|dest| {
         let text: String = out
             .reports
             .iter()
             .map(|r| r.render(Some(&src.text)))
             .collect();
+        (dest.clone(), text)
+    });
+    let report_file = report
+        .as_ref()
+        .filter(|(d, _)| d != "-")
+        .map(|(d, t)| (PathBuf::from(d), t.clone()));
+    write(
+        &a.out,
+        &out.text,
+        meta.into_iter().chain(report_file).collect(),
+    )?;
+    if let Some((dest, text)) = &report {
         if dest == "-" {
             eprint!("{text}");
-        } else {
-            write(dest, &text)?;
         }
-    }
-    if let Some(meta) = &a.meta {
-        let json = out
-            .meta
-            .as_ref()
-            .ok_or_else(|| CliError::Plain("--meta needs --emit ptx or cuda".into()))?;
-        let text = serde_json::to_string_pretty(json)
-            .map_err(|e| CliError::Plain(format!("{meta}: {e}")))?;
-        write(meta, &(text + "\n"))?;
     }
     Ok(ExitCode::SUCCESS)
 }
 
-fn write(path: &str, text: &str) -> Result<(), CliError> {
-    if path == "-" {
-        print!("{text}");
-        return Ok(());
+/// Checks, before anything is compiled or written, the flag combination and every output path:
+/// `--meta` needs `--emit ptx|cuda` and is not a directory, `--report` needs `--emit ptx`, `-o`,
+/// `--meta` and a `--report` file are different files, `--warps`/`--stages` not with
+/// `--emit cuda`, `--stage` and `--meta` not with `--dump-after`.
+fn check_args(a: &Args, emit: Emit) -> Result<(), CliError> {
+    let plain = |m: &str| Err(CliError::Plain(m.to_string()));
+    if a.report.is_some() && (emit != Emit::Ptx || a.dump_after.is_some()) {
+        return plain("--report needs --emit ptx (and no --dump-after)");
     }
-    if let Some(dir) = std::path::Path::new(path)
-        .parent()
-        .filter(|d| !d.as_os_str().is_empty())
-    {
-        std::fs::create_dir_all(dir)
-            .map_err(|e| CliError::Plain(format!("{}: {e}", dir.display())))?;
+    if a.dump_after.is_some() {
+        if a.meta.is_some() {
+            return plain("--meta does not go with --dump-after (a dump has no launch metadata)");
+        }
+        if a.stage.is_some() {
+            return plain(
+                "--stage does not go with --dump-after (--dump-after names the pass to show)",
+            );
+        }
+    } else {
+        if a.meta.is_some() && emit == Emit::Ir {
+            return plain("--meta needs --emit ptx or cuda (--emit ir has no launch metadata)");
+        }
+        if emit == Emit::Cuda {
+            for (flag, set) in [
+                ("--warps", a.ptx.warps.is_some()),
+                ("--stages", a.ptx.stages.is_some()),
+            ] {
+                if set {
+                    return Err(CliError::Plain(format!(
+                        "{flag} does not apply to --emit cuda (the CUDA-C parity backend has no warps or pipeline stages)"
+                    )));
+                }
+            }
+        }
     }
-    std::fs::write(path, text).map_err(|e| CliError::Plain(format!("{path}: {e}")))
+    let mut paths: Vec<(&str, &Path)> = Vec::new();
+    if a.out != "-" {
+        paths.push(("-o", Path::new(&a.out)));
+    }
+    if let Some(m) = &a.meta {
+        if m == "-" {
+            return plain("--meta needs a file name (`-`, standard output, is only for -o)");
+        }
+        paths.push(("--meta", Path::new(m)));
+    }
+    if let Some(r) = a.report.as_deref().filter(|r| *r != "-") {
+        paths.push(("--report", Path::new(r)));
+    }
+    outfile::check_paths(&paths).map_err(|e| CliError::Plain(e.to_string()))
+}
+
+/// Writes the code to `out` (a file, or stdout for `-`) and the other files (metadata, report)
+/// to theirs, all or nothing: the files are staged, stdout is written, and only then are the
+/// files put in place.
+fn write(out: &str, text: &str, others: Vec<(PathBuf, String)>) -> Result<(), CliError> {
+    let mut files = Vec::new();
+    if out != "-" {
+        files.push((PathBuf::from(out), text.as_bytes().to_vec()));
+    }
+    for (path, body) in others {
+        files.push((path, body.into_bytes()));
+    }
+    let staged = Staged::write(files).map_err(|e| CliError::Plain(e.to_string()))?;
+    if out == "-" {
+        common::out(text)?;
+    }
+    staged.commit().map_err(|e| CliError::Plain(e.to_string()))
 }

@@ -59,10 +59,10 @@ pub fn runtime_error(src: &Source, e: RuntimeError) -> CliError {
 #[cfg(feature = "cuda")]
 pub fn open_gpu(src: &Source) -> Result<Gpu, CliError> {
     let gpu = Gpu::open(0).map_err(|e| runtime_error(src, e))?;
-    eprintln!(
-        "device: {} (sm_{}{})",
+    crate::common::note(&format!(
+        "device: {} (sm_{}{})\n",
         gpu.name, gpu.capability.0, gpu.capability.1
-    );
+    ));
     Ok(gpu)
 }
 

@@ -98,18 +98,21 @@ pub fn main(a: Args) -> Result<ExitCode, CliError> {
     let limits = Limits::default();
     let (_, reports) = passes::egraph_explained(&f.specialized, &all_rules(), &limits);
     let mut total = std::time::Duration::ZERO;
+    let mut text = String::new();
     for r in &reports {
-        print!("{}", render(r, &limits));
+        text += &render(r, &limits);
         total += r.elapsed;
     }
-    println!(
+    let _ = writeln!(
+        text,
         "e-graph phase: {:.2} ms for {} kernel(s) (with explanations on; the pipeline runs without)",
         total.as_secs_f64() * 1e3,
         reports.len()
     );
     if f.optimized.program.is_some() {
         let (_, rep) = passes::fusion_with_report(&f.optimized);
-        print!("{}", render_fusion(&rep));
+        text += &render_fusion(&rep);
     }
+    common::out(&text)?;
     Ok(ExitCode::SUCCESS)
 }

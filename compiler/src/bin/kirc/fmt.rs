@@ -20,7 +20,7 @@ pub fn main(a: Args) -> Result<ExitCode, CliError> {
     let m = text::parse(&src.text).map_err(|d| CliError::located(&src, d))?;
     let canonical = text::print(&m);
     if !a.check {
-        print!("{canonical}");
+        common::out(&canonical)?;
         return Ok(ExitCode::SUCCESS);
     }
     if canonical == src.text {
@@ -33,9 +33,9 @@ pub fn main(a: Args) -> Result<ExitCode, CliError> {
         .position(|(x, y)| x != y)
         .unwrap_or_else(|| src.text.lines().count().min(canonical.lines().count()))
         + 1;
-    eprintln!(
-        "{}: not in canonical form (first difference at line {line}); run `kirc fmt {}` to see it",
+    common::note(&format!(
+        "{}: not in canonical form (first difference at line {line}); run `kirc fmt {}` to see it\n",
         src.name, a.file
-    );
+    ));
     Ok(ExitCode::from(1))
 }

@@ -2,8 +2,10 @@
 //! parsing and error reporting, `device` the GPU side of `run` and `bench` (feature `cuda`).
 //!
 //! Exit codes: 0 on success, 2 on any user error (printed as `file:line:col: error: ...` with
-//! the source line and a caret when the error has a location, else `error: ...`), and 1 only
-//! when `kirc fmt --check` finds a file that is not canonical.
+//! the source line and a caret when the error has a location, else `error: ...`), 1 only when
+//! `kirc fmt --check` finds a file that is not canonical, and 141 (quietly) when standard output
+//! is closed before everything was written (`kirc … | head`). A command that fails leaves no
+//! new output file (compiler/src/outfile.rs).
 
 mod bench;
 mod check;
@@ -61,8 +63,9 @@ fn main() -> ExitCode {
     };
     match result {
         Ok(code) => code,
+        Err(common::CliError::BrokenPipe) => ExitCode::from(common::BROKEN_PIPE_EXIT),
         Err(e) => {
-            eprint!("{}", e.render());
+            common::note(&e.render());
             ExitCode::from(2)
         }
     }

@@ -2,8 +2,10 @@
 //! scripts need no NumPy. Normal values come from Box–Muller over splitmix64; `--low/--high`
 //! give uniform values instead (always for integer dtypes).
 
-use crate::common::CliError;
+use crate::common::{self, CliError};
+use kir_backends::interp::HostData;
 use kir_compiler::npy::{self, NpyDtype};
+use kir_compiler::outfile::{self, Staged};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -78,6 +80,7 @@ fn parse_shape(s: &str) -> Result<Vec<usize>, String> {
 
 /// Runs `kirc randn`.
 pub fn main(a: Args) -> Result<ExitCode, CliError> {
+    outfile::check_paths(&[("-o", &a.output)]).map_err(|e| CliError::Plain(e.to_string()))?;
     let shape = parse_shape(&a.shape).map_err(CliError::Plain)?;
     let dtype = match a.dtype.as_str() {
         "f32" => NpyDtype::F32,
@@ -130,16 +133,18 @@ pub fn main(a: Args) -> Result<ExitCode, CliError> {
             }
         })
         .collect();
-    if let Some(dir) = a.output.parent().filter(|d| !d.as_os_str().is_empty()) {
-        std::fs::create_dir_all(dir)
-            .map_err(|e| CliError::Plain(format!("{}: {e}", dir.display())))?;
-    }
-    npy::write(&a.output, dtype, &shape, &data).map_err(|e| CliError::Plain(e.to_string()))?;
-    println!(
-        "wrote {} ({dtype} {shape:?}, seed {})",
+    // All or nothing: the file staged, the report written, then the file put in place.
+    let bytes = npy::to_bytes(dtype, &shape, &HostData::F64(data));
+    let staged = Staged::write(vec![(a.output.clone(), bytes)])
+        .map_err(|e| CliError::Plain(e.to_string()))?;
+    common::out(&format!(
+        "wrote {} ({dtype} {shape:?}, seed {})\n",
         a.output.display(),
         a.seed
-    );
+    ))?;
+    staged
+        .commit()
+        .map_err(|e| CliError::Plain(e.to_string()))?;
     Ok(ExitCode::SUCCESS)
 }
 

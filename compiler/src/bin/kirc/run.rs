@@ -9,14 +9,21 @@
 //! Inputs: each tensor param takes a C-order `.npy`; its shape binds the symbolic dims and its
 //! values are converted to the param's dtype with round-to-nearest-even by the interpreter.
 //! Outputs: float dtypes are written as `<f4` (holding exactly the kernel dtype's values),
-//! i32/i64 as themselves, u8 and i1 as `|u1`.
+//! i32/i64 as themselves (i64 exactly: it never passes through f64), u8 and i1 as `|u1`.
+//! Every output path is checked before the run, and the outputs are written all or nothing: each
+//! to a temporary file first, renamed into place only when all of them and the report on stdout
+//! were written (compiler/src/outfile.rs).
+//!
+//! A number given to `--arg` is an exact integer when it has no fraction or exponent (an i64
+//! param takes every i64 value), else a float, which must be finite unless written `inf` or `nan`.
 
 use crate::common::{self, CliError, Source};
 use crate::device::{self, Device};
 use kir_backends::interp::{self, HostArg, HostTensor, RunOptions};
 use kir_compiler::npy::{self, NpyDtype};
+use kir_compiler::outfile::{self, Staged};
 use kir_compiler::pipeline;
-use kir_ir::{Diagnostic, Dtype, Module, ParamKind, Span};
+use kir_ir::{Access, Diagnostic, Dtype, Module, ParamKind, Span};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -105,9 +112,19 @@ pub fn host_args(
             );
             continue;
         };
-        if let Ok(x) = value.trim().parse::<f64>() {
-            out.insert(name.clone(), HostArg::Scalar(x));
-            continue;
+        match number(value) {
+            Some(Ok(x)) => {
+                out.insert(name.clone(), x);
+                continue;
+            }
+            Some(Err(m)) => {
+                errs.push(Diagnostic::new(
+                    p.span,
+                    format!("--arg {name}={value}: {m}"),
+                ));
+                continue;
+            }
+            None => {}
         }
         match &p.kind {
             ParamKind::Scalar(e) => errs.push(Diagnostic::new(
@@ -128,6 +145,59 @@ pub fn host_args(
     } else {
         Err(CliError::located(src, kir_ir::Diagnostics(errs)))
     }
+}
+
+/// A number argument: an exact integer ([`HostArg::Int`]) when the text is one, else a float
+/// ([`HostArg::Scalar`]). `None` when the text is not a number (a path); `Some(Err)` for a float
+/// that overflows f64 (`1e400`), which would silently become infinite.
+fn number(text: &str) -> Option<Result<HostArg, String>> {
+    let t = text.trim();
+    match t.parse::<i64>() {
+        // `-0` keeps its sign as a float.
+        Ok(0) if t.starts_with('-') => return Some(Ok(HostArg::Scalar(-0.0))),
+        Ok(i) => return Some(Ok(HostArg::Int(i))),
+        Err(_) => {}
+    }
+    let x = t.parse::<f64>().ok()?;
+    let spelled_inf = t
+        .trim_start_matches(['+', '-'])
+        .to_ascii_lowercase()
+        .starts_with("inf");
+    if x.is_infinite() && !spelled_inf {
+        return Some(Err(format!(
+            "`{t}` is out of range (the largest finite number is {:e}; write `inf` for infinity)",
+            f64::MAX
+        )));
+    }
+    if x.fract() == 0.0 && x.abs() >= 9.007_199_254_740_992e15 && !t.contains(['e', 'E', '.']) {
+        // An integer too large for i64: say so rather than rounding it.
+        return Some(Err(format!("`{t}` is out of the range of i64")));
+    }
+    Some(Ok(HostArg::Scalar(x)))
+}
+
+/// The names of the entry's `out` and `inout` tensors: the files `kirc run` writes.
+fn output_names(m: &Module) -> Vec<String> {
+    m.entry_params()
+        .unwrap_or(&[])
+        .iter()
+        .filter(|p| matches!(p.kind, ParamKind::Tensor(Access::Out | Access::InOut, _)))
+        .map(|p| p.name.clone())
+        .collect()
+}
+
+/// Checks `DIR` and every `DIR/NAME.npy` before the run: `DIR` is a directory or can be made one,
+/// and no output is a directory.
+fn check_outputs(dir: &Path, names: &[String]) -> Result<(), CliError> {
+    if dir.exists() && !dir.is_dir() {
+        return Err(CliError::Plain(format!(
+            "--out {}: not a directory",
+            dir.display()
+        )));
+    }
+    let paths: Vec<PathBuf> = names.iter().map(|n| dir.join(format!("{n}.npy"))).collect();
+    let flagged: Vec<(&str, &Path)> = paths.iter().map(|p| ("--out", p.as_path())).collect();
+    outfile::check_paths(&flagged).map_err(|e| CliError::Plain(e.to_string()))
 }
 
 /// The `.npy` element type an output of `dtype` is written as.
@@ -199,6 +269,7 @@ pub fn main(a: Args) -> Result<ExitCode, CliError> {
     let src = common::load(&a.file)?;
     let f = common::frontend(&src, &a.defines)?;
     let m = entry_module(f.output, a.kernel.as_deref())?;
+    check_outputs(&a.out, &output_names(&m))?;
     let args = host_args(&src, &m, &a.args)?;
     let outputs = match a.device {
         Device::Cpu => {
@@ -223,18 +294,24 @@ pub fn main(a: Args) -> Result<ExitCode, CliError> {
         }
         Device::Cuda => run_cuda(&src, &a, &args)?,
     };
-    std::fs::create_dir_all(&a.out)
-        .map_err(|e| CliError::Plain(format!("{}: {e}", a.out.display())))?;
+    let mut files = Vec::new();
+    let mut report = String::new();
     for (name, t) in &outputs {
         let path = a.out.join(format!("{name}.npy"));
         let dtype = out_dtype(t.dtype);
-        npy::write(&path, dtype, &t.shape, &t.data).map_err(|e| CliError::Plain(e.to_string()))?;
-        println!(
-            "wrote {} ({} {:?}, as {dtype})",
+        report += &format!(
+            "wrote {} ({} {:?}, as {dtype})\n",
             path.display(),
             t.dtype,
             t.shape
         );
+        files.push((path, npy::to_bytes(dtype, &t.shape, &t.data)));
     }
+    // All or nothing: every file staged, the report written, then the files put in place.
+    let staged = Staged::write(files).map_err(|e| CliError::Plain(e.to_string()))?;
+    common::out(&report)?;
+    staged
+        .commit()
+        .map_err(|e| CliError::Plain(e.to_string()))?;
     Ok(ExitCode::SUCCESS)
 }

@@ -33,7 +33,12 @@ impl Parser {
         })
     }
 
+    /// A chain of binary operators at `min_prec` or tighter. Each operator of a flat chain
+    /// (`1 + 1 + … + 1`) adds a level to the tree it builds (the chain is left-deep), so each
+    /// counts against the nesting limit like a parenthesis: every later pass walks expressions
+    /// recursively, and a tree deeper than the limit would overflow their stacks.
     pub(super) fn binary(&mut self, min_prec: u8) -> PResult<Expr> {
+        let outer = self.depth;
         let mut lhs = self.unary()?;
         while let Some(op) = self.binop() {
             let prec = op.precedence();
@@ -43,13 +48,13 @@ impl Parser {
             self.bump();
             self.enter()?;
             let rhs = self.binary(prec + 1)?;
-            self.depth -= 1;
             let span = lhs.span.to(rhs.span);
             lhs = Expr {
                 kind: ExprKind::Binary(op, Box::new(lhs), Box::new(rhs)),
                 span,
             };
         }
+        self.depth = outer;
         Ok(lhs)
     }
 

@@ -28,8 +28,10 @@ pub fn parse(src: &str) -> Result<Module, Diagnostics> {
 
 type PResult<T> = Result<T, Diagnostic>;
 
-/// Deepest nesting of regions and expressions accepted (keeps recursion bounded).
-const MAX_DEPTH: usize = 200;
+/// Deepest nesting of regions and expressions accepted (keeps recursion bounded): regions,
+/// parentheses, unary operators and each operator of a chain of binary operators count one
+/// level each, so no expression tree the parser builds is deeper than twice this.
+pub const MAX_DEPTH: usize = 200;
 
 struct Parser {
     toks: Vec<Token>,
@@ -178,7 +180,13 @@ impl Parser {
         self.depth += 1;
         if self.depth > MAX_DEPTH {
             let sp = self.span();
-            return Err(Diagnostic::new(sp, "nesting is too deep"));
+            return Err(Diagnostic::new(
+                sp,
+                format!(
+                    "nesting is too deep: more than {MAX_DEPTH} levels of regions, parentheses, \
+                     unary operators or chained binary operators"
+                ),
+            ));
         }
         Ok(())
     }

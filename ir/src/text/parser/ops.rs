@@ -326,10 +326,15 @@ impl Parser {
                 span: sp.to(self.prev_span()),
             });
             if info.operands != Arity::Fixed(0) {
+                // The comma promises an operand: `store y[%o],` is an error, not a store
+                // without a value (which would print as `store y[%o]` and not parse back).
                 self.expect_punct(",")?;
+                op.operands.push(self.value_use(ks)?);
+                while self.eat_punct(",") {
+                    op.operands.push(self.value_use(ks)?);
+                }
             }
-        }
-        if info.operands != Arity::Fixed(0) && matches!(self.peek(), Tok::Value(_)) {
+        } else if info.operands != Arity::Fixed(0) && matches!(self.peek(), Tok::Value(_)) {
             op.operands.push(self.value_use(ks)?);
             while self.eat_punct(",") {
                 op.operands.push(self.value_use(ks)?);
