@@ -1,6 +1,8 @@
 //! The `kirc` command line: exit codes (0 ok, 1 only for `fmt --check`, 2 for user errors),
 //! located error messages, built-in op lookup, and `run` end to end against f64 oracles.
 
+mod common;
+use common::{kirc, s, scratch, stderr, stdout};
 use kir_backends::interp::HostData;
 use kir_compiler::npy::{self, NpyDtype};
 
@@ -14,35 +16,7 @@ impl F64s for HostData {
         self.as_f64().expect("f64 data")
     }
 }
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
-
-fn kirc(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_kirc"))
-        .args(args)
-        .output()
-        .expect("kirc runs")
-}
-
-fn stdout(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stdout).into_owned()
-}
-
-fn stderr(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
-}
-
-/// A fresh scratch directory for one test.
-fn scratch(test: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("kirc-cli-{}-{test}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d
-}
-
-fn s(p: &Path) -> &str {
-    p.to_str().unwrap()
-}
+use std::path::Path;
 
 #[test]
 fn help_and_ops() {
@@ -131,7 +105,7 @@ fn check_builtins_and_specialization_errors() {
 
 #[test]
 fn fmt_and_fmt_check() {
-    let d = scratch("fmt");
+    let d = scratch("cli", "fmt");
     let canonical = stdout(&kirc(&["fmt", "rmsnorm_fwd"]));
     assert!(canonical.contains("module rmsnorm_fwd"));
     let good = d.join("good.kir");
@@ -166,7 +140,7 @@ fn fmt_and_fmt_check() {
 
 #[test]
 fn randn_is_deterministic() {
-    let d = scratch("randn");
+    let d = scratch("cli", "randn");
     let (a, b, c) = (d.join("a.npy"), d.join("sub/b.npy"), d.join("c.npy"));
     assert!(kirc(&["randn", "2x3,4", "-o", s(&a), "--seed", "7"])
         .status
@@ -230,7 +204,7 @@ fn rmsnorm(x: &[f64], w: &[f64], n: usize, eps: f64) -> (Vec<f64>, Vec<f64>) {
 
 #[test]
 fn run_rmsnorm_matches_oracle() {
-    let d = scratch("run");
+    let d = scratch("cli", "run");
     let (x, w, out) = (d.join("x.npy"), d.join("w.npy"), d.join("out"));
     assert!(kirc(&["randn", "5x300", "-o", s(&x), "--seed", "1"])
         .status
@@ -310,7 +284,7 @@ fn run_rmsnorm_matches_oracle() {
 
 #[test]
 fn run_integer_outputs_and_kernel_selection() {
-    let d = scratch("ints");
+    let d = scratch("cli", "ints");
     let src = d.join("ints.kir");
     std::fs::write(
         &src,
@@ -408,7 +382,7 @@ program(x: in tensor<i32>[N], y: out tensor<i32>[N], pos: out tensor<i1>[N]) {
 
 #[test]
 fn run_argument_errors_are_located() {
-    let d = scratch("argerr");
+    let d = scratch("cli", "argerr");
     let out = d.join("out");
     let q = d.join("q.npy");
     let kv = d.join("kv.npy");
@@ -526,7 +500,7 @@ fn run_argument_errors_are_located() {
 /// alone). On a machine with a GPU the run succeeds and writes the outputs.
 #[test]
 fn run_on_cuda_without_a_gpu_is_a_clear_error() {
-    let d = scratch("cuda");
+    let d = scratch("cli", "cuda");
     let (x, w) = (d.join("x.npy"), d.join("w.npy"));
     npy::write(&x, NpyDtype::F32, &[2, 8], &HostData::F64(vec![0.5; 16])).unwrap();
     npy::write(&w, NpyDtype::F32, &[8], &HostData::F64(vec![1.0; 8])).unwrap();
@@ -685,7 +659,7 @@ fn scheduling_passes_dump_and_run_on_the_interpreter() {
     );
 
     // The scheduled IR runs on the interpreter and writes the same bits as the plain kernel.
-    let d = scratch("sched");
+    let d = scratch("cli", "sched");
     let mut names = vec![];
     for (i, shape) in ["1x2x45x64", "1x2x45x64", "1x2x45x64"].iter().enumerate() {
         let p = d.join(format!("in{i}.npy"));

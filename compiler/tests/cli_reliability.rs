@@ -6,34 +6,13 @@
 //! `--arg` exactly (item 7); number arguments out of range and PTX-only flags with CUDA C
 //! are errors (item 10). The library-level checks are in tests/tests/reliability.rs.
 
+mod common;
+use common::{kirc, s, scratch, stderr};
 use kir_backends::interp::HostData;
 use kir_compiler::npy::{self, NpyDtype};
 use std::io::Read;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Output, Stdio};
-
-fn kirc(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_kirc"))
-        .args(args)
-        .output()
-        .expect("kirc runs")
-}
-
-fn stderr(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
-}
-
-/// A fresh scratch directory for one test.
-fn scratch(test: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("kirc-rel-{}-{test}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d
-}
-
-fn s(p: &Path) -> &str {
-    p.to_str().unwrap()
-}
 
 /// Every entry under `d` (hidden ones included), relative and sorted.
 fn listing(d: &Path) -> Vec<String> {
@@ -88,7 +67,7 @@ fn full_stdout(args: &[&str]) -> Output {
 
 #[test]
 fn crashing_inputs_exit_2_with_a_located_error() {
-    let d = scratch("crash");
+    let d = scratch("rel", "crash");
     let kernel = "kernel @k(x: in tensor<f32>[N], y: out tensor<f32>[N]) grid [1, 1, 1] {
   %z = const 0 : i32
   %v = load x[%z] other 0.0 : f32
@@ -160,7 +139,7 @@ fn crashing_inputs_exit_2_with_a_located_error() {
 
 #[test]
 fn a_closed_stdout_ends_quietly_and_a_full_one_is_an_error() {
-    let d = scratch("stdout");
+    let d = scratch("rel", "stdout");
     // PTX of attention_fwd is far larger than a pipe's buffer, so kirc is still writing.
     let meta = d.join("m.json");
     let o = closed_pipe(
@@ -219,7 +198,7 @@ fn a_closed_stdout_ends_quietly_and_a_full_one_is_an_error() {
 
 #[test]
 fn failed_commands_leave_no_new_file() {
-    let d = scratch("partial");
+    let d = scratch("rel", "partial");
     let p = |n: &str| d.join(n);
     // --meta with --emit ir wrote a.ir, then failed.
     let o = kirc(&[
@@ -319,7 +298,7 @@ fn failed_commands_leave_no_new_file() {
 
 #[test]
 fn ptx_only_flags_with_cuda_c_are_errors() {
-    let d = scratch("flags");
+    let d = scratch("rel", "flags");
     let out = d.join("k.cu");
     for args in [
         vec!["--emit", "cuda", "--stages", "3"],
@@ -345,7 +324,7 @@ fn ptx_only_flags_with_cuda_c_are_errors() {
 
 #[test]
 fn i64_values_pass_exactly_through_npy_and_arguments() {
-    let d = scratch("i64");
+    let d = scratch("rel", "i64");
     let src = d.join("copy64.kir");
     std::fs::write(
         &src,

@@ -2,18 +2,8 @@
 //! `--report=FILE` in a file, beside the PTX — one report per kernel in META's order, each dot
 //! located at its op in the source; asking for it without PTX is a user error (exit code 2).
 
-use std::process::{Command, Output};
-
-fn kirc(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_kirc"))
-        .args(args)
-        .output()
-        .expect("kirc runs")
-}
-
-fn stderr(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
-}
+mod common;
+use common::{kirc, stderr};
 
 const GEMM: [&str; 11] = [
     "compile",

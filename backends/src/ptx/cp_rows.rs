@@ -121,6 +121,15 @@ pub(super) fn cp_async_rows(
     } else {
         c.smem_addr(off, &[row0, colv], rs, vec, eb)
     };
+    // Shared byte offset of a thread's chunk on pass `it`: rstep rows further per pass, rows of
+    // 128 bytes in the core layout (rstep % 8 = 0 keeps the swizzle), else rs elements.
+    let chunk_dst = |it: usize| -> u32 {
+        if core {
+            (it * rstep * 128) as u32
+        } else {
+            (it * rstep * rs * eb) as u32
+        }
+    };
     // A tile wholly inside the tensor (and unmasked, or under a mask true on a prefix of its rows
     // that reaches its last row) needs no per-chunk checks: every chunk is 16 bytes at the next
     // address. Only the last pass over the rows, when the threads do not divide them, checks
@@ -156,11 +165,7 @@ pub(super) fn cp_async_rows(
             if it > 0 {
                 c.b.ins(format!("add.s64 {ga}, {ga}, {gstep}"));
             }
-            let dst = if core {
-                (it * rstep * 128) as u32
-            } else {
-                (it * rstep * rs * eb) as u32
-            };
+            let dst = chunk_dst(it);
             let ins = format!("cp.async.cg.shared.global [{sa0}+{dst}], [{ga}], 16");
             if (it + 1) * threads > total {
                 let (lr, pv) = (c.b.reg(RegClass::B32), c.b.reg(RegClass::Pred));
@@ -197,13 +202,7 @@ pub(super) fn cp_async_rows(
         let (src, pz) = (c.b.reg(RegClass::B64), c.b.reg(RegClass::Pred));
         c.b.ins(format!("setp.eq.u32 {pz}, {n}, 0"));
         c.b.ins(format!("selp.b64 {src}, {}, {ga}, {pz}", info.ptr));
-        // The next chunk of this thread lies rstep rows below: rstep·rs elements further, or in
-        // the core layout rstep rows of 128 bytes further (rstep % 8 = 0 keeps its swizzle).
-        let dst = if core {
-            (it * rstep * 128) as u32
-        } else {
-            (it * rstep * rs * eb) as u32
-        };
+        let dst = chunk_dst(it);
         let ins = format!("cp.async.cg.shared.global [{sa0}+{dst}], [{src}], 16, {n}");
         if (it + 1) * threads > total {
             let pv = c.b.reg(RegClass::Pred);

@@ -155,20 +155,22 @@ pub fn lazy_row_prefix(c: &Ctx, v: Value) -> bool {
         return false;
     };
     let op = &c.k.dfg.ops[o];
-    let fixed = |a: Value| {
-        c.k.dfg.ty(a).is_scalar()
-            || (lazy_uniform_along(c, a, 0, 0) && lazy_uniform_along(c, a, 1, 0))
-    };
     match (op.opcode, op.cmp_pred(), op.operands.as_slice()) {
         (Opcode::And, _, [a, b]) => lazy_row_prefix(c, *a) && lazy_row_prefix(c, *b),
         (Opcode::Cmp, Some(CmpPred::Lt | CmpPred::Le), [x, y]) => {
-            row_increasing(c, *x, 0) && fixed(*y)
+            row_increasing(c, *x, 0) && position_free(c, *y)
         }
         (Opcode::Cmp, Some(CmpPred::Gt | CmpPred::Ge), [y, x]) => {
-            row_increasing(c, *x, 0) && fixed(*y)
+            row_increasing(c, *x, 0) && position_free(c, *y)
         }
         _ => false,
     }
+}
+
+/// True if `v` does not depend on the position in the tile: a scalar, or a lazy value whose
+/// chain reads no `iota`.
+fn position_free(c: &Ctx, v: Value) -> bool {
+    c.k.dfg.ty(v).is_scalar() || (lazy_uniform_along(c, v, 0, 0) && lazy_uniform_along(c, v, 1, 0))
 }
 
 /// True if lazy `v` is the row index plus position-free terms (see [`lazy_row_prefix`]).
@@ -177,10 +179,6 @@ fn row_increasing(c: &Ctx, v: Value, depth: usize) -> bool {
         return false;
     };
     let op = &c.k.dfg.ops[o];
-    let fixed = |a: Value| {
-        c.k.dfg.ty(a).is_scalar()
-            || (lazy_uniform_along(c, a, 0, 0) && lazy_uniform_along(c, a, 1, 0))
-    };
     if depth > 32 {
         return false;
     }
@@ -189,10 +187,10 @@ fn row_increasing(c: &Ctx, v: Value, depth: usize) -> bool {
             matches!(op.attr("axis"), Some(Attr::Expr(e)) if e.as_int() == Some(0))
         }
         (Opcode::Add, [a, b]) => {
-            (row_increasing(c, *a, depth + 1) && fixed(*b))
-                || (fixed(*a) && row_increasing(c, *b, depth + 1))
+            (row_increasing(c, *a, depth + 1) && position_free(c, *b))
+                || (position_free(c, *a) && row_increasing(c, *b, depth + 1))
         }
-        (Opcode::Sub, [a, b]) => row_increasing(c, *a, depth + 1) && fixed(*b),
+        (Opcode::Sub, [a, b]) => row_increasing(c, *a, depth + 1) && position_free(c, *b),
         _ => false,
     }
 }

@@ -9,6 +9,7 @@ mod mask_split_emit;
 mod mask_split_range;
 mod mask_split_read;
 pub mod pipelining;
+mod pipelining_hold;
 pub mod specialize;
 pub mod warp_spec;
 mod warp_spec_split;
