@@ -93,6 +93,9 @@ pub struct Ctx<'a> {
     pub scratch_off: u32,
     /// Whether any instruction addressed the scratch region.
     pub scratch_used: bool,
+    /// Bytes of the largest tile spilled to the scratch region (its size; `tile::spill` is its
+    /// only writer and reads stay inside the spilled tile).
+    pub scratch_peak: u32,
     pub(super) rowbases: HashMap<usize, Reg>,
     pub(super) gridbases: HashMap<(usize, usize), (Reg, Reg)>,
     pub(super) ldm_lane: Option<(Reg, Reg, Reg)>,

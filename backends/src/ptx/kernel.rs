@@ -131,23 +131,6 @@ pub fn lower_kernel(
     let places = layout::assign_for(k, blk, Some(target));
     let core = super::wgmma::core_tiles(k, blk, target);
     let pingpong = super::pingpong::plan(k, blk, target);
-    // The scratch region used by layout conversions and reductions: the largest tile, 32 or
-    // 64 bits per element, at offset 0; other shared tiles are allocated after it.
-    let scratch_bytes = k
-        .dfg
-        .values
-        .values()
-        .filter(|d| !d.ty.is_scalar() && !d.ty.is_resource())
-        .map(|d| {
-            let n: usize = d.ty.shape().unwrap_or_default().iter().product();
-            n * if d.ty.dtype() == Some(Dtype::I64) {
-                8
-            } else {
-                4
-            }
-        })
-        .max()
-        .unwrap_or(0) as u32;
     // Thread coordinates.
     let (tid, warp, g, colbase, quad_leader, smem) = (
         b.reg(RegClass::B32),
@@ -184,6 +167,7 @@ pub fn lower_kernel(
         smem_top: 0,
         scratch_off: SCRATCH_BASE,
         scratch_used: false,
+        scratch_peak: 0,
         rowbases: HashMap::new(),
         gridbases: HashMap::new(),
         ldm_lane: None,
@@ -268,10 +252,12 @@ pub fn lower_kernel(
     });
     ctx.setup_tensors()?;
     super::lower::lower_body(&mut ctx)?;
-    // Place the scratch region after all others, and only if something used it.
+    // Place the scratch region after all others, and only if something used it: as large as the
+    // largest tile spilled there (a layout conversion or reduction), not the largest tile of the
+    // kernel (a bias row broadcast into a 128×256 accumulator needs 1 KB, not 128 KB).
     let scratch_at = ctx.smem_top.div_ceil(16) * 16;
     let shared_bytes = if ctx.scratch_used {
-        scratch_at + scratch_bytes
+        scratch_at + ctx.scratch_peak
     } else {
         ctx.smem_top
     };

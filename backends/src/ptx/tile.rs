@@ -31,6 +31,8 @@ fn ebytes(d: Dtype) -> usize {
 
 /// Writes a register tile to the scratch region at row-major positions (after a barrier).
 pub(super) fn spill(c: &mut Ctx, layout: Layout, shape: &[usize], d: Dtype, regs: &[Reg]) {
+    let bytes = shape.iter().product::<usize>() * ebytes(d) as usize;
+    c.scratch_peak = c.scratch_peak.max(bytes as u32);
     let coords = c.coords(layout, shape);
     c.b.ins("bar.sync 0");
     let owner_only = layout == Layout::RowMma && layout::rows_cols(shape).1 == 1;
