@@ -121,3 +121,34 @@ fn one_report_per_kernel_located_in_the_source() {
     assert_eq!(dots, 7, "{e}");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// `--dump-after layout` shows the layouts of the module the PTX backend lowers for the target:
+/// sm_90a's configuration (8 warps, wgmma operands in the swizzled layout), sm_80's own.
+#[test]
+fn the_layout_dump_follows_the_target() {
+    let dump = |t: &str| {
+        let o = kirc(&[
+            "compile",
+            "attention_fwd",
+            "--target",
+            t,
+            "--dump-after",
+            "layout",
+        ]);
+        assert!(o.status.success(), "{t}: {}", stderr(&o));
+        String::from_utf8_lossy(&o.stdout).into_owned()
+    };
+    let hopper = dump("sm_90a");
+    assert!(
+        hopper.contains("mma-accumulator(8 warps along rows)"),
+        "{hopper}"
+    );
+    assert!(hopper.contains("%qt = shared(128B-swizzled core matrices, wgmma operand)"));
+    let ampere = dump("sm_80");
+    assert!(
+        ampere.contains("mma-accumulator(4 warps along rows)"),
+        "{ampere}"
+    );
+    assert!(ampere.contains("%qt = shared(rows padded 16 B)"));
+    assert!(!ampere.contains("core matrices"));
+}

@@ -427,13 +427,27 @@ pub fn assign_for(
     out
 }
 
-/// A copy of a specialized module whose ops carry a comment naming the layout of each tile they
-/// define (what `kirc compile --emit ir --dump-after layout` prints).
-pub fn annotate(m: &kir_ir::Module) -> kir_ir::Module {
+/// A copy of module `m` (as the PTX backend receives it: specialized and scheduled) whose ops
+/// carry a comment naming the layout of each tile they define, as the backend assigns them for
+/// `target` with `warps[kernel name]` warps per block (a kernel not listed: the backend's
+/// policy) — what `kirc compile --dump-after layout` prints. Shared tiles that wgmma reads are
+/// shown in its swizzled layout.
+pub fn annotate(
+    m: &kir_ir::Module,
+    target: crate::target::Target,
+    warps: &HashMap<String, u32>,
+) -> kir_ir::Module {
     let mut out = m.clone();
     for k in out.kernels.values_mut() {
-        let b = super::kernel::block_of(k);
-        let places = assign(k, b);
+        let b = match warps.get(&k.name).copied() {
+            Some(w) => Block {
+                threads: 32 * w,
+                warps: w,
+            },
+            None => super::kernel::block_of(k),
+        };
+        let places = assign_for(k, b, Some(target));
+        let core = super::wgmma::core_tiles(k, b, target);
         let names = kir_ir::text::printer::value_names(k);
         let mut notes: Vec<(kir_ir::Op, String)> = Vec::new();
         for (o, op) in k.dfg.ops.iter() {
@@ -453,6 +467,9 @@ pub fn annotate(m: &kir_ir::Module) -> kir_ir::Module {
                             let s = k.dfg.ty(*r).shape().unwrap_or_default();
                             let (wm, wn) = grid_dims(&s, b);
                             format!("mma-accumulator({wm}x{wn} warp grid)")
+                        }
+                        Some(Place::Shared) if core.contains(r) => {
+                            "shared(128B-swizzled core matrices, wgmma operand)".to_string()
                         }
                         Some(Place::Shared) => "shared(rows padded 16 B)".to_string(),
                         Some(Place::Scalar) | None => "scalar".to_string(),

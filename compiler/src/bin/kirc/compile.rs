@@ -67,10 +67,31 @@ pub fn main(a: Args) -> Result<ExitCode, CliError> {
     if let Some(pass) = &a.dump_after {
         let text = match pass.as_str() {
             "layout" => {
-                let f = common::frontend(&src, &a.defines)?;
-                let spec = kir_compiler::pipeline::entry_module(f.output, a.kernel.as_deref())
-                    .map_err(CliError::Plain)?;
-                kir_ir::text::print(&kir_backends::ptx::layout::annotate(&spec))
+                // What the PTX backend lowers for this target: its configuration, the scheduled
+                // module and the warps each kernel got.
+                let out = compile::compile_stage(
+                    &src.text,
+                    &a.defines,
+                    a.kernel.as_deref(),
+                    target,
+                    Emit::Ptx,
+                    compile::Stage::Output,
+                    &a.ptx.options(),
+                )
+                .map_err(|e| match e {
+                    CompileError::Source(d) => CliError::located(&src, d),
+                    CompileError::Plain(m) => CliError::Plain(m),
+                })?;
+                let warps = out
+                    .reports
+                    .iter()
+                    .map(|r| (r.kernel.clone(), r.warps))
+                    .collect();
+                kir_ir::text::print(&kir_backends::ptx::layout::annotate(
+                    &out.module,
+                    target,
+                    &warps,
+                ))
             }
             p => kir_compiler::pipeline::dump_after_with(
                 &src.text,
