@@ -1,11 +1,11 @@
-//! Lowering one kernel: the block it runs with (`block_of`, the warps policy), and the `.entry`
+//! Lowering one kernel: the block it runs with (`block_policy`, the warps policy), and the `.entry`
 //! itself — params into registers, thread coordinates, the body, and the shared-memory plan
 //! (dot-operand regions first, the scratch region last and only when used).
 
 use super::builder::{Builder, RegClass};
 use super::ctx::{Ctx, Lowered, TensorInfo, SCRATCH_BASE};
 use super::isa::Isa;
-use super::layout::{self, Block};
+use super::layout::Block;
 use super::{PtxError, THREADS};
 use crate::abi::{AbiArg, KernelAbi};
 use crate::target::Target;
@@ -42,11 +42,8 @@ fn patch_scratch(text: &str, scratch_at: u32) -> String {
 ///   255-register budget for operands and addresses without spilling. (d128 with 64-key blocks
 ///   on 4 warps is faster still but sits at the register limit and spills with some features
 ///   and targets, so it is an explicit choice: `--warps 4`.)
-pub fn block_of(k: &Kernel) -> Block {
-    block_policy(k).0
-}
-
-/// [`block_of`] and the facts it went by, for the report.
+///
+/// Returns the block and the facts the policy went by (for the report).
 pub fn block_policy(k: &Kernel) -> (Block, String) {
     let dots: Vec<Vec<usize>> = k
         .dfg
@@ -119,18 +116,14 @@ pub fn lower_kernel(
     symbol: &str,
     warps: Option<u32>,
 ) -> Result<Lowered, PtxError> {
-    let (policy, why) = block_policy(k);
-    let blk = match warps {
-        Some(w) => Block {
-            threads: w * 32,
-            warps: w,
-        },
-        None => policy,
-    };
+    let super::plan::KernelPlan {
+        blk,
+        policy_why,
+        places,
+        core,
+        pingpong,
+    } = super::plan::plan(k, target, warps);
     let mut b = Builder::default();
-    let places = layout::assign_for(k, blk, Some(target));
-    let core = super::wgmma::core_tiles(k, blk, target);
-    let pingpong = super::pingpong::plan(k, blk, target);
     // Thread coordinates.
     let (tid, warp, g, colbase, quad_leader, smem) = (
         b.reg(RegClass::B32),
@@ -262,7 +255,7 @@ pub fn lower_kernel(
         ctx.smem_top
     };
     let isa = ctx.b.requirements().clone();
-    let from = super::report::warps_from(warps, why);
+    let from = super::report::warps_from(policy_why);
     let report = super::report::build(&mut ctx, symbol, from, shared_bytes, &isa);
     let body = patch_scratch(&ctx.b.finish(), scratch_at);
     let text = format!(

@@ -439,15 +439,13 @@ pub fn annotate(
 ) -> kir_ir::Module {
     let mut out = m.clone();
     for k in out.kernels.values_mut() {
-        let b = match warps.get(&k.name).copied() {
-            Some(w) => Block {
-                threads: 32 * w,
-                warps: w,
-            },
-            None => super::kernel::block_of(k),
-        };
-        let places = assign_for(k, b, Some(target));
-        let core = super::wgmma::core_tiles(k, b, target);
+        // The emitter's own plan, so the dump shows what the PTX uses.
+        let super::plan::KernelPlan {
+            blk: b,
+            places,
+            core,
+            ..
+        } = super::plan::plan(k, target, warps.get(&k.name).copied());
         let names = kir_ir::text::printer::value_names(k);
         let mut notes: Vec<(kir_ir::Op, String)> = Vec::new();
         for (o, op) in k.dfg.ops.iter() {

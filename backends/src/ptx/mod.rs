@@ -25,6 +25,7 @@ mod lazy;
 mod lower;
 mod memory;
 mod pingpong;
+pub mod plan;
 mod reduce;
 pub mod report;
 mod rescale;
@@ -51,7 +52,7 @@ pub const PIPELINE_STAGES: usize = 2;
 /// --warps/--stages`, like Triton's `num_warps`/`num_stages`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct PtxOptions {
-    /// Warps per block (a power of two, 1 to 32). `None`: the policy of [`kernel::block_of`]. A dot
+    /// Warps per block (a power of two, 1 to 32). `None`: the policy of [`kernel::block_policy`]. A dot
     /// whose rows are not a multiple of 16 per warp loses the mma path (FMA loops instead).
     pub warps: Option<u32>,
     /// Depth of the pipelining ring (1 to 8; 1 = no pipelining) that the compile driver asks the

@@ -460,9 +460,9 @@ impl std::fmt::Display for PtxReport {
 }
 
 /// The block a kernel was lowered with, for [`WarpsFrom`]: `--warps` when given.
-pub(super) fn warps_from(explicit: Option<u32>, policy: String) -> WarpsFrom {
-    match explicit {
-        Some(_) => WarpsFrom::Option,
-        None => WarpsFrom::Policy(policy),
+pub(super) fn warps_from(policy_why: Option<String>) -> WarpsFrom {
+    match policy_why {
+        None => WarpsFrom::Option,
+        Some(why) => WarpsFrom::Policy(why),
     }
 }
