@@ -1,0 +1,20 @@
+//! A random-program generator for kir (in the spirit of Csmith and YARPGen, for tile IR) and
+//! the differential checks it drives.
+//!
+//! A seed gives a well-typed module text ([`module::generate`]) and its inputs
+//! ([`inputs::args`]). [`check::check`] runs the module through every pass on the interpreter
+//! and compares each pass's result with the one before it, and compiles it for every PTX target
+//! (ptxas) and to CUDA C (NVRTC, then ptxas); [`reduce::reduce`] shrinks a failing text while the
+//! failure persists. `tests/tests/rpg.rs` runs a fixed seed slice in CI and replays every
+//! reduced program saved under `tests/in/rpg/`; the `rpg` binary runs any seed range.
+
+pub mod bounds;
+pub mod check;
+pub mod gen;
+pub mod gen_ctl;
+pub mod inputs;
+pub mod kernels;
+pub mod module;
+pub mod reduce;
+pub mod rings;
+pub mod ty;
