@@ -16,7 +16,7 @@
 use kir_backends::nvrtc::Nvrtc;
 use kir_backends::Target;
 use kir_tests::rpg::check::{check, Config, Failure, Stats, Verdict};
-use kir_tests::rpg::{module, reduce};
+use kir_tests::rpg::{artifacts, module, reduce};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 use std::time::Instant;
@@ -154,7 +154,13 @@ fn main() {
         None
     };
     if let Some(dir) = gpu {
-        let _ = (dir, count);
+        match artifacts::write(std::path::Path::new(&dir), o.seeds, count) {
+            Ok(n) => println!("rpg: wrote {n} programs to {dir}"),
+            Err(e) => {
+                eprintln!("rpg: {e}");
+                std::process::exit(1)
+            }
+        }
         return;
     }
     if !files.is_empty() {

@@ -90,9 +90,24 @@ fn unit(d: Dtype) -> f64 {
     }
 }
 
+/// Whose deviations from the interpreter a bound describes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Model {
+    /// The `egraph` pass; `sites: false` means its exact rules only.
+    Egraph {
+        /// Whether the inexact rules run.
+        sites: bool,
+    },
+    /// The GPU running the backends' code (PTX or CUDA C) against the interpreter running the
+    /// same module: see [`gpu_bounds`].
+    Gpu,
+}
+
 #[derive(Clone, Copy, Debug)]
 struct Info {
     b: Bound,
+    /// An f32 product the assembler may contract with a following add into an FMA.
+    product: bool,
     /// Computed from constants only.
     konst: bool,
     /// A lower bound on |x| (0 when unknown).
@@ -101,14 +116,15 @@ struct Info {
 
 const EXACT: Info = Info {
     b: Bound::EXACT,
+    product: false,
     konst: false,
     floor: 0.0,
 };
 
 struct Walk<'a> {
     k: &'a Kernel,
-    /// Whether the inexact rules run (false: only the exact ones, sign of zero included).
-    sites: bool,
+    /// Whose deviations are bounded.
+    model: Model,
     vals: HashMap<Value, Info>,
     /// Bound of what each tensor param holds (by kernel param name).
     bufs: BTreeMap<String, Bound>,
@@ -240,8 +256,39 @@ impl<'a> Walk<'a> {
             }
         };
         let unb_if_inexact = |b: Bound| if b.rel > 0.0 { Bound::UNBOUNDED } else { b };
+        let gpu = self.model == Model::Gpu;
+        let sites = self.model == Model::Egraph { sites: true };
         let mut floor = 0.0;
+        // The GPU's approximations (PTX ISA: ex2.approx, rsqrt.approx within 2⁻²² relative;
+        // lg2.approx and tanh.approx have absolute error bounds only).
+        const APPROX: f64 = 2.384185791015625e-7;
         let b: Bound = match d.opcode {
+            Opcode::Exp | Opcode::Exp2 | Opcode::Sigmoid | Opcode::Silu if gpu => {
+                if inb.is_unbounded() {
+                    Bound::UNBOUNDED
+                } else {
+                    Bound::rel(
+                        104.0 * (inb.rel + ULP) + 2.0 * APPROX + 2.0 * ULP + rd.map_or(ULP, unit),
+                    )
+                }
+            }
+            Opcode::Rsqrt if gpu => {
+                if inb.is_unbounded() || inb.zero_sign {
+                    Bound::UNBOUNDED
+                } else {
+                    Bound::rel(inb.rel / 2.0 + APPROX + rd.map_or(ULP, unit))
+                }
+            }
+            Opcode::Log | Opcode::Log2 | Opcode::Tanh if gpu => Bound::UNBOUNDED,
+            Opcode::Add | Opcode::Sub if gpu && f32r && ins.iter().any(|i| i.product) => {
+                Bound::UNBOUNDED
+            }
+            Opcode::Dot | Opcode::DotAsync | Opcode::DotWait if gpu => Bound::UNBOUNDED,
+            Opcode::Reduce
+                if gpu && float_r && matches!(d.reduce_kind(), Some(kir_ir::ReduceKind::Sum)) =>
+            {
+                Bound::UNBOUNDED
+            }
             Opcode::ProgramId
             | Opcode::NumPrograms
             | Opcode::Dim
@@ -251,6 +298,7 @@ impl<'a> Walk<'a> {
                 floor = const_of(d).map_or(0.0, f64::abs);
                 let i = Info {
                     b: Bound::EXACT,
+                    product: false,
                     konst: true,
                     floor: if floor.is_finite() { floor } else { 0.0 },
                 };
@@ -287,7 +335,14 @@ impl<'a> Walk<'a> {
                         .first()
                         .and_then(|&x| dt(k, x))
                         .is_some_and(|x| x.is_float());
-                let v = if float_atomic { unb_if_inexact(v) } else { v };
+                // Float atomics add in whatever order the GPU's instances run.
+                let v = if float_atomic && gpu {
+                    Bound::UNBOUNDED
+                } else if float_atomic {
+                    unb_if_inexact(v)
+                } else {
+                    v
+                };
                 let c = if ctl.is_exact() {
                     Bound::EXACT
                 } else {
@@ -306,7 +361,7 @@ impl<'a> Walk<'a> {
                 }
                 inb
             }
-            Opcode::Exp if f32r && self.sites => {
+            Opcode::Exp if f32r && sites => {
                 if inb.is_unbounded() {
                     Bound::UNBOUNDED
                 } else {
@@ -379,7 +434,7 @@ impl<'a> Walk<'a> {
                     && !is_scalar(k, d.operands[0])
                     && is_scalar(k, d.operands[1]);
                 let b = round(inb);
-                if site && self.sites && !b.is_unbounded() {
+                if site && sites && !b.is_unbounded() {
                     Bound {
                         rel: b.rel + 2.0 * ULP,
                         zero_sign: b.zero_sign,
@@ -398,7 +453,7 @@ impl<'a> Walk<'a> {
                     Bound::UNBOUNDED
                 } else if pow2 {
                     round(inb)
-                } else if self.sites && may_be_special_divisor(k, y, 0) {
+                } else if sites && may_be_special_divisor(k, y, 0) {
                     if yi.floor < 2f64.powi(-60) {
                         Bound::UNBOUNDED
                     } else {
@@ -593,7 +648,13 @@ impl<'a> Walk<'a> {
             Some(x) if !x.is_float() => Bound::EXACT,
             _ => b,
         };
-        let i = Info { b, konst, floor };
+        let product = gpu && f32r && d.opcode == Opcode::Mul;
+        let i = Info {
+            b,
+            product,
+            konst,
+            floor,
+        };
         for &r in &d.results {
             self.set(r, i);
         }
@@ -604,6 +665,33 @@ impl<'a> Walk<'a> {
 /// pass (see the module doc); with `sites` false, under its exact rules only (the sign of a
 /// zero may still differ). Entry params that are never written are exact.
 pub fn egraph_bounds(m: &Module, sites: bool) -> BTreeMap<String, Bound> {
+    bounds(m, Model::Egraph { sites })
+}
+
+/// The bound of every `out`/`inout` entry param of module `m` (the front end's output, what the
+/// backends lower) for a GPU run against the interpreter's run of `m`. Exact: integer and
+/// mask arithmetic, comparisons, selects, min/max, casts, `floor`, and the correctly rounded
+/// `sqrt.rn`, `div.rn`, `rcp.rn`. Bounded: `exp`, `exp2`, `sigmoid`, `silu` (`ex2.approx`,
+/// amplified by |x| ≤ 104 as above), `rsqrt` (`rsqrt.approx`). Unbounded: `log`, `log2`, `tanh`
+/// (absolute error bounds only), an f32 `add`/`sub` of a product (the assembler may contract
+/// them into an FMA), `dot`, float `reduce sum` and float `atomic_add` (order and precision
+/// of accumulation). A zero's sign is never compared on the GPU (`max.NaN`/`min.NaN` of ±0).
+pub fn gpu_bounds(m: &Module) -> BTreeMap<String, Bound> {
+    bounds(m, Model::Gpu)
+        .into_iter()
+        .map(|(k, b)| {
+            (
+                k,
+                Bound {
+                    zero_sign: true,
+                    ..b
+                },
+            )
+        })
+        .collect()
+}
+
+fn bounds(m: &Module, model: Model) -> BTreeMap<String, Bound> {
     let mut bufs: BTreeMap<String, Bound> = BTreeMap::new();
     // (kernel, binding kernel param -> buffer) in launch order.
     let launches: Vec<(&Kernel, Vec<(String, String)>)> = match &m.program {
@@ -640,7 +728,7 @@ pub fn egraph_bounds(m: &Module, sites: bool) -> BTreeMap<String, Bound> {
                 bind.iter().map(|(a, b)| (a.as_str(), b.as_str())).collect();
             let mut w = Walk {
                 k,
-                sites,
+                model,
                 vals: HashMap::new(),
                 bufs: BTreeMap::new(),
             };

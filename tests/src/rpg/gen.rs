@@ -255,6 +255,25 @@ impl<'r> Kb<'r> {
                         Facts::default(),
                     );
                 }
+                if d == Dtype::I32 && self.chance(0.3) {
+                    // Launch facts: a grid size or a tensor dim.
+                    let dims: Vec<&'static str> = self
+                        .tensors
+                        .iter()
+                        .flat_map(|t| t.dims.iter().copied())
+                        .collect();
+                    if self.chance(0.5) || dims.is_empty() {
+                        let axis = self.rng.range(0, 3);
+                        return self.op(
+                            "num_programs",
+                            &format!("num_programs {axis}"),
+                            ty.clone(),
+                            Facts::default(),
+                        );
+                    }
+                    let n = self.choose(&dims);
+                    return self.op("dim", &format!("dim {n}"), ty.clone(), Facts::default());
+                }
                 if let Some(p) = self.scalars.iter().find(|(_, pd)| *pd == d).cloned() {
                     if self.chance(0.5) {
                         let v = self.op(

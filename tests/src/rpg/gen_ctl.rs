@@ -19,6 +19,9 @@ pub struct Origin {
     pub m0: Val,
     /// Column offset (`n0` or the loop variable), an i32 scalar.
     pub n0: Val,
+    /// Whether (m0, n0) is known to be inside every [M, N] tensor (false before a row loop,
+    /// where n0 is 0 and N may be 0): scalar accesses there then need `other` / `guard`.
+    pub inside: bool,
 }
 
 impl<'r> Kb<'r> {
@@ -353,7 +356,7 @@ impl<'r> Kb<'r> {
             ["N"] => (vec![o.n0.r()], Ty::tile(&[bn], d)),
             _ => return None,
         };
-        let plain_scalar = ty.is_scalar() && offs[0] == o.m0.r();
+        let plain_scalar = ty.is_scalar() && offs[0] == o.m0.r() && o.inside;
         let mut rhs = format!("load {}[{}]", t.name, offs.join(", "));
         if !plain_scalar || self.chance(0.5) {
             if self.chance(0.4) {
@@ -434,9 +437,14 @@ impl<'r> Kb<'r> {
                 s.push_str(&format!(" mask {}", m.r()));
             }
             s.push_str(" guard");
-        } else if self.chance(0.3) {
-            let m = self.value_of(&Ty::Scalar(Dtype::I1));
-            s.push_str(&format!(" mask {}", m.r()));
+        } else {
+            if self.chance(0.3) {
+                let m = self.value_of(&Ty::Scalar(Dtype::I1));
+                s.push_str(&format!(" mask {}", m.r()));
+            }
+            if !o.inside {
+                s.push_str(" guard");
+            }
         }
         self.line(s);
         self.feats.add("store");

@@ -3,8 +3,8 @@
 //! reduced program that lost a param still gets the same values for the others.
 //!
 //! Dims are ragged against every tile most of the time (1–100, sometimes a multiple of 16 or
-//! 64, rarely 0). Floats mix normal values at scales 1, 8 and 100 with, per tensor, a density of
-//! specials (NaN, ±inf, ±0, values near f16's largest); integers mix small values with the
+//! 64, rarely 0; `D`, a head dim, 1–16). Floats mix normal values at scales 1, 8 and 100 with, per tensor, a density of
+//! specials (NaN, ±inf, ±0, values near f16's largest; none for tensors named `fin_*`); integers mix small values with the
 //! dtype's extremes. Every float is rounded to the param's dtype by the interpreter.
 
 use super::module::mix;
@@ -24,6 +24,10 @@ fn stream(seed: u64, name: &str) -> Rng {
 /// The size of dim `name` for `seed`.
 pub fn dim_size(seed: u64, name: &str) -> usize {
     let mut r = stream(seed, &format!("dim {name}"));
+    if name == "D" {
+        // A head dim: one tile wide (attention-shaped kernels require D ≤ 16).
+        return r.range(1, 17);
+    }
     match r.range(0, 40) {
         0 => 0,
         1..=4 => 16 * r.range(1, 5),
@@ -37,7 +41,12 @@ pub fn dim_size(seed: u64, name: &str) -> usize {
 pub fn data(seed: u64, name: &str, d: Dtype, n: usize) -> Vec<f64> {
     let mut r = stream(seed, &format!("data {name}"));
     let scale = [1.0, 1.0, 8.0, 100.0][r.range(0, 4)];
-    let special = [0.0, 0.0, 0.0, 0.002, 0.03][r.range(0, 5)];
+    // Tensors named `fin_*` hold finite values only (see `attention`).
+    let special = if name.starts_with("fin_") {
+        0.0
+    } else {
+        [0.0, 0.0, 0.0, 0.002, 0.03][r.range(0, 5)]
+    };
     (0..n)
         .map(|_| match d {
             Dtype::I1 => r.range(0, 2) as f64,

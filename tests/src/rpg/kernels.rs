@@ -162,7 +162,11 @@ pub fn tile_kernel(rng: &mut Rng, s: &Spec) -> Built {
     let cn = i32v(&mut kb, "const", &format!("const {bn}"), true);
     let m0 = i32v(&mut kb, "mul", &format!("mul {}, {}", pm.r(), cm.r()), true);
     let n0 = i32v(&mut kb, "mul", &format!("mul {}, {}", pn.r(), cn.r()), true);
-    let o = Origin { m0, n0 };
+    let o = Origin {
+        m0,
+        n0,
+        inside: true,
+    };
     seed_loads(&mut kb, &o);
     kb.block(s.ops, &o);
     final_stores(&mut kb, &o);
@@ -183,6 +187,7 @@ pub fn row_loop_kernel(rng: &mut Rng, s: &Spec) -> Built {
     let before = Origin {
         m0: m0.clone(),
         n0: zero.clone(),
+        inside: false,
     };
     seed_loads(&mut kb, &before);
     kb.block(s.ops / 4, &before);
@@ -247,6 +252,7 @@ pub fn row_loop_kernel(rng: &mut Rng, s: &Spec) -> Built {
     let inside = Origin {
         m0: m0.clone(),
         n0: j.clone(),
+        inside: true,
     };
     seed_loads(&mut kb, &inside);
     kb.block(s.ops / 2, &inside);
@@ -319,6 +325,7 @@ pub fn gemm_kernel(rng: &mut Rng, s: &Spec, g: &Gemm) -> Built {
     let o = Origin {
         m0: m0.clone(),
         n0: n0.clone(),
+        inside: true,
     };
     if kb.chance(0.5) {
         kb.block(s.ops / 4, &o);
@@ -477,6 +484,7 @@ pub fn gemm_kernel(rng: &mut Rng, s: &Spec, g: &Gemm) -> Built {
         let inside = Origin {
             m0: m0.clone(),
             n0: n0.clone(),
+            inside: true,
         };
         let n = kb.rng.range(1, 5);
         kb.block(n, &inside);

@@ -8,6 +8,8 @@
 //! failure persists. `tests/tests/rpg.rs` runs a fixed seed slice in CI and replays every
 //! reduced program saved under `tests/in/rpg/`; the `rpg` binary runs any seed range.
 
+pub mod artifacts;
+pub mod attention;
 pub mod bounds;
 pub mod check;
 pub mod gen;

@@ -1,5 +1,5 @@
 //! Whole modules: a seed picks a shape (one kernel, a program of launches over temps, a GEMM,
-//! or a hand-scheduled ring), the dtypes, tile sizes and params, module constants (integers
+//! a hand-scheduled ring, or an attention-shaped masked loop), the dtypes, tile sizes and params, module constants (integers
 //! for `static_if`, tile sizes for grids and tiles), and the body sizes; the text starts with
 //! `// rpg seed S`, from which the inputs are derived again (see `inputs`).
 
@@ -346,11 +346,12 @@ fn program(rng: &mut Rng, seed: u64) -> (String, &'static str, Features) {
 /// Generates the program of `seed` (see the module doc). Deterministic in the seed.
 pub fn generate(seed: u64) -> Case {
     let mut rng = Rng::seeded(mix(seed, 1));
-    let (text, shape, feats) = match rng.range(0, 20) {
-        0..=8 => single(&mut rng, seed),
-        9..=13 => program(&mut rng, seed),
-        14..=17 => gemm(&mut rng, seed),
-        _ => super::rings::ring(&mut rng, seed),
+    let (text, shape, feats) = match rng.range(0, 22) {
+        0..=7 => single(&mut rng, seed),
+        8..=12 => program(&mut rng, seed),
+        13..=16 => gemm(&mut rng, seed),
+        17..=19 => super::rings::ring(&mut rng, seed),
+        _ => super::attention::attention(&mut rng, seed),
     };
     Case {
         seed,

@@ -28,6 +28,7 @@ fn compute(
     others: &[Tensor],
     y: &Tensor,
     depth: usize,
+    dot: bool,
 ) -> (Vec<String>, Features) {
     let mut tensors = others.to_vec();
     tensors.push(x.clone());
@@ -58,7 +59,21 @@ fn compute(
     kb.push(i.clone());
     kb.push(c0.clone());
     kb.push(tv.clone());
-    let o = Origin { m0: i, n0: c0 };
+    if dot {
+        // `%dr`: the tile times its own transpose, computed before the body (see `dot_lines`).
+        let dr = Val {
+            name: "dr".into(),
+            ty: Ty::tile(&[tile[0], tile[0]], Dtype::F32),
+            facts: Facts::default(),
+        };
+        kb.set_mag(&dr, 1e9);
+        kb.push(dr);
+    }
+    let o = Origin {
+        m0: i,
+        n0: c0,
+        inside: true,
+    };
     let n = kb.rng.range(1, 12);
     kb.block(n, &o);
     // Most of the time the stored value is the read tile itself or made from it.
@@ -100,8 +115,35 @@ fn kernel_head(name: &str, ts: &[Tensor], bc: usize) -> String {
     )
 }
 
+/// `%dr = %t · %tᵀ` (f32): in a ring read from the stage with `dot_async` + `dot_wait`
+/// (before the stage's release) when `asynchronous`, else with `dot`.
+fn dot_lines(tile: [usize; 2], dt: Dtype, asynchronous: bool, ind: &str) -> String {
+    let [br, bc] = tile;
+    let d = dt.name();
+    let mut s = format!("{ind}%wt = transpose %t : tile<{bc}x{br}x{d}>\n");
+    s.push_str(&format!("{ind}%z0 = const 0.0 : tile<{br}x{br}xf32>\n"));
+    if asynchronous {
+        s.push_str(&format!(
+            "{ind}%da = dot_async %t, %wt, %z0 : tile<{br}x{br}xf32>\n"
+        ));
+        s.push_str(&format!("{ind}%dr = dot_wait %da : tile<{br}x{br}xf32>\n"));
+    } else {
+        s.push_str(&format!(
+            "{ind}%dr = dot %t, %wt, %z0 : tile<{br}x{br}xf32>\n"
+        ));
+    }
+    s
+}
+
 /// The plain twin: a loop over row blocks with a `load` of the tile.
-fn twin(seed: u64, ts: &[Tensor], tile: [usize; 2], other: &str, body: &[String]) -> String {
+fn twin(
+    seed: u64,
+    ts: &[Tensor],
+    tile: [usize; 2],
+    other: &str,
+    body: &[String],
+    dot: bool,
+) -> String {
     let [br, bc] = tile;
     let x = &ts[0];
     let mut s = format!("// rpg seed {seed} (plain twin)\nmodule rpg_{seed}\n\n");
@@ -113,6 +155,9 @@ fn twin(seed: u64, ts: &[Tensor], tile: [usize; 2], other: &str, body: &[String]
         x.name,
         x.dt.name()
     ));
+    if dot {
+        s.push_str(&dot_lines(tile, x.dt, false, "    "));
+    }
     for l in body {
         s.push_str(l);
         s.push('\n');
@@ -122,6 +167,7 @@ fn twin(seed: u64, ts: &[Tensor], tile: [usize; 2], other: &str, body: &[String]
 }
 
 /// The copy-group ring (see the module doc).
+#[allow(clippy::too_many_arguments)]
 fn copy_groups(
     seed: u64,
     ts: &[Tensor],
@@ -130,6 +176,7 @@ fn copy_groups(
     other: &str,
     body: &[String],
     select_form: bool,
+    dot: bool,
 ) -> String {
     let [br, bc] = tile;
     let x = &ts[0];
@@ -174,6 +221,9 @@ fn copy_groups(
     s.push_str(&format!(
         "    %t = smem_read %buf, %s : tile<{br}x{bc}x{dt}>\n"
     ));
+    if dot {
+        s.push_str(&dot_lines(tile, x.dt, false, "    "));
+    }
     for l in body {
         s.push_str(l);
         s.push('\n');
@@ -191,6 +241,7 @@ fn copy_groups(
 }
 
 /// The mbarrier ring with `warp_specialize` (see the module doc).
+#[allow(clippy::too_many_arguments)]
 fn mbarriers(
     seed: u64,
     ts: &[Tensor],
@@ -199,6 +250,8 @@ fn mbarriers(
     consumers: usize,
     other: &str,
     body: &[String],
+    dot: bool,
+    fence: bool,
 ) -> String {
     let [br, bc] = tile;
     let x = &ts[0];
@@ -229,6 +282,9 @@ fn mbarriers(
     s.push_str("      %pe = xor %rp, %one : i32\n");
     s.push_str("      mbar_wait %empty, %s, %pe\n");
     s.push_str(&format!("      mbar_arrive %full, %s tx {bytes}\n"));
+    if fence {
+        s.push_str("      fence_async\n");
+    }
     s.push_str(&format!(
         "      async_copy {}[%i, %c0], %buf, %s other {other} bar %full\n",
         x.name
@@ -243,6 +299,9 @@ fn mbarriers(
     s.push_str(&format!(
         "      %t = smem_read %buf, %s : tile<{br}x{bc}x{dt}>\n"
     ));
+    if dot {
+        s.push_str(&dot_lines(tile, x.dt, true, "      "));
+    }
     s.push_str("      smem_release %buf, %s\n");
     s.push_str("      mbar_arrive %empty, %s\n");
     s.push_str("      %who = rem %k, %nc : i32\n");
@@ -293,7 +352,8 @@ pub fn ring(rng: &mut Rng, seed: u64) -> (String, &'static str, Features) {
     };
     let ws = rng.range(0, 2) == 0;
     let consumers = if ws { rng.range(1, 3) } else { 1 };
-    let (body, feats) = compute(rng, tile, &x, &others, &y, if ws { 3 } else { 2 });
+    let dot = dt.is_float() && br * br <= 1024 && rng.range(0, 3) == 0;
+    let (body, feats) = compute(rng, tile, &x, &others, &y, if ws { 3 } else { 2 }, dot);
     let other = if dt.is_float() {
         ["0.0", "1.5", "-inf", "nan"][rng.range(0, 4)]
     } else {
@@ -304,12 +364,13 @@ pub fn ring(rng: &mut Rng, seed: u64) -> (String, &'static str, Features) {
     ts.push(y);
     let twin_body: Vec<String> = body.iter().map(|l| l.to_string()).collect();
     let ring = if ws {
-        mbarriers(seed, &ts, tile, stages, consumers, other, &body)
+        let fence = rng.range(0, 2) == 0;
+        mbarriers(seed, &ts, tile, stages, consumers, other, &body, dot, fence)
     } else {
         let select_form = rng.range(0, 4) != 0;
-        copy_groups(seed, &ts, tile, stages, other, &body, select_form)
+        copy_groups(seed, &ts, tile, stages, other, &body, select_form, dot)
     };
-    let tw = twin(seed, &ts, tile, other, &twin_body);
+    let tw = twin(seed, &ts, tile, other, &twin_body, dot);
     let text = format!("{ring}{TWIN_MARK}\n{tw}");
     (text, if ws { "ring_ws" } else { "ring_groups" }, feats)
 }
