@@ -5,7 +5,8 @@
 //! Per program (seeds in order, until the count is reached): the front end's output module, its
 //! interpreter outputs on the seed's inputs (the expectation), PTX for sm_90a, and the CUDA C
 //! compiled here by NVRTC to PTX (`cu/kernel.ptx` + `cu/meta.json`, so the GPU machine needs no
-//! compiler). Each output carries its bound from [`gpu_bounds`](super::bounds::gpu_bounds): exact,
+//! compiler), and both assembled by ptxas (`kernel.cubin`, `cu/kernel.cubin`: loading them
+//! takes no JIT time on the GPU). Each output carries its bound from [`gpu_bounds`](super::bounds::gpu_bounds): exact,
 //! a relative bound, or none (compared loosely and reported apart). Programs a backend refuses,
 //! or whose reference fails, are skipped and counted. Every tenth written program is marked for
 //! the compute-sanitizer sample. Two *mutants* follow: a program compiled with one op changed
@@ -56,6 +57,28 @@ fn bound_json(b: &Bound) -> String {
     };
     let rel = if b.is_unbounded() { 0.0 } else { b.rel };
     format!("{{\"class\": \"{class}\", \"rel\": {}}}", num(rel))
+}
+
+/// Assembles `ptx` into `out` with `$KIR_PTXAS -arch=sm_90a` (the GPU then loads it without
+/// JIT-compiling; `gpu_rpg.py --load ptx` JIT-compiles the PTX instead).
+fn cubin(ptx: &Path, out: &Path) -> Result<(), String> {
+    let exe = std::env::var("KIR_PTXAS").map_err(|_| "KIR_PTXAS is not set".to_string())?;
+    let r = std::process::Command::new(exe)
+        .arg("-arch=sm_90a")
+        .arg(ptx)
+        .arg("-o")
+        .arg(out)
+        .output()
+        .map_err(|e| format!("ptxas: {e}"))?;
+    if r.status.success() {
+        Ok(())
+    } else {
+        Err(format!(
+            "ptxas failed on {}: {}",
+            ptx.display(),
+            String::from_utf8_lossy(&r.stderr)
+        ))
+    }
 }
 
 fn io<T>(r: Result<T, impl std::fmt::Display>, what: &str) -> Result<T, String> {
@@ -145,9 +168,11 @@ fn one(dir: &Path, seed: u64, nv: &Nvrtc, kernel: Option<&str>) -> Result<Option
         io(std::fs::create_dir_all(d.join(sub)), "mkdir")?;
     }
     io(std::fs::write(d.join("kernel.ptx"), &ptx.text), "write")?;
+    cubin(&d.join("kernel.ptx"), &d.join("kernel.cubin"))?;
     let meta = ptx.meta.map(|v| v.to_string()).unwrap_or_default();
     io(std::fs::write(d.join("meta.json"), meta), "write")?;
     io(std::fs::write(d.join("cu/kernel.ptx"), &cu_ptx), "write")?;
+    cubin(&d.join("cu/kernel.ptx"), &d.join("cu/kernel.cubin"))?;
     let meta = cu.meta.map(|v| v.to_string()).unwrap_or_default();
     io(std::fs::write(d.join("cu/meta.json"), meta), "write")?;
     io(std::fs::write(d.join("program.kir"), src), "write")?;

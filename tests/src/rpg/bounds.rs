@@ -106,6 +106,8 @@ pub enum Model {
 #[derive(Clone, Copy, Debug)]
 struct Info {
     b: Bound,
+    /// The value of a `const` op (a uniform literal).
+    kval: Option<f64>,
     /// An f32 product the assembler may contract with a following add into an FMA.
     product: bool,
     /// Computed from constants only.
@@ -116,6 +118,7 @@ struct Info {
 
 const EXACT: Info = Info {
     b: Bound::EXACT,
+    kval: None,
     product: false,
     konst: false,
     floor: 0.0,
@@ -298,6 +301,7 @@ impl<'a> Walk<'a> {
                 floor = const_of(d).map_or(0.0, f64::abs);
                 let i = Info {
                     b: Bound::EXACT,
+                    kval: const_of(d),
                     product: false,
                     konst: true,
                     floor: if floor.is_finite() { floor } else { 0.0 },
@@ -411,7 +415,9 @@ impl<'a> Walk<'a> {
             Opcode::Add | Opcode::Sub if float_r => {
                 // `add-zero-*` / `sub-zero` fire before constant folding, so a fully constant
                 // operation counts too.
-                let zs = ins.iter().any(|i| i.konst);
+                let zs = ins
+                    .iter()
+                    .any(|i| i.konst && i.kval.map_or(true, |v| v == 0.0));
                 let b = unb_if_inexact(inb);
                 if d.opcode == Opcode::Add {
                     floor = ins.iter().map(|i| i.floor).fold(0.0, f64::max)
@@ -651,6 +657,7 @@ impl<'a> Walk<'a> {
         let product = gpu && f32r && d.opcode == Opcode::Mul;
         let i = Info {
             b,
+            kval: None,
             product,
             konst,
             floor,

@@ -20,3 +20,6 @@ pub mod module;
 pub mod reduce;
 pub mod rings;
 pub mod ty;
+
+#[cfg(test)]
+mod tests;
