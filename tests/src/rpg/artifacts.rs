@@ -14,6 +14,7 @@
 //! exact-class output differs on the interpreter; the GPU check must report them.
 
 use super::bounds::{gpu_bounds, Bound};
+use super::check::first_difference;
 use super::{inputs, module};
 use kir_backends::interp::{run_with, HostArg, RunOptions};
 use kir_backends::nvrtc::Nvrtc;
@@ -117,10 +118,16 @@ fn mutant(seed: u64) -> Option<(String, String)> {
         let caught = want.iter().any(|(k, w)| {
             bounds.get(k).is_some_and(|b| b.rel == 0.0)
                 && got.get(k).is_some_and(|g| {
-                    g.data
-                        .iter()
-                        .zip(&w.data)
-                        .any(|(a, b)| !(a == b || a.is_nan() && b.is_nan()))
+                    first_difference(
+                        &g.data,
+                        &w.data,
+                        Bound::EXACT.join(Bound {
+                            rel: 0.0,
+                            zero_sign: true,
+                        }),
+                        w.dtype,
+                    )
+                    .is_some()
                 })
         });
         if caught {
@@ -189,6 +196,7 @@ fn one(dir: &Path, seed: u64, nv: &Nvrtc, kernel: Option<&str>) -> Result<Option
                 ins.push(format!("\"{k}\": \"{f}\""));
             }
             HostArg::Scalar(x) => scalars.push(format!("\"{k}\": {}", num(*x))),
+            HostArg::Int(x) => scalars.push(format!("\"{k}\": {x}")),
         }
     }
     let bounds = gpu_bounds(&m);

@@ -23,7 +23,7 @@
 
 use super::bounds::{egraph_bounds, Bound};
 use super::rings::split_twin;
-use kir_backends::interp::{run_with, HostArg, HostTensor, RunOptions};
+use kir_backends::interp::{run_with, HostArg, HostData, HostTensor, RunOptions};
 use kir_backends::nvrtc::{ptxas, Nvrtc};
 use kir_backends::Target;
 use kir_compiler::compile::{compile, Emit};
@@ -217,6 +217,33 @@ fn close(a: f64, e: f64, b: Bound, dt: kir_ir::Dtype) -> bool {
     (a - e).abs() <= b.rel * a.abs().max(e.abs()) + b.rel * tiny
 }
 
+/// The first element where `got` and `want` differ beyond `b` (index, got, expected as text).
+/// i64 data (held exactly) must be equal.
+pub fn first_difference(
+    got: &HostData,
+    want: &HostData,
+    b: Bound,
+    dt: kir_ir::Dtype,
+) -> Option<(usize, String, String)> {
+    match (got, want) {
+        (HostData::F64(g), HostData::F64(w)) => g
+            .iter()
+            .zip(w)
+            .position(|(&x, &y)| !close(x, y, b, dt))
+            .map(|i| (i, format!("{:e}", g[i]), format!("{:e}", w[i]))),
+        (HostData::I64(g), HostData::I64(w)) => g
+            .iter()
+            .zip(w)
+            .position(|(x, y)| x != y)
+            .map(|i| (i, g[i].to_string(), w[i].to_string())),
+        _ => Some((
+            0,
+            "data held as another kind".into(),
+            "the reference's".into(),
+        )),
+    }
+}
+
 /// Compares every output of `got` with `want`; `bounds` per output (exact when absent).
 /// Counts compared elements in `stats` under `what`.
 fn compare(
@@ -254,19 +281,17 @@ fn compare(
         if b.is_unbounded() {
             continue;
         }
-        for (i, (&x, &y)) in g.data.iter().zip(&w.data).enumerate() {
-            if !close(x, y, b, w.dtype) {
-                return Err(fail(
-                    stage,
-                    format!(
-                        "output `{name}` [{i}] of {:?} {}: got {x:e}, expected {y:e} (bound: relative {:e}{})",
-                        w.shape,
-                        w.dtype.name(),
-                        b.rel,
-                        if b.zero_sign { ", ±0" } else { "" }
-                    ),
-                ));
-            }
+        if let Some((i, x, y)) = first_difference(&g.data, &w.data, b, w.dtype) {
+            return Err(fail(
+                stage,
+                format!(
+                    "output `{name}` [{i}] of {:?} {}: got {x}, expected {y} (bound: relative {:e}{})",
+                    w.shape,
+                    w.dtype.name(),
+                    b.rel,
+                    if b.zero_sign { ", ±0" } else { "" }
+                ),
+            ));
         }
     }
     Ok(())

@@ -9,7 +9,7 @@
 
 use super::module::mix;
 use crate::Rng;
-use kir_backends::interp::{HostArg, HostTensor};
+use kir_backends::interp::{HostArg, HostData, HostTensor};
 use kir_ir::{Dtype, EvalVal, ExprKind, Module, ParamKind};
 use std::collections::BTreeMap;
 
@@ -37,8 +37,29 @@ pub fn dim_size(seed: u64, name: &str) -> usize {
     }
 }
 
-/// `n` values of dtype `d` for the argument `name`.
-pub fn data(seed: u64, name: &str, d: Dtype, n: usize) -> Vec<f64> {
+/// `n` values of dtype `d` for the argument `name` (i64 held exactly, extremes included).
+pub fn data(seed: u64, name: &str, d: Dtype, n: usize) -> HostData {
+    if d == Dtype::I64 {
+        let mut r = stream(seed, &format!("data {name}"));
+        let special = [0.0, 0.0, 0.002, 0.03][r.range(0, 4)];
+        return HostData::I64(
+            (0..n)
+                .map(|_| {
+                    if r.uniform() < special {
+                        [i64::MAX, i64::MIN, 1 << 53, (1 << 53) + 1, -1][r.range(0, 5)]
+                    } else if r.range(0, 4) == 0 {
+                        r.range(0, 20001) as i64 - 10000
+                    } else {
+                        r.range(0, 41) as i64 - 20
+                    }
+                })
+                .collect(),
+        );
+    }
+    HostData::F64(data_f64(seed, name, d, n))
+}
+
+fn data_f64(seed: u64, name: &str, d: Dtype, n: usize) -> Vec<f64> {
     let mut r = stream(seed, &format!("data {name}"));
     let scale = [1.0, 1.0, 8.0, 100.0][r.range(0, 4)];
     // Tensors named `fin_*` hold finite values only (see `attention`).
@@ -55,7 +76,7 @@ pub fn data(seed: u64, name: &str, d: Dtype, n: usize) -> Vec<f64> {
                 1 => 0.0,
                 _ => r.range(0, 256) as f64,
             },
-            Dtype::I32 | Dtype::I64 => {
+            Dtype::I32 => {
                 if r.uniform() < special {
                     let big = if d == Dtype::I32 {
                         2147483647.0

@@ -6,7 +6,8 @@
 //! 1. whole regions (an op with `{ … }` through its closing brace);
 //! 2. runs of lines, halving the run length down to single lines (ddmin);
 //! 3. an op's result replaced by one of its operands everywhere (the op line then goes);
-//! 4. a param removed with its launch bindings.
+//! 4. a param removed with its launch bindings;
+//! 5. a carried value of a `for` dropped (its uses take the initial value).
 //!
 //! The first line (`// rpg seed S`, which fixes the inputs) and the `module` line are kept. For
 //! a ring with its plain twin only lines both share are removed, from both at once.
@@ -188,6 +189,111 @@ fn forward(r: &mut R, lines: &mut Vec<String>) -> bool {
     progress
 }
 
+/// A `for` header split into (indent, results, head `for %i = … step %s`, carried pairs
+/// (arg, init), types, tail ` {`).
+type ForHead = (
+    String,
+    Vec<String>,
+    String,
+    Vec<(String, String)>,
+    Vec<String>,
+);
+
+fn parse_for(l: &str) -> Option<ForHead> {
+    let ind: String = l.chars().take_while(|c| *c == ' ').collect();
+    let t = l.trim();
+    let (res, rest) = t.split_once(" = for ")?;
+    let (head, rest) = rest.split_once(" iter(")?;
+    let (pairs, rest) = rest.split_once(") : ")?;
+    let tys = rest.strip_suffix(" {")?;
+    let results: Vec<String> = res.split(", ").map(|x| x.to_string()).collect();
+    let pairs: Vec<(String, String)> = pairs
+        .split(", ")
+        .filter_map(|p| p.split_once(" = "))
+        .map(|(a, b)| (a.to_string(), b.to_string()))
+        .collect();
+    let tys: Vec<String> = tys.split(", ").map(|x| x.to_string()).collect();
+    (results.len() == pairs.len() && pairs.len() == tys.len())
+        .then(|| (ind, results, format!("for {head}"), pairs, tys))
+}
+
+/// Drops one carried value of a `for`: its uses in the body and after the loop become the
+/// initial value, and the yield loses that operand.
+fn carried(r: &mut R, lines: &mut Vec<String>) -> bool {
+    let mut progress = false;
+    let mut i = 0;
+    while i < lines.len() {
+        let Some((ind, res, head, pairs, tys)) = parse_for(&lines[i]) else {
+            i += 1;
+            continue;
+        };
+        let Some(j) = close_of(lines, i) else {
+            i += 1;
+            continue;
+        };
+        let mut done = false;
+        for k in 0..pairs.len() {
+            let y = j - 1;
+            let Some(ops) = lines[y].trim().strip_prefix("yield ") else {
+                break;
+            };
+            let mut ops: Vec<&str> = ops.split(", ").collect();
+            if ops.len() != pairs.len() {
+                break;
+            }
+            ops.remove(k);
+            let mut cand = lines.clone();
+            let keep = |v: &[String]| -> Vec<String> {
+                v.iter()
+                    .enumerate()
+                    .filter(|(x, _)| *x != k)
+                    .map(|(_, s)| s.clone())
+                    .collect()
+            };
+            let (res2, tys2) = (keep(&res), keep(&tys));
+            let pairs2: Vec<String> = pairs
+                .iter()
+                .enumerate()
+                .filter(|(x, _)| *x != k)
+                .map(|(_, (a, b))| format!("{a} = {b}"))
+                .collect();
+            cand[i] = if pairs2.is_empty() {
+                format!("{ind}{head} {{")
+            } else {
+                format!(
+                    "{ind}{} = {head} iter({}) : {} {{",
+                    res2.join(", "),
+                    pairs2.join(", "),
+                    tys2.join(", ")
+                )
+            };
+            let yind: String = lines[y].chars().take_while(|c| *c == ' ').collect();
+            if ops.is_empty() {
+                cand.remove(y);
+            } else {
+                cand[y] = format!("{yind}yield {}", ops.join(", "));
+            }
+            let (arg, init) = (&pairs[k].0, &pairs[k].1);
+            let result = res[k].trim_start_matches('%').to_string();
+            let cand: Vec<String> = cand
+                .iter()
+                .map(|x| subst(x, arg.trim_start_matches('%'), init))
+                .map(|x| subst(&x, &result, init))
+                .collect();
+            if r.test(&join(&cand)) {
+                *lines = cand;
+                progress = true;
+                done = true;
+                break;
+            }
+        }
+        if !done {
+            i += 1;
+        }
+    }
+    progress
+}
+
 fn params(r: &mut R, lines: &mut Vec<String>) -> bool {
     let mut progress = false;
     let mut i = 0;
@@ -255,6 +361,7 @@ pub fn reduce(
         p |= runs(&mut r, &mut lines);
         p |= forward(&mut r, &mut lines);
         p |= params(&mut r, &mut lines);
+        p |= carried(&mut r, &mut lines);
         if !p || r.calls >= r.limit {
             break;
         }
