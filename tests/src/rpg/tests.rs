@@ -136,3 +136,28 @@ fn a_program_that_does_not_verify_fails_at_generate() {
     };
     assert_eq!(f.stage, "generate");
 }
+
+#[test]
+fn every_op_of_the_table_is_generated() {
+    let mut seen = std::collections::BTreeSet::new();
+    for s in 0..3000 {
+        let text = generate(s).text;
+        let (m, twin) = super::rings::split_twin(&text);
+        for t in [Some(m), twin].into_iter().flatten() {
+            let md = kir_ir::text::parse(t).expect("parse");
+            for k in md.kernels.values() {
+                for b in k.dfg.blocks.values() {
+                    for &o in &b.ops {
+                        seen.insert(k.dfg.ops[o].opcode.name());
+                    }
+                }
+            }
+        }
+    }
+    let missing: Vec<&str> = kir_ir::Opcode::ALL
+        .iter()
+        .map(|o| o.name())
+        .filter(|n| !seen.contains(n))
+        .collect();
+    assert!(missing.is_empty(), "never generated: {missing:?}");
+}
