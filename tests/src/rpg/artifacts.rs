@@ -14,7 +14,7 @@
 //! exact-class output differs on the interpreter; the GPU check must report them.
 
 use super::bounds::{gpu_bounds, Bound};
-use super::check::first_difference;
+use super::compare::first_difference;
 use super::{inputs, module};
 use kir_backends::interp::{run_with, HostArg, RunOptions};
 use kir_backends::nvrtc::Nvrtc;

@@ -11,9 +11,13 @@
 pub mod artifacts;
 pub mod attention;
 pub mod bounds;
+mod bounds_ops;
+mod bounds_walk;
 pub mod check;
+pub mod compare;
 pub mod gen;
 pub mod gen_ctl;
+pub mod gen_ops;
 pub mod inputs;
 pub mod kernels;
 pub mod module;
