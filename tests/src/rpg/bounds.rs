@@ -21,8 +21,8 @@
 //! integers, bitcasts and float `atomic_add` make them unbounded, as does any control decision
 //! (`if` condition, loop bounds, offsets, masks) taken on an inexact value.
 //!
-//! `add-zero-*` and `sub-zero` are exact up to the sign of a zero (x + 0 for x = −0): a float
-//! `add`/`sub` with an operand computed from constants only marks the value `zero_sign`
+//! `add-zero-*` are exact up to the sign of a zero (x + 0 for x = −0): a float `add` with an
+//! operand computed from constants only (and not a nonzero literal) marks the value `zero_sign`
 //! (compared with +0 = −0); dividing by it, `recip`, `rsqrt` or a bitcast of it is unbounded.
 
 use super::bounds_walk::Walk;

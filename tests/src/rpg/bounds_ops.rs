@@ -182,11 +182,12 @@ impl Walk<'_> {
                 zero_sign: false,
             }),
             Opcode::Add | Opcode::Sub if float_r => {
-                // `add-zero-*` / `sub-zero` fire before constant folding, so a fully constant
-                // operation counts too.
-                let zs = ins
-                    .iter()
-                    .any(|i| i.konst && i.kval.map_or(true, |v| v == 0.0));
+                // `add-zero-*` fire before constant folding, so a fully constant operation counts
+                // too (`sub-zero` fires on +0 only, which is exact).
+                let zs = d.opcode == Opcode::Add
+                    && ins
+                        .iter()
+                        .any(|i| i.konst && i.kval.map_or(true, |v| v == 0.0));
                 let b = unb_if_inexact(inb);
                 if d.opcode == Opcode::Add {
                     floor = ins.iter().map(|i| i.floor).fold(0.0, f64::max)
