@@ -5,7 +5,8 @@
 //! - parse and verify the text (a rejection of a generated program is a generator bug);
 //! - `specialize`; its module is the **reference**: its outputs on the inputs of the seed (a
 //!   reference that fails at run time, e.g. a data-dependent out-of-bounds access without
-//!   `other`, skips the program);
+//!   `other`, skips the program); for one seed in four it also runs with the instances in
+//!   order instead of in parallel: the same bits (generated programs have no races);
 //! - `egraph` with only its exact rules: bit-identical (a zero's sign may differ where
 //!   [`bounds`](super::bounds) says `add-zero` may apply);
 //! - `egraph` (every rule, or the variant under test): within the bound of each output; outputs
@@ -13,11 +14,12 @@
 //! - `fusion` against `egraph`, `mask_split` against `fusion`: bit-identical;
 //! - `pipelining` (default depth, 2 and 4 stages; held rings where a loop qualifies) and
 //!   `warp_specialize` with every plan that applies, against `mask_split`: bit-identical under
-//!   several scheduler seeds;
+//!   several scheduler seeds (plans with several consumers only where the split axis has a
+//!   multiple of their count of tiles, unless [`Config::ragged_splits`]: an open issue);
 //! - a hand-scheduled ring against its plain twin: bit-identical under every seed;
 //! - PTX for each requested target through ptxas, CUDA C through NVRTC and ptxas. A backend
 //!   that refuses a program with an error (a limitation it states) is counted, not failed; a
-//!   panic, or code the assembler rejects, fails.
+//!   panic, an internal error, or code the assembler rejects, fails.
 //!
 //! NaNs compare equal whatever their payload. Every panic is caught and fails its stage.
 
