@@ -161,3 +161,49 @@ fn every_op_of_the_table_is_generated() {
         .collect();
     assert!(missing.is_empty(), "never generated: {missing:?}");
 }
+
+#[test]
+fn a_ring_is_reduced_together_with_its_twin() {
+    use super::rings::{split_twin, TWIN_MARK};
+    // A copy-group ring over f32 whose twin negates the tile: the ring stage fails.
+    let (seed, text) = (0..5000)
+        .map(|s| (s, generate(s).text))
+        .find(|(_, t)| {
+            t.contains("smem_alloc")
+                && !t.contains("warp_specialize")
+                && t.lines().any(|l| {
+                    l.contains("%t = load x[%i, %c0] other 0.0 : tile<") && l.ends_with("xf32>")
+                })
+        })
+        .expect("a copy-group ring over f32 with other 0.0");
+    let (ring, twin) = split_twin(&text);
+    let twin = twin.expect("twin");
+    let twin = twin.replacen("%t = load x[", "%t_raw = load x[", 1);
+    let at = twin.find("%t_raw = load").expect("load");
+    let eol = at + twin[at..].find('\n').expect("line end");
+    let ty = twin[at..eol]
+        .rsplit(" : ")
+        .next()
+        .expect("type")
+        .to_string();
+    let twin = format!(
+        "{}\n    %t = neg %t_raw : {ty}{}",
+        &twin[..eol],
+        &twin[eol..]
+    );
+    let text = format!("{ring}{TWIN_MARK}\n{twin}");
+    let c = cfg();
+    let Verdict::Fail(f) = check(&text, &c, None).0 else {
+        panic!("seed {seed}: the changed twin was not caught");
+    };
+    assert_eq!(f.class(), "ring", "{f:?}");
+    let mut pred =
+        |t: &str| matches!(check(t, &c, None).0, Verdict::Fail(g) if g.class() == "ring");
+    let (small, _) = reduce(&text, &mut pred, &Limits::default());
+    assert!(small.len() <= text.len(), "{small}");
+    assert!(
+        small.contains(TWIN_MARK) && small.contains("%t = neg"),
+        "{small}"
+    );
+    assert!(matches!(check(&small, &c, None).0, Verdict::Fail(_)));
+}
