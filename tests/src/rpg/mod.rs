@@ -7,6 +7,13 @@
 //! (ptxas) and to CUDA C (NVRTC, then ptxas); [`reduce::reduce`] shrinks a failing text while the
 //! failure persists. `tests/tests/rpg.rs` runs a fixed seed slice in CI and replays every
 //! reduced program saved under `tests/in/rpg/`; the `rpg` binary runs any seed range.
+//!
+//! Files: `module` (shapes of whole programs), `kernels`, `attention` and `rings` (kernel
+//! shapes), `gen`, `gen_ops` and `gen_ctl` (the body builder: values, pure ops, control flow and
+//! memory), `ty` (types and literals), `inputs`, `check` and `compare` (the differential check),
+//! `bounds` with `bounds_walk` and `bounds_ops` (how far a pass or the GPU may move an output),
+//! `reduce`, and `artifacts` (programs for `scripts/gpu_rpg.py`). docs/testing.md describes the
+//! whole ("Random programs").
 
 pub mod artifacts;
 pub mod attention;
