@@ -9,6 +9,7 @@ pub mod inputs;
 pub mod oracle;
 pub mod oracle_attention;
 pub mod oracle_ops;
+pub mod rpg;
 
 use kir_backends::interp::{self, HostArg, HostData, HostTensor};
 use kir_ir::Dtype;

@@ -226,8 +226,13 @@ impl Emitter<'_> {
         }
         let st = contiguous(shape);
         let parts: Vec<String> = (0..shape.len())
-            .filter(|&d| shape[d] != 1 && mentions(uses, &format!("e{d}")))
+            .filter(|&d| mentions(uses, &format!("e{d}")))
             .map(|d| {
+                // A size-1 dim is coordinate 0 (an operand of another shape may still index
+                // with it: a dot's [1, K] row `a[e0 * K + kk]`).
+                if shape[d] == 1 {
+                    return format!("e{d} = 0");
+                }
                 let div = if st[d] == 1 {
                     "e".to_string()
                 } else {

@@ -423,6 +423,18 @@ impl State<'_> {
                 at = Some(pos + 1);
             }
         }
+        // A buffer the consumer reads must be written by the producer exactly once: by that
+        // top-level unmasked store (one written in a loop, under an `if`, twice or by an atomic
+        // has contents the stored tile does not describe).
+        let mut writes: HashMap<String, usize> = HashMap::new();
+        for o in all_ops(&kp.dfg, kp.body) {
+            let od = &kp.dfg.ops[o];
+            if matches!(od.opcode, Opcode::Store | Opcode::AtomicAdd) {
+                if let Some(b) = od.tensor.as_ref().and_then(|t| self.buffer(p, &t.param)) {
+                    *writes.entry(b).or_default() += 1;
+                }
+            }
+        }
         let mut anchor: Option<(Vec<Offset>, Vec<usize>)> = None;
         let dims_out = self.buffer_dims(&out_buf);
         for &o in &ops {
@@ -436,6 +448,11 @@ impl State<'_> {
                 return Err(format!("`{b}` and `{out_buf}` differ in shape"));
             }
             if let Some((v, offs)) = stored.get(&b) {
+                if writes.get(&b).copied().unwrap_or(0) != 1 {
+                    return Err(format!(
+                        "the producer writes `{b}` more than once, in a loop or under a condition"
+                    ));
+                }
                 let shape = kp.dfg.ty(*v).shape().unwrap_or_default();
                 if let Some((o2, s2)) = &anchor {
                     if o2 != offs || *s2 != shape {
@@ -584,6 +601,18 @@ impl State<'_> {
 
 /// Ops that map elements to elements at the same index (the op table's elementwise ops), except
 /// `nf4`, which epilogue fusion has never taken.
+/// Every op of block `b` and of the regions of its ops, in program order.
+fn all_ops(d: &kir_ir::Dfg, b: kir_ir::Block) -> Vec<kir_ir::Op> {
+    let mut out = vec![];
+    for &o in &d.blocks[b].ops {
+        out.push(o);
+        for &r in &d.ops[o].regions {
+            out.extend(all_ops(d, r));
+        }
+    }
+    out
+}
+
 fn elementwise(op: Opcode) -> bool {
     op.is_elementwise() && op != Opcode::Nf4
 }

@@ -39,7 +39,7 @@ pub(super) fn split_consumers(
     let mut stay = vec![];
     for &o in outside {
         let d = &k.dfg.ops[o];
-        let hit = d.uses().iter().any(|u| dep.contains(u)) || pid_ops.contains(&o);
+        let hit = all_uses(k, o).iter().any(|u| dep.contains(u)) || pid_ops.contains(&o);
         if hit {
             dep.extend(d.results.iter().copied());
             moved.push(o);
@@ -111,12 +111,23 @@ fn depends_on(k: &Kernel, roots: &[Value], dep: &HashSet<Value>, among: &[Op]) -
             }
             if let ValueDef::Result(d, _) = k.dfg.values[v].def {
                 if set.contains(&d) && seen.insert(d) {
-                    stack.extend(k.dfg.ops[d].uses());
+                    stack.extend(all_uses(k, d));
                 }
             }
         }
     }
     None
+}
+
+/// The values op `o` reads: its operands, offsets and mask, and what its regions read from
+/// outside them (an `if` whose branch yields `program_id` depends on the split axis).
+fn all_uses(k: &Kernel, o: Op) -> Vec<Value> {
+    let d = &k.dfg.ops[o];
+    let mut v = d.uses();
+    for &r in &d.regions {
+        v.extend(region_inputs(k, r));
+    }
+    v
 }
 
 /// A value as text names it, for messages.

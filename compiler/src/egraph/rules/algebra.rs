@@ -34,15 +34,16 @@ pub fn rules() -> Vec<Rule> {
         rule("mul-one-left", "(mul ?c ?x)", |g, _, s| {
             if_const(g, s, "?c", 1.0, "?x")
         }),
-        // x + 0 = x and x − 0 = x (exact, except −0 + 0 = +0).
+        // x + 0 = x (exact, except −0 + 0 = +0).
         rule("add-zero-right", "(add ?x ?c)", |g, _, s| {
             if_const(g, s, "?c", 0.0, "?x")
         }),
         rule("add-zero-left", "(add ?c ?x)", |g, _, s| {
             if_const(g, s, "?c", 0.0, "?x")
         }),
+        // x − (+0) = x, exactly; x − (−0) = x + 0 is +0 for x = −0, so only +0 qualifies.
         rule("sub-zero", "(sub ?x ?c)", |g, _, s| {
-            if_const(g, s, "?c", 0.0, "?x")
+            (konst(g, s, "?c")?.to_bits() == 0f64.to_bits()).then(|| var(s, "?x"))?
         }),
         // x / 1 = x (exact for floats and integers).
         rule("div-one", "(div ?x ?c)", |g, _, s| {
@@ -117,6 +118,16 @@ mod tests {
         binary_identity("max-neg-inf-right", Opcode::Max, f64::NEG_INFINITY, false);
         binary_identity("max-neg-inf-left", Opcode::Max, f64::NEG_INFINITY, true);
         binary_identity("min-pos-inf-right", Opcode::Min, f64::INFINITY, false);
+    }
+
+    #[test]
+    fn sub_zero_is_exact_for_a_negative_zero_too() {
+        // x − (−0) = x + 0, which is +0 for x = −0: the rule must not fire.
+        let mut g = TileGraph::default();
+        let x = leaf(&mut g, 0, F32, &[4]);
+        let k = c(&mut g, -0.0, F32, &[4]);
+        let e = op(&mut g, Opcode::Sub, F32, &[4], vec![x, k]);
+        assert!(!fires(g, &named(rules(), "sub-zero"), e, x));
     }
 
     #[test]

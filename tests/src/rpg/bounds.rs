@@ -1,0 +1,202 @@
+//! How far the `egraph` pass may move each output of a module, derived from the module alone
+//! (before the pass), from the error bounds docs/passes.md states for its inexact f32 rules.
+//!
+//! Every value gets a [`Bound`]: exact (bit-identical expected), a relative error bound, or
+//! unbounded (the rewrite's error may be amplified without limit: a sum that cancels, a
+//! comparison or a floor that flips, a control decision). An op is an *inexact site* when one
+//! of the rules may rewrite it, judged conservatively from the op and its operands:
+//! - f32 `exp`: `exp-to-exp2`, relative ≤ |x|·2⁻²³ + 2 ulp, ≤ 1.3e-5 + 2⁻²² where exp(x) is a
+//!   normal f32 (|x| ≤ 104; beyond, both sides are 0 or inf);
+//! - f32 `mul T, s` (tile times scalar): `mul-scalars-reassoc`, 2 ulp;
+//! - f32 `div` whose divisor is (or is an identity away from) a scalar, a broadcast, a splat or a
+//!   `sqrt`, unless it is a power-of-two constant (exact): `div-scalar-to-recip-mul`,
+//!   `div-broadcast-to-recip-mul`, `div-sqrt-to-mul-rsqrt`, 1.5 ulp each (3 ulp counted). These
+//!   bounds hold for divisors of magnitude in [2⁻¹²⁶, 2¹²⁶]; the divisor must be provably at
+//!   least 2⁻⁶⁰ (a constant, or `abs(y) + c`, through broadcasts and reshapes), else the value is
+//!   unbounded. The upper end is the generator's magnitude discipline (values clamped below 2⁶⁰).
+//!
+//! Inexact inputs then propagate: rounding ops add 1 ulp (f32) or the f16/bf16 rounding unit,
+//! `exp`/`exp2`/`sigmoid`/`silu` amplify by at most 104 (beyond, both sides saturate), `sqrt`
+//! and `rsqrt` halve; `add`, `sub`, float `reduce sum`, `dot`, `log`, `floor`, `cmp`, casts to
+//! integers, bitcasts and float `atomic_add` make them unbounded, as does any control decision
+//! (`if` condition, loop bounds, offsets, masks) taken on an inexact value.
+//!
+//! `add-zero-*` are exact up to the sign of a zero (x + 0 for x = −0): a float `add` with an
+//! operand computed from constants only (and not a nonzero literal) marks the value `zero_sign`
+//! (compared with +0 = −0); dividing by it, `recip`, `rsqrt` or a bitcast of it is unbounded.
+
+use super::bounds_walk::Walk;
+use kir_ir::{Kernel, Module, ParamKind};
+use std::collections::{BTreeMap, HashMap};
+
+/// One f32 unit in the last place, relative (2⁻²³).
+pub const ULP: f64 = 1.1920928955078125e-7;
+
+/// An error bound on a value or an output.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Bound {
+    /// Relative error bound: 0 exact, `f64::INFINITY` unbounded.
+    pub rel: f64,
+    /// May differ in the sign of a zero.
+    pub zero_sign: bool,
+}
+
+impl Bound {
+    /// Bit-identical.
+    pub const EXACT: Bound = Bound {
+        rel: 0.0,
+        zero_sign: false,
+    };
+    /// No bound.
+    pub const UNBOUNDED: Bound = Bound {
+        rel: f64::INFINITY,
+        zero_sign: false,
+    };
+
+    /// The larger of two bounds.
+    pub fn join(self, o: Bound) -> Bound {
+        Bound {
+            rel: self.rel.max(o.rel),
+            zero_sign: self.zero_sign || o.zero_sign,
+        }
+    }
+
+    /// True when nothing may differ (the sign of a zero included).
+    pub fn is_exact(self) -> bool {
+        self.rel == 0.0 && !self.zero_sign
+    }
+
+    /// True when there is no usable bound.
+    pub fn is_unbounded(self) -> bool {
+        self.rel.is_infinite()
+    }
+
+    /// A relative bound (not exact, not unbounded unless `rel` is infinite).
+    pub(super) fn rel(rel: f64) -> Bound {
+        Bound {
+            rel,
+            zero_sign: false,
+        }
+    }
+}
+
+/// Whose deviations from the interpreter a bound describes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Model {
+    /// The `egraph` pass; `sites: false` means its exact rules only.
+    Egraph {
+        /// Whether the inexact rules run.
+        sites: bool,
+    },
+    /// The GPU running the backends' code (PTX or CUDA C) against the interpreter running the
+    /// same module: see [`gpu_bounds`].
+    Gpu,
+}
+
+/// The bound of every `out`/`inout` entry param of the specialized module `m` under the e-graph
+/// pass (see the module doc); with `sites` false, under its exact rules only (the sign of a
+/// zero may still differ). Entry params that are never written are exact.
+pub fn egraph_bounds(m: &Module, sites: bool) -> BTreeMap<String, Bound> {
+    bounds(m, Model::Egraph { sites })
+}
+
+/// The bound of every `out`/`inout` entry param of module `m` (the front end's output, what the
+/// backends lower) for a GPU run against the interpreter's run of `m`. Exact: integer and
+/// mask arithmetic, comparisons, selects, min/max, casts, `floor`, and the correctly rounded
+/// `sqrt.rn`, `div.rn`, `rcp.rn`. Bounded: `exp`, `exp2`, `sigmoid`, `silu` (`ex2.approx`,
+/// amplified by |x| ≤ 104 as above), `rsqrt` (`rsqrt.approx`). Unbounded: `log`, `log2`, `tanh`
+/// (absolute error bounds only), an f32 `add`/`sub` of a product (the assembler may contract
+/// them into an FMA), `dot`, float `reduce sum` and float `atomic_add` (order and precision
+/// of accumulation). A zero's sign is never compared on the GPU (`max.NaN`/`min.NaN` of ±0).
+pub fn gpu_bounds(m: &Module) -> BTreeMap<String, Bound> {
+    bounds(m, Model::Gpu)
+        .into_iter()
+        .map(|(k, b)| {
+            (
+                k,
+                Bound {
+                    zero_sign: true,
+                    ..b
+                },
+            )
+        })
+        .collect()
+}
+
+fn bounds(m: &Module, model: Model) -> BTreeMap<String, Bound> {
+    let mut bufs: BTreeMap<String, Bound> = BTreeMap::new();
+    // (kernel, binding kernel param -> buffer) in launch order.
+    let launches: Vec<(&Kernel, Vec<(String, String)>)> = match &m.program {
+        Some(p) => p
+            .launches
+            .iter()
+            .filter_map(|l| {
+                let (_, k) = m.kernel(&l.kernel)?;
+                Some((
+                    k,
+                    l.args
+                        .iter()
+                        .map(|a| (a.param.clone(), a.arg.clone()))
+                        .collect(),
+                ))
+            })
+            .collect(),
+        None => m
+            .kernels
+            .values()
+            .map(|k| {
+                let b = k
+                    .params
+                    .iter()
+                    .map(|p| (p.name.clone(), p.name.clone()))
+                    .collect();
+                (k, b)
+            })
+            .collect(),
+    };
+    for _ in 0..2 {
+        for (k, bind) in &launches {
+            let map: HashMap<&str, &str> =
+                bind.iter().map(|(a, b)| (a.as_str(), b.as_str())).collect();
+            let mut w = Walk {
+                k,
+                model,
+                vals: HashMap::new(),
+                bufs: BTreeMap::new(),
+            };
+            for p in &k.params {
+                if let ParamKind::Tensor(..) = p.kind {
+                    let buf = map.get(p.name.as_str()).copied().unwrap_or(p.name.as_str());
+                    w.bufs.insert(
+                        p.name.clone(),
+                        bufs.get(buf).copied().unwrap_or(Bound::EXACT),
+                    );
+                }
+            }
+            w.block(k.body, Bound::EXACT);
+            for (p, b) in w.bufs {
+                let buf = map
+                    .get(p.as_str())
+                    .copied()
+                    .unwrap_or(p.as_str())
+                    .to_string();
+                let e = bufs.entry(buf).or_insert(Bound::EXACT);
+                *e = e.join(b);
+            }
+        }
+    }
+    let mut out = BTreeMap::new();
+    if let Some(ps) = m.entry_params() {
+        for p in ps {
+            if let ParamKind::Tensor(acc, _) = &p.kind {
+                if acc.writes() {
+                    out.insert(
+                        p.name.clone(),
+                        bufs.get(&p.name).copied().unwrap_or(Bound::EXACT),
+                    );
+                }
+            }
+        }
+    }
+    out
+}

@@ -1,0 +1,358 @@
+//! The per-op rules of the bound analysis (`bounds`): which ops are inexact sites of the
+//! e-graph's rules or of the GPU's approximations, and how an error bound propagates through
+//! every other op (see the module doc of `bounds`).
+
+use super::bounds::{Bound, Model, ULP};
+use super::bounds_walk::{const_of, def, dt, is_scalar, may_be_special_divisor, unit, Info, Walk};
+use kir_ir::{Dtype, OpData, Opcode};
+
+impl Walk<'_> {
+    /// Sets the bound of `d`'s results (or of the tensor it writes).
+    pub(super) fn op(&mut self, d: &OpData, ctl: Bound) {
+        let k = self.k;
+        let ins: Vec<Info> = d.operands.iter().map(|&v| self.get(v)).collect();
+        let inb = ins.iter().fold(Bound::EXACT, |a, i| a.join(i.b));
+        let rd = d.results.first().and_then(|&r| dt(k, r));
+        let f32r = rd == Some(Dtype::F32);
+        let float_r = rd.is_some_and(|x| x.is_float());
+        let konst = !ins.is_empty() && ins.iter().all(|i| i.konst);
+        // Rounding on a perturbed input: one more unit of the result's dtype.
+        let round = |b: Bound| -> Bound {
+            if b.rel == 0.0 {
+                b
+            } else {
+                Bound {
+                    rel: b.rel + rd.map_or(ULP, unit),
+                    zero_sign: b.zero_sign,
+                }
+            }
+        };
+        let unb_if_inexact = |b: Bound| if b.rel > 0.0 { Bound::UNBOUNDED } else { b };
+        let gpu = self.model == Model::Gpu;
+        let sites = self.model == Model::Egraph { sites: true };
+        let mut floor = 0.0;
+        // The GPU's approximations (PTX ISA: ex2.approx, rsqrt.approx within 2⁻²² relative;
+        // lg2.approx and tanh.approx have absolute error bounds only).
+        const APPROX: f64 = 2.384185791015625e-7;
+        let b: Bound = match d.opcode {
+            Opcode::Exp | Opcode::Exp2 | Opcode::Sigmoid | Opcode::Silu if gpu => {
+                if inb.is_unbounded() {
+                    Bound::UNBOUNDED
+                } else {
+                    Bound::rel(
+                        104.0 * (inb.rel + ULP) + 2.0 * APPROX + 2.0 * ULP + rd.map_or(ULP, unit),
+                    )
+                }
+            }
+            Opcode::Rsqrt if gpu => {
+                if inb.is_unbounded() || inb.zero_sign {
+                    Bound::UNBOUNDED
+                } else {
+                    Bound::rel(inb.rel / 2.0 + APPROX + rd.map_or(ULP, unit))
+                }
+            }
+            Opcode::Log | Opcode::Log2 | Opcode::Tanh if gpu => Bound::UNBOUNDED,
+            Opcode::Add | Opcode::Sub if gpu && f32r && ins.iter().any(|i| i.product) => {
+                Bound::UNBOUNDED
+            }
+            Opcode::Dot | Opcode::DotAsync | Opcode::DotWait if gpu => Bound::UNBOUNDED,
+            Opcode::Reduce
+                if gpu && float_r && matches!(d.reduce_kind(), Some(kir_ir::ReduceKind::Sum)) =>
+            {
+                Bound::UNBOUNDED
+            }
+            Opcode::ProgramId
+            | Opcode::NumPrograms
+            | Opcode::Dim
+            | Opcode::Param
+            | Opcode::Iota => Bound::EXACT,
+            Opcode::Const => {
+                floor = const_of(d).map_or(0.0, f64::abs);
+                let i = Info {
+                    b: Bound::EXACT,
+                    kval: const_of(d),
+                    product: false,
+                    konst: true,
+                    floor: if floor.is_finite() { floor } else { 0.0 },
+                };
+                for &r in &d.results {
+                    self.set(r, i);
+                }
+                return;
+            }
+            Opcode::Splat | Opcode::Broadcast | Opcode::Reshape | Opcode::Transpose => {
+                floor = ins.first().map_or(0.0, |i| i.floor);
+                inb
+            }
+            Opcode::Load => {
+                let t = d
+                    .tensor
+                    .as_ref()
+                    .map(|t| t.param.clone())
+                    .unwrap_or_default();
+                self.bufs
+                    .get(&t)
+                    .copied()
+                    .unwrap_or(Bound::EXACT)
+                    .join(self.taint(d))
+            }
+            Opcode::Store | Opcode::AtomicAdd => {
+                let t = d
+                    .tensor
+                    .as_ref()
+                    .map(|t| t.param.clone())
+                    .unwrap_or_default();
+                let v = ins.first().map_or(Bound::EXACT, |i| i.b);
+                let float_atomic = d.opcode == Opcode::AtomicAdd
+                    && d.operands
+                        .first()
+                        .and_then(|&x| dt(k, x))
+                        .is_some_and(|x| x.is_float());
+                // Float atomics add in whatever order the GPU's instances run.
+                let v = if float_atomic && gpu {
+                    Bound::UNBOUNDED
+                } else if float_atomic {
+                    unb_if_inexact(v)
+                } else {
+                    v
+                };
+                let c = if ctl.is_exact() {
+                    Bound::EXACT
+                } else {
+                    Bound::UNBOUNDED
+                };
+                let all = v.join(self.taint(d)).join(c);
+                self.store_into(&t, all);
+                return;
+            }
+            Opcode::Neg | Opcode::Abs | Opcode::Max | Opcode::Min => {
+                if d.opcode == Opcode::Abs || d.opcode == Opcode::Neg {
+                    floor = ins.first().map_or(0.0, |i| i.floor);
+                }
+                if d.opcode == Opcode::Max {
+                    floor = ins.iter().map(|i| i.floor).fold(0.0, f64::max);
+                }
+                inb
+            }
+            Opcode::Exp if f32r && sites => {
+                if inb.is_unbounded() {
+                    Bound::UNBOUNDED
+                } else {
+                    Bound {
+                        rel: 104.0 * inb.rel + 1.3e-5 + 2.0 * ULP,
+                        zero_sign: false,
+                    }
+                }
+            }
+            Opcode::Exp | Opcode::Exp2 | Opcode::Sigmoid | Opcode::Tanh => {
+                if inb.rel == 0.0 {
+                    Bound {
+                        rel: 0.0,
+                        zero_sign: inb.zero_sign && d.opcode == Opcode::Tanh,
+                    }
+                } else {
+                    round(Bound::rel(104.0 * inb.rel))
+                }
+            }
+            Opcode::Silu => {
+                if inb.rel == 0.0 {
+                    inb
+                } else {
+                    round(Bound::rel(105.0 * inb.rel))
+                }
+            }
+            Opcode::Sqrt => {
+                floor = ins.first().map_or(0.0, |i| i.floor.sqrt());
+                round(Bound {
+                    rel: inb.rel / 2.0,
+                    zero_sign: inb.zero_sign,
+                })
+            }
+            Opcode::Rsqrt | Opcode::Recip => {
+                if inb.zero_sign {
+                    Bound::UNBOUNDED
+                } else if d.opcode == Opcode::Rsqrt {
+                    round(Bound::rel(inb.rel / 2.0))
+                } else {
+                    round(inb)
+                }
+            }
+            Opcode::Log | Opcode::Log2 | Opcode::Floor => unb_if_inexact(Bound {
+                rel: inb.rel,
+                zero_sign: false,
+            }),
+            Opcode::Add | Opcode::Sub if float_r => {
+                // `add-zero-*` fire before constant folding, so a fully constant operation counts
+                // too (`sub-zero` fires on +0 only, which is exact).
+                let zs = d.opcode == Opcode::Add
+                    && ins
+                        .iter()
+                        .any(|i| i.konst && i.kval.map_or(true, |v| v == 0.0));
+                let b = unb_if_inexact(inb);
+                if d.opcode == Opcode::Add {
+                    floor = ins.iter().map(|i| i.floor).fold(0.0, f64::max)
+                        * (ins.iter().all(|i| i.floor > 0.0) as u8 as f64);
+                    // abs(y) + c ≥ c
+                    if let (Some(a), Some(c)) = (d.operands.first(), ins.get(1)) {
+                        if def(k, *a).is_some_and(|x| x.opcode == Opcode::Abs) && c.konst {
+                            floor = floor.max(c.floor);
+                        }
+                    }
+                }
+                Bound {
+                    rel: b.rel,
+                    zero_sign: b.zero_sign || zs,
+                }
+            }
+            Opcode::Mul if f32r => {
+                floor = ins.iter().map(|i| i.floor).product();
+                let site = d.operands.len() == 2
+                    && !is_scalar(k, d.operands[0])
+                    && is_scalar(k, d.operands[1]);
+                let b = round(inb);
+                if site && sites && !b.is_unbounded() {
+                    Bound {
+                        rel: b.rel + 2.0 * ULP,
+                        zero_sign: b.zero_sign,
+                    }
+                } else {
+                    b
+                }
+            }
+            Opcode::Div if f32r => {
+                let y = d.operands[1];
+                let yi = self.get(y);
+                let pow2 = def(k, y)
+                    .and_then(const_of)
+                    .is_some_and(|c| c != 0.0 && c.is_finite() && c.abs().log2().fract() == 0.0);
+                if yi.b.zero_sign {
+                    Bound::UNBOUNDED
+                } else if pow2 {
+                    round(inb)
+                } else if sites && may_be_special_divisor(k, y, 0) {
+                    if yi.floor < 2f64.powi(-60) {
+                        Bound::UNBOUNDED
+                    } else {
+                        let b = round(inb);
+                        Bound {
+                            rel: b.rel + 3.0 * ULP,
+                            zero_sign: b.zero_sign,
+                        }
+                    }
+                } else {
+                    round(inb)
+                }
+            }
+            Opcode::Div if float_r && ins.get(1).is_some_and(|i| i.b.zero_sign) => Bound::UNBOUNDED,
+            Opcode::Mul | Opcode::Div => round(inb),
+            Opcode::Add
+            | Opcode::Sub
+            | Opcode::Rem
+            | Opcode::And
+            | Opcode::Or
+            | Opcode::Xor
+            | Opcode::Shl
+            | Opcode::Shr
+            | Opcode::Not => unb_if_inexact(inb),
+            Opcode::Cmp => {
+                if inb.rel > 0.0 {
+                    Bound::UNBOUNDED
+                } else {
+                    Bound::EXACT
+                }
+            }
+            Opcode::Select => {
+                let c = ins.first().map_or(Bound::EXACT, |i| i.b);
+                if c.rel > 0.0 {
+                    Bound::UNBOUNDED
+                } else {
+                    ins[1].b.join(ins[2].b)
+                }
+            }
+            Opcode::Cast => {
+                let from = d.operands.first().and_then(|&x| dt(k, x));
+                match (from.is_some_and(|x| x.is_float()), float_r) {
+                    (true, false) => unb_if_inexact(Bound::rel(inb.rel)),
+                    (_, true) => round(inb),
+                    _ => inb,
+                }
+            }
+            Opcode::Bitcast | Opcode::Nf4 => {
+                if inb.is_exact() {
+                    Bound::EXACT
+                } else {
+                    Bound::UNBOUNDED
+                }
+            }
+            Opcode::Reduce => {
+                let sum = matches!(d.reduce_kind(), Some(kir_ir::ReduceKind::Sum));
+                if sum && float_r {
+                    unb_if_inexact(inb)
+                } else {
+                    inb
+                }
+            }
+            Opcode::Dot | Opcode::DotAsync | Opcode::DotWait => unb_if_inexact(inb),
+            Opcode::SmemRead => {
+                let src = d.operands.first().copied();
+                src.map_or(Bound::UNBOUNDED, |s| self.get(s).b)
+            }
+            Opcode::AsyncCopy => {
+                // The stage buffer holds what the tensor holds.
+                let t = d
+                    .tensor
+                    .as_ref()
+                    .map(|t| t.param.clone())
+                    .unwrap_or_default();
+                let src = self
+                    .bufs
+                    .get(&t)
+                    .copied()
+                    .unwrap_or(Bound::EXACT)
+                    .join(self.taint(d));
+                if let Some(&buf) = d.operands.first() {
+                    let cur = self.get(buf);
+                    self.set(
+                        buf,
+                        Info {
+                            b: cur.b.join(src),
+                            ..cur
+                        },
+                    );
+                }
+                return;
+            }
+            Opcode::For => {
+                self.for_op(d, &ins, ctl);
+                return;
+            }
+            Opcode::If => {
+                self.if_op(d, &ins, ctl);
+                return;
+            }
+            _ => {
+                for &r in &d.regions {
+                    self.block(r, ctl);
+                }
+                inb
+            }
+        };
+        // Integers and masks have no partial error: exact or unbounded.
+        let b = match rd {
+            Some(x) if !x.is_float() && b.rel > 0.0 => Bound::UNBOUNDED,
+            Some(x) if !x.is_float() => Bound::EXACT,
+            _ => b,
+        };
+        let product = gpu && f32r && d.opcode == Opcode::Mul;
+        let i = Info {
+            b,
+            kval: None,
+            product,
+            konst,
+            floor,
+        };
+        for &r in &d.results {
+            self.set(r, i);
+        }
+    }
+}
