@@ -240,8 +240,15 @@ fn cast(c: &mut Ctx, from: Dtype, to: Dtype, src: Reg, dst: Reg) {
             c.b.ins(format!("mov.f32 {dst}, {src}"));
             round(c, to, dst);
         }
-        (true, I32) => c.b.ins(format!("cvt.rzi.s32.f32 {dst}, {src}")),
-        (true, I64) => c.b.ins(format!("cvt.rzi.s64.f32 {dst}, {src}")),
+        // Truncating and saturating; NaN → 0 as the interpreter (the hardware's s64 conversion
+        // gives i64::MIN for NaN, seen on the H200).
+        (true, I32 | I64) => {
+            let (w, b) = if to == I64 { ("s64", "b64") } else { ("s32", "b32") };
+            let nan = c.b.reg(RegClass::Pred);
+            c.b.ins(format!("cvt.rzi.{w}.f32 {dst}, {src}"));
+            c.b.ins(format!("setp.nan.f32 {nan}, {src}, {src}"));
+            c.b.ins(format!("selp.{b} {dst}, 0, {dst}, {nan}"));
+        }
         (true, U8) => {
             // Saturate to [0, 255] like the interpreter.
             c.b.ins(format!("cvt.rzi.sat.u8.f32 {dst}, {src}"));
