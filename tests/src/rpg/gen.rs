@@ -135,6 +135,46 @@ impl<'r> Kb<'r> {
         self.mags.insert(v.name.clone(), m);
     }
 
+    /// A loop's induction variable (an i32 index named with prefix `iv`) and one block argument
+    /// per carried value (prefix `c`, in order), with the limit each argument's magnitude is
+    /// assumed to keep: max(its initial value's estimate, 1e6) (what the body yields is clamped to
+    /// it). Fresh names are taken in that order.
+    pub fn loop_header(&mut self, iv: &str, carried: &[Val]) -> (Val, Vec<Val>, Vec<f64>) {
+        let iv = Val {
+            name: self.fresh(iv),
+            ty: Ty::Scalar(Dtype::I32),
+            facts: Facts {
+                index: true,
+                constant: false,
+            },
+        };
+        let args: Vec<Val> = carried
+            .iter()
+            .map(|v| Val {
+                name: self.fresh("c"),
+                ty: v.ty.clone(),
+                facts: Facts::default(),
+            })
+            .collect();
+        let limits: Vec<f64> = carried.iter().map(|v| self.mag(v).max(1e6)).collect();
+        for (a, l) in args.iter().zip(&limits) {
+            self.set_mag(a, *l);
+        }
+        (iv, args, limits)
+    }
+
+    /// One fresh result value (prefix `r`) per carried value, of its type.
+    pub fn loop_results(&mut self, carried: &[Val]) -> Vec<Val> {
+        carried
+            .iter()
+            .map(|v| Val {
+                name: self.fresh("r"),
+                ty: v.ty.clone(),
+                facts: Facts::default(),
+            })
+            .collect()
+    }
+
     /// A random value in scope satisfying `pred`, biased toward recent values.
     pub fn pick(&mut self, pred: impl Fn(&Val) -> bool) -> Option<Val> {
         let all: Vec<&Val> = self.scopes.iter().flatten().filter(|v| pred(v)).collect();

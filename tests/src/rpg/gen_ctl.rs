@@ -231,28 +231,9 @@ impl<'r> Kb<'r> {
                 carried.push(v);
             }
         }
-        let iv = Val {
-            name: self.fresh("i"),
-            ty: i32t,
-            facts: Facts {
-                index: true,
-                constant: false,
-            },
-        };
-        let args: Vec<Val> = carried
-            .iter()
-            .map(|v| Val {
-                name: self.fresh("c"),
-                ty: v.ty.clone(),
-                facts: Facts::default(),
-            })
-            .collect();
         // A carried float value is assumed to stay within max(its initial estimate, 1e6); what
         // the body yields is clamped to ±1e6 when its estimate is larger, so the assumption holds.
-        let limits: Vec<f64> = carried.iter().map(|v| self.mag(v).max(1e6)).collect();
-        for (a, l) in args.iter().zip(&limits) {
-            self.set_mag(a, *l);
-        }
+        let (iv, args, limits) = self.loop_header("i", &carried);
         let tys: Vec<Ty> = carried.iter().map(|v| v.ty.clone()).collect();
         let at = self.lines.len();
         let n = self.rng.range(1, 7);

@@ -199,34 +199,8 @@ pub fn row_loop_kernel(rng: &mut Rng, s: &Spec) -> Built {
         let v = kb.value_of(&ty);
         carried.push(v);
     }
-    let j = Val {
-        name: kb.fresh("j"),
-        ty: Ty::Scalar(Dtype::I32),
-        facts: Facts {
-            index: true,
-            constant: false,
-        },
-    };
-    let args: Vec<Val> = carried
-        .iter()
-        .map(|v| Val {
-            name: kb.fresh("c"),
-            ty: v.ty.clone(),
-            facts: Facts::default(),
-        })
-        .collect();
-    let limits: Vec<f64> = carried.iter().map(|v| kb.mag(v).max(1e6)).collect();
-    for (a, l) in args.iter().zip(&limits) {
-        kb.set_mag(a, *l);
-    }
-    let results: Vec<Val> = carried
-        .iter()
-        .map(|v| Val {
-            name: kb.fresh("r"),
-            ty: v.ty.clone(),
-            facts: Facts::default(),
-        })
-        .collect();
+    let (j, args, limits) = kb.loop_header("j", &carried);
+    let results = kb.loop_results(&carried);
     let tys: Vec<String> = carried.iter().map(|v| v.ty.text()).collect();
     let pairs: Vec<String> = args
         .iter()
@@ -343,34 +317,8 @@ pub fn gemm_kernel(rng: &mut Rng, s: &Spec, g: &Gemm) -> Built {
         let v = kb.value_of(&ty);
         carried.push(v);
     }
-    let k = Val {
-        name: kb.fresh("k"),
-        ty: Ty::Scalar(Dtype::I32),
-        facts: Facts {
-            index: true,
-            constant: false,
-        },
-    };
-    let args: Vec<Val> = carried
-        .iter()
-        .map(|v| Val {
-            name: kb.fresh("c"),
-            ty: v.ty.clone(),
-            facts: Facts::default(),
-        })
-        .collect();
-    let limits: Vec<f64> = carried.iter().map(|v| kb.mag(v).max(1e6)).collect();
-    for (a, l) in args.iter().zip(&limits) {
-        kb.set_mag(a, *l);
-    }
-    let results: Vec<Val> = carried
-        .iter()
-        .map(|v| Val {
-            name: kb.fresh("r"),
-            ty: v.ty.clone(),
-            facts: Facts::default(),
-        })
-        .collect();
+    let (k, args, limits) = kb.loop_header("k", &carried);
+    let results = kb.loop_results(&carried);
     let tys: Vec<String> = carried.iter().map(|v| v.ty.text()).collect();
     let pairs: Vec<String> = args
         .iter()
