@@ -221,7 +221,10 @@ fn float_to_int_casts_send_nan_to_zero() {
     for target in Target::ALL {
         let out = compile(src, &[], None, target, Emit::Ptx)
             .unwrap_or_else(|e| panic!("{}: {e}", target.name()));
-        for (cvt, sel) in [("cvt.rzi.s64.f32", "selp.b64"), ("cvt.rzi.s32.f32", "selp.b32")] {
+        for (cvt, sel) in [
+            ("cvt.rzi.s64.f32", "selp.b64"),
+            ("cvt.rzi.s32.f32", "selp.b32"),
+        ] {
             let spec = format!("CHECK: {cvt}\nCHECK-NEXT: setp.nan.f32\nCHECK-NEXT: {sel}");
             let lines: Vec<&str> = out.text.lines().map(str::trim).collect();
             let at = lines

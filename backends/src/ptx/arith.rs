@@ -243,7 +243,11 @@ fn cast(c: &mut Ctx, from: Dtype, to: Dtype, src: Reg, dst: Reg) {
         // Truncating and saturating; NaN → 0 as the interpreter (the hardware's s64 conversion
         // gives i64::MIN for NaN, seen on the H200).
         (true, I32 | I64) => {
-            let (w, b) = if to == I64 { ("s64", "b64") } else { ("s32", "b32") };
+            let (w, b) = if to == I64 {
+                ("s64", "b64")
+            } else {
+                ("s32", "b32")
+            };
             let nan = c.b.reg(RegClass::Pred);
             c.b.ins(format!("cvt.rzi.{w}.f32 {dst}, {src}"));
             c.b.ins(format!("setp.nan.f32 {nan}, {src}, {src}"));
