@@ -18,6 +18,7 @@ fn cfg(stages: Option<usize>) -> PipelineConfig {
         smem_budget: 232_448,
         stages,
         hold_carried_dots: false,
+        tma_rings: false,
     }
 }
 
@@ -83,6 +84,7 @@ fn spec(name: &str, defs: &[(&str, &str)]) -> Module {
 fn pipelining_and_warp_specialization_keep_every_op_library_kernel_exact() {
     let mut piped = 0;
     let mut specialized = 0;
+    let mut tma_rings = 0;
     for (name, _) in kir_compiler::oplib::builtins() {
         let mut specs: Vec<Vec<(&str, &str)>> = vec![vec![], vec![("DTYPE", "f32")]];
         match name {
@@ -103,16 +105,21 @@ fn pipelining_and_warp_specialization_keep_every_op_library_kernel_exact() {
             let before = spec(name, &defs);
             // Held rings (sm_90a: a carried-accumulator dot keeps its stages one iteration
             // longer) at every depth that holds.
-            for (stages, hold) in [
-                (None, false),
-                (Some(2), false),
-                (Some(4), false),
-                (None, true),
-                (Some(4), true),
+            // TMA rings (sm_90a: full/empty mbarriers in place of copy groups) where the copies
+            // qualify, at the default depth and at 4.
+            for (stages, hold, tma) in [
+                (None, false, false),
+                (Some(2), false, false),
+                (Some(4), false, false),
+                (None, true, false),
+                (Some(4), true, false),
+                (None, false, true),
+                (Some(4), false, true),
             ] {
-                let what = format!("{name} {defs:?} stages {stages:?} hold {hold}");
+                let what = format!("{name} {defs:?} stages {stages:?} hold {hold} tma {tma}");
                 let c = PipelineConfig {
                     hold_carried_dots: hold,
+                    tma_rings: tma,
                     ..cfg(stages)
                 };
                 let after = match pipelining(&before, &c) {
@@ -138,7 +145,14 @@ fn pipelining_and_warp_specialization_keep_every_op_library_kernel_exact() {
                     "{what}: printing is not canonical"
                 );
                 piped += (count(&after, Opcode::AsyncCopy) > 0) as usize;
+                let tma_ring = count(&after, Opcode::MbarAlloc) > 0;
+                assert!(tma || !tma_ring, "{what}: a TMA ring without tma_rings");
+                tma_rings += tma_ring as usize;
                 differential(&what, &before, &after, 3);
+                if tma {
+                    // Warp specialization takes cp.async rings only.
+                    continue;
+                }
                 // Warp specialization of the pipelined kernel, with every plan that applies.
                 for plan in WsPlan::ALL {
                     let what = format!("{what} ws {}", plan.name);
@@ -165,6 +179,9 @@ fn pipelining_and_warp_specialization_keep_every_op_library_kernel_exact() {
         }
     }
     assert!(piped >= 20, "only {piped} cases were pipelined");
+    // attention_fwd's K and V rings where they are unmasked (not causal, no window: a key-range
+    // mask is not a tensor bound), bf16, at two depths: 6 cases today.
+    assert!(tma_rings >= 6, "only {tma_rings} cases got TMA rings");
     assert!(
         specialized >= 40,
         "only {specialized} cases were warp-specialized"
@@ -187,6 +204,16 @@ fn scheduled_attention_and_gemm_hold_under_20_seeds() {
         );
         differential(&format!("{name} {defs:?} 3 stages"), &before, &after, 20);
     }
+    // attention_fwd's TMA ring (sm_90a): full/empty mbarriers with the round's parity.
+    let before = spec("attention_fwd", &[]);
+    let c = PipelineConfig {
+        tma_rings: true,
+        ..cfg(Some(3))
+    };
+    let after = pipelining(&before, &c).expect("pipelining");
+    assert_eq!(count(&after, Opcode::MbarAlloc), 2, "attention_fwd: no TMA ring");
+    assert_eq!(count(&after, Opcode::AsyncCommit), 0, "a TMA ring has no copy groups");
+    differential("attention_fwd tma ring 3 stages", &before, &after, 20);
 }
 
 #[test]
@@ -198,6 +225,7 @@ fn a_ring_that_does_not_fit_is_an_error_naming_the_bytes() {
             smem_budget: 101_376,
             stages: Some(8),
             hold_carried_dots: false,
+            tma_rings: false,
         },
     )
     .expect_err("8 stages of 32 KB");

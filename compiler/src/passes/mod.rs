@@ -10,6 +10,7 @@ mod mask_split_range;
 mod mask_split_read;
 pub mod pipelining;
 mod pipelining_hold;
+mod pipelining_tma;
 pub mod specialize;
 pub mod warp_spec;
 mod warp_spec_split;

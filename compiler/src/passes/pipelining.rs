@@ -32,6 +32,7 @@
 //! naming the bytes. A loop whose default ring does not fit is left as it is.
 
 use super::pipelining_hold::{has_carried_dot, release_after, release_if, stage_plus};
+use super::pipelining_tma::{self as tma, Fill};
 use crate::kedit::{self, add_carried, iconst, insert_op, op2, simple, Cloner};
 use kir_ir::verifier::rules_sched::kernel_smem_bytes;
 use kir_ir::{
@@ -51,13 +52,16 @@ pub struct PipelineConfig {
     /// value, when the ring has at least 3 stages (see the module doc): the target's matrix
     /// units can then keep that dot in flight across iterations (sm_90a wgmma).
     pub hold_carried_dots: bool,
+    /// Make rings whose copies a tensor copy can do into TMA rings (see "TMA rings"): the
+    /// target has TMA and wgmma (sm_90a).
+    pub tma_rings: bool,
 }
 
 /// One pipelined load: the op, the tile it reads (dims and element type), its bytes, and the
 /// key under which loops share its buffer.
-struct Cand {
-    op: Op,
-    ty: Type,
+pub(super) struct Cand {
+    pub(super) op: Op,
+    pub(super) ty: Type,
     dims: Vec<Expr>,
     elem: ElemType,
     bytes: u64,
@@ -96,6 +100,14 @@ pub fn pipelining(m: &Module, cfg: &PipelineConfig) -> Result<Module, Diagnostic
 
 fn kernel(k: &mut Kernel, cfg: &PipelineConfig) -> Result<(), Diagnostic> {
     let loops = innermost_loops(k);
+    // How many loops read each buffer key (loops that share a buffer keep cp.async rings).
+    let mut key_loops: HashMap<BufKey, usize> = HashMap::new();
+    for &l in &loops {
+        let keys: HashSet<BufKey> = candidates(k, l).into_iter().map(|c| c.key).collect();
+        for key in keys {
+            *key_loops.entry(key).or_insert(0) += 1;
+        }
+    }
     let mut bufs: HashMap<BufKey, (Value, u64)> = HashMap::new();
     let base = kernel_smem_bytes(k);
     let mut changed = false;
@@ -158,7 +170,12 @@ fn kernel(k: &mut Kernel, cfg: &PipelineConfig) -> Result<(), Diagnostic> {
             };
             stage_bufs.push(v);
         }
-        rewrite_loop(k, l, &cands, &stage_bufs, stages, holds(stages));
+        let held = holds(stages);
+        // A TMA ring owns its buffers: loops that share buffers keep cp.async rings.
+        let shared = cands.iter().any(|c| key_loops.get(&c.key) != Some(&1));
+        let tma_ring = cfg.tma_rings && !held && !shared && tma::eligible(k, l, &cands);
+        let bars = tma_ring.then(|| tma::alloc_bars(k, stages));
+        rewrite_loop(k, l, &cands, &stage_bufs, stages, held, bars);
         changed = true;
     }
     if changed {
@@ -327,6 +344,7 @@ fn guarded_copies(
     at: Value,
     stage: Value,
     hi: Value,
+    fill: Option<Fill>,
 ) {
     let cond = op2(
         k,
@@ -344,6 +362,9 @@ fn guarded_copies(
     let mut cl = Cloner::new(&src);
     cl.vmap.insert(iv, at);
     let mut done: HashSet<Op> = HashSet::new();
+    if let Some(f) = &fill {
+        f.start(k, then, stage);
+    }
     for (c, &buf) in cands.iter().zip(bufs) {
         for o in slice(k, l, c.op).unwrap_or_default() {
             if done.insert(o) {
@@ -370,6 +391,9 @@ fn guarded_copies(
                 a => (key.clone(), a.clone()),
             })
             .collect();
+        if let Some(f) = &fill {
+            attrs.push(("bar".into(), Attr::Value(f.full)));
+        }
         attrs.sort_by_key(|(key, _)| {
             Opcode::AsyncCopy
                 .info()
@@ -394,12 +418,30 @@ fn guarded_copies(
         .append_op(then, simple(Opcode::Yield, vec![], None), vec![]);
     let els = kedit::yield_block(&mut k.dfg, vec![], vec![]);
     kedit::append_if(&mut k.dfg, b, cond, then, els, vec![]);
-    k.dfg
-        .append_op(b, simple(Opcode::AsyncCommit, vec![], None), vec![]);
+    if fill.is_none() {
+        k.dfg
+            .append_op(b, simple(Opcode::AsyncCommit, vec![], None), vec![]);
+    }
 }
 
-/// Rewrites loop `l` as the module doc describes.
-fn rewrite_loop(k: &mut Kernel, l: Op, cands: &[Cand], bufs: &[Value], stages: usize, hold: bool) {
+/// Rewrites loop `l` as the module doc describes; with `bars` (full, empty) as a TMA ring.
+fn rewrite_loop(
+    k: &mut Kernel,
+    l: Op,
+    cands: &[Cand],
+    bufs: &[Value],
+    stages: usize,
+    hold: bool,
+    bars: Option<(Value, Value)>,
+) {
+    let bytes: u64 = cands.iter().map(|c| c.bytes).sum();
+    let fill = |wait_empty| {
+        bars.map(|(full, _)| Fill {
+            full,
+            bytes,
+            wait_empty,
+        })
+    };
     // Copies run `ahead` iterations ahead of their reads.
     let ahead = stages - 1 - usize::from(hold);
     let (lo, hi, step) = {
@@ -420,7 +462,7 @@ fn rewrite_loop(k: &mut Kernel, l: Op, cands: &[Cand], bufs: &[Value], stages: u
         let off = iconst(k, pro, j as i64);
         let jst = op2(k, pro, Opcode::Mul, None, off, step, Dtype::I32);
         let at = op2(k, pro, Opcode::Add, None, lo, jst, Dtype::I32);
-        guarded_copies(k, pro, l, cands, bufs, at, jv, hi);
+        guarded_copies(k, pro, l, cands, bufs, at, jv, hi, fill(None));
     }
     let zero = iconst(k, pro, 0);
     let pro_ops = std::mem::take(&mut k.dfg.blocks[pro].ops);
@@ -432,6 +474,8 @@ fn rewrite_loop(k: &mut Kernel, l: Op, cands: &[Cand], bufs: &[Value], stages: u
     k.dfg.blocks[parent].ops.splice(pos..pos, pro_ops);
     // The carried stage index.
     let (s, _) = add_carried(&mut k.dfg, l, zero, Type::scalar(Dtype::I32), None);
+    // A TMA ring's parity of the current round.
+    let ph = bars.map(|_| add_carried(&mut k.dfg, l, zero, Type::scalar(Dtype::I32), None).0);
     let body = k.dfg.ops[l].regions[0];
     let iv = k.dfg.blocks[body].args[0];
     let head = k.dfg.new_block();
@@ -440,10 +484,20 @@ fn rewrite_loop(k: &mut Kernel, l: Op, cands: &[Cand], bufs: &[Value], stages: u
     let at = op2(k, head, Opcode::Add, None, iv, ast, Dtype::I32);
     // Prefetch stage (s + ahead) mod S = s < S − ahead ? s + ahead : s − (S − ahead).
     let pf = stage_plus(k, head, s, ahead, stages);
-    guarded_copies(k, head, l, cands, bufs, at, pf, hi);
-    let mut wait = simple(Opcode::AsyncWait, vec![], None);
-    wait.attrs = vec![("pending".into(), Attr::Expr(Expr::int(ahead as i64)))];
-    k.dfg.append_op(head, wait, vec![]);
+    match (bars, ph) {
+        (Some((full, empty)), Some(ph)) => {
+            // The refilled stage was last read one iteration ago: that round's parity.
+            let pe = tma::flip_at(k, head, s, 0, ph);
+            guarded_copies(k, head, l, cands, bufs, at, pf, hi, fill(Some((empty, pe))));
+            tma::wait(k, head, full, s, ph);
+        }
+        _ => {
+            guarded_copies(k, head, l, cands, bufs, at, pf, hi, None);
+            let mut wait = simple(Opcode::AsyncWait, vec![], None);
+            wait.attrs = vec![("pending".into(), Attr::Expr(Expr::int(ahead as i64)))];
+            k.dfg.append_op(head, wait, vec![]);
+        }
+    }
     let head_ops = std::mem::take(&mut k.dfg.blocks[head].ops);
     k.dfg.blocks[body].ops.splice(0..0, head_ops);
     // Loads become stage reads.
@@ -492,6 +546,13 @@ fn rewrite_loop(k: &mut Kernel, l: Op, cands: &[Cand], bufs: &[Value], stages: u
             );
         }
     }
+    let next_ph = match (bars, ph) {
+        (Some((_, empty)), Some(ph)) => {
+            tma::arrive(k, tail, empty, s);
+            Some(tma::flip_at(k, tail, s, stages - 1, ph))
+        }
+        _ => None,
+    };
     let one_t = iconst(k, tail, 1);
     let zero_t = iconst(k, tail, 0);
     let lim = iconst(k, tail, stages as i64 - 1);
@@ -517,6 +578,7 @@ fn rewrite_loop(k: &mut Kernel, l: Op, cands: &[Cand], bufs: &[Value], stages: u
     let ypos = k.dfg.blocks[body].ops.len() - 1;
     k.dfg.blocks[body].ops.splice(ypos..ypos, tail_ops);
     k.dfg.ops[y].operands.push(next);
+    k.dfg.ops[y].operands.extend(next_ph);
     if hold {
         release_after(k, parent, l, &released, stages);
     }

@@ -279,6 +279,7 @@ fn schedule(
             smem_budget: 232_448,
             stages,
             hold_carried_dots: hold,
+            tma_rings: false,
         };
         let piped = match guard(&stage, || passes::pipelining(ms, &pc))? {
             Ok(m) => m,
