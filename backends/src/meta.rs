@@ -52,6 +52,14 @@ fn abi_json(abi: &KernelAbi) -> Value {
                 AbiArg::Dim { name } => {
                     json!({"ptr_index": i, "name": name, "kind": "dim", "dtype": "i32"})
                 }
+                AbiArg::TensorMap {
+                    param,
+                    dtype,
+                    boxes,
+                } => json!({
+                    "ptr_index": i, "name": param, "kind": "tensor_map", "dtype": dtype.name(),
+                    "box": boxes, "swizzle": "128B", "oob_fill": "zero",
+                }),
             })
             .collect(),
     )

@@ -81,8 +81,10 @@ pub fn schedule_observed(
         // into the consumers' empty-barrier arrivals where the reads end, so it takes the
         // ring unheld.
         hold_carried_dots: target.has_wgmma() && matches!(opts.warp_specialize, WsChoice::Off),
-        // TMA rings are not yet lowered by the PTX backend (tests run the pass directly).
-        tma_rings: false,
+        // TMA rings replace the cp.async rings that warp specialization takes as input.
+        tma_rings: target.has_tma()
+            && target.has_wgmma()
+            && matches!(opts.warp_specialize, WsChoice::Off),
     };
     let piped = passes::pipelining(m, &cfg)?;
     verifier::verify(&piped)?;

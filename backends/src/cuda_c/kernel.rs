@@ -102,6 +102,12 @@ pub(crate) fn emit_kernel(
                 sig.push(format!("int {c}"));
                 dims.insert(name.clone(), c);
             }
+            AbiArg::TensorMap { param, .. } => {
+                return Err(CudaError::at(
+                    k.span,
+                    format!("a tensor copy (TMA) of `{param}`: the CUDA-C backend takes no scheduled IR"),
+                ));
+            }
         }
     }
     let ir = kir_ir::text::printer::value_names(k);

@@ -279,7 +279,11 @@ pub(super) fn lower_if(c: &mut Ctx, op: &OpData) -> Result<(), PtxError> {
     c.b.ins_if(cond, true, format!("bra.uni {els}"));
     for (i, &r) in regions.iter().enumerate() {
         c.release_pending = pending_in;
-        let y = block(c, r)?;
+        let y = if super::tma::producer_block(c.k, &c.k.dfg.blocks[r].ops) {
+            super::tma::lower_producer_block(c, r)?
+        } else {
+            block(c, r)?
+        };
         pending_out |= c.release_pending;
         for (dst, &src) in outs.iter().zip(&y) {
             assign(c, dst, src, sp)?;

@@ -67,6 +67,8 @@ pub struct Ctx<'a> {
     /// A wgmma group left in flight by a held dot (see `wgmma.rs`): the enclosing loop waits
     /// for it when it ends.
     pub wgmma_in_flight: bool,
+    /// Tensor maps and mbarriers (tma.rs).
+    pub tma: super::tma::TmaState,
     /// The ping-pong turns of wgmma dots, by result (see `pingpong.rs`).
     pub pingpong: HashMap<Value, super::pingpong::Turn>,
     /// Stage buffers (`smem_alloc` results) and where their stages live (see `sched.rs`).

@@ -144,6 +144,7 @@ pub fn lower_kernel(
         core,
         pingpong,
         wgmma_in_flight: false,
+        tma: Default::default(),
         smem_bufs: HashMap::new(),
         statics: HashMap::new(),
         release_pending: false,
@@ -224,6 +225,9 @@ pub fn lower_kernel(
                     _ => r,
                 };
                 ctx.scalars.insert(param.clone(), r);
+            }
+            AbiArg::TensorMap { param, boxes, .. } => {
+                params.push(super::tma::map_param(&mut ctx, &pname, param, boxes));
             }
             AbiArg::Dim { name } => {
                 params.push(format!(".param .s32 {pname}"));

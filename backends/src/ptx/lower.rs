@@ -261,7 +261,10 @@ pub fn lower_op(c: &mut Ctx, op: &OpData) -> Result<(), PtxError> {
         | Opcode::AsyncWait
         | Opcode::SmemRead
         | Opcode::SmemRelease => super::sched::lower_sched_op(c, op)?,
-        // The mbarrier, async-dot and warp-specialization ops.
+        Opcode::MbarAlloc if c.target.has_mbarrier_tx() => super::tma::lower_alloc(c, op)?,
+        Opcode::MbarArrive if c.target.has_mbarrier_tx() => super::tma::lower_arrive(c, op)?,
+        Opcode::MbarWait if c.target.has_mbarrier_tx() => super::tma::lower_wait(c, op)?,
+        // The async-dot and warp-specialization ops.
         kir_ir::schedule_ops!() => {
             return Err(PtxError::at(
                 sp,

@@ -27,7 +27,7 @@ pub(super) fn gty(d: Dtype) -> &'static str {
 }
 
 /// Offsets as b32 registers.
-fn offsets(c: &mut Ctx, t: &TensorRef, sp: Span) -> Result<Vec<Reg>, PtxError> {
+pub(super) fn offsets(c: &mut Ctx, t: &TensorRef, sp: Span) -> Result<Vec<Reg>, PtxError> {
     let mut out = Vec::new();
     for o in &t.offsets {
         out.push(match o {

@@ -31,6 +31,7 @@ pub mod report;
 mod rescale;
 mod sched;
 mod tile;
+mod tma;
 mod vector;
 mod wgmma;
 

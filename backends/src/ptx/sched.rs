@@ -75,10 +75,18 @@ pub fn lower_sched_op(c: &mut Ctx, op: &OpData) -> Result<(), PtxError> {
         // ring starts keep their places in front of it.
         Opcode::SmemAlloc => {}
         Opcode::AsyncCopy => {
-            if op.attr("bar").is_some() {
-                return unsupported(c, op, "a copy that completes on an mbarrier");
-            }
             let (buf, h) = stage_of(c, op)?;
+            if op.attr("bar").is_some() {
+                if !buf.core || !c.target.has_tma() {
+                    return unsupported(
+                        c,
+                        op,
+                        "a tensor copy into a stage that is not in wgmma's 128B-swizzled layout",
+                    );
+                }
+                let off = buf.off + h as u32 * buf.stride;
+                return super::tma::lower_copy(c, op, buf.shape, off);
+            }
             if c.release_pending {
                 // Another thread may still read a released stage: every thread passes its
                 // last read before the refill starts.
@@ -118,7 +126,8 @@ pub fn lower_sched_op(c: &mut Ctx, op: &OpData) -> Result<(), PtxError> {
                 .copied()
                 .ok_or_else(|| PtxError::at(sp, "smem_release needs a buffer"))?;
             buffer(c, buf, sp)?;
-            c.release_pending = true;
+            // A TMA ring's release is its empty-barrier arrival, which the IR states.
+            c.release_pending |= !super::tma::tma_filled(c.k, buf);
         }
         _ => return unsupported(c, op, "this scheduling op"),
     }

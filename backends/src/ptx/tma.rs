@@ -1,0 +1,346 @@
+//! TMA rings on the PTX backend (targets with `has_tma` and `has_mbarrier_tx`): the mbarrier
+//! ops of scheduled IR and the copies that complete on them, as the `pipelining` pass's TMA
+//! rings use them in a kernel that is not warp-specialized (every thread reads the stages).
+//!
+//! - `mbar_alloc` reserves 8 bytes per stage (8-byte aligned) in shared memory. Thread 0
+//!   initialises each barrier with its hardware arrival count, then `fence.mbarrier_init` and
+//!   `bar.sync 0` publish the barriers before any use. An IR arrival with `tx` is one thread's
+//!   (the elected thread 0), so such a barrier keeps the IR count; an IR arrival without `tx` is
+//!   the whole block's, made by every thread (as CUTLASS's TMA pipeline lets every consumer
+//!   thread arrive), so its count is the IR count times the block's threads. A barrier with both
+//!   kinds of arrivals is an error.
+//! - `mbar_arrive %m, %s tx B` is `mbarrier.arrive.expect_tx` by thread 0; `mbar_arrive %m, %s`
+//!   is `mbarrier.arrive` by every thread, after `wgmma.wait_group 0` when a wgmma may still read
+//!   shared memory (a stage must not be released while an asynchronous read of it runs).
+//! - `mbar_wait %m, %s, %p` polls `mbarrier.try_wait.parity` until the phase with parity p has
+//!   completed.
+//! - `async_copy … bar %m` into stage s of a core-layout buffer (wgmma's 128B-swizzled layout,
+//!   wgmma.rs) is one `cp.async.bulk.tensor` per 64 columns, issued by thread 0 from the kernel's
+//!   tensor map of that tensor and box (abi.rs, [`AbiArg::TensorMap`]); the box lands at
+//!   stage offset + (j / 64) · rows · 128, exactly the core layout, and completes its bytes on
+//!   `m[s]`. TMA writes through the async proxy and the barrier's completion publishes them.
+//! - A *producer block* (the body of the ring's `if` that starts a fill: waits, an arrival with
+//!   `tx`, tensor copies and the scalar ops that address them) runs on thread 0 alone, so only
+//!   the thread that refills a stage waits for its release.
+//!
+//! [`AbiArg::TensorMap`]: crate::abi::AbiArg::TensorMap
+
+use super::builder::{Reg, RegClass};
+use super::ctx::Ctx;
+use super::isa::Isa;
+use super::PtxError;
+use crate::abi::TMA_BOX_COLS;
+use kir_ir::{Kernel, Op, OpData, Opcode, ParamKind, Span, Value};
+use std::collections::HashMap;
+
+/// One `mbar_alloc`: its shared offset and stage count.
+#[derive(Clone, Copy, Debug)]
+pub struct MbarBuf {
+    pub off: u32,
+    pub stages: usize,
+}
+
+/// What the TMA lowering keeps per kernel.
+#[derive(Clone, Debug, Default)]
+pub struct TmaState {
+    /// Generic addresses of the tensor-map params, by (tensor param, box).
+    pub maps: HashMap<(String, Vec<u32>), Reg>,
+    /// The barriers allocated so far.
+    pub bars: HashMap<Value, MbarBuf>,
+    /// `tid == 0`, made on first use.
+    elected: Option<Reg>,
+    /// Lowering a producer block (already on thread 0 alone).
+    pub in_producer: bool,
+}
+
+/// The predicate `tid == 0` (in the prologue).
+fn elected(c: &mut Ctx) -> Reg {
+    if let Some(p) = c.tma.elected {
+        return p;
+    }
+    let (p, tid) = (c.b.reg(RegClass::Pred), c.tid);
+    c.b.in_prologue(|b| b.ins(format!("setp.eq.u32 {p}, {tid}, 0")));
+    c.tma.elected = Some(p);
+    p
+}
+
+/// `@tid==0 ` unless the code already runs on thread 0 alone.
+fn on_elected(c: &mut Ctx) -> String {
+    if c.tma.in_producer {
+        String::new()
+    } else {
+        format!("@{} ", elected(c))
+    }
+}
+
+/// Declares the tensor-map param `pname` and takes its generic address (in the prologue).
+pub fn map_param(c: &mut Ctx, pname: &str, param: &str, boxes: &[u32]) -> String {
+    let r = c.b.reg(RegClass::B64);
+    c.b.in_prologue(|b| {
+        b.ins(format!("mov.u64 {r}, {pname}"));
+        b.ins(format!("cvta.param.u64 {r}, {r}"));
+    });
+    c.tma.maps.insert((param.to_string(), boxes.to_vec()), r);
+    format!(".param .align 64 .b8 {pname}[128]")
+}
+
+/// Whether every IR arrival on barrier `m` carries `tx` (`Some(true)`), none does
+/// (`Some(false)`), or both kinds occur (`None`).
+fn arrivals_with_tx(k: &Kernel, m: Value) -> Option<bool> {
+    let (mut with, mut without) = (false, false);
+    for (_, od) in k.dfg.ops.iter() {
+        if od.opcode == Opcode::MbarArrive && od.operands.first() == Some(&m) {
+            if od.attr("tx").is_some() {
+                with = true;
+            } else {
+                without = true;
+            }
+        }
+    }
+    match (with, without) {
+        (true, true) => None,
+        (w, _) => Some(w),
+    }
+}
+
+/// `mbar_alloc`: reserve, initialise and publish the barriers.
+pub fn lower_alloc(c: &mut Ctx, op: &OpData) -> Result<(), PtxError> {
+    let sp = op.span;
+    let m = *op
+        .results
+        .first()
+        .ok_or_else(|| PtxError::at(sp, "internal: mbar_alloc without a result"))?;
+    let stages =
+        c.k.dfg
+            .ty(m)
+            .shape()
+            .and_then(|s| s.first().copied())
+            .ok_or_else(|| PtxError::at(sp, "mbar_alloc needs a literal stage count"))?;
+    let ir_count = super::lower::lit(op.attr("arrivals")).unwrap_or(1.0) as u64;
+    let with_tx = arrivals_with_tx(c.k, m).ok_or_else(|| {
+        PtxError::at(
+            sp,
+            format!(
+                "a barrier with arrivals both with and without `tx`: the PTX backend cannot \
+                 count them on {}",
+                c.target.name()
+            ),
+        )
+    })?;
+    let count = if with_tx {
+        ir_count
+    } else {
+        ir_count * u64::from(c.blk.threads)
+    };
+    if count >= 1 << 20 {
+        return Err(PtxError::at(
+            sp,
+            format!("{count} arrivals per phase: an mbarrier counts at most 2^20 - 1"),
+        ));
+    }
+    let off = c.alloc_shared_aligned(8 * stages as u32, 8);
+    let e = elected(c);
+    let smem = c.smem;
+    for h in 0..stages {
+        let a = c.b.reg(RegClass::B32);
+        c.b.ins(format!("add.u32 {a}, {smem}, {}", off + 8 * h as u32));
+        c.b.need(Isa::MBARRIER_TX)
+            .ins(format!("@{e} mbarrier.init.shared::cta.b64 [{a}], {count}"));
+    }
+    c.b.need(Isa::MBARRIER_TX)
+        .ins("fence.mbarrier_init.release.cluster");
+    c.b.ins("bar.sync 0");
+    c.tma.bars.insert(m, MbarBuf { off, stages });
+    Ok(())
+}
+
+/// The shared address of `m[s]` for the stage operand at `op.operands[1]`.
+fn bar_addr(c: &mut Ctx, m: Value, s: Value, sp: Span) -> Result<Reg, PtxError> {
+    let buf = *c
+        .tma
+        .bars
+        .get(&m)
+        .ok_or_else(|| PtxError::at(sp, "internal: an mbarrier used before its mbar_alloc"))?;
+    let h = known_stage(c, s, buf.stages, sp)?;
+    let (a, smem) = (c.b.reg(RegClass::B32), c.smem);
+    c.b.ins(format!("add.u32 {a}, {smem}, {}", buf.off + 8 * h as u32));
+    Ok(a)
+}
+
+/// A stage index known while lowering (a constant or an unrolled ring's stage).
+pub fn known_stage(c: &Ctx, s: Value, stages: usize, sp: Span) -> Result<usize, PtxError> {
+    match c.statics.get(&s) {
+        Some(&h) if h >= 0 && (h as usize) < stages => Ok(h as usize),
+        Some(&h) => Err(PtxError::at(sp, format!("stage {h} of {stages}"))),
+        None => Err(PtxError::at(
+            sp,
+            format!(
+                "the PTX backend needs every mbarrier stage index known at compile time on {} \
+                 (a constant, or the stage a ring's loop carries)",
+                c.target.name()
+            ),
+        )),
+    }
+}
+
+/// `mbar_arrive`.
+pub fn lower_arrive(c: &mut Ctx, op: &OpData) -> Result<(), PtxError> {
+    let sp = op.span;
+    let (Some(&m), Some(&s)) = (op.operands.first(), op.operands.get(1)) else {
+        return Err(PtxError::at(
+            sp,
+            "internal: mbar_arrive needs a barrier and a stage",
+        ));
+    };
+    let a = bar_addr(c, m, s, sp)?;
+    match super::lower::lit(op.attr("tx")) {
+        Some(tx) => {
+            let pre = on_elected(c);
+            c.b.need(Isa::MBARRIER_TX).ins(format!(
+                "{pre}mbarrier.arrive.expect_tx.shared::cta.b64 _, [{a}], {}",
+                tx as u64
+            ));
+        }
+        None => {
+            if c.wgmma_in_flight {
+                // Every asynchronous read of the stage has retired before it is released.
+                c.b.need(Isa::WGMMA).ins("wgmma.wait_group.sync.aligned 0");
+                c.wgmma_in_flight = false;
+            }
+            c.b.need(Isa::MBARRIER_TX)
+                .ins(format!("mbarrier.arrive.shared::cta.b64 _, [{a}]"));
+        }
+    }
+    Ok(())
+}
+
+/// `mbar_wait`: poll until the phase with the given parity has completed.
+pub fn lower_wait(c: &mut Ctx, op: &OpData) -> Result<(), PtxError> {
+    let sp = op.span;
+    let (Some(&m), Some(&s), Some(&par)) =
+        (op.operands.first(), op.operands.get(1), op.operands.get(2))
+    else {
+        return Err(PtxError::at(
+            sp,
+            "internal: mbar_wait needs a barrier, a stage and a parity",
+        ));
+    };
+    let a = bar_addr(c, m, s, sp)?;
+    let par = match c.statics.get(&par) {
+        Some(&p) => format!("{}", p & 1),
+        None => match c.val(par, sp)? {
+            super::ctx::Val::Scalar(r) => format!("{r}"),
+            _ => return Err(PtxError::at(sp, "an mbarrier parity must be a scalar")),
+        },
+    };
+    let (p, top) = (c.b.reg(RegClass::Pred), c.b.label("mbar_wait"));
+    c.b.place(&top);
+    c.b.need(Isa::MBARRIER_TX).ins(format!(
+        "mbarrier.try_wait.parity.shared::cta.b64 {p}, [{a}], {par}"
+    ));
+    c.b.ins_if(p, true, format!("bra.uni {top}"));
+    Ok(())
+}
+
+/// `async_copy … bar %m` into stage `h` of a core-layout buffer at shared offset `off`
+/// ([rows, cols]): one tensor copy per 64 columns, by thread 0.
+pub fn lower_copy(c: &mut Ctx, op: &OpData, shape: [usize; 2], off: u32) -> Result<(), PtxError> {
+    let sp = op.span;
+    let t = op
+        .tensor
+        .as_ref()
+        .ok_or_else(|| PtxError::at(sp, "async_copy without a tensor"))?;
+    let (Some(kir_ir::Attr::Value(m)), Some(&s)) = (op.attr("bar"), op.operands.get(1)) else {
+        return Err(PtxError::at(
+            sp,
+            "internal: a tensor copy without its barrier",
+        ));
+    };
+    let rank = match c.k.param(&t.param).map(|p| &p.kind) {
+        Some(ParamKind::Tensor(_, tt)) => tt.dims.len(),
+        _ => return Err(PtxError::at(sp, format!("unknown tensor `{}`", t.param))),
+    };
+    let [rows, cols] = shape;
+    let mut boxes = vec![1u32; rank];
+    boxes[rank - 2] = rows as u32;
+    boxes[rank - 1] = TMA_BOX_COLS;
+    let map = *c.tma.maps.get(&(t.param.clone(), boxes)).ok_or_else(|| {
+        PtxError::at(
+            sp,
+            format!("internal: no tensor map of `{}` for this box", t.param),
+        )
+    })?;
+    let mbar = bar_addr(c, *m, s, sp)?;
+    let offs = super::memory::offsets(c, t, sp)?;
+    let pre = on_elected(c);
+    let smem = c.smem;
+    for blk in 0..cols / TMA_BOX_COLS as usize {
+        let (dst, col) = (c.b.reg(RegClass::B32), c.b.reg(RegClass::B32));
+        let at = off + (blk * rows * 128) as u32;
+        c.b.ins(format!("add.u32 {dst}, {smem}, {at}"));
+        c.b.ins(format!(
+            "add.s32 {col}, {}, {}",
+            offs[rank - 1],
+            blk * TMA_BOX_COLS as usize
+        ));
+        // Coordinates innermost first.
+        let mut coords = vec![col.to_string()];
+        coords.extend(offs[..rank - 1].iter().rev().map(|r| r.to_string()));
+        c.b.need(Isa::CP_ASYNC_BULK_TENSOR).ins(format!(
+            "{pre}cp.async.bulk.tensor.{rank}d.shared::cluster.global.mbarrier::complete_tx::bytes [{dst}], [{map}, {{{}}}], [{mbar}]",
+            coords.join(", ")
+        ));
+    }
+    Ok(())
+}
+
+/// Whether the ops of a block form a producer block (see the module doc): at least one tensor
+/// copy, and nothing but waits, arrivals with `tx`, tensor copies, and scalar ops without
+/// effects or regions.
+pub fn producer_block(k: &Kernel, ops: &[Op]) -> bool {
+    let mut copies = 0;
+    for &o in ops {
+        let od = &k.dfg.ops[o];
+        let ok = match od.opcode {
+            Opcode::Yield => od.operands.is_empty(),
+            Opcode::MbarWait => true,
+            Opcode::MbarArrive => od.attr("tx").is_some(),
+            Opcode::AsyncCopy if od.attr("bar").is_some() => {
+                copies += 1;
+                true
+            }
+            _ => {
+                od.regions.is_empty()
+                    && od.tensor.is_none()
+                    && !od.opcode.has_side_effects()
+                    && od.results.iter().all(|&r| k.dfg.ty(r).is_scalar())
+            }
+        };
+        if !ok {
+            return false;
+        }
+    }
+    copies > 0
+}
+
+/// Lowers a producer block on thread 0 alone; returns its (empty) yield.
+pub fn lower_producer_block(c: &mut Ctx, b: kir_ir::Block) -> Result<Vec<Value>, PtxError> {
+    let e = elected(c);
+    let skip = c.b.label("producer_end");
+    c.b.ins_if(e, true, format!("bra {skip}"));
+    let was = std::mem::replace(&mut c.tma.in_producer, true);
+    let r = super::lower::block(c, b);
+    c.tma.in_producer = was;
+    c.b.place(&skip);
+    r
+}
+
+/// Whether buffer `b` is filled by tensor copies (its releases are the ring's empty-barrier
+/// arrivals, so a release orders nothing by itself).
+pub fn tma_filled(k: &Kernel, b: Value) -> bool {
+    k.dfg.ops.values().any(|od| {
+        od.opcode == Opcode::AsyncCopy
+            && od.attr("bar").is_some()
+            && od.operands.first() == Some(&b)
+    })
+}
