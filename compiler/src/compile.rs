@@ -244,13 +244,23 @@ fn lower_ptx(
     let explicit = opts.stages.is_some();
     let mut stages = opts.stages.or(stages_hint).unwrap_or(PIPELINE_STAGES);
     loop {
-        let scheduled = if stages >= 2 {
+        let schedule = |no_tma_rings| {
             let sched = pipeline::ScheduleOptions {
                 target: Some(target),
                 stages: Some(stages),
+                no_tma_rings,
                 ..Default::default()
             };
             pipeline::schedule_observed(spec, &sched, &mut |_, _| {})
+        };
+        let scheduled = if stages >= 2 {
+            // TMA rings where the backend lays their buffers out for tensor copies.
+            match schedule(false) {
+                Ok(m) if !kir_backends::ptx::tma_rings_lowerable(&m, target, opts.warps) => {
+                    schedule(true)
+                }
+                r => r,
+            }
         } else {
             Ok(spec.clone())
         };

@@ -49,6 +49,9 @@ pub struct ScheduleOptions {
     pub stages: Option<usize>,
     /// Warp specialization after pipelining.
     pub warp_specialize: WsChoice,
+    /// Keep cp.async rings where the target could take TMA rings (the compile driver's choice
+    /// when the backend would not lay the ring's buffers out for tensor copies).
+    pub no_tma_rings: bool,
 }
 
 /// The warp-specialization plans of a target, most preferred first: FA3's two ping-pong consumer
@@ -84,6 +87,7 @@ pub fn schedule_observed(
         // TMA rings replace the cp.async rings that warp specialization takes as input.
         tma_rings: target.has_tma()
             && target.has_wgmma()
+            && !opts.no_tma_rings
             && matches!(opts.warp_specialize, WsChoice::Off),
     };
     let piped = passes::pipelining(m, &cfg)?;

@@ -211,8 +211,16 @@ fn scheduled_attention_and_gemm_hold_under_20_seeds() {
         ..cfg(Some(3))
     };
     let after = pipelining(&before, &c).expect("pipelining");
-    assert_eq!(count(&after, Opcode::MbarAlloc), 2, "attention_fwd: no TMA ring");
-    assert_eq!(count(&after, Opcode::AsyncCommit), 0, "a TMA ring has no copy groups");
+    assert_eq!(
+        count(&after, Opcode::MbarAlloc),
+        2,
+        "attention_fwd: no TMA ring"
+    );
+    assert_eq!(
+        count(&after, Opcode::AsyncCommit),
+        0,
+        "a TMA ring has no copy groups"
+    );
     differential("attention_fwd tma ring 3 stages", &before, &after, 20);
 }
 
@@ -357,6 +365,7 @@ fn golden_scheduled_ir() {
             target: Some(Target::Sm90a),
             stages: None,
             warp_specialize: ws.clone(),
+            no_tma_rings: false,
         };
         let text =
             dump_after_with(src, &d, pass, &opts).unwrap_or_else(|e| panic!("{op} {pass}: {e}"));

@@ -32,6 +32,7 @@ mod rescale;
 mod sched;
 mod tile;
 mod tma;
+pub use tma::tma_rings_lowerable;
 mod vector;
 mod wgmma;
 

@@ -434,12 +434,26 @@ pub fn known(c: &Ctx, v: Value) -> Option<i64> {
     eval(c.k, v, &|x| c.statics.get(&x).copied(), 0)
 }
 
-/// True if `b` (or a region nested in it) has an op of opcode `opc`.
+/// True if `b` (or a region nested in it) has an op of opcode `opc` that block barriers order
+/// (not a TMA ring's copies and releases, which its mbarriers order).
 pub fn contains(k: &Kernel, b: Block, opc: Opcode) -> bool {
     k.dfg.blocks[b].ops.iter().any(|&o| {
         let od = &k.dfg.ops[o];
-        od.opcode == opc || od.regions.iter().any(|&r| contains(k, r, opc))
+        (od.opcode == opc && !barrier_ordered(k, od))
+            || od.regions.iter().any(|&r| contains(k, r, opc))
     })
+}
+
+/// A copy or release of a TMA ring: ordered by the ring's mbarriers, not by block barriers.
+fn barrier_ordered(k: &Kernel, od: &OpData) -> bool {
+    match od.opcode {
+        Opcode::AsyncCopy => od.attr("bar").is_some(),
+        Opcode::SmemRelease => od
+            .operands
+            .first()
+            .is_some_and(|&b| super::tma::tma_filled(k, b)),
+        _ => false,
+    }
 }
 
 /// An op an `async_wait` may be hoisted over: pure computation, copies, and `if`s of those.

@@ -344,3 +344,28 @@ pub fn tma_filled(k: &Kernel, b: Value) -> bool {
             && od.operands.first() == Some(&b)
     })
 }
+
+/// Whether every tensor copy (`async_copy … bar`) of every kernel of `m` fills a buffer that the
+/// kernel's plan on `target` with `warps` (as `--warps` gives them) puts in wgmma's core layout,
+/// the only layout a tensor copy writes. The compile driver schedules cp.async rings instead
+/// when it does not (a tile whose dots take mma.sync with the chosen warps).
+pub fn tma_rings_lowerable(
+    m: &kir_ir::Module,
+    target: crate::target::Target,
+    warps: Option<u32>,
+) -> bool {
+    m.kernels.values().all(|k| {
+        let copies: Vec<Value> = k
+            .dfg
+            .ops
+            .values()
+            .filter(|od| od.opcode == Opcode::AsyncCopy && od.attr("bar").is_some())
+            .filter_map(|od| od.operands.first().copied())
+            .collect();
+        if copies.is_empty() {
+            return true;
+        }
+        let plan = super::plan::plan(k, target, warps);
+        target.has_tma() && copies.iter().all(|b| plan.core.contains(b))
+    })
+}

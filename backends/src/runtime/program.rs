@@ -173,6 +173,7 @@ impl<'g> Program<'g> {
                             AbiArg::Tensor { .. } => "tensor",
                             AbiArg::Scalar { .. } => "scalar",
                             AbiArg::Dim { .. } => "dim",
+                            AbiArg::TensorMap { .. } => "tensor_map",
                         },
                         a.name(),
                     )
@@ -352,6 +353,12 @@ impl<'g> Program<'g> {
                         ))
                     })?;
                     v as u32 as u64
+                }
+                AbiArg::TensorMap { param, .. } => {
+                    return Err(RuntimeError::Cuda(format!(
+                        "kernel `{}` copies `{param}` with TMA, and this runtime does not encode tensor maps yet",
+                        k.name
+                    )))
                 }
             });
         }

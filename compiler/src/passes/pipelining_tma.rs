@@ -92,12 +92,7 @@ pub(super) fn alloc_bars(k: &mut Kernel, stages: usize) -> (Value, Value) {
         let n = k.dfg.blocks[k.body]
             .ops
             .iter()
-            .filter(|&&o| {
-                matches!(
-                    k.dfg.ops[o].opcode,
-                    Opcode::SmemAlloc | Opcode::MbarAlloc
-                )
-            })
+            .filter(|&&o| matches!(k.dfg.ops[o].opcode, Opcode::SmemAlloc | Opcode::MbarAlloc))
             .count();
         let mut op = simple(Opcode::MbarAlloc, vec![], None);
         op.attrs = vec![("arrivals".into(), Attr::Expr(kir_ir::Expr::int(1)))];

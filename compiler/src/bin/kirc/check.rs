@@ -40,6 +40,7 @@ pub fn main(a: Args) -> Result<ExitCode, CliError> {
             target,
             stages: a.stages,
             warp_specialize,
+            no_tma_rings: false,
         };
         let text =
             pipeline::dump_after_with(&src.text, &a.defines, pass, &opts).map_err(|e| match e {

@@ -102,6 +102,7 @@ pub fn main(a: Args) -> Result<ExitCode, CliError> {
                     // The ring depth PTX compilation asks for (`kirc compile` lowers this IR).
                     stages: a.ptx.stages.or(Some(kir_backends::ptx::PIPELINE_STAGES)),
                     warp_specialize: kir_compiler::pipeline::WsChoice::Off,
+                    no_tma_rings: false,
                 },
             )
             .map_err(|e| match e {

@@ -285,6 +285,7 @@ pub fn main(a: Args) -> Result<ExitCode, CliError> {
                         target: Some(common::target(t)?),
                         stages: a.ptx.stages,
                         warp_specialize: common::ws_choice(a.ws.as_deref())?,
+                        no_tma_rings: false,
                     };
                     pipeline::schedule_observed(&m, &opts, &mut |_, _| {})
                         .map_err(|d| CliError::located(&src, d))?
