@@ -67,6 +67,8 @@ pub struct Ctx<'a> {
     /// A wgmma group left in flight by a held dot (see `wgmma.rs`): the enclosing loop waits
     /// for it when it ends.
     pub wgmma_in_flight: bool,
+    /// Casts a store converts itself: cast result → its f32 source (mma_store.rs).
+    pub store_casts: HashMap<Value, Value>,
     /// Tensor maps and mbarriers (tma.rs).
     pub tma: super::tma::TmaState,
     /// The ping-pong turns of wgmma dots, by result (see `pingpong.rs`).
@@ -317,7 +319,7 @@ impl<'a> Ctx<'a> {
     }
 
     /// warp·(rows per warp) + g for a `RowMma` tile of `shape` (one prologue register per M).
-    fn rowbase(&mut self, shape: &[usize]) -> Reg {
+    pub(super) fn rowbase(&mut self, shape: &[usize]) -> Reg {
         let (m, _) = layout::rows_cols(shape);
         if let Some(&r) = self.rowbases.get(&m) {
             return r;

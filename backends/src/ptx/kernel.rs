@@ -145,6 +145,7 @@ pub fn lower_kernel(
         pingpong,
         wgmma_in_flight: false,
         tma: Default::default(),
+        store_casts: HashMap::new(),
         smem_bufs: HashMap::new(),
         statics: HashMap::new(),
         release_pending: false,

@@ -39,6 +39,10 @@ pub fn block(c: &mut Ctx, b: Block) -> Result<Vec<Value>, PtxError> {
         if super::sched::fold(c, op) {
             continue;
         }
+        if let Some(src) = super::mma_store::store_cast(c, &c.k.dfg.blocks[b].ops, i) {
+            c.store_casts.insert(op.results[0], src);
+            continue;
+        }
         if lazy_ok(c, op) {
             if let Some(&r) = op.results.first() {
                 c.lazy.insert(r, o);

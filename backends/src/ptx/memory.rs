@@ -251,6 +251,8 @@ pub fn lower_memory_op(c: &mut Ctx, op: &OpData) -> Result<(), PtxError> {
                 .operands
                 .first()
                 .ok_or_else(|| PtxError::at(sp, "store needs a value"))?;
+            // A cast the store converts itself (mma_store::store_cast): its f32 source.
+            let src = c.store_casts.get(&src).copied().unwrap_or(src);
             let d = info.dtype;
             let (regs, coords, owner, shape): (Vec<Reg>, Vec<SlotCoord>, Option<Reg>, Vec<usize>) =
                 match c.val(src, sp)? {
@@ -293,9 +295,17 @@ pub fn lower_memory_op(c: &mut Ctx, op: &OpData) -> Result<(), PtxError> {
                 && vec_ok(&info, &shape, d)
                 && op.attr("mask").is_none()
             {
-                let regs = unrounded(c, src, d, &shape).unwrap_or(regs);
+                let regs =
+                    super::mma_store::unrounded(c, src, d, &shape, Layout::Blocked).unwrap_or(regs);
                 blocked_vec_access(c, &info, &offs, &shape, d, Access::Store, Some(&regs), None)?;
                 return Ok(());
+            }
+            if let (Opcode::Store, Some(l)) = (op.opcode, layout) {
+                let regs = super::mma_store::unrounded(c, src, d, &shape, l)
+                    .unwrap_or_else(|| regs.clone());
+                if super::mma_store::store(c, op, &info, &offs, l, &shape, &regs, owner) {
+                    return Ok(());
+                }
             }
             let masks = mask_regs(c, op, layout, &shape)?;
             for (i, sc) in coords.iter().enumerate() {
@@ -345,30 +355,6 @@ pub fn lower_memory_op(c: &mut Ctx, op: &OpData) -> Result<(), PtxError> {
         _ => return Err(PtxError::at(sp, "internal: not a memory op")),
     }
     Ok(())
-}
-
-/// The registers of the f32 tile that `v`, a `cast` to `d` (f16/bf16), rounds, when they are in
-/// `Blocked` registers of the same shape: a vector store of `v` converts them itself (`cvt.rn`
-/// to `d` rounds exactly as the cast does), so the cast's own rounding becomes dead code.
-fn unrounded(c: &Ctx, v: kir_ir::Value, d: Dtype, shape: &[usize]) -> Option<Vec<Reg>> {
-    let kir_ir::ValueDef::Result(o, _) = c.k.dfg.values.get(v)?.def else {
-        return None;
-    };
-    let od = &c.k.dfg.ops[o];
-    let src = *od.operands.first()?;
-    let is_round = od.opcode == Opcode::Cast
-        && matches!(d, Dtype::F16 | Dtype::Bf16)
-        && c.k.dfg.ty(v).dtype() == Some(d)
-        && c.k.dfg.ty(src).dtype() == Some(Dtype::F32);
-    match c.vals.get(&src)? {
-        Val::Tile {
-            layout: Layout::Blocked,
-            shape: s,
-            regs,
-            ..
-        } if is_round && s[..] == shape[..] => Some(regs.clone()),
-        _ => None,
-    }
 }
 
 /// Loads a rank-2 tile into its own shared-memory region (rows padded by 16 bytes so mma

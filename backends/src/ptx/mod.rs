@@ -24,6 +24,7 @@ pub mod layout;
 mod lazy;
 mod lower;
 mod memory;
+mod mma_store;
 mod pingpong;
 pub mod plan;
 mod reduce;
