@@ -16,7 +16,8 @@ ARTIFACT_DIR comes from scripts/make_gpu_artifacts.sh: one folder per case holdi
   case.json   op, defines, scalar arguments, and whether the case must pass or fail
 Each kernel is launched from META.json alone: dims bind from the input shapes, the grid is the
 META formula over them, block and dynamic shared memory come from META, arguments follow the
-ABI order (tensor pointers, scalars, one int32 per dim). Output tensors and temps are poisoned
+ABI order (tensor pointers, scalars, one int32 per dim; a tensor map, which CUDA C never has,
+through scripts/kir_launch.py). Output tensors and temps are poisoned
 (NaN) before the launch, so an element no kernel writes shows up as a failure.
 
 Reported per output: relative L2 error ||out - ref|| / ||ref|| against the interpreter and
@@ -30,6 +31,9 @@ import argparse, json, math, os, re, sys, time
 import numpy as np
 
 import ctypes, subprocess, tempfile
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import kir_launch
 
 EMULATE = "--emulate" in sys.argv
 if EMULATE:
@@ -268,6 +272,10 @@ def run_case(folder):
         for p in k["params"]:
             if p["kind"] == "tensor":
                 a = kbufs[p["name"]]
+            elif p["kind"] == "tensor_map":
+                if EMULATE:
+                    raise RuntimeError(f"--emulate runs no tensor copies (tensor map of `{p['name']}`)")
+                a = kir_launch.tensor_map_arg(p, kbufs[p["name"]])
             elif p["kind"] == "scalar":
                 a = scalar_arg(scalars[launch["args"][p["name"]]], p["dtype"])
             else:

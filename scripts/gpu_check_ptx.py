@@ -3,13 +3,17 @@
 (and torch references), and times it next to torch SDPA (flash, cuDNN), cuBLAS and torch.compile.
 
 usage: python3 scripts/gpu_check_ptx.py ARTIFACTS_DIR [--only check|time] [--json OUT.json]
-ARTIFACTS_DIR comes from scripts/gpu_artifacts.py (run where Rust is). Needs torch, cupy, numpy.
+ARTIFACTS_DIR comes from scripts/gpu_artifacts.py (run where Rust is). Needs torch, cupy, numpy,
+and cuda-python for kernels with tensor maps (sm_90a TMA rings; scripts/kir_launch.py encodes them).
 Every output is poisoned (NaN / 0x5A5A5A5A) before a launch, so an unwritten element shows.
 """
 import argparse, json, math, os, statistics, sys, time
 import numpy as np
 import torch
 import cupy as cp
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import kir_launch
 
 TDT = {"f32": torch.float32, "f16": torch.float16, "bf16": torch.bfloat16, "i32": torch.int32,
        "i64": torch.int64, "u8": torch.uint8, "i1": torch.uint8}
@@ -69,10 +73,16 @@ class Program:
                     for e, n in zip(p["dims"], kb[p["name"]].shape):
                         if e.isidentifier():
                             kdims[e] = n
+            g = k["grid"]
+            grid = tuple(max(ev(g[x], kdims), 0) for x in ("x", "y", "z"))
+            if min(grid) == 0:
+                continue
             args = []
             for a in k["params"]:
                 if a["kind"] == "tensor":
                     args.append(np.uint64(kb[a["name"]].data_ptr()))
+                elif a["kind"] == "tensor_map":
+                    args.append(kir_launch.tensor_map_arg(a, kb[a["name"]]))
                 elif a["kind"] == "dim":
                     args.append(np.int32(kdims[a["name"]]))
                 else:
@@ -80,10 +90,6 @@ class Program:
                     args.append({"f32": np.float32, "i32": np.int32, "i64": np.int64}.get(a["dtype"], np.float32)(v)
                                 if a["dtype"] not in ("f16", "bf16") else
                                 np.uint16(torch.tensor([v], dtype=TDT[a["dtype"]]).view(torch.int16).item() & 0xFFFF))
-            g = k["grid"]
-            grid = tuple(max(ev(g[x], kdims), 0) for x in ("x", "y", "z"))
-            if min(grid) == 0:
-                continue
             self.fns[k["name"]](grid, tuple(k["block"]), tuple(args), shared_mem=k["shared_bytes"])
 
 

@@ -1,7 +1,7 @@
 //! kir-backends: the targets that execute or lower kir modules: [`interp`], the CPU interpreter
 //! that runs the IR as written; the launch ABI and metadata shared by the GPU backends
-//! ([`abi`], [`meta`]) and the GPU [`target`]s; with the feature `cuda`, the `runtime` that
-//! loads PTX and runs programs on a GPU.
+//! ([`abi`], [`meta`]), the encoding of the ABI's tensor maps ([`tensor_map`]) and the GPU
+//! [`target`]s; with the feature `cuda`, the `runtime` that loads PTX and runs programs on a GPU.
 
 pub mod abi;
 pub mod cuda_c;
@@ -12,5 +12,6 @@ pub mod ptx;
 #[cfg(feature = "cuda")]
 pub mod runtime;
 pub mod target;
+pub mod tensor_map;
 
 pub use target::{Feature, Target};

@@ -1,7 +1,8 @@
 //! The CUDA runtime on a real GPU: every built-in op at its default specialization, run from
 //! its PTX and META.json by `kir_backends::runtime` with poisoned outputs, against the CPU
 //! interpreter on the same fresh random inputs (relative L2 within twice the dtype tolerance of
-//! docs/testing.md: the PTX sums in another order). Plus the fill kernels of `kirc bench`.
+//! docs/testing.md: the PTX sums in another order). Plus the fill kernels of `kirc bench`, and
+//! the tensor maps META.json lists for sm_90a's TMA rings, encoded as the runtime encodes them.
 //!
 //! Runs only where a GPU is present. Without a CUDA driver or device it prints a loud SKIPPED
 //! line and passes; any other failure to open the GPU (a driver that fails) is a test failure,
@@ -229,4 +230,59 @@ fn fill_kernels_assemble() {
         );
     }
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// The tensor maps META.json lists for attention_fwd on sm_90a (ABI item 4) encode at a ragged
+/// shape, exactly as the runtime binds them: every map's tensor, dtype and box from META, its
+/// dims from the kernel's params (runs without a GPU).
+#[test]
+fn attention_tensor_maps_encode_from_meta() {
+    use kir_backends::tensor_map::{tensor_map_spec, MapDataType};
+    let src = kir_compiler::oplib::builtin("attention_fwd").unwrap();
+    let c = compile(src, &[], None, kir_backends::Target::Sm90a, Emit::Ptx).unwrap();
+    let meta = c.meta.unwrap();
+    let dim = |d: &str| d.parse::<usize>().unwrap_or(300);
+    let mut maps = 0;
+    for k in meta["kernels"].as_array().unwrap() {
+        for p in k["params"].as_array().unwrap() {
+            if p["kind"] != "tensor_map" {
+                continue;
+            }
+            let name = p["name"].as_str().unwrap();
+            let kps = k["kernel_params"].as_array().unwrap();
+            let kp = kps.iter().find(|q| q["name"] == name).unwrap();
+            let shape: Vec<usize> = kp["dims"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|d| dim(d.as_str().unwrap()))
+                .collect();
+            let mut strides = vec![1; shape.len()];
+            for i in (0..shape.len() - 1).rev() {
+                strides[i] = strides[i + 1] * shape[i + 1];
+            }
+            let boxes: Vec<u32> = p["box"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|b| b.as_u64().unwrap() as u32)
+                .collect();
+            let dtype = kir_ir::Dtype::from_name(p["dtype"].as_str().unwrap()).unwrap();
+            let s = tensor_map_spec(name, dtype, &shape, &strides, &boxes, 0x7f00_0000_0000)
+                .unwrap_or_else(|e| panic!("{e}"));
+            assert_eq!(s.global_dim, vec![128, 300, 300, 300], "{name}");
+            assert_eq!(
+                s.global_strides,
+                vec![256, 256 * 300, 256 * 300 * 300],
+                "{name}"
+            );
+            assert_eq!(s.box_dim, vec![64, 64, 1, 1], "{name}");
+            assert_eq!(s.data_type, MapDataType::Bfloat16);
+            maps += 1;
+        }
+    }
+    assert!(
+        maps > 0,
+        "attention_fwd on sm_90a copies with TMA, so META lists tensor maps"
+    );
 }

@@ -5,7 +5,7 @@
 //! Values: floats uniform in [-1, 1) (24 random bits, rounded to nearest even to f16/bf16), u8
 //! uniform bytes, i32/i64/i1 0 or 1. The same seed gives the same values.
 
-use super::driver::{launch, CuModule, DevMem, Gpu};
+use super::driver::{launch, CuModule, DevMem, Gpu, KernelArg};
 use super::RuntimeError;
 use cudarc::driver::sys::CUfunction;
 use kir_ir::Dtype;
@@ -139,7 +139,11 @@ impl Filler {
             return Ok(());
         }
         let blocks = (n as u64).div_ceil(THREADS as u64).min(MAX_BLOCKS) as u32;
-        let mut args = [mem.ptr, n as u64, seed as u64];
+        let mut args = [
+            KernelArg::Word(mem.ptr),
+            KernelArg::Word(n as u64),
+            KernelArg::Word(seed as u64),
+        ];
         launch(
             f,
             [blocks, 1, 1],

@@ -13,8 +13,14 @@
 //!   (round to nearest even from f64, exact for i64 data), `out` tensors and temps poisoned with the interpreter's
 //!   poison values (NaN / −0x5A5A5A5A / 0xA5 / true), each launch's kernel params and dims
 //!   checked, `requires` evaluated and the grid computed by the interpreter's `launch_grid`.
+//! - **Tensor maps** (ABI item 4, sm_90a TMA rings). Encoded at bind time from the bound buffer
+//!   (`crate::tensor_map` computes and checks the arguments, failing with the tensor's name on a
+//!   broken driver rule; `cuTensorMapEncodeTiled` writes the 128 bytes), held by the [`Bound`]
+//!   in 128-byte aligned storage for as long as its launches run. Launches with an empty grid
+//!   encode nothing; an empty tensor in a launch that runs maps a zeroed stand-in.
 //! - **Launching.** Every launch of the program in order on the default stream, parameters in
-//!   ABI order (`abi.rs`), block and dynamic shared memory from META.
+//!   ABI order (`abi.rs`; a tensor map passed by value, 128 bytes), block and dynamic shared
+//!   memory from META.
 //! - **Timing.** [`bench`]: warm-up runs, then each run between two CUDA events; the median.
 
 mod driver;

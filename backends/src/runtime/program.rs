@@ -1,8 +1,9 @@
 //! A compiled program on the GPU: PTX loaded with every kernel of META.json, entry arguments
 //! bound exactly as the interpreter binds them (the interpreter's own binding code, over device
-//! buffers), poisoned outs and temps, and the launches of the program in order.
+//! buffers), poisoned outs and temps, the tensor maps of each launch encoded from its bound
+//! buffers, and the launches of the program in order.
 
-use super::driver::{launch, CuModule, DevMem, Gpu};
+use super::driver::{encode_tensor_map, launch, CuModule, DevMem, Gpu, KernelArg, TensorMapBytes};
 use super::fill::Filler;
 use super::RuntimeError;
 use crate::abi::{kernel_abi, AbiArg};
@@ -11,6 +12,7 @@ use crate::interp::memory::{contiguous_strides, native_bits, native_width, stora
 use crate::interp::runner::{check_specialized, launch_grid};
 use crate::interp::tile::{poison, Scalar, Tile};
 use crate::interp::{HostArg, HostTensor, InterpError};
+use crate::tensor_map::{tensor_map_spec, TensorMapSpec, TENSOR_MAP_BYTES};
 use cudarc::driver::sys::CUfunction;
 use kir_ir::{Dtype, Module, Param, ParamKind, Span};
 use serde_json::Value;
@@ -49,21 +51,30 @@ struct Loaded {
     shared_bytes: u32,
 }
 
-/// One launch, ready to go: the function, its geometry and its argument values.
+/// One launch, ready to go: the function, its geometry and its argument values (tensor maps
+/// encoded, in storage that lives as long as the launch).
 struct Ready {
     func: CUfunction,
     symbol: String,
     grid: [u32; 3],
     block: [u32; 3],
     shared_bytes: u32,
-    args: Vec<u64>,
+    args: Vec<KernelArg>,
 }
 
+/// Bytes of the zeroed buffer behind the tensor maps of empty tensors (one 16-byte aligned
+/// element of any dtype, and more).
+const ZEROS_BYTES: usize = 64;
+
 /// A program's device buffers and its launches with their arguments, ready to run (again and
-/// again: `kirc bench` launches the same [`Bound`] many times).
+/// again: `kirc bench` launches the same [`Bound`] many times). The tensor maps its launches
+/// pass hold the addresses of its buffers, which live as long as it does.
 pub struct Bound {
     env: EntryEnv<DevBuf>,
     ready: Vec<Ready>,
+    /// Zeroed device bytes that the tensor maps of empty tensors point at (allocated only when a
+    /// launch with a non-empty grid copies from an empty tensor).
+    _zeros: Option<DevMem>,
     /// The entry's dims, bound from the input shapes.
     pub dims: BTreeMap<String, i64>,
 }
@@ -105,6 +116,38 @@ fn u32_field(k: &Value, key: &str) -> Result<u32, RuntimeError> {
         .and_then(Value::as_u64)
         .and_then(|v| u32::try_from(v).ok())
         .ok_or_else(|| meta_err(format!("kernel field `{key}` is missing or not a count")))
+}
+
+/// The encoding of the tensor map of kernel param `param`, bound to `buf`, with box `boxes`: the
+/// map of the buffer itself, or, when the tensor has a dim of 0, the stand-in over `zeros`
+/// (allocated and zeroed here on first need). Fails, naming the param, on a map that breaks the
+/// driver's rules.
+fn map_spec(
+    param: &str,
+    buf: &DevBuf,
+    boxes: &[u32],
+    zeros: &mut Option<DevMem>,
+) -> Result<TensorMapSpec, RuntimeError> {
+    let fail = |e: crate::tensor_map::TensorMapError| RuntimeError::Cuda(e.to_string());
+    if buf.shape.contains(&0) {
+        if zeros.is_none() {
+            let z = DevMem::alloc(ZEROS_BYTES, "the tensor maps of empty tensors")?;
+            z.fill(&[0])?;
+            *zeros = Some(z);
+        }
+        let at = zeros.as_ref().map_or(0, |z| z.ptr);
+        return TensorMapSpec::empty_standin(param, buf.dtype, buf.shape.len(), boxes, at)
+            .map_err(fail);
+    }
+    tensor_map_spec(
+        param,
+        buf.dtype,
+        &buf.shape,
+        &buf.strides,
+        boxes,
+        buf.mem.ptr,
+    )
+    .map_err(fail)
 }
 
 impl<'g> Program<'g> {
@@ -155,28 +198,30 @@ impl<'g> Program<'g> {
                 .get("params")
                 .and_then(Value::as_array)
                 .ok_or_else(|| meta_err(format!("kernel `{name}` has no params")))?;
-            let listed: Vec<(&str, &str)> = params
+            let listed: Vec<(&str, &str, Option<Vec<u64>>)> = params
                 .iter()
                 .map(|p| {
                     (
                         p.get("kind").and_then(Value::as_str).unwrap_or(""),
                         p.get("name").and_then(Value::as_str).unwrap_or(""),
+                        p.get("box")
+                            .and_then(Value::as_array)
+                            .map(|b| b.iter().map(|v| v.as_u64().unwrap_or(0)).collect()),
                     )
                 })
                 .collect();
-            let want: Vec<(&str, &str)> = abi
+            let want: Vec<(&str, &str, Option<Vec<u64>>)> = abi
                 .args
                 .iter()
-                .map(|a| {
-                    (
-                        match a {
-                            AbiArg::Tensor { .. } => "tensor",
-                            AbiArg::Scalar { .. } => "scalar",
-                            AbiArg::Dim { .. } => "dim",
-                            AbiArg::TensorMap { .. } => "tensor_map",
-                        },
+                .map(|a| match a {
+                    AbiArg::Tensor { .. } => ("tensor", a.name(), None),
+                    AbiArg::Scalar { .. } => ("scalar", a.name(), None),
+                    AbiArg::Dim { .. } => ("dim", a.name(), None),
+                    AbiArg::TensorMap { boxes, .. } => (
+                        "tensor_map",
                         a.name(),
-                    )
+                        Some(boxes.iter().map(|&b| u64::from(b)).collect()),
+                    ),
                 })
                 .collect();
             if listed != want {
@@ -216,7 +261,9 @@ impl<'g> Program<'g> {
     /// dtypes exactly as the interpreter converts them), except the tensors named in `random`,
     /// which take their shape from `args` (the data may be empty) and random values generated
     /// on the device from `seed`; `out` tensors and temps poisoned (NaN / −0x5A5A5A5A / 0xA5 /
-    /// true). Then checks every launch (dims, dtypes, strides, `requires`) and evaluates its grid.
+    /// true). Then checks every launch (dims, dtypes, strides, `requires`), evaluates its grid
+    /// and encodes its tensor maps from the bound buffers (a map that breaks a driver rule is an
+    /// error naming the tensor, before anything is launched).
     pub fn bind(
         &mut self,
         args: &BTreeMap<String, HostArg>,
@@ -266,6 +313,7 @@ impl<'g> Program<'g> {
         let (params, span) = self.entry()?;
         let mut env = bind_entry(params, args, span, &mut make).map_err(RuntimeError::Bind)?;
         let mut ready = Vec::new();
+        let mut zeros = None;
         match &self.module.program {
             Some(p) => {
                 for t in &p.temps {
@@ -290,26 +338,35 @@ impl<'g> Program<'g> {
                         e.kernel.get_or_insert_with(|| k.name.clone());
                         RuntimeError::Bind(e)
                     })?;
-                    ready.push(self.ready(k, &tensors, &scalars, &dims)?);
+                    ready.push(self.ready(k, &tensors, &scalars, &dims, &mut zeros)?);
                 }
             }
             None => {
                 if let Some(k) = self.module.kernels.values().next() {
-                    ready.push(self.ready(k, &env.buffers, &env.scalars, &env.dims)?);
+                    ready.push(self.ready(k, &env.buffers, &env.scalars, &env.dims, &mut zeros)?);
                 }
             }
         }
         let dims = env.dims.clone();
-        Ok(Bound { env, ready, dims })
+        Ok(Bound {
+            env,
+            ready,
+            _zeros: zeros,
+            dims,
+        })
     }
 
-    /// One launch of kernel `k` with its bound tensors, scalars and dims, in ABI order.
+    /// One launch of kernel `k` with its bound tensors, scalars and dims, in ABI order, its
+    /// tensor maps encoded from the bound buffers (`tensor_map.rs`). A launch with an empty grid
+    /// never runs, so its maps stay zero bytes; a running launch's map of a tensor with a dim of 0
+    /// is the stand-in over `zeros` (allocated and zeroed on first need).
     fn ready(
         &self,
         k: &kir_ir::Kernel,
         tensors: &BTreeMap<String, Arc<DevBuf>>,
         scalars: &BTreeMap<String, Arc<Tile>>,
         dims: &BTreeMap<String, i64>,
+        zeros: &mut Option<DevMem>,
     ) -> Result<Ready, RuntimeError> {
         let loaded = self
             .kernels
@@ -336,13 +393,23 @@ impl<'g> Program<'g> {
                 ))
             };
             args.push(match a {
-                AbiArg::Tensor { param, .. } => tensors.get(param).ok_or_else(missing)?.mem.ptr,
+                AbiArg::Tensor { param, .. } => {
+                    KernelArg::Word(tensors.get(param).ok_or_else(missing)?.mem.ptr)
+                }
+                AbiArg::TensorMap { param, boxes, .. } => {
+                    let buf = tensors.get(param).ok_or_else(missing)?;
+                    KernelArg::Map(Box::new(if grid.contains(&0) {
+                        TensorMapBytes([0; TENSOR_MAP_BYTES])
+                    } else {
+                        encode_tensor_map(&map_spec(param, buf, boxes, zeros)?)?
+                    }))
+                }
                 AbiArg::Scalar { param, dtype } => {
                     let s: Scalar = scalars
                         .get(param)
                         .and_then(|t| t.only())
                         .ok_or_else(missing)?;
-                    native_bits(*dtype, s)
+                    KernelArg::Word(native_bits(*dtype, s))
                 }
                 AbiArg::Dim { name } => {
                     let v = *dims.get(name).ok_or_else(missing)?;
@@ -352,13 +419,7 @@ impl<'g> Program<'g> {
                             k.name
                         ))
                     })?;
-                    v as u32 as u64
-                }
-                AbiArg::TensorMap { param, .. } => {
-                    return Err(RuntimeError::Cuda(format!(
-                        "kernel `{}` copies `{param}` with TMA, and this runtime does not encode tensor maps yet",
-                        k.name
-                    )))
+                    KernelArg::Word(v as u32 as u64)
                 }
             });
         }
