@@ -15,7 +15,8 @@ archive=$1
 phase=$2
 out=${OUT:-/tmp/kir_out}
 mkdir -p "$out"
-dir=$(tar tJf "$archive" | head -1 | cut -d/ -f1)
+# The archive holds one folder named like it (gpu_tma.tar.xz: gpu_tma/).
+dir=$(basename "$archive" .tar.xz)
 [ -d "$dir" ] || tar xJf "$archive"
 kirc=${KIRC:-target/release/kirc}
 case "$phase" in
