@@ -92,7 +92,12 @@ pub(super) fn lower_for(c: &mut Ctx, op: &OpData) -> Result<(), PtxError> {
         (Some(&a), Some(&b), Some(&s)) => (scalar(c, a, sp)?, scalar(c, b, sp)?, scalar(c, s, sp)?),
         _ => return Err(PtxError::at(sp, "for needs lo, hi, step")),
     };
-    let ring = stage_ring(c, op);
+    // A TMA ring read only by wgmma keeps its stage index in a register (one body, not one per
+    // stage: sched.rs, `dynamic_ring`).
+    let dynamic = super::sched::dynamic_ring(c, op);
+    let ring = stage_ring(c, op).filter(|_| !dynamic);
+    let was_dynamic = c.tma.dynamic_ring;
+    c.tma.dynamic_ring |= dynamic;
     let iv = c.b.reg(RegClass::B32);
     c.b.ins(format!("mov.b32 {iv}, {lo}"));
     // Carried values get their own registers, initialised from the inits (the stage index of a
@@ -145,6 +150,7 @@ pub(super) fn lower_for(c: &mut Ctx, op: &OpData) -> Result<(), PtxError> {
         c.b.ins(format!("bra.uni {top}"));
         c.b.place(&end);
     }
+    c.tma.dynamic_ring = was_dynamic;
     c.release_pending |= releases;
     if c.wgmma_in_flight {
         // A held dot's last group: its accumulator is the loop's result.

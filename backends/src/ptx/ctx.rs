@@ -22,9 +22,11 @@ pub enum Val {
     },
     /// A rank-2 tile in shared memory at byte offset `off` (element (i, j) at
     /// `off + (i·row_stride + j·col_stride)·elem_bytes`; both strides 0: the core-matrix layout
-    /// of a wgmma operand, see `wgmma.rs`).
+    /// of a wgmma operand, see `wgmma.rs`), plus `dyn_off` bytes known only at run time (a stage
+    /// of a ring that is not unrolled, read by wgmma alone: sched.rs).
     Shared {
         off: u32,
+        dyn_off: Option<Reg>,
         shape: [usize; 2],
         dtype: Dtype,
         row_stride: usize,
@@ -523,6 +525,18 @@ impl Ctx<'_> {
     }
 
     /// The shared address `off + rel` (`rel` a byte offset within the region).
+    /// `a + dyn_off` (a shared address plus a stage's run-time byte offset), or `a`.
+    pub fn plus_dyn(&mut self, a: Reg, dyn_off: Option<Reg>) -> Reg {
+        match dyn_off {
+            None => a,
+            Some(d) => {
+                let r = self.b.reg(RegClass::B32);
+                self.b.ins(format!("add.s32 {r}, {a}, {d}"));
+                r
+            }
+        }
+    }
+
     pub fn shared_at(&mut self, off: u32, rel: Reg) -> Reg {
         self.smem_addr(off, &[rel], 1, 1, 1)
     }

@@ -55,6 +55,7 @@ fn to_shared(c: &mut Ctx, v: &Val, sp: Span) -> Result<Val, PtxError> {
             c.b.ins("bar.sync 0");
             Ok(Val::Shared {
                 off,
+                dyn_off: None,
                 shape: [rows, cols],
                 dtype: *dtype,
                 row_stride: rs,
@@ -68,6 +69,7 @@ fn to_shared(c: &mut Ctx, v: &Val, sp: Span) -> Result<Val, PtxError> {
 fn smem_pair(c: &mut Ctx, v: &Val, i: Reg, j: Reg, along_rows: bool) -> Reg {
     let Val::Shared {
         off,
+        dyn_off,
         row_stride,
         col_stride,
         ..
@@ -76,6 +78,7 @@ fn smem_pair(c: &mut Ctx, v: &Val, i: Reg, j: Reg, along_rows: bool) -> Reg {
         return c.b.imm32(0);
     };
     let a = c.smem_addr(off, &[i, j], row_stride, col_stride, 2);
+    let a = c.plus_dyn(a, dyn_off);
     let r = c.b.reg(RegClass::B32);
     let step = if along_rows { row_stride } else { col_stride };
     if step == 1 {
@@ -330,6 +333,7 @@ fn ldmatrix_ok(v: &Val, _pair_along_rows: bool) -> bool {
 fn ldmatrix_x4(c: &mut Ctx, v: &Val, i0: Reg, j0: Reg, pair_along_rows: bool) -> [Reg; 4] {
     let Val::Shared {
         off,
+        dyn_off,
         row_stride,
         col_stride,
         ..
@@ -351,6 +355,7 @@ fn ldmatrix_x4(c: &mut Ctx, v: &Val, i0: Reg, j0: Reg, pair_along_rows: bool) ->
         c.b.ins(format!("add.s32 {j}, {j}, {r}"));
     }
     let a = c.smem_addr(off, &[i, j], row_stride, col_stride, 2);
+    let a = c.plus_dyn(a, dyn_off);
     let out = [
         c.b.reg(RegClass::B32),
         c.b.reg(RegClass::B32),
@@ -400,6 +405,7 @@ fn fma(
 fn shared_elem(c: &mut Ctx, v: &Val, i: Reg, j: Reg, valid: Option<Reg>) -> Reg {
     let Val::Shared {
         off,
+        dyn_off,
         dtype,
         row_stride,
         col_stride,
@@ -410,6 +416,7 @@ fn shared_elem(c: &mut Ctx, v: &Val, i: Reg, j: Reg, valid: Option<Reg>) -> Reg 
     };
     let eb = smem_bytes(dtype);
     let a = c.smem_addr(off, &[i, j], row_stride, col_stride, eb);
+    let a = c.plus_dyn(a, dyn_off);
     let r = c.b.reg(RegClass::F32);
     c.b.ins(format!("mov.f32 {r}, 0f00000000"));
     match dtype {

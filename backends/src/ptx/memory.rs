@@ -375,6 +375,7 @@ fn load_shared(
     let (row_stride, col_stride) = if core { (0, 0) } else { (rs, 1) };
     let val = |off| Val::Shared {
         off,
+        dyn_off: None,
         shape: [rows, cols],
         dtype: d,
         row_stride,

@@ -49,16 +49,38 @@ pub struct StageBuf {
     pub core: bool,
 }
 
+/// A stage index: known while lowering (an unrolled ring's copy, a constant), or in a register
+/// (a TMA ring whose stages only wgmma reads is not unrolled: [`dynamic_ring`]).
+#[derive(Clone, Copy, Debug)]
+pub enum StageIx {
+    Known(usize),
+    Reg(super::builder::Reg),
+}
+
 impl StageBuf {
+    /// Stage `ix`'s byte offset: a constant, plus a register for a run-time stage.
+    pub fn stage_off(&self, c: &mut Ctx, ix: StageIx) -> (u32, Option<super::builder::Reg>) {
+        match ix {
+            StageIx::Known(h) => (self.off + h as u32 * self.stride, None),
+            StageIx::Reg(s) => {
+                let d = c.b.reg(super::builder::RegClass::B32);
+                c.b.ins(format!("mul.lo.s32 {d}, {s}, {}", self.stride));
+                (self.off, Some(d))
+            }
+        }
+    }
+
     /// The stage as a shared tile (the element strides of its layout; 0, 0 for the core layout).
-    fn stage(&self, h: usize) -> Val {
+    fn stage(&self, c: &mut Ctx, ix: StageIx) -> Val {
         let (row_stride, col_stride) = if self.core {
             (0, 0)
         } else {
             (self.shape[1] + 16 / smem_bytes(self.dtype), 1)
         };
+        let (off, dyn_off) = self.stage_off(c, ix);
         Val::Shared {
-            off: self.off + h as u32 * self.stride,
+            off,
+            dyn_off,
             shape: self.shape,
             dtype: self.dtype,
             row_stride,
@@ -75,8 +97,8 @@ pub fn lower_sched_op(c: &mut Ctx, op: &OpData) -> Result<(), PtxError> {
         // ring starts keep their places in front of it.
         Opcode::SmemAlloc => {}
         Opcode::AsyncCopy => {
-            let (buf, h) = stage_of(c, op)?;
             if op.attr("bar").is_some() {
+                let (buf, ix) = stage_ix_of(c, op)?;
                 if !buf.core || !c.target.has_tma() {
                     return unsupported(
                         c,
@@ -84,9 +106,10 @@ pub fn lower_sched_op(c: &mut Ctx, op: &OpData) -> Result<(), PtxError> {
                         "a tensor copy into a stage that is not in wgmma's 128B-swizzled layout",
                     );
                 }
-                let off = buf.off + h as u32 * buf.stride;
-                return super::tma::lower_copy(c, op, buf.shape, off);
+                let (off, dyn_off) = buf.stage_off(c, ix);
+                return super::tma::lower_copy(c, op, buf.shape, off, dyn_off);
             }
+            let (buf, h) = stage_of(c, op)?;
             if c.release_pending {
                 // Another thread may still read a released stage: every thread passes its
                 // last read before the refill starts.
@@ -102,10 +125,17 @@ pub fn lower_sched_op(c: &mut Ctx, op: &OpData) -> Result<(), PtxError> {
             wait(c, n);
         }
         Opcode::SmemRead => {
-            let (buf, h) = stage_of(c, op)?;
+            let (buf, ix) = stage_ix_of(c, op)?;
             let r = result(op)?;
-            let v = buf.stage(h);
-            let v = match c.places.get(&r).copied().unwrap_or(Place::Scalar) {
+            let place = c.places.get(&r).copied().unwrap_or(Place::Scalar);
+            if matches!(ix, StageIx::Reg(_)) && !(buf.core && place == Place::Shared) {
+                return Err(PtxError::at(
+                    sp,
+                    "internal: a run-time stage read other than a wgmma operand",
+                ));
+            }
+            let v = buf.stage(c, ix);
+            let v = match place {
                 Place::Shared => v,
                 Place::Reg(l) if !buf.core => super::tile::convert(c, &v, l, sp)?,
                 _ => {
@@ -219,6 +249,23 @@ pub fn wait(c: &mut Ctx, n: usize) {
     super::memory::fence_async(c);
     c.b.ins("bar.sync 0");
     c.release_pending = false;
+}
+
+/// The buffer and the stage that a scheduling op's operands 0 and 1 name: known while lowering,
+/// or, inside a ring that is not unrolled ([`dynamic_ring`]), its register.
+fn stage_ix_of(c: &mut Ctx, op: &OpData) -> Result<(StageBuf, StageIx), PtxError> {
+    if c.tma.dynamic_ring {
+        if let (Some(&b), Some(&s)) = (op.operands.first(), op.operands.get(1)) {
+            if !c.statics.contains_key(&s) {
+                let buf = buffer(c, b, op.span)?;
+                return match c.val(s, op.span)? {
+                    Val::Scalar(r) => Ok((buf, StageIx::Reg(r))),
+                    _ => Err(PtxError::at(op.span, "a stage index must be a scalar")),
+                };
+            }
+        }
+    }
+    stage_of(c, op).map(|(b, h)| (b, StageIx::Known(h)))
 }
 
 /// The buffer and the stage (known while lowering) that a scheduling op's operands 0 and 1 name.
@@ -492,4 +539,40 @@ pub fn hoisted_wait(k: &Kernel, ops: &[kir_ir::Op]) -> Option<(usize, usize, usi
         }
     }
     None
+}
+
+/// True when ring loop `op` (its stage index carried as `ring` says) need not be unrolled: a TMA
+/// ring (its copies complete on mbarriers) whose every stage read is a wgmma operand (a
+/// core-layout buffer read in place), so every stage address can be a run-time offset (a wgmma
+/// descriptor's base, a tensor copy's destination, a barrier's address). The loop body is then
+/// emitted once, with the stage index in a register.
+pub fn dynamic_ring(c: &Ctx, op: &OpData) -> bool {
+    let Some(&body) = op.regions.first() else {
+        return false;
+    };
+    let mut tma = false;
+    let mut ok = true;
+    fn walk(c: &Ctx, b: Block, tma: &mut bool, ok: &mut bool) {
+        for &o in &c.k.dfg.blocks[b].ops {
+            let od = &c.k.dfg.ops[o];
+            match od.opcode {
+                Opcode::AsyncCopy if od.attr("bar").is_some() => *tma = true,
+                Opcode::AsyncCopy | Opcode::AsyncWait | Opcode::AsyncCommit => *ok = false,
+                Opcode::SmemRead => {
+                    let shared = od
+                        .results
+                        .first()
+                        .is_some_and(|r| c.places.get(r) == Some(&Place::Shared));
+                    let core = od.operands.first().is_some_and(|b| c.core.contains(b));
+                    *ok &= shared && core;
+                }
+                _ => {}
+            }
+            for &r in &od.regions {
+                walk(c, r, tma, ok);
+            }
+        }
+    }
+    walk(c, body, &mut tma, &mut ok);
+    tma && ok
 }

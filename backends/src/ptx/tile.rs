@@ -108,6 +108,7 @@ pub fn convert(c: &mut Ctx, v: &Val, to: Layout, sp: Span) -> Result<Val, PtxErr
         }
         Val::Shared {
             off,
+            dyn_off,
             shape,
             dtype,
             row_stride,
@@ -118,6 +119,7 @@ pub fn convert(c: &mut Ctx, v: &Val, to: Layout, sp: Span) -> Result<Val, PtxErr
             let mut out = Vec::new();
             for sc in &coords {
                 let a = c.smem_addr(*off, &sc.idx, *row_stride, *col_stride, eb);
+                let a = c.plus_dyn(a, *dyn_off);
                 let r = super::lower::constant(c, *dtype, 0.0);
                 match dtype {
                     Dtype::F16 | Dtype::Bf16 => {
@@ -172,6 +174,7 @@ pub fn lower_shape_op(c: &mut Ctx, op: &OpData) -> Result<(), PtxError> {
         if let Some(&a) = op.operands.first() {
             if let Val::Shared {
                 off,
+                dyn_off,
                 shape: s,
                 dtype,
                 row_stride,
@@ -181,6 +184,7 @@ pub fn lower_shape_op(c: &mut Ctx, op: &OpData) -> Result<(), PtxError> {
                 if c.places.get(&v) == Some(&Place::Shared) {
                     let view = Val::Shared {
                         off,
+                        dyn_off,
                         shape: [s[1], s[0]],
                         dtype,
                         row_stride: col_stride,

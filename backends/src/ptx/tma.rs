@@ -2,25 +2,25 @@
 //! ops of scheduled IR and the copies that complete on them, as the `pipelining` pass's TMA
 //! rings use them in a kernel that is not warp-specialized (every thread reads the stages).
 //!
-//! - `mbar_alloc` reserves 8 bytes per stage (8-byte aligned) in shared memory. Thread 0
-//!   initialises each barrier with its hardware arrival count, then `fence.mbarrier_init` and
+//! - `mbar_alloc` reserves 8 bytes per stage (8-byte aligned) in shared memory. The filling thread
+//!   (lane 0 of the last warp) initialises each barrier with its hardware arrival count, then `fence.mbarrier_init` and
 //!   `bar.sync 0` publish the barriers before any use. An IR arrival with `tx` is one thread's
-//!   (the elected thread 0), so such a barrier keeps the IR count; an IR arrival without `tx` is
-//!   the whole block's, made by every thread (as CUTLASS's TMA pipeline lets every consumer
-//!   thread arrive), so its count is the IR count times the block's threads. A barrier with both
-//!   kinds of arrivals is an error.
-//! - `mbar_arrive %m, %s tx B` is `mbarrier.arrive.expect_tx` by thread 0; `mbar_arrive %m, %s`
-//!   is `mbarrier.arrive` by every thread, after `wgmma.wait_group 0` when a wgmma may still read
+//!   (the filling thread), so such a barrier keeps the IR count; an IR arrival without `tx` is
+//!   the whole block's, made by lane 0 of every warp after `bar.warp.sync` (not by every thread:
+//!   one shared-memory atomic per warp instead of 32), so its count is the IR count times the warps.
+//!   A barrier with both kinds of arrivals is an error.
+//! - `mbar_arrive %m, %s tx B` is `mbarrier.arrive.expect_tx` by the filling thread;
+//!   `mbar_arrive %m, %s` is `mbarrier.arrive` by lane 0 of every warp, after `wgmma.wait_group 0` when a wgmma may still read
 //!   shared memory (a stage must not be released while an asynchronous read of it runs).
 //! - `mbar_wait %m, %s, %p` polls `mbarrier.try_wait.parity` until the phase with parity p has
 //!   completed.
 //! - `async_copy … bar %m` into stage s of a core-layout buffer (wgmma's 128B-swizzled layout,
-//!   wgmma.rs) is one `cp.async.bulk.tensor` per 64 columns, issued by thread 0 from the kernel's
+//!   wgmma.rs) is one `cp.async.bulk.tensor` per 64 columns, issued by the filling thread from the kernel's
 //!   tensor map of that tensor and box (abi.rs, [`AbiArg::TensorMap`]); the box lands at
 //!   stage offset + (j / 64) · rows · 128, exactly the core layout, and completes its bytes on
 //!   `m[s]`. TMA writes through the async proxy and the barrier's completion publishes them.
 //! - A *producer block* (the body of the ring's `if` that starts a fill: waits, an arrival with
-//!   `tx`, tensor copies and the scalar ops that address them) runs on thread 0 alone, so only
+//!   `tx`, tensor copies and the scalar ops that address them) runs on the filling thread alone, so only
 //!   the thread that refills a stage waits for its release.
 //!
 //! [`AbiArg::TensorMap`]: crate::abi::AbiArg::TensorMap
@@ -47,24 +47,45 @@ pub struct TmaState {
     pub maps: HashMap<(String, Vec<u32>), Reg>,
     /// The barriers allocated so far.
     pub bars: HashMap<Value, MbarBuf>,
-    /// `tid == 0`, made on first use.
+    /// The filling thread (lane 0 of the last warp), made on first use.
     elected: Option<Reg>,
-    /// Lowering a producer block (already on thread 0 alone).
+    /// `lane == 0`, made on first use.
+    lane0: Option<Reg>,
+    /// Lowering a producer block (already on the filling thread alone).
     pub in_producer: bool,
+    /// Lowering the body of a ring that is not unrolled (stage indices may be registers).
+    pub dynamic_ring: bool,
 }
 
-/// The predicate `tid == 0` (in the prologue).
+/// The predicate of the thread that fills the ring: lane 0 of the block's last warp (in the
+/// prologue). With two ping-ponging warpgroups the second one finishes each stage last, so its
+/// thread finds the stage released when it refills it, and the first warpgroup never waits on a
+/// release (thread 0 cost 441 → 388 TFLOP/s on the H200, docs/benchmarks.md).
 fn elected(c: &mut Ctx) -> Reg {
     if let Some(p) = c.tma.elected {
         return p;
     }
-    let (p, tid) = (c.b.reg(RegClass::Pred), c.tid);
-    c.b.in_prologue(|b| b.ins(format!("setp.eq.u32 {p}, {tid}, 0")));
+    let (p, tid, last) = (c.b.reg(RegClass::Pred), c.tid, c.blk.threads - 32);
+    c.b.in_prologue(|b| b.ins(format!("setp.eq.u32 {p}, {tid}, {last}")));
     c.tma.elected = Some(p);
     p
 }
 
-/// `@tid==0 ` unless the code already runs on thread 0 alone.
+/// The predicate `lane == 0` (in the prologue).
+fn lane0(c: &mut Ctx) -> Reg {
+    if let Some(p) = c.tma.lane0 {
+        return p;
+    }
+    let (p, l, tid) = (c.b.reg(RegClass::Pred), c.b.reg(RegClass::B32), c.tid);
+    c.b.in_prologue(|b| {
+        b.ins(format!("and.b32 {l}, {tid}, 31"));
+        b.ins(format!("setp.eq.u32 {p}, {l}, 0"));
+    });
+    c.tma.lane0 = Some(p);
+    p
+}
+
+/// The filling thread's predicate prefix, unless the code already runs on it alone.
 fn on_elected(c: &mut Ctx) -> String {
     if c.tma.in_producer {
         String::new()
@@ -130,7 +151,7 @@ pub fn lower_alloc(c: &mut Ctx, op: &OpData) -> Result<(), PtxError> {
     let count = if with_tx {
         ir_count
     } else {
-        ir_count * u64::from(c.blk.threads)
+        ir_count * u64::from(c.blk.warps)
     };
     if count >= 1 << 20 {
         return Err(PtxError::at(
@@ -161,8 +182,16 @@ fn bar_addr(c: &mut Ctx, m: Value, s: Value, sp: Span) -> Result<Reg, PtxError> 
         .bars
         .get(&m)
         .ok_or_else(|| PtxError::at(sp, "internal: an mbarrier used before its mbar_alloc"))?;
-    let h = known_stage(c, s, buf.stages, sp)?;
     let (a, smem) = (c.b.reg(RegClass::B32), c.smem);
+    if c.tma.dynamic_ring && !c.statics.contains_key(&s) {
+        let super::ctx::Val::Scalar(r) = c.val(s, sp)? else {
+            return Err(PtxError::at(sp, "a stage index must be a scalar"));
+        };
+        c.b.ins(format!("mad.lo.s32 {a}, {r}, 8, {smem}"));
+        c.b.ins(format!("add.u32 {a}, {a}, {}", buf.off));
+        return Ok(a);
+    }
+    let h = known_stage(c, s, buf.stages, sp)?;
     c.b.ins(format!("add.u32 {a}, {smem}, {}", buf.off + 8 * h as u32));
     Ok(a)
 }
@@ -207,8 +236,12 @@ pub fn lower_arrive(c: &mut Ctx, op: &OpData) -> Result<(), PtxError> {
                 c.b.need(Isa::WGMMA).ins("wgmma.wait_group.sync.aligned 0");
                 c.wgmma_in_flight = false;
             }
+            // Lane 0 arrives for its warp once every lane's reads are done (`bar.warp.sync`
+            // orders the lanes' accesses before the arrival's release).
+            let l0 = lane0(c);
+            c.b.ins("bar.warp.sync -1");
             c.b.need(Isa::MBARRIER_TX)
-                .ins(format!("mbarrier.arrive.shared::cta.b64 _, [{a}]"));
+                .ins(format!("@{l0} mbarrier.arrive.shared::cta.b64 _, [{a}]"));
         }
     }
     Ok(())
@@ -242,9 +275,16 @@ pub fn lower_wait(c: &mut Ctx, op: &OpData) -> Result<(), PtxError> {
     Ok(())
 }
 
-/// `async_copy … bar %m` into stage `h` of a core-layout buffer at shared offset `off`
-/// ([rows, cols]): one tensor copy per 64 columns, by thread 0.
-pub fn lower_copy(c: &mut Ctx, op: &OpData, shape: [usize; 2], off: u32) -> Result<(), PtxError> {
+/// `async_copy … bar %m` into the stage of a core-layout buffer at shared offset `off` (plus
+/// `dyn_off` for a run-time stage; [rows, cols]): one tensor copy per 64 columns, by the
+/// filling thread.
+pub fn lower_copy(
+    c: &mut Ctx,
+    op: &OpData,
+    shape: [usize; 2],
+    off: u32,
+    dyn_off: Option<Reg>,
+) -> Result<(), PtxError> {
     let sp = op.span;
     let t = op
         .tensor
@@ -278,6 +318,7 @@ pub fn lower_copy(c: &mut Ctx, op: &OpData, shape: [usize; 2], off: u32) -> Resu
         let (dst, col) = (c.b.reg(RegClass::B32), c.b.reg(RegClass::B32));
         let at = off + (blk * rows * 128) as u32;
         c.b.ins(format!("add.u32 {dst}, {smem}, {at}"));
+        let dst = c.plus_dyn(dst, dyn_off);
         c.b.ins(format!(
             "add.s32 {col}, {}, {}",
             offs[rank - 1],
@@ -323,7 +364,7 @@ pub fn producer_block(k: &Kernel, ops: &[Op]) -> bool {
     copies > 0
 }
 
-/// Lowers a producer block on thread 0 alone; returns its (empty) yield.
+/// Lowers a producer block on the filling thread alone; returns its (empty) yield.
 pub fn lower_producer_block(c: &mut Ctx, b: kir_ir::Block) -> Result<Vec<Value>, PtxError> {
     let e = elected(c);
     let skip = c.b.label("producer_end");

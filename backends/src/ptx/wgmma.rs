@@ -400,7 +400,12 @@ pub fn lower(
     d: Dtype,
     sp: Span,
 ) -> Result<Vec<Reg>, PtxError> {
-    let Val::Shared { off: ob, .. } = b else {
+    let Val::Shared {
+        off: ob,
+        dyn_off: dyn_b,
+        ..
+    } = b
+    else {
         return Err(PtxError::at(
             sp,
             "internal: the wgmma B operand must be in shared memory",
@@ -427,8 +432,8 @@ pub fn lower(
     };
     let oa = match (frags.is_some(), w.a, a) {
         (true, ..) => None,
-        (false, Some(_), Val::Shared { off, .. }) => Some(*off),
-        (false, None, Val::Tile { .. }) => Some(regs_to_core(c, a, sp)?),
+        (false, Some(_), Val::Shared { off, dyn_off, .. }) => Some((*off, *dyn_off)),
+        (false, None, Val::Tile { .. }) => Some((regs_to_core(c, a, sp)?, None)),
         _ => {
             return Err(PtxError::at(
                 sp,
@@ -438,11 +443,12 @@ pub fn lower(
     };
     let zero = c.b.imm32(0);
     let base_a = match oa {
-        Some(oa) => {
+        Some((oa, dyn_a)) => {
             // This warpgroup's 64 rows of A start 64·128 bytes further per warpgroup.
             let (wg, base) = (c.b.reg(RegClass::B32), c.b.reg(RegClass::B32));
             c.b.ins(format!("shr.u32 {wg}, {}, 2", c.warp));
             let pa = c.shared_at(oa, zero);
+            let pa = c.plus_dyn(pa, dyn_a);
             c.b.ins(format!("mad.lo.s32 {base}, {wg}, {}, {pa}", 64 * 128));
             Some(base)
         }
@@ -450,6 +456,7 @@ pub fn lower(
     };
     let base_b = c.b.reg(RegClass::B32);
     let pb = c.shared_at(*ob, zero);
+    let pb = c.plus_dyn(pb, *dyn_b);
     c.b.ins(format!("mov.b32 {base_b}, {pb}"));
     // The accumulator: fresh registers the first wgmma overwrites (scale-d false) for a zero
     // start, set to 0.0; `acc`'s own registers when the dot is its last reader and it owns them (see
