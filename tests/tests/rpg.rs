@@ -153,7 +153,8 @@ fn the_ci_slice_of_generated_programs_passes_every_pass_and_backend() {
     assert!(get(&st, "egraph outputs exact") >= n, "{st:?}");
     // Outputs without a bound stay rare (they skip only the e-graph's comparison): at most one
     // in ten. Measured on the merged tree (commit 51fb3d8): 235 unchecked against 3,432 exact
-    // (6.8%; the generator was written with one in twenty as its bar, the one to return to).
+    // (6.8%); with bitcasts of possibly op-made NaNs unbounded, 253 against 3,416 (7.4%). The
+    // generator was written with one in twenty as its bar, the one to return to.
     assert!(
         get(&st, "egraph outputs unchecked") * 10 <= get(&st, "egraph outputs exact"),
         "{st:?}"

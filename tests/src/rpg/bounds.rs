@@ -24,8 +24,17 @@
 //! `add-zero-*` are exact up to the sign of a zero (x + 0 for x = −0): a float `add` with an
 //! operand computed from constants only (and not a nonzero literal) marks the value `zero_sign`
 //! (compared with +0 = −0); dividing by it, `recip`, `rsqrt` or a bitcast of it is unbounded.
+//!
+//! NaNs: the sign and payload of a NaN that an op produces are unspecified (docs/ir.md). Every
+//! value tracks whether it may be such a NaN ([`Nan`](super::bounds_walk::Nan)): provably not
+//! (integers, numbers from integers, `nf4`, ops that cannot make a NaN from numbers applied to
+//! non-NaNs), only with given bits (f32 input tensors and params, the runner's poison, a bitcast
+//! of integer bits, moved by loads, stores, copies, selects and shape ops), or possibly op-made
+//! (all the rest, and every f16/bf16 NaN). A bitcast from a float dtype to another of a possibly
+//! op-made NaN has no bound, in both models: the e-graph keeps `x` for `min(x, x)` where the
+//! interpreter makes a canonical NaN, and the GPU's canonical NaN (0x7FFFFFFF) is not the CPU's.
 
-use super::bounds_walk::Walk;
+use super::bounds_walk::{Nan, Walk};
 use kir_ir::{Kernel, Module, ParamKind};
 use std::collections::{BTreeMap, HashMap};
 
@@ -107,7 +116,9 @@ pub fn egraph_bounds(m: &Module, sites: bool) -> BTreeMap<String, Bound> {
 /// amplified by |x| ≤ 104 as above), `rsqrt` (`rsqrt.approx`). Unbounded: `log`, `log2`, `tanh`
 /// (absolute error bounds only), an f32 `add`/`sub` of a product (the assembler may contract
 /// them into an FMA), `dot`, float `reduce sum` and float `atomic_add` (order and precision
-/// of accumulation). A zero's sign is never compared on the GPU (`max.NaN`/`min.NaN` of ±0).
+/// of accumulation), and a bitcast of a possibly op-made NaN (the GPU's canonical NaN is
+/// 0x7FFFFFFF, the CPU's differ). A zero's sign is never compared on the GPU (`max.NaN`/`min.NaN`
+/// of ±0).
 pub fn gpu_bounds(m: &Module) -> BTreeMap<String, Bound> {
     bounds(m, Model::Gpu)
         .into_iter()
@@ -125,6 +136,8 @@ pub fn gpu_bounds(m: &Module) -> BTreeMap<String, Bound> {
 
 fn bounds(m: &Module, model: Model) -> BTreeMap<String, Bound> {
     let mut bufs: BTreeMap<String, Bound> = BTreeMap::new();
+    // The NaNs each buffer may hold: at first only given ones (inputs, the runner's poison).
+    let mut nans: BTreeMap<String, Nan> = BTreeMap::new();
     // (kernel, binding kernel param -> buffer) in launch order.
     let launches: Vec<(&Kernel, Vec<(String, String)>)> = match &m.program {
         Some(p) => p
@@ -163,6 +176,7 @@ fn bounds(m: &Module, model: Model) -> BTreeMap<String, Bound> {
                 model,
                 vals: HashMap::new(),
                 bufs: BTreeMap::new(),
+                nans: BTreeMap::new(),
             };
             for p in &k.params {
                 if let ParamKind::Tensor(..) = p.kind {
@@ -171,17 +185,19 @@ fn bounds(m: &Module, model: Model) -> BTreeMap<String, Bound> {
                         p.name.clone(),
                         bufs.get(buf).copied().unwrap_or(Bound::EXACT),
                     );
+                    w.nans
+                        .insert(p.name.clone(), nans.get(buf).copied().unwrap_or(Nan::Given));
                 }
             }
             w.block(k.body, Bound::EXACT);
+            let buf_of = |p: &str| map.get(p).copied().unwrap_or(p).to_string();
             for (p, b) in w.bufs {
-                let buf = map
-                    .get(p.as_str())
-                    .copied()
-                    .unwrap_or(p.as_str())
-                    .to_string();
-                let e = bufs.entry(buf).or_insert(Bound::EXACT);
+                let e = bufs.entry(buf_of(&p)).or_insert(Bound::EXACT);
                 *e = e.join(b);
+            }
+            for (p, n) in w.nans {
+                let e = nans.entry(buf_of(&p)).or_insert(Nan::Given);
+                *e = (*e).max(n);
             }
         }
     }

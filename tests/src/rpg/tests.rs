@@ -87,6 +87,53 @@ fn bounds_follow_the_rules_of_the_egraph_and_the_gpu() {
     assert_eq!(egraph_bounds(&m, true)["y"], Bound::EXACT);
 }
 
+#[test]
+fn a_bitcast_of_a_nan_an_op_may_have_made_has_no_bound() {
+    let bits = "  %b = bitcast %t : tile<4x4xi32>\n  %f = cast %b : tile<4x4xf32>\n  store y[%m0, %n0], %f guard";
+    let unbounded = |body: &str| {
+        let m = spec(&kernel(&format!("{body}\n{bits}")));
+        [
+            egraph_bounds(&m, false)["y"],
+            egraph_bounds(&m, true)["y"],
+            gpu_bounds(&m)["y"],
+        ]
+        .iter()
+        .all(|b| b.is_unbounded())
+    };
+    let exact = |body: &str| {
+        let m = spec(&kernel(&format!("{body}\n{bits}")));
+        egraph_bounds(&m, false)["y"] == Bound::EXACT && gpu_bounds(&m)["y"].rel == 0.0
+    };
+    // An input's NaNs keep their bits through loads, selects and shape ops.
+    assert!(exact("  %t = transpose %x : tile<4x4xf32>"));
+    assert!(exact(
+        "  %c = cmp lt %x, %x : tile<4x4xi1>\n  %t = select %c, %x, %x : tile<4x4xf32>"
+    ));
+    // min(x, x) makes a NaN of its own (the e-graph keeps x's); so does a NaN literal.
+    assert!(unbounded("  %t = min %x, %x : tile<4x4xf32>"));
+    assert!(unbounded("  %t = const nan : tile<4x4xf32>"));
+    // Numbers from integers are never NaN, and max/min of them neither.
+    assert!(exact(
+        "  %i = iota axis 1 : tile<4x4xi32>\n  %g = cast %i : tile<4x4xf32>\n  %t = max %g, %g : tile<4x4xf32>"
+    ));
+    // but their quotient may be (0/0 in column 0).
+    assert!(unbounded(
+        "  %i = iota axis 1 : tile<4x4xi32>\n  %g = cast %i : tile<4x4xf32>\n  %t = div %g, %g : tile<4x4xf32>"
+    ));
+    // A loop carries an op-made NaN into its result.
+    let lp = |op: &str| {
+        format!(
+            "  %z = const 0 : i32\n  %o = const 1 : i32\n  %t = for %i = %z to %o step %o iter(%v = %x) : tile<4x4xf32> {{\n    %w = {op} : tile<4x4xf32>\n    yield %w\n  }}"
+        )
+    };
+    assert!(unbounded(&lp("neg %v")));
+    assert!(exact(&lp("reshape %v")));
+    // A stored op-made NaN read back through memory.
+    assert!(unbounded(
+        "  %n = min %x, %x : tile<4x4xf32>\n  store y[%m0, %n0], %n guard\n  %t = load y[%m0, %n0] other 0.0 : tile<4x4xf32>"
+    ));
+}
+
 /// A broken e-graph pass: every `max` becomes `min` after the real pass.
 fn broken(m: &Module) -> Module {
     let mut out = kir_compiler::passes::egraph(m);
