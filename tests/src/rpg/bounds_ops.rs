@@ -215,9 +215,12 @@ impl Walk<'_> {
             }
             Opcode::Mul if f32r => {
                 floor = ins.iter().map(|i| i.floor).product();
+                // `mul-scalars-reassoc` rewrites `mul T, b` only when T's class holds a tile
+                // times a scalar.
                 let site = d.operands.len() == 2
                     && !is_scalar(k, d.operands[0])
-                    && is_scalar(k, d.operands[1]);
+                    && is_scalar(k, d.operands[1])
+                    && self.may_hold_scaled(d.operands[0], 0);
                 let b = round(inb);
                 if site && sites && !b.is_unbounded() {
                     Bound {
@@ -239,9 +242,17 @@ impl Walk<'_> {
                 } else if pow2 {
                     round(inb)
                 } else if sites && may_be_special_divisor(k, y, 0) {
-                    if yi.floor < 2f64.powi(-60) {
+                    // A divisor without a proven floor: unbounded, or bounded under a run-time
+                    // check of its range (perturbed by less than half, it stays in range).
+                    let trusted = yi.b.rel < 0.5 && self.guards.is_some();
+                    if yi.floor < 2f64.powi(-60) && !trusted {
                         Bound::UNBOUNDED
                     } else {
+                        if yi.floor < 2f64.powi(-60) {
+                            if let Some(g) = &mut self.guards {
+                                g.push(y);
+                            }
+                        }
                         let b = round(inb);
                         Bound {
                             rel: b.rel + 3.0 * ULP,

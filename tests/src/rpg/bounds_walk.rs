@@ -66,6 +66,9 @@ pub(super) struct Walk<'a> {
     pub(super) bufs: BTreeMap<String, Bound>,
     /// The NaNs each tensor param may hold (by kernel param name).
     pub(super) nans: BTreeMap<String, Nan>,
+    /// With `Some`, a division site whose divisor has no proven floor is bounded and its
+    /// divisor recorded here, to be checked at run time (`bounds::egraph_bounds_guarded`).
+    pub(super) guards: Option<Vec<Value>>,
 }
 
 pub(super) fn dt(k: &Kernel, v: Value) -> Option<Dtype> {
@@ -139,9 +142,53 @@ pub(super) fn may_be_special_divisor(k: &Kernel, v: Value, depth: usize) -> bool
     }
 }
 
+/// The ops whose e-class an exact rule may merge with one of their operands' (`mul-one`,
+/// `add-zero`, `sub-zero`, `div-one`, `max`/`min` with ∓inf or twice the same value, `select`
+/// with a constant mask or equal branches, `neg-neg`, the cast rules).
+fn identity_away(op: Opcode) -> bool {
+    matches!(
+        op,
+        Opcode::Add
+            | Opcode::Sub
+            | Opcode::Mul
+            | Opcode::Div
+            | Opcode::Max
+            | Opcode::Min
+            | Opcode::Select
+            | Opcode::Neg
+            | Opcode::Cast
+    )
+}
+
 impl<'a> Walk<'a> {
     pub(super) fn get(&self, v: Value) -> Info {
         self.vals.get(&v).copied().unwrap_or(EXACT)
+    }
+
+    /// Whether the e-class of the f32 tile `v` may hold `mul(x, a)` for a tile x and a scalar a,
+    /// the inner product `mul-scalars-reassoc` needs (`mul (mul ?x ?a) ?b`): `v` is such a
+    /// product, a division by a scalar (`div-scalar-to-recip-mul`, `div-pow2-to-mul` and
+    /// `div-sqrt-to-mul-rsqrt` turn it into one), an identity away from one, or computed from
+    /// constants only (constant folding merges every class of one value). Any other class
+    /// gains a product only as `mul(v, 1)` (through `mul-one`), which reassociates exactly.
+    pub(super) fn may_hold_scaled(&self, v: Value, depth: usize) -> bool {
+        let k = self.k;
+        if self.get(v).konst {
+            return true;
+        }
+        let Some(d) = def(k, v) else { return false };
+        let tile_by_scalar =
+            d.operands.len() == 2 && !is_scalar(k, d.operands[0]) && is_scalar(k, d.operands[1]);
+        if matches!(d.opcode, Opcode::Mul | Opcode::Div) && tile_by_scalar {
+            return true;
+        }
+        if !identity_away(d.opcode) {
+            return false;
+        }
+        depth >= 6
+            || d.operands
+                .iter()
+                .any(|&o| dt(k, o) == Some(Dtype::F32) && self.may_hold_scaled(o, depth + 1))
     }
 
     pub(super) fn taint(&self, d: &OpData) -> Bound {

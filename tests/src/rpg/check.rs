@@ -9,8 +9,10 @@
 //!   order instead of in parallel: the same bits (generated programs have no races);
 //! - `egraph` with only its exact rules: bit-identical (a zero's sign may differ where
 //!   [`bounds`](super::bounds) says `add-zero` may apply);
-//! - `egraph` (every rule, or the variant under test): within the bound of each output; outputs
-//!   without a bound are counted as unchecked;
+//! - `egraph` (every rule, or the variant under test): within the bound of each output (a
+//!   division whose divisor's range only a run shows is bounded when a run of the reference
+//!   with range checks passes: [`with_guards`]); outputs without a bound are counted as
+//!   unchecked;
 //! - `fusion` against `egraph`, `mask_split` against `fusion`: bit-identical;
 //! - `pipelining` (default depth, 2 and 4 stages; held rings where a loop qualifies) and
 //!   `warp_specialize` with every plan that applies, against `mask_split`: bit-identical under
@@ -23,7 +25,7 @@
 //!
 //! NaNs compare equal whatever their payload. Every panic is caught and fails its stage.
 
-use super::bounds::egraph_bounds;
+use super::bounds::{egraph_bounds, egraph_bounds_guarded, with_guards};
 use super::compare::compare;
 use super::rings::split_twin;
 use kir_backends::interp::{run_with, HostArg, HostTensor, RunOptions};
@@ -387,6 +389,39 @@ fn refusal(msg: &str) -> String {
     m.chars().take(90).collect()
 }
 
+/// The bounds of the `egraph` stage: those of [`egraph_bounds_guarded`] when a run of `spec`
+/// with its guards shows every guarded divisor in range on these inputs, else the static ones
+/// (those divisions then leave their outputs unbounded).
+fn guarded_bounds(
+    spec: &Module,
+    args: &BTreeMap<String, HostArg>,
+    stats: &mut Stats,
+) -> BTreeMap<String, super::bounds::Bound> {
+    let (b, guards) = egraph_bounds_guarded(spec);
+    if guards.is_empty() {
+        return b;
+    }
+    let m = with_guards(spec, &guards);
+    let ok = kir_ir::verifier::verify(&m).is_ok()
+        && guard("egraph guards", || {
+            run_with(&m, args, &RunOptions::default())
+        })
+        .is_ok_and(|r| r.is_ok());
+    stats.add(
+        if ok {
+            "egraph divisors in range at run time"
+        } else {
+            "egraph divisors out of range at run time"
+        },
+        1,
+    );
+    if ok {
+        b
+    } else {
+        egraph_bounds(spec, true)
+    }
+}
+
 /// Checks one program text (see the module doc): a generated case, or a saved reduced one.
 pub fn check(text: &str, cfg: &Config, nv: Option<&Nvrtc>) -> (Verdict, Stats) {
     let mut stats = Stats::default();
@@ -474,13 +509,8 @@ fn check_inner(
     let eg = guard("egraph", || (cfg.egraph)(&spec))?;
     verify("egraph", &eg)?;
     let eg_out = run("egraph", &eg, &args, 0)?;
-    compare(
-        "egraph",
-        &eg_out,
-        &base,
-        Some(&egraph_bounds(&spec, true)),
-        stats,
-    )?;
+    let bounds = guarded_bounds(&spec, &args, stats);
+    compare("egraph", &eg_out, &base, Some(&bounds), stats)?;
     let fused = guard("fusion", || passes::fusion(&eg))?;
     verify("fusion", &fused)?;
     if fused != eg {
