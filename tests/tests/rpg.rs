@@ -3,7 +3,8 @@
 //!   target per seed, rotating over all four) and NVRTC + ptxas (every third seed); a failure is
 //!   reduced and printed, and the test fails;
 //! - every reduced program saved under `tests/in/rpg/` passes, and every documented open
-//!   failure under `tests/in/rpg/known/` still fails at the stage its header names;
+//!   failure under `tests/in/rpg/known/` (none at present) still fails at the stage its header
+//!   names;
 //! - a planted e-graph bug (`cmp eq x, x` folded to true for floats, NaN forgotten) is found
 //!   within the slice and reduced to a small program.
 //!
@@ -176,11 +177,7 @@ fn saved_programs_replay() {
         .unwrap_or_default();
     files.retain(|p| p.extension().is_some_and(|x| x == "kir"));
     files.sort();
-    // Every plan runs, ragged consumer splits included (saved programs avoid the open issue).
-    let cfg = Config {
-        ragged_splits: true,
-        ..Config::default()
-    };
+    let cfg = Config::default();
     for f in &files {
         let text = std::fs::read_to_string(f).expect("read");
         let (v, _) = check(&text, &cfg, Some(&nv));
@@ -241,7 +238,6 @@ fn a_planted_egraph_bug_is_found_within_the_slice_and_reduced() {
         targets: vec![],
         cuda: None,
         sched_seeds: 1,
-        ragged_splits: false,
     };
     let (_, fails) = run_slice(SLICE, &cfg, &nv, true);
     let (seed, f) = fails

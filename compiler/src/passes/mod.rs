@@ -12,6 +12,7 @@ pub mod pipelining;
 mod pipelining_hold;
 pub mod specialize;
 pub mod warp_spec;
+mod warp_spec_grid;
 mod warp_spec_split;
 
 pub use egraph::{egraph, egraph_explained, egraph_with};
