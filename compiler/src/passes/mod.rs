@@ -13,6 +13,7 @@ mod pipelining_hold;
 mod pipelining_tma;
 pub mod specialize;
 pub mod warp_spec;
+mod warp_spec_grid;
 mod warp_spec_split;
 
 pub use egraph::{egraph, egraph_explained, egraph_with};

@@ -16,15 +16,19 @@
 //!   top, its stage reads, and after its releases `mbar_arrive %empty, s`; prologues, prefetches,
 //!   commits and group waits are gone.
 //!
-//! With C > 1 consumers the program covers C tiles along `split_axis` of the grid: consumer w
-//! works on tile `program_id(axis) · C + w`, the grid's axis shrinks to `cdiv(n, C)`, and the
-//! copies must not depend on that axis (the consumers share every stage, as FA3's two consumer
-//! warpgroups share K and V). Loop bounds may depend on it (causal key ranges do): the producer
-//! and every consumer walk the union [min lo, max hi) of the consumers' ranges, and a consumer
-//! runs the body only for iterations inside its own range, while still taking part in the ring.
-//! A copy that uses the loop's bounds (a key mask `j < hi`) gets the union's, so a stage may hold
-//! keys past one consumer's own bound; this relies on the consumer's own mask giving them no
-//! weight (as attention's −inf score mask does), which the differential tests check bit for bit.
+//! With C > 1 consumers the program covers C tiles along `split_axis` of the grid: consumer w works
+//! on tile `program_id(axis) · C + w`, the grid's axis shrinks to `cdiv(n, C)`, and the copies must
+//! not depend on that axis (the consumers share every stage, as FA3's two consumer warpgroups share
+//! K and V). When n is not a multiple of C, the last program's consumers past tile n − 1 (n
+//! computed from the grid expression as IR, `warp_spec_grid`) work on consumer 0's tile instead and
+//! write nothing (every store and atomic is under `if` the tile is below n), while keeping their
+//! waits, reads, releases, arrivals and turns in the ring. Loop bounds may depend on the axis
+//! (causal key ranges do): the producer and every consumer walk the union [min lo, max hi) of the
+//! consumers' ranges, and a consumer runs the body only for iterations inside its own range, while
+//! still taking part in the ring. A copy that uses the loop's bounds (a key mask `j < hi`) gets the
+//! union's, so a stage may hold keys past one consumer's own bound; this relies on the consumer's
+//! own mask giving them no weight (as attention's −inf score mask does), which the differential
+//! tests check bit for bit.
 //! With `pingpong`, consumers take turns through an ordering barrier per consumer, so one
 //! consumer's matrix work overlaps the other's softmax.
 
@@ -352,7 +356,7 @@ pub(super) fn build(
     inside: Vec<Op>,
     yield_op: Op,
     stages: usize,
-    split: Option<Vec<Op>>,
+    split: Option<super::warp_spec_split::Split>,
 ) -> Result<(), Diagnostic> {
     let c = plan.consumers as usize;
     let body = k.body;
@@ -390,10 +394,10 @@ pub(super) fn build(
         .iter()
         .map(|p| {
             let d = &k.dfg.ops[p.op];
-            split.as_deref().is_some_and(|pids| {
+            split.as_ref().is_some_and(|sp| {
                 super::warp_spec_split::bounds_split(
                     k,
-                    pids,
+                    &sp.pid_ops,
                     &inside,
                     &loop_results,
                     d.operands[0],
@@ -412,7 +416,7 @@ pub(super) fn build(
         let then = src.ops[p.prefetch].regions[0];
         // Bounds that differ between consumers come from `union_bounds`, and the copies read
         // them from there.
-        let split_here = split.as_deref().filter(|_| differs);
+        let split_here = split.as_ref().filter(|_| differs);
         let mut roots = if split_here.is_some() {
             vec![step]
         } else {
@@ -440,12 +444,12 @@ pub(super) fn build(
                 cl.vmap.get(&lo).copied().unwrap_or(lo),
                 cl.vmap.get(&hi).copied().unwrap_or(hi),
             ),
-            Some(pid_ops) => {
+            Some(sp) => {
                 let (ul, uh) = super::warp_spec_split::union_bounds(
                     k,
                     prod,
                     &src,
-                    pid_ops,
+                    sp,
                     &inside,
                     &loop_results,
                     plan,
@@ -463,33 +467,11 @@ pub(super) fn build(
         .append_op(prod, simple(Opcode::Yield, vec![], None), vec![]);
     // --- consumers ---
     k.dfg.blocks[cons].ops = inside.clone();
-    if let Some(pid_ops) = &split {
-        // program_id(axis) in the consumer is its own tile: pid · C + wg.
-        let pos = 0;
-        let real = {
-            let id = k.dfg.append_op(
-                cons,
-                simple(
-                    Opcode::ProgramId,
-                    vec![],
-                    Some(Attr::Expr(Expr::int(plan.split_axis as i64))),
-                ),
-                vec![(Type::scalar(Dtype::I32), None)],
-            );
-            k.dfg.ops[id].results[0]
-        };
-        let cc = iconst(k, cons, c as i64);
-        let scaled = op2(k, cons, Opcode::Mul, None, real, cc, Dtype::I32);
-        let tile = op2(k, cons, Opcode::Add, None, scaled, wg, Dtype::I32);
-        let n = k.dfg.blocks[cons].ops.len();
-        let head: Vec<Op> = k.dfg.blocks[cons].ops.drain(n - 4..).collect();
-        k.dfg.blocks[cons].ops.splice(pos..pos, head);
-        for &po in pid_ops {
-            let old = k.dfg.ops[po].results[0];
-            kedit::replace_uses(&mut k.dfg, old, tile, None);
-            k.dfg.blocks[cons].ops.retain(|&o| o != po);
-        }
-    }
+    // program_id(axis) in the consumer is its own tile pid · C + wg, or pid · C (consumer 0's)
+    // for a tile past the original grid, which then writes nothing (`guard_effects` below).
+    let valid = split
+        .as_ref()
+        .map(|sp| super::warp_spec_split::consumer_tile(k, cons, plan, wg, sp));
     if let Some(ord) = order {
         // Consumer 0 has the first turn: phase 0 of its ordering barrier completes at once.
         let pre = k.dfg.new_block();
@@ -518,9 +500,9 @@ pub(super) fn build(
     }
     let mut t_in = None;
     for (p, &differs) in loops.iter().zip(&split_bounds) {
-        let skip = match split.as_deref().filter(|_| differs) {
+        let skip = match split.as_ref().filter(|_| differs) {
             None => None,
-            Some(pid_ops) => {
+            Some(sp) => {
                 // Walk the union of the consumers' ranges; run the body inside this one's own.
                 let (own_lo, own_hi) = (k.dfg.ops[p.op].operands[0], k.dfg.ops[p.op].operands[1]);
                 let scratch = k.dfg.new_block();
@@ -528,7 +510,7 @@ pub(super) fn build(
                     k,
                     scratch,
                     &src,
-                    pid_ops,
+                    sp,
                     &inside,
                     &loop_results,
                     plan,
@@ -547,6 +529,9 @@ pub(super) fn build(
             }
         };
         t_in = Some(consumer_loop(k, p, t_in, full, empty, order, wg, c, skip));
+    }
+    if let Some(valid) = valid {
+        super::warp_spec_split::guard_effects(k, cons, valid);
     }
     k.dfg
         .append_op(cons, simple(Opcode::Yield, vec![], None), vec![]);

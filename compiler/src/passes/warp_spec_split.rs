@@ -1,12 +1,24 @@
 //! Several consumers for `warp_specialize`: tiles split along a grid axis, the union of their
-//! loop ranges with a guarded body when bounds differ per tile, and ping-pong turns.
+//! loop ranges with a guarded body when bounds differ per tile, ping-pong turns, and the last
+//! program's tiles past the original grid (an odd tile count split in two), which take part in
+//! the ring as consumer 0's tile and write nothing.
 
 use super::warp_spec::{bad, build, needed, region_inputs, Piped, WsPlan};
+use super::warp_spec_grid::{expr_value, lowerable};
 use crate::kedit::{self, iconst, op2, simple, Cloner};
 use kir_ir::{
-    Attr, Block, Diagnostic, Dtype, Expr, ExprKind, Kernel, Op, Opcode, Span, Type, Value, ValueDef,
+    Attr, Block, CmpPred, Diagnostic, Dtype, Expr, ExprKind, Func, Kernel, Op, Opcode, Span, Type,
+    Value, ValueDef,
 };
 use std::collections::HashSet;
+
+/// How the consumers split grid axis `split_axis`: the `program_id` ops of that axis and the
+/// axis's grid expression before the split (its tile count n). Consumer w of program p works on
+/// tile p · C + w when that is below n.
+pub(super) struct Split {
+    pub(super) pid_ops: Vec<Op>,
+    pub(super) tiles: Expr,
+}
 
 /// C > 1 consumers split tiles along the plan's grid axis (see the module doc).
 #[allow(clippy::too_many_arguments)]
@@ -78,8 +90,15 @@ pub(super) fn split_consumers(
     }
     let mut inside_all = moved.clone();
     inside_all.extend_from_slice(inside);
-    // grid[axis] := cdiv(grid[axis], C)
+    // grid[axis] := cdiv(grid[axis], C); the consumers compute the old one as IR.
     let g = k.grid[axis as usize].clone();
+    if !lowerable(&g) {
+        return Err(bad(
+            k.span,
+            k,
+            &format!("its grid along axis {axis} is not an integer expression of dims, which the consumers need to skip the tiles past it"),
+        ));
+    }
     k.grid[axis as usize] = Expr {
         kind: ExprKind::Call(
             kir_ir::Func::Cdiv,
@@ -95,8 +114,97 @@ pub(super) fn split_consumers(
         inside_all,
         yield_op,
         stages,
-        Some(pid_ops),
+        Some(Split {
+            pid_ops,
+            tiles: g_tiles(k, axis as usize),
+        }),
     )
+}
+
+/// The grid expression along `axis` before the split (undoing `cdiv(·, C)`).
+fn g_tiles(k: &Kernel, axis: usize) -> Expr {
+    match &k.grid[axis].kind {
+        ExprKind::Call(Func::Cdiv, a) => a[0].clone(),
+        _ => k.grid[axis].clone(),
+    }
+}
+
+/// Appends to block `b` the tile of consumer `w` (a value) of this program, `pid · C + w`, and
+/// whether it is inside the original grid; a tile past it is replaced by `pid · C`, consumer 0's,
+/// which always is. Returns (tile, valid).
+fn tile_of(k: &mut Kernel, b: Block, plan: &WsPlan, w: Value, sp: &Split) -> (Value, Value) {
+    let id = k.dfg.append_op(
+        b,
+        simple(
+            Opcode::ProgramId,
+            vec![],
+            Some(Attr::Expr(Expr::int(plan.split_axis as i64))),
+        ),
+        vec![(Type::scalar(Dtype::I32), None)],
+    );
+    let pid = k.dfg.ops[id].results[0];
+    let cc = iconst(k, b, plan.consumers as i64);
+    let first = op2(k, b, Opcode::Mul, None, pid, cc, Dtype::I32);
+    let tile = op2(k, b, Opcode::Add, None, first, w, Dtype::I32);
+    let n = expr_value(k, b, &sp.tiles);
+    let id = k.dfg.append_op(
+        b,
+        simple(Opcode::Cast, vec![tile], None),
+        vec![(Type::scalar(Dtype::I64), None)],
+    );
+    let wide = k.dfg.ops[id].results[0];
+    let valid = op2(k, b, Opcode::Cmp, Some(CmpPred::Lt), wide, n, Dtype::I1);
+    let id = k.dfg.append_op(
+        b,
+        simple(Opcode::Select, vec![valid, tile, first], None),
+        vec![(Type::scalar(Dtype::I32), None)],
+    );
+    (k.dfg.ops[id].results[0], valid)
+}
+
+/// Makes `program_id(axis)` in consumer block `cons` its tile (see [`tile_of`]); returns the
+/// value saying whether the tile is inside the original grid.
+pub(super) fn consumer_tile(
+    k: &mut Kernel,
+    cons: Block,
+    plan: &WsPlan,
+    wg: Value,
+    sp: &Split,
+) -> Value {
+    let head = k.dfg.new_block();
+    let (tile, valid) = tile_of(k, head, plan, wg, sp);
+    let ops = std::mem::take(&mut k.dfg.blocks[head].ops);
+    k.dfg.blocks[cons].ops.splice(0..0, ops);
+    for &po in &sp.pid_ops {
+        let old = k.dfg.ops[po].results[0];
+        kedit::replace_uses(&mut k.dfg, old, tile, None);
+        k.dfg.blocks[cons].ops.retain(|&o| o != po);
+    }
+    valid
+}
+
+/// Puts every store and atomic of block `b` (at any depth) under `if valid`: a consumer whose
+/// tile is past the original grid computes consumer 0's tile and keeps its place in the ring
+/// (its waits, reads, releases, arrivals and turns stay) but writes nothing.
+pub(super) fn guard_effects(k: &mut Kernel, b: Block, valid: Value) {
+    let ops = k.dfg.blocks[b].ops.clone();
+    let mut out = Vec::with_capacity(ops.len());
+    for o in ops {
+        for r in k.dfg.ops[o].regions.clone() {
+            guard_effects(k, r, valid);
+        }
+        if matches!(k.dfg.ops[o].opcode, Opcode::Store | Opcode::AtomicAdd) {
+            let then = kedit::yield_block(&mut k.dfg, vec![o], vec![]);
+            let els = kedit::yield_block(&mut k.dfg, vec![], vec![]);
+            let scratch = k.dfg.new_block();
+            let id = kedit::append_if(&mut k.dfg, scratch, valid, then, els, vec![]);
+            k.dfg.blocks[scratch].ops.clear();
+            out.push(id);
+        } else {
+            out.push(o);
+        }
+    }
+    k.dfg.blocks[b].ops = out;
 }
 
 /// The first of `roots` whose value (transitively through `among`) depends on `dep`.
@@ -190,22 +298,25 @@ pub(super) fn bounds_split(
 
 /// The union [min lo, max hi) over consumers w of a loop's bounds, appended to block `b`: each
 /// consumer's bounds are the loop's `[lo, hi]` cloned from `src` with `program_id(axis)` replaced
-/// by that consumer's tile `program_id(axis) · C + w`.
+/// by that consumer's tile (see [`tile_of`]: a tile past the grid counts as consumer 0's, so the
+/// union covers the real tiles only).
 #[allow(clippy::too_many_arguments)]
 pub(super) fn union_bounds(
     k: &mut Kernel,
     b: Block,
     src: &kir_ir::Dfg,
-    pid_ops: &[Op],
+    sp: &Split,
     among: &[Op],
     forbid: &HashSet<Value>,
     plan: &WsPlan,
     [lo, hi]: [Value; 2],
 ) -> (Value, Value) {
+    let pid_ops = &sp.pid_ops;
     let need = needed(k, &[lo, hi], among, forbid).unwrap_or_default();
     let mut ends: Vec<(Value, Value)> = vec![];
     for w in 0..plan.consumers as i64 {
-        let pid = {
+        let tile = if w == 0 {
+            // Consumer 0's tile, p · C, is always inside the grid.
             let id = k.dfg.append_op(
                 b,
                 simple(
@@ -215,12 +326,13 @@ pub(super) fn union_bounds(
                 ),
                 vec![(Type::scalar(Dtype::I32), None)],
             );
-            k.dfg.ops[id].results[0]
+            let pid = k.dfg.ops[id].results[0];
+            let cc = iconst(k, b, plan.consumers as i64);
+            op2(k, b, Opcode::Mul, None, pid, cc, Dtype::I32)
+        } else {
+            let wv = iconst(k, b, w);
+            tile_of(k, b, plan, wv, sp).0
         };
-        let cc = iconst(k, b, plan.consumers as i64);
-        let wv = iconst(k, b, w);
-        let scaled = op2(k, b, Opcode::Mul, None, pid, cc, Dtype::I32);
-        let tile = op2(k, b, Opcode::Add, None, scaled, wv, Dtype::I32);
         let mut wl = Cloner::new(src);
         for &po in pid_ops {
             wl.vmap.insert(src.ops[po].results[0], tile);

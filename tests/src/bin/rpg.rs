@@ -167,12 +167,7 @@ fn main() {
         let mut bad = 0;
         for f in &files {
             let text = std::fs::read_to_string(f).unwrap_or_else(|e| usage(&format!("{f}: {e}")));
-            // Saved programs are checked with every plan, ragged consumer splits included.
-            let cfg = Config {
-                ragged_splits: true,
-                ..Config::default()
-            };
-            let (v, _) = check(&text, &cfg, nv.as_ref());
+            let (v, _) = check(&text, &Config::default(), nv.as_ref());
             println!("{f}: {v:?}");
             bad += matches!(v, Verdict::Fail(_)) as usize;
         }

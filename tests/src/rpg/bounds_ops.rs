@@ -1,10 +1,12 @@
 //! The per-op rules of the bound analysis (`bounds`): which ops are inexact sites of the
-//! e-graph's rules or of the GPU's approximations, and how an error bound propagates through
-//! every other op (see the module doc of `bounds`).
+//! e-graph's rules or of the GPU's approximations, how an error bound propagates through every
+//! other op, and which NaNs each op's result may hold (see the module doc of `bounds`).
 
 use super::bounds::{Bound, Model, ULP};
-use super::bounds_walk::{const_of, def, dt, is_scalar, may_be_special_divisor, unit, Info, Walk};
-use kir_ir::{Dtype, OpData, Opcode};
+use super::bounds_walk::{
+    const_of, def, dt, is_scalar, may_be_special_divisor, other_nan, unit, Info, Nan, Walk,
+};
+use kir_ir::{Dtype, OpData, Opcode, Value};
 
 impl Walk<'_> {
     /// Sets the bound of `d`'s results (or of the tensor it writes).
@@ -74,6 +76,7 @@ impl Walk<'_> {
                     product: false,
                     konst: true,
                     floor: if floor.is_finite() { floor } else { 0.0 },
+                    nan: self.nan_of(d, &ins),
                 };
                 for &r in &d.results {
                     self.set(r, i);
@@ -122,7 +125,13 @@ impl Walk<'_> {
                     Bound::UNBOUNDED
                 };
                 let all = v.join(self.taint(d)).join(c);
-                self.store_into(&t, all);
+                // A float atomic adds: its sums are op-made (∞ + −∞ is a NaN).
+                let nan = if float_atomic {
+                    Nan::Any
+                } else {
+                    ins.first().map_or(Nan::Any, |i| i.nan)
+                };
+                self.store_into(&t, all, nan);
                 return;
             }
             Opcode::Neg | Opcode::Abs | Opcode::Max | Opcode::Min => {
@@ -206,9 +215,12 @@ impl Walk<'_> {
             }
             Opcode::Mul if f32r => {
                 floor = ins.iter().map(|i| i.floor).product();
+                // `mul-scalars-reassoc` rewrites `mul T, b` only when T's class holds a tile
+                // times a scalar.
                 let site = d.operands.len() == 2
                     && !is_scalar(k, d.operands[0])
-                    && is_scalar(k, d.operands[1]);
+                    && is_scalar(k, d.operands[1])
+                    && self.may_hold_scaled(d.operands[0], 0);
                 let b = round(inb);
                 if site && sites && !b.is_unbounded() {
                     Bound {
@@ -230,9 +242,17 @@ impl Walk<'_> {
                 } else if pow2 {
                     round(inb)
                 } else if sites && may_be_special_divisor(k, y, 0) {
-                    if yi.floor < 2f64.powi(-60) {
+                    // A divisor without a proven floor: unbounded, or bounded under a run-time
+                    // check of its range (perturbed by less than half, it stays in range).
+                    let trusted = yi.b.rel < 0.5 && self.guards.is_some();
+                    if yi.floor < 2f64.powi(-60) && !trusted {
                         Bound::UNBOUNDED
                     } else {
+                        if yi.floor < 2f64.powi(-60) {
+                            if let Some(g) = &mut self.guards {
+                                g.push(y);
+                            }
+                        }
                         let b = round(inb);
                         Bound {
                             rel: b.rel + 3.0 * ULP,
@@ -277,7 +297,20 @@ impl Walk<'_> {
                     _ => inb,
                 }
             }
-            Opcode::Bitcast | Opcode::Nf4 => {
+            Opcode::Bitcast => {
+                // A NaN's sign and payload are unspecified when an op made it (docs/ir.md); a
+                // bitcast to another dtype shows them, so the result has no bound then.
+                let from = d.operands.first().and_then(|&x| dt(k, x));
+                let shows_nan_bits = from.is_some_and(|x| x.is_float())
+                    && from != rd
+                    && ins.first().is_none_or(|i| i.nan == Nan::Any);
+                if inb.is_exact() && !shows_nan_bits {
+                    Bound::EXACT
+                } else {
+                    Bound::UNBOUNDED
+                }
+            }
+            Opcode::Nf4 => {
                 if inb.is_exact() {
                     Bound::EXACT
                 } else {
@@ -316,7 +349,23 @@ impl Walk<'_> {
                         buf,
                         Info {
                             b: cur.b.join(src),
+                            nan: cur.nan.max(self.copy_nan(d)),
                             ..cur
+                        },
+                    );
+                }
+                return;
+            }
+            Opcode::SmemAlloc => {
+                // Its stages hold what the kernel's copies into it bring (copies later in a
+                // loop body feed reads earlier in it, so all of them count from the start).
+                let nan = d.results.first().map_or(Nan::Any, |&r| self.copies_nan(r));
+                for &r in &d.results {
+                    self.set(
+                        r,
+                        Info {
+                            nan,
+                            ..super::bounds_walk::EXACT
                         },
                     );
                 }
@@ -350,9 +399,96 @@ impl Walk<'_> {
             product,
             konst,
             floor,
+            nan: self.nan_of(d, &ins),
         };
         for &r in &d.results {
             self.set(r, i);
         }
+    }
+
+    /// Which NaNs the result of `d` may hold, given its operands' `ins` (see [`Nan`]): ops that
+    /// only move bits keep their operands' NaNs; every other float op turns a NaN operand into
+    /// an op-made one, and the ops that make a NaN from numbers (∞ − ∞, 0·∞, 0/0, the root or
+    /// logarithm of a negative, silu(−∞), a NaN literal) always may.
+    pub(super) fn nan_of(&self, d: &OpData, ins: &[Info]) -> Nan {
+        let k = self.k;
+        let rd = d.results.first().and_then(|&r| dt(k, r));
+        if !rd.is_some_and(|x| x.is_float()) {
+            return Nan::No;
+        }
+        let arg = |i: usize| ins.get(i).map_or(Nan::Any, |x| x.nan);
+        let through = if ins.iter().all(|i| i.nan == Nan::No) {
+            Nan::No
+        } else {
+            Nan::Any
+        };
+        let nan = match d.opcode {
+            Opcode::Const => match const_of(d) {
+                Some(v) if !v.is_nan() => Nan::No,
+                _ => Nan::Any,
+            },
+            Opcode::Param => Nan::Given,
+            Opcode::Load => {
+                let t = d.tensor.as_ref().map(|t| t.param.as_str()).unwrap_or("");
+                let held = self.nans.get(t).copied().unwrap_or(Nan::Any);
+                held.max(other_nan(d))
+            }
+            Opcode::Splat | Opcode::Broadcast | Opcode::Reshape | Opcode::Transpose => arg(0),
+            Opcode::Select => arg(1).max(arg(2)),
+            Opcode::SmemRead => arg(0),
+            Opcode::Bitcast => {
+                if d.operands.first().and_then(|&x| dt(k, x)) == rd {
+                    arg(0)
+                } else {
+                    // Any bit pattern, NaNs included, with the operand's exact bits.
+                    Nan::Given
+                }
+            }
+            Opcode::Cast => {
+                let from = d.operands.first().and_then(|&x| dt(k, x));
+                if from.is_some_and(|x| x.is_float()) {
+                    through
+                } else {
+                    Nan::No
+                }
+            }
+            Opcode::Nf4 => Nan::No,
+            Opcode::Reduce if !matches!(d.reduce_kind(), Some(kir_ir::ReduceKind::Sum)) => through,
+            Opcode::Neg
+            | Opcode::Abs
+            | Opcode::Exp
+            | Opcode::Exp2
+            | Opcode::Tanh
+            | Opcode::Sigmoid
+            | Opcode::Recip
+            | Opcode::Floor
+            | Opcode::Max
+            | Opcode::Min => through,
+            _ => Nan::Any,
+        };
+        // f16 and bf16 are held widened to f32 (the interpreter, the PTX backend's registers)
+        // and narrowed again on every store: none of their NaNs has given bits.
+        if rd != Some(Dtype::F32) && nan == Nan::Given {
+            Nan::Any
+        } else {
+            nan
+        }
+    }
+
+    /// The NaNs one `async_copy` brings into its stage buffer: the tensor's, and its `other`.
+    fn copy_nan(&self, d: &OpData) -> Nan {
+        let t = d.tensor.as_ref().map(|t| t.param.as_str()).unwrap_or("");
+        let held = self.nans.get(t).copied().unwrap_or(Nan::Any);
+        held.max(other_nan(d))
+    }
+
+    /// The NaNs every `async_copy` of the kernel into stage buffer `buf` brings.
+    fn copies_nan(&self, buf: Value) -> Nan {
+        self.k
+            .dfg
+            .ops
+            .values()
+            .filter(|o| o.opcode == Opcode::AsyncCopy && o.operands.first() == Some(&buf))
+            .fold(Nan::No, |a, o| a.max(self.copy_nan(o)))
     }
 }

@@ -1,7 +1,8 @@
 //! The walk of the bound analysis (`bounds`): per value an [`Info`] (its bound, whether it is
 //! computed from constants, a lower bound on its magnitude, whether the GPU may contract it
-//! into an FMA), per tensor the bound of what it holds, and the control-flow ops (`for` to a
-//! fixpoint, `if`), whose decisions on inexact values leave their results unbounded.
+//! into an FMA, which NaNs it may hold), per tensor the bound of what it holds and its NaNs, and
+//! the control-flow ops (`for` to a fixpoint, `if`), whose decisions on inexact values leave
+//! their results unbounded.
 
 use super::bounds::{Bound, Model, ULP};
 use kir_ir::{Attr, Block, Dtype, ExprKind, Kernel, Offset, OpData, Opcode, Value, ValueDef};
@@ -16,6 +17,21 @@ pub(super) fn unit(d: Dtype) -> f64 {
     }
 }
 
+/// Which NaNs a float value may hold. The sign and payload of a NaN an op produces are
+/// unspecified (docs/ir.md): the reference and a pass or backend may give different bits, which
+/// only a `bitcast` shows (every other op and the output comparison treat all NaNs alike).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub(super) enum Nan {
+    /// Never a NaN (integers and masks too).
+    No,
+    /// An f32 NaN only with bits given from outside the kernel's arithmetic (an input tensor or
+    /// scalar param, the runner's poison, a bitcast of integer bits), moved by ops that keep
+    /// bits (loads, stores, copies, selects, shape ops): the same on every side.
+    Given,
+    /// Possibly a NaN that an op produced (arithmetic, a NaN literal): unspecified bits.
+    Any,
+}
+
 #[derive(Clone, Copy, Debug)]
 pub(super) struct Info {
     pub(super) b: Bound,
@@ -27,14 +43,18 @@ pub(super) struct Info {
     pub(super) konst: bool,
     /// A lower bound on |x| (0 when unknown).
     pub(super) floor: f64,
+    /// Which NaNs it may hold.
+    pub(super) nan: Nan,
 }
 
+/// What nothing is known about: exact (no rewrite touched it) but possibly any NaN.
 pub(super) const EXACT: Info = Info {
     b: Bound::EXACT,
     kval: None,
     product: false,
     konst: false,
     floor: 0.0,
+    nan: Nan::Any,
 };
 
 pub(super) struct Walk<'a> {
@@ -44,6 +64,11 @@ pub(super) struct Walk<'a> {
     pub(super) vals: HashMap<Value, Info>,
     /// Bound of what each tensor param holds (by kernel param name).
     pub(super) bufs: BTreeMap<String, Bound>,
+    /// The NaNs each tensor param may hold (by kernel param name).
+    pub(super) nans: BTreeMap<String, Nan>,
+    /// With `Some`, a division site whose divisor has no proven floor is bounded and its
+    /// divisor recorded here, to be checked at run time (`bounds::egraph_bounds_guarded`).
+    pub(super) guards: Option<Vec<Value>>,
 }
 
 pub(super) fn dt(k: &Kernel, v: Value) -> Option<Dtype> {
@@ -61,18 +86,30 @@ pub(super) fn def(k: &Kernel, v: Value) -> Option<&OpData> {
     }
 }
 
-pub(super) fn const_of(d: &OpData) -> Option<f64> {
-    fn ev(e: &kir_ir::Expr) -> Option<f64> {
-        match &e.kind {
-            ExprKind::Int(i) => Some(*i as f64),
-            ExprKind::Float(f) => Some(f.0),
-            ExprKind::Unary(kir_ir::UnOp::Neg, x) => ev(x).map(|v| -v),
-            _ => None,
-        }
-    }
-    match (&d.opcode, &d.lead) {
-        (Opcode::Const, Some(Attr::Expr(e))) => ev(e),
+/// The value of a literal expression (a number, maybe negated).
+pub(super) fn literal(e: &kir_ir::Expr) -> Option<f64> {
+    match &e.kind {
+        ExprKind::Int(i) => Some(*i as f64),
+        ExprKind::Float(f) => Some(f.0),
+        ExprKind::Unary(kir_ir::UnOp::Neg, x) => literal(x).map(|v| -v),
         _ => None,
+    }
+}
+
+pub(super) fn const_of(d: &OpData) -> Option<f64> {
+    match (&d.opcode, &d.lead) {
+        (Opcode::Const, Some(Attr::Expr(e))) => literal(e),
+        _ => None,
+    }
+}
+
+/// The NaNs a load's or copy's `other` literal fills in: none without `other` or with a number,
+/// an op-made NaN for `other nan` (or anything not a plain literal).
+pub(super) fn other_nan(d: &OpData) -> Nan {
+    match d.attr("other") {
+        None => Nan::No,
+        Some(Attr::Expr(e)) if literal(e).is_some_and(|v| !v.is_nan()) => Nan::No,
+        Some(_) => Nan::Any,
     }
 }
 
@@ -105,9 +142,53 @@ pub(super) fn may_be_special_divisor(k: &Kernel, v: Value, depth: usize) -> bool
     }
 }
 
+/// The ops whose e-class an exact rule may merge with one of their operands' (`mul-one`,
+/// `add-zero`, `sub-zero`, `div-one`, `max`/`min` with ∓inf or twice the same value, `select`
+/// with a constant mask or equal branches, `neg-neg`, the cast rules).
+fn identity_away(op: Opcode) -> bool {
+    matches!(
+        op,
+        Opcode::Add
+            | Opcode::Sub
+            | Opcode::Mul
+            | Opcode::Div
+            | Opcode::Max
+            | Opcode::Min
+            | Opcode::Select
+            | Opcode::Neg
+            | Opcode::Cast
+    )
+}
+
 impl<'a> Walk<'a> {
     pub(super) fn get(&self, v: Value) -> Info {
         self.vals.get(&v).copied().unwrap_or(EXACT)
+    }
+
+    /// Whether the e-class of the f32 tile `v` may hold `mul(x, a)` for a tile x and a scalar a,
+    /// the inner product `mul-scalars-reassoc` needs (`mul (mul ?x ?a) ?b`): `v` is such a
+    /// product, a division by a scalar (`div-scalar-to-recip-mul`, `div-pow2-to-mul` and
+    /// `div-sqrt-to-mul-rsqrt` turn it into one), an identity away from one, or computed from
+    /// constants only (constant folding merges every class of one value). Any other class
+    /// gains a product only as `mul(v, 1)` (through `mul-one`), which reassociates exactly.
+    pub(super) fn may_hold_scaled(&self, v: Value, depth: usize) -> bool {
+        let k = self.k;
+        if self.get(v).konst {
+            return true;
+        }
+        let Some(d) = def(k, v) else { return false };
+        let tile_by_scalar =
+            d.operands.len() == 2 && !is_scalar(k, d.operands[0]) && is_scalar(k, d.operands[1]);
+        if matches!(d.opcode, Opcode::Mul | Opcode::Div) && tile_by_scalar {
+            return true;
+        }
+        if !identity_away(d.opcode) {
+            return false;
+        }
+        depth >= 6
+            || d.operands
+                .iter()
+                .any(|&o| dt(k, o) == Some(Dtype::F32) && self.may_hold_scaled(o, depth + 1))
     }
 
     pub(super) fn taint(&self, d: &OpData) -> Bound {
@@ -129,13 +210,18 @@ impl<'a> Walk<'a> {
         }
     }
 
-    pub(super) fn block(&mut self, b: Block, ctl: Bound) -> Vec<Bound> {
+    /// Walks block `b` under control bound `ctl`; returns what its `yield` yields.
+    pub(super) fn block(&mut self, b: Block, ctl: Bound) -> Vec<(Bound, Nan)> {
         let ops = self.k.dfg.blocks[b].ops.clone();
         let mut yielded = vec![];
         for op in ops {
             let d = &self.k.dfg.ops[op];
             if d.opcode == Opcode::Yield {
-                yielded = d.operands.iter().map(|&v| self.get(v).b).collect();
+                yielded = d
+                    .operands
+                    .iter()
+                    .map(|&v| (self.get(v).b, self.get(v).nan))
+                    .collect();
                 continue;
             }
             self.op(d, ctl);
@@ -147,9 +233,11 @@ impl<'a> Walk<'a> {
         self.vals.insert(v, i);
     }
 
-    pub(super) fn store_into(&mut self, name: &str, b: Bound) {
+    pub(super) fn store_into(&mut self, name: &str, b: Bound, nan: Nan) {
         let e = self.bufs.entry(name.to_string()).or_insert(Bound::EXACT);
         *e = e.join(b);
+        let n = self.nans.entry(name.to_string()).or_insert(Nan::Any);
+        *n = (*n).max(nan);
     }
 
     pub(super) fn for_op(&mut self, d: &OpData, ins: &[Info], ctl: Bound) {
@@ -163,20 +251,30 @@ impl<'a> Walk<'a> {
         };
         let body = d.regions[0];
         let args = self.k.dfg.blocks[body].args.clone();
-        let mut carried: Vec<Bound> = ins.iter().skip(3).map(|i| i.b).collect();
+        let mut carried: Vec<(Bound, Nan)> = ins.iter().skip(3).map(|i| (i.b, i.nan)).collect();
         let mut out = carried.clone();
         for round_no in 0..3 {
             if let Some(&iv) = args.first() {
-                self.set(iv, Info { b: bounds, ..EXACT });
+                self.set(
+                    iv,
+                    Info {
+                        b: bounds,
+                        nan: Nan::No,
+                        ..EXACT
+                    },
+                );
             }
-            for (a, b) in args.iter().skip(1).zip(&carried) {
-                self.set(*a, Info { b: *b, ..EXACT });
+            for (a, &(b, nan)) in args.iter().skip(1).zip(&carried) {
+                self.set(*a, Info { b, nan, ..EXACT });
             }
             let ys = self.block(body, inner);
-            let next: Vec<Bound> = carried
+            let next: Vec<(Bound, Nan)> = carried
                 .iter()
-                .zip(ys.iter().chain(std::iter::repeat(&Bound::UNBOUNDED)))
-                .map(|(a, b)| a.join(*b))
+                .zip(
+                    ys.iter()
+                        .chain(std::iter::repeat(&(Bound::UNBOUNDED, Nan::Any))),
+                )
+                .map(|(a, b)| (a.0.join(b.0), a.1.max(b.1)))
                 .collect();
             if next == carried {
                 out = next;
@@ -185,11 +283,11 @@ impl<'a> Walk<'a> {
             // An error that grows every iteration has no bound.
             carried = next
                 .iter()
-                .map(|b| {
+                .map(|&(b, nan)| {
                     if round_no >= 1 && b.rel > 0.0 {
-                        Bound::UNBOUNDED
+                        (Bound::UNBOUNDED, nan)
                     } else {
-                        *b
+                        (b, nan)
                     }
                 })
                 .collect();
@@ -200,11 +298,12 @@ impl<'a> Walk<'a> {
         } else {
             Bound::UNBOUNDED
         };
-        for (r, b) in d.results.iter().zip(&out) {
+        for (r, &(b, nan)) in d.results.iter().zip(&out) {
             self.set(
                 *r,
                 Info {
                     b: b.join(t),
+                    nan,
                     ..EXACT
                 },
             );
@@ -218,11 +317,11 @@ impl<'a> Walk<'a> {
         } else {
             Bound::UNBOUNDED
         };
-        let mut res = vec![Bound::EXACT; d.results.len()];
+        let mut res = vec![(Bound::EXACT, Nan::No); d.results.len()];
         for &r in &d.regions {
             let ys = self.block(r, inner);
             for (a, b) in res.iter_mut().zip(ys) {
-                *a = a.join(b);
+                *a = (a.0.join(b.0), a.1.max(b.1));
             }
         }
         let t = if inner.is_exact() {
@@ -230,11 +329,12 @@ impl<'a> Walk<'a> {
         } else {
             Bound::UNBOUNDED
         };
-        for (r, b) in d.results.iter().zip(&res) {
+        for (r, &(b, nan)) in d.results.iter().zip(&res) {
             self.set(
                 *r,
                 Info {
                     b: b.join(t),
+                    nan,
                     ..EXACT
                 },
             );

@@ -9,13 +9,15 @@
 //!   order instead of in parallel: the same bits (generated programs have no races);
 //! - `egraph` with only its exact rules: bit-identical (a zero's sign may differ where
 //!   [`bounds`](super::bounds) says `add-zero` may apply);
-//! - `egraph` (every rule, or the variant under test): within the bound of each output; outputs
-//!   without a bound are counted as unchecked;
+//! - `egraph` (every rule, or the variant under test): within the bound of each output (a
+//!   division whose divisor's range only a run shows is bounded when a run of the reference
+//!   with range checks passes: [`with_guards`]); outputs without a bound are counted as
+//!   unchecked;
 //! - `fusion` against `egraph`, `mask_split` against `fusion`: bit-identical;
 //! - `pipelining` (default depth, 2 and 4 stages; held rings where a loop qualifies) and
 //!   `warp_specialize` with every plan that applies, against `mask_split`: bit-identical under
-//!   several scheduler seeds (plans with several consumers only where the split axis has a
-//!   multiple of their count of tiles, unless [`Config::ragged_splits`]: an open issue);
+//!   several scheduler seeds (a split axis of any tile count: the last program's consumer past
+//!   the grid writes nothing);
 //! - a hand-scheduled ring against its plain twin: bit-identical under every seed;
 //! - PTX for each requested target through ptxas, CUDA C through NVRTC and ptxas. A backend
 //!   that refuses a program with an error (a limitation it states) is counted, not failed; a
@@ -23,7 +25,7 @@
 //!
 //! NaNs compare equal whatever their payload. Every panic is caught and fails its stage.
 
-use super::bounds::egraph_bounds;
+use super::bounds::{egraph_bounds, egraph_bounds_guarded, with_guards};
 use super::compare::compare;
 use super::rings::split_twin;
 use kir_backends::interp::{run_with, HostArg, HostTensor, RunOptions};
@@ -65,10 +67,6 @@ pub struct Config {
     pub cuda: Option<Target>,
     /// Scheduler seeds per scheduled module.
     pub sched_seeds: u64,
-    /// Also check plans with several consumers when a kernel's grid along the split axis has a
-    /// tile count that is not a multiple of the consumer count (an open issue, documented in
-    /// docs/testing.md: the last program's extra consumer runs a tile the grid did not have).
-    pub ragged_splits: bool,
 }
 
 impl Default for Config {
@@ -79,7 +77,6 @@ impl Default for Config {
             targets: Target::ALL.to_vec(),
             cuda: Some(Target::Sm90a),
             sched_seeds: 2,
-            ragged_splits: false,
         }
     }
 }
@@ -210,33 +207,6 @@ fn count_ops(m: &Module, op: Opcode) -> usize {
         .sum()
 }
 
-/// Whether some kernel's grid along `plan.split_axis`, under the dims of `args`, is not a
-/// multiple of the plan's consumer count.
-fn ragged_split(m: &Module, args: &BTreeMap<String, HostArg>, plan: &WsPlan) -> bool {
-    let mut dims: BTreeMap<String, i64> = BTreeMap::new();
-    if let Some(ps) = m.entry_params() {
-        for p in ps {
-            if let (kir_ir::ParamKind::Tensor(_, t), Some(HostArg::Tensor(h))) =
-                (&p.kind, args.get(&p.name))
-            {
-                for (d, &n) in t.dims.iter().zip(&h.shape) {
-                    if let kir_ir::ExprKind::Ident(name) = &d.kind {
-                        dims.insert(name.clone(), n as i64);
-                    }
-                }
-            }
-        }
-    }
-    m.kernels.values().any(|k| {
-        let g = k.grid.get(plan.split_axis as usize).and_then(|e| {
-            e.eval_int(&|n| dims.get(n).map(|&v| kir_ir::EvalVal::Int(v)))
-                .ok()
-        });
-        // Unknown: treat as ragged.
-        g.map_or(true, |g| g % plan.consumers as i64 != 0)
-    })
-}
-
 /// Runs `after` under `seeds` scheduler seeds and demands `want` bit for bit.
 fn scheduled(
     stage: &str,
@@ -304,13 +274,6 @@ fn schedule(
     let Some(piped) = unheld else { return Ok(()) };
     for plan in WsPlan::ALL {
         let stage = format!("warp_specialize {}", plan.name);
-        if plan.consumers > 1 && !cfg.ragged_splits && ragged_split(ms, args, &plan) {
-            stats.add(
-                format!("{stage} skipped: tile count not a multiple of the consumers"),
-                1,
-            );
-            continue;
-        }
         let Ok(ws) = guard(&stage, || passes::warp_specialize(&piped, &plan))? else {
             continue;
         };
@@ -386,6 +349,39 @@ fn refusal(msg: &str) -> String {
         .collect::<Vec<_>>()
         .join("`");
     m.chars().take(90).collect()
+}
+
+/// The bounds of the `egraph` stage: those of [`egraph_bounds_guarded`] when a run of `spec`
+/// with its guards shows every guarded divisor in range on these inputs, else the static ones
+/// (those divisions then leave their outputs unbounded).
+fn guarded_bounds(
+    spec: &Module,
+    args: &BTreeMap<String, HostArg>,
+    stats: &mut Stats,
+) -> BTreeMap<String, super::bounds::Bound> {
+    let (b, guards) = egraph_bounds_guarded(spec);
+    if guards.is_empty() {
+        return b;
+    }
+    let m = with_guards(spec, &guards);
+    let ok = kir_ir::verifier::verify(&m).is_ok()
+        && guard("egraph guards", || {
+            run_with(&m, args, &RunOptions::default())
+        })
+        .is_ok_and(|r| r.is_ok());
+    stats.add(
+        if ok {
+            "egraph divisors in range at run time"
+        } else {
+            "egraph divisors out of range at run time"
+        },
+        1,
+    );
+    if ok {
+        b
+    } else {
+        egraph_bounds(spec, true)
+    }
 }
 
 /// Checks one program text (see the module doc): a generated case, or a saved reduced one.
@@ -475,13 +471,8 @@ fn check_inner(
     let eg = guard("egraph", || (cfg.egraph)(&spec))?;
     verify("egraph", &eg)?;
     let eg_out = run("egraph", &eg, &args, 0)?;
-    compare(
-        "egraph",
-        &eg_out,
-        &base,
-        Some(&egraph_bounds(&spec, true)),
-        stats,
-    )?;
+    let bounds = guarded_bounds(&spec, &args, stats);
+    compare("egraph", &eg_out, &base, Some(&bounds), stats)?;
     let fused = guard("fusion", || passes::fusion(&eg))?;
     verify("fusion", &fused)?;
     if fused != eg {

@@ -2,7 +2,7 @@
 //! e-graph's inexact sites and for the GPU, that the check can fail (a wrong pass output is
 //! reported, at the right stage), and that the reducer shrinks a failure while keeping it.
 
-use super::bounds::{egraph_bounds, gpu_bounds, Bound};
+use super::bounds::{egraph_bounds, egraph_bounds_guarded, gpu_bounds, with_guards, Bound};
 use super::check::{check, seed_of, Config, Verdict};
 use super::inputs::dim_size;
 use super::module::generate;
@@ -85,6 +85,103 @@ fn bounds_follow_the_rules_of_the_egraph_and_the_gpu() {
     ));
     assert!(gpu_bounds(&m)["y"].is_unbounded());
     assert_eq!(egraph_bounds(&m, true)["y"], Bound::EXACT);
+}
+
+#[test]
+fn a_bitcast_of_a_nan_an_op_may_have_made_has_no_bound() {
+    let bits = "  %b = bitcast %t : tile<4x4xi32>\n  %f = cast %b : tile<4x4xf32>\n  store y[%m0, %n0], %f guard";
+    let unbounded = |body: &str| {
+        let m = spec(&kernel(&format!("{body}\n{bits}")));
+        [
+            egraph_bounds(&m, false)["y"],
+            egraph_bounds(&m, true)["y"],
+            gpu_bounds(&m)["y"],
+        ]
+        .iter()
+        .all(|b| b.is_unbounded())
+    };
+    let exact = |body: &str| {
+        let m = spec(&kernel(&format!("{body}\n{bits}")));
+        egraph_bounds(&m, false)["y"] == Bound::EXACT && gpu_bounds(&m)["y"].rel == 0.0
+    };
+    // An input's NaNs keep their bits through loads, selects and shape ops.
+    assert!(exact("  %t = transpose %x : tile<4x4xf32>"));
+    assert!(exact(
+        "  %c = cmp lt %x, %x : tile<4x4xi1>\n  %t = select %c, %x, %x : tile<4x4xf32>"
+    ));
+    // min(x, x) makes a NaN of its own (the e-graph keeps x's); so does a NaN literal.
+    assert!(unbounded("  %t = min %x, %x : tile<4x4xf32>"));
+    assert!(unbounded("  %t = const nan : tile<4x4xf32>"));
+    // Numbers from integers are never NaN, and max/min of them neither.
+    assert!(exact(
+        "  %i = iota axis 1 : tile<4x4xi32>\n  %g = cast %i : tile<4x4xf32>\n  %t = max %g, %g : tile<4x4xf32>"
+    ));
+    // but their quotient may be (0/0 in column 0).
+    assert!(unbounded(
+        "  %i = iota axis 1 : tile<4x4xi32>\n  %g = cast %i : tile<4x4xf32>\n  %t = div %g, %g : tile<4x4xf32>"
+    ));
+    // A loop carries an op-made NaN into its result.
+    let lp = |op: &str| {
+        format!(
+            "  %z = const 0 : i32\n  %o = const 1 : i32\n  %t = for %i = %z to %o step %o iter(%v = %x) : tile<4x4xf32> {{\n    %w = {op} : tile<4x4xf32>\n    yield %w\n  }}"
+        )
+    };
+    assert!(unbounded(&lp("neg %v")));
+    assert!(exact(&lp("reshape %v")));
+    // A stored op-made NaN read back through memory.
+    assert!(unbounded(
+        "  %n = min %x, %x : tile<4x4xf32>\n  store y[%m0, %n0], %n guard\n  %t = load y[%m0, %n0] other 0.0 : tile<4x4xf32>"
+    ));
+}
+
+#[test]
+fn a_scalar_multiplier_is_a_site_only_over_a_scaled_tile() {
+    let m = spec(&kernel(
+        "  %a = mul %x, %s : tile<4x4xf32>\n  store y[%m0, %n0], %a guard",
+    ));
+    assert_eq!(egraph_bounds(&m, true)["y"], Bound::EXACT);
+    let m = spec(&kernel(
+        "  %a = mul %x, %s : tile<4x4xf32>\n  %b = mul %a, %s : tile<4x4xf32>\n  store y[%m0, %n0], %b guard",
+    ));
+    let b = egraph_bounds(&m, true)["y"];
+    assert!(b.rel > 0.0 && !b.is_unbounded(), "{b:?}");
+    // A division by a scalar becomes a product by its reciprocal: a multiplier then reassociates.
+    let m = spec(&kernel(
+        "  %h = const 3.0 : f32\n  %a = div %x, %h : tile<4x4xf32>\n  %b = mul %a, %s : tile<4x4xf32>\n  store y[%m0, %n0], %b guard",
+    ));
+    let b = egraph_bounds(&m, true)["y"];
+    assert!(
+        b.rel >= 5.0 * super::bounds::ULP && !b.is_unbounded(),
+        "{b:?}"
+    );
+}
+
+#[test]
+fn a_divisor_without_a_floor_is_bounded_only_under_a_run_time_check() {
+    let m = spec(&kernel(
+        "  %d = div %x, %s : tile<4x4xf32>\n  store y[%m0, %n0], %d guard",
+    ));
+    assert!(egraph_bounds(&m, true)["y"].is_unbounded());
+    let (b, guards) = egraph_bounds_guarded(&m);
+    assert!(b["y"].rel > 0.0 && !b["y"].is_unbounded(), "{b:?}");
+    assert_eq!(guards.len(), 1, "{guards:?}");
+    let g = with_guards(&m, &guards);
+    kir_ir::verifier::verify(&g).expect("the guarded module verifies");
+    let mut args = super::inputs::args(&m, seed()).expect("inputs");
+    let mut run = |s: f64| {
+        args.insert("s".into(), kir_backends::interp::HostArg::Scalar(s));
+        let opts = kir_backends::interp::RunOptions::default();
+        let plain = kir_backends::interp::run_with(&m, &args, &opts).expect("plain run");
+        // (Debug text: NaNs print alike.)
+        kir_backends::interp::run_with(&g, &args, &opts)
+            .map(|o| assert_eq!(format!("{o:?}"), format!("{plain:?}")))
+    };
+    assert!(run(3.0).is_ok());
+    assert!(run(f64::NAN).is_ok());
+    // Subnormal, huge, zero and infinite divisors fail the check (the last two conservatively).
+    for s in [1e-39, 1e38, 0.0, f64::INFINITY] {
+        assert!(run(s).is_err(), "divisor {s} passed the check");
+    }
 }
 
 /// A broken e-graph pass: every `max` becomes `min` after the real pass.
