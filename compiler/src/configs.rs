@@ -68,11 +68,12 @@ impl Values<'_> {
 
 /// The table (H200 measurements of 2026-12-01, docs/benchmarks.md "Hopper defaults").
 /// sm_90a attention: 128-row query blocks on two warpgroups (one 64-row wgmma fragment each,
-/// ping-ponging on the tensor cores); 128-key blocks for d128 (with the TMA ring, no causal
-/// masking: 509 TFLOP/s against 440 for 64-key blocks, whose 153 registers allow one block per
-/// SM as well; causal: 373 vs 305), 64-key blocks for d256. Head
-/// dim 64: one warpgroup on 64 rows and 128-key blocks (372 TFLOP/s at 16k, causal 344, against
-/// 338 / 325 for the op's 64×64 tile and 316 / 285 for 128×64 on 8 warps). sm_90a GEMM: a 128×256 tile with 64-deep K blocks on two warpgroups and a
+/// ping-ponging on the tensor cores). Without causal masking the key loop is a TMA ring
+/// (docs/passes.md): d128 with 64-key blocks (533.8 TFLOP/s at 16k, 122 registers, so two blocks
+/// per SM; 128-key blocks 512.6), d64 with 128-key blocks (454.7; 64-key blocks 381.5, the
+/// 64×128 tile on one warpgroup 410.3), d256 with 64-key blocks (560.2). Causal key ranges keep
+/// cp.async rings: d128 with 128-key blocks (408; 64-key blocks 325), d64 on one warpgroup of 64
+/// rows with 128-key blocks (347; 128×128 on two warpgroups 259). sm_90a GEMM: a 128×256 tile with 64-deep K blocks on two warpgroups and a
 /// 4-stage held ring, each wgmma group left in flight for one iteration (461 TFLOP/s at 8192³;
 /// 3 stages 408, 2 stages 396, the op's 64×64 tile 149); swiglu (two dots sharing A) keeps the
 /// op's tile.
@@ -80,7 +81,15 @@ const ROWS: &[Row] = &[
     Row {
         op: "attention_fwd",
         target: Target::Sm90a,
-        when: |v| v.half() && v.int("HEAD_DIM") == Some(128),
+        when: |v| v.half() && v.int("HEAD_DIM") == Some(128) && v.int("CAUSAL") == Some(0),
+        set: &[("BLOCK_M", "128"), ("BLOCK_N", "64")],
+        warps: Some(8),
+        stages: None,
+    },
+    Row {
+        op: "attention_fwd",
+        target: Target::Sm90a,
+        when: |v| v.half() && v.int("HEAD_DIM") == Some(128) && v.int("CAUSAL") == Some(1),
         set: &[("BLOCK_M", "128"), ("BLOCK_N", "128")],
         warps: Some(8),
         stages: None,
@@ -88,7 +97,15 @@ const ROWS: &[Row] = &[
     Row {
         op: "attention_fwd",
         target: Target::Sm90a,
-        when: |v| v.half() && v.int("HEAD_DIM") == Some(64),
+        when: |v| v.half() && v.int("HEAD_DIM") == Some(64) && v.int("CAUSAL") == Some(0),
+        set: &[("BLOCK_M", "128"), ("BLOCK_N", "128")],
+        warps: Some(8),
+        stages: None,
+    },
+    Row {
+        op: "attention_fwd",
+        target: Target::Sm90a,
+        when: |v| v.half() && v.int("HEAD_DIM") == Some(64) && v.int("CAUSAL") == Some(1),
         set: &[("BLOCK_M", "64"), ("BLOCK_N", "128")],
         warps: Some(4),
         stages: None,
