@@ -96,6 +96,9 @@ pub(super) fn lower_for(c: &mut Ctx, op: &OpData) -> Result<(), PtxError> {
     // stage: sched.rs, `dynamic_ring`).
     let dynamic = super::sched::dynamic_ring(c, op);
     let ring = stage_ring(c, op).filter(|_| !dynamic);
+    // Accesses of one tensor by different threads in program order (store_order.rs).
+    super::store_order::enter_loop(c, body);
+    let stores_before = c.stores.clone();
     let was_dynamic = c.tma.dynamic_ring;
     c.tma.dynamic_ring |= dynamic;
     let iv = c.b.reg(RegClass::B32);
@@ -151,6 +154,7 @@ pub(super) fn lower_for(c: &mut Ctx, op: &OpData) -> Result<(), PtxError> {
         c.b.place(&end);
     }
     c.tma.dynamic_ring = was_dynamic;
+    c.stores = super::store_order::merge(&stores_before, &c.stores);
     c.release_pending |= releases;
     if c.wgmma_in_flight {
         // A held dot's last group: its accumulator is the loop's result.
@@ -283,14 +287,21 @@ pub(super) fn lower_if(c: &mut Ctx, op: &OpData) -> Result<(), PtxError> {
     let mut pending_out = regions.len() < 2 && pending_in;
     let (els, end) = (c.b.label("else"), c.b.label("endif"));
     c.b.ins_if(cond, true, format!("bra.uni {els}"));
+    let stores_in = c.stores.clone();
+    let mut stores_out: Option<super::store_order::State> = None;
     for (i, &r) in regions.iter().enumerate() {
         c.release_pending = pending_in;
+        c.stores = stores_in.clone();
         let y = if super::tma::producer_block(c.k, &c.k.dfg.blocks[r].ops) {
             super::tma::lower_producer_block(c, r)?
         } else {
             block(c, r)?
         };
         pending_out |= c.release_pending;
+        stores_out = Some(match &stores_out {
+            None => c.stores.clone(),
+            Some(o) => super::store_order::merge(o, &c.stores),
+        });
         for (dst, &src) in outs.iter().zip(&y) {
             assign(c, dst, src, sp)?;
         }
@@ -304,6 +315,13 @@ pub(super) fn lower_if(c: &mut Ctx, op: &OpData) -> Result<(), PtxError> {
     }
     c.b.place(&end);
     c.release_pending = pending_out;
+    // One region (no else): the path around it keeps the state from before.
+    let around = (regions.len() < 2).then_some(&stores_in);
+    c.stores = match (stores_out, around) {
+        (Some(o), Some(a)) => super::store_order::merge(&o, a),
+        (Some(o), None) => o,
+        (None, _) => stores_in,
+    };
     for (&r, v) in op.results.iter().zip(outs) {
         c.vals.insert(r, v);
     }

@@ -69,6 +69,8 @@ pub struct Ctx<'a> {
     /// A wgmma group left in flight by a held dot (see `wgmma.rs`): the enclosing loop waits
     /// for it when it ends.
     pub wgmma_in_flight: bool,
+    /// Per tensor, how its last store since the last block barrier was spread (store_order.rs).
+    pub stores: super::store_order::State,
     /// Casts a store converts itself: cast result → its f32 source (mma_store.rs).
     pub store_casts: HashMap<Value, Value>,
     /// Tensor maps and mbarriers (tma.rs).

@@ -146,6 +146,7 @@ pub fn lower_kernel(
         wgmma_in_flight: false,
         tma: Default::default(),
         store_casts: HashMap::new(),
+        stores: HashMap::new(),
         smem_bufs: HashMap::new(),
         statics: HashMap::new(),
         release_pending: false,

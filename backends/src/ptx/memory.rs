@@ -171,6 +171,7 @@ pub fn lower_memory_op(c: &mut Ctx, op: &OpData) -> Result<(), PtxError> {
         .cloned()
         .ok_or_else(|| PtxError::at(sp, format!("unknown tensor `{}`", t.param)))?;
     let offs = offsets(c, t, sp)?;
+    super::store_order::before_access(c, op, &t.param);
     match op.opcode {
         Opcode::Load => {
             let v = *op
@@ -256,13 +257,19 @@ pub fn lower_memory_op(c: &mut Ctx, op: &OpData) -> Result<(), PtxError> {
             let d = info.dtype;
             let (regs, coords, owner, shape): (Vec<Reg>, Vec<SlotCoord>, Option<Reg>, Vec<usize>) =
                 match c.val(src, sp)? {
+                    // A scalar store is thread 0's (store_order.rs); a scalar atomic is
+                    // limited to thread 0 below.
                     Val::Scalar(r) => (
                         vec![r],
                         vec![SlotCoord {
                             idx: vec![],
                             valid: None,
                         }],
-                        None,
+                        (op.opcode == Opcode::Store).then(|| {
+                            let first = c.b.reg(RegClass::Pred);
+                            c.b.ins(format!("setp.eq.u32 {first}, {}, 0", c.tid));
+                            first
+                        }),
                         vec![],
                     ),
                     Val::Tile {

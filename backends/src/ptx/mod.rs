@@ -31,6 +31,7 @@ mod reduce;
 pub mod report;
 mod rescale;
 mod sched;
+mod store_order;
 mod tile;
 mod tma;
 pub use tma::tma_rings_lowerable;
