@@ -151,6 +151,12 @@ impl Liveness {
                         self.walk(k, region, loops);
                     }
                     let end = self.pos;
+                    // An `if`'s yields write its results inside the regions: they are live to
+                    // the op's end even when nothing after it reads them (seed 535 of the random
+                    // programs: an unused result's buffer was given to a tile of the branch).
+                    for &r in &op.results {
+                        self.uses.push((r, end, None));
+                    }
                     self.op_pos.insert(o, (start, end));
                 }
             }
