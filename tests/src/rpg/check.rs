@@ -232,24 +232,27 @@ fn schedule(
     cfg: &Config,
     stats: &mut Stats,
 ) -> Result<(), Failure> {
-    let variants: [(Option<usize>, bool); 4] = [
-        (None, false),
-        (Some(2), false),
-        (Some(4), false),
-        (Some(3), true),
+    // (stages, held, TMA ring): the TMA variant only counts where a ring qualifies (docs/passes.md).
+    let variants: [(Option<usize>, bool, bool); 5] = [
+        (None, false, false),
+        (Some(2), false, false),
+        (Some(4), false, false),
+        (Some(3), true, false),
+        (None, false, true),
     ];
     let mut unheld = None;
-    for (stages, hold) in variants {
+    for (stages, hold, tma) in variants {
         let stage = format!(
-            "pipelining {}{}",
+            "pipelining {}{}{}",
             stages.map_or("default".to_string(), |s| s.to_string()),
-            if hold { " held" } else { "" }
+            if hold { " held" } else { "" },
+            if tma { " tma" } else { "" }
         );
         let pc = PipelineConfig {
             smem_budget: 232_448,
             stages,
             hold_carried_dots: hold,
-            tma_rings: false,
+            tma_rings: tma,
         };
         let piped = match guard(&stage, || passes::pipelining(ms, &pc))? {
             Ok(m) => m,
@@ -262,12 +265,14 @@ fn schedule(
                 return Err(fail(&stage, format!("failed: {msg}")));
             }
         };
-        if count_ops(&piped, Opcode::AsyncCopy) == 0 {
+        if count_ops(&piped, Opcode::AsyncCopy) == 0
+            || (tma && count_ops(&piped, Opcode::MbarAlloc) == 0)
+        {
             continue;
         }
         stats.add(format!("{stage} ringed"), 1);
         scheduled(&stage, &piped, args, want, cfg.sched_seeds, stats)?;
-        if stages.is_none() {
+        if stages.is_none() && !tma {
             unheld = Some(piped);
         }
     }
