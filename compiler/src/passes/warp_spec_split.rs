@@ -129,10 +129,8 @@ fn g_tiles(k: &Kernel, axis: usize) -> Expr {
     }
 }
 
-/// Appends to block `b` the tile of consumer `w` (a value) of this program, `pid · C + w`, and
-/// whether it is inside the original grid; a tile past it is replaced by `pid · C`, consumer 0's,
-/// which always is. Returns (tile, valid).
-fn tile_of(k: &mut Kernel, b: Block, plan: &WsPlan, w: Value, sp: &Split) -> (Value, Value) {
+/// Appends to block `b` consumer 0's tile of this program, `program_id(axis) · C`.
+fn first_tile(k: &mut Kernel, b: Block, plan: &WsPlan) -> Value {
     let id = k.dfg.append_op(
         b,
         simple(
@@ -144,7 +142,14 @@ fn tile_of(k: &mut Kernel, b: Block, plan: &WsPlan, w: Value, sp: &Split) -> (Va
     );
     let pid = k.dfg.ops[id].results[0];
     let cc = iconst(k, b, plan.consumers as i64);
-    let first = op2(k, b, Opcode::Mul, None, pid, cc, Dtype::I32);
+    op2(k, b, Opcode::Mul, None, pid, cc, Dtype::I32)
+}
+
+/// Appends to block `b` the tile of consumer `w` (a value) of this program, `pid · C + w`, and
+/// whether it is inside the original grid; a tile past it is replaced by `pid · C`, consumer 0's,
+/// which always is. Returns (tile, valid).
+fn tile_of(k: &mut Kernel, b: Block, plan: &WsPlan, w: Value, sp: &Split) -> (Value, Value) {
+    let first = first_tile(k, b, plan);
     let tile = op2(k, b, Opcode::Add, None, first, w, Dtype::I32);
     let n = expr_value(k, b, &sp.tiles);
     let id = k.dfg.append_op(
@@ -317,18 +322,7 @@ pub(super) fn union_bounds(
     for w in 0..plan.consumers as i64 {
         let tile = if w == 0 {
             // Consumer 0's tile, p · C, is always inside the grid.
-            let id = k.dfg.append_op(
-                b,
-                simple(
-                    Opcode::ProgramId,
-                    vec![],
-                    Some(Attr::Expr(Expr::int(plan.split_axis as i64))),
-                ),
-                vec![(Type::scalar(Dtype::I32), None)],
-            );
-            let pid = k.dfg.ops[id].results[0];
-            let cc = iconst(k, b, plan.consumers as i64);
-            op2(k, b, Opcode::Mul, None, pid, cc, Dtype::I32)
+            first_tile(k, b, plan)
         } else {
             let wv = iconst(k, b, w);
             tile_of(k, b, plan, wv, sp).0

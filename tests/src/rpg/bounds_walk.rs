@@ -122,21 +122,10 @@ pub(super) fn may_be_special_divisor(k: &Kernel, v: Value, depth: usize) -> bool
     let Some(d) = def(k, v) else { return false };
     match d.opcode {
         Opcode::Broadcast | Opcode::Splat | Opcode::Sqrt => true,
-        Opcode::Add
-        | Opcode::Sub
-        | Opcode::Mul
-        | Opcode::Div
-        | Opcode::Max
-        | Opcode::Min
-        | Opcode::Select
-        | Opcode::Neg
-        | Opcode::Cast
-            if depth < 6 =>
-        {
-            d.operands
-                .iter()
-                .any(|&o| may_be_special_divisor(k, o, depth + 1))
-        }
+        op if identity_away(op) && depth < 6 => d
+            .operands
+            .iter()
+            .any(|&o| may_be_special_divisor(k, o, depth + 1)),
         Opcode::Const => false,
         _ => depth >= 6,
     }
