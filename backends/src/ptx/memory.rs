@@ -514,6 +514,13 @@ pub fn copy_tile(
     Ok(())
 }
 
+/// The tensor an `async_copy` reads.
+pub(super) fn copy_tensor(op: &OpData) -> Result<&TensorRef, PtxError> {
+    op.tensor
+        .as_ref()
+        .ok_or_else(|| PtxError::at(op.span, "async_copy without a tensor"))
+}
+
 /// An `async_copy`: the tile its tensor reference reads (a [rows, cols] `shape`, with the op's
 /// `mask` and `other`) into the stage at shared offset `off` (no wait, no barrier).
 pub fn copy_into_stage(
@@ -524,10 +531,7 @@ pub fn copy_into_stage(
     core: bool,
 ) -> Result<(), PtxError> {
     let sp = op.span;
-    let t = op
-        .tensor
-        .as_ref()
-        .ok_or_else(|| PtxError::at(sp, "async_copy without a tensor"))?;
+    let t = copy_tensor(op)?;
     let info = c
         .tensors
         .get(&t.param)

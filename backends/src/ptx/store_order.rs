@@ -86,7 +86,7 @@ fn accesses(c: &Ctx, k: &Kernel, b: Block, out: &mut Vec<(String, Dist)>) {
         let od = &k.dfg.ops[o];
         if let (Some(t), Some(d)) = (&od.tensor, dist(c, od)) {
             let x = (t.param.clone(), d);
-            if od.opcode != Opcode::AsyncCopy && !out.contains(&x) {
+            if !out.contains(&x) {
                 out.push(x);
             }
         }

@@ -286,10 +286,7 @@ pub fn lower_copy(
     dyn_off: Option<Reg>,
 ) -> Result<(), PtxError> {
     let sp = op.span;
-    let t = op
-        .tensor
-        .as_ref()
-        .ok_or_else(|| PtxError::at(sp, "async_copy without a tensor"))?;
+    let t = super::memory::copy_tensor(op)?;
     let (Some(kir_ir::Attr::Value(m)), Some(&s)) = (op.attr("bar"), op.operands.get(1)) else {
         return Err(PtxError::at(
             sp,
