@@ -138,17 +138,26 @@ def main():
     correctness("attn_kv_offset_bshd", "attention_fwd", dict(base, CAUSAL=1, KV_OFFSET=1, OUT_LAYOUT="bshd"),
                 dict(qkv, past_lengths=np.array([40, 53], dtype=i32)), {"scale": 0.125})
     # attention_bwd (o, lse from a float64 forward so the inputs are consistent).
-    for det in [1, 0]:
-        qb, kb, vb = (rng.standard_normal((1, 4, 100, 64)).astype(f32), rng.standard_normal((1, 2, 90, 64)).astype(f32),
-                      rng.standard_normal((1, 2, 90, 64)).astype(f32))
+    # Head dim 64 (both modes), and 128 at the defaults (causal and not: the dK/dV tile of the
+    # default config), on ragged lengths.
+    for det, dh, causal in [(1, 64, 0), (0, 64, 0), (1, 128, 0), (1, 128, 1)]:
+        qb, kb, vb = (rng.standard_normal((1, 4, 100, dh)).astype(f32), rng.standard_normal((1, 2, 90, dh)).astype(f32),
+                      rng.standard_normal((1, 2, 90, dh)).astype(f32))
         kk, vv = np.repeat(kb, 2, 1).astype(np.float64), np.repeat(vb, 2, 1).astype(np.float64)
         s_ = np.einsum("bhid,bhjd->bhij", qb.astype(np.float64), kk) * 0.125
+        if causal:
+            # Bottom-right aligned: row i sees keys j <= i + (Sk - Sq). The first rows see no key
+            # (their P is 0 in kir); key 0 keeps their o and lse finite in these inputs.
+            i_, j_ = np.arange(100)[:, None], np.arange(90)[None, :]
+            s_ = np.where(j_ <= i_ + (90 - 100), s_, -np.inf)
+            s_[..., :, 0] = np.where(np.isinf(s_[..., :, 0]), 0.0, s_[..., :, 0])
         m_ = s_.max(-1, keepdims=True)
         p_ = np.exp(s_ - m_)
         l_ = p_.sum(-1, keepdims=True)
         o_ = (np.einsum("bhij,bhjd->bhid", p_, vv) / l_).astype(f32)
         lse_ = (np.log(l_) + m_)[..., 0].astype(f32)
-        correctness(f"attn_bwd_det{det}", "attention_bwd", {"DTYPE": "bf16", "HEAD_DIM": 64, "DETERMINISTIC": det},
+        correctness(f"attn_bwd_det{det}_d{dh}_c{causal}", "attention_bwd",
+                    {"DTYPE": "bf16", "HEAD_DIM": dh, "DETERMINISTIC": det, "CAUSAL": causal},
                     {"q": qb, "k": kb, "v": vb, "o": o_, "do": rng.standard_normal(o_.shape).astype(f32), "lse": lse_},
                     {"scale": 0.125})
 

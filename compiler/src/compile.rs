@@ -241,6 +241,58 @@ fn lower_ptx(
     stages_hint: Option<usize>,
 ) -> Result<(Module, kir_backends::ptx::PtxModule), CompileError> {
     opts.validate().map_err(CompileError::Plain)?;
+    if opts.warp_specialize == Some(true) {
+        return lower_ptx_ws(spec, target, suffix, opts, stages_hint);
+    }
+    lower_ptx_one_role(spec, target, suffix, opts, stages_hint)
+}
+
+/// [`lower_ptx`] with warp specialization: the `pipelining` pass's cp.async ring (at the depth
+/// [`lower_ptx`] would choose), then `warp_specialize` with [`passes::WsPlan::one_consumer`]
+/// of the block's warps (4 unless set), then the backend; any step's error is returned (the
+/// caller asked for it).
+fn lower_ptx_ws(
+    spec: &Module,
+    target: Target,
+    suffix: &str,
+    opts: &PtxOptions,
+    stages_hint: Option<usize>,
+) -> Result<(Module, kir_backends::ptx::PtxModule), CompileError> {
+    let stages = opts.stages.or(stages_hint).unwrap_or(PIPELINE_STAGES);
+    let plan = crate::passes::WsPlan::one_consumer(opts.warps.unwrap_or(4));
+    let sched = pipeline::ScheduleOptions {
+        target: Some(target),
+        stages: Some(stages),
+        warp_specialize: pipeline::WsChoice::Plan(plan),
+        no_tma_rings: true,
+    };
+    let m = pipeline::schedule_observed(spec, &sched, &mut |_, _| {})
+        .map_err(CompileError::Source)?;
+    let out = kir_backends::ptx::compile_module_with(&m, target, suffix, opts)
+        .map_err(|e| ptx_error(e, target))?;
+    check_ptx_size(&m, target, &out)?;
+    Ok((m, out))
+}
+
+/// A backend error as the compile driver reports it (located when it has a span).
+fn ptx_error(e: kir_backends::ptx::PtxError, target: Target) -> CompileError {
+    match e.span {
+        Some(span) => CompileError::Source(Diagnostics::from(kir_ir::Diagnostic::new(
+            span,
+            format!("{} (target {})", e.message, target.name()),
+        ))),
+        None => CompileError::Plain(format!("{} (target {})", e.message, target.name())),
+    }
+}
+
+/// [`lower_ptx`] without warp specialization.
+fn lower_ptx_one_role(
+    spec: &Module,
+    target: Target,
+    suffix: &str,
+    opts: &PtxOptions,
+    stages_hint: Option<usize>,
+) -> Result<(Module, kir_backends::ptx::PtxModule), CompileError> {
     let explicit = opts.stages.is_some();
     let mut stages = opts.stages.or(stages_hint).unwrap_or(PIPELINE_STAGES);
     loop {
@@ -279,17 +331,7 @@ fn lower_ptx(
                 return Ok((m, out));
             }
             Err(e) if e.over_shared && !explicit && stages >= 2 => stages -= 1,
-            Err(e) => {
-                return Err(match e.span {
-                    Some(span) => CompileError::Source(Diagnostics::from(kir_ir::Diagnostic::new(
-                        span,
-                        format!("{} (target {})", e.message, target.name()),
-                    ))),
-                    None => {
-                        CompileError::Plain(format!("{} (target {})", e.message, target.name()))
-                    }
-                })
-            }
+            Err(e) => return Err(ptx_error(e, target)),
         }
     }
 }

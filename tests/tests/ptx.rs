@@ -91,10 +91,12 @@ fn cases() -> Vec<(&'static str, Vec<(&'static str, &'static str)>)> {
             "attention_fwd",
             vec![("DTYPE", "f32"), ("HEAD_DIM", "80"), ("CAUSAL", "0")],
         ),
-        // attention_bwd with 32 keys per dK/dV program (its 64-key default spills ~290 bytes on
-        // four warps, and is faster: docs/benchmarks.md), causal and not.
-        ("attention_bwd", vec![("BLOCK_KV", "32")]),
-        ("attention_bwd", vec![("BLOCK_KV", "32"), ("CAUSAL", "1")]),
+        // attention_bwd at its defaults (32 keys per dK/dV program), causal and not, and at head
+        // dims 64 and 256.
+        ("attention_bwd", vec![]),
+        ("attention_bwd", vec![("CAUSAL", "1")]),
+        ("attention_bwd", vec![("HEAD_DIM", "64")]),
+        ("attention_bwd", vec![("HEAD_DIM", "256"), ("CAUSAL", "1")]),
         ("gemm", vec![("DTYPE", "bf16")]),
         (
             "gemm",
@@ -185,6 +187,7 @@ fn four_warp_attention_tile_does_not_spill_on_sm90a() {
     let opts = PtxOptions {
         warps: Some(4),
         stages: None,
+        warp_specialize: None,
     };
     for causal in ["0", "1"] {
         let d = defs(&[
@@ -280,18 +283,22 @@ fn bad_ptx_options_are_errors() {
         PtxOptions {
             warps: Some(3),
             stages: None,
+            warp_specialize: None,
         },
         PtxOptions {
             warps: Some(64),
             stages: None,
+            warp_specialize: None,
         },
         PtxOptions {
             warps: None,
             stages: Some(0),
+            warp_specialize: None,
         },
         PtxOptions {
             warps: None,
             stages: Some(9),
+            warp_specialize: None,
         },
     ] {
         let e = compile_stage(
@@ -408,6 +415,7 @@ fn pipelined_loops_lower_to_a_cp_async_ring_on_every_target() {
                 let opts = PtxOptions {
                     warps: None,
                     stages,
+                    warp_specialize: None,
                 };
                 let out = compile_stage(
                     src,
@@ -529,6 +537,7 @@ fn a_default_ring_that_does_not_fit_gets_shallower() {
         let opts = PtxOptions {
             warps: None,
             stages: Some(2),
+            warp_specialize: None,
         };
         let r = compile_stage(src, &d, None, target, Emit::Ptx, Stage::Output, &opts);
         match r {
@@ -548,8 +557,8 @@ fn a_default_ring_that_does_not_fit_gets_shallower() {
 /// Scheduled IR written by hand: a single-partition ring whose stage reads feed an elementwise
 /// op (read into registers) assembles on every target without spills; the ops the scheduling
 /// passes never emit for PTX (mbarriers, warp specialization) and a stage index the backend
-/// cannot know at compile time are errors naming the op and the target (mbarriers lower on
-/// targets with TMA; warp specialization nowhere yet).
+/// cannot know at compile time are errors naming the op and the target (mbarriers and
+/// warp specialization lower on targets with TMA, tensor copies only into wgmma's layout).
 #[test]
 fn hand_scheduled_ir_lowers_or_names_what_it_cannot() {
     let ring = include_str!("../in/sched/ring_plain.kir");
@@ -569,9 +578,10 @@ fn hand_scheduled_ir_lowers_or_names_what_it_cannot() {
             .err()
             .expect("ring_ws")
             .to_string();
-        // Targets with TMA lower the mbarriers (tma.rs) and stop at the partitions.
+        // Targets with TMA lower the mbarriers (tma.rs) and the partitions (ws.rs), and stop at
+        // a tensor copy into a stage that wgmma does not read (TMA writes only its layout).
         let first = if target.has_mbarrier_tx() {
-            "`warp_specialize`"
+            "`async_copy`"
         } else {
             "`mbar_alloc`"
         };

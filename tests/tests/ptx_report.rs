@@ -91,6 +91,7 @@ fn declined_reasons_name_the_condition() {
     let four = PtxOptions {
         warps: Some(4),
         stages: None,
+        warp_specialize: None,
     };
     let c = build("gemm", WGMMA_GEMM, Target::Sm90a, &four);
     let r = only(&c);
@@ -165,6 +166,7 @@ fn warps_rings_and_rescales() {
     let three = PtxOptions {
         warps: None,
         stages: Some(3),
+        warp_specialize: None,
     };
     let c = build("attention_fwd", &[], Target::Sm80, &three);
     let r = only(&c);

@@ -337,6 +337,7 @@ fn ptx_that_unrolls_past_the_limit_is_an_error() {
         let opts = PtxOptions {
             warps: Some(warps),
             stages: Some(stages),
+            warp_specialize: None,
         };
         compile_stage(src, &d, None, target, Emit::Ptx, Stage::Output, &opts)
     };
@@ -444,10 +445,12 @@ kernel @k(y: out tensor<f32>[1], a: f32) grid [1, 1, 1] {
         PtxOptions {
             warps: None,
             stages: Some(3),
+            warp_specialize: None,
         },
         PtxOptions {
             warps: Some(8),
             stages: None,
+            warp_specialize: None,
         },
     ] {
         let r = compile_stage(

@@ -267,7 +267,7 @@ pub(super) fn lower_if(c: &mut Ctx, op: &OpData) -> Result<(), PtxError> {
             .iter()
             .any(|&r| contains(c.k, r, Opcode::AsyncCopy))
     {
-        c.b.ins("bar.sync 0");
+        c.sync_block();
         c.release_pending = false;
     }
     let pending_in = c.release_pending;

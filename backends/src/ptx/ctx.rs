@@ -91,6 +91,12 @@ pub struct Ctx<'a> {
     pub dims: HashMap<String, Reg>,
     pub scalars: HashMap<String, Reg>,
     pub tid: Reg,
+    /// The barrier that synchronizes the threads running the code being lowered: `None` is the
+    /// whole block (`bar.sync 0`); `Some((id, threads))` a named barrier, inside a
+    /// warp-specialized partition whose other warps never reach it.
+    pub block_bar: Option<(u32, u32)>,
+    /// Warp specialization: the launch's thread index and the deferred ops (ws.rs).
+    pub ws: super::ws::WsState,
     pub warp: Reg,
     pub g: Reg,
     pub colbase: Reg,
@@ -487,6 +493,15 @@ impl Ctx<'_> {
         let off = self.smem_top.div_ceil(align) * align;
         self.smem_top = off + bytes;
         off
+    }
+
+    /// Synchronizes (and orders the shared-memory accesses of) every thread that runs the code
+    /// being lowered: the whole block, or the partition's named barrier (see `block_bar`).
+    pub fn sync_block(&mut self) {
+        match self.block_bar {
+            None => self.b.ins("bar.sync 0"),
+            Some((id, n)) => self.b.ins(format!("bar.sync {id}, {n}")),
+        }
     }
 
     /// Reserves `bytes` of shared memory (16-byte aligned) for the rest of the kernel.

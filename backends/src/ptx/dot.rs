@@ -12,7 +12,7 @@ use super::PtxError;
 use kir_ir::{Dtype, OpData, Opcode, Span, Value, ValueDef};
 
 /// Puts a tile in shared memory (a fresh region), converting from registers if needed.
-fn to_shared(c: &mut Ctx, v: &Val, sp: Span) -> Result<Val, PtxError> {
+pub(super) fn to_shared(c: &mut Ctx, v: &Val, sp: Span) -> Result<Val, PtxError> {
     match v {
         Val::Shared { .. } => Ok(v.clone()),
         Val::Scalar(_) => Err(PtxError::at(sp, "a dot operand must be a tile")),
@@ -29,9 +29,45 @@ fn to_shared(c: &mut Ctx, v: &Val, sp: Span) -> Result<Val, PtxError> {
             let eb = smem_bytes(*dtype);
             let rs = cols + 16 / eb;
             let off = c.alloc_shared((rows * rs * eb) as u32);
+            let fragments = matches!(layout, Layout::RowMma | Layout::Grid)
+                && cols > 1
+                && matches!(dtype, Dtype::F16 | Dtype::Bf16)
+                && regs.len() % 2 == 0;
+            if fragments {
+                // Accumulator fragments: one base address per thread, then a packed pair of
+                // adjacent columns per store at a constant offset from it.
+                let (rowbase, colbase, sub) = if *layout == Layout::Grid {
+                    let (r, c2, wn) = c.grid_bases(shape);
+                    (r, c2, vec![rows, cols / wn])
+                } else {
+                    (c.rowbase(shape), c.colbase, shape.to_vec())
+                };
+                let base = c.smem_addr(off, &[rowbase, colbase], rs, 1, eb);
+                let t = if *dtype == Dtype::F16 { "f16" } else { "bf16" };
+                c.sync_block();
+                for s in (0..regs.len()).step_by(2) {
+                    let (ro, co) = layout::rowmma_slot(&sub, s);
+                    let w = c.b.reg(RegClass::B32);
+                    c.b.need(Isa::CVT_TO_BF16_OR_PACKED).ins(format!(
+                        "cvt.rn.{t}x2.f32 {w}, {}, {}",
+                        regs[s + 1],
+                        regs[s]
+                    ));
+                    c.b.ins(format!("st.shared.b32 [{base}+{}], {w}", (ro * rs + co) * eb));
+                }
+                c.sync_block();
+                return Ok(Val::Shared {
+                    off,
+                    dyn_off: None,
+                    shape: [rows, cols],
+                    dtype: *dtype,
+                    row_stride: rs,
+                    col_stride: 1,
+                });
+            }
             let coords = c.coords(*layout, shape);
             let owner = *layout == Layout::RowMma && cols == 1;
-            c.b.ins("bar.sync 0");
+            c.sync_block();
             for (sc, &r) in coords.iter().zip(regs) {
                 let a = c.smem_addr(off, &sc.idx, rs, 1, eb);
                 let valid = sc.valid.or(owner.then_some(c.quad_leader));
@@ -52,7 +88,7 @@ fn to_shared(c: &mut Ctx, v: &Val, sp: Span) -> Result<Val, PtxError> {
                     }
                 }
             }
-            c.b.ins("bar.sync 0");
+            c.sync_block();
             Ok(Val::Shared {
                 off,
                 dyn_off: None,

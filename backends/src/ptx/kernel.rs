@@ -155,6 +155,8 @@ pub fn lower_kernel(
         dims: HashMap::new(),
         scalars: HashMap::new(),
         tid,
+        block_bar: None,
+        ws: Default::default(),
         warp,
         g,
         colbase,
@@ -170,10 +172,15 @@ pub fn lower_kernel(
         report: Default::default(),
     };
     let mut params = Vec::new();
-    ctx.b.in_prologue(|b| {
-        b.ins(format!("mov.u32 {tid}, %tid.x"));
-        b.ins(format!("mov.u32 {smem}, kir_smem"));
-    });
+    let ws = super::ws::ws_op(k).map(|(_, a)| a);
+    match &ws {
+        Some(a) => super::ws::setup(&mut ctx, a),
+        None => ctx
+            .b
+            .in_prologue(|b| b.ins(format!("mov.u32 {tid}, %tid.x"))),
+    }
+    ctx.b
+        .in_prologue(|b| b.ins(format!("mov.u32 {smem}, kir_smem")));
     // Params in ABI order.
     for (i, a) in abi.args.iter().enumerate() {
         let pname = format!("{symbol}_param_{i}");
@@ -264,10 +271,15 @@ pub fn lower_kernel(
     let from = super::report::warps_from(policy_why);
     let report = super::report::build(&mut ctx, symbol, from, shared_bytes, &isa);
     let body = patch_scratch(&ctx.b.finish(), scratch_at);
+    // A warp-specialized kernel launches its producer's warps too, and states its register
+    // count at entry (ws.rs).
+    let (threads, maxnreg) = match &ws {
+        Some(a) => (a.threads(), format!(".maxnreg {}\n", a.entry_regs())),
+        None => (blk.threads, String::new()),
+    };
     let text = format!(
-        ".visible .entry {symbol}(\n\t{}\n)\n.maxntid {}, 1, 1\n{{\n{body}\tret;\n}}\n",
+        ".visible .entry {symbol}(\n\t{}\n)\n.maxntid {threads}, 1, 1\n{maxnreg}{{\n{body}\tret;\n}}\n",
         params.join(",\n\t"),
-        blk.threads
     );
     let smem_align = if ctx.core.is_empty() {
         16
@@ -276,7 +288,7 @@ pub fn lower_kernel(
     };
     Ok(Lowered {
         text,
-        threads: blk.threads,
+        threads,
         shared_bytes,
         isa,
         smem_align,

@@ -365,7 +365,13 @@ pub fn assign_for(
                         .first()
                         .is_some_and(|a| shared.get(a).copied().unwrap_or(false));
                 let rank2 = dfg.ty(r).shape().is_some_and(|s| s.len() == 2);
-                if src_shared && rank2 && only_dot_operand(r, &uses, k, 0) {
+                // A transpose of a 16-bit register tile that only feeds dots is written to
+                // shared memory once and read back as a transposed view (ldmatrix.trans),
+                // instead of moving through a blocked register layout.
+                let reg_transpose = op.opcode == Opcode::Transpose
+                    && !src_shared
+                    && matches!(dfg.ty(r).dtype(), Some(Dtype::F16 | Dtype::Bf16));
+                if (src_shared || reg_transpose) && rank2 && only_dot_operand(r, &uses, k, 0) {
                     shared.insert(r, true);
                 }
             }

@@ -24,6 +24,10 @@ pub fn block(c: &mut Ctx, b: Block) -> Result<Vec<Value>, PtxError> {
     for (i, o) in ops.into_iter().enumerate() {
         let k = c.k;
         let op = &k.dfg.ops[o];
+        // Lowered in the consumer partition of a warp-specialized kernel instead (ws.rs).
+        if c.ws.deferred.contains(&o) {
+            continue;
+        }
         if let Some((at, w, n)) = hoist {
             if i == at {
                 super::sched::wait(c, n);
@@ -268,7 +272,8 @@ pub fn lower_op(c: &mut Ctx, op: &OpData) -> Result<(), PtxError> {
         Opcode::MbarAlloc if c.target.has_mbarrier_tx() => super::tma::lower_alloc(c, op)?,
         Opcode::MbarArrive if c.target.has_mbarrier_tx() => super::tma::lower_arrive(c, op)?,
         Opcode::MbarWait if c.target.has_mbarrier_tx() => super::tma::lower_wait(c, op)?,
-        // The async-dot and warp-specialization ops.
+        Opcode::WarpSpecialize => super::ws::lower_ws(c, op)?,
+        // The async-dot ops.
         kir_ir::schedule_ops!() => {
             return Err(PtxError::at(
                 sp,

@@ -398,12 +398,12 @@ fn load_shared(
     } else {
         c.alloc_shared(bytes)
     };
-    c.b.ins("bar.sync 0");
+    c.sync_block();
     copy_tile(c, op, info, offs, shape, other, off, core)?;
     c.b.need(Isa::CP_ASYNC).ins("cp.async.commit_group");
     c.b.ins("cp.async.wait_group 0");
     fence_async(c);
-    c.b.ins("bar.sync 0");
+    c.sync_block();
     Ok(val(off))
 }
 

@@ -37,6 +37,7 @@ mod tma;
 pub use tma::tma_rings_lowerable;
 mod vector;
 mod wgmma;
+mod ws;
 
 use crate::abi::kernel_abi;
 use crate::meta::KernelMeta;
@@ -63,6 +64,10 @@ pub struct PtxOptions {
     /// `pipelining` pass for before lowering. `None`: [`PIPELINE_STAGES`]. The backend lowers
     /// the rings of the module it is given and reads only the validation and the symbol suffix.
     pub stages: Option<usize>,
+    /// Warp specialization (`--warp-specialize`): `Some(true)` asks the compile driver for a producer
+    /// warpgroup and the block's warps as one consumer (an error when the kernel does not
+    /// qualify), `Some(false)` for none, `None` for the per-target configuration's choice.
+    pub warp_specialize: Option<bool>,
 }
 
 impl PtxOptions {
@@ -91,6 +96,9 @@ impl PtxOptions {
         }
         if let Some(st) = self.stages {
             s.push_str(&format!("_STAGES_{st}"));
+        }
+        if let Some(w) = self.warp_specialize {
+            s.push_str(&format!("_WS_{}", u8::from(w)));
         }
         s
     }

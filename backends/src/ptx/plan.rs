@@ -29,15 +29,26 @@ pub struct KernelPlan {
 /// (`--warps` or a per-target configuration), else the backend's policy.
 pub fn plan(k: &Kernel, target: Target, warps: Option<u32>) -> KernelPlan {
     let (policy, why) = super::kernel::block_policy(k);
-    let (blk, policy_why) = match warps {
-        Some(w) => (
+    let ws = super::ws::ws_op(k).map(|(_, a)| a);
+    let (blk, policy_why) = match (ws, warps) {
+        // A warp-specialized kernel's code is the consumer's (ws.rs).
+        (Some(a), _) => (
+            a.consumer_block(),
+            Some(format!(
+                "warp-specialized: {} producer warps, a consumer of {} warps ({} threads)",
+                a.producer_warps,
+                a.consumer_warps,
+                a.threads()
+            )),
+        ),
+        (None, Some(w)) => (
             Block {
                 threads: w * 32,
                 warps: w,
             },
             None,
         ),
-        None => (policy, Some(why)),
+        (None, None) => (policy, Some(why)),
     };
     KernelPlan {
         blk,

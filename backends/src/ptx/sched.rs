@@ -113,7 +113,7 @@ pub fn lower_sched_op(c: &mut Ctx, op: &OpData) -> Result<(), PtxError> {
             if c.release_pending {
                 // Another thread may still read a released stage: every thread passes its
                 // last read before the refill starts.
-                c.b.ins("bar.sync 0");
+                c.sync_block();
                 c.release_pending = false;
             }
             let off = buf.off + h as u32 * buf.stride;
@@ -247,7 +247,7 @@ pub fn wait(c: &mut Ctx, n: usize) {
     c.b.need(Isa::CP_ASYNC)
         .ins(format!("cp.async.wait_group {n}"));
     super::memory::fence_async(c);
-    c.b.ins("bar.sync 0");
+    c.sync_block();
     c.release_pending = false;
 }
 

@@ -76,7 +76,7 @@ pub fn before_access(c: &mut Ctx, op: &OpData, tensor: &str) {
 }
 
 fn barrier(c: &mut Ctx) {
-    c.b.ins("bar.sync 0");
+    c.sync_block();
     c.stores.clear();
 }
 

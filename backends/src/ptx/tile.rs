@@ -34,7 +34,7 @@ pub(super) fn spill(c: &mut Ctx, layout: Layout, shape: &[usize], d: Dtype, regs
     let bytes = shape.iter().product::<usize>() * ebytes(d) as usize;
     c.scratch_peak = c.scratch_peak.max(bytes as u32);
     let coords = c.coords(layout, shape);
-    c.b.ins("bar.sync 0");
+    c.sync_block();
     let owner_only = layout == Layout::RowMma && layout::rows_cols(shape).1 == 1;
     for (s, (sc, &r)) in coords.iter().zip(regs).enumerate() {
         if !slot_live(c, layout, shape, s) {
@@ -56,7 +56,7 @@ pub(super) fn spill(c: &mut Ctx, layout: Layout, shape: &[usize], d: Dtype, regs
         };
         c.b.ins_if_opt(valid, format!("st.shared.{t} [{a}], {val}"));
     }
-    c.b.ins("bar.sync 0");
+    c.sync_block();
 }
 
 /// Reads one element of dtype `d` at scratch linear index `lin` into a fresh register; slots
@@ -182,6 +182,31 @@ pub fn lower_shape_op(c: &mut Ctx, op: &OpData) -> Result<(), PtxError> {
             } = c.val(a, sp)?
             {
                 if c.places.get(&v) == Some(&Place::Shared) {
+                    let view = Val::Shared {
+                        off,
+                        dyn_off,
+                        shape: [s[1], s[0]],
+                        dtype,
+                        row_stride: col_stride,
+                        col_stride: row_stride,
+                    };
+                    c.vals.insert(v, view);
+                    return Ok(());
+                }
+            }
+            // A register tile placed in shared memory (only dots read it): one copy, then
+            // the transposed view.
+            if c.places.get(&v) == Some(&Place::Shared) {
+                let src = c.val(a, sp)?;
+                if let Val::Shared {
+                    off,
+                    dyn_off,
+                    shape: s,
+                    dtype,
+                    row_stride,
+                    col_stride,
+                } = super::dot::to_shared(c, &src, sp)?
+                {
                     let view = Val::Shared {
                         off,
                         dyn_off,

@@ -170,7 +170,7 @@ pub fn lower_alloc(c: &mut Ctx, op: &OpData) -> Result<(), PtxError> {
     }
     c.b.need(Isa::MBARRIER_TX)
         .ins("fence.mbarrier_init.release.cluster");
-    c.b.ins("bar.sync 0");
+    c.sync_block();
     c.tma.bars.insert(m, MbarBuf { off, stages });
     Ok(())
 }

@@ -407,7 +407,7 @@ pub(super) fn reduce_blocked_rows(
     let off = c.alloc_shared((rows * subs * 4) as u32);
     if in_loop(c, res) {
         // The previous iteration's readers must be done with the region.
-        c.b.ins("bar.sync 0");
+        c.sync_block();
     }
     // (partial, index of its slot in the region, whether this thread writes it)
     let mut parts: Vec<(Reg, Reg, Reg)> = Vec::new();
@@ -462,7 +462,7 @@ pub(super) fn reduce_blocked_rows(
             format!("st.shared.{} [{addr}+{off}], {acc}", sty(d)),
         );
     }
-    c.b.ins("bar.sync 0");
+    c.sync_block();
     let n = layout::slots(l, shape, c.blk);
     let mut out = Vec::with_capacity(n);
     if rows <= v {

@@ -350,7 +350,7 @@ fn regs_to_core(c: &mut Ctx, a: &Val, sp: Span) -> Result<u32, PtxError> {
     let off = c.alloc_shared_aligned(core_tile_bytes(shape, eb), CORE_ALIGN);
     let t = if *dtype == Dtype::F16 { "f16" } else { "bf16" };
     let coords = c.coords(*layout, shape);
-    c.b.ins("bar.sync 0");
+    c.sync_block();
     for (sc, &r) in coords.iter().zip(regs) {
         let addr = core_addr(c, off, sc.idx[0], sc.idx[1], rows, eb);
         let h = c.b.reg(RegClass::B16);
@@ -360,7 +360,7 @@ fn regs_to_core(c: &mut Ctx, a: &Val, sp: Span) -> Result<u32, PtxError> {
     }
     c.b.need(Isa::FENCE_PROXY_ASYNC)
         .ins("fence.proxy.async.shared::cta");
-    c.b.ins("bar.sync 0");
+    c.sync_block();
     Ok(off)
 }
 

@@ -90,6 +90,23 @@ impl WsPlan {
         split_axis: 0,
         pingpong: false,
     };
+    /// The PTX backend's plan on sm_90a: one producer warpgroup at 24 registers (its thread 0
+    /// issues the tensor copies) and the block's `warps` warps as one consumer at the budget
+    /// left (at most 240), so the consumer's code is the unspecialized kernel's.
+    pub fn one_consumer(warps: u32) -> WsPlan {
+        let left = (65536 - 4 * 32 * 24) / (warps.max(1) * 32);
+        WsPlan {
+            name: "1c",
+            producer_warps: 4,
+            producer_regs: 24,
+            consumers: 1,
+            consumer_warps: warps,
+            consumer_regs: (left / 8 * 8).min(240),
+            split_axis: 0,
+            pingpong: false,
+        }
+    }
+
     /// Every named plan.
     pub const ALL: [WsPlan; 3] = [WsPlan::FA3, WsPlan::P2C6, WsPlan::GEMM];
 

@@ -201,6 +201,19 @@ pub struct PtxFlags {
     /// Depth of the cp.async pipelining ring of loops (1 to 8; 1 = none) instead of 2
     #[arg(long, value_name = "N")]
     pub stages: Option<usize>,
+    /// Warp specialization on sm_90a (`--warp-specialize`): `on` splits each pipelined loop into a producer warpgroup
+    /// (tensor copies, 24 registers) and the block's warps as its consumer (240 registers,
+    /// `setmaxnreg`), or fails naming why the kernel does not qualify; `off` keeps one role.
+    /// Default: the per-target configuration's choice
+    #[arg(long = "warp-specialize", value_name = "on|off")]
+    pub warp_specialize: Option<WsFlag>,
+}
+
+/// The values of `--warp-specialize`.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum WsFlag {
+    On,
+    Off,
 }
 
 impl PtxFlags {
@@ -209,6 +222,7 @@ impl PtxFlags {
         kir_backends::ptx::PtxOptions {
             warps: self.warps,
             stages: self.stages,
+            warp_specialize: self.warp_specialize.map(|w| w == WsFlag::On),
         }
     }
 }
