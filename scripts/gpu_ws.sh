@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One GPU call for warp specialization on sm_90a (`--warp-specialize on`): ragged attention_fwd
-# (d64/128/256, GQA) and GEMM through the Rust runtime against the CPU interpreter, with and
-# without it; compute-sanitizer racecheck, synccheck and memcheck on the specialized kernels;
+# (d64/128/256, GQA) and GEMM (rows that admit tensor maps, and odd K and N that do not) through
+# the Rust runtime against the CPU interpreter, with and without it; compute-sanitizer racecheck, synccheck and memcheck on the specialized kernels;
 # then kirc bench of the defaults against `--warp-specialize on` at S = 16k and the GEMM shapes.
 # usage: scripts/gpu_ws.sh KIRC   (kirc built with --features cuda; results under $OUT)
 set -uo pipefail
@@ -42,12 +42,25 @@ $K run $g --device cuda --target sm_90a --out $c/def >/dev/null
 $K run $g --device cuda --target sm_90a --warp-specialize on --out $c/ws 2>&1 | tail -2
 cmp "gemm 300x264x200 default" $c/def $c/cpu c
 cmp "gemm 300x264x200 ws" $c/ws $c/cpu c
+# K and N odd: no tensor map admits these rows (strides of 201 and 263 elements), so the
+# launcher passes zeros and the producer's warps copy with cp.async.
+u=$d/gemm_u; mkdir -p $u
+$K randn 1x300x201 -o $u/a.npy --seed 6 --scale 2 >/dev/null
+$K randn 1x201x263 -o $u/b.npy --seed 7 --scale 2 >/dev/null
+gu="gemm --arg a=$u/a.npy --arg b=$u/b.npy --arg alpha=1.5"
+$K run $gu --out $u/cpu >/dev/null
+$K run $gu --device cuda --target sm_90a --out $u/def >/dev/null
+$K run $gu --device cuda --target sm_90a --warp-specialize on --out $u/ws 2>&1 | tail -2
+cmp "gemm 300x263x201 default" $u/def $u/cpu c
+cmp "gemm 300x263x201 ws (no tensor maps)" $u/ws $u/cpu c
 c=$d/attn_d128
 for tool in racecheck synccheck memcheck; do
   compute-sanitizer --tool $tool $K run attention_fwd --arg q=$c/q.npy --arg k=$c/k.npy --arg v=$c/v.npy \
     --arg scale=0.1 --device cuda --target sm_90a --warp-specialize on --out $c/san 2>&1 | grep -E "SUMMARY" | sed "s/^/$tool attention ws: /"
   compute-sanitizer --tool $tool $K run $g --device cuda --target sm_90a --warp-specialize on --out $d/gemm/san 2>&1 \
     | grep -E "SUMMARY" | sed "s/^/$tool gemm ws: /"
+  compute-sanitizer --tool $tool $K run $gu --device cuda --target sm_90a --warp-specialize on --out $u/san 2>&1 \
+    | grep -E "SUMMARY" | sed "s/^/$tool gemm ws, no tensor maps: /"
 done
 b() { printf '%-70s ' "$*" | cut -c1-100 | tr -d '\n'; $K bench "$@" 2>&1 | tail -1; }
 for hd in 128 64 256; do

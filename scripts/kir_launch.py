@@ -186,6 +186,8 @@ def buffer_layout(buf):
     return int(buf.data.ptr), list(buf.shape), [s // buf.itemsize for s in buf.strides]  # cupy
 
 
+# The rules about where a tensor lies in memory, which a warp-specialized kernel checks itself.
+ALIGNMENT_RULES = ("address", "stride", "contiguous")
 _ZEROS = []  # the zeroed device bytes behind the maps of empty tensors (made on first need)
 _MAPS = {}  # encoded maps by spec: a launcher that runs the same launch again reuses its map
 
@@ -202,7 +204,14 @@ def tensor_map_arg(param, buf):
             _ZEROS.append(cp.zeros(64, dtype=cp.uint8))
         spec = empty_standin_spec(param, len(shape), int(_ZEROS[0].data.ptr))
     else:
-        spec = tensor_map_spec(param, shape, address, strides)
+        try:
+            spec = tensor_map_spec(param, shape, address, strides)
+        except TensorMapError as e:
+            # A kernel that checks alignment itself (META "unaligned": "zeros", a warp-specialized
+            # kernel) copies without the map: it gets 128 zero bytes.
+            if param.get("unaligned") == "zeros" and e.rule in ALIGNMENT_RULES:
+                return by_value(bytes(128))
+            raise
     key = repr(sorted(spec.items()))
     if key not in _MAPS:
         if len(_MAPS) > 4096:

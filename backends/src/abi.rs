@@ -9,7 +9,9 @@
 //! 4. one 128-byte, 64-byte aligned tensor map (`CUtensorMap`, `.param .align 64 .b8 [128]`) per
 //!    distinct (tensor param, box) that the kernel's `async_copy … bar` ops copy with TMA, in
 //!    order of first appearance (only scheduled IR for targets with TMA has them; the launcher
-//!    encodes each from the tensor's buffer and dims, docs/backends.md "Tensor maps").
+//!    encodes each from the tensor's buffer and dims, docs/backends.md "Tensor maps"; for a
+//!    warp-specialized kernel, 128 zero bytes when the tensor's alignment rules out a map, and
+//!    the kernel then copies without it).
 //!
 //! Tensors are addressed with their declared strides (C order when none are declared), computed
 //! in the kernel from the dims, so no stride is passed.
@@ -32,6 +34,11 @@ pub enum AbiArg {
         param: String,
         dtype: Dtype,
         boxes: Vec<u32>,
+        /// The kernel checks the tensor's alignment itself (a warp-specialized kernel, ws.rs):
+        /// when the address is not 16-byte aligned, a byte stride is not a multiple of 16 or the
+        /// innermost dim is not contiguous, the launcher passes 128 zero bytes and the kernel
+        /// copies without the map. Otherwise such a tensor is a launch error.
+        fallback: bool,
     },
 }
 
@@ -120,6 +127,10 @@ pub fn kernel_abi(k: &Kernel) -> Result<KernelAbi, String> {
     let mut args = tensors;
     args.extend(scalars);
     args.extend(dims.into_iter().map(|name| AbiArg::Dim { name }));
+    let fallback = k.dfg.blocks[k.body]
+        .ops
+        .iter()
+        .any(|&o| k.dfg.ops[o].opcode == kir_ir::Opcode::WarpSpecialize);
     for (param, dtype, boxes) in tma_copies(k) {
         if !args
             .iter()
@@ -129,6 +140,7 @@ pub fn kernel_abi(k: &Kernel) -> Result<KernelAbi, String> {
                 param,
                 dtype,
                 boxes,
+                fallback,
             });
         }
     }

@@ -56,9 +56,11 @@ fn abi_json(abi: &KernelAbi) -> Value {
                     param,
                     dtype,
                     boxes,
+                    fallback,
                 } => json!({
                     "ptr_index": i, "name": param, "kind": "tensor_map", "dtype": dtype.name(),
                     "box": boxes, "swizzle": "128B", "oob_fill": "zero",
+                    "unaligned": if *fallback { "zeros" } else { "error" },
                 }),
             })
             .collect(),

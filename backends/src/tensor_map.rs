@@ -101,6 +101,14 @@ pub enum MapRule {
     InnerBox,
 }
 
+impl MapRule {
+    /// A rule about where the tensor lies in memory (its address, strides or contiguity), which
+    /// a warp-specialized kernel checks itself and copies around (abi.rs, `fallback`).
+    pub fn alignment(self) -> bool {
+        matches!(self, MapRule::Address | MapRule::Stride | MapRule::Contiguous)
+    }
+}
+
 /// A tensor map that breaks one of the driver's rules; it displays as
 /// ``tensor map of `NAME`: WHY``.
 #[derive(Clone, Debug, PartialEq, Eq)]

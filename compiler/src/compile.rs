@@ -142,7 +142,7 @@ pub fn compile_stage(
                 .into(),
         ));
     }
-    let (defines, opts, stages_hint) = &with_target_config(src, defines, target, emit, opts);
+    let (defines, opts, hints) = &with_target_config(src, defines, target, emit, opts);
     let f = pipeline::run_observed(src, defines, &mut |_, _| {}).map_err(CompileError::Source)?;
     let generic = f.generic;
     let spec = match stage {
@@ -163,7 +163,7 @@ pub fn compile_stage(
         }),
         Emit::Ptx => {
             let suffix = format!("{suffix}{}", opts.suffix());
-            let (scheduled, out) = lower_ptx(&spec, target, &suffix, opts, *stages_hint)?;
+            let (scheduled, out) = lower_ptx(&spec, target, &suffix, opts, *hints)?;
             let meta = kir_backends::meta::module_meta(
                 &scheduled,
                 target,
@@ -194,8 +194,8 @@ fn with_target_config(
     target: Target,
     emit: Emit,
     opts: &PtxOptions,
-) -> (Vec<(String, String)>, PtxOptions, Option<usize>) {
-    let unchanged = (defines.to_vec(), *opts, None);
+) -> (Vec<(String, String)>, PtxOptions, ConfigHints) {
+    let unchanged = (defines.to_vec(), *opts, ConfigHints::default());
     if emit == Emit::Cuda {
         return unchanged;
     }
@@ -221,7 +221,20 @@ fn with_target_config(
         warps: opts.warps.or(cfg.warps),
         ..*opts
     };
-    (out, opts, cfg.stages)
+    let hints = ConfigHints {
+        stages: cfg.stages,
+        warp_specialize: cfg.warp_specialize,
+    };
+    (out, opts, hints)
+}
+
+/// What a per-target configuration asks of the compile driver beyond tiles and warps.
+#[derive(Clone, Copy, Debug, Default)]
+struct ConfigHints {
+    /// The ring depth to try first.
+    stages: Option<usize>,
+    /// Warp-specialize where the kernel qualifies (unless `--warp-specialize` says otherwise).
+    warp_specialize: bool,
 }
 
 /// PTX: the scheduling passes for `target` ([`pipeline::schedule_observed`]: `pipelining` with
@@ -232,19 +245,25 @@ fn with_target_config(
 /// default ring that does not fit the target's shared memory — in the pass's count, or in the
 /// kernel's with the backend's padded rows and other shared tiles — gets one stage less, down
 /// to no pipelining, as the backend's own ring did. An explicit depth that does not fit is an
-/// error naming the bytes. Returns the scheduled module and its PTX.
+/// error naming the bytes. With `--warp-specialize on`, or a configuration that asks for it
+/// (`hints`, then falling back to this when the kernel does not qualify), the ring is
+/// warp-specialized ([`lower_ptx_ws`]). Returns the scheduled module and its PTX.
 fn lower_ptx(
     spec: &Module,
     target: Target,
     suffix: &str,
     opts: &PtxOptions,
-    stages_hint: Option<usize>,
+    hints: ConfigHints,
 ) -> Result<(Module, kir_backends::ptx::PtxModule), CompileError> {
     opts.validate().map_err(CompileError::Plain)?;
-    if opts.warp_specialize == Some(true) {
-        return lower_ptx_ws(spec, target, suffix, opts, stages_hint);
+    let stages_hint = hints.stages;
+    match opts.warp_specialize {
+        Some(true) => lower_ptx_ws(spec, target, suffix, opts, stages_hint),
+        // A configuration's choice: the unspecialized kernel where this one does not qualify.
+        None if hints.warp_specialize => lower_ptx_ws(spec, target, suffix, opts, stages_hint)
+            .or_else(|_| lower_ptx_one_role(spec, target, suffix, opts, stages_hint)),
+        _ => lower_ptx_one_role(spec, target, suffix, opts, stages_hint),
     }
-    lower_ptx_one_role(spec, target, suffix, opts, stages_hint)
 }
 
 /// [`lower_ptx`] with warp specialization: the `pipelining` pass's cp.async ring (at the depth

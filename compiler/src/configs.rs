@@ -23,6 +23,9 @@ pub struct Config {
     /// The ring depth to try first (`None`: the compile driver's default); a ring that does
     /// not fit the target's shared memory gets fewer stages, as the default does.
     pub stages: Option<usize>,
+    /// Warp-specialize (a producer warpgroup on tensor copies and `setmaxnreg` budgets) where
+    /// the kernel qualifies; the compile driver keeps the unspecialized kernel where it does not.
+    pub warp_specialize: bool,
 }
 
 /// One row of the table.
@@ -34,6 +37,7 @@ struct Row {
     set: &'static [(&'static str, &'static str)],
     warps: Option<u32>,
     stages: Option<usize>,
+    warp_specialize: bool,
 }
 
 /// The constant values of one specialization, by name.
@@ -75,8 +79,10 @@ impl Values<'_> {
 /// cp.async rings: d128 with 128-key blocks (408; 64-key blocks 325), d64 on one warpgroup of 64
 /// rows with 128-key blocks (347; 128×128 on two warpgroups 259). sm_90a GEMM: a 128×256 tile with 64-deep K blocks on two warpgroups and a
 /// 4-stage held ring, each wgmma group left in flight for one iteration (461 TFLOP/s at 8192³;
-/// 3 stages 408, 2 stages 396, the op's 64×64 tile 149); swiglu (two dots sharing A) keeps the
-/// op's tile.
+/// 3 stages 408, 2 stages 396, the op's 64×64 tile 149), warp-specialized: a producer warpgroup
+/// on tensor copies and the two warpgroups as its consumer (599–614 against 507–543 unspecialized
+/// at 8192³, 4096³ 544 against 472; docs/benchmarks.md "Warp specialization"); swiglu (two dots
+/// sharing A) keeps the op's tile.
 const ROWS: &[Row] = &[
     Row {
         op: "attention_fwd",
@@ -85,6 +91,7 @@ const ROWS: &[Row] = &[
         set: &[("BLOCK_M", "128"), ("BLOCK_N", "64")],
         warps: Some(8),
         stages: None,
+        warp_specialize: false,
     },
     Row {
         op: "attention_fwd",
@@ -93,6 +100,7 @@ const ROWS: &[Row] = &[
         set: &[("BLOCK_M", "128"), ("BLOCK_N", "128")],
         warps: Some(8),
         stages: None,
+        warp_specialize: false,
     },
     Row {
         op: "attention_fwd",
@@ -101,6 +109,7 @@ const ROWS: &[Row] = &[
         set: &[("BLOCK_M", "128"), ("BLOCK_N", "128")],
         warps: Some(8),
         stages: None,
+        warp_specialize: false,
     },
     Row {
         op: "attention_fwd",
@@ -109,6 +118,7 @@ const ROWS: &[Row] = &[
         set: &[("BLOCK_M", "64"), ("BLOCK_N", "128")],
         warps: Some(4),
         stages: None,
+        warp_specialize: false,
     },
     Row {
         op: "attention_fwd",
@@ -117,6 +127,7 @@ const ROWS: &[Row] = &[
         set: &[("BLOCK_M", "128"), ("BLOCK_N", "64")],
         warps: Some(8),
         stages: None,
+        warp_specialize: false,
     },
     Row {
         op: "gemm",
@@ -125,6 +136,7 @@ const ROWS: &[Row] = &[
         set: &[("BLOCK_M", "128"), ("BLOCK_N", "256"), ("BLOCK_K", "64")],
         warps: Some(8),
         stages: Some(4),
+        warp_specialize: true,
     },
 ];
 
@@ -157,5 +169,6 @@ pub fn target_config(
             .collect(),
         warps: row.warps,
         stages: row.stages,
+        warp_specialize: row.warp_specialize,
     }
 }

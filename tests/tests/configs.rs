@@ -143,13 +143,34 @@ fn a_user_module_named_like_an_op_gets_no_row() {
 #[test]
 fn sm90a_gemm_default_is_the_wgmma_tile_with_a_deeper_ring() {
     let src = op("gemm");
+    // The default: the 128x256x64 tile, warp-specialized (a producer warpgroup on tensor
+    // copies, the 8 warps as its consumer; tests/tests/ptx_ws.rs checks the kernel).
     let (syms, text) = ptx(src, &[], Target::Sm90a, PtxOptions::default());
     assert!(
         syms[0].ends_with("BLOCK_M_128_BLOCK_N_256_BLOCK_K_64_WARPS_8"),
         "{}",
         syms[0]
     );
+    for want in [
+        "wgmma.mma_async.sync.aligned.m64n256k16",
+        "setmaxnreg.inc.sync.aligned.u32 240",
+        "cp.async.bulk.tensor",
+    ] {
+        assert!(text.contains(want), "{want}");
+    }
+    // `--warp-specialize off`: the same tile on one role, a held cp.async ring.
+    let off = PtxOptions {
+        warp_specialize: Some(false),
+        ..Default::default()
+    };
+    let (syms, text) = ptx(src, &[], Target::Sm90a, off);
+    assert!(
+        syms[0].ends_with("BLOCK_M_128_BLOCK_N_256_BLOCK_K_64_WARPS_8_WS_0"),
+        "{}",
+        syms[0]
+    );
     assert!(text.contains("wgmma.mma_async.sync.aligned.m64n256k16"));
+    assert!(!text.contains("setmaxnreg"));
     // A held 4-stage ring (compiler/src/passes/pipelining.rs): four unrolled copies of the body,
     // copies two iterations ahead, and each wgmma group left running into the next iteration
     // (`wait_group 1`), the last one retired where the loop ends.

@@ -160,6 +160,8 @@ pub(super) fn lower_for(c: &mut Ctx, op: &OpData) -> Result<(), PtxError> {
         // A held dot's last group: its accumulator is the loop's result.
         c.b.need(Isa::WGMMA).ins("wgmma.wait_group.sync.aligned 0");
         c.wgmma_in_flight = false;
+        // The stages it read, released late (tma.rs).
+        super::tma::pay_owed(c, sp)?;
     }
     for (&r, v) in op.results.iter().zip(carried) {
         if let Some(v) = v {

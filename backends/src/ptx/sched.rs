@@ -107,6 +107,9 @@ pub fn lower_sched_op(c: &mut Ctx, op: &OpData) -> Result<(), PtxError> {
                     );
                 }
                 let (off, dyn_off) = buf.stage_off(c, ix);
+                if c.tma.by_warps {
+                    return super::ws::copy_by_warps(c, op, buf.shape, off, dyn_off);
+                }
                 return super::tma::lower_copy(c, op, buf.shape, off, dyn_off);
             }
             let (buf, h) = stage_of(c, op)?;

@@ -53,8 +53,13 @@ pub struct TmaState {
     lane0: Option<Reg>,
     /// Lowering a producer block (already on the filling thread alone).
     pub in_producer: bool,
+    /// Lowering a warp-specialized producer whose warps copy without tensor maps (ws.rs).
+    pub by_warps: bool,
     /// Lowering the body of a ring that is not unrolled (stage indices may be registers).
     pub dynamic_ring: bool,
+    /// Empty-barrier arrivals a warp-specialized consumer defers while a held wgmma reads the
+    /// stage: per barrier, the register holding the stage still owed (−1: none).
+    pub owed: Vec<(Value, Reg)>,
 }
 
 /// The predicate of the thread that fills the ring: lane 0 of the block's last warp (in the
@@ -162,6 +167,16 @@ pub fn lower_alloc(c: &mut Ctx, op: &OpData) -> Result<(), PtxError> {
     let off = c.alloc_shared_aligned(8 * stages as u32, 8);
     let e = elected(c);
     let smem = c.smem;
+    // A warp-specialized kernel's full barrier counts the producer warps' arrivals instead when
+    // its tensors admit no map (ws.rs).
+    let count = if with_tx && c.ws.raw_tid.is_some() {
+        let fb = super::ws::fallback_arrivals(c, m).map_err(|msg| PtxError::at(sp, msg))?;
+        let (ok, r) = (super::ws::tma_ok(c), c.b.reg(RegClass::B32));
+        c.b.ins(format!("selp.u32 {r}, {count}, {fb}, {ok}"));
+        r.to_string()
+    } else {
+        count.to_string()
+    };
     for h in 0..stages {
         let a = c.b.reg(RegClass::B32);
         c.b.ins(format!("add.u32 {a}, {smem}, {}", off + 8 * h as u32));
@@ -223,12 +238,29 @@ pub fn lower_arrive(c: &mut Ctx, op: &OpData) -> Result<(), PtxError> {
     };
     let a = bar_addr(c, m, s, sp)?;
     match super::lower::lit(op.attr("tx")) {
+        // The warps' copies arrive themselves, once each is done (ws.rs, `copy_by_warps`).
+        Some(_) if c.tma.by_warps => {}
         Some(tx) => {
             let pre = on_elected(c);
             c.b.need(Isa::MBARRIER_TX).ins(format!(
                 "{pre}mbarrier.arrive.expect_tx.shared::cta.b64 _, [{a}], {}",
                 tx as u64
             ));
+        }
+        None if c.wgmma_in_flight && c.ws.raw_tid.is_some() => {
+            // A held dot still reads this stage; the previous iteration's group has retired
+            // (its `wait_group 1`), so the stage owed since then is released now, and this one
+            // is owed until the next iteration (or the loop's end: [`pay_owed`]).
+            let owed = owed_reg(c, m);
+            let s_reg = match c.statics.get(&s) {
+                Some(&h) => c.b.imm32(h),
+                None => match c.val(s, sp)? {
+                    super::ctx::Val::Scalar(r) => r,
+                    _ => return Err(PtxError::at(sp, "a stage index must be a scalar")),
+                },
+            };
+            arrive_owed(c, m, owed, sp)?;
+            c.b.ins(format!("mov.b32 {owed}, {s_reg}"));
         }
         None => {
             if c.wgmma_in_flight {
@@ -243,6 +275,55 @@ pub fn lower_arrive(c: &mut Ctx, op: &OpData) -> Result<(), PtxError> {
             c.b.need(Isa::MBARRIER_TX)
                 .ins(format!("@{l0} mbarrier.arrive.shared::cta.b64 _, [{a}]"));
         }
+    }
+    Ok(())
+}
+
+/// Lane 0 of every warp arrives on `m[s]` once the warp's lanes are done (`bar.warp.sync`).
+pub fn warp_arrive(c: &mut Ctx, m: Value, s: Value, sp: Span) -> Result<(), PtxError> {
+    let a = bar_addr(c, m, s, sp)?;
+    let l0 = lane0(c);
+    c.b.ins("bar.warp.sync -1");
+    c.b.need(Isa::MBARRIER_TX)
+        .ins(format!("@{l0} mbarrier.arrive.shared::cta.b64 _, [{a}]"));
+    Ok(())
+}
+
+/// The register of the stage owed to barrier `m` (set to −1 in the prologue).
+fn owed_reg(c: &mut Ctx, m: Value) -> Reg {
+    if let Some(&(_, r)) = c.tma.owed.iter().find(|(v, _)| *v == m) {
+        return r;
+    }
+    let r = c.b.reg(RegClass::B32);
+    c.b.in_prologue(|b| b.ins(format!("mov.b32 {r}, -1")));
+    c.tma.owed.push((m, r));
+    r
+}
+
+/// Lane 0 of every warp arrives on `m[owed]` when a stage is owed (`owed` ≥ 0).
+fn arrive_owed(c: &mut Ctx, m: Value, owed: Reg, sp: Span) -> Result<(), PtxError> {
+    let buf = *c
+        .tma
+        .bars
+        .get(&m)
+        .ok_or_else(|| PtxError::at(sp, "internal: an mbarrier used before its mbar_alloc"))?;
+    let (p, a, smem) = (c.b.reg(RegClass::Pred), c.b.reg(RegClass::B32), c.smem);
+    let l0 = lane0(c);
+    c.b.ins(format!("setp.ge.and.s32 {p}, {owed}, 0, {l0}"));
+    c.b.ins(format!("mad.lo.s32 {a}, {owed}, 8, {smem}"));
+    c.b.ins(format!("add.u32 {a}, {a}, {}", buf.off));
+    c.b.ins("bar.warp.sync -1");
+    c.b.need(Isa::MBARRIER_TX)
+        .ins(format!("@{p} mbarrier.arrive.shared::cta.b64 _, [{a}]"));
+    Ok(())
+}
+
+/// At the end of a loop whose held dot has retired (`wgmma.wait_group 0`): the deferred
+/// empty-barrier arrivals are made, and nothing is owed any more.
+pub fn pay_owed(c: &mut Ctx, sp: Span) -> Result<(), PtxError> {
+    for (m, owed) in c.tma.owed.clone() {
+        arrive_owed(c, m, owed, sp)?;
+        c.b.ins(format!("mov.b32 {owed}, -1"));
     }
     Ok(())
 }

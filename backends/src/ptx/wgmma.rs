@@ -272,6 +272,21 @@ pub fn held(c: &Ctx, op: &kir_ir::OpData, w: &WgmmaDot, acc_regs: &[Reg]) -> boo
     if w.zero_init || !carried || !yielded_only || !acc_in_place(c, acc, acc_regs) {
         return false;
     }
+    // A warp-specialized consumer's ring: every operand is a stage read, and the body ends its
+    // reads with an empty-barrier arrival, which tma.rs defers by one iteration while a dot is
+    // in flight (the stage is released after the next iteration's `wait_group 1`).
+    if c.ws.raw_tid.is_some() {
+        let stage_reads = w
+            .a
+            .into_iter()
+            .chain([w.b])
+            .all(|v| def_op(k, v).is_some_and(|o| o.opcode == Opcode::SmemRead));
+        let empty_arrival = bd.ops.iter().any(|&o| {
+            let od = &k.dfg.ops[o];
+            od.opcode == Opcode::MbarArrive && od.attr("tx").is_none()
+        });
+        return stage_reads && empty_arrival;
+    }
     // The stage reads of the operands: (buffer, folded stage).
     let reads: Vec<(Value, i64)> =
         w.a.into_iter()

@@ -15,6 +15,11 @@
 //! - Producer: `setmaxnreg.dec` to its budget, then thread 0 alone runs the region (waits on the
 //!   empty barriers, `expect_tx` arrivals and tensor copies; tma.rs) while the other producer
 //!   threads leave; the region may hold only scalar ops, loops and ifs over them, and those.
+//!   When a copied tensor admits no tensor map (its address, a stride or its innermost dim;
+//!   [`tma_ok`], the rule the launcher applies before passing zeros instead), every producer
+//!   thread runs the region instead: each copy is cp.async into the stage's swizzled layout,
+//!   waited for and fenced for the async proxy by each thread, then one arrival per warp on the
+//!   full barrier, whose count the kernel picks at run time ([`fallback_arrivals`]).
 //! - Consumer: `setmaxnreg.inc` to its budget, then the region with every block-wide barrier a
 //!   named barrier over the consumer's threads (`Ctx::sync_block`), its stage indices in
 //!   registers (the ring is not unrolled, so every stage read must be a wgmma operand: sched.rs,
@@ -70,6 +75,8 @@ pub struct WsState {
     pub deferred: HashSet<Op>,
     /// The deferred ops in program order.
     order: Vec<Op>,
+    /// Whether every tensor the kernel copies with TMA admits a tensor map (made on first use).
+    tma_ok: Option<Reg>,
 }
 
 fn int_attr(op: &OpData, name: &str) -> Option<u32> {
@@ -151,6 +158,119 @@ fn producer_ok(k: &Kernel, b: kir_ir::Block) -> Result<(), String> {
     Ok(())
 }
 
+/// The predicate (in the prologue) that every tensor copied with TMA has a 16-byte aligned
+/// address, byte strides that are multiples of 16 and a contiguous innermost dim: exactly when
+/// the launcher encodes its tensor maps rather than passing zeros (abi.rs, `fallback`).
+pub fn tma_ok(c: &mut Ctx) -> Reg {
+    if let Some(p) = c.ws.tma_ok {
+        return p;
+    }
+    let ok = c.b.reg(RegClass::Pred);
+    let mut params: Vec<String> = crate::abi::tma_copies(c.k)
+        .into_iter()
+        .map(|(p, _, _)| p)
+        .collect();
+    params.dedup();
+    let infos: Vec<_> = params
+        .iter()
+        .filter_map(|p| c.tensors.get(p).cloned())
+        .collect();
+    let mut lines = vec![format!("setp.eq.u32 {ok}, 0, 0")];
+    for info in &infos {
+        if !info.contiguous_last {
+            lines.push(format!("setp.ne.u32 {ok}, 0, 0"));
+            continue;
+        }
+        let vec = 16 / info.dtype.size_bytes().max(1);
+        let (t, p) = (c.b.reg(RegClass::B64), c.b.reg(RegClass::Pred));
+        lines.push(format!("and.b64 {t}, {}, 15", info.ptr));
+        lines.push(format!("setp.eq.and.u64 {ok}, {t}, 0, {ok}"));
+        let _ = p;
+        for &st in &info.strides[..info.strides.len().saturating_sub(1)] {
+            let m = c.b.reg(RegClass::B32);
+            lines.push(format!("and.b32 {m}, {st}, {}", vec - 1));
+            lines.push(format!("setp.eq.and.u32 {ok}, {m}, 0, {ok}"));
+        }
+    }
+    c.b.in_prologue(|b| {
+        for l in &lines {
+            b.ins(l);
+        }
+    });
+    c.ws.tma_ok = Some(ok);
+    ok
+}
+
+/// The arrivals per phase of full barrier `m` when the producer's warps copy (no tensor map):
+/// one per warp and copy of a loop iteration (every loop that fills `m` copies equally often).
+pub fn fallback_arrivals(c: &Ctx, m: kir_ir::Value) -> Result<u64, String> {
+    let k = c.k;
+    let Some((_, a)) = ws_op(k) else {
+        return Err("internal: no warp_specialize".into());
+    };
+    fn walk(k: &Kernel, b: kir_ir::Block, m: kir_ir::Value, counts: &mut Vec<usize>) -> usize {
+        let mut here = 0;
+        for &o in &k.dfg.blocks[b].ops {
+            let od = &k.dfg.ops[o];
+            if od.opcode == Opcode::AsyncCopy
+                && matches!(od.attr("bar"), Some(kir_ir::Attr::Value(v)) if *v == m)
+            {
+                here += 1;
+            }
+            for &r in &od.regions {
+                let n = walk(k, r, m, counts);
+                if od.opcode == Opcode::For && n > 0 {
+                    counts.push(n);
+                } else {
+                    here += n;
+                }
+            }
+        }
+        here
+    }
+    let mut counts = Vec::new();
+    let outside = walk(k, k.body, m, &mut counts);
+    counts.dedup();
+    match (outside, counts.as_slice()) {
+        (0, [n]) => Ok(u64::from(a.producer_warps) * *n as u64),
+        _ => Err(
+            "the producer's loops fill one barrier with different numbers of copies, which the \
+             copies without a tensor map cannot count"
+                .into(),
+        ),
+    }
+}
+
+/// `async_copy … bar %m` run by the producer's warps when the tensor maps are zeros: the tile
+/// into its stage of wgmma's layout with cp.async (memory.rs), then each thread waits for its
+/// copies and fences them for the async proxy, and lane 0 of each warp arrives on `m[s]`.
+pub fn copy_by_warps(
+    c: &mut Ctx,
+    op: &OpData,
+    shape: [usize; 2],
+    off: u32,
+    dyn_off: Option<Reg>,
+) -> Result<(), PtxError> {
+    let sp = op.span;
+    let (Some(kir_ir::Attr::Value(m)), Some(&s)) = (op.attr("bar"), op.operands.get(1)) else {
+        return Err(PtxError::at(sp, "internal: a tensor copy without its barrier"));
+    };
+    let saved = c.smem;
+    if let Some(d) = dyn_off {
+        let base = c.b.reg(RegClass::B32);
+        c.b.ins(format!("add.u32 {base}, {saved}, {d}"));
+        c.smem = base;
+    }
+    let r = super::memory::copy_into_stage(c, op, &shape, off, true);
+    c.smem = saved;
+    r?;
+    c.b.need(Isa::CP_ASYNC).ins("cp.async.commit_group");
+    c.b.ins("cp.async.wait_group 0");
+    c.b.need(Isa::FENCE_PROXY_ASYNC)
+        .ins("fence.proxy.async.shared::cta");
+    super::tma::warp_arrive(c, *m, s, sp)
+}
+
 /// Lowers `warp_specialize` (module doc).
 pub fn lower_ws(c: &mut Ctx, op: &OpData) -> Result<(), PtxError> {
     let sp = op.span;
@@ -197,9 +317,13 @@ pub fn lower_ws(c: &mut Ctx, op: &OpData) -> Result<(), PtxError> {
         a.producer_warps * 32
     ));
     c.b.ins_if(is_prod, true, format!("bra.uni {consumer}"));
-    // Producer: give registers back, then thread 0 alone.
+    // Producer: give registers back, then thread 0 alone issues the tensor copies, or, when
+    // the launcher could not encode the maps, every producer thread copies.
     c.b.need(Isa::SETMAXNREG)
         .ins(format!("setmaxnreg.dec.sync.aligned.u32 {}", a.producer_regs));
+    let ok = tma_ok(c);
+    let by_warps = c.b.label("ws_by_warps");
+    c.b.ins_if(ok, true, format!("bra.uni {by_warps}"));
     c.b.ins(format!("setp.ne.u32 {not_first}, {raw}, 0"));
     c.b.ins_if(not_first, false, format!("bra {exit}"));
     let (was_prod, was_dyn) = (c.tma.in_producer, c.tma.dynamic_ring);
@@ -207,6 +331,21 @@ pub fn lower_ws(c: &mut Ctx, op: &OpData) -> Result<(), PtxError> {
     c.tma.dynamic_ring = true;
     let r = super::lower::block(c, prod);
     c.tma.in_producer = was_prod;
+    r?;
+    c.b.ins(format!("bra {exit}"));
+    c.b.place(&by_warps);
+    let (tid, blk) = (c.tid, c.blk);
+    c.tid = raw;
+    c.blk = Block {
+        threads: a.producer_warps * 32,
+        warps: a.producer_warps,
+    };
+    c.tma.in_producer = true;
+    c.tma.by_warps = true;
+    let r = super::lower::block(c, prod);
+    c.tma.in_producer = was_prod;
+    c.tma.by_warps = false;
+    (c.tid, c.blk) = (tid, blk);
     r?;
     c.b.ins(format!("bra {exit}"));
     // Consumer.

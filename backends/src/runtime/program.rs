@@ -120,14 +120,16 @@ fn u32_field(k: &Value, key: &str) -> Result<u32, RuntimeError> {
 
 /// The encoding of the tensor map of kernel param `param`, bound to `buf`, with box `boxes`: the
 /// map of the buffer itself, or, when the tensor has a dim of 0, the stand-in over `zeros`
-/// (allocated and zeroed here on first need). Fails, naming the param, on a map that breaks the
-/// driver's rules.
+/// (allocated and zeroed here on first need). With `fallback` (the kernel checks alignment
+/// itself, abi.rs), `None` when the address, a stride or the innermost dim's contiguity rules
+/// a map out. Fails, naming the param, on any other broken rule of the driver's.
 fn map_spec(
     param: &str,
     buf: &DevBuf,
     boxes: &[u32],
     zeros: &mut Option<DevMem>,
-) -> Result<TensorMapSpec, RuntimeError> {
+    fallback: bool,
+) -> Result<Option<TensorMapSpec>, RuntimeError> {
     let fail = |e: crate::tensor_map::TensorMapError| RuntimeError::Cuda(e.to_string());
     if buf.shape.contains(&0) {
         if zeros.is_none() {
@@ -137,17 +139,21 @@ fn map_spec(
         }
         let at = zeros.as_ref().map_or(0, |z| z.ptr);
         return TensorMapSpec::empty_standin(param, buf.dtype, buf.shape.len(), boxes, at)
+            .map(Some)
             .map_err(fail);
     }
-    tensor_map_spec(
+    match tensor_map_spec(
         param,
         buf.dtype,
         &buf.shape,
         &buf.strides,
         boxes,
         buf.mem.ptr,
-    )
-    .map_err(fail)
+    ) {
+        Ok(spec) => Ok(Some(spec)),
+        Err(e) if fallback && e.rule.alignment() => Ok(None),
+        Err(e) => Err(fail(e)),
+    }
 }
 
 impl<'g> Program<'g> {
@@ -396,12 +402,21 @@ impl<'g> Program<'g> {
                 AbiArg::Tensor { param, .. } => {
                     KernelArg::Word(tensors.get(param).ok_or_else(missing)?.mem.ptr)
                 }
-                AbiArg::TensorMap { param, boxes, .. } => {
+                AbiArg::TensorMap {
+                    param,
+                    boxes,
+                    fallback,
+                    ..
+                } => {
                     let buf = tensors.get(param).ok_or_else(missing)?;
                     KernelArg::Map(Box::new(if grid.contains(&0) {
                         TensorMapBytes([0; TENSOR_MAP_BYTES])
                     } else {
-                        encode_tensor_map(&map_spec(param, buf, boxes, zeros)?)?
+                        match map_spec(param, buf, boxes, zeros, *fallback)? {
+                            Some(spec) => encode_tensor_map(&spec)?,
+                            // The kernel sees the misalignment and copies without the map.
+                            None => TensorMapBytes([0; TENSOR_MAP_BYTES]),
+                        }
                     }))
                 }
                 AbiArg::Scalar { param, dtype } => {
