@@ -81,8 +81,9 @@ impl Values<'_> {
 /// 4-stage held ring, each wgmma group left in flight for one iteration (461 TFLOP/s at 8192³;
 /// 3 stages 408, 2 stages 396, the op's 64×64 tile 149), warp-specialized: a producer warpgroup
 /// on tensor copies and the two warpgroups as its consumer (599–614 against 507–543 unspecialized
-/// at 8192³, 4096³ 544 against 472; docs/benchmarks.md "Warp specialization"); swiglu (two dots
-/// sharing A) keeps the op's tile.
+/// at 8192³, 4096³ 544 against 472; docs/benchmarks.md "Warp specialization"), its tiles in
+/// groups of 8 block rows (8192³ 619–645 against 583–606 in row order, 16384×14336×4096 524–541
+/// against 483–492); swiglu (two dots sharing A) keeps the op's tile.
 const ROWS: &[Row] = &[
     Row {
         op: "attention_fwd",
@@ -133,7 +134,12 @@ const ROWS: &[Row] = &[
         op: "gemm",
         target: Target::Sm90a,
         when: |v| v.half() && v.sym("EPILOGUE") != Some("swiglu") && v.int("TRANS_A") == Some(0),
-        set: &[("BLOCK_M", "128"), ("BLOCK_N", "256"), ("BLOCK_K", "64")],
+        set: &[
+            ("BLOCK_M", "128"),
+            ("BLOCK_N", "256"),
+            ("BLOCK_K", "64"),
+            ("GROUP_M", "8"),
+        ],
         warps: Some(8),
         stages: Some(4),
         warp_specialize: true,

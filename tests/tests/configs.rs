@@ -147,7 +147,7 @@ fn sm90a_gemm_default_is_the_wgmma_tile_with_a_deeper_ring() {
     // copies, the 8 warps as its consumer; tests/tests/ptx_ws.rs checks the kernel).
     let (syms, text) = ptx(src, &[], Target::Sm90a, PtxOptions::default());
     assert!(
-        syms[0].ends_with("BLOCK_M_128_BLOCK_N_256_BLOCK_K_64_WARPS_8"),
+        syms[0].ends_with("BLOCK_M_128_BLOCK_N_256_BLOCK_K_64_GROUP_M_8_WARPS_8"),
         "{}",
         syms[0]
     );
@@ -165,7 +165,7 @@ fn sm90a_gemm_default_is_the_wgmma_tile_with_a_deeper_ring() {
     };
     let (syms, text) = ptx(src, &[], Target::Sm90a, off);
     assert!(
-        syms[0].ends_with("BLOCK_M_128_BLOCK_N_256_BLOCK_K_64_WARPS_8_WS_0"),
+        syms[0].ends_with("BLOCK_M_128_BLOCK_N_256_BLOCK_K_64_GROUP_M_8_WARPS_8_WS_0"),
         "{}",
         syms[0]
     );
@@ -214,7 +214,7 @@ fn sm90a_gemm_default_is_the_wgmma_tile_with_a_deeper_ring() {
         Target::Sm90a,
         PtxOptions::default(),
     );
-    assert!(syms[0].ends_with("BLOCK_K_64_WARPS_8"), "{}", syms[0]);
+    assert!(syms[0].ends_with("BLOCK_K_64_GROUP_M_8_WARPS_8"), "{}", syms[0]);
     // swiglu (two dots sharing A) keeps the op's tile.
     let (syms, _) = ptx(
         src,
@@ -223,7 +223,7 @@ fn sm90a_gemm_default_is_the_wgmma_tile_with_a_deeper_ring() {
         PtxOptions::default(),
     );
     assert!(
-        syms[0].ends_with("BLOCK_M_64_BLOCK_N_64_BLOCK_K_32"),
+        syms[0].ends_with("BLOCK_M_64_BLOCK_N_64_BLOCK_K_32_GROUP_M_1"),
         "{}",
         syms[0]
     );

@@ -245,3 +245,35 @@ fn empty_standin_reads_one_zero_element() {
         MapRule::Address
     );
 }
+
+/// The rules a warp-specialized kernel checks itself (and copies around, the launcher passing
+/// zeros) are exactly where the tensor lies: its address, its strides, its contiguity; odd K
+/// or N rows of a GEMM break them, and nothing else does.
+#[test]
+fn alignment_rules_are_the_ones_a_kernel_copies_around() {
+    let all = [
+        MapRule::Rank,
+        MapRule::Dtype,
+        MapRule::Address,
+        MapRule::Dim,
+        MapRule::Stride,
+        MapRule::Contiguous,
+        MapRule::Box,
+        MapRule::InnerBox,
+    ];
+    let aligned: Vec<MapRule> = all.into_iter().filter(|r| r.alignment()).collect();
+    assert_eq!(
+        aligned,
+        vec![MapRule::Address, MapRule::Stride, MapRule::Contiguous]
+    );
+    // GEMM's A with K = 201: a row of 402 bytes.
+    let r = rule(tensor_map_spec(
+        "a",
+        Dtype::Bf16,
+        &[1, 300, 201],
+        &[300 * 201, 201, 1],
+        &[1, 128, 64],
+        0x1000,
+    ));
+    assert!(r.alignment(), "{r:?}");
+}
