@@ -595,12 +595,29 @@ fn scheduling_passes_dump_and_run_on_the_interpreter() {
         "--dump-after",
         "pipelining",
         "--target",
-        "sm_90a",
+        "sm_80",
     ]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     let ir = stdout(&o);
     assert!(
         ir.contains("smem_alloc : smem<3x64x128xbf16>") && ir.contains("async_wait pending 2"),
+        "{ir}"
+    );
+    // sm_90a: a TMA ring, its copies keeping the key range as a row-prefix mask.
+    let o = kirc(&[
+        "check",
+        "attention_fwd",
+        "-D",
+        "CAUSAL=1",
+        "--dump-after",
+        "pipelining",
+        "--target",
+        "sm_90a",
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let ir = stdout(&o);
+    assert!(
+        ir.contains("mbar_alloc arrivals 1 : mbar<3>") && ir.contains("mask %ms_key_in other 0.0 bar"),
         "{ir}"
     );
     let o = kirc(&[

@@ -9,6 +9,7 @@ pub mod dtype;
 pub mod entities;
 pub mod error;
 pub mod expr;
+pub mod masks;
 pub mod module;
 pub mod ops;
 pub mod renumber;

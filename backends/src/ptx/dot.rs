@@ -29,6 +29,14 @@ pub(super) fn to_shared(c: &mut Ctx, v: &Val, sp: Span) -> Result<Val, PtxError>
             let eb = smem_bytes(*dtype);
             let rs = cols + 16 / eb;
             let off = c.alloc_shared((rows * rs * eb) as u32);
+            let tile = Val::Shared {
+                off,
+                dyn_off: None,
+                shape: [rows, cols],
+                dtype: *dtype,
+                row_stride: rs,
+                col_stride: 1,
+            };
             let fragments = matches!(layout, Layout::RowMma | Layout::Grid)
                 && cols > 1
                 && matches!(dtype, Dtype::F16 | Dtype::Bf16)
@@ -56,14 +64,7 @@ pub(super) fn to_shared(c: &mut Ctx, v: &Val, sp: Span) -> Result<Val, PtxError>
                     c.b.ins(format!("st.shared.b32 [{base}+{}], {w}", (ro * rs + co) * eb));
                 }
                 c.sync_block();
-                return Ok(Val::Shared {
-                    off,
-                    dyn_off: None,
-                    shape: [rows, cols],
-                    dtype: *dtype,
-                    row_stride: rs,
-                    col_stride: 1,
-                });
+                return Ok(tile);
             }
             let coords = c.coords(*layout, shape);
             let owner = *layout == Layout::RowMma && cols == 1;
@@ -89,14 +90,7 @@ pub(super) fn to_shared(c: &mut Ctx, v: &Val, sp: Span) -> Result<Val, PtxError>
                 }
             }
             c.sync_block();
-            Ok(Val::Shared {
-                off,
-                dyn_off: None,
-                shape: [rows, cols],
-                dtype: *dtype,
-                row_stride: rs,
-                col_stride: 1,
-            })
+            Ok(tile)
         }
     }
 }

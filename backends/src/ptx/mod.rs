@@ -34,6 +34,7 @@ mod sched;
 mod store_order;
 mod tile;
 mod tma;
+mod tma_rows;
 pub use tma::tma_rings_lowerable;
 mod vector;
 mod wgmma;

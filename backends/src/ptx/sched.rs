@@ -169,7 +169,7 @@ pub fn lower_sched_op(c: &mut Ctx, op: &OpData) -> Result<(), PtxError> {
 
 /// The stages of buffer `b` (an `smem_alloc` result), reserved in shared memory at the first
 /// use: S stages of one tile each, row-padded or (for wgmma operands) in the core layout.
-fn buffer(c: &mut Ctx, b: Value, sp: kir_ir::Span) -> Result<StageBuf, PtxError> {
+pub(super) fn buffer(c: &mut Ctx, b: Value, sp: kir_ir::Span) -> Result<StageBuf, PtxError> {
     if let Some(buf) = c.smem_bufs.get(&b) {
         return Ok(buf.clone());
     }

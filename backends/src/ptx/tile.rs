@@ -169,9 +169,11 @@ pub fn lower_shape_op(c: &mut Ctx, op: &OpData) -> Result<(), PtxError> {
         },
         _ => 0,
     };
-    // Transpose of a shared tile is a view.
-    if op.opcode == Opcode::Transpose {
+    // A transpose placed in shared memory (only dots read it) is a view of its operand there:
+    // a shared tile as it is, a register tile after one copy (dot.rs, `to_shared`).
+    if op.opcode == Opcode::Transpose && c.places.get(&v) == Some(&Place::Shared) {
         if let Some(&a) = op.operands.first() {
+            let src = c.val(a, sp)?;
             if let Val::Shared {
                 off,
                 dyn_off,
@@ -179,45 +181,18 @@ pub fn lower_shape_op(c: &mut Ctx, op: &OpData) -> Result<(), PtxError> {
                 dtype,
                 row_stride,
                 col_stride,
-            } = c.val(a, sp)?
+            } = super::dot::to_shared(c, &src, sp)?
             {
-                if c.places.get(&v) == Some(&Place::Shared) {
-                    let view = Val::Shared {
-                        off,
-                        dyn_off,
-                        shape: [s[1], s[0]],
-                        dtype,
-                        row_stride: col_stride,
-                        col_stride: row_stride,
-                    };
-                    c.vals.insert(v, view);
-                    return Ok(());
-                }
-            }
-            // A register tile placed in shared memory (only dots read it): one copy, then
-            // the transposed view.
-            if c.places.get(&v) == Some(&Place::Shared) {
-                let src = c.val(a, sp)?;
-                if let Val::Shared {
+                let view = Val::Shared {
                     off,
                     dyn_off,
-                    shape: s,
+                    shape: [s[1], s[0]],
                     dtype,
-                    row_stride,
-                    col_stride,
-                } = super::dot::to_shared(c, &src, sp)?
-                {
-                    let view = Val::Shared {
-                        off,
-                        dyn_off,
-                        shape: [s[1], s[0]],
-                        dtype,
-                        row_stride: col_stride,
-                        col_stride: row_stride,
-                    };
-                    c.vals.insert(v, view);
-                    return Ok(());
-                }
+                    row_stride: col_stride,
+                    col_stride: row_stride,
+                };
+                c.vals.insert(v, view);
+                return Ok(());
             }
         }
     }

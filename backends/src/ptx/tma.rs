@@ -353,6 +353,10 @@ pub fn lower_wait(c: &mut Ctx, op: &OpData) -> Result<(), PtxError> {
         "mbarrier.try_wait.parity.shared::cta.b64 {p}, [{a}], {par}"
     ));
     c.b.ins_if(p, true, format!("bra.uni {top}"));
+    // A reader's wait on a full barrier: rows a masked copy must not deliver are zeroed.
+    if !c.tma.in_producer {
+        super::tma_rows::zero_masked_rows(c, op, m, s)?;
+    }
     Ok(())
 }
 
@@ -428,18 +432,22 @@ pub fn producer_block(k: &Kernel, ops: &[Op]) -> bool {
                 copies += 1;
                 true
             }
-            _ => {
-                od.regions.is_empty()
-                    && od.tensor.is_none()
-                    && !od.opcode.has_side_effects()
-                    && od.results.iter().all(|&r| k.dfg.ty(r).is_scalar())
-            }
+            _ => scalar_pure(k, od),
         };
         if !ok {
             return false;
         }
     }
     copies > 0
+}
+
+/// An op one thread can run for the whole block: scalar results, no tensor access, no effects,
+/// no regions.
+pub fn scalar_pure(k: &Kernel, od: &OpData) -> bool {
+    od.regions.is_empty()
+        && od.tensor.is_none()
+        && !od.opcode.has_side_effects()
+        && od.results.iter().all(|&r| k.dfg.ty(r).is_scalar())
 }
 
 /// Lowers a producer block on the filling thread alone; returns its (empty) yield.

@@ -138,12 +138,7 @@ fn producer_ok(k: &Kernel, b: kir_ir::Block) -> Result<(), String> {
             Opcode::MbarArrive => od.attr("tx").is_some(),
             Opcode::AsyncCopy => od.attr("bar").is_some(),
             Opcode::For | Opcode::If => od.results.iter().all(|&r| k.dfg.ty(r).is_scalar()),
-            _ => {
-                od.regions.is_empty()
-                    && od.tensor.is_none()
-                    && !od.opcode.has_side_effects()
-                    && od.results.iter().all(|&r| k.dfg.ty(r).is_scalar())
-            }
+            _ => super::tma::scalar_pure(k, od),
         };
         if !ok {
             return Err(format!(
@@ -182,10 +177,9 @@ pub fn tma_ok(c: &mut Ctx) -> Reg {
             continue;
         }
         let vec = 16 / info.dtype.size_bytes().max(1);
-        let (t, p) = (c.b.reg(RegClass::B64), c.b.reg(RegClass::Pred));
+        let t = c.b.reg(RegClass::B64);
         lines.push(format!("and.b64 {t}, {}, 15", info.ptr));
         lines.push(format!("setp.eq.and.u64 {ok}, {t}, 0, {ok}"));
-        let _ = p;
         for &st in &info.strides[..info.strides.len().saturating_sub(1)] {
             let m = c.b.reg(RegClass::B32);
             lines.push(format!("and.b32 {m}, {st}, {}", vec - 1));

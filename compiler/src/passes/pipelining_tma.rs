@@ -8,8 +8,9 @@
 //!   a multiple of 16 bytes, as a tensor map needs);
 //! - rows a multiple of 8 up to 256 (one box per 64 columns, at most 256 rows), columns a
 //!   multiple of 64 (one 128-byte swizzle span of 16-bit elements per box);
-//! - no `mask`, and `other` absent or +0 (a tensor copy fills out-of-tensor elements with +0 and
-//!   reads nothing else).
+//! - no `mask` but a row-prefix one (`kir_ir::masks::row_prefix_bound`: a key range's end, whose rows past it
+//!   the backend zeroes in shared memory after the copy lands), and `other` absent or +0 (a
+//!   tensor copy fills out-of-tensor elements with +0).
 //!
 //! The ring of S stages then uses `%full = mbar_alloc arrivals 1 : mbar<S>` (one arrival with the
 //! stage's bytes per fill) and `%empty = mbar_alloc arrivals 1 : mbar<S>` (one arrival per
@@ -31,7 +32,7 @@ use kir_ir::{
 /// barriers' phases would run on while the loop's parity restarts) and every copy can be a
 /// tensor copy (see the module doc).
 pub(super) fn eligible(k: &Kernel, l: Op, cands: &[Cand]) -> bool {
-    !cands.is_empty() && !in_loop(k, l) && cands.iter().all(|c| copy_ok(k, c))
+    !cands.is_empty() && !in_loop(k, l) && cands.iter().all(|c| copy_ok(k, l, c))
 }
 
 /// Whether op `o` lies in the body of a `for`.
@@ -51,7 +52,7 @@ fn in_loop(k: &Kernel, o: Op) -> bool {
     }
 }
 
-fn copy_ok(k: &Kernel, c: &Cand) -> bool {
+fn copy_ok(k: &Kernel, l: Op, c: &Cand) -> bool {
     let od = &k.dfg.ops[c.op];
     let (Some(shape), Some(dt)) = (c.ty.shape(), c.ty.dtype()) else {
         return false;
@@ -82,7 +83,12 @@ fn copy_ok(k: &Kernel, c: &Cand) -> bool {
         }
         _ => false,
     });
-    tile_ok && zero_fill && tensor_ok && od.attr("mask").is_none()
+    let mask_ok = match od.attr("mask") {
+        None => true,
+        Some(Attr::Value(m)) => kir_ir::masks::row_prefix_bound(k, l, *m).is_some(),
+        Some(_) => false,
+    };
+    tile_ok && zero_fill && tensor_ok && mask_ok
 }
 
 /// The full and empty barriers of one ring of `stages` stages, allocated at the top of the
