@@ -75,9 +75,10 @@ impl Values<'_> {
 /// ping-ponging on the tensor cores). Without causal masking the key loop is a TMA ring
 /// (docs/passes.md): d128 with 64-key blocks (533.8 TFLOP/s at 16k, 122 registers, so two blocks
 /// per SM; 128-key blocks 512.6), d64 with 128-key blocks (454.7; 64-key blocks 381.5, the
-/// 64×128 tile on one warpgroup 410.3), d256 with 64-key blocks (560.2). Causal key ranges keep
-/// cp.async rings: d128 with 128-key blocks (408; 64-key blocks 325), d64 on one warpgroup of 64
-/// rows with 128-key blocks (347; 128×128 on two warpgroups 259). sm_90a GEMM: a 128×256 tile with 64-deep K blocks on two warpgroups and a
+/// 64×128 tile on one warpgroup 410.3), d256 with 64-key blocks (560.2). Causal key ranges are
+/// TMA rings too (their rows past the range zeroed in shared memory): d128 with 64-key blocks
+/// (451.6–453.3; 128-key blocks 440.9–442.1), d64 on one warpgroup of 64 rows with 128-key
+/// blocks (372.7–374.7; 128×64 on two warpgroups 294.6–296.5; docs/benchmarks.md). sm_90a GEMM: a 128×256 tile with 64-deep K blocks on two warpgroups and a
 /// 4-stage held ring, each wgmma group left in flight for one iteration (461 TFLOP/s at 8192³;
 /// 3 stages 408, 2 stages 396, the op's 64×64 tile 149), warp-specialized: a producer warpgroup
 /// on tensor copies and the two warpgroups as its consumer (599–614 against 507–543 unspecialized
@@ -98,7 +99,7 @@ const ROWS: &[Row] = &[
         op: "attention_fwd",
         target: Target::Sm90a,
         when: |v| v.half() && v.int("HEAD_DIM") == Some(128) && v.int("CAUSAL") == Some(1),
-        set: &[("BLOCK_M", "128"), ("BLOCK_N", "128")],
+        set: &[("BLOCK_M", "128"), ("BLOCK_N", "64")],
         warps: Some(8),
         stages: None,
         warp_specialize: false,
