@@ -37,7 +37,7 @@ fn sm90a_attention_defaults_follow_the_table() {
     let src = op("attention_fwd");
     let cases = [
         (vec![], "BLOCK_M_128_BLOCK_N_64_WARPS_8"),
-        (vec![("CAUSAL", "1")], "BLOCK_M_128_BLOCK_N_64_WARPS_8"),
+        (vec![("CAUSAL", "1")], "BLOCK_M_128_BLOCK_N_128_WARPS_8"),
         (vec![("HEAD_DIM", "256")], "BLOCK_M_128_BLOCK_N_64_WARPS_8"),
         (vec![("DTYPE", "f16")], "BLOCK_M_128_BLOCK_N_64_WARPS_8"),
         // d64: 128×128 on two warpgroups, causal 64 rows on one warpgroup; f32 has no wgmma row.

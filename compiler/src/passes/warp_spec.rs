@@ -17,7 +17,8 @@
 //!   commits and group waits are gone.
 //!
 //! With C > 1 consumers the program covers C tiles along `split_axis` of the grid: consumer w works
-//! on tile `program_id(axis) · C + w`, the grid's axis shrinks to `cdiv(n, C)`, and the copies must
+//! on tile `program_id(axis) · C + w`, the grid's axis shrinks to `cdiv(n, C)` (`num_programs` of
+//! the axis is first rewritten as n, `warp_spec_split::num_programs_as_grid`), and the copies must
 //! not depend on that axis (the consumers share every stage, as FA3's two consumer warpgroups share
 //! K and V). When n is not a multiple of C, the last program's consumers past tile n − 1 (n
 //! computed from the grid expression as IR, `warp_spec_grid`) work on consumer 0's tile instead and
@@ -310,6 +311,15 @@ pub(super) fn region_inputs(k: &Kernel, b: Block) -> Vec<Value> {
 }
 
 fn kernel(k: &mut Kernel, plan: &WsPlan) -> Result<(), Diagnostic> {
+    let has_loop = k.dfg.blocks[k.body]
+        .ops
+        .iter()
+        .any(|&o| k.dfg.ops[o].opcode == Opcode::For);
+    if plan.consumers > 1 && has_loop {
+        // The split shrinks the grid along its axis; the kernel's own count of programs there
+        // is the count before the split (rewritten before the partitions are chosen).
+        super::warp_spec_split::num_programs_as_grid(k, plan.split_axis as usize);
+    }
     let body_ops = k.dfg.blocks[k.body].ops.clone();
     let mut loops = vec![];
     for &o in &body_ops {
@@ -322,6 +332,7 @@ fn kernel(k: &mut Kernel, plan: &WsPlan) -> Result<(), Diagnostic> {
     if loops.is_empty() {
         return Ok(());
     }
+
     let stages = loops[0].stages;
     if loops.iter().any(|p| p.stages != stages) {
         return Err(bad(

@@ -121,6 +121,45 @@ pub(super) fn split_consumers(
     )
 }
 
+/// Rewrites every `num_programs axis` of `k` as the value of the grid's expression along `axis`
+/// (computed from the dims at the top of the body, as i32), so that it keeps its meaning — the
+/// count of tiles — once the split shrinks the grid along that axis.
+pub(super) fn num_programs_as_grid(k: &mut Kernel, axis: usize) {
+    let ops: Vec<Op> = k
+        .dfg
+        .ops
+        .keys()
+        .filter(|&o| {
+            let d = &k.dfg.ops[o];
+            d.opcode == Opcode::NumPrograms
+                && matches!(&d.lead, Some(Attr::Expr(e)) if e.as_int() == Some(axis as i64))
+        })
+        .collect();
+    if ops.is_empty() {
+        return;
+    }
+    let grid = k.grid[axis].clone();
+    let head = k.dfg.new_block();
+    let wide = expr_value(k, head, &grid);
+    let id = k.dfg.append_op(
+        head,
+        simple(Opcode::Cast, vec![wide], None),
+        vec![(Type::scalar(Dtype::I32), None)],
+    );
+    let n = k.dfg.ops[id].results[0];
+    let new_ops = std::mem::take(&mut k.dfg.blocks[head].ops);
+    let body = k.body;
+    k.dfg.blocks[body].ops.splice(0..0, new_ops);
+    for o in ops {
+        let old = k.dfg.ops[o].results[0];
+        kedit::replace_uses(&mut k.dfg, old, n, None);
+        let blocks: Vec<Block> = k.dfg.blocks.keys().collect();
+        for b in blocks {
+            k.dfg.blocks[b].ops.retain(|&x| x != o);
+        }
+    }
+}
+
 /// The grid expression along `axis` before the split (undoing `cdiv(·, C)`).
 fn g_tiles(k: &Kernel, axis: usize) -> Expr {
     match &k.grid[axis].kind {
