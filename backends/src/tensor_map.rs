@@ -105,7 +105,10 @@ impl MapRule {
     /// A rule about where the tensor lies in memory (its address, strides or contiguity), which
     /// a warp-specialized kernel checks itself and copies around (abi.rs, `fallback`).
     pub fn alignment(self) -> bool {
-        matches!(self, MapRule::Address | MapRule::Stride | MapRule::Contiguous)
+        matches!(
+            self,
+            MapRule::Address | MapRule::Stride | MapRule::Contiguous
+        )
     }
 }
 

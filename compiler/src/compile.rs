@@ -285,8 +285,8 @@ fn lower_ptx_ws(
         warp_specialize: pipeline::WsChoice::Plan(plan),
         no_tma_rings: true,
     };
-    let m = pipeline::schedule_observed(spec, &sched, &mut |_, _| {})
-        .map_err(CompileError::Source)?;
+    let m =
+        pipeline::schedule_observed(spec, &sched, &mut |_, _| {}).map_err(CompileError::Source)?;
     let out = kir_backends::ptx::compile_module_with(&m, target, suffix, opts)
         .map_err(|e| ptx_error(e, target))?;
     check_ptx_size(&m, target, &out)?;

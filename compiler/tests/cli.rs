@@ -617,7 +617,8 @@ fn scheduling_passes_dump_and_run_on_the_interpreter() {
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     let ir = stdout(&o);
     assert!(
-        ir.contains("mbar_alloc arrivals 1 : mbar<3>") && ir.contains("mask %ms_key_in other 0.0 bar"),
+        ir.contains("mbar_alloc arrivals 1 : mbar<3>")
+            && ir.contains("mask %ms_key_in other 0.0 bar"),
         "{ir}"
     );
     let o = kirc(&[

@@ -214,7 +214,11 @@ fn sm90a_gemm_default_is_the_wgmma_tile_with_a_deeper_ring() {
         Target::Sm90a,
         PtxOptions::default(),
     );
-    assert!(syms[0].ends_with("BLOCK_K_64_GROUP_M_8_WARPS_8"), "{}", syms[0]);
+    assert!(
+        syms[0].ends_with("BLOCK_K_64_GROUP_M_8_WARPS_8"),
+        "{}",
+        syms[0]
+    );
     // swiglu (two dots sharing A) keeps the op's tile.
     let (syms, _) = ptx(
         src,

@@ -469,7 +469,10 @@ fn pipelined_loops_lower_to_a_cp_async_ring_on_every_target() {
                         op == "attention_fwd" && target == Target::Sm90a,
                         "{what}: a TMA ring"
                     );
-                    assert!(out.text.contains("$L_zrow_"), "{what}: the key range is zeroed");
+                    assert!(
+                        out.text.contains("$L_zrow_"),
+                        "{what}: the key range is zeroed"
+                    );
                     continue;
                 }
                 // The block-wide barrier (named barriers 1.. order the ping-pong of two

@@ -63,7 +63,12 @@ fn attention_and_gemm_lower_warp_specialized_on_sm90a() {
         ("gemm", vec![("EPILOGUE", "silu")]),
     ];
     for (op, d) in cases {
-        let name = format!("{op}{}", d.iter().map(|(k, v)| format!("_{k}{v}")).collect::<String>());
+        let name = format!(
+            "{op}{}",
+            d.iter()
+                .map(|(k, v)| format!("_{k}{v}"))
+                .collect::<String>()
+        );
         let src = kir_compiler::oplib::builtin(op).expect("built-in op");
         let out = compile_stage(
             src,
@@ -96,10 +101,20 @@ fn attention_and_gemm_lower_warp_specialized_on_sm90a() {
             .position(|l| l.starts_with("$L_ws_consumer"))
             .expect("the consumer's label");
         let consumer = text.lines().skip(at).collect::<Vec<_>>().join("\n");
-        assert!(!consumer.contains("bar.sync 0;"), "{name}: bar.sync 0 in the consumer");
-        assert!(consumer.contains("bar.sync 15, 256;") || op == "gemm", "{name}");
+        assert!(
+            !consumer.contains("bar.sync 0;"),
+            "{name}: bar.sync 0 in the consumer"
+        );
+        assert!(
+            consumer.contains("bar.sync 15, 256;") || op == "gemm",
+            "{name}"
+        );
         let meta = out.meta.as_ref().expect("meta");
-        assert_eq!(meta["kernels"][0]["block"], serde_json::json!([384, 1, 1]), "{name}");
+        assert_eq!(
+            meta["kernels"][0]["block"],
+            serde_json::json!([384, 1, 1]),
+            "{name}"
+        );
         assemble(&name, text);
     }
 }

@@ -61,7 +61,10 @@ pub(super) fn to_shared(c: &mut Ctx, v: &Val, sp: Span) -> Result<Val, PtxError>
                         regs[s + 1],
                         regs[s]
                     ));
-                    c.b.ins(format!("st.shared.b32 [{base}+{}], {w}", (ro * rs + co) * eb));
+                    c.b.ins(format!(
+                        "st.shared.b32 [{base}+{}], {w}",
+                        (ro * rs + co) * eb
+                    ));
                 }
                 c.sync_block();
                 return Ok(tile);

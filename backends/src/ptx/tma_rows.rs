@@ -69,7 +69,10 @@ pub fn zero_masked_rows(c: &mut Ctx, wait: &OpData, m: Value, s: Value) -> Resul
         )
     })?;
     let Val::Scalar(n0) = c.val(iv, sp)? else {
-        return Err(PtxError::at(sp, "internal: a loop index that is not a scalar"));
+        return Err(PtxError::at(
+            sp,
+            "internal: a loop index that is not a scalar",
+        ));
     };
     let skip = c.b.label("rows_full");
     let mut first = true;
@@ -117,7 +120,11 @@ pub fn zero_masked_rows(c: &mut Ctx, wait: &OpData, m: Value, s: Value) -> Resul
             c.b.reg(RegClass::B32),
             c.b.reg(RegClass::Pred),
         );
-        let (top, end, next) = (c.b.label("zrow"), c.b.label("zrow_end"), c.b.label("zrow_next"));
+        let (top, end, next) = (
+            c.b.label("zrow"),
+            c.b.label("zrow_end"),
+            c.b.label("zrow_next"),
+        );
         c.b.ins(format!("mov.b32 {e}, {tid}"));
         c.b.place(&top);
         c.b.ins(format!("setp.ge.u32 {q}, {e}, {chunks}"));

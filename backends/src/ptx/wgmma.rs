@@ -276,11 +276,10 @@ pub fn held(c: &Ctx, op: &kir_ir::OpData, w: &WgmmaDot, acc_regs: &[Reg]) -> boo
     // reads with an empty-barrier arrival, which tma.rs defers by one iteration while a dot is
     // in flight (the stage is released after the next iteration's `wait_group 1`).
     if c.ws.raw_tid.is_some() {
-        let stage_reads = w
-            .a
-            .into_iter()
-            .chain([w.b])
-            .all(|v| def_op(k, v).is_some_and(|o| o.opcode == Opcode::SmemRead));
+        let stage_reads =
+            w.a.into_iter()
+                .chain([w.b])
+                .all(|v| def_op(k, v).is_some_and(|o| o.opcode == Opcode::SmemRead));
         let empty_arrival = bd.ops.iter().any(|&o| {
             let od = &k.dfg.ops[o];
             od.opcode == Opcode::MbarArrive && od.attr("tx").is_none()

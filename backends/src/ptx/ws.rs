@@ -247,7 +247,10 @@ pub fn copy_by_warps(
 ) -> Result<(), PtxError> {
     let sp = op.span;
     let (Some(kir_ir::Attr::Value(m)), Some(&s)) = (op.attr("bar"), op.operands.get(1)) else {
-        return Err(PtxError::at(sp, "internal: a tensor copy without its barrier"));
+        return Err(PtxError::at(
+            sp,
+            "internal: a tensor copy without its barrier",
+        ));
     };
     let saved = c.smem;
     if let Some(d) = dyn_off {
@@ -297,7 +300,10 @@ pub fn lower_ws(c: &mut Ctx, op: &OpData) -> Result<(), PtxError> {
         ));
     }
     let (Some(&prod), Some(&cons)) = (op.regions.first(), op.regions.get(1)) else {
-        return Err(PtxError::at(sp, "internal: warp_specialize needs two regions"));
+        return Err(PtxError::at(
+            sp,
+            "internal: warp_specialize needs two regions",
+        ));
     };
     producer_ok(c.k, prod).map_err(|m| PtxError::at(sp, m))?;
     let raw = c
@@ -313,8 +319,10 @@ pub fn lower_ws(c: &mut Ctx, op: &OpData) -> Result<(), PtxError> {
     c.b.ins_if(is_prod, true, format!("bra.uni {consumer}"));
     // Producer: give registers back, then thread 0 alone issues the tensor copies, or, when
     // the launcher could not encode the maps, every producer thread copies.
-    c.b.need(Isa::SETMAXNREG)
-        .ins(format!("setmaxnreg.dec.sync.aligned.u32 {}", a.producer_regs));
+    c.b.need(Isa::SETMAXNREG).ins(format!(
+        "setmaxnreg.dec.sync.aligned.u32 {}",
+        a.producer_regs
+    ));
     let ok = tma_ok(c);
     let by_warps = c.b.label("ws_by_warps");
     c.b.ins_if(ok, true, format!("bra.uni {by_warps}"));
@@ -344,8 +352,10 @@ pub fn lower_ws(c: &mut Ctx, op: &OpData) -> Result<(), PtxError> {
     c.b.ins(format!("bra {exit}"));
     // Consumer.
     c.b.place(&consumer);
-    c.b.need(Isa::SETMAXNREG)
-        .ins(format!("setmaxnreg.inc.sync.aligned.u32 {}", a.consumer_regs));
+    c.b.need(Isa::SETMAXNREG).ins(format!(
+        "setmaxnreg.inc.sync.aligned.u32 {}",
+        a.consumer_regs
+    ));
     if let Some(&wg) = c.k.dfg.blocks[cons].args.first() {
         let zero = c.b.imm32(0);
         c.vals.insert(wg, Val::Scalar(zero));

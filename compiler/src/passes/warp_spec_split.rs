@@ -32,16 +32,7 @@ pub(super) fn split_consumers(
     stages: usize,
 ) -> Result<(), Diagnostic> {
     let axis = plan.split_axis as i64;
-    let pid_ops: Vec<Op> = k
-        .dfg
-        .ops
-        .keys()
-        .filter(|&o| {
-            let d = &k.dfg.ops[o];
-            d.opcode == Opcode::ProgramId
-                && matches!(&d.lead, Some(Attr::Expr(e)) if e.as_int() == Some(axis))
-        })
-        .collect();
+    let pid_ops = axis_ops(k, Opcode::ProgramId, axis as usize);
     // Ops outside the partitions that depend on the split axis move into both partitions.
     let mut dep: HashSet<Value> = pid_ops
         .iter()
@@ -121,20 +112,24 @@ pub(super) fn split_consumers(
     )
 }
 
-/// Rewrites every `num_programs axis` of `k` as the value of the grid's expression along `axis`
-/// (computed from the dims at the top of the body, as i32), so that it keeps its meaning — the
-/// count of tiles — once the split shrinks the grid along that axis.
-pub(super) fn num_programs_as_grid(k: &mut Kernel, axis: usize) {
-    let ops: Vec<Op> = k
-        .dfg
+/// The ops of `k` with `opcode` (`program_id` or `num_programs`) along grid axis `axis`.
+fn axis_ops(k: &Kernel, opcode: Opcode, axis: usize) -> Vec<Op> {
+    k.dfg
         .ops
         .keys()
         .filter(|&o| {
             let d = &k.dfg.ops[o];
-            d.opcode == Opcode::NumPrograms
+            d.opcode == opcode
                 && matches!(&d.lead, Some(Attr::Expr(e)) if e.as_int() == Some(axis as i64))
         })
-        .collect();
+        .collect()
+}
+
+/// Rewrites every `num_programs axis` of `k` as the value of the grid's expression along `axis`
+/// (computed from the dims at the top of the body, as i32), so that it keeps its meaning — the
+/// count of tiles — once the split shrinks the grid along that axis.
+pub(super) fn num_programs_as_grid(k: &mut Kernel, axis: usize) {
+    let ops = axis_ops(k, Opcode::NumPrograms, axis);
     if ops.is_empty() {
         return;
     }
