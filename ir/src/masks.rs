@@ -56,7 +56,9 @@ fn defined_in(k: &Kernel, b: Block, v: Value) -> bool {
             .collect()
     };
     match k.dfg.values[v].def {
-        ValueDef::Arg(ab, _) => ab == b || inner(b).into_iter().any(|r| r == ab || nested(k, r, ab)),
+        ValueDef::Arg(ab, _) => {
+            ab == b || inner(b).into_iter().any(|r| r == ab || nested(k, r, ab))
+        }
         ValueDef::Result(o, _) => {
             k.dfg.blocks[b].ops.contains(&o) || inner(b).into_iter().any(|r| defined_in(k, r, v))
         }
@@ -122,7 +124,10 @@ kernel @k(x: in tensor<f32>[N, 8], y: out tensor<f32>[16, 8]) grid [1, 1, 1] {
         assert_eq!(row_prefix_bound(k, l, named("in")), Some(named("hi")));
         // A bound defined in the loop is not loop-invariant.
         assert_eq!(row_prefix_bound(k, l, named("in2")), None);
-        assert_eq!(row_prefix(k, named("in2")), Some((named("i"), named("lim"))));
+        assert_eq!(
+            row_prefix(k, named("in2")),
+            Some((named("i"), named("lim")))
+        );
         // Not a comparison at all.
         assert_eq!(row_prefix(k, named("key")), None);
     }
