@@ -119,6 +119,19 @@ impl Target {
         }
     }
 
+    /// The SM count of the target's reference part, the program count of a persistent grid
+    /// by default (docs/passes.md, `persistent`): sm_80 108 (A100), sm_90a 132 (H100 and H200
+    /// SXM), sm_100a 148 (B200), sm_120a 170 (RTX 5090). A part with fewer SMs runs the
+    /// remaining programs in a second wave (correct, slower); `--persistent N` sets the count.
+    pub fn sm_count(self) -> u32 {
+        match self {
+            Target::Sm80 => 108,
+            Target::Sm90a => 132,
+            Target::Sm100a => 148,
+            Target::Sm120a => 170,
+        }
+    }
+
     /// The most shared memory one block may use, in bytes (the opt-in maximum): sm_80 163 KB,
     /// sm_90a and sm_100a 227 KB, sm_120a 99 KB.
     pub fn smem_per_block(self) -> u64 {

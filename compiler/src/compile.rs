@@ -224,6 +224,7 @@ fn with_target_config(
     let hints = ConfigHints {
         stages: cfg.stages,
         warp_specialize: cfg.warp_specialize,
+        persistent: cfg.persistent,
     };
     (out, opts, hints)
 }
@@ -235,6 +236,19 @@ struct ConfigHints {
     stages: Option<usize>,
     /// Warp-specialize where the kernel qualifies (unless `--warp-specialize` says otherwise).
     warp_specialize: bool,
+    /// Make the warp-specialized kernel persistent over the target's SM count (unless
+    /// `--persistent` says otherwise).
+    persistent: bool,
+}
+
+/// The program count of a persistent grid: `--persistent N` (0: none), else the target's SM
+/// count where the configuration asks for it.
+fn persistent_programs(opts: &PtxOptions, target: Target, configured: bool) -> Option<u32> {
+    match opts.persistent {
+        Some(0) => None,
+        Some(n) => Some(n),
+        None => configured.then(|| target.sm_count()),
+    }
 }
 
 /// PTX: the scheduling passes for `target` ([`pipeline::schedule_observed`]: `pipelining` with
@@ -258,9 +272,9 @@ fn lower_ptx(
     opts.validate().map_err(CompileError::Plain)?;
     let stages_hint = hints.stages;
     match opts.warp_specialize {
-        Some(true) => lower_ptx_ws(spec, target, suffix, opts, stages_hint),
+        Some(true) => lower_ptx_ws(spec, target, suffix, opts, hints),
         // A configuration's choice: the unspecialized kernel where this one does not qualify.
-        None if hints.warp_specialize => lower_ptx_ws(spec, target, suffix, opts, stages_hint)
+        None if hints.warp_specialize => lower_ptx_ws(spec, target, suffix, opts, hints)
             .or_else(|_| lower_ptx_one_role(spec, target, suffix, opts, stages_hint)),
         _ => lower_ptx_one_role(spec, target, suffix, opts, stages_hint),
     }
@@ -275,15 +289,16 @@ fn lower_ptx_ws(
     target: Target,
     suffix: &str,
     opts: &PtxOptions,
-    stages_hint: Option<usize>,
+    hints: ConfigHints,
 ) -> Result<(Module, kir_backends::ptx::PtxModule), CompileError> {
-    let stages = opts.stages.or(stages_hint).unwrap_or(PIPELINE_STAGES);
+    let stages = opts.stages.or(hints.stages).unwrap_or(PIPELINE_STAGES);
     let plan = crate::passes::WsPlan::one_consumer(opts.warps.unwrap_or(4));
     let sched = pipeline::ScheduleOptions {
         target: Some(target),
         stages: Some(stages),
         warp_specialize: pipeline::WsChoice::Plan(plan),
         no_tma_rings: true,
+        persistent: persistent_programs(opts, target, hints.persistent),
     };
     let m =
         pipeline::schedule_observed(spec, &sched, &mut |_, _| {}).map_err(CompileError::Source)?;
@@ -320,6 +335,7 @@ fn lower_ptx_one_role(
                 target: Some(target),
                 stages: Some(stages),
                 no_tma_rings,
+                persistent: persistent_programs(opts, target, false),
                 ..Default::default()
             };
             pipeline::schedule_observed(spec, &sched, &mut |_, _| {})

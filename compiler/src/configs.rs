@@ -26,6 +26,8 @@ pub struct Config {
     /// Warp-specialize (a producer warpgroup on tensor copies and `setmaxnreg` budgets) where
     /// the kernel qualifies; the compile driver keeps the unspecialized kernel where it does not.
     pub warp_specialize: bool,
+    /// With warp specialization: a persistent grid of the target's SM count (`persistent`).
+    pub persistent: bool,
 }
 
 /// One row of the table.
@@ -38,6 +40,7 @@ struct Row {
     warps: Option<u32>,
     stages: Option<usize>,
     warp_specialize: bool,
+    persistent: bool,
 }
 
 /// The constant values of one specialization, by name.
@@ -85,7 +88,9 @@ impl Values<'_> {
 /// on tensor copies and the two warpgroups as its consumer (599–614 against 507–543 unspecialized
 /// at 8192³, 4096³ 544 against 472; docs/benchmarks.md "Warp specialization"), its tiles in
 /// groups of 8 block rows (8192³ 619–645 against 583–606 in row order, 16384×14336×4096 524–541
-/// against 483–492); swiglu (two dots sharing A) keeps the op's tile.
+/// against 483–492), on a persistent grid of the target's SM count (8192³ 695–698 against
+/// 634–654, 4096³ 640–645 against 612, but 16384×14336×4096 582–590 against 614–660;
+/// docs/benchmarks.md "Persistent GEMM"); swiglu (two dots sharing A) keeps the op's tile.
 const ROWS: &[Row] = &[
     Row {
         op: "attention_fwd",
@@ -95,6 +100,7 @@ const ROWS: &[Row] = &[
         warps: Some(8),
         stages: None,
         warp_specialize: false,
+        persistent: false,
     },
     Row {
         op: "attention_fwd",
@@ -104,6 +110,7 @@ const ROWS: &[Row] = &[
         warps: Some(8),
         stages: None,
         warp_specialize: false,
+        persistent: false,
     },
     Row {
         op: "attention_fwd",
@@ -113,6 +120,7 @@ const ROWS: &[Row] = &[
         warps: Some(8),
         stages: None,
         warp_specialize: false,
+        persistent: false,
     },
     Row {
         op: "attention_fwd",
@@ -122,6 +130,7 @@ const ROWS: &[Row] = &[
         warps: Some(4),
         stages: None,
         warp_specialize: false,
+        persistent: false,
     },
     Row {
         op: "attention_fwd",
@@ -131,6 +140,7 @@ const ROWS: &[Row] = &[
         warps: Some(8),
         stages: None,
         warp_specialize: false,
+        persistent: false,
     },
     Row {
         op: "gemm",
@@ -145,6 +155,7 @@ const ROWS: &[Row] = &[
         warps: Some(8),
         stages: Some(4),
         warp_specialize: true,
+        persistent: true,
     },
 ];
 
@@ -178,5 +189,6 @@ pub fn target_config(
         warps: row.warps,
         stages: row.stages,
         warp_specialize: row.warp_specialize,
+        persistent: row.persistent,
     }
 }

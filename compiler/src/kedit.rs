@@ -242,7 +242,7 @@ pub fn replace_uses(dfg: &mut Dfg, from: Value, to: Value, skip: Option<Op>) {
 /// True for ops that CSE may merge and DCE may remove: the table's pure ops, and loads of tensors
 /// the kernel only reads. Stores, atomics, control flow and scheduled-IR ops (which read or change
 /// buffer, barrier or partition state) are never merged or removed.
-fn is_pure(k: &Kernel, od: &OpData) -> bool {
+pub fn is_pure(k: &Kernel, od: &OpData) -> bool {
     match od.opcode.effect() {
         Effect::Pure => true,
         Effect::ReadsMemory => od.tensor.as_ref().is_some_and(|t| {

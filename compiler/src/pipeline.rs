@@ -4,7 +4,8 @@
 //! verify → `mask_split` → verify ([`run_observed`]); its last module, [`Frontend::output`], is
 //! what the backends, `kirc run`, `kirc compile` and `kirc bench` consume. Each intermediate
 //! module is kept in [`Frontend`] and checked differentially against the one before it by the
-//! test suite. The scheduling passes follow for a target ([`schedule_observed`]):
+//! test suite. The scheduling passes follow for a target ([`schedule_observed`]): when asked,
+//! `persistent` (a fixed number of programs walking every tile), then
 //! `pipelining` (an N-stage shared-memory ring of each loop's dot-operand loads) and then
 //! `warp_specialize` (producer and consumer partitions); they need the target's shared-memory
 //! budget, so they run only with [`ScheduleOptions::target`] set. Every pass can be dumped:
@@ -21,12 +22,13 @@ pub const PASSES: &[&str] = &[
     "egraph",
     "fusion",
     "mask_split",
+    "persistent",
     "pipelining",
     "warp_specialize",
 ];
 
 /// The passes of [`PASSES`] that schedule for a target (they need [`ScheduleOptions::target`]).
-pub const SCHEDULE_PASSES: &[&str] = &["pipelining", "warp_specialize"];
+pub const SCHEDULE_PASSES: &[&str] = &["persistent", "pipelining", "warp_specialize"];
 
 /// Whether and how `warp_specialize` runs.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -52,6 +54,9 @@ pub struct ScheduleOptions {
     /// Keep cp.async rings where the target could take TMA rings (the compile driver's choice
     /// when the backend would not lay the ring's buffers out for tensor copies).
     pub no_tma_rings: bool,
+    /// Make kernels persistent over this many programs (`persistent` pass) before pipelining;
+    /// `None` leaves grids as they are.
+    pub persistent: Option<u32>,
 }
 
 /// The warp-specialization plans of a target, most preferred first: FA3's two ping-pong consumer
@@ -89,6 +94,16 @@ pub fn schedule_observed(
             && target.has_wgmma()
             && !opts.no_tma_rings
             && matches!(opts.warp_specialize, WsChoice::Off),
+    };
+    let persisted;
+    let m = match opts.persistent {
+        Some(n) => {
+            persisted = passes::persistent(m, n)?;
+            verifier::verify(&persisted)?;
+            observe("persistent", &persisted);
+            &persisted
+        }
+        None => m,
     };
     let piped = passes::pipelining(m, &cfg)?;
     verifier::verify(&piped)?;
@@ -225,6 +240,9 @@ pub fn dump_after_with(
         let mut opts = opts.clone();
         if pass == "warp_specialize" && opts.warp_specialize == WsChoice::Off {
             opts.warp_specialize = WsChoice::Auto;
+        }
+        if pass == "persistent" && opts.persistent.is_none() {
+            opts.persistent = opts.target.map(|t| t.sm_count());
         }
         schedule_observed(&f.output, &opts, &mut observe).map_err(DumpError::Failed)?;
     }

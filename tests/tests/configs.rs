@@ -153,7 +153,7 @@ fn sm90a_gemm_default_is_the_wgmma_tile_with_a_deeper_ring() {
     );
     for want in [
         "wgmma.mma_async.sync.aligned.m64n256k16",
-        "setmaxnreg.inc.sync.aligned.u32 240",
+        "setmaxnreg.inc.sync.aligned.u32 232",
         "cp.async.bulk.tensor",
     ] {
         assert!(text.contains(want), "{want}");

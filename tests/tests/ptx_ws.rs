@@ -86,8 +86,8 @@ fn attention_and_gemm_lower_warp_specialized_on_sm90a() {
         for want in [
             ".maxntid 384, 1, 1",
             ".maxnreg 168",
-            "setmaxnreg.dec.sync.aligned.u32 24;",
-            "setmaxnreg.inc.sync.aligned.u32 240;",
+            "setmaxnreg.dec.sync.aligned.u32 32;",
+            "setmaxnreg.inc.sync.aligned.u32 232;",
             "cp.async.bulk.tensor",
             "mbarrier.arrive.expect_tx",
             "mbarrier.try_wait.parity",

@@ -12,7 +12,10 @@
 //!   tensor (a literal column offset and a literal innermost dim);
 //!
 //! and then one predicated `st.global` per element at `[row address + column · element size]`
-//! with an immediate offset. The general path (memory.rs) computes the full address and every
+//! with an immediate offset. For f16/bf16 tiles whose lanes hold column pairs (the mma and
+//! wgmma accumulators), a run-time check first picks a packed path: when all of a lane's
+//! columns are inside the tensor and the base and row stride are 4-byte aligned, each pair is
+//! one `cvt.rn.{f16,bf16}x2.f32` and one `st.global.b32` under the row's predicate alone. The general path (memory.rs) computes the full address and every
 //! dim's bound per element (about 20 instructions per element of a rank-4 tensor). Taken for
 //! unmasked stores (not atomics) into tensors whose innermost dim is contiguous.
 
@@ -93,8 +96,7 @@ pub(super) fn store(
             .or_default()
             .push((if column { 0 } else { co }, r));
     }
-    let mut cols: BTreeMap<usize, Reg> = BTreeMap::new();
-    for (ro, elems) in by_row {
+    let row_addr = |c: &mut Ctx, ro: usize| {
         let (row, rp, a) = (
             c.b.reg(RegClass::B32),
             c.b.reg(RegClass::Pred),
@@ -106,6 +108,67 @@ pub(super) fn store(
         let rp = and(c, lead_ok, rp);
         c.b.ins(format!("mov.b64 {a}, {base}"));
         add_scaled(c, a, row, info.strides[rd], esize);
+        (rp, a)
+    };
+    // Packed path: 16-bit elements whose lane holds column pairs (co even, co + 1) of every
+    // row, every column of the lane inside the tensor and every pair 4-byte aligned: one
+    // `st.global.b32` per pair, no column predicates. Chosen at run time, else the element path.
+    let packed = matches!(info.dtype, Dtype::F16 | Dtype::Bf16)
+        && owner.is_none()
+        && !column
+        && col0.is_some()
+        && by_row.values().all(|e| {
+            e.len() % 2 == 0 && e.chunks(2).all(|p| p[0].0 % 2 == 0 && p[1].0 == p[0].0 + 1)
+        });
+    let done = packed.then(|| {
+        let (slow, done) = (c.b.label("st_pairs_slow"), c.b.label("st_pairs_done"));
+        let last = by_row.values().flatten().map(|e| e.0).max().unwrap_or(0);
+        let (x, ok, lo, bits) = (
+            c.b.reg(RegClass::B32),
+            c.b.reg(RegClass::Pred),
+            c.b.reg(RegClass::B32),
+            c.b.reg(RegClass::B32),
+        );
+        let c0 = col0.unwrap_or(offs[rank - 1]);
+        // Every column inside: c0 + last < dim (unsigned, so a negative c0 fails).
+        c.b.ins(format!("add.s32 {x}, {c0}, {last}"));
+        c.b.ins(format!("setp.lt.u32 {ok}, {x}, {}", info.dims[rank - 1]));
+        // Aligned: the base (with c0) and the row stride in bytes are multiples of 4.
+        c.b.ins(format!("cvt.u32.u64 {lo}, {base}"));
+        c.b.ins(format!("mul.lo.s32 {bits}, {}, {esize}", info.strides[rd]));
+        c.b.ins(format!("or.b32 {bits}, {bits}, {lo}"));
+        c.b.ins(format!("and.b32 {bits}, {bits}, 3"));
+        let al = c.b.reg(RegClass::Pred);
+        c.b.ins(format!("setp.eq.u32 {al}, {bits}, 0"));
+        c.b.ins(format!("and.pred {ok}, {ok}, {al}"));
+        // Not uniform: an edge tile's lanes may differ.
+        c.b.ins_if(ok, true, format!("bra {slow}"));
+        let t = if info.dtype == Dtype::F16 {
+            "f16"
+        } else {
+            "bf16"
+        };
+        for (&ro, elems) in &by_row {
+            let (rp, a) = row_addr(c, ro);
+            for p in elems.chunks(2) {
+                // The first source goes to the upper half: the pair's second column.
+                let w = c.b.reg(RegClass::B32);
+                c.b.need(super::isa::Isa::CVT_TO_BF16_OR_PACKED)
+                    .ins(format!("cvt.rn.{t}x2.f32 {w}, {}, {}", p[1].1, p[0].1));
+                c.b.ins_if(
+                    rp,
+                    false,
+                    format!("st.global.b32 [{a}+{}], {w}", p[0].0 * esize),
+                );
+            }
+        }
+        c.b.ins(format!("bra.uni {done}"));
+        c.b.place(&slow);
+        done
+    });
+    let mut cols: BTreeMap<usize, Reg> = BTreeMap::new();
+    for (ro, elems) in by_row {
+        let (rp, a) = row_addr(c, ro);
         for (co, r) in elems {
             let mut p = rp;
             if !static_cols {
@@ -134,6 +197,9 @@ pub(super) fn store(
                 format!("st.global.{} [{a}+{}], {bits}", gty(info.dtype), co * esize),
             );
         }
+    }
+    if let Some(done) = done {
+        c.b.place(&done);
     }
     true
 }

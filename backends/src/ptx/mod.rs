@@ -69,6 +69,10 @@ pub struct PtxOptions {
     /// warpgroup and the block's warps as one consumer (an error when the kernel does not
     /// qualify), `Some(false)` for none, `None` for the per-target configuration's choice.
     pub warp_specialize: Option<bool>,
+    /// Persistent grid (`--persistent`): `Some(n)` with n ≥ 1 asks the compile driver for the
+    /// `persistent` pass over n programs, `Some(0)` for none, `None` for the per-target
+    /// configuration's choice (its count is the target's [`crate::Target::sm_count`]).
+    pub persistent: Option<u32>,
 }
 
 impl PtxOptions {
@@ -100,6 +104,9 @@ impl PtxOptions {
         }
         if let Some(w) = self.warp_specialize {
             s.push_str(&format!("_WS_{}", u8::from(w)));
+        }
+        if let Some(n) = self.persistent {
+            s.push_str(&format!("_PERSIST_{n}"));
         }
         s
     }

@@ -91,15 +91,20 @@ impl WsPlan {
         split_axis: 0,
         pingpong: false,
     };
-    /// The PTX backend's plan on sm_90a: one producer warpgroup at 24 registers (its thread 0
-    /// issues the tensor copies) and the block's `warps` warps as one consumer at the budget
-    /// left (at most 240), so the consumer's code is the unspecialized kernel's.
+    /// The PTX backend's plan on sm_90a: one producer warpgroup at 32 registers (its thread 0
+    /// issues the tensor copies; without tensor maps every producer thread copies, and 24
+    /// registers spilled a persistent GEMM's copy addresses) and the block's `warps` warps as
+    /// one consumer at the budget left (at most 240), so the consumer's code is the
+    /// unspecialized kernel's.
     pub fn one_consumer(warps: u32) -> WsPlan {
-        let left = (65536 - 4 * 32 * 24) / (warps.max(1) * 32);
+        // What the block starts with (its `.maxnreg`), less the producer's share.
+        let threads = (4 + warps.max(1)) * 32;
+        let pool = 65536 / threads / 8 * 8 * threads;
+        let left = (pool - 4 * 32 * 32) / (warps.max(1) * 32);
         WsPlan {
             name: "1c",
             producer_warps: 4,
-            producer_regs: 24,
+            producer_regs: 32,
             consumers: 1,
             consumer_warps: warps,
             consumer_regs: (left / 8 * 8).min(240),
@@ -320,18 +325,21 @@ fn kernel(k: &mut Kernel, plan: &WsPlan) -> Result<(), Diagnostic> {
         // is the count before the split (rewritten before the partitions are chosen).
         super::warp_spec_split::num_programs_as_grid(k, plan.split_axis as usize);
     }
-    let body_ops = k.dfg.blocks[k.body].ops.clone();
-    let mut loops = vec![];
-    for &o in &body_ops {
-        if k.dfg.ops[o].opcode == Opcode::For {
-            if let Some(p) = piped(k, o)? {
-                loops.push(p);
-            }
+    // The pipelined loops are top-level, or (a persistent kernel) in the body of its tile loop.
+    let mut blk = k.body;
+    let mut tile_loop = None;
+    let mut loops = piped_loops(k, blk)?;
+    if loops.is_empty() {
+        if let Some(tl) = super::warp_spec_persist::tile_loop(k) {
+            blk = k.dfg.ops[tl].regions[0];
+            loops = piped_loops(k, blk)?;
+            tile_loop = Some(tl);
         }
     }
     if loops.is_empty() {
         return Ok(());
     }
+    let body_ops = k.dfg.blocks[blk].ops.clone();
 
     let stages = loops[0].stages;
     if loops.iter().any(|p| p.stages != stages) {
@@ -366,12 +374,40 @@ fn kernel(k: &mut Kernel, plan: &WsPlan) -> Result<(), Diagnostic> {
         .filter(|&o| !is_prologue(k, o))
         .collect();
     let c = plan.consumers as i64;
+    if let Some(tl) = tile_loop {
+        if c > 1 {
+            return Err(bad(
+                k.span,
+                k,
+                "a persistent kernel takes one consumer (the plan has more)",
+            ));
+        }
+        build(
+            k, plan, blk, &loops, outside, inside, yield_op, stages, None,
+        )?;
+        return super::warp_spec_persist::hoist(k, tl, &loops);
+    }
     if c > 1 {
         return super::warp_spec_split::split_consumers(
             k, plan, &loops, &outside, &inside, yield_op, stages,
         );
     }
-    build(k, plan, &loops, outside, inside, yield_op, stages, None)
+    build(
+        k, plan, blk, &loops, outside, inside, yield_op, stages, None,
+    )
+}
+
+/// The pipelined loops among the ops of block `b`, in order.
+fn piped_loops(k: &Kernel, b: Block) -> Result<Vec<Piped>, Diagnostic> {
+    let mut loops = vec![];
+    for &o in &k.dfg.blocks[b].ops {
+        if k.dfg.ops[o].opcode == Opcode::For {
+            if let Some(p) = piped(k, o)? {
+                loops.push(p);
+            }
+        }
+    }
+    Ok(loops)
 }
 
 /// Builds the barriers, the two partitions and the `warp_specialize` op.
@@ -379,6 +415,7 @@ fn kernel(k: &mut Kernel, plan: &WsPlan) -> Result<(), Diagnostic> {
 pub(super) fn build(
     k: &mut Kernel,
     plan: &WsPlan,
+    body: Block,
     loops: &[Piped],
     outside: Vec<Op>,
     inside: Vec<Op>,
@@ -387,7 +424,6 @@ pub(super) fn build(
     split: Option<super::warp_spec_split::Split>,
 ) -> Result<(), Diagnostic> {
     let c = plan.consumers as usize;
-    let body = k.body;
     // Barriers.
     let bar = |k: &mut Kernel, arrivals: i64, n: usize| {
         let mut op = simple(Opcode::MbarAlloc, vec![], None);

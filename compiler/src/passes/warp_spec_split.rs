@@ -97,9 +97,11 @@ pub(super) fn split_consumers(
         ),
         span: Span::default(),
     };
+    let body = k.body;
     build(
         k,
         plan,
+        body,
         loops,
         stay,
         inside_all,

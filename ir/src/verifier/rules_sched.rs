@@ -351,13 +351,19 @@ fn warp_specialize(b: &mut Body, d: &OpData) {
             ),
         );
     }
+    // The block starts with ⌊65536 / threads / 8⌋ · 8 registers per thread (its `.maxnreg`);
+    // `setmaxnreg.inc` waits until registers another partition released are free, so budgets
+    // over that allocation would wait forever.
     let regs = (pw * pr + c * cw * cr) * 32;
-    if regs > 65_536 {
+    let threads = (warps * 32).max(1);
+    let pool = 65_536 / threads / 8 * 8 * threads;
+    if regs > pool {
         err_note(
             b.errs,
             d.span,
             format!(
-                "`warp_specialize` budgets {regs} registers per block, over the 65536 of one SM"
+                "`warp_specialize` budgets {regs} registers per block, over the {pool} its \
+                 {threads} threads start with (⌊65536 / threads / 8⌋ · 8 each)"
             ),
             format!("{pw} producer warps × {pr} + {c} × {cw} consumer warps × {cr}, × 32 threads"),
         );

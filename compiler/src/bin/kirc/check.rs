@@ -28,6 +28,10 @@ pub struct Args {
     /// (the default: the target's plans in order, the first that applies).
     #[arg(long, value_name = "PLAN")]
     ws: Option<String>,
+    /// The program count of the `persistent` pass (default with `--dump-after persistent`: the
+    /// target's SM count; otherwise the pass does not run).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=65535))]
+    persistent: Option<u32>,
 }
 
 /// Runs `kirc check`.
@@ -41,6 +45,7 @@ pub fn main(a: Args) -> Result<ExitCode, CliError> {
             stages: a.stages,
             warp_specialize,
             no_tma_rings: false,
+            persistent: a.persistent,
         };
         let text =
             pipeline::dump_after_with(&src.text, &a.defines, pass, &opts).map_err(|e| match e {

@@ -202,11 +202,35 @@ pub struct PtxFlags {
     #[arg(long, value_name = "N")]
     pub stages: Option<usize>,
     /// Warp specialization on sm_90a (`--warp-specialize`): `on` splits each pipelined loop into a producer warpgroup
-    /// (tensor copies, 24 registers) and the block's warps as its consumer (240 registers,
+    /// (tensor copies, 32 registers) and the block's warps as its consumer (240 registers,
     /// `setmaxnreg`), or fails naming why the kernel does not qualify; `off` keeps one role.
     /// Default: the per-target configuration's choice
     #[arg(long = "warp-specialize", value_name = "on|off")]
     pub warp_specialize: Option<WsFlag>,
+    /// Persistent grid: N programs (1 to 65535) walk every tile of each kernel with a loop
+    /// (the `persistent` pass, docs/passes.md); `off` for one program per tile. Default: the
+    /// per-target configuration's choice
+    #[arg(long, value_name = "N|off", value_parser = persistent_flag)]
+    pub persistent: Option<u32>,
+}
+
+/// Parses `--persistent`: a program count from 1 to 65535, or `off` (0).
+fn persistent_flag(s: &str) -> Result<u32, String> {
+    if s == "off" {
+        return Ok(0);
+    }
+    match s.parse::<u32>() {
+        Ok(n) if (1..=65535).contains(&n) => Ok(n),
+        _ => Err(format!("`{s}`: a program count from 1 to 65535, or `off`")),
+    }
+}
+
+impl PtxFlags {
+    /// The program count of `--persistent` for the scheduling passes (`None` for `off` or
+    /// unset).
+    pub fn persistent_programs(&self) -> Option<u32> {
+        self.persistent.filter(|&n| n > 0)
+    }
 }
 
 /// The values of `--warp-specialize`.
@@ -223,6 +247,7 @@ impl PtxFlags {
             warps: self.warps,
             stages: self.stages,
             warp_specialize: self.warp_specialize.map(|w| w == WsFlag::On),
+            persistent: self.persistent,
         }
     }
 }

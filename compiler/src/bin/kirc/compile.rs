@@ -103,6 +103,7 @@ pub fn main(a: Args) -> Result<ExitCode, CliError> {
                     stages: a.ptx.stages.or(Some(kir_backends::ptx::PIPELINE_STAGES)),
                     warp_specialize: kir_compiler::pipeline::WsChoice::Off,
                     no_tma_rings: false,
+                    persistent: a.ptx.persistent_programs(),
                 },
             )
             .map_err(|e| match e {

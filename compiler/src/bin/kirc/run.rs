@@ -286,6 +286,7 @@ pub fn main(a: Args) -> Result<ExitCode, CliError> {
                         stages: a.ptx.stages,
                         warp_specialize: common::ws_choice(a.ws.as_deref())?,
                         no_tma_rings: false,
+                        persistent: a.ptx.persistent_programs(),
                     };
                     pipeline::schedule_observed(&m, &opts, &mut |_, _| {})
                         .map_err(|d| CliError::located(&src, d))?

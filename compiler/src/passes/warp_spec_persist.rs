@@ -1,0 +1,241 @@
+//! `warp_specialize` on a persistent kernel (`persistent`): the pipelined loops sit in the body
+//! of one top-level tile loop, `for %tile = program_id 0 to T step P`.
+//!
+//! The pass first splits the tile loop's body as it splits a kernel body (`warp_spec::build`
+//! with that block), which leaves in it: the ops before the first prologue (the tile's
+//! coordinates, offsets, the accumulator's initial value), the full/empty barriers and the
+//! `warp_specialize` op. [`hoist`] then turns it inside out, so the partitions are entered once
+//! and each walks the tiles itself:
+//! - the barriers move to the kernel body, and `warp_specialize` replaces the tile loop;
+//! - the producer region becomes `for %tile … iter(%t = 0) { <the pure ops before the
+//!   prologue, cloned>; <its ring loops, the first starting at %t>; yield <t after the last> }`;
+//! - the consumer region becomes the same loop around the ops before the prologue (moved) and
+//!   its own ring loops and epilogue, carrying its iteration count the same way.
+//!
+//! The ring's global iteration count t runs on across tiles, so stage `t mod S` and parity
+//! `(t div S) mod 2` stay in step with the barriers' phases (restarting t at each tile would
+//! alias phases, which the interpreter reports). The producer starts the next tile's copies as
+//! soon as stages free up, while the consumer still runs the current tile's epilogue.
+
+use super::warp_spec::{bad, Piped};
+use crate::kedit::{self, iconst, simple, Cloner};
+use kir_ir::{Attr, Block, Diagnostic, Dtype, Kernel, Offset, Op, Opcode, Span, Type, Value};
+use std::collections::HashMap;
+
+/// The kernel's tile loop: its only top-level `for`, carrying nothing, whose body holds a loop.
+pub(super) fn tile_loop(k: &Kernel) -> Option<Op> {
+    let fors: Vec<Op> = k.dfg.blocks[k.body]
+        .ops
+        .iter()
+        .copied()
+        .filter(|&o| k.dfg.ops[o].opcode == Opcode::For)
+        .collect();
+    let [t] = fors[..] else { return None };
+    let d = &k.dfg.ops[t];
+    let body = d.regions[0];
+    let nested = k.dfg.blocks[body]
+        .ops
+        .iter()
+        .any(|&o| k.dfg.ops[o].opcode == Opcode::For);
+    (d.operands.len() == 3 && d.results.is_empty() && nested).then_some(t)
+}
+
+/// Replaces, in block `b` and every block below it, each use of a key of `map` by its value.
+fn remap(k: &mut Kernel, b: Block, map: &HashMap<Value, Value>) {
+    let ops = k.dfg.blocks[b].ops.clone();
+    for o in ops {
+        let od = &mut k.dfg.ops[o];
+        let r = |v: &mut Value| {
+            if let Some(&n) = map.get(v) {
+                *v = n;
+            }
+        };
+        od.operands.iter_mut().for_each(r);
+        if let Some(t) = &mut od.tensor {
+            for off in &mut t.offsets {
+                if let Offset::Value(v) = off {
+                    r(v);
+                }
+            }
+        }
+        for (_, a) in &mut od.attrs {
+            if let Attr::Value(v) = a {
+                r(v);
+            }
+        }
+        let regions = od.regions.clone();
+        for rb in regions {
+            remap(k, rb, map);
+        }
+    }
+}
+
+/// A new loop body block with the tile and the carried iteration count as arguments.
+fn loop_block(k: &mut Kernel) -> (Block, Value, Value) {
+    let b = k.dfg.new_block();
+    let i32t = Type::scalar(Dtype::I32);
+    let tile = k
+        .dfg
+        .add_block_arg(b, i32t.clone(), Some("tile".into()), Span::default());
+    let t = k
+        .dfg
+        .add_block_arg(b, i32t, Some("t".into()), Span::default());
+    (b, tile, t)
+}
+
+/// Appends to `region` (emptied first) `for %tile = lo to hi step st iter(%t = 0) { body }`
+/// and its `yield`.
+fn wrap(k: &mut Kernel, region: Block, bounds: [Value; 3], body: Block) {
+    k.dfg.blocks[region].ops.clear();
+    let zero = iconst(k, region, 0);
+    let mut f = simple(
+        Opcode::For,
+        vec![bounds[0], bounds[1], bounds[2], zero],
+        None,
+    );
+    f.regions = vec![body];
+    k.dfg
+        .append_op(region, f, vec![(Type::scalar(Dtype::I32), None)]);
+    k.dfg
+        .append_op(region, simple(Opcode::Yield, vec![], None), vec![]);
+}
+
+/// Turns the split tile loop `tl` inside out (see the module doc). `loops` are the pipelined
+/// loops, now the consumer's ring loops, in order.
+pub(super) fn hoist(k: &mut Kernel, tl: Op, loops: &[Piped]) -> Result<(), Diagnostic> {
+    let span = k.dfg.ops[tl].span;
+    let blk = k.dfg.ops[tl].regions[0];
+    let iv = k.dfg.blocks[blk].args[0];
+    let bounds = {
+        let o = &k.dfg.ops[tl].operands;
+        [o[0], o[1], o[2]]
+    };
+    let ops = k.dfg.blocks[blk].ops.clone();
+    let Some(ws) = ops
+        .iter()
+        .copied()
+        .find(|&o| k.dfg.ops[o].opcode == Opcode::WarpSpecialize)
+    else {
+        return Err(bad(span, k, "the tile loop was not split"));
+    };
+    let allocs: Vec<Op> = ops
+        .iter()
+        .copied()
+        .filter(|&o| k.dfg.ops[o].opcode == Opcode::MbarAlloc)
+        .collect();
+    let pre: Vec<Op> = ops
+        .iter()
+        .copied()
+        .filter(|&o| {
+            !allocs.contains(&o) && o != ws && !matches!(k.dfg.ops[o].opcode, Opcode::Yield)
+        })
+        .collect();
+    // The barriers go to the kernel body, and warp_specialize takes the tile loop's place.
+    let top = k.body;
+    let pos = k.dfg.blocks[top]
+        .ops
+        .iter()
+        .position(|&o| o == tl)
+        .expect("the tile loop is top-level");
+    k.dfg.blocks[top].ops[pos] = ws;
+    for (i, &a) in allocs.iter().enumerate() {
+        k.dfg.blocks[top].ops.insert(pos + i, a);
+    }
+    let (prod, cons) = (k.dfg.ops[ws].regions[0], k.dfg.ops[ws].regions[1]);
+
+    // Producer: the pure ops before the prologue, cloned, then its ring loops.
+    let src = k.dfg.clone();
+    let (pb, ptile, pt) = loop_block(k);
+    let mut cl = Cloner::new(&src);
+    cl.vmap.insert(iv, ptile);
+    for &o in &pre {
+        if kedit::is_pure(k, &src.ops[o]) {
+            cl.op(&mut k.dfg, pb, o);
+        }
+    }
+    let mut body_ops = k.dfg.blocks[prod].ops.clone();
+    body_ops.pop(); // its yield
+    let fors: Vec<Op> = body_ops
+        .iter()
+        .copied()
+        .filter(|&o| k.dfg.ops[o].opcode == Opcode::For)
+        .collect();
+    let (Some(&first), Some(&last)) = (fors.first(), fors.last()) else {
+        return Err(bad(span, k, "the producer has no ring loop"));
+    };
+    k.dfg.blocks[pb].ops.extend(body_ops);
+    remap(k, pb, &cl.vmap);
+    k.dfg.ops[first].operands[3] = pt;
+    let t_end = k.dfg.ops[last].results[0];
+    k.dfg
+        .append_op(pb, simple(Opcode::Yield, vec![t_end], None), vec![]);
+    wrap(k, prod, bounds, pb);
+
+    // Consumer: the ops before the prologue (moved), then its loops and epilogue.
+    let (cb, ctile, ct) = loop_block(k);
+    let mut body_ops = k.dfg.blocks[cons].ops.clone();
+    body_ops.pop();
+    k.dfg.blocks[cb].ops = pre;
+    k.dfg.blocks[cb].ops.extend(body_ops);
+    remap(k, cb, &HashMap::from([(iv, ctile)]));
+    let (f, l) = (&loops[0], &loops[loops.len() - 1]);
+    k.dfg.ops[f.op].operands[3 + f.slot] = ct;
+    let t_end = k.dfg.ops[l.op].results[l.slot];
+    k.dfg
+        .append_op(cb, simple(Opcode::Yield, vec![t_end], None), vec![]);
+    sink_past(k, cb, l.op);
+    wrap(k, cons, bounds, cb);
+    kedit::dce(k);
+    Ok(())
+}
+
+/// Moves the pure ops of block `b` before loop `last` that only ops after it use (the tile's
+/// offsets, which the consumer needs for its epilogue alone) to just after it, in order, so
+/// their values are not live across the mainloop.
+fn sink_past(k: &mut Kernel, b: Block, last: Op) {
+    let ops = k.dfg.blocks[b].ops.clone();
+    let Some(at) = ops.iter().position(|&o| o == last) else {
+        return;
+    };
+    // Values read by ops that stay at or before the loop (at any depth).
+    let mut early: std::collections::HashSet<Value> = std::collections::HashSet::new();
+    for &o in &ops[at..=at] {
+        early.extend(uses_deep(k, o));
+    }
+    let mut sunk = vec![];
+    for &o in ops[..at].iter().rev() {
+        let d = &k.dfg.ops[o];
+        let movable = d.regions.is_empty()
+            && kedit::is_pure(k, d)
+            && d.results.iter().all(|r| !early.contains(r));
+        if movable {
+            sunk.push(o);
+        } else {
+            early.extend(uses_deep(k, o));
+        }
+    }
+    if sunk.is_empty() {
+        return;
+    }
+    sunk.reverse();
+    let mut out: Vec<Op> = ops[..=at]
+        .iter()
+        .copied()
+        .filter(|o| !sunk.contains(o))
+        .collect();
+    out.extend(sunk);
+    out.extend(&ops[at + 1..]);
+    k.dfg.blocks[b].ops = out;
+}
+
+/// Every value op `o` reads, in it and in its regions.
+fn uses_deep(k: &Kernel, o: Op) -> Vec<Value> {
+    let d = &k.dfg.ops[o];
+    let mut out = d.uses();
+    for &r in &d.regions {
+        for &i in &k.dfg.blocks[r].ops {
+            out.extend(uses_deep(k, i));
+        }
+    }
+    out
+}
