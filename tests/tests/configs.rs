@@ -161,6 +161,7 @@ fn sm90a_gemm_default_is_the_wgmma_tile_with_a_deeper_ring() {
     // `--warp-specialize off`: the same tile on one role, a held cp.async ring.
     let off = PtxOptions {
         warp_specialize: Some(false),
+        persistent: None,
         ..Default::default()
     };
     let (syms, text) = ptx(src, &[], Target::Sm90a, off);

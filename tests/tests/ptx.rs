@@ -188,6 +188,7 @@ fn four_warp_attention_tile_does_not_spill_on_sm90a() {
         warps: Some(4),
         stages: None,
         warp_specialize: None,
+        persistent: None,
     };
     for causal in ["0", "1"] {
         let d = defs(&[
@@ -284,21 +285,25 @@ fn bad_ptx_options_are_errors() {
             warps: Some(3),
             stages: None,
             warp_specialize: None,
+            persistent: None,
         },
         PtxOptions {
             warps: Some(64),
             stages: None,
             warp_specialize: None,
+            persistent: None,
         },
         PtxOptions {
             warps: None,
             stages: Some(0),
             warp_specialize: None,
+            persistent: None,
         },
         PtxOptions {
             warps: None,
             stages: Some(9),
             warp_specialize: None,
+            persistent: None,
         },
     ] {
         let e = compile_stage(
@@ -418,6 +423,7 @@ fn pipelined_loops_lower_to_a_cp_async_ring_on_every_target() {
                     warps: None,
                     stages,
                     warp_specialize: Some(false),
+                    persistent: None,
                 };
                 let out = compile_stage(
                     src,
@@ -553,6 +559,7 @@ fn a_default_ring_that_does_not_fit_gets_shallower() {
             warps: None,
             stages: Some(2),
             warp_specialize: None,
+            persistent: None,
         };
         let r = compile_stage(src, &d, None, target, Emit::Ptx, Stage::Output, &opts);
         match r {

@@ -92,6 +92,7 @@ fn declined_reasons_name_the_condition() {
         warps: Some(4),
         stages: None,
         warp_specialize: None,
+        persistent: None,
     };
     let c = build("gemm", WGMMA_GEMM, Target::Sm90a, &four);
     let r = only(&c);
@@ -167,6 +168,7 @@ fn warps_rings_and_rescales() {
         warps: None,
         stages: Some(3),
         warp_specialize: None,
+        persistent: None,
     };
     let c = build("attention_fwd", &[], Target::Sm80, &three);
     let r = only(&c);

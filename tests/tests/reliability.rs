@@ -338,6 +338,7 @@ fn ptx_that_unrolls_past_the_limit_is_an_error() {
             warps: Some(warps),
             stages: Some(stages),
             warp_specialize: None,
+            persistent: None,
         };
         compile_stage(src, &d, None, target, Emit::Ptx, Stage::Output, &opts)
     };
@@ -446,11 +447,13 @@ kernel @k(y: out tensor<f32>[1], a: f32) grid [1, 1, 1] {
             warps: None,
             stages: Some(3),
             warp_specialize: None,
+            persistent: None,
         },
         PtxOptions {
             warps: Some(8),
             stages: None,
             warp_specialize: None,
+            persistent: None,
         },
     ] {
         let r = compile_stage(

@@ -354,6 +354,7 @@ fn golden_scheduled_ir() {
             WsChoice::Plan(WsPlan::FA3),
         ),
         ("gemm", &[], "warp_specialize", WsChoice::Plan(WsPlan::GEMM)),
+        ("gemm", &[], "persistent", WsChoice::Off),
     ];
     for (op, defs, pass, ws) in cases {
         let src = kir_compiler::oplib::builtin(op).expect("op");
@@ -366,6 +367,7 @@ fn golden_scheduled_ir() {
             stages: None,
             warp_specialize: ws.clone(),
             no_tma_rings: false,
+            persistent: None,
         };
         let text =
             dump_after_with(src, &d, pass, &opts).unwrap_or_else(|e| panic!("{op} {pass}: {e}"));

@@ -1,0 +1,200 @@
+//! The `persistent` pass, differentially on the CPU: every op-library kernel with a loop runs on
+//! the interpreter before and after it (a few program counts, fewer and more than the tiles of
+//! the ragged random inputs) and must give bit-identical outputs; then the persistent kernels
+//! are pipelined and warp-specialized (the ring's count runs on across tiles) and must still
+//! match under 20 scheduler seeds, which also checks the copy/barrier protocol across tiles.
+//! Also: the verifier refuses register budgets over the block's entry allocation.
+
+use kir_backends::interp::{run_with, HostTensor, RunOptions};
+use kir_compiler::passes::{persistent, pipelining, warp_specialize, PipelineConfig, WsPlan};
+use kir_compiler::pipeline;
+use kir_ir::{Module, Opcode};
+use kir_tests::F64s;
+use kir_tests::{inputs::inputs, Rng};
+use std::collections::BTreeMap;
+
+fn spec(name: &str, defs: &[(&str, &str)]) -> Module {
+    let src = kir_compiler::oplib::builtin(name).expect("op");
+    let d: Vec<(String, String)> = defs
+        .iter()
+        .map(|(a, b)| (a.to_string(), b.to_string()))
+        .collect();
+    pipeline::output(src, &d).unwrap_or_else(|e| panic!("{name}: {}", e.render(name, src)))
+}
+
+fn bits(out: &BTreeMap<String, HostTensor>) -> Vec<(String, Vec<u64>)> {
+    out.iter()
+        .map(|(n, t)| {
+            (
+                n.clone(),
+                t.data.f64s().iter().map(|x| x.to_bits()).collect(),
+            )
+        })
+        .collect()
+}
+
+fn count(m: &Module, op: Opcode) -> usize {
+    m.kernels
+        .values()
+        .map(|k| {
+            k.dfg
+                .blocks
+                .values()
+                .flat_map(|b| &b.ops)
+                .filter(|&&o| k.dfg.ops[o].opcode == op)
+                .count()
+        })
+        .sum()
+}
+
+/// `before` once, `after` under `seeds` scheduler seeds: identical bits, inputs of magnitude 1
+/// and 3 (fresh per case).
+fn differential(what: &str, before: &Module, after: &Module, seeds: u64) {
+    for mag in [1.0, 3.0] {
+        let mut rng = Rng::fresh(&format!("{what} x{mag}"));
+        let args = inputs(before, mag, &mut rng);
+        let a = run_with(before, &args, &RunOptions::default())
+            .unwrap_or_else(|e| panic!("{what}: before: {e}"));
+        for seed in 0..seeds {
+            let opts = RunOptions {
+                parallel: true,
+                seed,
+            };
+            let b = run_with(after, &args, &opts)
+                .unwrap_or_else(|e| panic!("{what}: after, seed {seed}: {e}"));
+            assert!(
+                bits(&a) == bits(&b),
+                "{what} mag {mag} seed {seed}: outputs differ"
+            );
+        }
+    }
+}
+
+fn checked(m: Module, what: &str) -> Module {
+    kir_ir::verifier::verify(&m).unwrap_or_else(|e| panic!("{what}: {e:?}"));
+    let text = kir_ir::text::print(&m);
+    let again = kir_ir::text::parse(&text).unwrap_or_else(|e| panic!("{what}: {e:?}"));
+    assert_eq!(kir_ir::text::print(&again), text, "{what}: not canonical");
+    m
+}
+
+#[test]
+fn persistent_kernels_compute_every_tile_once() {
+    let cases: &[(&str, &[(&str, &str)])] = &[
+        ("gemm", &[("BLOCK_M", "32"), ("BLOCK_N", "16")]),
+        (
+            "gemm",
+            &[("BLOCK_M", "16"), ("BLOCK_N", "32"), ("GROUP_M", "4")],
+        ),
+        ("gemm", &[("EPILOGUE", "swiglu"), ("BLOCK_M", "32")]),
+        ("attention_fwd", &[("CAUSAL", "1")]),
+        ("attention_fwd", &[("CAUSAL", "1"), ("WINDOW", "1")]),
+        ("rmsnorm_bwd", &[]),
+        ("attention_bwd", &[]),
+    ];
+    for (name, defs) in cases {
+        let before = spec(name, defs);
+        for programs in [1, 3, 7] {
+            let what = format!("{name} {defs:?} persistent {programs}");
+            let after = checked(
+                persistent(&before, programs).unwrap_or_else(|e| panic!("{what}: {e:?}")),
+                &what,
+            );
+            // Every kernel with a top-level loop walks tiles: its grid is one axis now.
+            for k in after.kernels.values() {
+                if k.grid[1].as_int() != Some(1) {
+                    continue;
+                }
+                assert!(
+                    k.grid[0].to_string().starts_with("min("),
+                    "{what}: {}",
+                    k.grid[0]
+                );
+            }
+            differential(&what, &before, &after, 1);
+        }
+    }
+}
+
+#[test]
+fn persistent_warp_specialized_rings_hold_under_20_seeds() {
+    let cfg = PipelineConfig {
+        smem_budget: 232_448,
+        stages: Some(3),
+        hold_carried_dots: false,
+        tma_rings: false,
+    };
+    for (name, defs, plan) in [
+        (
+            "gemm",
+            vec![("BLOCK_M", "32"), ("BLOCK_N", "16")],
+            WsPlan::GEMM,
+        ),
+        (
+            "gemm",
+            vec![("EPILOGUE", "bias"), ("GROUP_M", "2"), ("BLOCK_M", "16")],
+            WsPlan::one_consumer(8),
+        ),
+        ("attention_fwd", vec![], WsPlan::GEMM),
+        (
+            "attention_fwd",
+            vec![("CAUSAL", "1")],
+            WsPlan::one_consumer(4),
+        ),
+    ] {
+        let before = spec(name, &defs);
+        for programs in [2, 5] {
+            let what = format!("{name} {defs:?} persistent {programs} plan {}", plan.name);
+            let p = persistent(&before, programs).expect("persistent");
+            let piped = pipelining(&p, &cfg).unwrap_or_else(|e| panic!("{what}: {e:?}"));
+            let after = checked(
+                warp_specialize(&piped, &plan).unwrap_or_else(|e| panic!("{what}: {e:?}")),
+                &what,
+            );
+            assert_eq!(count(&after, Opcode::WarpSpecialize), 1, "{what}");
+            assert_eq!(
+                count(&after, Opcode::AsyncWait),
+                0,
+                "{what}: copy groups left"
+            );
+            differential(&what, &before, &after, 20);
+        }
+    }
+}
+
+#[test]
+fn a_persistent_kernel_takes_one_consumer() {
+    let before = spec("attention_fwd", &[]);
+    let cfg = PipelineConfig {
+        smem_budget: 232_448,
+        stages: Some(2),
+        hold_carried_dots: false,
+        tma_rings: false,
+    };
+    let piped = pipelining(&persistent(&before, 4).expect("persistent"), &cfg).expect("piped");
+    let e = warp_specialize(&piped, &WsPlan::FA3).expect_err("two consumers");
+    let msg = format!("{e:?}");
+    assert!(
+        msg.contains("persistent kernel takes one consumer"),
+        "{msg}"
+    );
+}
+
+#[test]
+fn register_budgets_over_the_entry_allocation_are_refused() {
+    // 4 producer warps at 32 + 8 consumer warps at 240: 63,488 + 4,096 = 65,536 registers, but
+    // 384 threads start with 168 each (64,512): setmaxnreg.inc would wait forever.
+    let src = "module m\nkernel @k(x: out tensor<f32>[4]) grid [1, 1, 1] {\n  \
+               warp_specialize producer_warps 4 producer_regs 32 consumers 1 consumer_warps 8 consumer_regs 240 {\n    \
+               yield\n  } consumer(%w) {\n    yield\n  }\n  yield\n}\n";
+    let m = kir_ir::text::parse(src).expect("parses");
+    let e = kir_ir::verifier::verify(&m).expect_err("over the pool");
+    let msg = format!("{e:?}");
+    assert!(msg.contains("over the 64512"), "{msg}");
+    // The backend's plan for 8 consumer warps fits.
+    let plan = WsPlan::one_consumer(8);
+    assert!(
+        (4 * plan.producer_regs + 8 * plan.consumer_regs) * 32 <= 64_512,
+        "{plan:?}"
+    );
+}
