@@ -15,6 +15,7 @@ mod pipelining_tma;
 pub mod specialize;
 pub mod warp_spec;
 mod warp_spec_grid;
+mod warp_spec_loops;
 mod warp_spec_persist;
 mod warp_spec_split;
 

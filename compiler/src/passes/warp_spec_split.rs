@@ -3,8 +3,9 @@
 //! program's tiles past the original grid (an odd tile count split in two), which take part in
 //! the ring as consumer 0's tile and write nothing.
 
-use super::warp_spec::{bad, build, needed, region_inputs, Piped, WsPlan};
+use super::warp_spec::{bad, build, Piped, WsPlan};
 use super::warp_spec_grid::{expr_value, lowerable};
+use super::warp_spec_loops::{needed, region_inputs};
 use crate::kedit::{self, iconst, op2, simple, Cloner};
 use kir_ir::{
     Attr, Block, CmpPred, Diagnostic, Dtype, Expr, ExprKind, Func, Kernel, Op, Opcode, Span, Type,
