@@ -212,29 +212,33 @@ pub fn op2(
     k.dfg.ops[id].results[0]
 }
 
+/// Calls `f` on every value op `od` reads itself (operands, tensor offsets, value attributes;
+/// not its regions' ops).
+pub fn for_each_use(od: &mut OpData, mut f: impl FnMut(&mut Value)) {
+    od.operands.iter_mut().for_each(&mut f);
+    if let Some(t) = &mut od.tensor {
+        for off in &mut t.offsets {
+            if let Offset::Value(v) = off {
+                f(v);
+            }
+        }
+    }
+    for (_, a) in &mut od.attrs {
+        if let Attr::Value(v) = a {
+            f(v);
+        }
+    }
+}
+
 /// Replaces every use of `from` by `to` in the whole kernel, except in op `skip`.
 pub fn replace_uses(dfg: &mut Dfg, from: Value, to: Value, skip: Option<Op>) {
-    let r = |v: &mut Value| {
-        if *v == from {
-            *v = to;
-        }
-    };
     for (id, od) in dfg.ops.iter_mut() {
-        if Some(id) == skip {
-            continue;
-        }
-        od.operands.iter_mut().for_each(r);
-        if let Some(t) = &mut od.tensor {
-            for off in &mut t.offsets {
-                if let Offset::Value(v) = off {
-                    r(v);
+        if Some(id) != skip {
+            for_each_use(od, |v| {
+                if *v == from {
+                    *v = to;
                 }
-            }
-        }
-        for (_, a) in &mut od.attrs {
-            if let Attr::Value(v) = a {
-                r(v);
-            }
+            });
         }
     }
 }

@@ -10,6 +10,7 @@ pub mod oracle;
 pub mod oracle_attention;
 pub mod oracle_ops;
 pub mod rpg;
+pub mod sched_diff;
 
 use kir_backends::interp::{self, HostArg, HostData, HostTensor};
 use kir_ir::Dtype;

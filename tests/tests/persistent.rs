@@ -5,70 +5,9 @@
 //! match under 20 scheduler seeds, which also checks the copy/barrier protocol across tiles.
 //! Also: the verifier refuses register budgets over the block's entry allocation.
 
-use kir_backends::interp::{run_with, HostTensor, RunOptions};
 use kir_compiler::passes::{persistent, pipelining, warp_specialize, PipelineConfig, WsPlan};
-use kir_compiler::pipeline;
 use kir_ir::{Module, Opcode};
-use kir_tests::F64s;
-use kir_tests::{inputs::inputs, Rng};
-use std::collections::BTreeMap;
-
-fn spec(name: &str, defs: &[(&str, &str)]) -> Module {
-    let src = kir_compiler::oplib::builtin(name).expect("op");
-    let d: Vec<(String, String)> = defs
-        .iter()
-        .map(|(a, b)| (a.to_string(), b.to_string()))
-        .collect();
-    pipeline::output(src, &d).unwrap_or_else(|e| panic!("{name}: {}", e.render(name, src)))
-}
-
-fn bits(out: &BTreeMap<String, HostTensor>) -> Vec<(String, Vec<u64>)> {
-    out.iter()
-        .map(|(n, t)| {
-            (
-                n.clone(),
-                t.data.f64s().iter().map(|x| x.to_bits()).collect(),
-            )
-        })
-        .collect()
-}
-
-fn count(m: &Module, op: Opcode) -> usize {
-    m.kernels
-        .values()
-        .map(|k| {
-            k.dfg
-                .blocks
-                .values()
-                .flat_map(|b| &b.ops)
-                .filter(|&&o| k.dfg.ops[o].opcode == op)
-                .count()
-        })
-        .sum()
-}
-
-/// `before` once, `after` under `seeds` scheduler seeds: identical bits, inputs of magnitude 1
-/// and 3 (fresh per case).
-fn differential(what: &str, before: &Module, after: &Module, seeds: u64) {
-    for mag in [1.0, 3.0] {
-        let mut rng = Rng::fresh(&format!("{what} x{mag}"));
-        let args = inputs(before, mag, &mut rng);
-        let a = run_with(before, &args, &RunOptions::default())
-            .unwrap_or_else(|e| panic!("{what}: before: {e}"));
-        for seed in 0..seeds {
-            let opts = RunOptions {
-                parallel: true,
-                seed,
-            };
-            let b = run_with(after, &args, &opts)
-                .unwrap_or_else(|e| panic!("{what}: after, seed {seed}: {e}"));
-            assert!(
-                bits(&a) == bits(&b),
-                "{what} mag {mag} seed {seed}: outputs differ"
-            );
-        }
-    }
-}
+use kir_tests::sched_diff::{count, differential, spec};
 
 fn checked(m: Module, what: &str) -> Module {
     kir_ir::verifier::verify(&m).unwrap_or_else(|e| panic!("{what}: {e:?}"));

@@ -4,13 +4,9 @@
 //! (the pass only moves data through shared memory). The scheduled output of attention_fwd,
 //! attention_bwd and gemm runs under 20 seeds, pipelined and warp-specialized with each plan.
 
-use kir_backends::interp::{run_with, HostTensor, RunOptions};
 use kir_compiler::passes::{pipelining, warp_specialize, PipelineConfig, WsPlan};
-use kir_compiler::pipeline;
 use kir_ir::{Module, Opcode};
-use kir_tests::F64s;
-use kir_tests::{inputs::inputs, Rng};
-use std::collections::BTreeMap;
+use kir_tests::sched_diff::{count, differential, spec};
 
 /// The budget of sm_90a; `stages` as requested.
 fn cfg(stages: Option<usize>) -> PipelineConfig {
@@ -20,64 +16,6 @@ fn cfg(stages: Option<usize>) -> PipelineConfig {
         hold_carried_dots: false,
         tma_rings: false,
     }
-}
-
-fn count(m: &Module, op: Opcode) -> usize {
-    m.kernels
-        .values()
-        .map(|k| {
-            k.dfg
-                .blocks
-                .values()
-                .flat_map(|b| &b.ops)
-                .filter(|&&o| k.dfg.ops[o].opcode == op)
-                .count()
-        })
-        .sum()
-}
-
-fn bits(out: &BTreeMap<String, HostTensor>) -> Vec<(String, Vec<u64>)> {
-    out.iter()
-        .map(|(n, t)| {
-            (
-                n.clone(),
-                t.data.f64s().iter().map(|x| x.to_bits()).collect(),
-            )
-        })
-        .collect()
-}
-
-/// Runs `before` once and `after` under `seeds`, and demands identical bits.
-fn differential(what: &str, before: &Module, after: &Module, seeds: u64) {
-    for mag in [1.0, 3.0] {
-        let mut rng = Rng::fresh(&format!("{what} x{mag}"));
-        let args = inputs(before, mag, &mut rng);
-        let a = run_with(before, &args, &RunOptions::default())
-            .unwrap_or_else(|e| panic!("{what}: before: {e}"));
-        for seed in 0..seeds {
-            let opts = RunOptions {
-                parallel: true,
-                seed,
-            };
-            let b = run_with(after, &args, &opts)
-                .unwrap_or_else(|e| panic!("{what}: after, seed {seed}: {e}"));
-            assert!(
-                bits(&a) == bits(&b),
-                "{what} mag {mag} seed {seed}: outputs differ after pipelining"
-            );
-        }
-    }
-}
-
-/// The front end's last module, what the scheduling passes take in the pipeline (after
-/// mask_split: attention's key ranges are per query block, its masks guarded).
-fn spec(name: &str, defs: &[(&str, &str)]) -> Module {
-    let src = kir_compiler::oplib::builtin(name).expect("op");
-    let d: Vec<(String, String)> = defs
-        .iter()
-        .map(|(a, b)| (a.to_string(), b.to_string()))
-        .collect();
-    pipeline::output(src, &d).unwrap_or_else(|e| panic!("{name}: {}", e.render(name, src)))
 }
 
 #[test]

@@ -19,7 +19,7 @@
 
 use super::warp_spec::{bad, Piped};
 use crate::kedit::{self, iconst, simple, Cloner};
-use kir_ir::{Attr, Block, Diagnostic, Dtype, Kernel, Offset, Op, Opcode, Span, Type, Value};
+use kir_ir::{Block, Diagnostic, Dtype, Kernel, Op, Opcode, Span, Type, Value};
 use std::collections::HashMap;
 
 /// The kernel's tile loop: its only top-level `for`, carrying nothing, whose body holds a loop.
@@ -45,24 +45,11 @@ fn remap(k: &mut Kernel, b: Block, map: &HashMap<Value, Value>) {
     let ops = k.dfg.blocks[b].ops.clone();
     for o in ops {
         let od = &mut k.dfg.ops[o];
-        let r = |v: &mut Value| {
+        kedit::for_each_use(od, |v| {
             if let Some(&n) = map.get(v) {
                 *v = n;
             }
-        };
-        od.operands.iter_mut().for_each(r);
-        if let Some(t) = &mut od.tensor {
-            for off in &mut t.offsets {
-                if let Offset::Value(v) = off {
-                    r(v);
-                }
-            }
-        }
-        for (_, a) in &mut od.attrs {
-            if let Attr::Value(v) = a {
-                r(v);
-            }
-        }
+        });
         let regions = od.regions.clone();
         for rb in regions {
             remap(k, rb, map);
