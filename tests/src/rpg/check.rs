@@ -193,20 +193,6 @@ fn run(
     })
 }
 
-fn count_ops(m: &Module, op: Opcode) -> usize {
-    m.kernels
-        .values()
-        .map(|k| {
-            k.dfg
-                .blocks
-                .values()
-                .flat_map(|b| &b.ops)
-                .filter(|&&o| k.dfg.ops[o].opcode == op)
-                .count()
-        })
-        .sum()
-}
-
 /// Runs `after` under `seeds` scheduler seeds and demands `want` bit for bit.
 fn scheduled(
     stage: &str,
@@ -265,8 +251,8 @@ fn schedule(
                 return Err(fail(&stage, format!("failed: {msg}")));
             }
         };
-        if count_ops(&piped, Opcode::AsyncCopy) == 0
-            || (tma && count_ops(&piped, Opcode::MbarAlloc) == 0)
+        if crate::sched_diff::count(&piped, Opcode::AsyncCopy) == 0
+            || (tma && crate::sched_diff::count(&piped, Opcode::MbarAlloc) == 0)
         {
             continue;
         }
@@ -282,7 +268,7 @@ fn schedule(
         let Ok(ws) = guard(&stage, || passes::warp_specialize(&piped, &plan))? else {
             continue;
         };
-        if count_ops(&ws, Opcode::WarpSpecialize) == 0 {
+        if crate::sched_diff::count(&ws, Opcode::WarpSpecialize) == 0 {
             continue;
         }
         stats.add(format!("{stage} applied"), 1);
