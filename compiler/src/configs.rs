@@ -89,7 +89,7 @@ impl Values<'_> {
 /// at 8192³, 4096³ 544 against 472; docs/benchmarks.md "Warp specialization"), its tiles in
 /// groups of 8 block rows (8192³ 619–645 against 583–606 in row order, 16384×14336×4096 524–541
 /// against 483–492), on a persistent grid of the target's SM count (8192³ 695–698 against
-/// 634–654, 4096³ 640–645 against 612, but 16384×14336×4096 582–590 against 614–660;
+/// 634–654, 4096³ 640–650 against 609–622; 16384×14336×4096 both ways between calls;
 /// docs/benchmarks.md "Persistent GEMM"); swiglu (two dots sharing A) keeps the op's tile.
 const ROWS: &[Row] = &[
     Row {
