@@ -130,7 +130,7 @@ pub fn warp_specialize(m: &Module, plan: &WsPlan) -> Result<Module, Diagnostics>
     let mut out = m.clone();
     let mut errs = vec![];
     for k in out.kernels.values_mut() {
-        match split_on_some_axis(k, plan) {
+        match kernel(k, plan) {
             Ok(()) => kir_ir::renumber::renumber_kernel(k),
             Err(d) => errs.push(d),
         }
@@ -140,46 +140,6 @@ pub fn warp_specialize(m: &Module, plan: &WsPlan) -> Result<Module, Diagnostics>
     } else {
         Err(Diagnostics(errs))
     }
-}
-
-/// Runs the plan on `k`. With several consumers the split axis is the plan's, or, when the
-/// plan cannot split along it (the copies depend on it: a kernel whose grid puts its heads on
-/// axis 0, as causal attention_fwd's longest-first order does), the first other axis of more
-/// than one tile that some `program_id` reads and along which the split succeeds. A failure on
-/// every axis reports the plan's own axis.
-fn split_on_some_axis(k: &mut Kernel, plan: &WsPlan) -> Result<(), Diagnostic> {
-    let first = {
-        let mut trial = k.clone();
-        match kernel(&mut trial, plan) {
-            Ok(()) => {
-                *k = trial;
-                return Ok(());
-            }
-            Err(d) => d,
-        }
-    };
-    if plan.consumers < 2 {
-        return Err(first);
-    }
-    for axis in 0..3u32 {
-        let read = k.dfg.ops.values().any(|d| {
-            d.opcode == Opcode::ProgramId
-                && matches!(&d.lead, Some(Attr::Expr(e)) if e.as_int() == Some(axis as i64))
-        });
-        if axis == plan.split_axis || !read || k.grid[axis as usize].as_int() == Some(1) {
-            continue;
-        }
-        let mut trial = k.clone();
-        let other = WsPlan {
-            split_axis: axis,
-            ..plan.clone()
-        };
-        if kernel(&mut trial, &other).is_ok() {
-            *k = trial;
-            return Ok(());
-        }
-    }
-    Err(first)
 }
 
 /// One pipelined loop and the parts of it the pass rewrites.
