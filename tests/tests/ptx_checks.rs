@@ -303,3 +303,64 @@ fn stores_of_one_tensor_by_different_threads_are_ordered() {
         );
     }
 }
+
+/// Causal attention's TMA ring on sm_90a refills on the filling thread alone, as the
+/// non-causal ring does: the copies' row-prefix masks (`keys < hi`) are tile ops, and a producer
+/// block that kept them ran on every thread, so every thread waited for the stage's release —
+/// a block-wide wait each iteration that ended the two warpgroups' ping-pong (9–10 % of causal
+/// d128 and d256 on the H200, docs/benchmarks.md). Every tensor copy and `expect_tx` arrival
+/// sits between `@!%p bra $L_producer_end_N` and its label, unpredicated, and the loop's refill
+/// region holds the wait for the stage's release.
+#[test]
+fn causal_ring_refills_on_the_filling_thread() {
+    let src = kir_compiler::oplib::builtin("attention_fwd").expect("built-in op");
+    for d in ["64", "128", "256"] {
+        for causal in ["0", "1"] {
+            let what = format!("attention_fwd d{d} causal {causal}");
+            let defs: Vec<(String, String)> =
+                [("DTYPE", "bf16"), ("HEAD_DIM", d), ("CAUSAL", causal)]
+                    .iter()
+                    .map(|(a, b)| (a.to_string(), b.to_string()))
+                    .collect();
+            let text = compile(src, &defs, None, Target::Sm90a, Emit::Ptx)
+                .unwrap_or_else(|e| panic!("{what}: {e}"))
+                .text;
+            let (mut open, mut regions, mut waits_inside, mut copies) = (None, 0, 0, 0);
+            for line in text.lines().map(str::trim) {
+                if let Some(l) = line.strip_suffix(';').and_then(|l| l.split("bra ").nth(1)) {
+                    if l.starts_with("$L_producer_end_") && line.starts_with("@!%p") {
+                        assert!(open.is_none(), "{what}: nested producer regions");
+                        open = Some(l.to_string());
+                        continue;
+                    }
+                }
+                if open.as_deref().is_some_and(|l| line == format!("{l}:")) {
+                    open = None;
+                    regions += 1;
+                    continue;
+                }
+                let fill = line.contains("cp.async.bulk.tensor")
+                    || line.contains("mbarrier.arrive.expect_tx");
+                if fill {
+                    copies += 1;
+                    assert!(
+                        open.is_some(),
+                        "{what}: a fill outside a producer region: {line}"
+                    );
+                    assert!(!line.starts_with('@'), "{what}: a predicated fill: {line}");
+                }
+                if open.is_some() && line.starts_with("mbarrier.try_wait.parity") {
+                    waits_inside += 1;
+                }
+            }
+            assert!(
+                copies > 0 && regions >= 2,
+                "{what}: {copies} fills in {regions} regions"
+            );
+            assert!(
+                waits_inside >= 1,
+                "{what}: the release wait is not the filling thread's"
+            );
+        }
+    }
+}

@@ -20,8 +20,10 @@
 //!   stage offset + (j / 64) · rows · 128, exactly the core layout, and completes its bytes on
 //!   `m[s]`. TMA writes through the async proxy and the barrier's completion publishes them.
 //! - A *producer block* (the body of the ring's `if` that starts a fill: waits, an arrival with
-//!   `tx`, tensor copies and the scalar ops that address them) runs on the filling thread alone, so only
-//!   the thread that refills a stage waits for its release.
+//!   `tx`, tensor copies, the scalar ops that address them and the tile ops of their masks) runs
+//!   on the filling thread alone, so only the thread that refills a stage waits for its release;
+//!   the other threads go on to the stage they read (a block-wide wait there would hold every
+//!   warpgroup to the slowest one each iteration and end their ping-pong).
 //!
 //! [`AbiArg::TensorMap`]: crate::abi::AbiArg::TensorMap
 
@@ -31,7 +33,7 @@ use super::isa::Isa;
 use super::PtxError;
 use crate::abi::TMA_BOX_COLS;
 use kir_ir::{Kernel, Op, OpData, Opcode, ParamKind, Span, Value};
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 /// One `mbar_alloc`: its shared offset and stage count.
 #[derive(Clone, Copy, Debug)]
@@ -418,9 +420,31 @@ pub fn lower_copy(
 }
 
 /// Whether the ops of a block form a producer block (see the module doc): at least one tensor
-/// copy, and nothing but waits, arrivals with `tx`, tensor copies, and scalar ops without
-/// effects or regions.
+/// copy, and nothing but waits, arrivals with `tx`, tensor copies, scalar ops without effects
+/// or regions, and the tile ops of the copies' masks. A tensor copy reads its whole box and
+/// never evaluates its mask (the reader zeroes the rows it excludes, `tma_rows.rs`), so a pure
+/// tile op whose results only reach `mask`s of the block's tensor copies (directly or through
+/// other such ops) lowers to nothing the block's threads must share — causal attention's
+/// row-prefix key masks `keys < hi`.
 pub fn producer_block(k: &Kernel, ops: &[Op]) -> bool {
+    // Values that only reach tensor-copy masks, found from the end of the block backwards.
+    let mut mask_only: HashSet<Value> = HashSet::new();
+    for &o in ops.iter().rev() {
+        let od = &k.dfg.ops[o];
+        let pure_tile = od.regions.is_empty()
+            && od.tensor.is_none()
+            && !od.opcode.has_side_effects()
+            && !od.results.is_empty()
+            && od.results.iter().all(|&r| !k.dfg.ty(r).is_scalar());
+        if pure_tile
+            && od
+                .results
+                .iter()
+                .all(|&r| reaches_masks_only(k, ops, r, &mask_only))
+        {
+            mask_only.extend(od.results.iter().copied());
+        }
+    }
     let mut copies = 0;
     for &o in ops {
         let od = &k.dfg.ops[o];
@@ -432,13 +456,34 @@ pub fn producer_block(k: &Kernel, ops: &[Op]) -> bool {
                 copies += 1;
                 true
             }
-            _ => scalar_pure(k, od),
+            _ => scalar_pure(k, od) || od.results.iter().all(|r| mask_only.contains(r)),
         };
         if !ok {
             return false;
         }
     }
     copies > 0
+}
+
+/// Whether every use of `v` among `ops` is the `mask` of a tensor copy or an operand of an op
+/// whose results are in `mask_only`, and `v` has at least one use there.
+fn reaches_masks_only(k: &Kernel, ops: &[Op], v: Value, mask_only: &HashSet<Value>) -> bool {
+    let mut used = false;
+    for &o in ops {
+        let od = &k.dfg.ops[o];
+        let as_mask = matches!(od.attr("mask"), Some(kir_ir::Attr::Value(m)) if *m == v);
+        let as_operand = od.operands.contains(&v);
+        if !as_mask && !as_operand {
+            continue;
+        }
+        used = true;
+        let copy_mask = od.opcode == Opcode::AsyncCopy && od.attr("bar").is_some() && !as_operand;
+        let into_mask = !od.results.is_empty() && od.results.iter().all(|r| mask_only.contains(r));
+        if !(copy_mask || into_mask) {
+            return false;
+        }
+    }
+    used
 }
 
 /// An op one thread can run for the whole block: scalar results, no tensor access, no effects,
