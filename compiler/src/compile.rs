@@ -142,6 +142,12 @@ pub fn compile_stage(
                 .into(),
         ));
     }
+    if emit == Emit::Cuda && opts.overlap.is_some() {
+        return Err(CompileError::Plain(
+            "--overlap does not apply to CUDA C (the parity backend issues no asynchronous              matrix instructions)"
+                .into(),
+        ));
+    }
     let (defines, opts, hints) = &with_target_config(src, defines, target, emit, opts);
     let f = pipeline::run_observed(src, defines, &mut |_, _| {}).map_err(CompileError::Source)?;
     let generic = f.generic;
@@ -225,6 +231,7 @@ fn with_target_config(
         stages: cfg.stages,
         warp_specialize: cfg.warp_specialize,
         persistent: cfg.persistent,
+        overlap: cfg.overlap,
     };
     (out, opts, hints)
 }
@@ -239,6 +246,9 @@ struct ConfigHints {
     /// Make the warp-specialized kernel persistent over the target's SM count (unless
     /// `--persistent` says otherwise).
     persistent: bool,
+    /// Issue the TMA rings' fresh stage dots one iteration early (`dot_overlap`; unless
+    /// `--overlap` says otherwise).
+    overlap: bool,
 }
 
 /// The program count of a persistent grid: `--persistent N` (0: none), else the target's SM
@@ -274,9 +284,12 @@ fn lower_ptx(
     match opts.warp_specialize {
         Some(true) => lower_ptx_ws(spec, target, suffix, opts, hints),
         // A configuration's choice: the unspecialized kernel where this one does not qualify.
-        None if hints.warp_specialize => lower_ptx_ws(spec, target, suffix, opts, hints)
-            .or_else(|_| lower_ptx_one_role(spec, target, suffix, opts, stages_hint)),
-        _ => lower_ptx_one_role(spec, target, suffix, opts, stages_hint),
+        None if hints.warp_specialize => {
+            lower_ptx_ws(spec, target, suffix, opts, hints).or_else(|_| {
+                lower_ptx_one_role(spec, target, suffix, opts, stages_hint, hints.overlap)
+            })
+        }
+        _ => lower_ptx_one_role(spec, target, suffix, opts, stages_hint, hints.overlap),
     }
 }
 
@@ -299,6 +312,7 @@ fn lower_ptx_ws(
         warp_specialize: pipeline::WsChoice::Plan(plan),
         no_tma_rings: true,
         persistent: persistent_programs(opts, target, hints.persistent),
+        overlap: false,
     };
     let m =
         pipeline::schedule_observed(spec, &sched, &mut |_, _| {}).map_err(CompileError::Source)?;
@@ -326,6 +340,7 @@ fn lower_ptx_one_role(
     suffix: &str,
     opts: &PtxOptions,
     stages_hint: Option<usize>,
+    overlap_hint: bool,
 ) -> Result<(Module, kir_backends::ptx::PtxModule), CompileError> {
     let explicit = opts.stages.is_some();
     let mut stages = opts.stages.or(stages_hint).unwrap_or(PIPELINE_STAGES);
@@ -336,6 +351,7 @@ fn lower_ptx_one_role(
                 stages: Some(stages),
                 no_tma_rings,
                 persistent: persistent_programs(opts, target, false),
+                overlap: opts.overlap.unwrap_or(overlap_hint) && !no_tma_rings,
                 ..Default::default()
             };
             pipeline::schedule_observed(spec, &sched, &mut |_, _| {})

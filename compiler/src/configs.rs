@@ -28,6 +28,9 @@ pub struct Config {
     pub warp_specialize: bool,
     /// With warp specialization: a persistent grid of the target's SM count (`persistent`).
     pub persistent: bool,
+    /// Without warp specialization: issue the TMA rings' fresh stage dots one iteration early
+    /// (`dot_overlap`).
+    pub overlap: bool,
 }
 
 /// One row of the table.
@@ -41,6 +44,7 @@ struct Row {
     stages: Option<usize>,
     warp_specialize: bool,
     persistent: bool,
+    overlap: bool,
 }
 
 /// The constant values of one specialization, by name.
@@ -101,6 +105,7 @@ const ROWS: &[Row] = &[
         stages: None,
         warp_specialize: false,
         persistent: false,
+        overlap: false,
     },
     Row {
         op: "attention_fwd",
@@ -111,6 +116,7 @@ const ROWS: &[Row] = &[
         stages: None,
         warp_specialize: false,
         persistent: false,
+        overlap: false,
     },
     Row {
         op: "attention_fwd",
@@ -121,6 +127,7 @@ const ROWS: &[Row] = &[
         stages: None,
         warp_specialize: false,
         persistent: false,
+        overlap: false,
     },
     Row {
         op: "attention_fwd",
@@ -131,6 +138,7 @@ const ROWS: &[Row] = &[
         stages: None,
         warp_specialize: false,
         persistent: false,
+        overlap: false,
     },
     Row {
         op: "attention_fwd",
@@ -141,6 +149,7 @@ const ROWS: &[Row] = &[
         stages: None,
         warp_specialize: false,
         persistent: false,
+        overlap: false,
     },
     Row {
         op: "gemm",
@@ -156,6 +165,7 @@ const ROWS: &[Row] = &[
         stages: Some(4),
         warp_specialize: true,
         persistent: true,
+        overlap: false,
     },
 ];
 
@@ -190,5 +200,6 @@ pub fn target_config(
         stages: row.stages,
         warp_specialize: row.warp_specialize,
         persistent: row.persistent,
+        overlap: row.overlap,
     }
 }

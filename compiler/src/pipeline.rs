@@ -6,7 +6,8 @@
 //! module is kept in [`Frontend`] and checked differentially against the one before it by the
 //! test suite. The scheduling passes follow for a target ([`schedule_observed`]): when asked,
 //! `persistent` (a fixed number of programs walking every tile), then
-//! `pipelining` (an N-stage shared-memory ring of each loop's dot-operand loads) and then
+//! `pipelining` (an N-stage shared-memory ring of each loop's dot-operand loads) and then either
+//! `dot_overlap` (when asked: each TMA ring loop's fresh stage dot issued one iteration early) or
 //! `warp_specialize` (producer and consumer partitions); they need the target's shared-memory
 //! budget, so they run only with [`ScheduleOptions::target`] set. Every pass can be dumped:
 //! [`dump_after_with`] returns the canonical IR text right after a named pass, which is what
@@ -24,11 +25,13 @@ pub const PASSES: &[&str] = &[
     "mask_split",
     "persistent",
     "pipelining",
+    "dot_overlap",
     "warp_specialize",
 ];
 
 /// The passes of [`PASSES`] that schedule for a target (they need [`ScheduleOptions::target`]).
-pub const SCHEDULE_PASSES: &[&str] = &["persistent", "pipelining", "warp_specialize"];
+pub const SCHEDULE_PASSES: &[&str] =
+    &["persistent", "pipelining", "dot_overlap", "warp_specialize"];
 
 /// Whether and how `warp_specialize` runs.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -57,6 +60,9 @@ pub struct ScheduleOptions {
     /// Make kernels persistent over this many programs (`persistent` pass) before pipelining;
     /// `None` leaves grids as they are.
     pub persistent: Option<u32>,
+    /// Issue each TMA ring loop's fresh stage dot one iteration early (`dot_overlap`), in a
+    /// kernel that is not warp-specialized.
+    pub overlap: bool,
 }
 
 /// The warp-specialization plans of a target, most preferred first: FA3's two ping-pong consumer
@@ -109,6 +115,12 @@ pub fn schedule_observed(
     verifier::verify(&piped)?;
     observe("pipelining", &piped);
     let plans = match &opts.warp_specialize {
+        WsChoice::Off if opts.overlap => {
+            let (rotated, _) = passes::dot_overlap(&piped)?;
+            verifier::verify(&rotated)?;
+            observe("dot_overlap", &rotated);
+            return Ok(rotated);
+        }
         WsChoice::Off => return Ok(piped),
         WsChoice::Auto => ws_plans(target),
         WsChoice::Plan(p) => vec![p.clone()],
@@ -240,6 +252,10 @@ pub fn dump_after_with(
         let mut opts = opts.clone();
         if pass == "warp_specialize" && opts.warp_specialize == WsChoice::Off {
             opts.warp_specialize = WsChoice::Auto;
+        }
+        if pass == "dot_overlap" {
+            opts.overlap = true;
+            opts.warp_specialize = WsChoice::Off;
         }
         if pass == "persistent" && opts.persistent.is_none() {
             opts.persistent = opts.target.map(|t| t.sm_count());

@@ -162,6 +162,7 @@ fn sm90a_gemm_default_is_the_wgmma_tile_with_a_deeper_ring() {
     let off = PtxOptions {
         warp_specialize: Some(false),
         persistent: None,
+        overlap: None,
         ..Default::default()
     };
     let (syms, text) = ptx(src, &[], Target::Sm90a, off);

@@ -189,6 +189,7 @@ fn four_warp_attention_tile_does_not_spill_on_sm90a() {
         stages: None,
         warp_specialize: None,
         persistent: None,
+        overlap: None,
     };
     for causal in ["0", "1"] {
         let d = defs(&[
@@ -286,24 +287,28 @@ fn bad_ptx_options_are_errors() {
             stages: None,
             warp_specialize: None,
             persistent: None,
+            overlap: None,
         },
         PtxOptions {
             warps: Some(64),
             stages: None,
             warp_specialize: None,
             persistent: None,
+            overlap: None,
         },
         PtxOptions {
             warps: None,
             stages: Some(0),
             warp_specialize: None,
             persistent: None,
+            overlap: None,
         },
         PtxOptions {
             warps: None,
             stages: Some(9),
             warp_specialize: None,
             persistent: None,
+            overlap: None,
         },
     ] {
         let e = compile_stage(
@@ -424,6 +429,7 @@ fn pipelined_loops_lower_to_a_cp_async_ring_on_every_target() {
                     stages,
                     warp_specialize: Some(false),
                     persistent: None,
+                    overlap: None,
                 };
                 let out = compile_stage(
                     src,
@@ -560,6 +566,7 @@ fn a_default_ring_that_does_not_fit_gets_shallower() {
             stages: Some(2),
             warp_specialize: None,
             persistent: None,
+            overlap: None,
         };
         let r = compile_stage(src, &d, None, target, Emit::Ptx, Stage::Output, &opts);
         match r {

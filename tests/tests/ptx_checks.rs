@@ -310,7 +310,8 @@ fn stores_of_one_tensor_by_different_threads_are_ordered() {
 /// a block-wide wait each iteration that ended the two warpgroups' ping-pong (9–10 % of causal
 /// d128 and d256 on the H200, docs/benchmarks.md). Every tensor copy and `expect_tx` arrival
 /// sits between `@!%p bra $L_producer_end_N` and its label, unpredicated, and the loop's refill
-/// region holds the wait for the stage's release.
+/// region holds the wait for the stage's release. Each fill of a masked (causal) ring stores the
+/// stage's valid-row count there, before its `expect_tx` arrival.
 #[test]
 fn causal_ring_refills_on_the_filling_thread() {
     let src = kir_compiler::oplib::builtin("attention_fwd").expect("built-in op");
@@ -326,6 +327,7 @@ fn causal_ring_refills_on_the_filling_thread() {
                 .unwrap_or_else(|e| panic!("{what}: {e}"))
                 .text;
             let (mut open, mut regions, mut waits_inside, mut copies) = (None, 0, 0, 0);
+            let (mut arrivals, mut counts) = (0, 0);
             for line in text.lines().map(str::trim) {
                 if let Some(l) = line.strip_suffix(';').and_then(|l| l.split("bra ").nth(1)) {
                     if l.starts_with("$L_producer_end_") && line.starts_with("@!%p") {
@@ -352,6 +354,12 @@ fn causal_ring_refills_on_the_filling_thread() {
                 if open.is_some() && line.starts_with("mbarrier.try_wait.parity") {
                     waits_inside += 1;
                 }
+                if line.contains("mbarrier.arrive.expect_tx") {
+                    arrivals += 1;
+                }
+                if open.is_some() && line.starts_with("st.shared.u32") {
+                    counts += 1;
+                }
             }
             assert!(
                 copies > 0 && regions >= 2,
@@ -361,6 +369,9 @@ fn causal_ring_refills_on_the_filling_thread() {
                 waits_inside >= 1,
                 "{what}: the release wait is not the filling thread's"
             );
+            // A masked ring's fill stores its valid-row count for the readers (tma_rows.rs).
+            let want = if causal == "1" { arrivals } else { 0 };
+            assert_eq!(counts, want, "{what}: valid-row counts stored by the fills");
         }
     }
 }

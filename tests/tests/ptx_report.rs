@@ -93,6 +93,7 @@ fn declined_reasons_name_the_condition() {
         stages: None,
         warp_specialize: None,
         persistent: None,
+        overlap: None,
     };
     let c = build("gemm", WGMMA_GEMM, Target::Sm90a, &four);
     let r = only(&c);
@@ -169,6 +170,7 @@ fn warps_rings_and_rescales() {
         stages: Some(3),
         warp_specialize: None,
         persistent: None,
+        overlap: None,
     };
     let c = build("attention_fwd", &[], Target::Sm80, &three);
     let r = only(&c);

@@ -339,6 +339,7 @@ fn ptx_that_unrolls_past_the_limit_is_an_error() {
             stages: Some(stages),
             warp_specialize: None,
             persistent: None,
+            overlap: None,
         };
         compile_stage(src, &d, None, target, Emit::Ptx, Stage::Output, &opts)
     };
@@ -448,12 +449,14 @@ kernel @k(y: out tensor<f32>[1], a: f32) grid [1, 1, 1] {
             stages: Some(3),
             warp_specialize: None,
             persistent: None,
+            overlap: None,
         },
         PtxOptions {
             warps: Some(8),
             stages: None,
             warp_specialize: None,
             persistent: None,
+            overlap: None,
         },
     ] {
         let r = compile_stage(

@@ -293,6 +293,12 @@ fn golden_scheduled_ir() {
         ),
         ("gemm", &[], "warp_specialize", WsChoice::Plan(WsPlan::GEMM)),
         ("gemm", &[], "persistent", WsChoice::Off),
+        (
+            "attention_fwd",
+            &[("CAUSAL", "1")],
+            "dot_overlap",
+            WsChoice::Off,
+        ),
     ];
     for (op, defs, pass, ws) in cases {
         let src = kir_compiler::oplib::builtin(op).expect("op");
@@ -306,6 +312,7 @@ fn golden_scheduled_ir() {
             warp_specialize: ws.clone(),
             no_tma_rings: false,
             persistent: None,
+            overlap: false,
         };
         let text =
             dump_after_with(src, &d, pass, &opts).unwrap_or_else(|e| panic!("{op} {pass}: {e}"));

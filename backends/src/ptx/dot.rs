@@ -175,13 +175,23 @@ pub fn lower_dot(c: &mut Ctx, op: &OpData) -> Result<(), PtxError> {
             None => cast_source(c, a).unwrap_or(av),
             Some(_) => av,
         };
+        let asynchronous = op.opcode == kir_ir::Opcode::DotAsync;
         let issue = super::wgmma::Issue {
             turn: c.pingpong.get(&v).copied(),
-            hold: super::wgmma::held(c, op, &w, &acc_regs),
+            hold: !asynchronous && super::wgmma::held(c, op, &w, &acc_regs),
+            asynchronous,
         };
         super::wgmma::lower(
             c, w, issue, &a_src, &bs, acc, &acc_regs, &shape, kdim, ab_dtype, sp,
         )?
+    } else if op.opcode == kir_ir::Opcode::DotAsync {
+        return Err(PtxError::at(
+            sp,
+            format!(
+                "`dot_async` lowers to wgmma only, which this dot cannot use on {} (bf16/f16 operands from core-layout tiles, a result of 16 · warps rows, K a multiple of 64)",
+                c.target
+            ),
+        ));
     } else if use_mma {
         // The register A operand (P·V) needs the output's row split to match the operand's.
         let a_in_regs = l == Layout::RowMma
@@ -206,6 +216,34 @@ pub fn lower_dot(c: &mut Ctx, op: &OpData) -> Result<(), PtxError> {
             regs: out,
         },
     );
+    Ok(())
+}
+
+/// Lowers `dot_wait %d pending N`: `wgmma.wait_group N` (wgmma groups retire in issue order,
+/// so at most N later groups of this warpgroup stay in flight and `%d`'s has finished); the
+/// result is `%d`'s registers, which nothing wrote since the `dot_async` issued into them.
+pub fn lower_dot_wait(c: &mut Ctx, op: &OpData) -> Result<(), PtxError> {
+    let sp = op.span;
+    let (Some(&d), Some(&r)) = (op.operands.first(), op.results.first()) else {
+        return Err(PtxError::at(sp, "dot_wait needs an operand and a result"));
+    };
+    let pending = match op.attr("pending") {
+        Some(kir_ir::Attr::Expr(e)) => {
+            e.as_int().filter(|n| (0..=7).contains(n)).ok_or_else(|| {
+                PtxError::at(
+                    sp,
+                    "`dot_wait pending` must be a constant from 0 to 7 on the PTX backend",
+                )
+            })?
+        }
+        _ => 0,
+    };
+    let v = c.val(d, sp)?;
+    c.b.ins(format!("wgmma.wait_group.sync.aligned {pending}"));
+    if pending == 0 {
+        c.wgmma_in_flight = false;
+    }
+    c.vals.insert(r, v);
     Ok(())
 }
 

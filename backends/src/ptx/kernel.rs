@@ -49,7 +49,7 @@ pub fn block_policy(k: &Kernel) -> (Block, String) {
         .dfg
         .ops
         .values()
-        .filter(|o| o.opcode == kir_ir::Opcode::Dot)
+        .filter(|o| matches!(o.opcode, kir_ir::Opcode::Dot | kir_ir::Opcode::DotAsync))
         .filter_map(|o| o.results.first().and_then(|&r| k.dfg.ty(r).shape()))
         .collect();
     let (warps, why) = if dots.is_empty() {

@@ -245,7 +245,13 @@ pub fn assign_for(
                     group(vec![a, r]);
                 }
             }
-            Opcode::Dot => {
+            Opcode::DotWait => {
+                // The waited value is the `dot_async`'s accumulator registers.
+                if let (Some(&d), Some(&r)) = (op.operands.first(), op.results.first()) {
+                    group(vec![d, r]);
+                }
+            }
+            Opcode::Dot | Opcode::DotAsync => {
                 if let (Some(&acc), Some(&r)) = (op.operands.get(2), op.results.first()) {
                     group(vec![acc, r]);
                     if let (Some(&a), Some(&bb)) = (op.operands.first(), op.operands.get(1)) {
@@ -339,7 +345,7 @@ pub fn assign_for(
         let Some(us) = uses.get(&v) else { return false };
         !us.is_empty()
             && us.iter().all(|&(oc, i)| match oc {
-                Opcode::Dot => i < 2,
+                Opcode::Dot | Opcode::DotAsync => i < 2,
                 Opcode::Transpose => {
                     depth < 2
                         && k.dfg.ops.values().any(|o| {

@@ -253,7 +253,8 @@ pub fn lower_op(c: &mut Ctx, op: &OpData) -> Result<(), PtxError> {
         | Opcode::Transpose
         | Opcode::Reduce => super::tile::lower_shape_op(c, op)?,
         Opcode::Load | Opcode::Store | Opcode::AtomicAdd => super::memory::lower_memory_op(c, op)?,
-        Opcode::Dot => super::dot::lower_dot(c, op)?,
+        Opcode::Dot | Opcode::DotAsync => super::dot::lower_dot(c, op)?,
+        Opcode::DotWait => super::dot::lower_dot_wait(c, op)?,
         kir_ir::elementwise_ops!() => elementwise(c, op)?,
         Opcode::For => lower_for(c, op)?,
         Opcode::If => lower_if(c, op)?,

@@ -299,7 +299,10 @@ pub(super) fn store_cast(c: &Ctx, ops: &[kir_ir::Op], i: usize) -> Option<kir_ir
         if u.opcode == Opcode::Store && u.operands.first() == Some(&r) {
             return Some(src);
         }
-        if !u.regions.is_empty() || u.operands.contains(&r) || matches!(u.opcode, Opcode::Dot) {
+        if !u.regions.is_empty()
+            || u.operands.contains(&r)
+            || matches!(u.opcode, Opcode::Dot | Opcode::DotAsync)
+        {
             return None;
         }
     }

@@ -73,6 +73,11 @@ pub struct PtxOptions {
     /// `persistent` pass over n programs, `Some(0)` for none, `None` for the per-target
     /// configuration's choice (its count is the target's [`crate::Target::sm_count`]).
     pub persistent: Option<u32>,
+    /// Intra-warpgroup overlap (`--overlap`): `Some(true)` asks the compile driver for the
+    /// `dot_overlap` pass on the unspecialized TMA rings (each ring loop's fresh stage dot issued
+    /// one iteration early as `dot_async`), `Some(false)` for none, `None` for the per-target
+    /// configuration's choice.
+    pub overlap: Option<bool>,
 }
 
 impl PtxOptions {
@@ -107,6 +112,9 @@ impl PtxOptions {
         }
         if let Some(n) = self.persistent {
             s.push_str(&format!("_PERSIST_{n}"));
+        }
+        if let Some(o) = self.overlap {
+            s.push_str(&format!("_OVERLAP_{}", u8::from(o)));
         }
         s
     }

@@ -186,7 +186,7 @@ pub(super) fn note_dot(c: &mut Ctx, op: &OpData, wgmma: bool, mma: bool, layout:
         .ops
         .values()
         .take(key.min(k.dfg.ops.len()))
-        .filter(|o| o.opcode == Opcode::Dot)
+        .filter(|o| matches!(o.opcode, Opcode::Dot | Opcode::DotAsync))
         .count();
     let choice = DotChoice {
         index,

@@ -40,6 +40,9 @@ use std::collections::{HashMap, HashSet};
 pub struct MbarBuf {
     pub off: u32,
     pub stages: usize,
+    /// The per-stage count of rows a row-prefix-masked fill delivers (`tma_rows.rs`), for a
+    /// barrier such fills complete on: one 32-bit word per stage.
+    pub rows_off: Option<u32>,
 }
 
 /// What the TMA lowering keeps per kernel.
@@ -188,7 +191,16 @@ pub fn lower_alloc(c: &mut Ctx, op: &OpData) -> Result<(), PtxError> {
     c.b.need(Isa::MBARRIER_TX)
         .ins("fence.mbarrier_init.release.cluster");
     c.sync_block();
-    c.tma.bars.insert(m, MbarBuf { off, stages });
+    let rows_off = super::tma_rows::has_masked_fills(c.k, m)
+        .then(|| c.alloc_shared_aligned(4 * stages as u32, 4));
+    c.tma.bars.insert(
+        m,
+        MbarBuf {
+            off,
+            stages,
+            rows_off,
+        },
+    );
     Ok(())
 }
 
@@ -244,6 +256,7 @@ pub fn lower_arrive(c: &mut Ctx, op: &OpData) -> Result<(), PtxError> {
         Some(_) if c.tma.by_warps => {}
         Some(tx) => {
             let pre = on_elected(c);
+            super::tma_rows::store_valid_rows(c, op, m, s, &pre)?;
             c.b.need(Isa::MBARRIER_TX).ins(format!(
                 "{pre}mbarrier.arrive.expect_tx.shared::cta.b64 _, [{a}], {}",
                 tx as u64

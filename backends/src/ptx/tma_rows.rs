@@ -1,19 +1,25 @@
 //! Row-prefix masks on TMA rings (`kir_ir::masks`): a tensor copy reads its whole box, so when
 //! the ring's copies are masked `keys < hi` (mask_split's key range on attention's K and V), the
-//! rows at or past `hi − n0` of the stage that iteration n0 reads are set to +0 in shared memory
+//! rows of a stage at or past `hi − index` (the copy's first key) are set to +0 in shared memory
 //! right after the wait for the stage, as the masked load defines them — before any read, and
 //! without ever using those rows' values (the KV-cache contract: they may hold NaN).
 //!
-//! Only an edge block has such rows (`hi − n0 < rows`, a uniform test): every thread stores
+//! The filling thread stores that count per stage (one word next to the barriers) before its
+//! `expect_tx` arrival; a reader loads the count of the fill it waited for. So the zeroing does
+//! not depend on where the wait sits: in the fill's own iteration, one iteration ahead
+//! (`dot_overlap`), or before the loop.
+//!
+//! Only an edge block has such rows (count < rows, a uniform test): every thread stores
 //! zeros over those rows in wgmma's swizzled layout (16 bytes per store), then
 //! `fence.proxy.async` (generic writes, async-proxy reads by wgmma) and a block barrier.
 
+use super::builder::Reg;
 use super::builder::RegClass;
 use super::ctx::{Ctx, Val};
 use super::isa::Isa;
 use super::sched::StageIx;
 use super::PtxError;
-use kir_ir::{Attr, Kernel, Op, OpData, Opcode, Value};
+use kir_ir::{Attr, Kernel, OpData, Opcode, Value};
 
 /// The masked copies completing on barrier `m`: (buffer, bound) per buffer, once each.
 fn masked_fills(k: &Kernel, m: Value) -> Vec<(Value, Value)> {
@@ -36,51 +42,104 @@ fn masked_fills(k: &Kernel, m: Value) -> Vec<(Value, Value)> {
     out
 }
 
-/// The induction variable of the loop whose body holds op `o` directly.
-fn loop_iv(k: &Kernel, o: Op) -> Option<Value> {
-    k.dfg.ops.values().find_map(|od| {
-        let body = *od.regions.first()?;
-        (od.opcode == Opcode::For && k.dfg.blocks[body].ops.contains(&o))
-            .then(|| k.dfg.blocks[body].args.first().copied())
-            .flatten()
-    })
+/// Whether a row-prefix-masked tensor copy completes on barrier `m`.
+pub fn has_masked_fills(k: &Kernel, m: Value) -> bool {
+    !masked_fills(k, m).is_empty()
+}
+
+/// The shared address of stage `s`'s valid-row word of barrier `m`.
+fn rows_addr(c: &mut Ctx, m: Value, s: Value, sp: kir_ir::Span) -> Result<Option<Reg>, PtxError> {
+    let Some(buf) = c.tma.bars.get(&m).copied() else {
+        return Err(PtxError::at(
+            sp,
+            "internal: an mbarrier used before its mbar_alloc",
+        ));
+    };
+    let Some(off) = buf.rows_off else {
+        return Ok(None);
+    };
+    let (a, smem) = (c.b.reg(RegClass::B32), c.smem);
+    match c.statics.get(&s) {
+        Some(&h) => {
+            c.b.ins(format!("add.u32 {a}, {smem}, {}", off + 4 * h as u32))
+        }
+        None => {
+            let Val::Scalar(r) = c.val(s, sp)? else {
+                return Err(PtxError::at(sp, "a stage index must be a scalar"));
+            };
+            c.b.ins(format!("mad.lo.s32 {a}, {r}, 4, {smem}"));
+            c.b.ins(format!("add.u32 {a}, {a}, {off}"));
+        }
+    }
+    Ok(Some(a))
+}
+
+/// Before the filling thread's `expect_tx` arrival `arrive` on `m[s]` (predicate prefix
+/// `pre`): store how many leading rows the stage's fill delivers — `hi − index` of the block's
+/// row-prefix-masked copies into stage `s` (every buffer of a barrier is filled for the same
+/// keys), or the whole stage for an unmasked fill. The arrival's release orders the store
+/// before every waiter's acquire, so the reader learns the count of the fill it waited for,
+/// wherever it waits (in the fill's own iteration, one iteration ahead as `dot_overlap` waits,
+/// or before the loop).
+pub fn store_valid_rows(
+    c: &mut Ctx,
+    arrive: &OpData,
+    m: Value,
+    s: Value,
+    pre: &str,
+) -> Result<(), PtxError> {
+    let sp = arrive.span;
+    let k = c.k;
+    let Some(a) = rows_addr(c, m, s, sp)? else {
+        return Ok(());
+    };
+    let block = k
+        .dfg
+        .blocks
+        .values()
+        .find(|b| b.ops.iter().any(|&o| std::ptr::eq(&k.dfg.ops[o], arrive)))
+        .ok_or_else(|| PtxError::at(sp, "internal: an arrival outside every block"))?;
+    let masked = block.ops.iter().find_map(|&o| {
+        let od = &k.dfg.ops[o];
+        let on_m = matches!(od.attr("bar"), Some(Attr::Value(b)) if *b == m);
+        if od.opcode != Opcode::AsyncCopy || !on_m || od.operands.get(1) != Some(&s) {
+            return None;
+        }
+        match od.attr("mask") {
+            Some(Attr::Value(mask)) => kir_ir::masks::row_prefix(k, *mask),
+            _ => None,
+        }
+    });
+    let valid = c.b.reg(RegClass::B32);
+    match masked {
+        Some((index, hi)) => {
+            let (Val::Scalar(index), Val::Scalar(hi)) = (c.val(index, sp)?, c.val(hi, sp)?) else {
+                return Err(PtxError::at(sp, "a key bound that is not a scalar"));
+            };
+            c.b.ins(format!("sub.s32 {valid}, {hi}, {index}"));
+        }
+        None => c.b.ins(format!("mov.b32 {valid}, {}", i32::MAX)),
+    }
+    c.b.ins(format!("{pre}st.shared.u32 [{a}], {valid}"));
+    Ok(())
 }
 
 /// After `mbar_wait %m, %s, …` (`wait`): zero the masked rows of every stage `s` that a
-/// row-prefix-masked copy fills on `m` (module doc). Nothing for a barrier without such copies.
+/// row-prefix-masked copy fills on `m` (module doc), as many as the fill's stored count leaves
+/// out. Nothing for a barrier without such copies.
 pub fn zero_masked_rows(c: &mut Ctx, wait: &OpData, m: Value, s: Value) -> Result<(), PtxError> {
     let k = c.k;
     let sp = wait.span;
     let fills = masked_fills(k, m);
-    if fills.is_empty() {
+    let Some(at) = rows_addr(c, m, s, sp)? else {
         return Ok(());
-    }
-    let o = k
-        .dfg
-        .ops
-        .iter()
-        .find(|(_, od)| std::ptr::eq(*od, wait))
-        .map(|(o, _)| o)
-        .ok_or_else(|| PtxError::at(sp, "internal: a wait that is not the kernel's"))?;
-    let iv = loop_iv(k, o).ok_or_else(|| {
-        PtxError::at(
-            sp,
-            "a masked tensor copy whose stage is waited for outside its loop",
-        )
-    })?;
-    let Val::Scalar(n0) = c.val(iv, sp)? else {
-        return Err(PtxError::at(
-            sp,
-            "internal: a loop index that is not a scalar",
-        ));
     };
+    let n_valid = c.b.reg(RegClass::B32);
+    c.b.ins(format!("ld.shared.u32 {n_valid}, [{at}]"));
     let skip = c.b.label("rows_full");
     let mut first = true;
     let (tid, threads) = (c.tid, c.blk.threads);
-    for (buf, hi) in fills {
-        let Val::Scalar(hi) = c.val(hi, sp)? else {
-            return Err(PtxError::at(sp, "a key bound that is not a scalar"));
-        };
+    for (buf, _) in fills {
         let sb = super::sched::buffer(c, buf, sp)?;
         if !sb.core {
             return Err(PtxError::at(
@@ -90,7 +149,7 @@ pub fn zero_masked_rows(c: &mut Ctx, wait: &OpData, m: Value, s: Value) -> Resul
         }
         let [rows, cols] = sb.shape;
         let (valid, p) = (c.b.reg(RegClass::B32), c.b.reg(RegClass::Pred));
-        c.b.ins(format!("sub.s32 {valid}, {hi}, {n0}"));
+        c.b.ins(format!("mov.b32 {valid}, {n_valid}"));
         if first {
             // Every buffer of the barrier is filled for the same keys: one test for all.
             c.b.ins(format!("setp.ge.s32 {p}, {valid}, {rows}"));

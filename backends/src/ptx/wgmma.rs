@@ -64,7 +64,10 @@ fn copy_ok(cols: usize, threads: usize) -> bool {
 /// For a `dot` op that can use wgmma on `target` with block `b`: its operand loads and B's
 /// major-ness.
 pub fn wgmma_dot(k: &Kernel, op: &OpData, b: Block, target: Target) -> Option<WgmmaDot> {
-    if !target.has_wgmma() || op.opcode != Opcode::Dot || b.warps % 4 != 0 {
+    if !target.has_wgmma()
+        || !matches!(op.opcode, Opcode::Dot | Opcode::DotAsync)
+        || b.warps % 4 != 0
+    {
         return None;
     }
     let (&a, &bv, &r) = (
@@ -111,6 +114,17 @@ pub fn wgmma_dot(k: &Kernel, op: &OpData, b: Block, target: Target) -> Option<Wg
     };
     let b_load = def_op(k, b_src).filter(|o| tile_source(k, o))?;
     let only_here = |v: Value| super::lower::use_count(k, v) == 1;
+    // A shared A tile may feed several dots (`dot_overlap`'s peeled first dot and its
+    // `dot_async`): every use must be the A operand of a dot, which reads the same core layout.
+    let a_uses_ok = |v: Value| match a_smem {
+        None => only_here(v),
+        Some(_) => k.dfg.ops.values().all(|o| {
+            !o.operands.contains(&v)
+                || matches!(o.opcode, Opcode::Dot | Opcode::DotAsync)
+                    && o.operands.first() == Some(&v)
+                    && o.operands[1..].iter().all(|&x| x != v)
+        }),
+    };
     let zero_init = op
         .operands
         .get(2)
@@ -123,7 +137,7 @@ pub fn wgmma_dot(k: &Kernel, op: &OpData, b: Block, target: Target) -> Option<Wg
     let ok = lowp
         && shapes_ok
         && copies_ok
-        && only_here(a)
+        && a_uses_ok(a)
         && only_here(bv)
         && only_here(b_src)
         && b_load.results.len() == 1;
@@ -141,15 +155,49 @@ pub fn wgmma_dot(k: &Kernel, op: &OpData, b: Block, target: Target) -> Option<Wg
 fn tile_source(k: &Kernel, o: &OpData) -> bool {
     match o.opcode {
         Opcode::Load => true,
+        // Every read of the buffer must reach a dot the same way this one does (`dot_overlap`
+        // reads K's stages twice: its peeled first dot and its `dot_async`).
         Opcode::SmemRead => o.operands.first().is_some_and(|&buf| {
-            k.dfg
-                .ops
-                .values()
-                .filter(|x| x.opcode == Opcode::SmemRead && x.operands.first() == Some(&buf))
-                .count()
-                == 1
+            let role = |x: &OpData| x.results.first().and_then(|&r| dot_role(k, r));
+            let mine = role(o);
+            mine.is_some()
+                && k.dfg
+                    .ops
+                    .values()
+                    .filter(|x| x.opcode == Opcode::SmemRead && x.operands.first() == Some(&buf))
+                    .all(|x| role(x) == mine && k.dfg.ty(x.results[0]) == k.dfg.ty(o.results[0]))
         }),
         _ => false,
+    }
+}
+
+/// How a stage read `v` reaches a dot: (through a `transpose`, operand index), when its one use
+/// is a dot or `dot_async` operand, directly or through one single-use `transpose`.
+fn dot_role(k: &Kernel, v: Value) -> Option<(bool, usize)> {
+    let single_use = |v: Value| {
+        let mut uses =
+            k.dfg.ops.values().filter(|o| {
+                o.operands.contains(&v) || o.attr("mask") == Some(&kir_ir::Attr::Value(v))
+            });
+        let first = uses.next();
+        if uses.next().is_some() {
+            return None;
+        }
+        first
+    };
+    let u = single_use(v)?;
+    match u.opcode {
+        Opcode::Dot | Opcode::DotAsync => {
+            let i = u.operands.iter().position(|&x| x == v)?;
+            (i < 2).then_some((false, i))
+        }
+        Opcode::Transpose => {
+            let t = *u.results.first()?;
+            let d = single_use(t)?;
+            let i = d.operands.iter().position(|&x| x == t)?;
+            (matches!(d.opcode, Opcode::Dot | Opcode::DotAsync) && i < 2).then_some((true, i))
+        }
+        _ => None,
     }
 }
 
@@ -235,6 +283,8 @@ fn descriptor(c: &mut Ctx, addr: Reg, extra: u32, lbo: u32) -> Reg {
 pub struct Issue {
     pub turn: Option<super::pingpong::Turn>,
     pub hold: bool,
+    /// A `dot_async`: commit the group and leave it running (its `dot_wait` waits for it).
+    pub asynchronous: bool,
 }
 
 /// True when the wgmma dot `op` may stay in flight until the next iteration of its loop ends
@@ -546,7 +596,9 @@ pub fn lower(
     if let Some(t) = issue.turn {
         super::pingpong::after_issue(c, t);
     }
-    if issue.hold {
+    if issue.asynchronous {
+        c.wgmma_in_flight = true;
+    } else if issue.hold {
         // Retire the previous iteration's group, leave this one running (see [`held`]).
         c.b.ins("wgmma.wait_group.sync.aligned 1");
         c.wgmma_in_flight = true;

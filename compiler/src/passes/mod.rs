@@ -1,5 +1,6 @@
 //! Compiler passes: free functions, one per file, sequenced only by `crate::pipeline`.
 
+pub mod dot_overlap;
 pub mod egraph;
 pub mod fusion;
 mod fusion_norm;
@@ -19,6 +20,7 @@ mod warp_spec_loops;
 mod warp_spec_persist;
 mod warp_spec_split;
 
+pub use dot_overlap::dot_overlap;
 pub use egraph::{egraph, egraph_explained, egraph_with};
 pub use fusion::{fusion, fusion_with_report, FusionReport};
 pub use mask_split::mask_split;

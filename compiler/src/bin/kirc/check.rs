@@ -46,6 +46,7 @@ pub fn main(a: Args) -> Result<ExitCode, CliError> {
             warp_specialize,
             no_tma_rings: false,
             persistent: a.persistent,
+            overlap: false,
         };
         let text =
             pipeline::dump_after_with(&src.text, &a.defines, pass, &opts).map_err(|e| match e {

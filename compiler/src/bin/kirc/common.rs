@@ -212,6 +212,12 @@ pub struct PtxFlags {
     /// per-target configuration's choice
     #[arg(long, value_name = "N|off", value_parser = persistent_flag)]
     pub persistent: Option<u32>,
+    /// Intra-warpgroup overlap on sm_90a TMA rings without warp specialization: `on` issues each
+    /// ring loop's fresh stage dot (attention's q·kᵀ) one iteration early as an asynchronous
+    /// wgmma (the `dot_overlap` pass, docs/passes.md); `off` keeps it in place. Default: the
+    /// per-target configuration's choice
+    #[arg(long, value_name = "on|off")]
+    pub overlap: Option<WsFlag>,
 }
 
 /// Parses `--persistent`: a program count from 1 to 65535, or `off` (0).
@@ -248,6 +254,7 @@ impl PtxFlags {
             stages: self.stages,
             warp_specialize: self.warp_specialize.map(|w| w == WsFlag::On),
             persistent: self.persistent,
+            overlap: self.overlap.map(|w| w == WsFlag::On),
         }
     }
 }

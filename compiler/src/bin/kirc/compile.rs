@@ -104,6 +104,7 @@ pub fn main(a: Args) -> Result<ExitCode, CliError> {
                     warp_specialize: kir_compiler::pipeline::WsChoice::Off,
                     no_tma_rings: false,
                     persistent: a.ptx.persistent_programs(),
+                    overlap: a.ptx.overlap == Some(common::WsFlag::On),
                 },
             )
             .map_err(|e| match e {

@@ -287,6 +287,7 @@ pub fn main(a: Args) -> Result<ExitCode, CliError> {
                         warp_specialize: common::ws_choice(a.ws.as_deref())?,
                         no_tma_rings: false,
                         persistent: a.ptx.persistent_programs(),
+                        overlap: a.ptx.overlap == Some(common::WsFlag::On),
                     };
                     pipeline::schedule_observed(&m, &opts, &mut |_, _| {})
                         .map_err(|d| CliError::located(&src, d))?
