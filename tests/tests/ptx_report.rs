@@ -90,10 +90,7 @@ fn declined_reasons_name_the_condition() {
     // Four warps: M = 128 is two fragments per warp, not wgmma's one.
     let four = PtxOptions {
         warps: Some(4),
-        stages: None,
-        warp_specialize: None,
-        persistent: None,
-        overlap: None,
+        ..Default::default()
     };
     let c = build("gemm", WGMMA_GEMM, Target::Sm90a, &four);
     let r = only(&c);
@@ -166,11 +163,8 @@ fn warps_rings_and_rescales() {
     );
     // A deeper ring is reported as built.
     let three = PtxOptions {
-        warps: None,
         stages: Some(3),
-        warp_specialize: None,
-        persistent: None,
-        overlap: None,
+        ..Default::default()
     };
     let c = build("attention_fwd", &[], Target::Sm80, &three);
     let r = only(&c);

@@ -337,9 +337,7 @@ fn ptx_that_unrolls_past_the_limit_is_an_error() {
         let opts = PtxOptions {
             warps: Some(warps),
             stages: Some(stages),
-            warp_specialize: None,
-            persistent: None,
-            overlap: None,
+            ..Default::default()
         };
         compile_stage(src, &d, None, target, Emit::Ptx, Stage::Output, &opts)
     };
@@ -445,18 +443,16 @@ kernel @k(y: out tensor<f32>[1], a: f32) grid [1, 1, 1] {
     let src = kir_compiler::oplib::builtin("rmsnorm_fwd").unwrap();
     for opts in [
         PtxOptions {
-            warps: None,
             stages: Some(3),
-            warp_specialize: None,
-            persistent: None,
-            overlap: None,
+            ..Default::default()
         },
         PtxOptions {
             warps: Some(8),
-            stages: None,
-            warp_specialize: None,
-            persistent: None,
-            overlap: None,
+            ..Default::default()
+        },
+        PtxOptions {
+            overlap: Some(true),
+            ..Default::default()
         },
     ] {
         let r = compile_stage(
@@ -469,6 +465,42 @@ kernel @k(y: out tensor<f32>[1], a: f32) grid [1, 1, 1] {
             &opts,
         );
         let e = compile_error(r, "PTX options with CUDA C");
-        assert!(e.contains("do not apply to CUDA C"), "{e}");
+        assert!(e.contains("apply to CUDA C"), "{e}");
+    }
+}
+
+/// Out-of-range lowering options are clear errors, not panics or silent defaults.
+#[test]
+fn bad_ptx_options_are_errors() {
+    let src = kir_compiler::oplib::builtin("gemm").expect("built-in op");
+    for opts in [
+        PtxOptions {
+            warps: Some(3),
+            ..Default::default()
+        },
+        PtxOptions {
+            warps: Some(64),
+            ..Default::default()
+        },
+        PtxOptions {
+            stages: Some(0),
+            ..Default::default()
+        },
+        PtxOptions {
+            stages: Some(9),
+            ..Default::default()
+        },
+    ] {
+        let r = compile_stage(
+            src,
+            &[],
+            None,
+            Target::Sm90a,
+            Emit::Ptx,
+            Stage::Output,
+            &opts,
+        );
+        let e = compile_error(r, "out-of-range PTX options");
+        assert!(e.contains("--warps") || e.contains("--stages"), "{e}");
     }
 }

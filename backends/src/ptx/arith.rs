@@ -6,7 +6,7 @@ use super::ctx::{class_of, Ctx};
 use super::isa::Isa;
 use super::lower::round;
 use super::PtxError;
-use kir_ir::{CmpPred, Dtype, OpData, Opcode};
+use kir_ir::{CmpPred, Dtype, Expr, ExprKind, OpData, Opcode};
 
 fn ity(d: Dtype) -> &'static str {
     if d == Dtype::I64 {
@@ -285,5 +285,121 @@ fn cast(c: &mut Ctx, from: Dtype, to: Dtype, src: Reg, dst: Reg) {
             I64 => c.b.ins(format!("mov.b64 {dst}, {src}")),
             _ => c.b.ins(format!("cvt.s64.s32 {dst}, {src}")),
         },
+    }
+}
+
+/// Integer expressions of dims (grids, offsets) as registers.
+impl Ctx<'_> {
+    /// Evaluates a (specialized) integer expression over dims into a b32 register.
+    pub fn expr(&mut self, e: &Expr) -> Result<Reg, PtxError> {
+        use kir_ir::BinOp as B;
+        Ok(match &e.kind {
+            ExprKind::Int(v) => self.b.imm32(*v),
+            ExprKind::Float(_) => return Err(PtxError::at(e.span, "a float is not an index")),
+            ExprKind::Ident(n) => *self
+                .dims
+                .get(n)
+                .ok_or_else(|| PtxError::at(e.span, format!("unknown dim `{n}`")))?,
+            ExprKind::Unary(op, a) => {
+                let a = self.expr(a)?;
+                let r = self.b.reg(RegClass::B32);
+                match op {
+                    kir_ir::UnOp::Neg => self.b.ins(format!("neg.s32 {r}, {a}")),
+                    kir_ir::UnOp::Not => {
+                        let p = self.b.reg(RegClass::Pred);
+                        self.b.ins(format!("setp.eq.s32 {p}, {a}, 0"));
+                        self.b.ins(format!("selp.b32 {r}, 1, 0, {p}"));
+                    }
+                }
+                r
+            }
+            ExprKind::Binary(op, a, bb) => {
+                let (x, y) = (self.expr(a)?, self.expr(bb)?);
+                let r = self.b.reg(RegClass::B32);
+                let cmp = |s: &str| Some(s.to_string());
+                let c = match op {
+                    B::Add => {
+                        self.b.ins(format!("add.s32 {r}, {x}, {y}"));
+                        None
+                    }
+                    B::Sub => {
+                        self.b.ins(format!("sub.s32 {r}, {x}, {y}"));
+                        None
+                    }
+                    B::Mul => {
+                        self.b.ins(format!("mul.lo.s32 {r}, {x}, {y}"));
+                        None
+                    }
+                    B::Div | B::Rem => {
+                        // Floor division / remainder for the expression language.
+                        let (q, m, p, pn) = (
+                            self.b.reg(RegClass::B32),
+                            self.b.reg(RegClass::B32),
+                            self.b.reg(RegClass::Pred),
+                            self.b.reg(RegClass::Pred),
+                        );
+                        self.b.ins(format!("div.s32 {q}, {x}, {y}"));
+                        self.b.ins(format!("rem.s32 {m}, {x}, {y}"));
+                        self.b.ins(format!("setp.ne.s32 {p}, {m}, 0"));
+                        let t = self.b.reg(RegClass::B32);
+                        self.b.ins(format!("xor.b32 {t}, {x}, {y}"));
+                        self.b.ins(format!("setp.lt.s32 {pn}, {t}, 0"));
+                        self.b.ins(format!("and.pred {p}, {p}, {pn}"));
+                        if *op == B::Div {
+                            self.b.ins(format!("sub.s32 {r}, {q}, 1"));
+                            self.b.ins(format!("selp.b32 {r}, {r}, {q}, {p}"));
+                        } else {
+                            self.b.ins(format!("add.s32 {r}, {m}, {y}"));
+                            self.b.ins(format!("selp.b32 {r}, {r}, {m}, {p}"));
+                        }
+                        None
+                    }
+                    B::Eq => cmp("eq"),
+                    B::Ne => cmp("ne"),
+                    B::Lt => cmp("lt"),
+                    B::Le => cmp("le"),
+                    B::Gt => cmp("gt"),
+                    B::Ge => cmp("ge"),
+                    B::And | B::Or => {
+                        let (p1, p2) = (self.b.reg(RegClass::Pred), self.b.reg(RegClass::Pred));
+                        self.b.ins(format!("setp.ne.s32 {p1}, {x}, 0"));
+                        self.b.ins(format!("setp.ne.s32 {p2}, {y}, 0"));
+                        let w = if *op == B::And { "and" } else { "or" };
+                        self.b.ins(format!("{w}.pred {p1}, {p1}, {p2}"));
+                        self.b.ins(format!("selp.b32 {r}, 1, 0, {p1}"));
+                        None
+                    }
+                };
+                if let Some(c) = c {
+                    let p = self.b.reg(RegClass::Pred);
+                    self.b.ins(format!("setp.{c}.s32 {p}, {x}, {y}"));
+                    self.b.ins(format!("selp.b32 {r}, 1, 0, {p}"));
+                }
+                r
+            }
+            ExprKind::Call(f, args) => {
+                let vs: Vec<Reg> = args
+                    .iter()
+                    .map(|a| self.expr(a))
+                    .collect::<Result<_, _>>()?;
+                let r = self.b.reg(RegClass::B32);
+                match f {
+                    kir_ir::Func::Min => self.b.ins(format!("min.s32 {r}, {}, {}", vs[0], vs[1])),
+                    kir_ir::Func::Max => self.b.ins(format!("max.s32 {r}, {}, {}", vs[0], vs[1])),
+                    kir_ir::Func::Cdiv => {
+                        self.b.ins(format!("add.s32 {r}, {}, {}", vs[0], vs[1]));
+                        self.b.ins(format!("sub.s32 {r}, {r}, 1"));
+                        self.b.ins(format!("div.s32 {r}, {r}, {}", vs[1]));
+                    }
+                    kir_ir::Func::Select => {
+                        let p = self.b.reg(RegClass::Pred);
+                        self.b.ins(format!("setp.ne.s32 {p}, {}, 0", vs[0]));
+                        self.b
+                            .ins(format!("selp.b32 {r}, {}, {}, {p}", vs[1], vs[2]));
+                    }
+                }
+                r
+            }
+        })
     }
 }

@@ -91,8 +91,8 @@ pub fn wgmma_dot(k: &Kernel, op: &OpData, b: Block, target: Target) -> Option<Wg
     // A: a core-layout tile (SS), or a register tile converted from f32 in this kernel (RS: the
     // FlashAttention P·V form, P packed from the accumulator layout).
     let a_def = def_op(k, a)?;
-    let a_smem = if tile_source(k, a_def) {
-        if !(unmasked(k, a_def) && copy_ok(kd, 32 * b.warps as usize)) {
+    let a_smem = if super::plan::tile_source(k, a_def) {
+        if !(super::plan::unmasked(k, a_def) && copy_ok(kd, 32 * b.warps as usize)) {
             return None;
         }
         Some(a)
@@ -112,7 +112,7 @@ pub fn wgmma_dot(k: &Kernel, op: &OpData, b: Block, target: Target) -> Option<Wg
         Opcode::Load | Opcode::SmemRead => (bv, true),
         _ => return None,
     };
-    let b_load = def_op(k, b_src).filter(|o| tile_source(k, o))?;
+    let b_load = def_op(k, b_src).filter(|o| super::plan::tile_source(k, o))?;
     let only_here = |v: Value| super::lower::use_count(k, v) == 1;
     // A shared A tile may feed several dots (`dot_overlap`'s peeled first dot and its
     // `dot_async`): every use must be the A operand of a dot, which reads the same core layout.
@@ -147,90 +147,6 @@ pub fn wgmma_dot(k: &Kernel, op: &OpData, b: Block, target: Target) -> Option<Wg
         b_n_major,
         zero_init,
     })
-}
-
-/// An operand tile a wgmma can read: a `load` (copied into shared memory where it is used),
-/// or a `smem_read` of a stage buffer that nothing else reads (the buffer then holds the core
-/// layout for every stage).
-fn tile_source(k: &Kernel, o: &OpData) -> bool {
-    match o.opcode {
-        Opcode::Load => true,
-        // Every read of the buffer must reach a dot the same way this one does (`dot_overlap`
-        // reads K's stages twice: its peeled first dot and its `dot_async`).
-        Opcode::SmemRead => o.operands.first().is_some_and(|&buf| {
-            let role = |x: &OpData| x.results.first().and_then(|&r| dot_role(k, r));
-            let mine = role(o);
-            mine.is_some()
-                && k.dfg
-                    .ops
-                    .values()
-                    .filter(|x| x.opcode == Opcode::SmemRead && x.operands.first() == Some(&buf))
-                    .all(|x| role(x) == mine && k.dfg.ty(x.results[0]) == k.dfg.ty(o.results[0]))
-        }),
-        _ => false,
-    }
-}
-
-/// How a stage read `v` reaches a dot: (through a `transpose`, operand index), when its one use
-/// is a dot or `dot_async` operand, directly or through one single-use `transpose`.
-fn dot_role(k: &Kernel, v: Value) -> Option<(bool, usize)> {
-    let single_use = |v: Value| {
-        let mut uses =
-            k.dfg.ops.values().filter(|o| {
-                o.operands.contains(&v) || o.attr("mask") == Some(&kir_ir::Attr::Value(v))
-            });
-        let first = uses.next();
-        if uses.next().is_some() {
-            return None;
-        }
-        first
-    };
-    let u = single_use(v)?;
-    match u.opcode {
-        Opcode::Dot | Opcode::DotAsync => {
-            let i = u.operands.iter().position(|&x| x == v)?;
-            (i < 2).then_some((false, i))
-        }
-        Opcode::Transpose => {
-            let t = *u.results.first()?;
-            let d = single_use(t)?;
-            let i = d.operands.iter().position(|&x| x == t)?;
-            (matches!(d.opcode, Opcode::Dot | Opcode::DotAsync) && i < 2).then_some((true, i))
-        }
-        _ => None,
-    }
-}
-
-/// A load without a mask, or a stage read whose buffer only unmasked copies fill.
-fn unmasked(k: &Kernel, o: &OpData) -> bool {
-    match o.opcode {
-        Opcode::SmemRead => k.dfg.ops.values().all(|x| {
-            x.opcode != Opcode::AsyncCopy
-                || x.operands.first() != o.operands.first()
-                || x.attr("mask").is_none()
-        }),
-        _ => o.attr("mask").is_none(),
-    }
-}
-
-/// The operand tiles of every wgmma-eligible dot of `k` and the stage buffers they are read
-/// from (all use the core layout).
-pub fn core_tiles(k: &Kernel, b: Block, target: Target) -> HashSet<Value> {
-    let mut out: HashSet<Value> = k
-        .dfg
-        .ops
-        .values()
-        .filter_map(|o| wgmma_dot(k, o, b, target))
-        .flat_map(|w| w.a.into_iter().chain([w.b]))
-        .collect();
-    let bufs: Vec<Value> = out
-        .iter()
-        .filter_map(|&v| def_op(k, v))
-        .filter(|o| o.opcode == Opcode::SmemRead)
-        .filter_map(|o| o.operands.first().copied())
-        .collect();
-    out.extend(bufs);
-    out
 }
 
 /// Bytes of a core-layout tile (no padding).

@@ -201,6 +201,13 @@ fn clone_chain(k: &mut Kernel, f: &Found, b: Block, s: Value, p: Value, opcode: 
     k.dfg.ops[d].results[0]
 }
 
+/// Appends to block `b` the loop's full-barrier wait for stage `s` with parity `p`.
+fn append_wait(k: &mut Kernel, f: &Found, b: Block, s: Value, p: Value) {
+    let full = k.dfg.ops[f.wait].operands[0];
+    k.dfg
+        .append_op(b, simple(Opcode::MbarWait, vec![full, s, p], None), vec![]);
+}
+
 fn rotate(k: &mut Kernel, f: &Found) {
     let l = f.l;
     let body = k.dfg.ops[l].regions[0];
@@ -219,15 +226,7 @@ fn rotate(k: &mut Kernel, f: &Found) {
     let top = k.dfg.new_block();
     let has0 = op2(k, top, Opcode::Cmp, Some(CmpPred::Lt), lo, hi, Dtype::I1);
     let then = k.dfg.new_block();
-    k.dfg.append_op(
-        then,
-        simple(
-            Opcode::MbarWait,
-            vec![k.dfg.ops[f.wait].operands[0], s0, p0],
-            None,
-        ),
-        vec![],
-    );
+    append_wait(k, f, then, s0, p0);
     let first = clone_chain(k, f, then, s0, p0, Opcode::Dot);
     k.dfg
         .append_op(then, simple(Opcode::Yield, vec![first], None), vec![]);
@@ -260,15 +259,7 @@ fn rotate(k: &mut Kernel, f: &Found) {
     let has_next = op2(k, nb, Opcode::Cmp, Some(CmpPred::Lt), nn, hi, Dtype::I1);
     let (sn, pn) = clone_update(k, body, f.pos, nb, ys, yp);
     let wb = k.dfg.new_block();
-    k.dfg.append_op(
-        wb,
-        simple(
-            Opcode::MbarWait,
-            vec![k.dfg.ops[f.wait].operands[0], sn, pn],
-            None,
-        ),
-        vec![],
-    );
+    append_wait(k, f, wb, sn, pn);
     k.dfg
         .append_op(wb, simple(Opcode::Yield, vec![], None), vec![]);
     let we = kedit::yield_block(&mut k.dfg, vec![], vec![]);
