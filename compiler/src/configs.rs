@@ -85,8 +85,9 @@ impl Values<'_> {
 /// 64×128 tile on one warpgroup 410.3), d256 with 64-key blocks (560.2). Causal key ranges are
 /// TMA rings too (their rows past the range zeroed in shared memory), taking the query blocks
 /// with the most keys first: d128 with 128-key blocks (467.9–470.4; 64-key blocks 462.8–464.0),
-/// d64 on one warpgroup of 64 rows with 128-key blocks (381.0–382.0; in grid order 128×64 on two
-/// warpgroups 294.6–296.5; docs/benchmarks.md). sm_90a GEMM: a 128×256 tile with 64-deep K blocks on two warpgroups and a
+/// d64 with 128×128 on two warpgroups, two blocks per SM at 128 registers since the loop bound
+/// lives in shared memory (408.6–410.2 against 388.0–388.6 for 64×128 on one warpgroup, three
+/// stages 340.6: one block per SM; docs/benchmarks.md "Causal d64 at two blocks per SM"). sm_90a GEMM: a 128×256 tile with 64-deep K blocks on two warpgroups and a
 /// 4-stage held ring, each wgmma group left in flight for one iteration (461 TFLOP/s at 8192³;
 /// 3 stages 408, 2 stages 396, the op's 64×64 tile 149), warp-specialized: a producer warpgroup
 /// on tensor copies and the two warpgroups as its consumer (599–614 against 507–543 unspecialized
@@ -133,8 +134,8 @@ const ROWS: &[Row] = &[
         op: "attention_fwd",
         target: Target::Sm90a,
         when: |v| v.half() && v.int("HEAD_DIM") == Some(64) && v.int("CAUSAL") == Some(1),
-        set: &[("BLOCK_M", "64"), ("BLOCK_N", "128")],
-        warps: Some(4),
+        set: &[("BLOCK_M", "128"), ("BLOCK_N", "128")],
+        warps: Some(8),
         stages: None,
         warp_specialize: false,
         persistent: false,

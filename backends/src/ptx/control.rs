@@ -144,9 +144,18 @@ pub(super) fn lower_for(c: &mut Ctx, op: &OpData) -> Result<(), PtxError> {
         let arg = args[ring.carried + 1];
         lower_ring(c, op, body, iv, hi, step, &carried, ring, arg)?;
     } else {
+        let bound = bound_in_shared(c, op, dynamic, hi);
         let (top, end) = (c.b.label("for"), c.b.label("endfor"));
         let p = c.b.reg(RegClass::Pred);
         c.b.place(&top);
+        let hi = match bound {
+            Some(a) => {
+                let t = c.b.reg(RegClass::B32);
+                c.b.ins(format!("ld.shared.u32 {t}, [{a}]"));
+                t
+            }
+            None => hi,
+        };
         c.b.ins(format!("setp.ge.s32 {p}, {iv}, {hi}"));
         c.b.ins_if(p, false, format!("bra.uni {end}"));
         iteration(c, body, iv, step, &carried, sp)?;
@@ -169,6 +178,34 @@ pub(super) fn lower_for(c: &mut Ctx, op: &OpData) -> Result<(), PtxError> {
         }
     }
     Ok(())
+}
+
+/// The shared address holding the bound of a TMA ring loop read only by wgmma (`dynamic`) in a
+/// kernel that is not warp-specialized, when the bound is computed in the kernel (not a
+/// constant, parameter or dim): the filling thread stores it once before the loop (then a
+/// block barrier) and the loop's exit test loads it each iteration. ptxas keeps a computed
+/// bound of such a loop, and the values it derives from it, in registers across the whole loop
+/// (4 more at causal attention d64's 128×128 tile, which then misses two blocks per SM at 128);
+/// a bound it reads from shared memory costs one load per iteration and no register.
+fn bound_in_shared(c: &mut Ctx, op: &OpData, dynamic: bool, hi: Reg) -> Option<Reg> {
+    let b = *op.operands.get(1)?;
+    let computed = match c.k.dfg.values.get(b)?.def {
+        kir_ir::ValueDef::Result(o, _) => !matches!(
+            c.k.dfg.ops[o].opcode,
+            Opcode::Const | Opcode::Param | Opcode::Dim
+        ),
+        kir_ir::ValueDef::Arg(..) => false,
+    };
+    if !dynamic || !computed || c.ws.raw_tid.is_some() {
+        return None;
+    }
+    let off = c.alloc_shared_aligned(4, 4);
+    let zero = c.b.imm32(0);
+    let a = c.shared_at(off, zero);
+    let e = super::tma::elected(c);
+    c.b.ins(format!("@{e} st.shared.u32 [{a}], {hi}"));
+    c.sync_block();
+    Some(a)
 }
 
 /// One iteration of a loop body: the body, its yielded values into the carried registers, and

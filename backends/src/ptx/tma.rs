@@ -71,7 +71,7 @@ pub struct TmaState {
 /// prologue). With two ping-ponging warpgroups the second one finishes each stage last, so its
 /// thread finds the stage released when it refills it, and the first warpgroup never waits on a
 /// release (thread 0 cost 441 → 388 TFLOP/s on the H200, docs/benchmarks.md).
-fn elected(c: &mut Ctx) -> Reg {
+pub(super) fn elected(c: &mut Ctx) -> Reg {
     if let Some(p) = c.tma.elected {
         return p;
     }
