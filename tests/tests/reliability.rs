@@ -440,8 +440,7 @@ kernel @k(y: out tensor<f32>[1], a: f32) grid [1, 1, 1] {
         [f64::INFINITY]
     );
     // PTX-only options with CUDA C: an error, not silently ignored.
-    let src = kir_compiler::oplib::builtin("rmsnorm_fwd").unwrap();
-    for opts in [
+    let cuda_only = [
         PtxOptions {
             stages: Some(3),
             ..Default::default()
@@ -454,26 +453,25 @@ kernel @k(y: out tensor<f32>[1], a: f32) grid [1, 1, 1] {
             overlap: Some(true),
             ..Default::default()
         },
-    ] {
-        let r = compile_stage(
-            src,
-            &[],
-            None,
-            Target::Sm90a,
-            Emit::Cuda,
-            Stage::Output,
-            &opts,
-        );
-        let e = compile_error(r, "PTX options with CUDA C");
-        assert!(e.contains("apply to CUDA C"), "{e}");
+    ];
+    options_are_errors("rmsnorm_fwd", Emit::Cuda, &cuda_only, &["apply to CUDA C"]);
+}
+
+/// Compiling built-in `op` for sm_90a with each of `opts` is an error whose message holds one
+/// of `want`.
+fn options_are_errors(op: &str, emit: Emit, opts: &[PtxOptions], want: &[&str]) {
+    let src = kir_compiler::oplib::builtin(op).expect("built-in op");
+    for o in opts {
+        let r = compile_stage(src, &[], None, Target::Sm90a, emit, Stage::Output, o);
+        let e = compile_error(r, &format!("{op} with {o:?}"));
+        assert!(want.iter().any(|w| e.contains(w)), "{o:?}: {e}");
     }
 }
 
 /// Out-of-range lowering options are clear errors, not panics or silent defaults.
 #[test]
 fn bad_ptx_options_are_errors() {
-    let src = kir_compiler::oplib::builtin("gemm").expect("built-in op");
-    for opts in [
+    let bad = [
         PtxOptions {
             warps: Some(3),
             ..Default::default()
@@ -490,17 +488,6 @@ fn bad_ptx_options_are_errors() {
             stages: Some(9),
             ..Default::default()
         },
-    ] {
-        let r = compile_stage(
-            src,
-            &[],
-            None,
-            Target::Sm90a,
-            Emit::Ptx,
-            Stage::Output,
-            &opts,
-        );
-        let e = compile_error(r, "out-of-range PTX options");
-        assert!(e.contains("--warps") || e.contains("--stages"), "{e}");
-    }
+    ];
+    options_are_errors("gemm", Emit::Ptx, &bad, &["--warps", "--stages"]);
 }
