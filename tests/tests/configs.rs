@@ -36,17 +36,29 @@ fn op(name: &str) -> &'static str {
 fn sm90a_attention_defaults_follow_the_table() {
     let src = op("attention_fwd");
     let cases = [
-        (vec![], "BLOCK_M_128_BLOCK_N_64_WARPS_8"),
-        (vec![("CAUSAL", "1")], "BLOCK_M_128_BLOCK_N_128_WARPS_8"),
-        (vec![("HEAD_DIM", "256")], "BLOCK_M_128_BLOCK_N_64_WARPS_8"),
-        (vec![("DTYPE", "f16")], "BLOCK_M_128_BLOCK_N_64_WARPS_8"),
+        (vec![], "BLOCK_M_128_BLOCK_N_64_GROUP_H_1_WARPS_8"),
+        (
+            vec![("CAUSAL", "1")],
+            "BLOCK_M_128_BLOCK_N_128_GROUP_H_1_WARPS_8",
+        ),
+        (
+            vec![("HEAD_DIM", "256")],
+            "BLOCK_M_128_BLOCK_N_64_GROUP_H_1_WARPS_8",
+        ),
+        (
+            vec![("DTYPE", "f16")],
+            "BLOCK_M_128_BLOCK_N_64_GROUP_H_1_WARPS_8",
+        ),
         // d64: 128×128 on two warpgroups, causal too; f32 has no wgmma row.
-        (vec![("HEAD_DIM", "64")], "BLOCK_M_128_BLOCK_N_128_WARPS_8"),
+        (
+            vec![("HEAD_DIM", "64")],
+            "BLOCK_M_128_BLOCK_N_128_GROUP_H_1_WARPS_8",
+        ),
         (
             vec![("HEAD_DIM", "64"), ("CAUSAL", "1")],
-            "BLOCK_M_128_BLOCK_N_128_WARPS_8",
+            "BLOCK_M_128_BLOCK_N_128_GROUP_H_2_WARPS_8",
         ),
-        (vec![("DTYPE", "f32")], "BLOCK_M_64_BLOCK_N_64"),
+        (vec![("DTYPE", "f32")], "BLOCK_M_64_BLOCK_N_64_GROUP_H_1"),
     ];
     for (d, want) in cases {
         let (syms, text) = ptx(src, &d, Target::Sm90a, PtxOptions::default());
@@ -72,7 +84,7 @@ fn other_targets_and_user_choices_keep_the_op_defaults() {
     for t in [Target::Sm80, Target::Sm100a, Target::Sm120a] {
         let (syms, _) = ptx(src, &[], t, PtxOptions::default());
         assert!(
-            syms[0].ends_with("BLOCK_M_64_BLOCK_N_64"),
+            syms[0].ends_with("BLOCK_M_64_BLOCK_N_64_GROUP_H_1"),
             "{}: {}",
             t.name(),
             syms[0]
@@ -85,14 +97,18 @@ fn other_targets_and_user_choices_keep_the_op_defaults() {
         Target::Sm90a,
         PtxOptions::default(),
     );
-    assert!(syms[0].ends_with("BLOCK_M_64_BLOCK_N_32"), "{}", syms[0]);
+    assert!(
+        syms[0].ends_with("BLOCK_M_64_BLOCK_N_32_GROUP_H_1"),
+        "{}",
+        syms[0]
+    );
     let warps = PtxOptions {
         warps: Some(4),
         ..Default::default()
     };
     let (syms, _) = ptx(src, &[], Target::Sm90a, warps);
     assert!(
-        syms[0].ends_with("BLOCK_M_64_BLOCK_N_64_WARPS_4"),
+        syms[0].ends_with("BLOCK_M_64_BLOCK_N_64_GROUP_H_1_WARPS_4"),
         "{}",
         syms[0]
     );
@@ -102,7 +118,7 @@ fn other_targets_and_user_choices_keep_the_op_defaults() {
     };
     let (syms, _) = ptx(src, &[], Target::Sm90a, stages);
     assert!(
-        syms[0].ends_with("BLOCK_M_64_BLOCK_N_64_STAGES_2"),
+        syms[0].ends_with("BLOCK_M_64_BLOCK_N_64_GROUP_H_1_STAGES_2"),
         "{}",
         syms[0]
     );
@@ -119,14 +135,18 @@ fn other_targets_and_user_choices_keep_the_op_defaults() {
     .expect("cuda");
     let meta = cu.meta.expect("meta");
     let sym = meta["kernels"][0]["symbol"].as_str().expect("symbol");
-    assert!(sym.ends_with("BLOCK_M_64_BLOCK_N_64"), "{sym}");
+    assert!(sym.ends_with("BLOCK_M_64_BLOCK_N_64_GROUP_H_1"), "{sym}");
 }
 
 #[test]
 fn a_user_module_named_like_an_op_gets_no_row() {
     let src = op("attention_fwd").replace("// attention_fwd: flash", "// a user's copy: flash");
     let (syms, _) = ptx(&src, &[], Target::Sm90a, PtxOptions::default());
-    assert!(syms[0].ends_with("BLOCK_M_64_BLOCK_N_64"), "{}", syms[0]);
+    assert!(
+        syms[0].ends_with("BLOCK_M_64_BLOCK_N_64_GROUP_H_1"),
+        "{}",
+        syms[0]
+    );
 }
 
 #[test]
