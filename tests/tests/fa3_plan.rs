@@ -11,9 +11,56 @@ use kir_tests::oracle::{self, AttnShape};
 use kir_tests::F64s;
 use kir_tests::{compare, dtype, run_op, t, tolerance, Rng};
 
+/// Runs attention_fwd with `defs` (and `DTYPE` `dt`) on fresh random inputs of shape `s` (values
+/// up to 3 in magnitude) and compares o and lse with the f64 oracle.
+fn check_against_oracle(
+    what: &str,
+    s: AttnShape,
+    dt_name: &str,
+    defs: &[(&str, &str)],
+    causal: bool,
+    rng: &mut Rng,
+) {
+    let dt = dtype(dt_name);
+    let q = rng.tensor(s.b * s.hq * s.sq * s.d, 3.0, dt);
+    let k = rng.tensor(s.b * s.hkv * s.sk * s.d, 3.0, dt);
+    let v = rng.tensor(s.b * s.hkv * s.sk * s.d, 3.0, dt);
+    let scale = (1.0 / (s.d as f64).sqrt()) as f32 as f64;
+    let (o_ref, lse_ref) = oracle::attention(s, &q, &k, &v, scale, causal);
+    let hd = s.d.to_string();
+    let mut all: Vec<(&str, &str)> = vec![
+        ("DTYPE", dt_name),
+        ("HEAD_DIM", &hd),
+        ("CAUSAL", if causal { "1" } else { "0" }),
+    ];
+    all.extend_from_slice(defs);
+    let out = run_op(
+        "attention_fwd",
+        &all,
+        vec![
+            ("q", t(dt, &[s.b, s.hq, s.sq, s.d], q)),
+            ("k", t(dt, &[s.b, s.hkv, s.sk, s.d], k)),
+            ("v", t(dt, &[s.b, s.hkv, s.sk, s.d], v)),
+            ("scale", HostArg::Scalar(scale)),
+        ],
+    );
+    compare(
+        &format!("{what} {s:?}: o"),
+        out["o"].data.f64s(),
+        &o_ref,
+        tolerance(dt),
+    );
+    compare(
+        &format!("{what}: lse"),
+        out["lse"].data.f64s(),
+        &lse_ref,
+        (1e-5, 1e-4),
+    );
+}
+
 #[test]
 fn fa3_tile_plan_is_exact_on_the_interpreter() {
-    for causal in ["0", "1"] {
+    for causal in [false, true] {
         let mut rng = Rng::fresh("fa3 plan 128x128");
         let s = AttnShape {
             b: 1,
@@ -23,39 +70,14 @@ fn fa3_tile_plan_is_exact_on_the_interpreter() {
             sk: 1 + rng.range(130, 300),
             d: 128,
         };
-        let dt = dtype("f16");
-        let q = rng.tensor(s.b * s.hq * s.sq * s.d, 3.0, dt);
-        let k = rng.tensor(s.b * s.hkv * s.sk * s.d, 3.0, dt);
-        let v = rng.tensor(s.b * s.hkv * s.sk * s.d, 3.0, dt);
-        let scale = (1.0 / 128f64.sqrt()) as f32 as f64;
-        let (o_ref, lse_ref) = oracle::attention(s, &q, &k, &v, scale, causal == "1");
-        let out = run_op(
-            "attention_fwd",
-            &[
-                ("DTYPE", "f16"),
-                ("HEAD_DIM", "128"),
-                ("CAUSAL", causal),
-                ("BLOCK_M", "128"),
-                ("BLOCK_N", "128"),
-            ],
-            vec![
-                ("q", t(dt, &[s.b, s.hq, s.sq, s.d], q)),
-                ("k", t(dt, &[s.b, s.hkv, s.sk, s.d], k)),
-                ("v", t(dt, &[s.b, s.hkv, s.sk, s.d], v)),
-                ("scale", HostArg::Scalar(scale)),
-            ],
-        );
-        compare(
-            &format!("fa3 plan causal={causal} {s:?}: o"),
-            out["o"].data.f64s(),
-            &o_ref,
-            tolerance(dt),
-        );
-        compare(
-            &format!("fa3 plan causal={causal}: lse"),
-            out["lse"].data.f64s(),
-            &lse_ref,
-            (1e-5, 1e-4),
+        let tile = [("BLOCK_M", "128"), ("BLOCK_N", "128")];
+        check_against_oracle(
+            &format!("fa3 plan causal={causal}"),
+            s,
+            "f16",
+            &tile,
+            causal,
+            &mut rng,
         );
     }
 }
@@ -129,41 +151,14 @@ fn causal_head_groups_compute_every_block_once() {
             sk: 1 + rng.range(40, 130),
             d: 64,
         };
-        let dt = dtype("bf16");
-        let q = rng.tensor(s.b * s.hq * s.sq * s.d, 3.0, dt);
-        let k = rng.tensor(s.b * s.hkv * s.sk * s.d, 3.0, dt);
-        let v = rng.tensor(s.b * s.hkv * s.sk * s.d, 3.0, dt);
-        let scale = 0.125;
-        let (o_ref, lse_ref) = oracle::attention(s, &q, &k, &v, scale, true);
-        let out = run_op(
-            "attention_fwd",
-            &[
-                ("DTYPE", "bf16"),
-                ("HEAD_DIM", "64"),
-                ("CAUSAL", "1"),
-                ("BLOCK_M", "16"),
-                ("BLOCK_N", "32"),
-                ("GROUP_H", group),
-            ],
-            vec![
-                ("q", t(dt, &[s.b, s.hq, s.sq, s.d], q)),
-                ("k", t(dt, &[s.b, s.hkv, s.sk, s.d], k)),
-                ("v", t(dt, &[s.b, s.hkv, s.sk, s.d], v)),
-                ("scale", HostArg::Scalar(scale)),
-            ],
-        );
-        let what = format!("GROUP_H {group} {s:?}");
-        compare(
-            &format!("{what}: o"),
-            out["o"].data.f64s(),
-            &o_ref,
-            tolerance(dt),
-        );
-        compare(
-            &format!("{what}: lse"),
-            out["lse"].data.f64s(),
-            &lse_ref,
-            (1e-5, 1e-4),
+        let defs = [("BLOCK_M", "16"), ("BLOCK_N", "32"), ("GROUP_H", group)];
+        check_against_oracle(
+            &format!("GROUP_H {group}"),
+            s,
+            "bf16",
+            &defs,
+            true,
+            &mut rng,
         );
     }
 }
