@@ -131,6 +131,16 @@ impl<'a> Cloner<'a> {
     }
 }
 
+/// The block whose op list holds op `o`. Panics if no block holds it (an op detached from the
+/// kernel is a pass's bug).
+pub fn parent_block(dfg: &Dfg, o: Op) -> Block {
+    dfg.blocks
+        .iter()
+        .find(|(_, bd)| bd.ops.contains(&o))
+        .map(|(b, _)| b)
+        .expect("the op is in a block")
+}
+
 /// Appends `if cond` to block `b` with regions `then` and `els` (each already ending with its
 /// `yield`) and one result per type of `types`; returns the op.
 pub fn append_if(

@@ -448,13 +448,7 @@ fn rewrite_loop(
         let od = &k.dfg.ops[l];
         (od.operands[0], od.operands[1], od.operands[2])
     };
-    let parent = k
-        .dfg
-        .blocks
-        .iter()
-        .find(|(_, bd)| bd.ops.contains(&l))
-        .map(|(b, _)| b)
-        .expect("the loop is in a block");
+    let parent = crate::kedit::parent_block(&k.dfg, l);
     // Prologue, built in a scratch block and spliced in before the loop.
     let pro = k.dfg.new_block();
     for j in 0..ahead {

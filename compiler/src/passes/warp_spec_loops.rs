@@ -124,13 +124,7 @@ pub(super) fn consumer_loop(
     let init = match t_in {
         Some(t) => t,
         None => {
-            let blk = k
-                .dfg
-                .blocks
-                .iter()
-                .find(|(_, bd)| bd.ops.contains(&l))
-                .map(|(b, _)| b)
-                .expect("loop in a block");
+            let blk = crate::kedit::parent_block(&k.dfg, l);
             let zero = {
                 let id = k.dfg.append_op(
                     blk,
