@@ -186,7 +186,9 @@ pub(super) fn lower_for(c: &mut Ctx, op: &OpData) -> Result<(), PtxError> {
 /// block barrier) and the loop's exit test loads it each iteration. ptxas keeps a computed
 /// bound of such a loop, and the values it derives from it, in registers across the whole loop
 /// (4 more at causal attention d64's 128×128 tile, which then misses two blocks per SM at 128);
-/// a bound it reads from shared memory costs one load per iteration and no register.
+/// a bound it reads from shared memory costs one load per iteration and no register. The word is
+/// written once per program: the `pipelining` pass builds no TMA ring inside another loop
+/// (pipelining_tma.rs), so such a loop is entered once and no thread still tests an old bound.
 fn bound_in_shared(c: &mut Ctx, op: &OpData, dynamic: bool, hi: Reg) -> Option<Reg> {
     let b = *op.operands.get(1)?;
     let computed = match c.k.dfg.values.get(b)?.def {
