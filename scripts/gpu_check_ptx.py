@@ -166,6 +166,8 @@ def check_case(root, c, kind="ptx"):
 
 
 TRITON = {}
+# Attention sequence lengths timed (`--seqs`); B·S = 16384 tokens at each.
+SEQS = [1024, 4096, 16384]
 
 
 def time_case(root, c, peers):
@@ -176,7 +178,7 @@ def time_case(root, c, peers):
         D, causal = c["head_dim"], c["causal"]
         H = 2048 // D
         rows = []
-        for S in [1024, 4096, 16384]:
+        for S in SEQS:
             B = 16384 // S
             q, k, v = (torch.randn(B, H, S, D, device="cuda", dtype=torch.bfloat16) for _ in range(3))
             bufs = prog.prepare({"q": q, "k": k, "v": v}, {"scale": 1 / math.sqrt(D)})
@@ -284,7 +286,9 @@ def main():
     ap.add_argument("--only", choices=["check", "time"])
     ap.add_argument("--json")
     ap.add_argument("--match", default="")
+    ap.add_argument("--seqs", default="1024,4096,16384", help="attention sequence lengths to time, comma-separated")
     a = ap.parse_args()
+    SEQS[:] = [int(x) for x in a.seqs.split(",")]
     man = json.load(open(os.path.join(a.root, "manifest.json")))
     print(f"device: {torch.cuda.get_device_name()}, torch {torch.__version__}, cupy {cp.__version__}", flush=True)
     results = {"checks": [], "timings": []}

@@ -221,10 +221,27 @@ fn iteration(
     sp: Span,
 ) -> Result<(), PtxError> {
     let yielded = block(c, body)?;
+    // The yield is a parallel copy: a carried argument yielded into another carried slot
+    // (`dot_overlap`'s stage of the pending block, `yield …, %stage`) is read before any
+    // carried register is overwritten, so it is copied aside first.
+    let args = c.k.dfg.blocks[body].args.clone();
+    let mut saved = vec![];
+    for &src in &yielded {
+        if args[1..].contains(&src) && !saved.iter().any(|(s, _)| *s == src) {
+            if let Some(v) = c.vals.get(&src).cloned() {
+                let snap = fresh_copy(c, &v);
+                c.vals.insert(src, snap);
+                saved.push((src, v));
+            }
+        }
+    }
     for (dst, &src) in carried.iter().zip(&yielded) {
         if let Some(dst) = dst {
             assign(c, dst, src, sp)?;
         }
+    }
+    for (src, v) in saved {
+        c.vals.insert(src, v);
     }
     c.b.ins(format!("add.s32 {iv}, {iv}, {step}"));
     Ok(())

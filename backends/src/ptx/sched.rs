@@ -257,10 +257,12 @@ pub fn wait(c: &mut Ctx, n: usize) {
 /// The buffer and the stage that a scheduling op's operands 0 and 1 name: known while lowering,
 /// or, inside a ring that is not unrolled ([`dynamic_ring`]), its register.
 fn stage_ix_of(c: &mut Ctx, op: &OpData) -> Result<(StageBuf, StageIx), PtxError> {
-    if c.tma.dynamic_ring {
-        if let (Some(&b), Some(&s)) = (op.operands.first(), op.operands.get(1)) {
-            if !c.statics.contains_key(&s) {
-                let buf = buffer(c, b, op.span)?;
+    if let (Some(&b), Some(&s)) = (op.operands.first(), op.operands.get(1)) {
+        // Outside a dynamic ring, a core buffer read in place may still take a run-time
+        // stage (`dot_overlap`'s last block, read after its loop on the stage the loop yields).
+        if !c.statics.contains_key(&s) && (c.tma.dynamic_ring || c.core.contains(&b)) {
+            let buf = buffer(c, b, op.span)?;
+            if c.tma.dynamic_ring || buf.core {
                 return match c.val(s, op.span)? {
                     Val::Scalar(r) => Ok((buf, StageIx::Reg(r))),
                     _ => Err(PtxError::at(op.span, "a stage index must be a scalar")),

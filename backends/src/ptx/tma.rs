@@ -212,7 +212,8 @@ fn bar_addr(c: &mut Ctx, m: Value, s: Value, sp: Span) -> Result<Reg, PtxError> 
         .get(&m)
         .ok_or_else(|| PtxError::at(sp, "internal: an mbarrier used before its mbar_alloc"))?;
     let (a, smem) = (c.b.reg(RegClass::B32), c.smem);
-    if c.tma.dynamic_ring && !c.statics.contains_key(&s) {
+    // A stage not known while lowering (a dynamic ring's, or one a loop yields) is a register.
+    if !c.statics.contains_key(&s) {
         let super::ctx::Val::Scalar(r) = c.val(s, sp)? else {
             return Err(PtxError::at(sp, "a stage index must be a scalar"));
         };

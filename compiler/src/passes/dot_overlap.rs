@@ -45,7 +45,9 @@ pub fn dot_overlap(m: &Module) -> Result<(Module, usize), Diagnostics> {
         let mut changed = false;
         for l in loops {
             if let Some(f) = find(k, l) {
-                rotate(k, &f);
+                if !super::dot_overlap_pair::rotate_pair(k, &f) {
+                    rotate(k, &f);
+                }
                 changed = true;
                 n += 1;
             }
@@ -58,16 +60,16 @@ pub fn dot_overlap(m: &Module) -> Result<(Module, usize), Diagnostics> {
 }
 
 /// The parts of a qualifying loop.
-struct Found {
-    l: Op,
+pub(super) struct Found {
+    pub(super) l: Op,
     /// `mbar_wait %full, %s, %par` and its position in the body.
-    wait: Op,
+    pub(super) wait: Op,
     pos: usize,
     read: Op,
     transpose: Option<Op>,
-    dot: Op,
+    pub(super) dot: Op,
     /// Indices of the stage and parity among the loop's carried values.
-    stage: usize,
+    pub(super) stage: usize,
     parity: usize,
 }
 
@@ -92,7 +94,7 @@ fn uses(k: &Kernel, v: Value) -> Vec<Op> {
     kedit::users(&k.dfg, v)
 }
 
-fn find(k: &Kernel, l: Op) -> Option<Found> {
+pub(super) fn find(k: &Kernel, l: Op) -> Option<Found> {
     let lo = &k.dfg.ops[l];
     let body = *lo.regions.first()?;
     let args = k.dfg.blocks[body].args.clone();

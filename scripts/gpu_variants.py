@@ -1,0 +1,95 @@
+#!/usr/bin/env python3
+"""Builds GPU artifacts for a list of attention_fwd / gemm variants (compile flags), on a machine
+with Rust (no GPU): for each variant a timing case and, unless `--no-check`, a ragged correctness
+case whose expected outputs come from the CPU interpreter (`kirc run`). The GPU side is
+scripts/gpu_check_ptx.py, as for scripts/gpu_artifacts.py.
+
+usage: scripts/gpu_variants.py OUT_DIR [--kirc target/release/kirc] VARIANT...
+  VARIANT = NAME:OP:DEFINES[:FLAGS]
+    OP      attention_fwd or gemm
+    DEFINES comma-separated NAME=VALUE (DTYPE defaults to bf16)
+    FLAGS   extra `kirc compile` flags, space-separated (e.g. "--warp-specialize on --stages 3")
+  e.g. ws_d128:attention_fwd:HEAD_DIM=128,BLOCK_M=128,BLOCK_N=128:--warps 8 --warp-specialize on
+"""
+import argparse, json, os, subprocess, sys
+import numpy as np
+
+
+def sh(cmd):
+    r = subprocess.run(cmd, capture_output=True, text=True)
+    if r.returncode != 0:
+        sys.exit(f"FAILED: {' '.join(cmd)}\n{r.stderr}")
+    return r.stdout
+
+
+def defs_flags(defines):
+    out = []
+    for k, v in defines.items():
+        out += ["-D", f"{k}={v}"]
+    return out
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("out")
+    ap.add_argument("variants", nargs="+")
+    ap.add_argument("--kirc", default="target/release/kirc")
+    ap.add_argument("--target", default="sm_90a")
+    ap.add_argument("--no-check", action="store_true")
+    a = ap.parse_args()
+    rng = np.random.default_rng(4321)
+    f32 = np.float32
+    cases = []
+    for spec in a.variants:
+        parts = spec.split(":", 3)
+        if len(parts) < 3:
+            sys.exit(f"bad variant {spec!r}: NAME:OP:DEFINES[:FLAGS]")
+        name, op, dstr = parts[:3]
+        flags = parts[3].split() if len(parts) == 4 else []
+        defines = {"DTYPE": "bf16"}
+        for kv in filter(None, dstr.split(",")):
+            k, v = kv.split("=", 1)
+            defines[k] = int(v) if v.lstrip("-").isdigit() else v
+        for mode in ["time"] + ([] if a.no_check else ["check"]):
+            cname = f"{mode}_{name}"
+            d = os.path.join(a.out, cname)
+            os.makedirs(d, exist_ok=True)
+            sh([a.kirc, "compile", op, "--target", a.target, "--emit", "ptx", "-o", os.path.join(d, "kernel.ptx"),
+                "--meta", os.path.join(d, "meta.json"), *defs_flags(defines), *flags])
+            case = {"name": cname, "op": op, "dir": cname, "mode": mode}
+            if op == "attention_fwd":
+                dh = int(defines.get("HEAD_DIM", 128))
+                case.update(head_dim=dh, causal=int(defines.get("CAUSAL", 0)))
+            if mode == "check":
+                if op == "attention_fwd":
+                    ins = {"q": rng.standard_normal((1, 4, 300, dh)).astype(f32) * 2,
+                           "k": rng.standard_normal((1, 2, 257, dh)).astype(f32),
+                           "v": rng.standard_normal((1, 2, 257, dh)).astype(f32)}
+                    scalars = {"scale": float(f32(1 / np.sqrt(dh)))}
+                else:
+                    ins = {"a": rng.standard_normal((2, 300, 200)).astype(f32) * 3,
+                           "b": rng.standard_normal((2, 200, 520)).astype(f32)}
+                    if defines.get("EPILOGUE") == "bias":
+                        ins["bias"] = rng.standard_normal(520).astype(f32)
+                    scalars = {"alpha": 0.5}
+                os.makedirs(os.path.join(d, "inputs"), exist_ok=True)
+                cmd = [a.kirc, "run", op, "--out", os.path.join(d, "interp"), *defs_flags(defines)]
+                files = {}
+                for k, arr in ins.items():
+                    p = os.path.join(d, "inputs", f"{k}.npy")
+                    np.save(p, arr)
+                    files[k] = f"inputs/{k}.npy"
+                    cmd += ["--arg", f"{k}={p}"]
+                for k, v in scalars.items():
+                    cmd += ["--arg", f"{k}={v}"]
+                sh(cmd)
+                expect = {f[:-4]: f"interp/{f}" for f in os.listdir(os.path.join(d, "interp"))}
+                case.update(defines=defines, inputs=files, scalars=scalars, expect=expect)
+            cases.append(case)
+    with open(os.path.join(a.out, "manifest.json"), "w") as f:
+        json.dump({"target": a.target, "cases": cases}, f, indent=1)
+    print(f"{len(cases)} cases in {a.out}")
+
+
+if __name__ == "__main__":
+    main()
