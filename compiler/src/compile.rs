@@ -312,7 +312,7 @@ fn lower_ptx_ws(
         warp_specialize: pipeline::WsChoice::Plan(plan),
         no_tma_rings: true,
         persistent: persistent_programs(opts, target, hints.persistent),
-        overlap: false,
+        overlap: opts.overlap.unwrap_or(hints.overlap),
     };
     let m =
         pipeline::schedule_observed(spec, &sched, &mut |_, _| {}).map_err(CompileError::Source)?;

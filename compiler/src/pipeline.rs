@@ -6,9 +6,10 @@
 //! module is kept in [`Frontend`] and checked differentially against the one before it by the
 //! test suite. The scheduling passes follow for a target ([`schedule_observed`]): when asked,
 //! `persistent` (a fixed number of programs walking every tile), then
-//! `pipelining` (an N-stage shared-memory ring of each loop's dot-operand loads) and then either
-//! `dot_overlap` (when asked: each TMA ring loop's fresh stage dot issued one iteration early) or
-//! `warp_specialize` (producer and consumer partitions); they need the target's shared-memory
+//! `pipelining` (an N-stage shared-memory ring of each loop's dot-operand loads), when asked
+//! `warp_specialize` (producer and consumer partitions), and when asked `dot_overlap` (each TMA
+//! ring loop's fresh stage dot issued with the previous block's accumulating dot, in the
+//! consumer when warp-specialized); they need the target's shared-memory
 //! budget, so they run only with [`ScheduleOptions::target`] set. Every pass can be dumped:
 //! [`dump_after_with`] returns the canonical IR text right after a named pass, which is what
 //! `kirc check --dump-after PASS [--target T]` prints and what snapshot tests record.
@@ -25,13 +26,13 @@ pub const PASSES: &[&str] = &[
     "mask_split",
     "persistent",
     "pipelining",
-    "dot_overlap",
     "warp_specialize",
+    "dot_overlap",
 ];
 
 /// The passes of [`PASSES`] that schedule for a target (they need [`ScheduleOptions::target`]).
 pub const SCHEDULE_PASSES: &[&str] =
-    &["persistent", "pipelining", "dot_overlap", "warp_specialize"];
+    &["persistent", "pipelining", "warp_specialize", "dot_overlap"];
 
 /// Whether and how `warp_specialize` runs.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -60,8 +61,8 @@ pub struct ScheduleOptions {
     /// Make kernels persistent over this many programs (`persistent` pass) before pipelining;
     /// `None` leaves grids as they are.
     pub persistent: Option<u32>,
-    /// Issue each TMA ring loop's fresh stage dot one iteration early (`dot_overlap`), in a
-    /// kernel that is not warp-specialized.
+    /// Pair each TMA ring loop's fresh stage dot with the previous block's accumulating dot
+    /// (`dot_overlap`), after pipelining or, in a warp-specialized kernel, in its consumer.
     pub overlap: bool,
 }
 
@@ -131,7 +132,13 @@ pub fn schedule_observed(
             Ok(ws) => {
                 verifier::verify(&ws)?;
                 observe("warp_specialize", &ws);
-                return Ok(ws);
+                if !opts.overlap {
+                    return Ok(ws);
+                }
+                let (rotated, _) = passes::dot_overlap(&ws)?;
+                verifier::verify(&rotated)?;
+                observe("dot_overlap", &rotated);
+                return Ok(rotated);
             }
             Err(e) => last = Some(e),
         }
@@ -254,8 +261,8 @@ pub fn dump_after_with(
             opts.warp_specialize = WsChoice::Auto;
         }
         if pass == "dot_overlap" {
+            // In the consumer when a plan is named (`kirc check --ws`), else unspecialized.
             opts.overlap = true;
-            opts.warp_specialize = WsChoice::Off;
         }
         if pass == "persistent" && opts.persistent.is_none() {
             opts.persistent = opts.target.map(|t| t.sm_count());

@@ -9,7 +9,7 @@
 use kir_backends::ptx::PtxOptions;
 use kir_backends::Target;
 use kir_compiler::compile::{compile_stage, Emit, Stage};
-use kir_compiler::passes::{dot_overlap, pipelining, PipelineConfig};
+use kir_compiler::passes::{dot_overlap, pipelining, warp_specialize, PipelineConfig, WsPlan};
 use kir_ir::Opcode;
 use kir_tests::sched_diff::{count, differential, spec};
 use std::process::Command;
@@ -49,6 +49,39 @@ fn rotated_attention_rings_are_exact_under_20_seeds() {
             assert_eq!(count(&after, Opcode::DotWait), 2, "{what}");
             // Block 0's q·kᵀ before the loop and the last block's p·v after it.
             assert_eq!(count(&after, Opcode::Dot), 2, "{what}");
+            differential(&what, &before, &after, 20);
+        }
+    }
+}
+
+/// In a warp-specialized kernel the pass rotates the consumer's loop (its stage computed from the
+/// carried count, its releases the empty-barrier arrivals): exact under 20 seeds for the plans
+/// of one consumer and of FA3's two ping-pong consumers, on ragged causal and plain inputs
+/// (FA3's causal consumers, which guard their body by their own key range, are left alone).
+#[test]
+fn rotated_consumer_loops_are_exact_under_20_seeds() {
+    let cp = PipelineConfig {
+        tma_rings: false,
+        ..tma(3)
+    };
+    let cases: &[&[(&str, &str)]] = &[&[], &[("CAUSAL", "1")], &[("HEAD_DIM", "128")]];
+    for defs in cases {
+        for plan in [WsPlan::one_consumer(4), WsPlan::FA3] {
+            let what = format!("attention_fwd {defs:?} warp-specialized ({})", plan.name);
+            let before = spec("attention_fwd", defs);
+            let piped = pipelining(&before, &cp).expect("pipelining");
+            let ws = warp_specialize(&piped, &plan).expect("warp_specialize");
+            let (after, n) = dot_overlap(&ws).expect("dot_overlap");
+            if plan.consumers > 1 && !defs.is_empty() && defs[0].0 == "CAUSAL" {
+                // Each consumer runs the body only inside its own key range (an `if` around
+                // it), which the pass does not rotate.
+                assert_eq!((n, &after), (0, &ws), "{what}: must be left alone");
+                continue;
+            }
+            assert_eq!(n, 1, "{what}: the consumer's key loop was not rotated");
+            kir_ir::verifier::verify(&after).unwrap_or_else(|e| panic!("{what}: {e:?}"));
+            assert_eq!(count(&after, Opcode::DotAsync), 2, "{what}");
+            assert_eq!(count(&after, Opcode::WarpSpecialize), 1, "{what}");
             differential(&what, &before, &after, 20);
         }
     }

@@ -375,3 +375,68 @@ fn causal_ring_refills_on_the_filling_thread() {
         }
     }
 }
+
+/// A loop's yield is a parallel copy (backends/src/ptx/control.rs, `iteration`): yielding a
+/// carried argument into a later slot (`yield %s, %x`, so `%y` takes the old `%x`) must read
+/// `%x` before its register is overwritten. The PTX of the back edge is replayed symbolically:
+/// every `mov` copies a symbol, every other instruction defines a fresh one; the slot of `%y` must
+/// end holding the value `%x` had when the iteration began. (The paired `dot_overlap` carries the
+/// stage of the pending block this way; reading the new stage released the wrong one and hung.)
+#[test]
+fn loop_yields_are_parallel_copies() {
+    let src = "module y\n\nkernel @y(o: out tensor<i32>[2]) grid [1, 1, 1] {\n  %n = const 10 : i32\n  %zero = const 0 : i32\n  %one = const 1 : i32\n  %a, %b = for %i = %zero to %n step %one iter(%x = %one, %y = %zero) : i32, i32 {\n    %s = add %x, %i : i32\n    yield %s, %x\n  }\n  store o[%zero], %a\n  store o[%one], %b\n}\n";
+    for target in Target::ALL {
+        let out = compile(src, &[], None, target, Emit::Ptx)
+            .unwrap_or_else(|e| panic!("{}: {e}", target.name()));
+        let lines: Vec<&str> = out.text.lines().map(str::trim).collect();
+        let top = lines
+            .iter()
+            .position(|l| l.starts_with("$L_for"))
+            .unwrap_or_else(|| panic!("{}: no loop", target.name()));
+        let back = top
+            + lines[top..]
+                .iter()
+                .position(|l| l.starts_with("bra.uni $L_for"))
+                .expect("back edge");
+        // The iteration variable's increment follows the yield's copies.
+        let inc = (top..back)
+            .rev()
+            .find(|&i| lines[i].starts_with("add.s32"))
+            .expect("increment");
+        let movs: Vec<usize> = (top..inc)
+            .filter(|&i| lines[i].starts_with("mov.b32"))
+            .collect();
+        let (&y_at, &x_at) = (movs.last().expect("movs"), &movs[movs.len() - 2]);
+        let dst = |i: usize| {
+            lines[i]
+                .split_whitespace()
+                .nth(1)
+                .unwrap_or("")
+                .trim_end_matches(',')
+        };
+        let (x_reg, y_reg) = (dst(x_at), dst(y_at));
+        let mut sym: BTreeMap<String, String> = BTreeMap::new();
+        for (i, l) in lines.iter().enumerate().take(inc).skip(top + 1) {
+            let mut parts = l.trim_end_matches(';').split_whitespace();
+            let opc = parts.next().unwrap_or("");
+            let ops: Vec<String> = parts.map(|p| p.trim_end_matches(',').to_string()).collect();
+            let Some(d) = ops.first().filter(|d| d.starts_with('%')) else {
+                continue;
+            };
+            let v = if opc.starts_with("mov.") {
+                let s = ops.get(1).cloned().unwrap_or_default();
+                sym.get(&s).cloned().unwrap_or(format!("in:{s}"))
+            } else {
+                format!("def:{i}")
+            };
+            sym.insert(d.clone(), v);
+        }
+        assert_eq!(
+            sym.get(y_reg).map(String::as_str),
+            Some(format!("in:{x_reg}").as_str()),
+            "{}: %y must take %x's value from the start of the iteration\n{}",
+            target.name(),
+            lines[top..=back].join("\n")
+        );
+    }
+}

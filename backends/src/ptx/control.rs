@@ -226,8 +226,12 @@ fn iteration(
     // carried register is overwritten, so it is copied aside first.
     let args = c.k.dfg.blocks[body].args.clone();
     let mut saved = vec![];
-    for &src in &yielded {
-        if args[1..].contains(&src) && !saved.iter().any(|(s, _)| *s == src) {
+    for (i, &src) in yielded.iter().enumerate() {
+        let other_slot = args[1..]
+            .iter()
+            .position(|&a| a == src)
+            .is_some_and(|j| j != i);
+        if other_slot && !saved.iter().any(|(s, _)| *s == src) {
             if let Some(v) = c.vals.get(&src).cloned() {
                 let snap = fresh_copy(c, &v);
                 c.vals.insert(src, snap);

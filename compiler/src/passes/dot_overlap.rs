@@ -1,53 +1,70 @@
-//! Intra-warpgroup overlap (FlashAttention-3's): in a loop over a TMA ring whose body starts a
-//! fresh dot on the stage it just waited for (attention's scores `s = q · kᵀ`), that dot is
-//! issued one iteration early, as `dot_async`, so the matrix units compute the next block's
-//! scores while the current block's softmax runs.
+//! Intra-warpgroup overlap (FlashAttention-3's) as IR: in a loop over a TMA ring whose body
+//! starts a fresh dot on the stage it waited for (D0, attention's scores `s = q · kᵀ`) and ends
+//! with a dot that accumulates into a carried value from the same stage (D1, `o += p · v`),
+//! iteration j issues D0 of block j and D1 of block j − 1 back to back, as two asynchronous
+//! groups, then runs block j's softmax while D1 of block j − 1 computes.
 //!
-//! Input: the `pipelining` pass's TMA ring (no warp specialization): a top-level `for` whose body
-//! waits `mbar_wait %full, %s, %par` on its carried stage and parity, reads `%r = smem_read %buf,
-//! %s`, optionally transposes it, and takes it into `%d = dot %a, %r', %z` with `%a` and a zero
-//! `%z` from outside the loop; every `smem_release` of the body names `%s`. Output:
-//! - before the loop, `if lo < hi` the first block's dot is computed as before (wait, read, dot),
-//!   else its value is `%z`; the loop carries it as `%s_cur`, and every use of `%d` reads it;
-//! - where the wait was, the body computes the next iteration's stage and parity (clones of the
-//!   yield's own update ops), waits for that stage when there is a next iteration
-//!   (`n + step < hi`), and issues `dot_async %a, smem_read(%buf, next or, in the last iteration,
-//!   the current stage), %z`;
-//! - before the body's first `smem_release` (the releases name the current stage, which the last
-//!   iteration's early dot reads), `dot_wait` takes the next scores, which the loop yields.
+//! Input: a `for` at the top level of a kernel, or of a `warp_specialize` op's consumer, whose
+//! body waits `mbar_wait %full, %s, %par` (the stage carried, as the unspecialized TMA ring of
+//! `pipelining` has it, or computed from a carried count, as a consumer of `warp_specialize`
+//! has it), reads `%r = smem_read %buf, %s`, optionally transposes it, and takes it into
+//! `%d = dot %a, %r', %z` with `%a` and a zero `%z` from outside the loop. The body's top-level
+//! ops then fall into four sets:
+//! - B: D1, the read of its stage operand (and a transpose of it), the conversion of its
+//!   register A operand, the ops of D1's operand cone that depend on the carried accumulator
+//!   (attention's rescale `acc · α`), and broadcasts only they read;
+//! - R: the releases of the stage (`smem_release`, and the empty-barrier `mbar_arrive`);
+//! - F: the refill (`if` holding tensor copies; none in a consumer);
+//! - A: everything else (the wait, D0, the softmax, the stage arithmetic).
 //!
-//! The first iteration's scores and every later one are the same dots of the same stages, so the
-//! result is bit-identical (tests/tests/dot_overlap.rs runs the interpreter before and after,
-//! under several scheduler seeds; the interpreter checks the ring protocol: every read after
-//! its fill, no release while a `dot_async` reads the stage). The last iteration's early dot
-//! reads the current stage again and is discarded. The overlap needs the next stage filled a
-//! full iteration ahead — a ring of at least 3 stages; with 2 the wait for the next stage follows
-//! its fill at once (correct, and slower).
+//! The values B and R read from A or from the loop's arguments (X: attention's `p`, `α` and the
+//! stage) are carried one iteration. Output, with n the trip count of the loop over [lo, hi):
+//! - before the loop, `if lo < hi`: A and F of block 0 (D0 synchronous); its values and X become
+//!   the new loop's initial values (else the old inits, and zeros for X);
+//! - the loop over [lo + step, hi): A up to D0 (D0 as `dot_async`), B of the previous block with
+//!   the carried X (D1 as `dot_async`), `dot_wait` D0 `pending 1`, the rest of A, `dot_wait` D1,
+//!   R of the previous block's stage, then F (after R: the refill takes the stage just
+//!   released, which the unrotated loop refilled at the top of the next iteration);
+//! - after the loop, `if lo < hi`: B and R of the last block (D1 synchronous).
+//!
+//! Every block's A and B run once, on the same stages and values as before, so the result is
+//! bit-identical (tests/tests/dot_overlap.rs runs the interpreter before and after under 20
+//! scheduler seeds; the interpreter checks the ring protocol: every read after its fill, no
+//! release while a `dot_async` reads the stage). The refill runs one iteration later relative
+//! to the reads, so an unspecialized ring needs 3 stages to keep the prefetch distance of the
+//! unrotated loop.
 
 use crate::kedit::{self, op2, simple, Cloner};
+use kir_ir::expr::{ExprKind, F64Bits};
 use kir_ir::{
-    Block, CmpPred, Diagnostics, Dtype, ExprKind, Kernel, Module, Op, Opcode, Value, ValueDef,
+    Attr, Block, CmpPred, Diagnostics, Dtype, Expr, Kernel, Module, Op, Opcode, Type, Value,
+    ValueDef,
 };
 use std::collections::HashSet;
 
-/// Rotates the fresh stage dot of every qualifying loop of `m` (see the module doc); other
-/// kernels and loops are unchanged. Returns the module and how many loops it rotated.
+/// Rotates every qualifying loop of `m` (see the module doc); other kernels and loops are
+/// unchanged. Returns the module and how many loops it rotated.
 pub fn dot_overlap(m: &Module) -> Result<(Module, usize), Diagnostics> {
     let mut out = m.clone();
     let mut n = 0;
     for k in out.kernels.values_mut() {
-        let loops: Vec<Op> = k.dfg.blocks[k.body]
-            .ops
+        // The kernel's top-level loops and those of a warp-specialized consumer.
+        let mut blocks = vec![k.body];
+        for &o in &k.dfg.blocks[k.body].ops {
+            let od = &k.dfg.ops[o];
+            if od.opcode == Opcode::WarpSpecialize {
+                blocks.extend(od.regions.iter().skip(1).copied());
+            }
+        }
+        let loops: Vec<Op> = blocks
             .iter()
-            .copied()
+            .flat_map(|&b| k.dfg.blocks[b].ops.clone())
             .filter(|&o| k.dfg.ops[o].opcode == Opcode::For)
             .collect();
         let mut changed = false;
         for l in loops {
-            if let Some(f) = find(k, l) {
-                if !super::dot_overlap_pair::rotate_pair(k, &f) {
-                    rotate(k, &f);
-                }
+            if let Some(s) = find(k, l).and_then(|f| split(k, &f).map(|s| (f, s))) {
+                rotate(k, &s.0, &s.1);
                 changed = true;
                 n += 1;
             }
@@ -59,18 +76,12 @@ pub fn dot_overlap(m: &Module) -> Result<(Module, usize), Diagnostics> {
     Ok((out, n))
 }
 
-/// The parts of a qualifying loop.
-pub(super) struct Found {
-    pub(super) l: Op,
-    /// `mbar_wait %full, %s, %par` and its position in the body.
-    pub(super) wait: Op,
-    pos: usize,
-    read: Op,
-    transpose: Option<Op>,
-    pub(super) dot: Op,
-    /// Indices of the stage and parity among the loop's carried values.
-    pub(super) stage: usize,
-    parity: usize,
+/// The wait, read and fresh dot (D0) of a qualifying loop.
+struct Found {
+    l: Op,
+    /// `mbar_wait %full, %s, %par`.
+    wait: Op,
+    dot: Op,
 }
 
 fn def_op(k: &Kernel, v: Value) -> Option<Op> {
@@ -90,32 +101,26 @@ fn ops_in(k: &Kernel, b: Block, out: &mut HashSet<Op>) {
     }
 }
 
-fn uses(k: &Kernel, v: Value) -> Vec<Op> {
-    kedit::users(&k.dfg, v)
-}
-
-pub(super) fn find(k: &Kernel, l: Op) -> Option<Found> {
-    let lo = &k.dfg.ops[l];
-    let body = *lo.regions.first()?;
+fn find(k: &Kernel, l: Op) -> Option<Found> {
+    let body = *k.dfg.ops[l].regions.first()?;
     let args = k.dfg.blocks[body].args.clone();
     let ops = k.dfg.blocks[body].ops.clone();
     let mut inside = HashSet::new();
     ops_in(k, body, &mut inside);
+    if inside.iter().any(|&o| {
+        matches!(
+            k.dfg.ops[o].opcode,
+            Opcode::DotAsync | Opcode::DotWait | Opcode::WarpSpecialize
+        )
+    }) {
+        return None;
+    }
     let outside =
         |v: Value| def_op(k, v).is_none_or(|o| !inside.contains(&o)) && !args.contains(&v);
-    let carried = |v: Value| args[1..].iter().position(|&a| a == v);
-    // The full-barrier wait on the carried stage and parity.
-    let (pos, wait) = ops.iter().enumerate().find_map(|(i, &o)| {
-        let d = &k.dfg.ops[o];
-        (d.opcode == Opcode::MbarWait
-            && d.operands.len() == 3
-            && carried(d.operands[1]).is_some()
-            && carried(d.operands[2]).is_some())
-        .then_some((i, o))
-    })?;
-    let (stage_v, par_v) = (k.dfg.ops[wait].operands[1], k.dfg.ops[wait].operands[2]);
-    // Its first fresh dot of a stage read.
-    let (read, transpose, dot) = ops[pos + 1..].iter().find_map(|&o| {
+    let single = |v: Value| kedit::users(&k.dfg, v).len() == 1;
+    // D0: the first top-level dot of a stage read (maybe transposed) with A and a zero
+    // accumulator from outside the loop, after the full-barrier wait on the read's stage.
+    ops.iter().enumerate().find_map(|(i, &o)| {
         let d = &k.dfg.ops[o];
         if d.opcode != Opcode::Dot {
             return None;
@@ -124,7 +129,7 @@ pub(super) fn find(k: &Kernel, l: Op) -> Option<Found> {
         let zero = def_op(k, z).is_some_and(|zo| {
             let zd = &k.dfg.ops[zo];
             zd.opcode == Opcode::Const
-                && matches!(&zd.lead, Some(kir_ir::Attr::Expr(e))
+                && matches!(&zd.lead, Some(Attr::Expr(e))
                     if matches!(e.kind, ExprKind::Float(x) if x.0 == 0.0)
                         || matches!(e.kind, ExprKind::Int(0)))
         });
@@ -132,215 +137,398 @@ pub(super) fn find(k: &Kernel, l: Op) -> Option<Found> {
             return None;
         }
         let bo = def_op(k, b)?;
-        let (tr, src) = match k.dfg.ops[bo].opcode {
-            Opcode::Transpose => (Some(bo), *k.dfg.ops[bo].operands.first()?),
-            _ => (None, b),
+        let src = match k.dfg.ops[bo].opcode {
+            Opcode::Transpose if single(b) && ops.contains(&bo) => k.dfg.ops[bo].operands[0],
+            Opcode::Transpose => return None,
+            _ => b,
         };
-        let ro = def_op(k, src)?;
-        let rd = &k.dfg.ops[ro];
-        let single = |v: Value| uses(k, v).len() == 1;
-        (rd.opcode == Opcode::SmemRead
-            && rd.operands.get(1) == Some(&stage_v)
-            && ops.contains(&ro)
-            && tr.is_none_or(|t| ops.contains(&t))
-            && single(src)
-            && (tr.is_none() || single(b)))
-        .then_some((ro, tr, o))
-    })?;
-    // Every release names the current stage (the last iteration's early dot reads it).
-    let releases_ok = ops.iter().all(|&o| {
-        let d = &k.dfg.ops[o];
-        d.opcode != Opcode::SmemRelease || d.operands.get(1) == Some(&stage_v)
-    });
-    let no_async = !inside.iter().any(|&o| {
-        matches!(
-            k.dfg.ops[o].opcode,
-            Opcode::DotAsync | Opcode::DotWait | Opcode::WarpSpecialize
-        )
-    });
-    if !releases_ok || !no_async {
-        return None;
-    }
-    // The next stage and parity must be computable where the wait was.
-    let y = *ops.last()?;
-    let (st, pa) = (carried(stage_v)?, carried(par_v)?);
-    let yd = &k.dfg.ops[y].operands;
-    let slice = update_slice(k, &ops[pos..], *yd.get(st)?, *yd.get(pa)?);
-    if !slice.iter().all(|&o| {
-        let d = &k.dfg.ops[o];
-        d.regions.is_empty()
-            && kedit::is_pure(k, d)
-            && d.results.iter().all(|&r| k.dfg.ty(r).is_scalar())
-    }) {
-        return None;
-    }
-    Some(Found {
-        l,
-        wait,
-        pos,
-        read,
-        transpose,
-        dot,
-        stage: carried(stage_v)?,
-        parity: carried(par_v)?,
+        let rd = &k.dfg.ops[def_op(k, src)?];
+        if rd.opcode != Opcode::SmemRead || !single(src) {
+            return None;
+        }
+        let stage = *rd.operands.get(1)?;
+        let wait = ops[..i].iter().copied().find(|&w| {
+            let wd = &k.dfg.ops[w];
+            wd.opcode == Opcode::MbarWait && wd.operands.get(1) == Some(&stage)
+        })?;
+        Some(Found { l, wait, dot: o })
     })
 }
 
-/// Clones the wait, read, transpose and dot of `f` into block `b` with stage `s` and parity
-/// `p` (the dot as `opcode`); returns the dot's result.
-fn clone_chain(k: &mut Kernel, f: &Found, b: Block, s: Value, p: Value, opcode: Opcode) -> Value {
-    let src = k.dfg.clone();
-    let mut c = Cloner::new(&src);
-    let (stage_v, par_v) = (src.ops[f.wait].operands[1], src.ops[f.wait].operands[2]);
-    c.vmap.insert(stage_v, s);
-    c.vmap.insert(par_v, p);
-    c.op(&mut k.dfg, b, f.read);
-    if let Some(t) = f.transpose {
-        c.op(&mut k.dfg, b, t);
+/// The ops of a qualifying loop's body, by set (module doc), each in program order.
+struct Sets {
+    a: Vec<Op>,
+    b: Vec<Op>,
+    r: Vec<Op>,
+    f: Vec<Op>,
+    /// D1 and the index of its accumulator among the carried values.
+    d1: Op,
+    acc: usize,
+    /// Values defined by A and read by B.
+    x: Vec<Value>,
+}
+
+/// Whether block `b` holds (at any depth) a tensor copy.
+fn has_copy(k: &Kernel, b: kir_ir::Block) -> bool {
+    k.dfg.blocks[b].ops.iter().any(|&o| {
+        let od = &k.dfg.ops[o];
+        od.opcode == Opcode::AsyncCopy || od.regions.iter().any(|&r| has_copy(k, r))
+    })
+}
+
+fn split(k: &Kernel, f: &Found) -> Option<Sets> {
+    let body = k.dfg.ops[f.l].regions[0];
+    let args = k.dfg.blocks[body].args.clone();
+    let ops = k.dfg.blocks[body].ops.clone();
+    let (y, ops) = ops.split_last()?;
+    let yops = k.dfg.ops[*y].operands.clone();
+    let stage_v = k.dfg.ops[f.wait].operands[1];
+    // D1: a top-level dot whose result is yielded as the carried value it accumulates into.
+    let (d1, acc) = ops.iter().find_map(|&o| {
+        let od = &k.dfg.ops[o];
+        if od.opcode != Opcode::Dot || o == f.dot {
+            return None;
+        }
+        let r = od.results[0];
+        let i = yops.iter().position(|&v| v == r)?;
+        (kedit::users(&k.dfg, r).len() == 1).then_some((o, i))
+    })?;
+    let acc_arg = args[1 + acc];
+    // D1's stage operand: a read of the current stage, maybe transposed.
+    let bv = k.dfg.ops[d1].operands[1];
+    let mut b: HashSet<Op> = [d1].into_iter().collect();
+    let mut src = bv;
+    if let Some(t) = def_op(k, bv).filter(|&t| k.dfg.ops[t].opcode == Opcode::Transpose) {
+        b.insert(t);
+        src = k.dfg.ops[t].operands[0];
     }
-    let d = c.op(&mut k.dfg, b, f.dot);
-    k.dfg.ops[d].opcode = opcode;
-    k.dfg.ops[d].results[0]
-}
-
-/// Appends to block `b` the loop's full-barrier wait for stage `s` with parity `p`.
-fn append_wait(k: &mut Kernel, f: &Found, b: Block, s: Value, p: Value) {
-    let full = k.dfg.ops[f.wait].operands[0];
-    k.dfg
-        .append_op(b, simple(Opcode::MbarWait, vec![full, s, p], None), vec![]);
-}
-
-fn rotate(k: &mut Kernel, f: &Found) {
-    let l = f.l;
-    let body = k.dfg.ops[l].regions[0];
-    let (lo, hi, step) = {
-        let d = &k.dfg.ops[l].operands;
-        (d[0], d[1], d[2])
+    let read = def_op(k, src)?;
+    let rd = &k.dfg.ops[read];
+    if rd.opcode != Opcode::SmemRead || rd.operands.get(1) != Some(&stage_v) {
+        return None;
+    }
+    b.insert(read);
+    // A register A operand converted from f32 (attention's `p_lo = cast p`): the conversion
+    // stays with D1, so the carried value is the f32 tile the matrix unit packs from.
+    let av = k.dfg.ops[d1].operands[0];
+    if let Some(cast) = def_op(k, av).filter(|&o| {
+        k.dfg.ops[o].opcode == Opcode::Cast
+            && ops.contains(&o)
+            && kedit::users(&k.dfg, av).len() == 1
+    }) {
+        b.insert(cast);
+    }
+    // The accumulator's cone: ops depending on the carried accumulator, all feeding D1.
+    let mut dep: HashSet<Value> = [acc_arg].into_iter().collect();
+    for &o in ops {
+        let od = &k.dfg.ops[o];
+        if od.uses().iter().any(|v| dep.contains(v)) && o != d1 {
+            if !od.regions.is_empty() || od.results.len() != 1 {
+                return None;
+            }
+            dep.insert(od.results[0]);
+            b.insert(o);
+        }
+    }
+    // Broadcasts that only B reads (attention's `broadcast α`) move with it: the loop then
+    // carries the row factors, not a whole tile of them.
+    loop {
+        let more: Vec<Op> = ops
+            .iter()
+            .copied()
+            .filter(|o| !b.contains(o))
+            .filter(|&o| {
+                let od = &k.dfg.ops[o];
+                od.opcode == Opcode::Broadcast
+                    && od.results.len() == 1
+                    && kedit::users(&k.dfg, od.results[0])
+                        .iter()
+                        .all(|u| b.contains(u))
+            })
+            .collect();
+        if more.is_empty() {
+            break;
+        }
+        b.extend(more);
+    }
+    // Every op of B other than D1 must feed D1 only.
+    for &o in &b {
+        if o != d1
+            && k.dfg.ops[o]
+                .results
+                .iter()
+                .any(|&r| kedit::users(&k.dfg, r).iter().any(|u| !b.contains(u)))
+        {
+            return None;
+        }
+    }
+    let mut sets = Sets {
+        a: vec![],
+        b: vec![],
+        r: vec![],
+        f: vec![],
+        d1,
+        acc,
+        x: vec![],
     };
-    let (s0, p0) = (
-        k.dfg.ops[l].operands[3 + f.stage],
-        k.dfg.ops[l].operands[3 + f.parity],
+    for &o in ops {
+        let od = &k.dfg.ops[o];
+        if b.contains(&o) {
+            sets.b.push(o);
+        } else if (od.opcode == Opcode::SmemRelease
+            || (od.opcode == Opcode::MbarArrive && od.attrs.is_empty()))
+            && od.operands.get(1) == Some(&stage_v)
+        {
+            sets.r.push(o);
+        } else if od.opcode == Opcode::If && od.regions.iter().any(|&r| has_copy(k, r)) {
+            sets.f.push(o);
+        } else {
+            sets.a.push(o);
+        }
+    }
+    // X: what B and R read from A or from the loop's arguments (the accumulator aside).
+    let a_defs: HashSet<Value> = sets
+        .a
+        .iter()
+        .flat_map(|&o| k.dfg.ops[o].results.clone())
+        .collect();
+    for &o in sets.b.iter().chain(&sets.r) {
+        for v in k.dfg.ops[o].uses() {
+            let prev = a_defs.contains(&v) || (args.contains(&v) && v != acc_arg);
+            if prev && !sets.x.contains(&v) {
+                sets.x.push(v);
+            }
+        }
+    }
+    // R and F must not read B's values; the yield reads B only through D1.
+    let b_defs: HashSet<Value> = sets
+        .b
+        .iter()
+        .flat_map(|&o| k.dfg.ops[o].results.clone())
+        .collect();
+    let clean = |o: &Op| k.dfg.ops[*o].uses().iter().all(|v| !b_defs.contains(v));
+    if !sets.r.iter().chain(&sets.f).chain(&sets.a).all(clean) || sets.r.is_empty() {
+        return None;
+    }
+    Some(sets)
+}
+
+/// A zero of type `ty` appended to block `b`.
+fn zero(k: &mut Kernel, b: kir_ir::Block, ty: &Type) -> Value {
+    let float = ty.dtype().is_some_and(|d| d.is_float());
+    let e = if float {
+        Expr {
+            kind: ExprKind::Float(F64Bits(0.0)),
+            span: kir_ir::Span::default(),
+        }
+    } else {
+        Expr::int(0)
+    };
+    let id = k.dfg.append_op(
+        b,
+        simple(Opcode::Const, vec![], Some(Attr::Expr(e))),
+        vec![(ty.clone(), None)],
     );
-    let s_old = k.dfg.ops[f.dot].results[0];
-    let ty = k.dfg.ty(s_old).clone();
-    let zero = k.dfg.ops[f.dot].operands[2];
-    // Before the loop: the first block's scores, when there is a first block.
-    let top = k.dfg.new_block();
-    let has0 = op2(k, top, Opcode::Cmp, Some(CmpPred::Lt), lo, hi, Dtype::I1);
-    let then = k.dfg.new_block();
-    append_wait(k, f, then, s0, p0);
-    let first = clone_chain(k, f, then, s0, p0, Opcode::Dot);
-    k.dfg
-        .append_op(then, simple(Opcode::Yield, vec![first], None), vec![]);
-    let els = kedit::yield_block(&mut k.dfg, vec![], vec![zero]);
-    let iff = kedit::append_if(&mut k.dfg, top, has0, then, els, vec![(ty.clone(), None)]);
-    let s_first = k.dfg.ops[iff].results[0];
-    let at = k.dfg.blocks[k.body]
+    k.dfg.ops[id].results[0]
+}
+
+/// Rotates loop `f.l` of `k` into the paired form if it qualifies; returns whether it did.
+fn rotate(k: &mut Kernel, f: &Found, s: &Sets) {
+    let l = f.l;
+    let src = k.dfg.clone();
+    let body = src.ops[l].regions[0];
+    let args = src.blocks[body].args.clone();
+    let y = *src.blocks[body].ops.last().expect("yield");
+    let yops = src.ops[y].operands.clone();
+    let (lo, hi, step) = (
+        src.ops[l].operands[0],
+        src.ops[l].operands[1],
+        src.ops[l].operands[2],
+    );
+    let inits: Vec<Value> = src.ops[l].operands[3..].to_vec();
+    let d0_res = src.ops[f.dot].results[0];
+    let d1_res = src.ops[s.d1].results[0];
+    let nc = inits.len();
+    let parent = kedit::parent_block(&k.dfg, l);
+    let at = k.dfg.blocks[parent]
         .ops
         .iter()
         .position(|&o| o == l)
-        .unwrap_or(0);
-    let new_top = std::mem::take(&mut k.dfg.blocks[top].ops);
-    k.dfg.blocks[k.body].ops.splice(at..at, new_top);
-    // The loop carries the scores.
-    let (s_cur, _) = kedit::add_carried(&mut k.dfg, l, s_first, ty, Some("s_cur".into()));
-    kedit::replace_uses(&mut k.dfg, s_old, s_cur, None);
-    // The body: the next stage's wait and early dot where the wait was.
-    let args = k.dfg.blocks[body].args.clone();
-    let (n0, stage_v, par_v) = (args[0], args[1 + f.stage], args[1 + f.parity]);
-    let yield_op = *k.dfg.blocks[body]
-        .ops
-        .last()
-        .expect("a loop body ends with yield");
-    let (ys, yp) = (
-        k.dfg.ops[yield_op].operands[f.stage],
-        k.dfg.ops[yield_op].operands[f.parity],
-    );
-    let nb = k.dfg.new_block();
-    let nn = op2(k, nb, Opcode::Add, None, n0, step, Dtype::I32);
-    let has_next = op2(k, nb, Opcode::Cmp, Some(CmpPred::Lt), nn, hi, Dtype::I1);
-    let (sn, pn) = clone_update(k, body, f.pos, nb, ys, yp);
-    let wb = k.dfg.new_block();
-    append_wait(k, f, wb, sn, pn);
-    k.dfg
-        .append_op(wb, simple(Opcode::Yield, vec![], None), vec![]);
-    let we = kedit::yield_block(&mut k.dfg, vec![], vec![]);
-    kedit::append_if(&mut k.dfg, nb, has_next, wb, we, vec![]);
-    let rs = {
-        let id = k.dfg.append_op(
-            nb,
-            simple(Opcode::Select, vec![has_next, sn, stage_v], None),
-            vec![(kir_ir::Type::scalar(Dtype::I32), None)],
-        );
-        k.dfg.ops[id].results[0]
-    };
-    let d_next = clone_chain(k, f, nb, rs, par_v, Opcode::DotAsync);
-    // Out with the old wait, read, transpose and dot; in with the new ops.
-    let gone: HashSet<Op> = [Some(f.wait), Some(f.read), f.transpose, Some(f.dot)]
-        .into_iter()
-        .flatten()
-        .collect();
-    let mut ops: Vec<Op> = k.dfg.blocks[body].ops.clone();
-    let new_ops = std::mem::take(&mut k.dfg.blocks[nb].ops);
-    ops.splice(f.pos..f.pos, new_ops);
-    ops.retain(|o| !gone.contains(o));
-    k.dfg.blocks[body].ops = ops;
-    // The wait for the early dot, before the first release (or the yield).
-    let rel = k.dfg.blocks[body]
-        .ops
-        .iter()
-        .position(|&o| {
-            matches!(
-                k.dfg.ops[o].opcode,
-                Opcode::SmemRelease | Opcode::MbarArrive | Opcode::Yield
-            ) && k.dfg.ops[o].regions.is_empty()
-        })
-        .unwrap_or(k.dfg.blocks[body].ops.len() - 1);
-    let ty = k.dfg.ty(d_next).clone();
-    let s_next = kedit::insert_op(
-        &mut k.dfg,
-        body,
-        rel,
-        simple(Opcode::DotWait, vec![d_next], None),
-        vec![(ty, Some("s_next".into()))],
-    )[0];
-    let y = *k.dfg.blocks[body].ops.last().expect("yield");
-    k.dfg.ops[y].operands.push(s_next);
-}
+        .expect("loop in its block");
+    let x_tys: Vec<Type> = s.x.iter().map(|&v| src.ty(v).clone()).collect();
+    let c_tys: Vec<Type> = args[1..].iter().map(|&v| src.ty(v).clone()).collect();
 
-/// Clones into block `dst` the body ops at or after `from` that compute the yield's next stage
-/// `ys` and parity `yp` (pure scalar ops; earlier values are used as they are); returns the
-/// cloned values.
-fn clone_update(
-    k: &mut Kernel,
-    body: Block,
-    from: usize,
-    dst: Block,
-    ys: Value,
-    yp: Value,
-) -> (Value, Value) {
-    let ops = k.dfg.blocks[body].ops.clone();
-    let slice = update_slice(k, &ops[from..], ys, yp);
-    let src = k.dfg.clone();
+    // Before the loop: block 0's refill and A, if there is a block 0.
+    let pre = k.dfg.new_block();
+    let has0 = op2(k, pre, Opcode::Cmp, Some(CmpPred::Lt), lo, hi, Dtype::I1);
+    let lo2 = op2(k, pre, Opcode::Add, None, lo, step, Dtype::I32);
+    let then = k.dfg.new_block();
     let mut c = Cloner::new(&src);
-    for o in slice {
-        c.op(&mut k.dfg, dst, o);
+    c.vmap.insert(args[0], lo);
+    for i in 0..nc {
+        c.vmap.insert(args[1 + i], inits[i]);
     }
-    let get = |v: Value| c.vmap.get(&v).copied().unwrap_or(v);
-    (get(ys), get(yp))
-}
+    for &o in s.a.iter().chain(&s.f) {
+        c.op(&mut k.dfg, then, o);
+    }
+    let get = |c: &Cloner, v: Value| c.vmap.get(&v).copied().unwrap_or(v);
+    let mut tv: Vec<Value> = (0..nc)
+        .filter(|&i| i != s.acc)
+        .map(|i| get(&c, yops[i]))
+        .collect();
+    tv.extend(s.x.iter().map(|&v| get(&c, v)));
+    k.dfg
+        .append_op(then, simple(Opcode::Yield, tv, None), vec![]);
+    let els = k.dfg.new_block();
+    let mut ev: Vec<Value> = (0..nc).filter(|&i| i != s.acc).map(|i| inits[i]).collect();
+    for (&x, t) in s.x.iter().zip(&x_tys) {
+        // An argument's value before the loop; an A value has none (no block ran).
+        let init = match args.iter().position(|&a| a == x) {
+            Some(0) => lo,
+            Some(i) => inits[i - 1],
+            None => zero(k, els, t),
+        };
+        ev.push(init);
+    }
+    k.dfg
+        .append_op(els, simple(Opcode::Yield, ev, None), vec![]);
+    let mut pre_tys: Vec<(Type, Option<String>)> = (0..nc)
+        .filter(|&i| i != s.acc)
+        .map(|i| (c_tys[i].clone(), None))
+        .collect();
+    pre_tys.extend(x_tys.iter().map(|t| (t.clone(), None)));
+    let iff = kedit::append_if(&mut k.dfg, pre, has0, then, els, pre_tys);
+    let pv = k.dfg.ops[iff].results.clone();
 
-/// The ops of `late` (in order) that `ys` and `yp` need, transitively.
-fn update_slice(k: &Kernel, late: &[Op], ys: Value, yp: Value) -> Vec<Op> {
-    let mut need: HashSet<Value> = [ys, yp].into_iter().collect();
-    let mut slice = vec![];
-    for &o in late.iter().rev() {
-        let d = &k.dfg.ops[o];
-        if d.results.iter().any(|r| need.contains(r)) {
-            slice.push(o);
-            need.extend(d.operands.iter().copied());
+    // The loop over blocks 1..n: carried = the old carried values, then X of the block whose
+    // B is pending.
+    let mut new_inits = vec![];
+    let mut it = pv.iter();
+    for (i, &init) in inits.iter().enumerate() {
+        new_inits.push(if i == s.acc {
+            init
+        } else {
+            *it.next().expect("pre value")
+        });
+    }
+    new_inits.extend(it.copied());
+    let nb = k.dfg.new_block();
+    let n0_name = src.values[args[0]].name.clone();
+    let n0 = k.dfg.add_block_arg(
+        nb,
+        Type::scalar(Dtype::I32),
+        n0_name,
+        kir_ir::Span::default(),
+    );
+    let mut nargs = vec![];
+    for (i, t) in c_tys.iter().chain(&x_tys).enumerate() {
+        let name = args.get(1 + i).and_then(|&a| src.values[a].name.clone());
+        nargs.push(
+            k.dfg
+                .add_block_arg(nb, t.clone(), name, kir_ir::Span::default()),
+        );
+    }
+    let mut ca = Cloner::new(&src);
+    ca.vmap.insert(args[0], n0);
+    for i in 0..nc {
+        ca.vmap.insert(args[1 + i], nargs[i]);
+    }
+    let mut cb = Cloner::new(&src);
+    cb.vmap.insert(args[1 + s.acc], nargs[s.acc]);
+    for (j, &x) in s.x.iter().enumerate() {
+        cb.vmap.insert(x, nargs[nc + j]);
+    }
+    let d0_at = s.a.iter().position(|&o| o == f.dot).expect("D0 in A");
+    for &o in &s.a[..=d0_at] {
+        let n = ca.op(&mut k.dfg, nb, o);
+        if o == f.dot {
+            k.dfg.ops[n].opcode = Opcode::DotAsync;
         }
     }
-    slice.reverse();
-    slice
+    for &o in &s.b {
+        let n = cb.op(&mut k.dfg, nb, o);
+        if o == s.d1 {
+            k.dfg.ops[n].opcode = Opcode::DotAsync;
+        }
+    }
+    let wait = |k: &mut Kernel, d: Value, pending: i64| -> Value {
+        let mut w = simple(Opcode::DotWait, vec![d], None);
+        w.attrs = vec![("pending".into(), Attr::Expr(Expr::int(pending)))];
+        let ty = k.dfg.ty(d).clone();
+        let id = k.dfg.append_op(nb, w, vec![(ty, None)]);
+        k.dfg.ops[id].results[0]
+    };
+    let s_now = wait(k, get(&ca, d0_res), 1);
+    ca.vmap.insert(d0_res, s_now);
+    for &o in &s.a[d0_at + 1..] {
+        ca.op(&mut k.dfg, nb, o);
+    }
+    let acc_new = wait(k, get(&cb, d1_res), 0);
+    for &o in &s.r {
+        cb.op(&mut k.dfg, nb, o);
+    }
+    for &o in &s.f {
+        ca.op(&mut k.dfg, nb, o);
+    }
+    let mut yv: Vec<Value> = (0..nc)
+        .map(|i| {
+            if i == s.acc {
+                acc_new
+            } else {
+                get(&ca, yops[i])
+            }
+        })
+        .collect();
+    yv.extend(s.x.iter().map(|&v| get(&ca, v)));
+    k.dfg.append_op(nb, simple(Opcode::Yield, yv, None), vec![]);
+    let mut lp = simple(Opcode::For, vec![lo2, hi, step], None);
+    lp.operands.extend(new_inits);
+    lp.regions = vec![nb];
+    lp.span = src.ops[l].span;
+    lp.doc = src.ops[l].doc.clone();
+    let mut l_tys: Vec<(Type, Option<String>)> = (0..nc)
+        .map(|i| {
+            (
+                c_tys[i].clone(),
+                src.values[src.ops[l].results[i]].name.clone(),
+            )
+        })
+        .collect();
+    l_tys.extend(x_tys.iter().map(|t| (t.clone(), None)));
+    let nl = k.dfg.append_op(pre, lp, l_tys);
+    let lr = k.dfg.ops[nl].results.clone();
+
+    // After the loop: the last block's B and release, if there was a block.
+    let pt = k.dfg.new_block();
+    let mut cp = Cloner::new(&src);
+    cp.vmap.insert(args[1 + s.acc], lr[s.acc]);
+    for (j, &x) in s.x.iter().enumerate() {
+        cp.vmap.insert(x, lr[nc + j]);
+    }
+    for &o in s.b.iter().chain(&s.r) {
+        cp.op(&mut k.dfg, pt, o);
+    }
+    let fin = get(&cp, d1_res);
+    k.dfg
+        .append_op(pt, simple(Opcode::Yield, vec![fin], None), vec![]);
+    let pe = kedit::yield_block(&mut k.dfg, vec![], vec![lr[s.acc]]);
+    let acc_name = src.values[src.ops[l].results[s.acc]].name.clone();
+    let post = kedit::append_if(
+        &mut k.dfg,
+        pre,
+        has0,
+        pt,
+        pe,
+        vec![(c_tys[s.acc].clone(), acc_name)],
+    );
+    let acc_fin = k.dfg.ops[post].results[0];
+
+    // The old loop's results, then the old loop out and the new ops in.
+    let old = src.ops[l].results.clone();
+    for i in 0..nc {
+        let to = if i == s.acc { acc_fin } else { lr[i] };
+        kedit::replace_uses(&mut k.dfg, old[i], to, None);
+    }
+    let new_ops = std::mem::take(&mut k.dfg.blocks[pre].ops);
+    k.dfg.blocks[parent].ops.splice(at..=at, new_ops);
 }

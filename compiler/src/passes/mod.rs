@@ -1,7 +1,6 @@
 //! Compiler passes: free functions, one per file, sequenced only by `crate::pipeline`.
 
 pub mod dot_overlap;
-mod dot_overlap_pair;
 pub mod egraph;
 pub mod fusion;
 mod fusion_norm;
