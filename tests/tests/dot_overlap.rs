@@ -1,10 +1,11 @@
 //! The `dot_overlap` pass (FlashAttention-3's intra-warpgroup overlap as IR): attention_fwd's
-//! TMA ring with its fresh q·kᵀ dot issued one iteration early runs on the interpreter before and
-//! after the rotation, on fresh random ragged inputs (causal, window, KV offset, GQA), under 20
+//! TMA ring, rotated so that block j's q·kᵀ and block j − 1's p·v are asynchronous groups, runs
+//! on the interpreter before and after the rotation, on fresh random ragged inputs (causal, window, KV offset, GQA), under 20
 //! scheduler seeds, and must give bit-identical outputs — the interpreter checks the ring
 //! protocol on the way (every stage read after its fill, no release while a `dot_async` reads
 //! it). Loops the pass must leave alone (GEMM's carried dot, a cp.async ring) stay unchanged; on
-//! sm_90a the rotated kernels lower to an asynchronous wgmma group and assemble without spills.
+//! sm_90a the rotated kernels lower with the p·v wgmma group running under the softmax and
+//! assemble without spills.
 
 use kir_backends::ptx::PtxOptions;
 use kir_backends::Target;
@@ -108,7 +109,7 @@ fn loops_without_a_fresh_stage_dot_are_left_alone() {
 }
 
 #[test]
-fn rotated_rings_lower_to_an_asynchronous_wgmma_group_without_spills() {
+fn rotated_rings_lower_with_the_pv_group_under_the_softmax() {
     let Ok(ptxas) = std::env::var("KIR_PTXAS") else {
         panic!("KIR_PTXAS is not set: run ./scripts/test.sh (it installs the pinned ptxas)");
     };
@@ -142,21 +143,24 @@ fn rotated_rings_lower_to_an_asynchronous_wgmma_group_without_spills() {
         )
         .unwrap_or_else(|e| panic!("{what}: {e}"));
         let lines: Vec<&str> = out.text.lines().map(str::trim).collect();
-        // Inside the key loop: the early q·kᵀ group is committed and left running until the
-        // P·V dot's wait retires both (and the `dot_wait`'s own wait_group 0 follows).
+        // Inside the key loop the previous block's p·v group is committed and left running
+        // while this block's softmax exponentials issue: exactly one commit has `ex2`s before
+        // the next `wgmma.wait_group` (every other group is waited for first).
         let commits: Vec<usize> = (0..lines.len())
             .filter(|&i| lines[i] == "wgmma.commit_group.sync.aligned;")
             .collect();
-        let unwaited = commits
+        let overlapped = commits
             .iter()
             .filter(|&&i| {
-                !lines[i + 1..]
+                lines[i + 1..]
                     .iter()
-                    .take(4)
-                    .any(|l| l.starts_with("wgmma.wait_group"))
+                    .take_while(|l| !l.starts_with("wgmma.wait_group"))
+                    .filter(|l| l.starts_with("ex2.approx"))
+                    .count()
+                    >= 16
             })
             .count();
-        assert_eq!(unwaited, 1, "{what}: one wgmma group left in flight");
+        assert_eq!(overlapped, 1, "{what}: one wgmma group under the softmax");
         let dir =
             std::env::temp_dir().join(format!("kir_overlap_{}_{d}_{causal}", std::process::id()));
         std::fs::create_dir_all(&dir).expect("temp dir");

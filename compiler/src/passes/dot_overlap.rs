@@ -24,7 +24,10 @@
 //! - the loop over [lo + step, hi): A up to D0 (D0 as `dot_async`), B of the previous block with
 //!   the carried X (D1 as `dot_async`), `dot_wait` D0 `pending 1`, the rest of A, `dot_wait` D1,
 //!   R of the previous block's stage, then F (after R: the refill takes the stage just
-//!   released, which the unrotated loop refilled at the top of the next iteration);
+//!   released, which the unrotated loop refilled at the top of the next iteration). When the
+//!   rest of A holds control flow (attention's edge-block mask `if`), D0 is waited for at once
+//!   and B follows that control flow instead: ptxas retires every wgmma group in flight where
+//!   branches join (seen in the SASS), so D1 stays in flight over straight-line code only;
 //! - after the loop, `if lo < hi`: B and R of the last block (D1 synchronous).
 //!
 //! Every block's A and B run once, on the same stages and values as before, so the result is
@@ -445,12 +448,6 @@ fn rotate(k: &mut Kernel, f: &Found, s: &Sets) {
             k.dfg.ops[n].opcode = Opcode::DotAsync;
         }
     }
-    for &o in &s.b {
-        let n = cb.op(&mut k.dfg, nb, o);
-        if o == s.d1 {
-            k.dfg.ops[n].opcode = Opcode::DotAsync;
-        }
-    }
     let wait = |k: &mut Kernel, d: Value, pending: i64| -> Value {
         let mut w = simple(Opcode::DotWait, vec![d], None);
         w.attrs = vec![("pending".into(), Attr::Expr(Expr::int(pending)))];
@@ -458,9 +455,35 @@ fn rotate(k: &mut Kernel, f: &Found, s: &Sets) {
         let id = k.dfg.append_op(nb, w, vec![(ty, None)]);
         k.dfg.ops[id].results[0]
     };
-    let s_now = wait(k, get(&ca, d0_res), 1);
+    // Control flow after D0 (attention's edge-block mask `if`) comes before D1's issue: a
+    // compiler may retire every group in flight where branches join, so D1 is left in flight
+    // over straight-line code only (the rest of the softmax). Without any, D1 issues right
+    // after D0 and D0's scores are taken with D1 still running.
+    let rest = &s.a[d0_at + 1..];
+    let joins = rest
+        .iter()
+        .rposition(|&o| !src.ops[o].regions.is_empty())
+        .map_or(0, |i| i + 1);
+    let issue_b = |k: &mut Kernel, cb: &mut Cloner| {
+        for &o in &s.b {
+            let n = cb.op(&mut k.dfg, nb, o);
+            if o == s.d1 {
+                k.dfg.ops[n].opcode = Opcode::DotAsync;
+            }
+        }
+    };
+    if joins == 0 {
+        issue_b(k, &mut cb);
+    }
+    let s_now = wait(k, get(&ca, d0_res), if joins == 0 { 1 } else { 0 });
     ca.vmap.insert(d0_res, s_now);
-    for &o in &s.a[d0_at + 1..] {
+    for &o in &rest[..joins] {
+        ca.op(&mut k.dfg, nb, o);
+    }
+    if joins > 0 {
+        issue_b(k, &mut cb);
+    }
+    for &o in &rest[joins..] {
         ca.op(&mut k.dfg, nb, o);
     }
     let acc_new = wait(k, get(&cb, d1_res), 0);
