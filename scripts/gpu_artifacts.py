@@ -28,6 +28,26 @@ def compile_case(kirc, out, name, op, defines, target, extra=()):
     return d
 
 
+def interp_case(kirc, d, op, defines, inputs, scalars):
+    """Saves `inputs` under d/inputs and runs the CPU interpreter on them (`kirc run`, outputs in
+    d/interp); returns the input files and the expected outputs, relative to d."""
+    os.makedirs(os.path.join(d, "inputs"), exist_ok=True)
+    cmd = [kirc, "run", op, "--out", os.path.join(d, "interp")]
+    for k, v in defines.items():
+        cmd += ["-D", f"{k}={v}"]
+    files = {}
+    for k, arr in inputs.items():
+        p = os.path.join(d, "inputs", f"{k}.npy")
+        np.save(p, arr)
+        files[k] = f"inputs/{k}.npy"
+        cmd += ["--arg", f"{k}={p}"]
+    for k, v in scalars.items():
+        cmd += ["--arg", f"{k}={v}"]
+    sh(cmd)
+    expect = {f[:-4]: f"interp/{f}" for f in os.listdir(os.path.join(d, "interp"))}
+    return files, expect
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("out")
@@ -40,19 +60,7 @@ def main():
 
     def correctness(name, op, defines, inputs, scalars, extra=()):
         d = compile_case(a.kirc, a.out, name, op, defines, a.target, extra)
-        os.makedirs(os.path.join(d, "inputs"), exist_ok=True)
-        cmd = [a.kirc, "run", op, "--out", os.path.join(d, "interp")]
-        for k, v in defines.items():
-            cmd += ["-D", f"{k}={v}"]
-        files = {}
-        for k, arr in inputs.items():
-            p = os.path.join(d, "inputs", f"{k}.npy")
-            np.save(p, arr)
-            files[k] = f"inputs/{k}.npy"
-            cmd += ["--arg", f"{k}={p}"]
-        for k, v in scalars.items():
-            cmd += ["--arg", f"{k}={v}"]
-        sh(cmd)
+        files, expect = interp_case(a.kirc, d, op, defines, inputs, scalars)
         # The CUDA-C parity backend on the same inputs (three-way parity).
         ccmd = [a.kirc, "compile", op, "--target", a.target, "--emit", "cuda", "-o", os.path.join(d, "kernel.cu"),
                 "--meta", os.path.join(d, "meta_cuda.json")]
@@ -61,7 +69,6 @@ def main():
         r = subprocess.run(ccmd, capture_output=True, text=True)
         if r.returncode != 0:
             print(f"note: no CUDA C for {name}: {r.stderr.strip().splitlines()[0] if r.stderr else ''}")
-        expect = {f[:-4]: f"interp/{f}" for f in os.listdir(os.path.join(d, "interp"))}
         cases.append({"name": name, "op": op, "dir": name, "defines": defines, "inputs": files,
                       "scalars": scalars, "expect": expect, "mode": "check"})
 

@@ -11,22 +11,11 @@ usage: scripts/gpu_variants.py OUT_DIR [--kirc target/release/kirc] VARIANT...
     FLAGS   extra `kirc compile` flags, space-separated (e.g. "--warp-specialize on --stages 3")
   e.g. ws_d128:attention_fwd:HEAD_DIM=128,BLOCK_M=128,BLOCK_N=128:--warps 8 --warp-specialize on
 """
-import argparse, json, os, subprocess, sys
+import argparse, json, os, sys
 import numpy as np
 
-
-def sh(cmd):
-    r = subprocess.run(cmd, capture_output=True, text=True)
-    if r.returncode != 0:
-        sys.exit(f"FAILED: {' '.join(cmd)}\n{r.stderr}")
-    return r.stdout
-
-
-def defs_flags(defines):
-    out = []
-    for k, v in defines.items():
-        out += ["-D", f"{k}={v}"]
-    return out
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from gpu_artifacts import compile_case, interp_case  # noqa: E402
 
 
 def main():
@@ -52,10 +41,7 @@ def main():
             defines[k] = int(v) if v.lstrip("-").isdigit() else v
         for mode in ["time"] + ([] if a.no_check else ["check"]):
             cname = f"{mode}_{name}"
-            d = os.path.join(a.out, cname)
-            os.makedirs(d, exist_ok=True)
-            sh([a.kirc, "compile", op, "--target", a.target, "--emit", "ptx", "-o", os.path.join(d, "kernel.ptx"),
-                "--meta", os.path.join(d, "meta.json"), *defs_flags(defines), *flags])
+            compile_case(a.kirc, a.out, cname, op, defines, a.target, flags)
             case = {"name": cname, "op": op, "dir": cname, "mode": mode}
             if op == "attention_fwd":
                 dh = int(defines.get("HEAD_DIM", 128))
@@ -72,18 +58,8 @@ def main():
                     if defines.get("EPILOGUE") == "bias":
                         ins["bias"] = rng.standard_normal(520).astype(f32)
                     scalars = {"alpha": 0.5}
-                os.makedirs(os.path.join(d, "inputs"), exist_ok=True)
-                cmd = [a.kirc, "run", op, "--out", os.path.join(d, "interp"), *defs_flags(defines)]
-                files = {}
-                for k, arr in ins.items():
-                    p = os.path.join(d, "inputs", f"{k}.npy")
-                    np.save(p, arr)
-                    files[k] = f"inputs/{k}.npy"
-                    cmd += ["--arg", f"{k}={p}"]
-                for k, v in scalars.items():
-                    cmd += ["--arg", f"{k}={v}"]
-                sh(cmd)
-                expect = {f[:-4]: f"interp/{f}" for f in os.listdir(os.path.join(d, "interp"))}
+                d = os.path.join(a.out, cname)
+                files, expect = interp_case(a.kirc, d, op, defines, ins, scalars)
                 case.update(defines=defines, inputs=files, scalars=scalars, expect=expect)
             cases.append(case)
     with open(os.path.join(a.out, "manifest.json"), "w") as f:

@@ -246,7 +246,7 @@ struct ConfigHints {
     /// Make the warp-specialized kernel persistent over the target's SM count (unless
     /// `--persistent` says otherwise).
     persistent: bool,
-    /// Issue the TMA rings' fresh stage dots one iteration early (`dot_overlap`; unless
+    /// Pair the TMA rings' q·kᵀ of block j with the p·v of block j − 1 (`dot_overlap`; unless
     /// `--overlap` says otherwise).
     overlap: bool,
 }

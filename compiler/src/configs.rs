@@ -28,8 +28,7 @@ pub struct Config {
     pub warp_specialize: bool,
     /// With warp specialization: a persistent grid of the target's SM count (`persistent`).
     pub persistent: bool,
-    /// Without warp specialization: issue the TMA rings' fresh stage dots one iteration early
-    /// (`dot_overlap`).
+    /// Pair the TMA rings' q·kᵀ of block j with the p·v of block j − 1 (`dot_overlap`).
     pub overlap: bool,
 }
 

@@ -51,6 +51,11 @@ fn ptx(op: &str, target: Target) -> String {
         .text
 }
 
+/// The PTX of the module `src` on `target` (panics naming the target on an error).
+fn compile_on(src: &str, target: Target) -> kir_compiler::compile::Compiled {
+    compile(src, &[], None, target, Emit::Ptx).unwrap_or_else(|e| panic!("{}: {e}", target.name()))
+}
+
 /// The targets a spec's `TARGETS:` line names.
 fn targets(op: &str, spec: &str) -> Vec<Target> {
     filecheck::directives(spec, "TARGETS")
@@ -219,8 +224,7 @@ fn golden_policy() {
 fn float_to_int_casts_send_nan_to_zero() {
     let src = "module c\n\nkernel @c(x: in tensor<f32>[N], y: out tensor<i64>[N], z: out tensor<i32>[N]) grid [cdiv(N, 64), 1, 1] {\n  %p = program_id 0 : i32\n  %b = const 64 : i32\n  %o = mul %p, %b : i32\n  %t = load x[%o] other 0.0 : tile<64xf32>\n  %a = cast %t : tile<64xi64>\n  store y[%o], %a guard\n  %c = cast %t : tile<64xi32>\n  store z[%o], %c guard\n}\n";
     for target in Target::ALL {
-        let out = compile(src, &[], None, target, Emit::Ptx)
-            .unwrap_or_else(|e| panic!("{}: {e}", target.name()));
+        let out = compile_on(src, target);
         for (cvt, sel) in [
             ("cvt.rzi.s64.f32", "selp.b64"),
             ("cvt.rzi.s32.f32", "selp.b32"),
@@ -252,8 +256,7 @@ fn float_to_int_casts_send_nan_to_zero() {
 fn stores_of_one_tensor_by_different_threads_are_ordered() {
     let src = "module s\n\nkernel @s(x: in tensor<f32>[M, N], y: out tensor<f32>[M, N]) grid [1, 1, 1] {\n  %z = const 0 : i32\n  %c = const 7.0 : f32\n  store y[%z, %z], %c guard\n  %t = load x[%z, %z] other 0.0 : tile<8x8xf32>\n  store y[%z, %z], %t guard\n  %u = load y[%z, %z] other 0.0 : tile<8xf32>\n  %one = const 1 : i32\n  %n = const 3 : i32\n  for %i = %z to %n step %one {\n    store y[%i, %z], %u guard\n    store y[%i, %z], %c guard\n  }\n}\n";
     for target in Target::ALL {
-        let out = compile(src, &[], None, target, Emit::Ptx)
-            .unwrap_or_else(|e| panic!("{}: {e}", target.name()));
+        let out = compile_on(src, target);
         let lines: Vec<&str> = out.text.lines().map(str::trim).collect();
         let stores: Vec<usize> = (0..lines.len())
             .filter(|&i| lines[i].contains("st.global"))
@@ -386,8 +389,7 @@ fn causal_ring_refills_on_the_filling_thread() {
 fn loop_yields_are_parallel_copies() {
     let src = "module y\n\nkernel @y(o: out tensor<i32>[2]) grid [1, 1, 1] {\n  %n = const 10 : i32\n  %zero = const 0 : i32\n  %one = const 1 : i32\n  %a, %b = for %i = %zero to %n step %one iter(%x = %one, %y = %zero) : i32, i32 {\n    %s = add %x, %i : i32\n    yield %s, %x\n  }\n  store o[%zero], %a\n  store o[%one], %b\n}\n";
     for target in Target::ALL {
-        let out = compile(src, &[], None, target, Emit::Ptx)
-            .unwrap_or_else(|e| panic!("{}: {e}", target.name()));
+        let out = compile_on(src, target);
         let lines: Vec<&str> = out.text.lines().map(str::trim).collect();
         let top = lines
             .iter()

@@ -74,9 +74,9 @@ pub struct PtxOptions {
     /// configuration's choice (its count is the target's [`crate::Target::sm_count`]).
     pub persistent: Option<u32>,
     /// Intra-warpgroup overlap (`--overlap`): `Some(true)` asks the compile driver for the
-    /// `dot_overlap` pass on the unspecialized TMA rings (each ring loop's fresh stage dot issued
-    /// one iteration early as `dot_async`), `Some(false)` for none, `None` for the per-target
-    /// configuration's choice.
+    /// `dot_overlap` pass on the TMA rings, or the consumer's rings when warp-specialized (each
+    /// ring loop's q·kᵀ of block j and p·v of block j − 1 as `dot_async`s, the softmax under
+    /// the p·v), `Some(false)` for none, `None` for the per-target configuration's choice.
     pub overlap: Option<bool>,
 }
 

@@ -6,8 +6,8 @@
 //!
 //! The filling thread stores that count per stage (one word next to the barriers) before its
 //! `expect_tx` arrival; a reader loads the count of the fill it waited for. So the zeroing does
-//! not depend on where the wait sits: in the fill's own iteration, one iteration ahead
-//! (`dot_overlap`), or before the loop.
+//! not depend on where the wait sits: in the fill's own iteration, or before the loop
+//! (`dot_overlap` waits for block 0 there).
 //!
 //! Only an edge block has such rows (count < rows, a uniform test): every thread stores
 //! zeros over those rows in wgmma's swizzled layout (16 bytes per store), then
@@ -79,8 +79,8 @@ fn rows_addr(c: &mut Ctx, m: Value, s: Value, sp: kir_ir::Span) -> Result<Option
 /// row-prefix-masked copies into stage `s` (every buffer of a barrier is filled for the same
 /// keys), or the whole stage for an unmasked fill. The arrival's release orders the store
 /// before every waiter's acquire, so the reader learns the count of the fill it waited for,
-/// wherever it waits (in the fill's own iteration, one iteration ahead as `dot_overlap` waits,
-/// or before the loop).
+/// wherever it waits (in the fill's own iteration, or before the loop as `dot_overlap` waits for
+/// block 0).
 pub fn store_valid_rows(
     c: &mut Ctx,
     arrive: &OpData,

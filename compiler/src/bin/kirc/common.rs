@@ -212,10 +212,11 @@ pub struct PtxFlags {
     /// per-target configuration's choice
     #[arg(long, value_name = "N|off", value_parser = persistent_flag)]
     pub persistent: Option<u32>,
-    /// Intra-warpgroup overlap on sm_90a TMA rings without warp specialization: `on` issues each
-    /// ring loop's fresh stage dot (attention's q·kᵀ) one iteration early as an asynchronous
-    /// wgmma (the `dot_overlap` pass, docs/passes.md); `off` keeps it in place. Default: the
-    /// per-target configuration's choice
+    /// Intra-warpgroup overlap on sm_90a TMA rings (in the consumer with --warp-specialize on):
+    /// `on` issues each ring loop's q·kᵀ of block j and p·v of block j − 1 as asynchronous
+    /// wgmma groups, with block j's softmax under the p·v (the `dot_overlap` pass,
+    /// docs/passes.md); `off` keeps the loop as it is. Default: the per-target configuration's
+    /// choice
     #[arg(long, value_name = "on|off")]
     pub overlap: Option<WsFlag>,
 }
