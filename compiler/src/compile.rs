@@ -344,6 +344,11 @@ fn lower_ptx_one_role(
 ) -> Result<(Module, kir_backends::ptx::PtxModule), CompileError> {
     let explicit = opts.stages.is_some();
     let mut stages = opts.stages.or(stages_hint).unwrap_or(PIPELINE_STAGES);
+    // The paired overlap refills a stage one iteration later than the unrotated ring: it keeps
+    // the prefetch distance with one more stage (fewer when they do not fit, below).
+    if !explicit && opts.overlap.unwrap_or(overlap_hint) {
+        stages = stages.max(PIPELINE_STAGES + 1);
+    }
     loop {
         let schedule = |no_tma_rings| {
             let sched = pipeline::ScheduleOptions {

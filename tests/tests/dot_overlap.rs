@@ -161,6 +161,22 @@ fn rotated_rings_lower_with_the_pv_group_under_the_softmax() {
             })
             .count();
         assert_eq!(overlapped, 1, "{what}: one wgmma group under the softmax");
+        // Without `--stages`, the compile driver gives the overlapped ring its third stage.
+        let auto = compile_stage(
+            src,
+            &defs,
+            None,
+            Target::Sm90a,
+            Emit::Ptx,
+            Stage::Output,
+            &PtxOptions {
+                stages: None,
+                ..opts.clone()
+            },
+        )
+        .unwrap_or_else(|e| panic!("{what}: {e}"));
+        let depths: Vec<usize> = auto.reports[0].rings.iter().map(|r| r.stages).collect();
+        assert_eq!(depths, vec![3, 3], "{what}: ring depths without --stages");
         let dir =
             std::env::temp_dir().join(format!("kir_overlap_{}_{d}_{causal}", std::process::id()));
         std::fs::create_dir_all(&dir).expect("temp dir");
