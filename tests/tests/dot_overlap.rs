@@ -161,6 +161,13 @@ fn rotated_rings_lower_with_the_pv_group_under_the_softmax() {
             })
             .count();
         assert_eq!(overlapped, 1, "{what}: one wgmma group under the softmax");
+        // No branch joins while it runs (ptxas would retire it there: the mask `if` comes
+        // before the p·v's issue).
+        assert_eq!(
+            out.reports[0].joins_in_flight,
+            vec![],
+            "{what}: an `if` with a wgmma group in flight"
+        );
         // Without `--stages`, the compile driver gives the overlapped ring its third stage.
         let auto = compile_stage(
             src,

@@ -442,3 +442,26 @@ fn loop_yields_are_parallel_copies() {
         );
     }
 }
+
+/// The sm_90a defaults of attention_fwd (d64/128/256, causal or not) and gemm lower no `if`
+/// while a wgmma group is in flight (`PtxReport::joins_in_flight`): ptxas retires the groups in
+/// flight where branches join, which silently serializes what the schedule meant to overlap.
+#[test]
+fn no_branch_joins_under_a_wgmma_group_in_the_defaults() {
+    let mut cases: Vec<(&str, Vec<(String, String)>)> = vec![("gemm", vec![])];
+    for d in ["64", "128", "256"] {
+        for c in ["0", "1"] {
+            let defs = [("HEAD_DIM", d), ("CAUSAL", c)];
+            let defs = defs.iter().map(|(a, b)| (a.to_string(), b.to_string()));
+            cases.push(("attention_fwd", defs.collect()));
+        }
+    }
+    for (op, defs) in cases {
+        let src = kir_compiler::oplib::builtin(op).expect("built-in op");
+        let out = compile(src, &defs, None, Target::Sm90a, Emit::Ptx)
+            .unwrap_or_else(|e| panic!("{op} {defs:?}: {e}"));
+        for r in &out.reports {
+            assert_eq!(r.joins_in_flight, vec![], "{op} {defs:?}: {}", r.kernel);
+        }
+    }
+}

@@ -295,6 +295,9 @@ fn scalar(c: &mut Ctx, v: Value, sp: Span) -> Result<Reg, PtxError> {
 
 pub(super) fn lower_if(c: &mut Ctx, op: &OpData) -> Result<(), PtxError> {
     let sp = op.span;
+    if c.wgmma_in_flight {
+        super::report::note_join_in_flight(c, op);
+    }
     let cond = scalar(
         c,
         *op.operands

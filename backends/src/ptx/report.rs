@@ -117,6 +117,10 @@ pub struct PtxReport {
     pub rings: Vec<Ring>,
     /// Every candidate rescale of an accumulator.
     pub rescales: Vec<Rescale>,
+    /// The `if`s lowered while a wgmma group was in flight (a `dot_async`, or a held dot):
+    /// ptxas retires the groups in flight where the branches join, so no overlap reaches past
+    /// them (the SASS of docs/benchmarks.md, "FA3's paired overlap").
+    pub joins_in_flight: Vec<Span>,
     /// The PTX ISA version the kernel's instructions need (the module declares at least the
     /// target's own minimum).
     pub ptx_version: (u32, u32),
@@ -136,6 +140,7 @@ pub struct PtxReport {
 pub(crate) struct Notes {
     dots: Vec<(usize, DotChoice)>,
     rescales: Vec<(usize, Rescale)>,
+    joins: Vec<(usize, Span)>,
 }
 
 /// The arena position of `op` in `k` (a stable identity while lowering).
@@ -287,6 +292,14 @@ pub(super) fn note_rescale(c: &mut Ctx, op: &OpData, why_not: Option<&'static st
     ));
 }
 
+/// Records that `if` op `op` is lowered while a wgmma group is in flight (once per op).
+pub(super) fn note_join_in_flight(c: &mut Ctx, op: &OpData) {
+    let key = op_index(c.k, op);
+    if !c.report.joins.iter().any(|(i, _)| *i == key) {
+        c.report.joins.push((key, op.span));
+    }
+}
+
 /// The report of the kernel `c` lowered, with the block's origin, the shared bytes and what its
 /// instructions need.
 pub(super) fn build(
@@ -349,6 +362,11 @@ pub(super) fn build(
         dots,
         rings,
         rescales: rescales.into_iter().map(|(_, r)| r).collect(),
+        joins_in_flight: {
+            let mut j = std::mem::take(&mut c.report.joins);
+            j.sort_by_key(|(i, _)| *i);
+            j.into_iter().map(|(_, s)| s).collect()
+        },
         ptx_version: isa.version,
         features: isa.features.keys().copied().collect(),
         families: isa.used.iter().copied().collect(),
@@ -431,6 +449,13 @@ impl PtxReport {
                     let _ = writeln!(o, "  rescale at {}: always applied ({w})", at(r.span));
                 }
             }
+        }
+        for &sp in &self.joins_in_flight {
+            let _ = writeln!(
+                o,
+                "  if at {}: a wgmma group is in flight across it (ptxas retires it where the branches join)",
+                at(sp)
+            );
         }
         let feats: Vec<&str> = self.features.iter().map(|f| f.name()).collect();
         let declared = self.target.min_ptx_version().max(self.ptx_version);
