@@ -295,7 +295,15 @@ fn scalar(c: &mut Ctx, v: Value, sp: Span) -> Result<Reg, PtxError> {
 
 pub(super) fn lower_if(c: &mut Ctx, op: &OpData) -> Result<(), PtxError> {
     let sp = op.span;
-    if c.wgmma_in_flight {
+    // An `if` with code in it joins branches under the group (one holding only releases, which
+    // emit nothing, does not).
+    let emits = op.regions.iter().any(|&r| {
+        c.k.dfg.blocks[r]
+            .ops
+            .iter()
+            .any(|&o| !matches!(c.k.dfg.ops[o].opcode, Opcode::Yield | Opcode::SmemRelease))
+    });
+    if c.wgmma_in_flight && emits {
         super::report::note_join_in_flight(c, op);
     }
     let cond = scalar(

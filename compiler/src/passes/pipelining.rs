@@ -417,7 +417,11 @@ fn guarded_copies(
     k.dfg
         .append_op(then, simple(Opcode::Yield, vec![], None), vec![]);
     let els = kedit::yield_block(&mut k.dfg, vec![], vec![]);
-    kedit::append_if(&mut k.dfg, b, cond, then, els, vec![]);
+    let iff = kedit::append_if(&mut k.dfg, b, cond, then, els, vec![]);
+    // The refill is located at the first load it copies (reports and errors point there).
+    if let Some(c) = cands.first() {
+        k.dfg.ops[iff].span = k.dfg.ops[c.op].span;
+    }
     if fill.is_none() {
         k.dfg
             .append_op(b, simple(Opcode::AsyncCommit, vec![], None), vec![]);
