@@ -132,16 +132,19 @@ fn rotated_rings_lower_with_the_pv_group_under_the_softmax() {
             overlap: Some(true),
             ..Default::default()
         };
-        let out = compile_stage(
-            src,
-            &defs,
-            None,
-            Target::Sm90a,
-            Emit::Ptx,
-            Stage::Output,
-            &opts,
-        )
-        .unwrap_or_else(|e| panic!("{what}: {e}"));
+        let sm90a = |opts: &PtxOptions| {
+            compile_stage(
+                src,
+                &defs,
+                None,
+                Target::Sm90a,
+                Emit::Ptx,
+                Stage::Output,
+                opts,
+            )
+            .unwrap_or_else(|e| panic!("{what}: {e}"))
+        };
+        let out = sm90a(&opts);
         let lines: Vec<&str> = out.text.lines().map(str::trim).collect();
         // Inside the key loop the previous block's p·v group is committed and left running
         // while this block's softmax exponentials issue: exactly one commit has `ex2`s before
@@ -169,19 +172,10 @@ fn rotated_rings_lower_with_the_pv_group_under_the_softmax() {
             "{what}: an `if` with a wgmma group in flight"
         );
         // Without `--stages`, the compile driver gives the overlapped ring its third stage.
-        let auto = compile_stage(
-            src,
-            &defs,
-            None,
-            Target::Sm90a,
-            Emit::Ptx,
-            Stage::Output,
-            &PtxOptions {
-                stages: None,
-                ..opts.clone()
-            },
-        )
-        .unwrap_or_else(|e| panic!("{what}: {e}"));
+        let auto = sm90a(&PtxOptions {
+            stages: None,
+            ..opts.clone()
+        });
         let depths: Vec<usize> = auto.reports[0].rings.iter().map(|r| r.stages).collect();
         assert_eq!(depths, vec![3, 3], "{what}: ring depths without --stages");
         let dir =
