@@ -14,7 +14,8 @@ pub struct Args {
     #[arg(short = 'D', value_name = "NAME=VALUE", value_parser = common::parse_define)]
     defines: Vec<(String, String)>,
     /// Print the canonical IR right after this pass instead of `ok` (parse, specialize, egraph,
-    /// fusion, mask_split, and with --target the scheduling passes: pipelining, warp_specialize).
+    /// fusion, mask_split, and with --target the scheduling passes: persistent, pipelining,
+    /// warp_specialize, dot_overlap).
     #[arg(long, value_name = "PASS")]
     dump_after: Option<String>,
     /// The target the scheduling passes schedule for (its shared-memory budget): sm_80, sm_90a,
@@ -24,8 +25,9 @@ pub struct Args {
     /// Pipeline stages for the `pipelining` pass instead of its choice.
     #[arg(long, value_name = "N")]
     stages: Option<usize>,
-    /// The warp-specialization plan for `--dump-after warp_specialize`: fa3, gemm, 2p6c or auto
-    /// (the default: the target's plans in order, the first that applies).
+    /// The warp-specialization plan for `--dump-after warp_specialize` (fa3, gemm, 2p6c or auto,
+    /// the default: the target's plans in order, the first that applies); with `--dump-after
+    /// dot_overlap`, the overlap then rotates the plan's consumer loops.
     #[arg(long, value_name = "PLAN")]
     ws: Option<String>,
     /// The program count of the `persistent` pass (default with `--dump-after persistent`: the
