@@ -15,9 +15,9 @@
 //!   unchecked;
 //! - `fusion` against `egraph`, `mask_split` against `fusion`: bit-identical;
 //! - `pipelining` (default depth, 2 and 4 stages; held rings where a loop qualifies) and
-//!   `warp_specialize` with every plan that applies, against `mask_split`: bit-identical under
-//!   several scheduler seeds (a split axis of any tile count: the last program's consumer past
-//!   the grid writes nothing);
+//!   `warp_specialize` with every plan that applies, each followed by `dot_overlap` where it
+//!   rotates a loop, against `mask_split`: bit-identical under several scheduler seeds (a split
+//!   axis of any tile count: the last program's consumer past the grid writes nothing);
 //! - a hand-scheduled ring against its plain twin: bit-identical under every seed;
 //! - PTX for each requested target through ptxas, CUDA C through NVRTC and ptxas. A backend
 //!   that refuses a program with an error (a limitation it states) is counted, not failed; a
@@ -258,6 +258,9 @@ fn schedule(
         }
         stats.add(format!("{stage} ringed"), 1);
         scheduled(&stage, &piped, args, want, cfg.sched_seeds, stats)?;
+        if tma {
+            overlapped("dot_overlap", &piped, args, want, cfg, stats)?;
+        }
         if stages.is_none() && !tma {
             unheld = Some(piped);
         }
@@ -273,8 +276,35 @@ fn schedule(
         }
         stats.add(format!("{stage} applied"), 1);
         scheduled(&stage, &ws, args, want, cfg.sched_seeds, stats)?;
+        overlapped(
+            &format!("dot_overlap {}", plan.name),
+            &ws,
+            args,
+            want,
+            cfg,
+            stats,
+        )?;
     }
     Ok(())
+}
+
+/// `dot_overlap` on a scheduled module: where it rotates a loop, bit-identical to the reference
+/// under several scheduler seeds.
+fn overlapped(
+    stage: &str,
+    m: &Module,
+    args: &BTreeMap<String, HostArg>,
+    want: &Outs,
+    cfg: &Config,
+    stats: &mut Stats,
+) -> Result<(), Failure> {
+    let (rotated, n) = guard(stage, || passes::dot_overlap(m))?
+        .map_err(|e| fail(stage, format!("failed: {e:?}")))?;
+    if n == 0 {
+        return Ok(());
+    }
+    stats.add(format!("{stage} rotated"), 1);
+    scheduled(stage, &rotated, args, want, cfg.sched_seeds, stats)
 }
 
 fn backends(
