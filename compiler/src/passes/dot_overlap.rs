@@ -401,6 +401,8 @@ fn rotate(k: &mut Kernel, f: &Found, s: &Sets) {
         .collect();
     pre_tys.extend(x_tys.iter().map(|t| (t.clone(), None)));
     let iff = kedit::append_if(&mut k.dfg, pre, has0, then, els, pre_tys);
+    // The peeled blocks are located at the loop (reports and errors point there).
+    k.dfg.ops[iff].span = src.ops[l].span;
     let pv = k.dfg.ops[iff].results.clone();
 
     // The loop over blocks 1..n: carried = the old carried values, then X of the block whose
@@ -544,6 +546,7 @@ fn rotate(k: &mut Kernel, f: &Found, s: &Sets) {
         pe,
         vec![(c_tys[s.acc].clone(), acc_name)],
     );
+    k.dfg.ops[post].span = src.ops[l].span;
     let acc_fin = k.dfg.ops[post].results[0];
 
     // The old loop's results, then the old loop out and the new ops in.
