@@ -118,8 +118,8 @@ pub struct PtxReport {
     /// Every candidate rescale of an accumulator.
     pub rescales: Vec<Rescale>,
     /// The `if`s lowered while a wgmma group was in flight (a `dot_async`, or a held dot):
-    /// ptxas retires the groups in flight where the branches join, so no overlap reaches past
-    /// them (the SASS of docs/benchmarks.md, "FA3's paired overlap").
+    /// ptxas may retire the groups in flight where the branches join, so no overlap reaches
+    /// past them (it did in the SASS of docs/benchmarks.md, "FA3's paired overlap").
     pub joins_in_flight: Vec<Span>,
     /// The PTX ISA version the kernel's instructions need (the module declares at least the
     /// target's own minimum).
@@ -453,7 +453,7 @@ impl PtxReport {
         for &sp in &self.joins_in_flight {
             let _ = writeln!(
                 o,
-                "  if at {}: a wgmma group is in flight across it (ptxas retires it where the branches join)",
+                "  if at {}: a wgmma group is in flight across it (ptxas may retire it where the branches join)",
                 at(sp)
             );
         }
