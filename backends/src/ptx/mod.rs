@@ -84,7 +84,7 @@ impl PtxOptions {
     /// Checks the ranges; the message names the offending option.
     pub fn validate(&self) -> Result<(), String> {
         if let Some(w) = self.warps {
-            if !(1..=32).contains(&w) || !w.is_power_of_two() {
+            if !(1..=32).contains(&w) || !(w.is_power_of_two() || w % 4 == 0) {
                 return Err(format!(
                     "--warps {w}: warps per block must be a power of two from 1 to 32"
                 ));

@@ -182,6 +182,24 @@ pub const CORE_ALIGN: u32 = 1024;
 /// `extra` bytes: 128B swizzle, SBO 1024 (the next 8 rows of a swizzle atom), and LBO `lbo` (the
 /// next 64-column block; only read for N-major B — for K-major operands a 16-deep slice stays
 /// inside one block).
+/// The descriptor of `addr + extra` from the descriptor `base` of `addr`: the address field is
+/// bits 0–13 of the descriptor, holding `(address >> 4) & 0x3fff`; shared addresses are below
+/// 2¹⁸ and both terms are 16-byte aligned, so adding `extra >> 4` never carries out of it and
+/// gives the same bits as [`descriptor`] of the sum, in one instruction instead of five.
+fn descriptor_at(c: &mut Ctx, base: Reg, extra: u32) -> Reg {
+    debug_assert_eq!(
+        extra % 16,
+        0,
+        "wgmma descriptor offsets are 16-byte aligned"
+    );
+    if extra == 0 {
+        return base;
+    }
+    let d = c.b.reg(RegClass::B64);
+    c.b.ins(format!("add.s64 {d}, {base}, {}", extra >> 4));
+    d
+}
+
 fn descriptor(c: &mut Ctx, addr: Reg, extra: u32, lbo: u32) -> Reg {
     let (a, d) = (c.b.reg(RegClass::B32), c.b.reg(RegClass::B64));
     c.b.ins(format!("add.s32 {a}, {addr}, {extra}"));
@@ -473,19 +491,23 @@ pub fn lower(
         super::pingpong::before_issue(c, t);
     }
     c.b.ins("wgmma.fence.sync.aligned");
+    // Each operand's descriptor is built once; the slices add their offsets to it.
+    let lbo_b = if w.b_n_major {
+        (kdim * 128) as u32
+    } else {
+        1 << 4
+    };
+    let desc_b = descriptor(c, base_b, 0, lbo_b);
+    let desc_a = base_a.map(|a| descriptor(c, a, 0, 1 << 4));
     for kf in 0..kdim / 16 {
         // K slice kf: 64-column block kf/4 (rows·128 bytes each), 32 bytes per slice inside it.
         let (blk, inner) = ((kf / 4) as u32, (kf % 4) as u32 * 32);
         // N-major B ([K, N] tile, N in 64-column blocks of kdim rows): slice kf is 16 rows
         // (2048 bytes) further, and the next 64 columns kdim·128 bytes further (LBO).
         let (db, trans_b) = if w.b_n_major {
-            let lbo = (kdim * 128) as u32;
-            (descriptor(c, base_b, (kf * 16 * 128) as u32, lbo), 1)
+            (descriptor_at(c, desc_b, (kf * 16 * 128) as u32), 1)
         } else {
-            (
-                descriptor(c, base_b, blk * (n * 128) as u32 + inner, 1 << 4),
-                0,
-            )
+            (descriptor_at(c, desc_b, blk * (n * 128) as u32 + inner), 0)
         };
         let p = if w.zero_init && kf == 0 {
             p_first
@@ -499,8 +521,9 @@ pub fn lower(
                     "wgmma.mma_async.sync.aligned.m64n{n}k16.f32.{t}.{t} {{{list}}}, {{{a0}, {a1}, {a2}, {a3}}}, {db}, {p}, 1, 1, {trans_b}"
                 ));
             }
-            (None, Some(base_a)) => {
-                let da = descriptor(c, base_a, blk * (m * 128) as u32 + inner, 1 << 4);
+            (None, Some(_)) => {
+                let base = desc_a.expect("A's descriptor is built with its base");
+                let da = descriptor_at(c, base, blk * (m * 128) as u32 + inner);
                 c.b.ins(format!(
                     "wgmma.mma_async.sync.aligned.m64n{n}k16.f32.{t}.{t} {{{list}}}, {da}, {db}, {p}, 1, 1, 0, {trans_b}"
                 ));
