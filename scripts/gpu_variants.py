@@ -6,7 +6,7 @@ scripts/gpu_check_ptx.py, as for scripts/gpu_artifacts.py.
 
 usage: scripts/gpu_variants.py OUT_DIR [--kirc target/release/kirc] VARIANT...
   VARIANT = NAME:OP:DEFINES[:FLAGS]
-    OP      attention_fwd or gemm
+    OP      attention_fwd or gemm, or OP@FILE.kir to compile a modified source of that op
     DEFINES comma-separated NAME=VALUE (DTYPE defaults to bf16)
     FLAGS   extra `kirc compile` flags, space-separated (e.g. "--warp-specialize on --stages 3")
   e.g. ws_d128:attention_fwd:HEAD_DIM=128,BLOCK_M=128,BLOCK_N=128:--warps 8 --warp-specialize on
@@ -34,6 +34,8 @@ def main():
         if len(parts) < 3:
             sys.exit(f"bad variant {spec!r}: NAME:OP:DEFINES[:FLAGS]")
         name, op, dstr = parts[:3]
+        op, _, src = op.partition("@")
+        src = src or op
         flags = parts[3].split() if len(parts) == 4 else []
         defines = {"DTYPE": "bf16"}
         for kv in filter(None, dstr.split(",")):
@@ -41,7 +43,7 @@ def main():
             defines[k] = int(v) if v.lstrip("-").isdigit() else v
         for mode in ["time"] + ([] if a.no_check else ["check"]):
             cname = f"{mode}_{name}"
-            compile_case(a.kirc, a.out, cname, op, defines, a.target, flags)
+            compile_case(a.kirc, a.out, cname, src, defines, a.target, flags)
             case = {"name": cname, "op": op, "dir": cname, "mode": mode}
             if op == "attention_fwd":
                 dh = int(defines.get("HEAD_DIM", 128))
@@ -59,7 +61,7 @@ def main():
                         ins["bias"] = rng.standard_normal(520).astype(f32)
                     scalars = {"alpha": 0.5}
                 d = os.path.join(a.out, cname)
-                files, expect = interp_case(a.kirc, d, op, defines, ins, scalars)
+                files, expect = interp_case(a.kirc, d, src, defines, ins, scalars)
                 case.update(defines=defines, inputs=files, scalars=scalars, expect=expect)
             cases.append(case)
     with open(os.path.join(a.out, "manifest.json"), "w") as f:

@@ -192,6 +192,34 @@ fn warps_rings_and_rescales() {
     assert_eq!(names, metas);
 }
 
+/// Three warpgroups (`--warps 12`, FlashAttention-3's 192-row d64 tile): each warpgroup owns 64
+/// rows, so both attention dots keep wgmma, with and without warp specialization (a producer
+/// warpgroup on top: 16 warps in the block).
+#[test]
+fn three_warpgroups_keep_wgmma() {
+    let d = [
+        ("DTYPE", "bf16"),
+        ("HEAD_DIM", "64"),
+        ("BLOCK_M", "192"),
+        ("BLOCK_N", "128"),
+    ];
+    for ws in [false, true] {
+        let o = PtxOptions {
+            warps: Some(12),
+            warp_specialize: Some(ws),
+            ..Default::default()
+        };
+        let c = build("attention_fwd", &d, Target::Sm90a, &o);
+        let r = only(&c);
+        assert_eq!(r.warps, 12, "{r}");
+        assert_eq!(r.dots_on(DotPath::Wgmma).count(), 2, "ws {ws}: {r}");
+        let ptx = &c.text;
+        let threads = if ws { "512" } else { "384" };
+        assert!(ptx.contains(&format!(".maxntid {threads}")), "ws {ws}");
+        assert_eq!(ptx.contains("setmaxnreg"), ws);
+    }
+}
+
 /// The families and version the report gives follow the PTX: every family that appears in the
 /// text was stated by the code that emitted it, and `.version` is the highest of the target's
 /// minimum and every kernel's need.

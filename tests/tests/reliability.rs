@@ -477,6 +477,10 @@ fn bad_ptx_options_are_errors() {
             ..Default::default()
         },
         PtxOptions {
+            warps: Some(6),
+            ..Default::default()
+        },
+        PtxOptions {
             warps: Some(64),
             ..Default::default()
         },

@@ -58,7 +58,7 @@ pub const PIPELINE_STAGES: usize = 2;
 /// --warps/--stages`, like Triton's `num_warps`/`num_stages`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct PtxOptions {
-    /// Warps per block (a power of two, 1 to 32). `None`: the policy of [`kernel::block_policy`]. A dot
+    /// Warps per block (1, 2, or a multiple of 4 up to 32). `None`: the policy of [`kernel::block_policy`]. A dot
     /// whose rows are not a multiple of 16 per warp loses the mma path (FMA loops instead).
     pub warps: Option<u32>,
     /// Depth of the pipelining ring (1 to 8; 1 = no pipelining) that the compile driver asks the
@@ -86,7 +86,7 @@ impl PtxOptions {
         if let Some(w) = self.warps {
             if !(1..=32).contains(&w) || !(w.is_power_of_two() || w % 4 == 0) {
                 return Err(format!(
-                    "--warps {w}: warps per block must be a power of two from 1 to 32"
+                    "--warps {w}: warps per block must be 1, 2, or a multiple of 4, up to 32"
                 ));
             }
         }

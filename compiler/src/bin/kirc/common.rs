@@ -194,7 +194,7 @@ pub fn frontend(
 /// PTX lowering choices shared by `kirc compile`, `run` and `bench`.
 #[derive(clap::Args, Clone, Debug, Default)]
 pub struct PtxFlags {
-    /// Warps per block (a power of two, 1 to 32) instead of the backend's choice; e.g. `--warps
+    /// Warps per block (1, 2, or a multiple of 4 up to 32) instead of the backend's choice; e.g. `--warps
     /// 4` for attention_fwd with BLOCK_M=128, BLOCK_N=64 at d128 (docs/backends.md)
     #[arg(long, value_name = "N")]
     pub warps: Option<u32>,
