@@ -552,3 +552,28 @@ fn canonical_ir_snapshot() {
     let (_, spec) = kir_compiler::pipeline::frontend(fwd_src(), &defs).expect("front end");
     insta::assert_snapshot!("attention_fwd__all_features", kir_ir::text::print(&spec));
 }
+
+/// The plain-score softmax takes its row max before the scale, which is exact only for a
+/// positive scale, so `scale > 0.0` is a requirement of the kernel: a launch with a scale ≤ 0
+/// or NaN is an error located at the requirement and quoting the value, never a silent result.
+#[test]
+fn a_scale_that_is_not_positive_is_a_launch_error() {
+    let mut rng = Rng::fresh("scale requirement");
+    let (b, h, s, d) = (1, 2, 9, 64);
+    let data = |rng: &mut Rng| (0..b * h * s * d).map(|_| rng.normal() * 2.0).collect();
+    for bad in [-0.125, 0.0, f64::NAN] {
+        let args = vec![
+            ("q", t(Dtype::Bf16, &[b, h, s, d], data(&mut rng))),
+            ("k", t(Dtype::Bf16, &[b, h, s, d], data(&mut rng))),
+            ("v", t(Dtype::Bf16, &[b, h, s, d], data(&mut rng))),
+            ("scale", HostArg::Scalar(bad)),
+        ];
+        let e = kir_tests::try_op(FWD, &[("DTYPE", "bf16"), ("HEAD_DIM", "64")], args)
+            .expect_err("a scale that is not positive must not run");
+        assert!(
+            e.contains("requirement `scale > 0.0` does not hold") && e.contains("scale = "),
+            "{bad}: {e}"
+        );
+        assert!(e.contains("attention_fwd.kir:") && e.contains('^'), "{e}");
+    }
+}

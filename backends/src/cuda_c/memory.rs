@@ -14,15 +14,24 @@ use super::{ctype, CudaError};
 use kir_ir::{Attr, Dtype, Expr, ExprKind, Offset, OpData, ParamKind};
 
 impl Emitter<'_> {
-    /// A dim/stride expression as C (long long arithmetic, floor division as the IR's).
+    /// A dim/stride expression as C (long long arithmetic, floor division as the IR's); in a
+    /// `requires`, scalar params and float literals compare as doubles.
     pub(crate) fn expr_c(&self, e: &Expr) -> Result<String, CudaError> {
         let bad = |m: String| CudaError::at(e.span, format!("kernel `{}`: {m}", self.k.name));
         Ok(match &e.kind {
             ExprKind::Int(i) => format!("{i}LL"),
-            ExprKind::Float(_) => return Err(bad(format!("`{e}` is not an integer expression"))),
-            ExprKind::Ident(n) => match self.dims.get(n) {
-                Some(c) => format!("(long long){c}"),
-                None => return Err(bad(format!("`{n}` is not a dim of this kernel"))),
+            // Float literals and scalar params appear only in `requires` comparisons
+            // (`scale > 0.0`, the verifier allows them nowhere else): compared as doubles.
+            ExprKind::Float(x) if x.0.is_finite() => format!("{:?}", x.0),
+            ExprKind::Float(_) => return Err(bad(format!("`{e}` is not a finite literal"))),
+            ExprKind::Ident(n) => match (self.dims.get(n), self.scalars.get(n)) {
+                (Some(c), _) => format!("(long long){c}"),
+                (None, Some((c, d))) => format!("(double){}", compute::from_storage(*d, c.clone())),
+                (None, None) => {
+                    return Err(bad(format!(
+                        "`{n}` is not a dim or scalar param of this kernel"
+                    )))
+                }
             },
             ExprKind::Unary(kir_ir::UnOp::Neg, a) => format!("(-{})", self.expr_c(a)?),
             ExprKind::Unary(kir_ir::UnOp::Not, a) => format!("(long long)(!{})", self.expr_c(a)?),

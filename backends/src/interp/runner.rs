@@ -198,11 +198,13 @@ pub(crate) fn check_specialized(m: &Module) -> Result<(), InterpError> {
     }
     Ok(())
 }
-/// Checks the `requires` of `k` over its launch `dims` and evaluates its grid: each dimension in
-/// [0, 2^31). Shared by the interpreter and the GPU runtime.
+/// Checks the `requires` of `k` over its launch `dims` and scalar arguments (`scale > 0.0`) and
+/// evaluates its grid (over the dims only): each dimension in [0, 2^31). Shared by the
+/// interpreter and the GPU runtime.
 pub(crate) fn launch_grid(
     k: &Kernel,
     dims: &BTreeMap<String, i64>,
+    scalars: &BTreeMap<String, Arc<Tile>>,
 ) -> Result<[i64; 3], InterpError> {
     let kerr = |span: Span, msg: String| InterpError {
         message: format!("kernel `{}`: {msg}", k.name),
@@ -215,14 +217,37 @@ pub(crate) fn launch_grid(
             .collect::<Vec<_>>()
             .join(", ")
     };
+    let scalar = |n: &str| {
+        scalars.get(n).and_then(|t| t.data.get(0)).map(|x| match x {
+            crate::interp::tile::Scalar::F(f) => EvalVal::Float(f as f64),
+            crate::interp::tile::Scalar::I(i) => EvalVal::Int(i),
+            crate::interp::tile::Scalar::B(b) => EvalVal::Bool(b),
+        })
+    };
+    let dims_only = lookup(dims);
+    let with_scalars = |n: &str| dims_only(n).or_else(|| scalar(n));
+    // The message shows every dim, and the value of each scalar the requirement names.
+    let values_text = |r: &kir_ir::Expr| {
+        let mut named = Vec::new();
+        idents(r, &mut named);
+        let mut shown = vec![dims_text()];
+        shown.extend(
+            named
+                .iter()
+                .filter(|n| !dims.contains_key(*n))
+                .filter_map(|n| scalar(n).map(|v| format!("{n} = {v}"))),
+        );
+        shown.retain(|t| !t.is_empty());
+        shown.join(", ")
+    };
     for r in &k.requires {
-        match r.eval(&lookup(dims), false) {
+        match r.eval(&with_scalars, false) {
             Ok(EvalVal::Bool(true)) => {}
             Ok(EvalVal::Int(i)) if i != 0 => {}
             Ok(_) => {
                 return Err(kerr(
                     r.span,
-                    format!("requirement `{r}` does not hold ({})", dims_text()),
+                    format!("requirement `{r}` does not hold ({})", values_text(r)),
                 ))
             }
             Err(e) => {
@@ -254,6 +279,20 @@ pub(crate) fn launch_grid(
     Ok(grid)
 }
 
+/// The identifiers of `e`, in order (with repeats).
+fn idents(e: &kir_ir::Expr, out: &mut Vec<String>) {
+    match &e.kind {
+        kir_ir::ExprKind::Ident(n) => out.push(n.clone()),
+        kir_ir::ExprKind::Int(_) | kir_ir::ExprKind::Float(_) => {}
+        kir_ir::ExprKind::Unary(_, a) => idents(a, out),
+        kir_ir::ExprKind::Binary(_, a, b) => {
+            idents(a, out);
+            idents(b, out);
+        }
+        kir_ir::ExprKind::Call(_, args) => args.iter().for_each(|a| idents(a, out)),
+    }
+}
+
 /// Runs one launch of `k`: checks `requires`, evaluates the grid and runs every program instance.
 fn run_kernel(
     k: &Kernel,
@@ -262,7 +301,7 @@ fn run_kernel(
     dims: BTreeMap<String, i64>,
     opts: &RunOptions,
 ) -> Result<(), InterpError> {
-    let grid = launch_grid(k, &dims)?;
+    let grid = launch_grid(k, &dims, &scalars)?;
     let kerr = |span: Span, msg: String| InterpError {
         message: format!("kernel `{}`: {msg}", k.name),
         span: Some(span),

@@ -436,7 +436,11 @@ pub fn copy_tile(
     let rs = cols + 16 / eb;
     let vec = 16 / eb;
     let core_rows = core.then_some(rows);
+    // A warp-specialized producer copies without its tensor maps (ws.rs `copy_by_warps`) only
+    // when the tensor breaks the rules that 16-byte copies need too (address, stride, innermost
+    // contiguity: docs/backends.md "Tensor maps"), so it goes element by element at once.
     let vectorizable = info.contiguous_last
+        && !c.tma.by_warps
         && cols % vec == 0
         && other == 0.0
         && (op.attr("mask").is_none() || vec == super::layout::VEC)

@@ -378,7 +378,7 @@ impl<'g> Program<'g> {
             .kernels
             .get(&k.name)
             .ok_or_else(|| meta_err(format!("no kernel `{}`", k.name)))?;
-        let grid = launch_grid(k, dims).map_err(RuntimeError::Bind)?;
+        let grid = launch_grid(k, dims, scalars).map_err(RuntimeError::Bind)?;
         let limits = [i32::MAX as i64, 65535, 65535];
         if let Some(axis) = (0..3).find(|&a| grid[a] > limits[a]) {
             return Err(RuntimeError::Cuda(format!(

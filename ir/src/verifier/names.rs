@@ -390,7 +390,17 @@ pub(crate) fn check_kernel_signature(m: &Module, k: &Kernel, dims: &[String], er
     }
     let grid = Scope::new(m, dims, "the grid");
     k.grid.iter().for_each(|g| grid.check(g, errs));
-    let req = Scope::new(m, dims, "`requires`");
+    // Requirements may also compare the kernel's scalar params (`scale > 0.0`): checked at
+    // launch, where their values are known.
+    let mut req_names = dims.to_vec();
+    req_names.extend(k.params.iter().filter_map(|p| match p.kind {
+        ParamKind::Scalar(_) => Some(p.name.clone()),
+        ParamKind::Tensor(..) => None,
+    }));
+    let req = Scope {
+        allow_float: true,
+        ..Scope::new(m, &req_names, "`requires`")
+    };
     k.requires.iter().for_each(|r| req.check(r, errs));
     check_params(m, &k.params, dims, &format!("kernel `@{}`", k.name), errs);
 }

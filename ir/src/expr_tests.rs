@@ -1,0 +1,107 @@
+//! Tests of expression evaluation and substitution: decided conditions short-circuit, and float
+//! scalars (a `requires` over a scalar param) compare in f64 — NaN compares false — while float
+//! arithmetic stays an error.
+
+use super::*;
+
+fn parse(src: &str) -> Expr {
+    let text = format!("module m\nconst X: int = {src}\n");
+    let m = crate::text::parse(&text).expect("parses");
+    m.consts[0].default.clone()
+}
+
+#[test]
+fn substitute_short_circuits_decided_conditions() {
+    let subst = |vals: &'static [(&'static str, i64)]| {
+        move |n: &str| {
+            vals.iter()
+                .find(|(k, _)| *k == n)
+                .map(|(_, v)| EvalVal::Int(*v))
+        }
+    };
+    let e = parse("MASK == 0 || P == 1 || P == B");
+    let off = e.substitute(&subst(&[("MASK", 0)])).unwrap();
+    assert_eq!(off.as_int(), Some(1), "{off}");
+    let on = e.substitute(&subst(&[("MASK", 1)])).unwrap();
+    assert_eq!(on.to_string(), "P == 1 || P == B");
+    let and = parse("F == 1 && N > 2")
+        .substitute(&subst(&[("F", 0)]))
+        .unwrap();
+    assert_eq!(and.as_int(), Some(0));
+    let keep = parse("F == 1 && N > 2")
+        .substitute(&subst(&[("F", 1)]))
+        .unwrap();
+    assert_eq!(keep.to_string(), "N > 2");
+    let sel = parse("select(D == 0, B, 0)")
+        .substitute(&subst(&[("D", 1)]))
+        .unwrap();
+    assert_eq!(sel.as_int(), Some(0));
+    let sel = parse("select(D == 0, B, 0)")
+        .substitute(&subst(&[("D", 0)]))
+        .unwrap();
+    assert_eq!(sel.to_string(), "B");
+    // A neutral literal next to a non-condition keeps the operator (its value is 0 or 1).
+    let num = parse("F || N").substitute(&subst(&[("F", 0)])).unwrap();
+    assert_eq!(num.to_string(), "0 || N");
+}
+
+/// A lookup of fixed values.
+fn vals(v: &'static [(&'static str, EvalVal)]) -> impl Fn(&str) -> Option<EvalVal> {
+    move |n: &str| v.iter().find(|(k, _)| *k == n).map(|(_, x)| x.clone())
+}
+
+#[test]
+fn float_scalars_compare_in_f64() {
+    let e = parse("S > 0.0");
+    let at = |x: f64| {
+        let v: &'static [(&'static str, EvalVal)] =
+            Box::leak(vec![("S", EvalVal::Float(x))].into_boxed_slice());
+        e.eval(&vals(v), false).expect("a comparison evaluates")
+    };
+    assert_eq!(at(0.125), EvalVal::Bool(true));
+    assert_eq!(at(1e-30), EvalVal::Bool(true));
+    assert_eq!(at(0.0), EvalVal::Bool(false));
+    assert_eq!(at(-0.0), EvalVal::Bool(false));
+    assert_eq!(at(-2.0), EvalVal::Bool(false));
+    assert_eq!(at(f64::NAN), EvalVal::Bool(false));
+    assert_eq!(at(f64::INFINITY), EvalVal::Bool(true));
+    // Mixed with an integer dim, every comparison operator.
+    let v: &'static [(&'static str, EvalVal)] =
+        &[("S", EvalVal::Float(2.5)), ("N", EvalVal::Int(3))];
+    for (src, want) in [
+        ("S < N", true),
+        ("S <= N", true),
+        ("S > N", false),
+        ("S >= N", false),
+        ("S == 2.5", true),
+        ("S != 2.5", false),
+    ] {
+        assert_eq!(
+            parse(src).eval(&vals(v), false).unwrap(),
+            EvalVal::Bool(want),
+            "{src}"
+        );
+    }
+    // NaN: every comparison is false but `!=`.
+    let nan: &'static [(&'static str, EvalVal)] = &[("S", EvalVal::Float(f64::NAN))];
+    assert_eq!(
+        parse("S == S").eval(&vals(nan), false).unwrap(),
+        EvalVal::Bool(false)
+    );
+    assert_eq!(
+        parse("S != S").eval(&vals(nan), false).unwrap(),
+        EvalVal::Bool(true)
+    );
+}
+
+#[test]
+fn float_arithmetic_is_an_error() {
+    let v: &'static [(&'static str, EvalVal)] = &[("S", EvalVal::Float(0.5))];
+    for src in ["S * 2 > 0", "S + 1 > 0", "S / 2 > 0", "S && 1"] {
+        let e = parse(src).eval(&vals(v), false);
+        assert!(
+            matches!(&e, Err(EvalError::Type(m, _)) if m.contains("only comparisons")),
+            "{src}: {e:?}"
+        );
+    }
+}
