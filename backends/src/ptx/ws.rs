@@ -17,8 +17,9 @@
 //!   threads leave; the region may hold only scalar ops, loops and ifs over them, and those.
 //!   When a copied tensor admits no tensor map (its address, a stride or its innermost dim;
 //!   [`tma_ok`], the rule the launcher applies before passing zeros instead), every producer
-//!   thread runs the region instead: each copy is cp.async into the stage's swizzled layout,
-//!   waited for and fenced for the async proxy by each thread, then one arrival per warp on the
+//!   thread runs the region instead: each copy goes element by element (loads and shared
+//!   stores: the tensor broke the 16-byte rules) into the stage's swizzled layout, is fenced
+//!   for the async proxy by each thread, then one arrival per warp on the
 //!   full barrier, whose count the kernel picks at run time ([`fallback_arrivals`]).
 //! - Consumer: `setmaxnreg.inc` to its budget, then the region with every block-wide barrier a
 //!   named barrier over the consumer's threads (`Ctx::sync_block`), its stage indices in
@@ -236,8 +237,9 @@ pub fn fallback_arrivals(c: &Ctx, m: kir_ir::Value) -> Result<u64, String> {
 }
 
 /// `async_copy … bar %m` run by the producer's warps when the tensor maps are zeros: the tile
-/// into its stage of wgmma's layout with cp.async (memory.rs), then each thread waits for its
-/// copies and fences them for the async proxy, and lane 0 of each warp arrives on `m[s]`.
+/// into its stage of wgmma's layout element by element (memory.rs: the tensor broke the 16-byte
+/// rules, so no vector copy applies), then each thread fences its shared-memory stores for the
+/// async proxy (wgmma reads the stage), and lane 0 of each warp arrives on `m[s]`.
 pub fn copy_by_warps(
     c: &mut Ctx,
     op: &OpData,
@@ -261,8 +263,6 @@ pub fn copy_by_warps(
     let r = super::memory::copy_into_stage(c, op, &shape, off, true);
     c.smem = saved;
     r?;
-    c.b.need(Isa::CP_ASYNC).ins("cp.async.commit_group");
-    c.b.ins("cp.async.wait_group 0");
     c.b.need(Isa::FENCE_PROXY_ASYNC)
         .ins("fence.proxy.async.shared::cta");
     super::tma::warp_arrive(c, *m, s, sp)
