@@ -27,6 +27,14 @@ def ev(expr, env):
                                                       select=lambda c, a, b: a if c else b)))
 
 
+def holds(expr, env):
+    """Evaluates a META `requires` condition (requires_grammar) over dims and scalar args."""
+    py = expr.replace("/", "//").replace("&&", " and ").replace("||", " or ")
+    py = py.replace("!=", "\0").replace("!", " not ").replace("\0", "!=")
+    return bool(eval(py, {"__builtins__": {}}, dict(env, cdiv=lambda a, b: -(-a // b), min=min, max=max,
+                                                   select=lambda c, a, b: a if c else b)))
+
+
 class Program:
     """A compiled module loaded from its PTX and META.json."""
 
@@ -73,6 +81,10 @@ class Program:
                     for e, n in zip(p["dims"], kb[p["name"]].shape):
                         if e.isidentifier():
                             kdims[e] = n
+            env = dict(kdims, **{p["name"]: kb[p["name"]] for p in k["kernel_params"] if p["kind"] == "scalar"})
+            for r in k.get("requires", []):
+                if not holds(r, env):
+                    raise ValueError(f"kernel {k['name']}: requirement `{r}` does not hold")
             g = k["grid"]
             grid = tuple(max(ev(g[x], kdims), 0) for x in ("x", "y", "z"))
             if min(grid) == 0:

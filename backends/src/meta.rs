@@ -87,12 +87,14 @@ pub fn module_meta(
         .map(|km| {
             let k = m.kernel(&km.kernel).map(|(_, k)| k);
             let grid = k.map(|k| k.grid.iter().map(|e| e.to_string()).collect::<Vec<_>>()).unwrap_or_default();
+            let requires = k.map(|k| k.requires.iter().map(|e| e.to_string()).collect::<Vec<_>>()).unwrap_or_default();
             json!({
                 "name": km.kernel,
                 "symbol": km.symbol,
                 "params": abi_json(&km.abi),
                 "block": km.block,
                 "grid": {"x": grid.first(), "y": grid.get(1), "z": grid.get(2)},
+                "requires": requires,
                 "shared_bytes": km.shared_bytes,
                 "registers": km.registers,
                 "kernel_params": k.map(|k| k.params.iter().map(param_json).collect::<Vec<_>>()).unwrap_or_default(),
@@ -147,5 +149,6 @@ pub fn module_meta(
         "kernels": kjson,
         "launches": launches,
         "grid_grammar": "integers, dim names, + - * / (floor), %, cdiv(a, b), min(a, b), max(a, b), parentheses",
+        "requires_grammar": "the grid grammar plus == != < <= > >= && || ! and select(c, a, b); scalar param names and float literals appear only in comparisons, compared as f64 (NaN fails all but !=); every requirement must hold at launch",
     })
 }

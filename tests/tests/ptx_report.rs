@@ -273,3 +273,24 @@ fn stated_requirements_match_the_ptx() {
         }
     }
 }
+
+/// META.json lists each kernel's launch requirements, specialized (constant parts folded), so a
+/// launcher other than kir's can refuse what the interpreter refuses: attention_fwd's GQA ratio
+/// and its positive scale; a kernel without requirements lists none.
+#[test]
+fn meta_lists_each_kernels_requirements() {
+    let none = PtxOptions::default();
+    let c = build("attention_fwd", &[("DTYPE", "bf16")], Target::Sm90a, &none);
+    let meta = c.meta.as_ref().expect("meta");
+    let req: Vec<&str> = meta["kernels"][0]["requires"]
+        .as_array()
+        .expect("requires")
+        .iter()
+        .filter_map(|r| r.as_str())
+        .collect();
+    assert_eq!(req, ["Hq % Hkv == 0", "scale > 0.0"], "{meta}");
+    assert!(meta["requires_grammar"].as_str().is_some());
+    let c = build("rmsnorm_fwd", &[("DTYPE", "bf16")], Target::Sm90a, &none);
+    let meta = c.meta.as_ref().expect("meta");
+    assert_eq!(meta["kernels"][0]["requires"], serde_json::json!([]));
+}
