@@ -473,6 +473,7 @@ fn eval_binary(op: BinOp, x: EvalVal, y: EvalVal, sp: Span) -> Result<EvalVal, E
     if matches!(x, Float(_)) || matches!(y, Float(_)) {
         // Comparisons of a float scalar param (`requires [scale > 0.0]`) are the one float use:
         // in f64, where NaN compares false (so `x > 0.0` fails for NaN). No float arithmetic.
+        // (Names were handled above; an integer or a condition compares as its value.)
         let to_f = |v: &EvalVal| match v {
             Int(i) => *i as f64,
             Float(f) => *f,

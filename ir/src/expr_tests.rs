@@ -46,7 +46,7 @@ fn substitute_short_circuits_decided_conditions() {
 }
 
 /// A lookup of fixed values.
-fn vals(v: &'static [(&'static str, EvalVal)]) -> impl Fn(&str) -> Option<EvalVal> {
+fn vals(v: Vec<(&'static str, EvalVal)>) -> impl Fn(&str) -> Option<EvalVal> {
     move |n: &str| v.iter().find(|(k, _)| *k == n).map(|(_, x)| x.clone())
 }
 
@@ -54,9 +54,8 @@ fn vals(v: &'static [(&'static str, EvalVal)]) -> impl Fn(&str) -> Option<EvalVa
 fn float_scalars_compare_in_f64() {
     let e = parse("S > 0.0");
     let at = |x: f64| {
-        let v: &'static [(&'static str, EvalVal)] =
-            Box::leak(vec![("S", EvalVal::Float(x))].into_boxed_slice());
-        e.eval(&vals(v), false).expect("a comparison evaluates")
+        e.eval(&vals(vec![("S", EvalVal::Float(x))]), false)
+            .expect("a comparison evaluates")
     };
     assert_eq!(at(0.125), EvalVal::Bool(true));
     assert_eq!(at(1e-30), EvalVal::Bool(true));
@@ -66,8 +65,6 @@ fn float_scalars_compare_in_f64() {
     assert_eq!(at(f64::NAN), EvalVal::Bool(false));
     assert_eq!(at(f64::INFINITY), EvalVal::Bool(true));
     // Mixed with an integer dim, every comparison operator.
-    let v: &'static [(&'static str, EvalVal)] =
-        &[("S", EvalVal::Float(2.5)), ("N", EvalVal::Int(3))];
     for (src, want) in [
         ("S < N", true),
         ("S <= N", true),
@@ -76,29 +73,29 @@ fn float_scalars_compare_in_f64() {
         ("S == 2.5", true),
         ("S != 2.5", false),
     ] {
+        let v = vals(vec![("S", EvalVal::Float(2.5)), ("N", EvalVal::Int(3))]);
         assert_eq!(
-            parse(src).eval(&vals(v), false).unwrap(),
+            parse(src).eval(&v, false).unwrap(),
             EvalVal::Bool(want),
             "{src}"
         );
     }
     // NaN: every comparison is false but `!=`.
-    let nan: &'static [(&'static str, EvalVal)] = &[("S", EvalVal::Float(f64::NAN))];
+    let nan = || vals(vec![("S", EvalVal::Float(f64::NAN))]);
     assert_eq!(
-        parse("S == S").eval(&vals(nan), false).unwrap(),
+        parse("S == S").eval(&nan(), false).unwrap(),
         EvalVal::Bool(false)
     );
     assert_eq!(
-        parse("S != S").eval(&vals(nan), false).unwrap(),
+        parse("S != S").eval(&nan(), false).unwrap(),
         EvalVal::Bool(true)
     );
 }
 
 #[test]
 fn float_arithmetic_is_an_error() {
-    let v: &'static [(&'static str, EvalVal)] = &[("S", EvalVal::Float(0.5))];
     for src in ["S * 2 > 0", "S + 1 > 0", "S / 2 > 0", "S && 1"] {
-        let e = parse(src).eval(&vals(v), false);
+        let e = parse(src).eval(&vals(vec![("S", EvalVal::Float(0.5))]), false);
         assert!(
             matches!(&e, Err(EvalError::Type(m, _)) if m.contains("only comparisons")),
             "{src}: {e:?}"
