@@ -71,7 +71,11 @@ class Program:
         self.scalars = scalars
         return bufs
 
-    def launch(self, bufs):
+    def bind(self, bufs):
+        """Everything a launch of `bufs` needs, computed once: each kernel's requirements checked,
+        its grid evaluated, its arguments (tensor maps encoded) packed. `run` then only launches,
+        so a timed loop measures the kernels and not this host work."""
+        calls = []
         for l in self.meta["launches"]:
             k = next(k for k in self.meta["kernels"] if k["name"] == l["kernel"])
             kb = {kp: bufs.get(arg, self.scalars.get(arg)) for kp, arg in l["args"].items()}
@@ -102,7 +106,17 @@ class Program:
                     args.append({"f32": np.float32, "i32": np.int32, "i64": np.int64}.get(a["dtype"], np.float32)(v)
                                 if a["dtype"] not in ("f16", "bf16") else
                                 np.uint16(torch.tensor([v], dtype=TDT[a["dtype"]]).view(torch.int16).item() & 0xFFFF))
-            self.fns[k["name"]](grid, tuple(k["block"]), tuple(args), shared_mem=k["shared_bytes"])
+            calls.append((self.fns[k["name"]], grid, tuple(k["block"]), tuple(args), k["shared_bytes"]))
+        return calls
+
+    @staticmethod
+    def run(calls):
+        """Launches what `bind` prepared, in order, on the current stream."""
+        for fn, grid, block, args, smem in calls:
+            fn(grid, block, args, shared_mem=smem)
+
+    def launch(self, bufs):
+        self.run(self.bind(bufs))
 
 
 def poisoned(shape, dtype):
@@ -122,18 +136,20 @@ def rel(out, ref):
 
 
 def bench(fn, reps=50):
+    """Median milliseconds of one call of `fn`, timed with CUDA events around each call. The calls
+    are queued back to back with no synchronization between them, so the host's launch work for
+    call i + 1 overlaps call i on the GPU and is not timed (a kernel shorter than its host work
+    is still timed with the gap)."""
     for _ in range(5):
         fn()
     torch.cuda.synchronize()
-    ts = []
-    for _ in range(reps):
-        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    evs = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(reps)]
+    for s, e in evs:
         s.record()
         fn()
         e.record()
-        torch.cuda.synchronize()
-        ts.append(s.elapsed_time(e))
-    return statistics.median(ts)
+    torch.cuda.synchronize()
+    return statistics.median(s.elapsed_time(e) for s, e in evs)
 
 
 def check_case(root, c, kind="ptx"):
@@ -195,7 +211,8 @@ def time_case(root, c, peers):
             q, k, v = (torch.randn(B, H, S, D, device="cuda", dtype=torch.bfloat16) for _ in range(3))
             bufs = prog.prepare({"q": q, "k": k, "v": v}, {"scale": 1 / math.sqrt(D)})
             flops = 4 * B * H * S * S * D / (2 if causal else 1)
-            ms = bench(lambda: prog.launch(bufs))
+            calls = prog.bind(bufs)
+            ms = bench(lambda: prog.run(calls))
             row = {"S": S, "B": B, "H": H, "kir_tflops": flops / ms / 1e9}
             from torch.nn.attention import sdpa_kernel, SDPBackend
             for nm, be in [("flash", SDPBackend.FLASH_ATTENTION), ("cudnn", SDPBackend.CUDNN_ATTENTION)]:
@@ -241,7 +258,8 @@ def time_case(root, c, peers):
                 ins["bias"] = torch.randn(N, device="cuda", dtype=torch.bfloat16)
             bufs = prog.prepare(ins, {"alpha": 1.0})
             fl = 2 * M * N * K
-            ms = bench(lambda: prog.launch(bufs), reps=10)
+            calls = prog.bind(bufs)
+            ms = bench(lambda: prog.run(calls), reps=10)
             cms = bench(lambda: torch.matmul(a[0], bk), reps=20)
             ref = a[0, :256].float() @ bk.float() + (ins["bias"].float() if "bias" in ins else 0)
             r = rel(bufs["c"][0, :256].float(), ref)
@@ -265,7 +283,8 @@ def time_case(root, c, peers):
             bufs = prog.prepare({"x": x, "w": w, "wm": wm}, {"eps": 1e-5})
             ref = lambda: torch.nn.functional.rms_norm(x[:256].float(), (K,), w.float(), 1e-5).bfloat16().float() @ wm.float()
             flops = 2 * M * N * K
-        ms = bench(lambda: prog.launch(bufs), reps=10)
+        calls = prog.bind(bufs)
+        ms = bench(lambda: prog.run(calls), reps=10)
         row = {"M": M, "K": K, "N": N, "variant": c["variant"], "kernels": len(prog.meta["kernels"]),
                "ms": ms, "tflops": flops / ms / 1e9, "rel_vs_torch_f32": rel(bufs["out" if "out" in bufs else "c"][:256].float(), ref())}
         print(f"{c['name']}: {row}", flush=True)
@@ -278,7 +297,8 @@ def time_case(root, c, peers):
             w = torch.randn(N, device="cuda", dtype=torch.bfloat16)
             bufs = prog.prepare({"x": x, "w": w}, {"eps": 1e-5})
             by = 2 * R * N * 2
-            ms = bench(lambda: prog.launch(bufs))
+            calls = prog.bind(bufs)
+            ms = bench(lambda: prog.run(calls))
             ems = bench(lambda: torch.nn.functional.rms_norm(x, (N,), w, 1e-5))
             t0 = time.perf_counter(); comp(x, w); torch.cuda.synchronize(); ct = time.perf_counter() - t0
             cms = bench(lambda: comp(x, w))
