@@ -105,9 +105,11 @@ fn attention_and_gemm_lower_warp_specialized_on_sm90a() {
             !consumer.contains("bar.sync 0;"),
             "{name}: bar.sync 0 in the consumer"
         );
+        // It copies nothing itself: attention's q block, too, arrives through the producer's
+        // tensor copy on its own barrier (warp_spec_stage).
         assert!(
-            consumer.contains("bar.sync 15, 256;") || op == "gemm",
-            "{name}"
+            !consumer.contains("cp.async") && !consumer.contains("ld.global"),
+            "{name}: the consumer copies"
         );
         let meta = out.meta.as_ref().expect("meta");
         assert_eq!(

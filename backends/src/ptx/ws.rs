@@ -197,7 +197,8 @@ pub fn tma_ok(c: &mut Ctx) -> Reg {
 }
 
 /// The arrivals per phase of full barrier `m` when the producer's warps copy (no tensor map):
-/// one per warp and copy of a loop iteration (every loop that fills `m` copies equally often).
+/// one per warp and copy of a loop iteration (every loop that fills `m` copies equally often),
+/// or per copy outside any loop (a one-stage operand the producer fills once, warp_spec_stage).
 pub fn fallback_arrivals(c: &Ctx, m: kir_ir::Value) -> Result<u64, String> {
     let k = c.k;
     let Some((_, a)) = ws_op(k) else {
@@ -227,7 +228,7 @@ pub fn fallback_arrivals(c: &Ctx, m: kir_ir::Value) -> Result<u64, String> {
     let outside = walk(k, k.body, m, &mut counts);
     counts.dedup();
     match (outside, counts.as_slice()) {
-        (0, [n]) => Ok(u64::from(a.producer_warps) * *n as u64),
+        (0, &[n]) | (n @ 1.., []) => Ok(u64::from(a.producer_warps) * n as u64),
         _ => Err(
             "the producer's loops fill one barrier with different numbers of copies, which the \
              copies without a tensor map cannot count"

@@ -19,6 +19,7 @@ mod warp_spec_grid;
 mod warp_spec_loops;
 mod warp_spec_persist;
 mod warp_spec_split;
+mod warp_spec_stage;
 
 pub use dot_overlap::dot_overlap;
 pub use egraph::{egraph, egraph_explained, egraph_with};

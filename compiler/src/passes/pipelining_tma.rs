@@ -53,8 +53,20 @@ fn in_loop(k: &Kernel, o: Op) -> bool {
 }
 
 fn copy_ok(k: &Kernel, l: Op, c: &Cand) -> bool {
-    let od = &k.dfg.ops[c.op];
-    let (Some(shape), Some(dt)) = (c.ty.shape(), c.ty.dtype()) else {
+    tensor_copy_ok(k, &k.dfg.ops[c.op], &c.ty, |m| {
+        kir_ir::masks::row_prefix_bound(k, l, m).is_some()
+    })
+}
+
+/// Whether load `od` of tile type `ty` is one a tensor copy makes exactly as `load` defines it
+/// (the module doc's rules); a `mask` must satisfy `mask_ok`.
+pub(super) fn tensor_copy_ok(
+    k: &Kernel,
+    od: &kir_ir::OpData,
+    ty: &Type,
+    mask_ok: impl Fn(Value) -> bool,
+) -> bool {
+    let (Some(shape), Some(dt)) = (ty.shape(), ty.dtype()) else {
         return false;
     };
     let [rows, cols] = shape[..] else {
@@ -85,7 +97,7 @@ fn copy_ok(k: &Kernel, l: Op, c: &Cand) -> bool {
     });
     let mask_ok = match od.attr("mask") {
         None => true,
-        Some(Attr::Value(m)) => kir_ir::masks::row_prefix_bound(k, l, *m).is_some(),
+        Some(Attr::Value(m)) => mask_ok(*m),
         Some(_) => false,
     };
     tile_ok && zero_fill && tensor_ok && mask_ok

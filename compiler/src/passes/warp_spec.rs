@@ -34,6 +34,7 @@
 //! consumer's matrix work overlaps the other's softmax.
 
 use super::warp_spec_loops::{needed, region_inputs};
+use super::warp_spec_stage::{stage_operands, TileLoop};
 use crate::kedit::{self, iconst, op2, simple, Cloner};
 use kir_ir::{
     Attr, Block, Diagnostic, Diagnostics, Dtype, Expr, Kernel, Module, Op, Opcode, Span, Type,
@@ -314,6 +315,12 @@ fn kernel(k: &mut Kernel, plan: &WsPlan) -> Result<(), Diagnostic> {
         build(
             k, plan, blk, &loops, outside, inside, yield_op, stages, None,
         )?;
+        let tile = TileLoop {
+            iv: k.dfg.blocks[blk].args[0],
+            lo: k.dfg.ops[tl].operands[0],
+            step: k.dfg.ops[tl].operands[2],
+        };
+        stage_operands(k, blk, plan.consumers, Some(tile));
         return super::warp_spec_persist::hoist(k, tl, &loops);
     }
     if c > 1 {
@@ -323,7 +330,10 @@ fn kernel(k: &mut Kernel, plan: &WsPlan) -> Result<(), Diagnostic> {
     }
     build(
         k, plan, blk, &loops, outside, inside, yield_op, stages, None,
-    )
+    )?;
+    stage_operands(k, blk, plan.consumers, None);
+    kedit::dce(k);
+    Ok(())
 }
 
 /// The pipelined loops among the ops of block `b`, in order.

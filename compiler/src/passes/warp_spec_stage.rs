@@ -1,0 +1,242 @@
+//! `warp_specialize`: the producer also fills the tile operands that the consumer loads before
+//! its ring loops and that only the loops' dots read (attention's query block `q`).
+//!
+//! Without this the consumer copies such a tile itself before its first iteration, and on a
+//! persistent grid it does so again at every tile, after the previous tile's epilogue, while
+//! the tensor cores wait. Here each qualifying `%x = load t[…] : tile<R x C x e>` of the block
+//! that holds `warp_specialize` (the kernel body, or a persistent kernel's tile loop body before
+//! `warp_spec_persist::hoist`) becomes a one-stage buffer with its own barrier pair:
+//! - `%buf = smem_alloc : smem<1 x R x C x e>` at the top of the kernel body,
+//!   `%xf = mbar_alloc arrivals 1 : mbar<1>` and `%xe = mbar_alloc arrivals N : mbar<1>`
+//!   (N consumers) before `warp_specialize`;
+//! - the producer starts with `mbar_wait %xe, 0, n xor 1`, `mbar_arrive %xf, 0 tx R·C·size(e)`
+//!   and `async_copy t[…], %buf, 0 bar %xf` (the load's own indices and `other`);
+//! - the consumer starts with `mbar_wait %xf, 0, n` and `%x = smem_read %buf, 0`, and after its
+//!   last top-level op that reads `%x` releases the stage: `smem_release %buf, 0` and
+//!   `mbar_arrive %xe, 0`.
+//!
+//! n is the parity of the fill: 0 in a kernel that runs once, and in a persistent kernel the
+//! parity of the tile's ordinal, `((tile − first) div step) mod 2`, so fill i waits for the
+//! release of fill i − 1. On a persistent grid the producer then issues the next tile's copy as
+//! soon as the consumer's ring loops end, under its epilogue.
+//!
+//! A load qualifies when it is a copy a tensor copy makes exactly (the TMA rules of
+//! `pipelining_tma`, with no `mask`), its indices come from pure ops the producer can compute,
+//! and every user is a `dot` nested in the consumer's loops. The result is the same bit for bit:
+//! the copy fills the buffer with the loaded values (+0 outside the tensor, as `other 0.0`).
+
+use super::pipelining_tma::tensor_copy_ok;
+use crate::kedit::{self, iconst, insert_op, op2, simple};
+use kir_ir::{Attr, Block, Dtype, Expr, Kernel, Offset, Op, Opcode, Type, Value, ValueDef};
+
+/// A persistent kernel's tile loop, for the fill parity: its induction variable, first tile
+/// and step.
+pub(super) struct TileLoop {
+    pub iv: Value,
+    pub lo: Value,
+    pub step: Value,
+}
+
+/// Moves every qualifying load of `body` (the block holding `warp_specialize`) into the
+/// producer, as the module doc describes. `consumers` is the plan's consumer count.
+pub(super) fn stage_operands(k: &mut Kernel, body: Block, consumers: u32, tile: Option<TileLoop>) {
+    let Some(ws) = k.dfg.blocks[body]
+        .ops
+        .iter()
+        .copied()
+        .find(|&o| k.dfg.ops[o].opcode == Opcode::WarpSpecialize)
+    else {
+        return;
+    };
+    let at = k.dfg.blocks[body].ops.iter().position(|&o| o == ws);
+    let before: Vec<Op> = k.dfg.blocks[body].ops[..at.unwrap_or(0)].to_vec();
+    let cands: Vec<Op> = before
+        .into_iter()
+        .filter(|&o| qualifies(k, body, o))
+        .collect();
+    if cands.is_empty() {
+        return;
+    }
+    // The fill parity, computed before `warp_specialize` from pure ops (a persistent kernel's
+    // producer clones them, its consumer moves them).
+    let scratch = k.dfg.new_block();
+    let parity = match &tile {
+        None => iconst(k, scratch, 0),
+        Some(t) => {
+            let d = op2(k, scratch, Opcode::Sub, None, t.iv, t.lo, Dtype::I32);
+            let n = op2(k, scratch, Opcode::Div, None, d, t.step, Dtype::I32);
+            let two = iconst(k, scratch, 2);
+            op2(k, scratch, Opcode::Rem, None, n, two, Dtype::I32)
+        }
+    };
+    let one = iconst(k, scratch, 1);
+    let flipped = op2(k, scratch, Opcode::Xor, None, parity, one, Dtype::I32);
+    let stage = iconst(k, scratch, 0);
+    let (prod, cons) = (k.dfg.ops[ws].regions[0], k.dfg.ops[ws].regions[1]);
+    let mut prod_ops = vec![];
+    let mut cons_head = vec![];
+    for o in cands {
+        let od = k.dfg.ops[o].clone();
+        let x = od.results[0];
+        let ty = k.dfg.ty(x).clone();
+        let (Type::Tile(dims, elem), Some(dt)) = (&ty, ty.dtype()) else {
+            continue;
+        };
+        let bytes = ty.shape().map_or(0, |s| s.iter().product::<usize>()) * dt.size_bytes();
+        // The buffer, after the kernel's other stage buffers.
+        let mut sdims = vec![Expr::int(1)];
+        sdims.extend(dims.iter().cloned());
+        let n_allocs = k.dfg.blocks[k.body]
+            .ops
+            .iter()
+            .filter(|&&a| k.dfg.ops[a].opcode == Opcode::SmemAlloc)
+            .count();
+        let buf = insert_op(
+            &mut k.dfg,
+            k.body,
+            n_allocs,
+            simple(Opcode::SmemAlloc, vec![], None),
+            vec![(Type::Smem(sdims, elem.clone()), None)],
+        )[0];
+        let full = mbar(k, scratch, 1);
+        let empty = mbar(k, scratch, consumers as i64);
+        // Producer: wait for the previous fill's release, expect the bytes, copy.
+        let p = k.dfg.new_block();
+        k.dfg.append_op(
+            p,
+            simple(Opcode::MbarWait, vec![empty, stage, flipped], None),
+            vec![],
+        );
+        let mut arrive = simple(Opcode::MbarArrive, vec![full, stage], None);
+        arrive.attrs = vec![("tx".into(), Attr::Expr(Expr::int(bytes as i64)))];
+        k.dfg.append_op(p, arrive, vec![]);
+        let mut copy = simple(Opcode::AsyncCopy, vec![buf, stage], None);
+        copy.tensor = od.tensor.clone();
+        copy.span = od.span;
+        // The load's `other` (absent or +0: `tensor_copy_ok`), then the barrier.
+        copy.attrs = od
+            .attrs
+            .iter()
+            .filter(|(key, _)| key == "other")
+            .cloned()
+            .chain([("bar".to_string(), Attr::Value(full))])
+            .collect();
+        k.dfg.append_op(p, copy, vec![]);
+        prod_ops.extend(std::mem::take(&mut k.dfg.blocks[p].ops));
+        // Consumer: wait for the fill and read the stage in place of the load.
+        let c = k.dfg.new_block();
+        k.dfg.append_op(
+            c,
+            simple(Opcode::MbarWait, vec![full, stage, parity], None),
+            vec![],
+        );
+        let mut read = simple(Opcode::SmemRead, vec![buf, stage], None);
+        read.span = od.span;
+        let id = k.dfg.append_op(c, read, vec![(ty.clone(), None)]);
+        let staged = k.dfg.ops[id].results[0];
+        cons_head.extend(std::mem::take(&mut k.dfg.blocks[c].ops));
+        kedit::replace_uses(&mut k.dfg, x, staged, None);
+        k.dfg.blocks[body].ops.retain(|&b| b != o);
+        release_after_last_use(k, cons, buf, empty, stage, staged);
+    }
+    // The parity and barrier ops go just before `warp_specialize`.
+    let pre = std::mem::take(&mut k.dfg.blocks[scratch].ops);
+    let at = k.dfg.blocks[body]
+        .ops
+        .iter()
+        .position(|&o| o == ws)
+        .expect("warp_specialize stays in its block");
+    k.dfg.blocks[body].ops.splice(at..at, pre);
+    k.dfg.blocks[prod].ops.splice(0..0, prod_ops);
+    k.dfg.blocks[cons].ops.splice(0..0, cons_head);
+}
+
+/// Appends `mbar_alloc arrivals n : mbar<1>` to `b`.
+fn mbar(k: &mut Kernel, b: Block, n: i64) -> Value {
+    let mut op = simple(Opcode::MbarAlloc, vec![], None);
+    op.attrs = vec![("arrivals".into(), Attr::Expr(Expr::int(n)))];
+    let id = k
+        .dfg
+        .append_op(b, op, vec![(Type::Mbar(Expr::int(1)), None)]);
+    k.dfg.ops[id].results[0]
+}
+
+/// Inserts `smem_release %buf, %stage` and `mbar_arrive %empty, %stage` after the last
+/// top-level op of `cons` that reads `x` at any depth.
+fn release_after_last_use(
+    k: &mut Kernel,
+    cons: Block,
+    buf: Value,
+    empty: Value,
+    stage: Value,
+    x: Value,
+) {
+    let ops = k.dfg.blocks[cons].ops.clone();
+    let Some(last) = ops.iter().rposition(|&o| reads_deep(k, o, x)) else {
+        return;
+    };
+    let b = k.dfg.new_block();
+    k.dfg.append_op(
+        b,
+        simple(Opcode::SmemRelease, vec![buf, stage], None),
+        vec![],
+    );
+    k.dfg.append_op(
+        b,
+        simple(Opcode::MbarArrive, vec![empty, stage], None),
+        vec![],
+    );
+    let rel = std::mem::take(&mut k.dfg.blocks[b].ops);
+    k.dfg.blocks[cons].ops.splice(last + 1..last + 1, rel);
+}
+
+/// Whether op `o` or an op in its regions reads `v`.
+fn reads_deep(k: &Kernel, o: Op, v: Value) -> bool {
+    let d = &k.dfg.ops[o];
+    d.uses().contains(&v)
+        || d.regions
+            .iter()
+            .any(|&r| k.dfg.blocks[r].ops.iter().any(|&i| reads_deep(k, i, v)))
+}
+
+/// Whether op `o` of `body` is a load the producer can take over (see the module doc).
+fn qualifies(k: &Kernel, body: Block, o: Op) -> bool {
+    let od = &k.dfg.ops[o];
+    if od.opcode != Opcode::Load || od.results.len() != 1 || od.attr("mask").is_some() {
+        return false;
+    }
+    let x = od.results[0];
+    if !matches!(k.dfg.ty(x), Type::Tile(..)) || !tensor_copy_ok(k, od, k.dfg.ty(x), |_| false) {
+        return false;
+    }
+    let indices_ok = od.tensor.as_ref().is_some_and(|t| {
+        t.offsets.iter().all(|off| match off {
+            Offset::Value(v) => pure_root(k, *v, 0),
+            _ => true,
+        })
+    });
+    let users = kedit::users(&k.dfg, x);
+    indices_ok
+        && !users.is_empty()
+        && users.iter().all(|&u| {
+            k.dfg.ops[u].opcode == Opcode::Dot && {
+                let pb = kedit::parent_block(&k.dfg, u);
+                pb != body && pb != k.body
+            }
+        })
+}
+
+/// Whether `v` is computed from block arguments by pure ops without regions only.
+fn pure_root(k: &Kernel, v: Value, depth: usize) -> bool {
+    match k.dfg.values[v].def {
+        ValueDef::Arg(..) => true,
+        ValueDef::Result(o, _) => {
+            let od = &k.dfg.ops[o];
+            depth < 64
+                && od.regions.is_empty()
+                && kedit::is_pure(k, od)
+                && od.opcode != Opcode::Load
+                && od.uses().iter().all(|&u| pure_root(k, u, depth + 1))
+        }
+    }
+}
