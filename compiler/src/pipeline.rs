@@ -128,7 +128,7 @@ pub fn schedule_observed(
     };
     let mut last = None;
     for plan in &plans {
-        match passes::warp_specialize(&piped, plan) {
+        match passes::warp_specialize_within(&piped, plan, target.smem_per_block()) {
             Ok(ws) => {
                 verifier::verify(&ws)?;
                 observe("warp_specialize", &ws);

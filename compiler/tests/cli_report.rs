@@ -123,7 +123,8 @@ fn one_report_per_kernel_located_in_the_source() {
 }
 
 /// `--dump-after layout` shows the layouts of the module the PTX backend lowers for the target:
-/// sm_90a's configuration (8 warps, wgmma operands in the swizzled layout), sm_80's own.
+/// sm_90a's configuration (a consumer of 12 warps, wgmma operands in the swizzled layout: the
+/// query block read from the stage the producer fills), sm_80's own.
 #[test]
 fn the_layout_dump_follows_the_target() {
     let dump = |t: &str| {
@@ -140,7 +141,7 @@ fn the_layout_dump_follows_the_target() {
     };
     let hopper = dump("sm_90a");
     assert!(
-        hopper.contains("mma-accumulator(8 warps along rows)"),
+        hopper.contains("mma-accumulator(12 warps along rows)"),
         "{hopper}"
     );
     assert!(hopper.contains("%qt = shared(128B-swizzled core matrices, wgmma operand)"));

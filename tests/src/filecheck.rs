@@ -7,6 +7,7 @@
 //!
 //! - `CHECK: pat` — the first line after the previous match that contains `pat`.
 //! - `CHECK-NEXT: pat` — the line right after the previous match contains `pat`.
+//! - `CHECK-SAME: pat` — the line of the previous match contains `pat` too.
 //! - `CHECK-NOT: pat` — no line between the previous match and the next `CHECK`/`CHECK-NEXT`
 //!   match (or the end of the text) contains `pat`.
 //! - `CHECK-COUNT-n: pat` — exactly `n` lines of the whole text contain `pat` (unlike LLVM's
@@ -88,6 +89,13 @@ pub fn check(text: &str, spec: &str, vars: &[(&str, &str)]) -> Result<(), Vec<St
                     other.map_or("<end of text>", |l| l.trim())
                 )),
             },
+            "CHECK-SAME" => match pos.checked_sub(1).and_then(|i| lines.get(i)) {
+                Some(l) if l.contains(pat.as_str()) => {}
+                other => errors.push(format!(
+                    "spec line {at}: CHECK-SAME: `{pat}` is not on line {pos}: {}",
+                    other.map_or("<no previous match>", |l| l.trim())
+                )),
+            },
             "CHECK-NOT" => nots.push((at, pat)),
             "TARGETS" | "PTXAS" => {}
             d => match d.strip_prefix("CHECK-COUNT-").map(str::parse::<usize>) {
@@ -150,6 +158,13 @@ mod tests {
             "not before the end"
         );
         assert_eq!(fails("CHECK-COUNT-1: b").len(), 1, "count");
+        assert!(fails("CHECK: a\nCHECK-SAME: a").is_empty(), "same line");
+        assert_eq!(
+            fails("CHECK: a\nCHECK-SAME: b").len(),
+            1,
+            "not on the same line"
+        );
+        assert_eq!(fails("CHECK-SAME: a").len(), 1, "no previous match");
         assert_eq!(fails("CHECK-COUNT-x: b").len(), 1, "bad count");
         assert_eq!(fails("CHEK: a").len(), 1, "unknown directive");
         assert_eq!(fails("CHECK a").len(), 1, "no directive");

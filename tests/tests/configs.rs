@@ -36,7 +36,8 @@ fn op(name: &str) -> &'static str {
 fn sm90a_attention_defaults_follow_the_table() {
     let src = op("attention_fwd");
     let cases = [
-        (vec![], "BLOCK_M_128_BLOCK_N_64_GROUP_H_1_WARPS_8"),
+        // d128: warp-specialized, three consumer warpgroups on 192×128.
+        (vec![], "BLOCK_M_192_BLOCK_N_128_GROUP_H_1_WARPS_12"),
         (
             vec![("CAUSAL", "1")],
             "BLOCK_M_128_BLOCK_N_128_GROUP_H_1_WARPS_8",
@@ -47,7 +48,7 @@ fn sm90a_attention_defaults_follow_the_table() {
         ),
         (
             vec![("DTYPE", "f16")],
-            "BLOCK_M_128_BLOCK_N_64_GROUP_H_1_WARPS_8",
+            "BLOCK_M_192_BLOCK_N_128_GROUP_H_1_WARPS_12",
         ),
         // d64: 128×128 on two warpgroups, causal too; f32 has no wgmma row.
         (
@@ -74,6 +75,19 @@ fn sm90a_attention_defaults_follow_the_table() {
                 text.contains("bar.arrive 1, 256"),
                 "{d:?}: ping-pong barriers"
             );
+        }
+        if want.contains("WARPS_12") {
+            // A producer warpgroup and the 12 consumer warps; every Hopper mechanism present.
+            assert!(text.contains(".maxntid 512, 1, 1"), "{d:?}: 16 warps");
+            for want in [
+                "setmaxnreg.dec.sync.aligned.u32 32;",
+                "setmaxnreg.inc.sync.aligned.u32 160;",
+                "wgmma.mma_async",
+                "cp.async.bulk.tensor",
+                "mbarrier.try_wait.parity",
+            ] {
+                assert!(text.contains(want), "{d:?}: no `{want}`");
+            }
         }
     }
 }

@@ -5,7 +5,9 @@
 //! match under 20 scheduler seeds, which also checks the copy/barrier protocol across tiles.
 //! Also: the verifier refuses register budgets over the block's entry allocation.
 
-use kir_compiler::passes::{persistent, pipelining, warp_specialize, PipelineConfig, WsPlan};
+use kir_compiler::passes::{
+    persistent, pipelining, warp_specialize, warp_specialize_within, PipelineConfig, WsPlan,
+};
 use kir_ir::{Module, Opcode};
 use kir_tests::sched_diff::{count, differential, spec};
 
@@ -82,12 +84,17 @@ fn persistent_warp_specialized_rings_hold_under_20_seeds() {
         ),
     ] {
         let before = spec(name, &defs);
-        for programs in [2, 5] {
-            let what = format!("{name} {defs:?} persistent {programs} plan {}", plan.name);
+        // Budget 0: the staged q gets one stage; the sm_90a budget: two.
+        for (programs, budget) in [(2, 0), (5, 0), (2, 232_448), (5, 232_448)] {
+            let what = format!(
+                "{name} {defs:?} persistent {programs} plan {} budget {budget}",
+                plan.name
+            );
             let p = persistent(&before, programs).expect("persistent");
             let piped = pipelining(&p, &cfg).unwrap_or_else(|e| panic!("{what}: {e:?}"));
             let after = checked(
-                warp_specialize(&piped, &plan).unwrap_or_else(|e| panic!("{what}: {e:?}")),
+                warp_specialize_within(&piped, &plan, budget)
+                    .unwrap_or_else(|e| panic!("{what}: {e:?}")),
                 &what,
             );
             assert_eq!(count(&after, Opcode::WarpSpecialize), 1, "{what}");

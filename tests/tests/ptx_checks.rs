@@ -329,6 +329,18 @@ fn causal_ring_refills_on_the_filling_thread() {
             let text = compile(src, &defs, None, Target::Sm90a, Emit::Ptx)
                 .unwrap_or_else(|e| panic!("{what}: {e}"))
                 .text;
+            if let Some(at) = text.find("\n$L_ws_consumer") {
+                // A warp-specialized default (d128): every fill is the producer's, before the
+                // consumer's code; the consumer only waits and releases.
+                let consumer = &text[at..];
+                assert!(
+                    !consumer.contains("cp.async.bulk.tensor")
+                        && !consumer.contains("mbarrier.arrive.expect_tx"),
+                    "{what}: a fill in the consumer"
+                );
+                assert!(text[..at].contains("cp.async.bulk.tensor"), "{what}");
+                continue;
+            }
             let (mut open, mut regions, mut waits_inside, mut copies) = (None, 0, 0, 0);
             let (mut arrivals, mut counts) = (0, 0);
             for line in text.lines().map(str::trim) {

@@ -81,13 +81,20 @@ fn attention_and_gemm_lower_warp_specialized_on_sm90a() {
         )
         .unwrap_or_else(|e| panic!("{name}: {e}"));
         let text = &out.text;
-        // 4 producer warps and the configuration's 8 consumer warps; 65536 / 384 registers at
-        // entry (multiple of 8), then 24 for the producer and 240 for the consumer.
+        // 4 producer warps and the configuration's consumer warps: 8 (65536 / 384 registers at
+        // entry, a multiple of 8, then 32 for the producer and 232 for the consumer), or 12 for
+        // attention's d128 default (65536 / 512, then 32 and 160).
+        let d128 = op == "attention_fwd" && d.is_empty();
+        let (threads, entry, consumer) = if d128 {
+            (512, 128, 160)
+        } else {
+            (384, 168, 232)
+        };
         for want in [
-            ".maxntid 384, 1, 1",
-            ".maxnreg 168",
+            format!(".maxntid {threads}, 1, 1").as_str(),
+            &format!(".maxnreg {entry}"),
             "setmaxnreg.dec.sync.aligned.u32 32;",
-            "setmaxnreg.inc.sync.aligned.u32 232;",
+            &format!("setmaxnreg.inc.sync.aligned.u32 {consumer};"),
             "cp.async.bulk.tensor",
             "mbarrier.arrive.expect_tx",
             "mbarrier.try_wait.parity",
@@ -114,7 +121,7 @@ fn attention_and_gemm_lower_warp_specialized_on_sm90a() {
         let meta = out.meta.as_ref().expect("meta");
         assert_eq!(
             meta["kernels"][0]["block"],
-            serde_json::json!([384, 1, 1]),
+            serde_json::json!([threads, 1, 1]),
             "{name}"
         );
         assemble(&name, text);

@@ -28,4 +28,4 @@ pub use mask_split::mask_split;
 pub use persistent::persistent;
 pub use pipelining::{pipelining, PipelineConfig};
 pub use specialize::{const_values, specialize};
-pub use warp_spec::{warp_specialize, WsPlan};
+pub use warp_spec::{warp_specialize, warp_specialize_within, WsPlan};

@@ -128,10 +128,21 @@ impl WsPlan {
 /// Kernels without such loops are unchanged; a kernel the plan cannot split is an error that
 /// says why.
 pub fn warp_specialize(m: &Module, plan: &WsPlan) -> Result<Module, Diagnostics> {
+    warp_specialize_within(m, plan, 0)
+}
+
+/// [`warp_specialize`] for a target with `smem_budget` bytes of shared memory per block: on a
+/// persistent grid the operands the producer stages (warp_spec_stage) get a second stage where
+/// it fits (with a budget of 0, one stage each).
+pub fn warp_specialize_within(
+    m: &Module,
+    plan: &WsPlan,
+    smem_budget: u64,
+) -> Result<Module, Diagnostics> {
     let mut out = m.clone();
     let mut errs = vec![];
     for k in out.kernels.values_mut() {
-        match kernel(k, plan) {
+        match kernel(k, plan, smem_budget) {
             Ok(()) => kir_ir::renumber::renumber_kernel(k),
             Err(d) => errs.push(d),
         }
@@ -245,7 +256,7 @@ fn piped(k: &Kernel, l: Op) -> Result<Option<Piped>, Diagnostic> {
     }))
 }
 
-fn kernel(k: &mut Kernel, plan: &WsPlan) -> Result<(), Diagnostic> {
+fn kernel(k: &mut Kernel, plan: &WsPlan, smem_budget: u64) -> Result<(), Diagnostic> {
     let has_loop = k.dfg.blocks[k.body]
         .ops
         .iter()
@@ -320,7 +331,7 @@ fn kernel(k: &mut Kernel, plan: &WsPlan) -> Result<(), Diagnostic> {
             lo: k.dfg.ops[tl].operands[0],
             step: k.dfg.ops[tl].operands[2],
         };
-        stage_operands(k, blk, plan.consumers, Some(tile));
+        stage_operands(k, blk, plan, Some(tile), smem_budget);
         return super::warp_spec_persist::hoist(k, tl, &loops);
     }
     if c > 1 {
@@ -331,7 +342,7 @@ fn kernel(k: &mut Kernel, plan: &WsPlan) -> Result<(), Diagnostic> {
     build(
         k, plan, blk, &loops, outside, inside, yield_op, stages, None,
     )?;
-    stage_operands(k, blk, plan.consumers, None);
+    stage_operands(k, blk, plan, None, smem_budget);
     kedit::dce(k);
     Ok(())
 }

@@ -6,19 +6,22 @@
 //! the tensor cores wait. Here each qualifying `%x = load t[…] : tile<R x C x e>` of the block
 //! that holds `warp_specialize` (the kernel body, or a persistent kernel's tile loop body before
 //! `warp_spec_persist::hoist`) becomes a one-stage buffer with its own barrier pair:
-//! - `%buf = smem_alloc : smem<1 x R x C x e>` at the top of the kernel body,
-//!   `%xf = mbar_alloc arrivals 1 : mbar<1>` and `%xe = mbar_alloc arrivals N : mbar<1>`
+//! - `%buf = smem_alloc : smem<S x R x C x e>` at the top of the kernel body,
+//!   `%xf = mbar_alloc arrivals 1 : mbar<S>` and `%xe = mbar_alloc arrivals N : mbar<S>`
 //!   (N consumers) before `warp_specialize`;
-//! - the producer starts with `mbar_wait %xe, 0, n xor 1`, `mbar_arrive %xf, 0 tx R·C·size(e)`
-//!   and `async_copy t[…], %buf, 0 bar %xf` (the load's own indices and `other`);
-//! - the consumer starts with `mbar_wait %xf, 0, n` and `%x = smem_read %buf, 0`, and after its
-//!   last top-level op that reads `%x` releases the stage: `smem_release %buf, 0` and
-//!   `mbar_arrive %xe, 0`.
+//! - the producer starts with `mbar_wait %xe, s, n xor 1`, `mbar_arrive %xf, s tx R·C·size(e)`
+//!   and `async_copy t[…], %buf, s bar %xf` (the load's own indices and `other`);
+//! - the consumer starts with `mbar_wait %xf, s, n` and `%x = smem_read %buf, s`, and after its
+//!   last top-level op that reads `%x` releases the stage: `smem_release %buf, s` and
+//!   `mbar_arrive %xe, s`.
 //!
-//! n is the parity of the fill: 0 in a kernel that runs once, and in a persistent kernel the
-//! parity of the tile's ordinal, `((tile − first) div step) mod 2`, so fill i waits for the
-//! release of fill i − 1. On a persistent grid the producer then issues the next tile's copy as
-//! soon as the consumer's ring loops end, under its epilogue.
+//! In a kernel that runs once the buffer has one stage and the fill parity n is 0. In a
+//! persistent kernel fill i is the tile's ordinal `(tile − first) div step`, its stage `i mod S`
+//! and its parity `(i div S) mod 2`, so it waits for the release of fill i − S. S is 2 when the
+//! kernel's buffers then fit the shared-memory budget: the producer issues the next tile's copy
+//! (and so that tile's ring fills) while the consumer still runs this tile's loops (given the
+//! registers for the stage's address: `SECOND_STAGE_REGS`); with S = 1 it
+//! waits for the end of those loops, and the copy runs under the epilogue.
 //!
 //! A load qualifies when it is a copy a tensor copy makes exactly (the TMA rules of
 //! `pipelining_tma`, with no `mask`), its indices come from pure ops the producer can compute,
@@ -37,9 +40,27 @@ pub(super) struct TileLoop {
     pub step: Value,
 }
 
+/// Shared memory the PTX backend keeps beside the IR's buffers (barriers, row counts).
+const BACKEND_RESERVE: u64 = 1024;
+
+/// The consumer registers per thread a second stage needs. Measured on the H200
+/// (docs/benchmarks.md, call L3): at 232 registers (128×128 tiles) the second stage made the
+/// persistent kernel 4–8 % faster; at 160 (192×128 on three warpgroups) the stage's address,
+/// live across the ring loops, made ptxas spill in the loop and the kernel 3–5 % slower.
+const SECOND_STAGE_REGS: u32 = 200;
+
 /// Moves every qualifying load of `body` (the block holding `warp_specialize`) into the
-/// producer, as the module doc describes. `consumers` is the plan's consumer count.
-pub(super) fn stage_operands(k: &mut Kernel, body: Block, consumers: u32, tile: Option<TileLoop>) {
+/// producer, as the module doc describes, for `plan`'s consumers; on a persistent grid a buffer
+/// gets two stages when the kernel's buffers then stay within `smem_budget` bytes and the
+/// consumer has at least `SECOND_STAGE_REGS` registers per thread.
+pub(super) fn stage_operands(
+    k: &mut Kernel,
+    body: Block,
+    plan: &super::warp_spec::WsPlan,
+    tile: Option<TileLoop>,
+    smem_budget: u64,
+) {
+    let (consumers, consumer_regs) = (plan.consumers, plan.consumer_regs);
     let Some(ws) = k.dfg.blocks[body]
         .ops
         .iter()
@@ -57,21 +78,23 @@ pub(super) fn stage_operands(k: &mut Kernel, body: Block, consumers: u32, tile: 
     if cands.is_empty() {
         return;
     }
-    // The fill parity, computed before `warp_specialize` from pure ops (a persistent kernel's
-    // producer clones them, its consumer moves them).
+    // The fill's ordinal n, stage and parity, computed before `warp_specialize` from pure ops
+    // (a persistent kernel's producer clones them, its consumer moves them).
     let scratch = k.dfg.new_block();
-    let parity = match &tile {
-        None => iconst(k, scratch, 0),
-        Some(t) => {
-            let d = op2(k, scratch, Opcode::Sub, None, t.iv, t.lo, Dtype::I32);
-            let n = op2(k, scratch, Opcode::Div, None, d, t.step, Dtype::I32);
+    let ordinal = tile.as_ref().map(|t| {
+        let d = op2(k, scratch, Opcode::Sub, None, t.iv, t.lo, Dtype::I32);
+        op2(k, scratch, Opcode::Div, None, d, t.step, Dtype::I32)
+    });
+    let stage_parity = |k: &mut Kernel, stages: usize| match ordinal {
+        None => (iconst(k, scratch, 0), iconst(k, scratch, 0)),
+        Some(n) => {
+            let sv = iconst(k, scratch, stages as i64);
             let two = iconst(k, scratch, 2);
-            op2(k, scratch, Opcode::Rem, None, n, two, Dtype::I32)
+            let s = op2(k, scratch, Opcode::Rem, None, n, sv, Dtype::I32);
+            let r = op2(k, scratch, Opcode::Div, None, n, sv, Dtype::I32);
+            (s, op2(k, scratch, Opcode::Rem, None, r, two, Dtype::I32))
         }
     };
-    let one = iconst(k, scratch, 1);
-    let flipped = op2(k, scratch, Opcode::Xor, None, parity, one, Dtype::I32);
-    let stage = iconst(k, scratch, 0);
     let (prod, cons) = (k.dfg.ops[ws].regions[0], k.dfg.ops[ws].regions[1]);
     let mut prod_ops = vec![];
     let mut cons_head = vec![];
@@ -83,8 +106,21 @@ pub(super) fn stage_operands(k: &mut Kernel, body: Block, consumers: u32, tile: 
             continue;
         };
         let bytes = ty.shape().map_or(0, |s| s.iter().product::<usize>()) * dt.size_bytes();
-        // The buffer, after the kernel's other stage buffers.
-        let mut sdims = vec![Expr::int(1)];
+        // The buffer, after the kernel's other stage buffers: a second stage on a persistent
+        // grid (the next tile's copy then need not wait for this tile's ring loops) if it fits.
+        let fits = kir_ir::verifier::rules_sched::kernel_smem_bytes(k)
+            + 2 * bytes as u64
+            + BACKEND_RESERVE
+            <= smem_budget;
+        let stages = if ordinal.is_some() && fits && consumer_regs >= SECOND_STAGE_REGS {
+            2
+        } else {
+            1
+        };
+        let (stage, parity) = stage_parity(k, stages);
+        let one = iconst(k, scratch, 1);
+        let flipped = op2(k, scratch, Opcode::Xor, None, parity, one, Dtype::I32);
+        let mut sdims = vec![Expr::int(stages as i64)];
         sdims.extend(dims.iter().cloned());
         let n_allocs = k.dfg.blocks[k.body]
             .ops
@@ -98,8 +134,8 @@ pub(super) fn stage_operands(k: &mut Kernel, body: Block, consumers: u32, tile: 
             simple(Opcode::SmemAlloc, vec![], None),
             vec![(Type::Smem(sdims, elem.clone()), None)],
         )[0];
-        let full = mbar(k, scratch, 1);
-        let empty = mbar(k, scratch, consumers as i64);
+        let full = mbar(k, scratch, 1, stages);
+        let empty = mbar(k, scratch, consumers as i64, stages);
         // Producer: wait for the previous fill's release, expect the bytes, copy.
         let p = k.dfg.new_block();
         k.dfg.append_op(
@@ -132,12 +168,25 @@ pub(super) fn stage_operands(k: &mut Kernel, body: Block, consumers: u32, tile: 
         );
         let mut read = simple(Opcode::SmemRead, vec![buf, stage], None);
         read.span = od.span;
-        let id = k.dfg.append_op(c, read, vec![(ty.clone(), None)]);
+        let name = k.dfg.values[x].name.clone();
+        let id = k.dfg.append_op(c, read, vec![(ty.clone(), name)]);
         let staged = k.dfg.ops[id].results[0];
         cons_head.extend(std::mem::take(&mut k.dfg.blocks[c].ops));
         kedit::replace_uses(&mut k.dfg, x, staged, None);
         k.dfg.blocks[body].ops.retain(|&b| b != o);
-        release_after_last_use(k, cons, buf, empty, stage, staged);
+        // The release computes its stage again from the tile, so no stage index stays live
+        // across the consumer's ring loops.
+        let rel = k.dfg.new_block();
+        let rel_stage = match (&tile, stages) {
+            (Some(t), 2) => {
+                let d = op2(k, rel, Opcode::Sub, None, t.iv, t.lo, Dtype::I32);
+                let n = op2(k, rel, Opcode::Div, None, d, t.step, Dtype::I32);
+                let sv = iconst(k, rel, 2);
+                op2(k, rel, Opcode::Rem, None, n, sv, Dtype::I32)
+            }
+            _ => iconst(k, rel, 0),
+        };
+        release_after_last_use(k, cons, rel, buf, empty, rel_stage, staged);
     }
     // The parity and barrier ops go just before `warp_specialize`.
     let pre = std::mem::take(&mut k.dfg.blocks[scratch].ops);
@@ -151,21 +200,23 @@ pub(super) fn stage_operands(k: &mut Kernel, body: Block, consumers: u32, tile: 
     k.dfg.blocks[cons].ops.splice(0..0, cons_head);
 }
 
-/// Appends `mbar_alloc arrivals n : mbar<1>` to `b`.
-fn mbar(k: &mut Kernel, b: Block, n: i64) -> Value {
+/// Appends `mbar_alloc arrivals n : mbar<stages>` to `b`.
+fn mbar(k: &mut Kernel, b: Block, n: i64, stages: usize) -> Value {
     let mut op = simple(Opcode::MbarAlloc, vec![], None);
     op.attrs = vec![("arrivals".into(), Attr::Expr(Expr::int(n)))];
     let id = k
         .dfg
-        .append_op(b, op, vec![(Type::Mbar(Expr::int(1)), None)]);
+        .append_op(b, op, vec![(Type::Mbar(Expr::int(stages as i64)), None)]);
     k.dfg.ops[id].results[0]
 }
 
-/// Inserts `smem_release %buf, %stage` and `mbar_arrive %empty, %stage` after the last
-/// top-level op of `cons` that reads `x` at any depth.
+/// Appends `smem_release %buf, %stage` and `mbar_arrive %empty, %stage` to block `b` (which
+/// computes `stage`) and moves its ops after the last top-level op of `cons` that reads `x` at
+/// any depth.
 fn release_after_last_use(
     k: &mut Kernel,
     cons: Block,
+    b: Block,
     buf: Value,
     empty: Value,
     stage: Value,
@@ -175,7 +226,6 @@ fn release_after_last_use(
     let Some(last) = ops.iter().rposition(|&o| reads_deep(k, o, x)) else {
         return;
     };
-    let b = k.dfg.new_block();
     k.dfg.append_op(
         b,
         simple(Opcode::SmemRelease, vec![buf, stage], None),
