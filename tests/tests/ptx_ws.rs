@@ -138,17 +138,52 @@ fn targets_without_the_features_name_themselves() {
         let msg = e.to_string();
         assert!(msg.contains(target.name()), "{msg}");
     }
+}
+
+/// Causal attention's producer fills key blocks whose rows past the causal range must read as
+/// zero: the copies' `keys < hi` masks are index tiles the producer's thread never evaluates
+/// (the tensor copy reads its whole box); it stores each fill's valid-row count beside the
+/// barriers before its `expect_tx` arrival, and the consumer loads it after its wait and zeroes
+/// the rows past it (tma_rows.rs), on a plain and on a persistent grid.
+#[test]
+fn causal_attention_producers_store_row_counts() {
     let src = kir_compiler::oplib::builtin("attention_fwd").expect("built-in op");
-    let e = compile_stage(
-        src,
-        &defs(&[("CAUSAL", "1")]),
-        None,
-        Target::Sm90a,
-        Emit::Ptx,
-        Stage::Output,
-        &ws_opts(),
-    )
-    .err()
-    .expect("causal attention_fwd --warp-specialize on");
-    assert!(e.to_string().contains("producer partition"), "{e}");
+    for persistent in [Some(0), Some(132)] {
+        let opts = PtxOptions {
+            persistent,
+            ..ws_opts()
+        };
+        let what = format!("causal attention_fwd --warp-specialize on, persistent {persistent:?}");
+        let out = compile_stage(
+            src,
+            &defs(&[("CAUSAL", "1")]),
+            None,
+            Target::Sm90a,
+            Emit::Ptx,
+            Stage::Output,
+            &opts,
+        )
+        .unwrap_or_else(|e| panic!("{what}: {e}"));
+        let text = &out.text;
+        let at = text.find("\n$L_ws_consumer").expect("the consumer's label");
+        let (producer, consumer) = text.split_at(at);
+        let fill = producer
+            .lines()
+            .position(|l| l.contains("], 65536;") && l.contains("expect_tx"))
+            .expect("a key block's fill");
+        let lines: Vec<&str> = producer.lines().collect();
+        assert!(
+            lines[..fill]
+                .iter()
+                .rev()
+                .take(3)
+                .any(|l| l.contains("st.shared.u32")),
+            "{what}: no row count stored before the fill"
+        );
+        assert!(
+            consumer.contains("ld.shared.u32"),
+            "{what}: the count is not read"
+        );
+        assemble(&what, text);
+    }
 }

@@ -441,24 +441,7 @@ pub fn lower_copy(
 /// other such ops) lowers to nothing the block's threads must share — causal attention's
 /// row-prefix key masks `keys < hi`.
 pub fn producer_block(k: &Kernel, ops: &[Op]) -> bool {
-    // Values that only reach tensor-copy masks, found from the end of the block backwards.
-    let mut mask_only: HashSet<Value> = HashSet::new();
-    for &o in ops.iter().rev() {
-        let od = &k.dfg.ops[o];
-        let pure_tile = od.regions.is_empty()
-            && od.tensor.is_none()
-            && !od.opcode.has_side_effects()
-            && !od.results.is_empty()
-            && od.results.iter().all(|&r| !k.dfg.ty(r).is_scalar());
-        if pure_tile
-            && od
-                .results
-                .iter()
-                .all(|&r| reaches_masks_only(k, ops, r, &mask_only))
-        {
-            mask_only.extend(od.results.iter().copied());
-        }
-    }
+    let mask_only = mask_only_values(k, ops);
     let mut copies = 0;
     for &o in ops {
         let od = &k.dfg.ops[o];
@@ -477,6 +460,30 @@ pub fn producer_block(k: &Kernel, ops: &[Op]) -> bool {
         }
     }
     copies > 0
+}
+
+/// The results of the pure tile ops among `ops` that only reach `mask`s of tensor copies among
+/// them (directly or through other such ops): a tensor copy never evaluates its mask.
+pub fn mask_only_values(k: &Kernel, ops: &[Op]) -> HashSet<Value> {
+    // Found from the end of the block backwards.
+    let mut mask_only: HashSet<Value> = HashSet::new();
+    for &o in ops.iter().rev() {
+        let od = &k.dfg.ops[o];
+        let pure_tile = od.regions.is_empty()
+            && od.tensor.is_none()
+            && !od.opcode.has_side_effects()
+            && !od.results.is_empty()
+            && od.results.iter().all(|&r| !k.dfg.ty(r).is_scalar());
+        if pure_tile
+            && od
+                .results
+                .iter()
+                .all(|&r| reaches_masks_only(k, ops, r, &mask_only))
+        {
+            mask_only.extend(od.results.iter().copied());
+        }
+    }
+    mask_only
 }
 
 /// Whether every use of `v` among `ops` is the `mask` of a tensor copy or an operand of an op

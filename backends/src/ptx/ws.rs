@@ -104,7 +104,8 @@ pub fn ws_op(k: &Kernel) -> Option<(Op, WsAttrs)> {
 }
 
 /// Sets up the thread index of a warp-specialized kernel (in the prologue: `tid` becomes the
-/// consumer's, counted from its first warp) and the ops deferred to the consumer partition.
+/// consumer's, counted from its first warp) and the ops deferred to the consumer partition
+/// (tile ops before `warp_specialize`, except index tiles, which are lazy everywhere).
 pub fn setup(c: &mut Ctx, a: &WsAttrs) {
     let (raw, tid) = (c.b.reg(RegClass::B32), c.tid);
     let skip = a.producer_warps * 32;
@@ -123,7 +124,11 @@ pub fn setup(c: &mut Ctx, a: &WsAttrs) {
             .results
             .iter()
             .any(|&r| !k.dfg.ty(r).is_scalar() && !k.dfg.ty(r).is_resource());
-        if tile {
+        if tile && od.opcode == Opcode::Iota && super::lazy::lazy_ok(c, od) {
+            // An index tile is computed where it is used: the producer's fallback copy
+            // evaluates causal attention's key masks from one per element.
+            c.lazy.insert(od.results[0], o);
+        } else if tile {
             c.ws.deferred.insert(o);
             c.ws.order.push(o);
         }
@@ -132,6 +137,9 @@ pub fn setup(c: &mut Ctx, a: &WsAttrs) {
 
 /// Whether the producer region `b` holds only what thread 0 can run alone (module doc).
 fn producer_ok(k: &Kernel, b: kir_ir::Block) -> Result<(), String> {
+    // Tile ops that only build the copies' masks (causal attention's `keys < hi`): a tensor
+    // copy never evaluates them, and the warps' fallback copy evaluates them per element.
+    let mask_only = super::tma::mask_only_values(k, &k.dfg.blocks[b].ops);
     for &o in &k.dfg.blocks[b].ops {
         let od = &k.dfg.ops[o];
         let ok = match od.opcode {
@@ -139,7 +147,14 @@ fn producer_ok(k: &Kernel, b: kir_ir::Block) -> Result<(), String> {
             Opcode::MbarArrive => od.attr("tx").is_some(),
             Opcode::AsyncCopy => od.attr("bar").is_some(),
             Opcode::For | Opcode::If => od.results.iter().all(|&r| k.dfg.ty(r).is_scalar()),
-            _ => super::tma::scalar_pure(k, od),
+            // An index tile is lazy (computed where it is used, lazy.rs); every op that could
+            // use it here is checked on its own (a persistent producer's tile loop holds the
+            // iota of the key masks built in its ring loop).
+            Opcode::Iota => true,
+            _ => {
+                super::tma::scalar_pure(k, od)
+                    || !od.results.is_empty() && od.results.iter().all(|r| mask_only.contains(r))
+            }
         };
         if !ok {
             return Err(format!(
