@@ -3,7 +3,8 @@
 "Tensor maps": a tensor whose address breaks the 16-byte rule gets a zero map, and the producer's
 warps copy it element by element), on the GPU: each case's kernel (a `time_*` artifact of
 scripts/gpu_variants.py) runs on inputs that are views one element into a larger buffer, and its
-output is compared with the same kernel on aligned copies of the same values and with torch in f32.
+output is compared with the same kernel on aligned copies of the same values and with torch in f32
+(attention: head dim and causality, bottom-right aligned, read from the kernel's symbol).
 
 usage: scripts/gpu_unaligned.py ART_DIR CASE...
 """
@@ -40,12 +41,20 @@ def main():
                 torch.cuda.synchronize()
                 outs.append(bufs["c"][0].float())
         else:
-            d = int(name.split("_d")[-1].split("_")[0]) if "_d" in name else 128
+            # Head dim and causality from the kernel's symbol (…_HEAD_DIM_128_CAUSAL_1_…).
+            sym = prog.meta["kernels"][0]["symbol"]
+            d = int(sym.split("_HEAD_DIM_")[1].split("_")[0])
+            causal = "_CAUSAL_1_" in sym
             q = torch.randn(1, 4, 300, d, device="cuda", dtype=torch.bfloat16) * 2
             k = torch.randn(1, 2, 257, d, device="cuda", dtype=torch.bfloat16)
             v = torch.randn(1, 2, 257, d, device="cuda", dtype=torch.bfloat16)
             kr, vr = (t.repeat_interleave(2, dim=1) for t in (k, v))
-            ref = torch.nn.functional.scaled_dot_product_attention(q.float(), kr.float(), vr.float())
+            s = (q.float() @ kr.float().transpose(-1, -2)) / math.sqrt(d)
+            if causal:  # bottom-right aligned, as attention_fwd defines it: query i sees j <= i + Sk - Sq
+                i = torch.arange(300, device="cuda")[:, None]
+                j = torch.arange(257, device="cuda")[None, :]
+                s = s.masked_fill(j > i + 257 - 300, float("-inf"))
+            ref = torch.softmax(s, -1).nan_to_num(0.0) @ vr.float()
             outs = []
             for ins in ({"q": q, "k": k, "v": v}, {"q": shifted(q), "k": shifted(k), "v": shifted(v)}):
                 bufs = prog.prepare(ins, {"scale": 1 / math.sqrt(d)})

@@ -253,8 +253,16 @@ pub fn lower_arrive(c: &mut Ctx, op: &OpData) -> Result<(), PtxError> {
     };
     let a = bar_addr(c, m, s, sp)?;
     match super::lower::lit(op.attr("tx")) {
-        // The warps' copies arrive themselves, once each is done (ws.rs, `copy_by_warps`).
-        Some(_) if c.tma.by_warps => {}
+        // The warps' copies arrive themselves, once each is done (ws.rs, `copy_by_warps`);
+        // thread 0 first stores the fill's valid-row count the readers zero by (a masked
+        // ring's), which its warp's arrival after its own copies publishes.
+        Some(_) if c.tma.by_warps => {
+            if super::tma_rows::has_masked_fills(c.k, m) {
+                let p = c.b.reg(RegClass::Pred);
+                c.b.ins(format!("setp.eq.u32 {p}, {}, 0", c.tid));
+                super::tma_rows::store_valid_rows(c, op, m, s, &format!("@{p} "))?;
+            }
+        }
         Some(tx) => {
             let pre = on_elected(c);
             super::tma_rows::store_valid_rows(c, op, m, s, &pre)?;
