@@ -144,7 +144,9 @@ fn targets_without_the_features_name_themselves() {
 /// zero: the copies' `keys < hi` masks are index tiles the producer's thread never evaluates
 /// (the tensor copy reads its whole box); it stores each fill's valid-row count beside the
 /// barriers before its `expect_tx` arrival, and the consumer loads it after its wait and zeroes
-/// the rows past it (tma_rows.rs), on a plain and on a persistent grid.
+/// the rows past it (tma_rows.rs), on a plain and on a persistent grid; the warps' fallback
+/// copy (no tensor maps) stores it too (without it the consumer zeroed by a stale count: the
+/// H200 showed the fallback 24–49 % off the tensor-copy path, docs/gpu-validation.md).
 #[test]
 fn causal_attention_producers_store_row_counts() {
     let src = kir_compiler::oplib::builtin("attention_fwd").expect("built-in op");
@@ -183,6 +185,16 @@ fn causal_attention_producers_store_row_counts() {
         assert!(
             consumer.contains("ld.shared.u32"),
             "{what}: the count is not read"
+        );
+        // Without tensor maps the warps copy (evaluating the masks) and thread 0 still stores
+        // the count the consumer zeroes by.
+        let by_warps = producer
+            .find("\n$L_ws_by_warps")
+            .map(|i| &producer[i..])
+            .expect("the fallback's label");
+        assert!(
+            by_warps.contains("st.shared.u32"),
+            "{what}: the fallback stores no row count"
         );
         assemble(&what, text);
     }
