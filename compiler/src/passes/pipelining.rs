@@ -316,7 +316,7 @@ fn slice(k: &Kernel, l: Op, o: Op) -> Option<Vec<Op>> {
 }
 
 /// `smem_alloc` of `stages` stages of `tile<dims x e>`, at the top of the kernel body.
-fn alloc(k: &mut Kernel, dims: &[Expr], e: &ElemType, stages: usize) -> Value {
+pub(super) fn alloc(k: &mut Kernel, dims: &[Expr], e: &ElemType, stages: usize) -> Value {
     let mut sdims = vec![Expr::int(stages as i64)];
     sdims.extend(dims.iter().cloned());
     let n = k.dfg.blocks[k.body]

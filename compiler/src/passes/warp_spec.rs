@@ -34,7 +34,7 @@
 //! consumer's matrix work overlaps the other's softmax.
 
 use super::warp_spec_loops::{needed, region_inputs};
-use super::warp_spec_stage::{stage_operands, TileLoop};
+use super::warp_spec_stage::{mbar, stage_operands, TileLoop};
 use crate::kedit::{self, iconst, op2, simple, Cloner};
 use kir_ir::{
     Attr, Block, Diagnostic, Diagnostics, Dtype, Expr, Kernel, Module, Op, Opcode, Span, Type,
@@ -375,14 +375,7 @@ pub(super) fn build(
 ) -> Result<(), Diagnostic> {
     let c = plan.consumers as usize;
     // Barriers.
-    let bar = |k: &mut Kernel, arrivals: i64, n: usize| {
-        let mut op = simple(Opcode::MbarAlloc, vec![], None);
-        op.attrs = vec![("arrivals".into(), Attr::Expr(Expr::int(arrivals)))];
-        let id = k
-            .dfg
-            .append_op(body, op, vec![(Type::Mbar(Expr::int(n as i64)), None)]);
-        k.dfg.ops[id].results[0]
-    };
+    let bar = |k: &mut Kernel, arrivals: i64, n: usize| mbar(k, body, arrivals, n);
     k.dfg.blocks[body].ops = outside;
     let full = bar(k, 1, stages);
     let empty = bar(k, c as i64, stages);

@@ -29,7 +29,7 @@
 //! the copy fills the buffer with the loaded values (+0 outside the tensor, as `other 0.0`).
 
 use super::pipelining_tma::tensor_copy_ok;
-use crate::kedit::{self, iconst, insert_op, op2, simple};
+use crate::kedit::{self, iconst, op2, simple};
 use kir_ir::{Attr, Block, Dtype, Expr, Kernel, Offset, Op, Opcode, Type, Value, ValueDef};
 
 /// A persistent kernel's tile loop, for the fill parity: its induction variable, first tile
@@ -120,20 +120,7 @@ pub(super) fn stage_operands(
         let (stage, parity) = stage_parity(k, stages);
         let one = iconst(k, scratch, 1);
         let flipped = op2(k, scratch, Opcode::Xor, None, parity, one, Dtype::I32);
-        let mut sdims = vec![Expr::int(stages as i64)];
-        sdims.extend(dims.iter().cloned());
-        let n_allocs = k.dfg.blocks[k.body]
-            .ops
-            .iter()
-            .filter(|&&a| k.dfg.ops[a].opcode == Opcode::SmemAlloc)
-            .count();
-        let buf = insert_op(
-            &mut k.dfg,
-            k.body,
-            n_allocs,
-            simple(Opcode::SmemAlloc, vec![], None),
-            vec![(Type::Smem(sdims, elem.clone()), None)],
-        )[0];
+        let buf = super::pipelining::alloc(k, dims, elem, stages);
         let full = mbar(k, scratch, 1, stages);
         let empty = mbar(k, scratch, consumers as i64, stages);
         // Producer: wait for the previous fill's release, expect the bytes, copy.
@@ -200,8 +187,8 @@ pub(super) fn stage_operands(
     k.dfg.blocks[cons].ops.splice(0..0, cons_head);
 }
 
-/// Appends `mbar_alloc arrivals n : mbar<stages>` to `b`.
-fn mbar(k: &mut Kernel, b: Block, n: i64, stages: usize) -> Value {
+/// Appends `mbar_alloc arrivals n : mbar<stages>` to `b`; returns the barriers.
+pub(super) fn mbar(k: &mut Kernel, b: Block, n: i64, stages: usize) -> Value {
     let mut op = simple(Opcode::MbarAlloc, vec![], None);
     op.attrs = vec![("arrivals".into(), Attr::Expr(Expr::int(n)))];
     let id = k
