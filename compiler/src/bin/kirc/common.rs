@@ -202,9 +202,10 @@ pub struct PtxFlags {
     #[arg(long, value_name = "N")]
     pub stages: Option<usize>,
     /// Warp specialization on sm_90a (`--warp-specialize`): `on` splits each pipelined loop into a producer warpgroup
-    /// (tensor copies, 32 registers) and the block's warps as its consumer (240 registers,
-    /// `setmaxnreg`), or fails naming why the kernel does not qualify; `off` keeps one role.
-    /// Default: the per-target configuration's choice
+    /// (tensor copies, 32 registers) and the block's warps as its consumer (the registers left,
+    /// at most 240, `setmaxnreg`), or fails naming why the kernel does not qualify; `off` keeps
+    /// one role. Default: the per-target configuration's choice (on for GEMM and for attention
+    /// at head dim 128)
     #[arg(long = "warp-specialize", value_name = "on|off")]
     pub warp_specialize: Option<WsFlag>,
     /// Persistent grid: N programs (1 to 65535) walk every tile of each kernel with a loop
