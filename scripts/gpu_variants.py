@@ -54,6 +54,17 @@ def main():
                            "k": rng.standard_normal((1, 2, 257, dh)).astype(f32),
                            "v": rng.standard_normal((1, 2, 257, dh)).astype(f32)}
                     scalars = {"scale": float(f32(1 / np.sqrt(dh)))}
+                    # The optional inputs of the features a variant turns on (docs/ops.md).
+                    if defines.get("VARLEN"):
+                        ins["total_lengths"] = np.array([200], dtype=np.int32)
+                    if defines.get("KV_OFFSET"):
+                        ins["past_lengths"] = np.array([40], dtype=np.int32)
+                    if defines.get("MASK"):
+                        ins["mask"] = rng.standard_normal((1, 300, 257)).astype(f32)
+                    if defines.get("WINDOW"):
+                        scalars["window"] = 50
+                    if defines.get("SOFTCAP"):
+                        scalars["softcap"] = 5.0
                 else:
                     ins = {"a": rng.standard_normal((2, 300, 200)).astype(f32) * 3,
                            "b": rng.standard_normal((2, 200, 520)).astype(f32)}
