@@ -123,11 +123,16 @@ fn ptxas_usage(log: &str) -> BTreeMap<String, (u32, u32)> {
     out
 }
 
+/// The pinned ptxas that ./scripts/test.sh installs.
+fn ptxas() -> String {
+    std::env::var("KIR_PTXAS").unwrap_or_else(|_| {
+        panic!("KIR_PTXAS is not set: run ./scripts/test.sh (it installs the pinned ptxas and exports KIR_PTXAS)")
+    })
+}
+
 #[test]
 fn big_kernels_registers_and_spills() {
-    let ptxas = std::env::var("KIR_PTXAS").unwrap_or_else(|_| {
-        panic!("KIR_PTXAS is not set: run ./scripts/test.sh (it installs the pinned ptxas and exports KIR_PTXAS)")
-    });
+    let ptxas = ptxas();
     let dir = std::env::temp_dir().join(format!("kir-ptx-checks-{}", std::process::id()));
     std::fs::create_dir_all(&dir).expect("temp dir");
     let mut failures = Vec::new();
@@ -183,9 +188,7 @@ fn big_kernels_registers_and_spills() {
 /// combination takes the unspecialized tile, checked here.)
 #[test]
 fn attention_defaults_do_not_spill_with_any_feature() {
-    let ptxas = std::env::var("KIR_PTXAS").unwrap_or_else(|_| {
-        panic!("KIR_PTXAS is not set: run ./scripts/test.sh (it installs the pinned ptxas and exports KIR_PTXAS)")
-    });
+    let ptxas = ptxas();
     let dir = std::env::temp_dir().join(format!("kir-attn-spills-{}", std::process::id()));
     std::fs::create_dir_all(&dir).expect("temp dir");
     let src = kir_compiler::oplib::builtin("attention_fwd").expect("built-in op");
