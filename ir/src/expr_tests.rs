@@ -12,37 +12,28 @@ fn parse(src: &str) -> Expr {
 
 #[test]
 fn substitute_short_circuits_decided_conditions() {
-    let subst = |vals: &'static [(&'static str, i64)]| {
-        move |n: &str| {
-            vals.iter()
-                .find(|(k, _)| *k == n)
-                .map(|(_, v)| EvalVal::Int(*v))
-        }
-    };
-    let e = parse("MASK == 0 || P == 1 || P == B");
-    let off = e.substitute(&subst(&[("MASK", 0)])).unwrap();
-    assert_eq!(off.as_int(), Some(1), "{off}");
-    let on = e.substitute(&subst(&[("MASK", 1)])).unwrap();
-    assert_eq!(on.to_string(), "P == 1 || P == B");
-    let and = parse("F == 1 && N > 2")
-        .substitute(&subst(&[("F", 0)]))
-        .unwrap();
-    assert_eq!(and.as_int(), Some(0));
-    let keep = parse("F == 1 && N > 2")
-        .substitute(&subst(&[("F", 1)]))
-        .unwrap();
-    assert_eq!(keep.to_string(), "N > 2");
-    let sel = parse("select(D == 0, B, 0)")
-        .substitute(&subst(&[("D", 1)]))
-        .unwrap();
-    assert_eq!(sel.as_int(), Some(0));
-    let sel = parse("select(D == 0, B, 0)")
-        .substitute(&subst(&[("D", 0)]))
-        .unwrap();
-    assert_eq!(sel.to_string(), "B");
-    // A neutral literal next to a non-condition keeps the operator (its value is 0 or 1).
-    let num = parse("F || N").substitute(&subst(&[("F", 0)])).unwrap();
-    assert_eq!(num.to_string(), "0 || N");
+    // (expression, the constant substituted, what remains: a literal or the undecided rest).
+    let cases: [(&str, (&str, i64), &str); 8] = [
+        ("MASK == 0 || P == 1 || P == B", ("MASK", 0), "1"),
+        (
+            "MASK == 0 || P == 1 || P == B",
+            ("MASK", 1),
+            "P == 1 || P == B",
+        ),
+        ("F == 1 && N > 2", ("F", 0), "0"),
+        ("F == 1 && N > 2", ("F", 1), "N > 2"),
+        ("select(D == 0, B, 0)", ("D", 1), "0"),
+        ("select(D == 0, B, 0)", ("D", 0), "B"),
+        // A neutral literal next to a non-condition keeps the operator (its value is 0 or 1).
+        ("F || N", ("F", 0), "0 || N"),
+        ("N && F", ("F", 1), "N && 1"),
+    ];
+    for (src, (name, value), want) in cases {
+        let got = parse(src)
+            .substitute(&vals(vec![(name, EvalVal::Int(value))]))
+            .unwrap_or_else(|e| panic!("{src}: {e:?}"));
+        assert_eq!(got.to_string(), want, "{src} with {name} = {value}");
+    }
 }
 
 /// A lookup of fixed values.

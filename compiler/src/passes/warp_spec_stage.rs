@@ -5,7 +5,8 @@
 //! persistent grid it does so again at every tile, after the previous tile's epilogue, while
 //! the tensor cores wait. Here each qualifying `%x = load t[…] : tile<R x C x e>` of the block
 //! that holds `warp_specialize` (the kernel body, or a persistent kernel's tile loop body before
-//! `warp_spec_persist::hoist`) becomes a one-stage buffer with its own barrier pair:
+//! `warp_spec_persist::hoist`) becomes a buffer of S stages (one, or two on a persistent grid:
+//! below) with its own barrier pair:
 //! - `%buf = smem_alloc : smem<S x R x C x e>` at the top of the kernel body,
 //!   `%xf = mbar_alloc arrivals 1 : mbar<S>` and `%xe = mbar_alloc arrivals N : mbar<S>`
 //!   (N consumers) before `warp_specialize`;
