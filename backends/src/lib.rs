@@ -4,6 +4,7 @@
 //! [`target`]s; with the feature `cuda`, the `runtime` that loads PTX and runs programs on a GPU.
 
 pub mod abi;
+pub mod backend;
 pub mod cuda_c;
 pub mod interp;
 pub mod meta;

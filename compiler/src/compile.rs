@@ -1,11 +1,11 @@
-//! The compile driver: front end, then (for PTX) the scheduling passes, then a backend,
-//! producing code text plus launch metadata. This is what `kirc compile`, `kirc run --device
-//! cuda`, `kirc bench` and frameworks call. The CUDA-C backend (the parity backend) takes the
-//! unscheduled module.
+//! What a compilation produces and how it fails ([`Compiled`], [`CompileError`], [`Emit`],
+//! [`Stage`]), the kernel-symbol suffix of a specialization, and the PTX size limit. The driver
+//! itself is [`crate::pipeline::compile`], run with a [`CompilePlan`]; [`compile`] and
+//! [`compile_stage`] are shorthands that resolve the plan from the common arguments.
 
-use crate::passes::const_values;
 use crate::pipeline;
-use kir_backends::ptx::{PtxOptions, PIPELINE_STAGES};
+use crate::plan::{CompilePlan, Flags};
+use kir_backends::ptx::PtxOptions;
 use kir_backends::Target;
 use kir_ir::{Diagnostics, EvalVal, Module};
 
@@ -51,6 +51,8 @@ pub struct Compiled {
     /// For PTX, the lowering decisions of each kernel, in META's kernel order (empty for IR
     /// and CUDA C).
     pub reports: Vec<kir_backends::ptx::PtxReport>,
+    /// The candidate schedules the search left before the one lowered, and why.
+    pub tried: Vec<String>,
 }
 
 /// Why compilation failed.
@@ -122,10 +124,8 @@ impl Stage {
     }
 }
 
-/// Like [`compile`], lowering the module of `stage` with PTX lowering options `opts` (options
-/// that were set are named in the kernel symbols; for `Emit::Ir` they only keep a per-target
-/// configuration from applying). Options set for `Emit::Cuda`, which has no warps or pipeline
-/// stages, are an error rather than silently ignored.
+/// Like [`compile`], lowering the module of `stage` with the lowering flags `opts` (a
+/// [`CompilePlan`] resolved from them: see [`CompilePlan::resolve`] for what is checked).
 pub fn compile_stage(
     src: &str,
     defines: &pipeline::Defines,
@@ -135,261 +135,18 @@ pub fn compile_stage(
     stage: Stage,
     opts: &PtxOptions,
 ) -> Result<Compiled, CompileError> {
-    if emit == Emit::Cuda && (opts.warps.is_some() || opts.stages.is_some()) {
-        return Err(CompileError::Plain(
-            "--warps and --stages do not apply to CUDA C (the parity backend has no warps or \
-             pipeline stages)"
-                .into(),
-        ));
-    }
-    if emit == Emit::Cuda && opts.overlap.is_some() {
-        return Err(CompileError::Plain(
-            "--overlap does not apply to CUDA C (the parity backend issues no asynchronous              matrix instructions)"
-                .into(),
-        ));
-    }
-    let (defines, opts, hints) = &with_target_config(src, defines, target, emit, opts);
-    let f = pipeline::run_observed(src, defines, &mut |_, _| {}).map_err(CompileError::Source)?;
-    let generic = f.generic;
-    let spec = match stage {
-        Stage::Specialized => f.specialized,
-        Stage::Optimized => f.optimized,
-        Stage::Fused => f.fused,
-        Stage::Output => f.output,
+    let flags = Flags {
+        warps: opts.warps,
+        stages: opts.stages,
+        warp_specialize: opts.warp_specialize,
+        persistent: opts.persistent,
+        overlap: opts.overlap,
+        ws_plan: None,
     };
-    let spec = pipeline::entry_module(spec, kernel).map_err(CompileError::Plain)?;
-    let values = const_values(&generic, defines).map_err(CompileError::Source)?;
-    let suffix = specialization_suffix(&values);
-    match emit {
-        Emit::Ir => Ok(Compiled {
-            text: kir_ir::text::print(&spec),
-            meta: None,
-            module: spec,
-            reports: Vec::new(),
-        }),
-        Emit::Ptx => {
-            let suffix = format!("{suffix}{}", opts.suffix());
-            let (scheduled, out) = lower_ptx(&spec, target, &suffix, opts, *hints)?;
-            let meta = kir_backends::meta::module_meta(
-                &scheduled,
-                target,
-                "ptx",
-                out.version,
-                &out.kernels,
-            );
-            Ok(Compiled {
-                text: out.text,
-                meta: Some(meta),
-                module: scheduled,
-                reports: out.reports,
-            })
-        }
-        Emit::Cuda => compile_cuda(spec, target, &suffix),
-    }
-}
-
-/// The defines and PTX options of a compilation after the per-target default configuration
-/// ([`crate::configs`]) of a built-in op: PTX and IR emission for `target` take the row's tile
-/// constants and warps when the user chose none of them; CUDA C keeps the op's own defaults.
-/// Sources that do not parse or specialize come back unchanged (the pipeline reports them).
-/// The third value is the row's preferred ring depth (not an explicit `--stages`: a ring that does
-/// not fit gets fewer stages).
-fn with_target_config(
-    src: &str,
-    defines: &pipeline::Defines,
-    target: Target,
-    emit: Emit,
-    opts: &PtxOptions,
-) -> (Vec<(String, String)>, PtxOptions, ConfigHints) {
-    let unchanged = (defines.to_vec(), *opts, ConfigHints::default());
-    if emit == Emit::Cuda {
-        return unchanged;
-    }
-    let Ok(generic) = kir_ir::text::parse(src) else {
-        return unchanged;
-    };
-    if crate::oplib::builtin(&generic.name) != Some(src) {
-        return unchanged;
-    }
-    let Ok(values) = const_values(&generic, defines) else {
-        return unchanged;
-    };
-    let cfg = crate::configs::target_config(
-        &generic.name,
-        target,
-        &values,
-        defines,
-        opts.warps.is_some() || opts.stages.is_some(),
-    );
-    let mut out = defines.to_vec();
-    out.extend(cfg.defines);
-    let opts = PtxOptions {
-        warps: opts.warps.or(cfg.warps),
-        ..*opts
-    };
-    let hints = ConfigHints {
-        stages: cfg.stages,
-        warp_specialize: cfg.warp_specialize,
-        persistent: cfg.persistent,
-        overlap: cfg.overlap,
-    };
-    (out, opts, hints)
-}
-
-/// What a per-target configuration asks of the compile driver beyond tiles and warps.
-#[derive(Clone, Copy, Debug, Default)]
-struct ConfigHints {
-    /// The ring depth to try first.
-    stages: Option<usize>,
-    /// Warp-specialize where the kernel qualifies (unless `--warp-specialize` says otherwise).
-    warp_specialize: bool,
-    /// Make the warp-specialized kernel persistent over the target's SM count (unless
-    /// `--persistent` says otherwise).
-    persistent: bool,
-    /// Pair the TMA rings' q·kᵀ of block j with the p·v of block j − 1 (`dot_overlap`; unless
-    /// `--overlap` says otherwise).
-    overlap: bool,
-}
-
-/// The program count of a persistent grid: `--persistent N` (0: none), else the target's SM
-/// count where the configuration asks for it.
-fn persistent_programs(opts: &PtxOptions, target: Target, configured: bool) -> Option<u32> {
-    match opts.persistent {
-        Some(0) => None,
-        Some(n) => Some(n),
-        None => configured.then(|| target.sm_count()),
-    }
-}
-
-/// PTX: the scheduling passes for `target` ([`pipeline::schedule_observed`]: `pipelining` with
-/// a ring of `opts.stages` stages, none for 1), then the backend, which lowers the rings to
-/// cp.async. The default depth is `stages_hint` (a per-target configuration's ring, see
-/// [`crate::configs`]) or else the backend's [`PIPELINE_STAGES`] (2), not the pass's own
-/// choice (the deepest of 2..=3 that fits), so the generated code does not change silently; a
-/// default ring that does not fit the target's shared memory — in the pass's count, or in the
-/// kernel's with the backend's padded rows and other shared tiles — gets one stage less, down
-/// to no pipelining, as the backend's own ring did. An explicit depth that does not fit is an
-/// error naming the bytes. With `--warp-specialize on`, or a configuration that asks for it
-/// (`hints`, then falling back to this when the kernel does not qualify), the ring is
-/// warp-specialized ([`lower_ptx_ws`]). Returns the scheduled module and its PTX.
-fn lower_ptx(
-    spec: &Module,
-    target: Target,
-    suffix: &str,
-    opts: &PtxOptions,
-    hints: ConfigHints,
-) -> Result<(Module, kir_backends::ptx::PtxModule), CompileError> {
-    opts.validate().map_err(CompileError::Plain)?;
-    let stages_hint = hints.stages;
-    match opts.warp_specialize {
-        Some(true) => lower_ptx_ws(spec, target, suffix, opts, hints),
-        // A configuration's choice: the unspecialized kernel where this one does not qualify.
-        None if hints.warp_specialize => {
-            lower_ptx_ws(spec, target, suffix, opts, hints).or_else(|_| {
-                lower_ptx_one_role(spec, target, suffix, opts, stages_hint, hints.overlap)
-            })
-        }
-        _ => lower_ptx_one_role(spec, target, suffix, opts, stages_hint, hints.overlap),
-    }
-}
-
-/// [`lower_ptx`] with warp specialization: the `pipelining` pass's cp.async ring (at the depth
-/// [`lower_ptx`] would choose), then `warp_specialize` with [`passes::WsPlan::one_consumer`]
-/// of the block's warps (4 unless set), then the backend; any step's error is returned (the
-/// caller asked for it).
-fn lower_ptx_ws(
-    spec: &Module,
-    target: Target,
-    suffix: &str,
-    opts: &PtxOptions,
-    hints: ConfigHints,
-) -> Result<(Module, kir_backends::ptx::PtxModule), CompileError> {
-    let stages = opts.stages.or(hints.stages).unwrap_or(PIPELINE_STAGES);
-    let plan = crate::passes::WsPlan::one_consumer(opts.warps.unwrap_or(4));
-    let sched = pipeline::ScheduleOptions {
-        target: Some(target),
-        stages: Some(stages),
-        warp_specialize: pipeline::WsChoice::Plan(plan),
-        no_tma_rings: true,
-        persistent: persistent_programs(opts, target, hints.persistent),
-        overlap: opts.overlap.unwrap_or(hints.overlap),
-    };
-    let m =
-        pipeline::schedule_observed(spec, &sched, &mut |_, _| {}).map_err(CompileError::Source)?;
-    let out = kir_backends::ptx::compile_module_with(&m, target, suffix, opts)
-        .map_err(|e| ptx_error(e, target))?;
-    check_ptx_size(&m, target, &out)?;
-    Ok((m, out))
-}
-
-/// A backend error as the compile driver reports it (located when it has a span).
-fn ptx_error(e: kir_backends::ptx::PtxError, target: Target) -> CompileError {
-    match e.span {
-        Some(span) => CompileError::Source(Diagnostics::from(kir_ir::Diagnostic::new(
-            span,
-            format!("{} (target {})", e.message, target.name()),
-        ))),
-        None => CompileError::Plain(format!("{} (target {})", e.message, target.name())),
-    }
-}
-
-/// [`lower_ptx`] without warp specialization.
-fn lower_ptx_one_role(
-    spec: &Module,
-    target: Target,
-    suffix: &str,
-    opts: &PtxOptions,
-    stages_hint: Option<usize>,
-    overlap_hint: bool,
-) -> Result<(Module, kir_backends::ptx::PtxModule), CompileError> {
-    let explicit = opts.stages.is_some();
-    let mut stages = opts.stages.or(stages_hint).unwrap_or(PIPELINE_STAGES);
-    // The paired overlap refills a stage one iteration later than the unrotated ring: it keeps
-    // the prefetch distance with one more stage (fewer when they do not fit, below).
-    if !explicit && opts.overlap.unwrap_or(overlap_hint) {
-        stages = stages.max(PIPELINE_STAGES + 1);
-    }
-    loop {
-        let schedule = |no_tma_rings| {
-            let sched = pipeline::ScheduleOptions {
-                target: Some(target),
-                stages: Some(stages),
-                no_tma_rings,
-                persistent: persistent_programs(opts, target, false),
-                overlap: opts.overlap.unwrap_or(overlap_hint) && !no_tma_rings,
-                ..Default::default()
-            };
-            pipeline::schedule_observed(spec, &sched, &mut |_, _| {})
-        };
-        let scheduled = if stages >= 2 {
-            // TMA rings where the backend lays their buffers out for tensor copies.
-            match schedule(false) {
-                Ok(m) if !kir_backends::ptx::tma_rings_lowerable(&m, target, opts.warps) => {
-                    schedule(true)
-                }
-                r => r,
-            }
-        } else {
-            Ok(spec.clone())
-        };
-        let m = match scheduled {
-            Ok(m) => m,
-            // The pass's only error for a depth of 2 or more: the ring does not fit.
-            Err(d) if !explicit && d.0.iter().all(|e| e.message.contains("over the target's")) => {
-                stages -= 1;
-                continue;
-            }
-            Err(d) => return Err(CompileError::Source(d)),
-        };
-        match kir_backends::ptx::compile_module_with(&m, target, suffix, opts) {
-            Ok(out) => {
-                check_ptx_size(&m, target, &out)?;
-                return Ok((m, out));
-            }
-            Err(e) if e.over_shared && !explicit && stages >= 2 => stages -= 1,
-            Err(e) => return Err(ptx_error(e, target)),
-        }
-    }
+    let plan = CompilePlan::resolve(src, defines, target, emit, flags)?
+        .with_kernel(kernel)
+        .with_stage(stage);
+    pipeline::compile(src, &plan)
 }
 
 /// The instructions of each `.entry` of `ptx` by symbol: its lines ending in `;` that are not
@@ -411,10 +168,10 @@ pub fn ptx_instructions(ptx: &str) -> Vec<(String, usize)> {
 
 /// [`MAX_PTX_INSTRUCTIONS`] for every kernel of `out`: an error at the kernel's declaration
 /// naming its instruction count, the limit and the flags that shrink it.
-fn check_ptx_size(
+pub(crate) fn check_ptx_size(
     m: &Module,
     target: Target,
-    out: &kir_backends::ptx::PtxModule,
+    out: &kir_backends::backend::Lowered,
 ) -> Result<(), CompileError> {
     for (symbol, count) in ptx_instructions(&out.text) {
         if count <= MAX_PTX_INSTRUCTIONS {
@@ -441,25 +198,11 @@ fn check_ptx_size(
     Ok(())
 }
 
-/// The CUDA-C backend: one `.cu` for the whole module, and META.json with `emit: "cuda"`.
-fn compile_cuda(spec: Module, target: Target, suffix: &str) -> Result<Compiled, CompileError> {
-    let cu = kir_backends::cuda_c::lower(&spec, target, suffix).map_err(|e| match e.span {
-        Some(span) => {
-            CompileError::Source(Diagnostics(vec![kir_ir::Diagnostic::new(span, e.message)]))
+impl From<crate::search::SearchError> for CompileError {
+    fn from(e: crate::search::SearchError) -> CompileError {
+        match e {
+            crate::search::SearchError::Source(d) => CompileError::Source(d),
+            crate::search::SearchError::Plain(m) => CompileError::Plain(m),
         }
-        None => CompileError::Plain(e.message),
-    })?;
-    let meta = kir_backends::meta::module_meta(
-        &spec,
-        target,
-        "cuda",
-        target.min_ptx_version(),
-        &cu.kernels,
-    );
-    Ok(Compiled {
-        text: cu.source,
-        meta: Some(meta),
-        module: spec,
-        reports: Vec::new(),
-    })
+    }
 }

@@ -13,4 +13,6 @@ pub mod oplib;
 pub mod outfile;
 pub mod passes;
 pub mod pipeline;
+pub mod plan;
+pub mod search;
 pub mod traffic;

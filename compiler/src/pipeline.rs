@@ -14,7 +14,11 @@
 //! [`dump_after_with`] returns the canonical IR text right after a named pass, which is what
 //! `kirc check --dump-after PASS [--target T]` prints and what snapshot tests record.
 
+use crate::compile::{check_ptx_size, specialization_suffix, CompileError, Compiled, Emit, Stage};
 use crate::passes;
+use crate::plan::{CompilePlan, Judge};
+use crate::search;
+use kir_backends::backend::{Backend, CudaCBackend, InterpBackend, PtxBackend};
 use kir_ir::{text, verifier, Diagnostics, Module};
 
 /// The passes in pipeline order, by the name `--dump-after` takes.
@@ -213,6 +217,78 @@ pub fn frontend(src: &str, defines: &Defines) -> Result<(Module, Module), Diagno
 /// ([`Frontend::output`]).
 pub fn output(src: &str, defines: &Defines) -> Result<Module, Diagnostics> {
     Ok(run_observed(src, defines, &mut |_, _| {})?.output)
+}
+
+/// Compiles `src` as `plan` says: the front end with the plan's defines, the module of the
+/// plan's stage (its entry kernel), then for PTX the schedule search ([`crate::search`]: the
+/// scheduling passes, candidate by candidate, until the backend accepts one), the backend, and
+/// META.json. What `kirc compile`, `run`, `bench` and the library all call.
+pub fn compile(src: &str, plan: &CompilePlan) -> Result<Compiled, CompileError> {
+    compile_observed(src, plan, &mut |_, _| {})
+}
+
+/// [`compile`], calling `observe(pass, module)` after every front-end pass and after every
+/// scheduling pass of the candidate that was lowered: a dump of a pass is exactly the IR the
+/// backend went on to lower.
+pub fn compile_observed(
+    src: &str,
+    plan: &CompilePlan,
+    observe: &mut dyn FnMut(&str, &Module),
+) -> Result<Compiled, CompileError> {
+    let f = run_observed(src, &plan.defines, observe).map_err(CompileError::Source)?;
+    let spec = match plan.stage {
+        Stage::Specialized => f.specialized,
+        Stage::Optimized => f.optimized,
+        Stage::Fused => f.fused,
+        Stage::Output => f.output,
+    };
+    let spec = entry_module(spec, plan.kernel.as_deref()).map_err(CompileError::Plain)?;
+    let values = passes::const_values(&f.generic, &plan.defines).map_err(CompileError::Source)?;
+    let mut suffix = specialization_suffix(&values);
+    let target = plan.target;
+    let backend: Box<dyn Backend> = match (plan.emit, plan.judge) {
+        (Emit::Ir, _) => {
+            return Ok(Compiled {
+                text: text::print(&spec),
+                meta: None,
+                module: spec,
+                reports: Vec::new(),
+                tried: Vec::new(),
+            })
+        }
+        (_, Judge::CudaC) => Box::new(CudaCBackend { target }),
+        (_, Judge::Interp) => Box::new(InterpBackend { target }),
+        (_, Judge::Ptx) => {
+            suffix.push_str(&plan.ptx_options().suffix());
+            Box::new(PtxBackend {
+                target,
+                opts: plan.ptx_options(),
+            })
+        }
+    };
+    let found = search::search(plan, &spec, &*backend, &suffix)?;
+    for (pass, m) in &found.passes {
+        observe(pass, m);
+    }
+    if plan.judge == Judge::Ptx {
+        check_ptx_size(&found.module, target, &found.lowered)?;
+    }
+    let meta = (plan.judge != Judge::Interp).then(|| {
+        kir_backends::meta::module_meta(
+            &found.module,
+            target,
+            backend.name(),
+            found.lowered.version,
+            &found.lowered.kernels,
+        )
+    });
+    Ok(Compiled {
+        text: found.lowered.text,
+        meta,
+        module: found.module,
+        reports: found.lowered.reports,
+        tried: found.tried,
+    })
 }
 
 /// Why [`dump_after`] produced no text.

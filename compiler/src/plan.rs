@@ -1,0 +1,324 @@
+//! The compile plan: a user's flags, the per-target configuration row and the target, resolved
+//! and validated once into one [`CompilePlan`], which every entry point hands to
+//! [`crate::pipeline::compile`] (`kirc compile`, `run`, `bench`, `check`, `explain`, the dumps
+//! and the library). Flags are checked here and nowhere else, so `compile`, `run` and `check`
+//! accept and refuse the same things.
+//!
+//! The plan also owns the one constructor of [`ScheduleOptions`] ([`CompilePlan::schedule`] for
+//! compilation, [`explore`] for `kirc check`'s forced dumps); the search over candidate
+//! schedules that asks a backend which one fits lives in [`crate::search`].
+
+use crate::compile::{CompileError, Emit, Stage};
+use crate::configs::{self, Config};
+use crate::passes::{const_values, WsPlan};
+use crate::pipeline::{ScheduleOptions, WsChoice};
+use kir_backends::ptx::{PtxOptions, PIPELINE_STAGES};
+use kir_backends::Target;
+
+/// The lowering choices a user may make (`--warps`, `--stages`, `--warp-specialize`,
+/// `--persistent`, `--overlap`, and `--ws` for the interpreter's plans). `None` everywhere is
+/// what users get by default: the configuration's and the backend's choices.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Flags {
+    /// Warps per block (1, 2, or a multiple of 4 up to 32).
+    pub warps: Option<u32>,
+    /// Ring depth of `pipelining` (1 to 8; 1 = no ring).
+    pub stages: Option<usize>,
+    /// `Some(true)`: a producer warpgroup and the block's warps as one consumer, or an error
+    /// naming why the kernel does not qualify; `Some(false)`: one role.
+    pub warp_specialize: Option<bool>,
+    /// `Some(n)`, n ≥ 1: a persistent grid of n programs; `Some(0)`: none.
+    pub persistent: Option<u32>,
+    /// `Some(true)`: `dot_overlap` on the TMA rings (or the consumer's).
+    pub overlap: Option<bool>,
+    /// A warp-specialization plan of the interpreter's (`kirc run/check --ws`): the plans of
+    /// the target in order, or one by name. Such modules are judged by the interpreter, not a
+    /// code generator.
+    pub ws_plan: Option<WsChoice>,
+}
+
+impl Flags {
+    /// The backend's view of the flags (warps, and the suffix naming what was set).
+    pub fn ptx_options(&self) -> PtxOptions {
+        PtxOptions {
+            warps: self.warps,
+            stages: self.stages,
+            warp_specialize: self.warp_specialize,
+            persistent: self.persistent,
+            overlap: self.overlap,
+        }
+    }
+
+    /// Checks every flag against its range, the emitted language and the target; the message
+    /// names the flag.
+    pub fn validate(&self, target: Target, emit: Emit) -> Result<(), String> {
+        self.ptx_options().validate()?;
+        if emit == Emit::Cuda {
+            let set = [
+                ("--warps", self.warps.is_some()),
+                ("--stages", self.stages.is_some()),
+                ("--warp-specialize", self.warp_specialize.is_some()),
+                ("--persistent", self.persistent.is_some()),
+                ("--overlap", self.overlap.is_some()),
+                ("--ws", self.ws_plan.is_some()),
+            ];
+            if let Some((flag, _)) = set.iter().find(|(_, s)| *s) {
+                return Err(format!(
+                    "{flag} does not apply to --emit cuda (the CUDA-C parity backend has no warps, \
+                     pipeline stages, warp roles or asynchronous matrix instructions)"
+                ));
+            }
+        }
+        if self.overlap == Some(true) && !(target.has_wgmma() && target.has_tma()) {
+            return Err(format!(
+                "--overlap on needs asynchronous warpgroup MMA (wgmma) and tensor copies (TMA), \
+                 which {} does not have (sm_90a has both)",
+                target.name()
+            ));
+        }
+        if self.warp_specialize == Some(true) && !(target.has_wgmma() && target.has_setmaxnreg()) {
+            return Err(format!(
+                "--warp-specialize on is lowered where the producer's tensor copies feed wgmma and \
+                 `setmaxnreg` splits the registers (sm_90a); {} has no such lowering",
+                target.name()
+            ));
+        }
+        if self.ws_plan.is_some() && self.warp_specialize.is_some() {
+            return Err(
+                "--ws (an interpreter plan) and --warp-specialize do not go together".into(),
+            );
+        }
+        if self.stages == Some(1) && (self.warp_specialize == Some(true) || self.ws_plan.is_some())
+        {
+            return Err(
+                "--stages 1 means no ring, and warp specialization splits a ring: give 2 or more"
+                    .into(),
+            );
+        }
+        Ok(())
+    }
+}
+
+/// Which backend decides whether a candidate schedule fits: the code generator being targeted,
+/// or the interpreter (for `--ws` plans, which no code generator is asked to lower).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Judge {
+    /// The PTX backend (also for `kirc run --target` on the CPU: the module that runs is the
+    /// one PTX would lower).
+    Ptx,
+    /// The CUDA-C backend (unscheduled modules only).
+    CudaC,
+    /// The interpreter, which accepts every module.
+    Interp,
+}
+
+/// Everything a compilation needs, resolved once: build it with [`CompilePlan::resolve`].
+#[derive(Clone, Debug, PartialEq)]
+pub struct CompilePlan {
+    /// The target.
+    pub target: Target,
+    /// What to produce.
+    pub emit: Emit,
+    /// Only this kernel of the module, as the entry.
+    pub kernel: Option<String>,
+    /// Which module of the front end is lowered.
+    pub stage: Stage,
+    /// The user's `-D` overrides followed by the configuration row's tile constants.
+    pub defines: Vec<(String, String)>,
+    /// The user's flags (validated).
+    pub flags: Flags,
+    /// The per-target configuration row that applied (empty when none did).
+    pub config: Config,
+    /// Which backend judges candidate schedules.
+    pub judge: Judge,
+}
+
+impl CompilePlan {
+    /// Resolves and validates a compilation of `src`: the flags are checked, and the per-target
+    /// configuration ([`crate::configs`]) of a built-in op applies when the user set none of its
+    /// tile constants, `--warps` or `--stages` (PTX and IR emission only; CUDA C keeps the op's
+    /// defaults). A source that does not parse or specialize gets no row (the pipeline reports
+    /// its errors).
+    pub fn resolve(
+        src: &str,
+        defines: &[(String, String)],
+        target: Target,
+        emit: Emit,
+        flags: Flags,
+    ) -> Result<CompilePlan, CompileError> {
+        flags.validate(target, emit).map_err(CompileError::Plain)?;
+        let config = if emit == Emit::Cuda || flags.ws_plan.is_some() {
+            Config::default()
+        } else {
+            target_config(src, defines, target, &flags)
+        };
+        let mut all = defines.to_vec();
+        all.extend(config.defines.iter().cloned());
+        let judge = match (emit, &flags.ws_plan) {
+            (Emit::Cuda, _) => Judge::CudaC,
+            (_, Some(_)) => Judge::Interp,
+            _ => Judge::Ptx,
+        };
+        Ok(CompilePlan {
+            target,
+            emit,
+            kernel: None,
+            stage: Stage::Output,
+            defines: all,
+            flags,
+            config,
+            judge,
+        })
+    }
+
+    /// The plan for only `kernel` of the module.
+    pub fn with_kernel(mut self, kernel: Option<&str>) -> CompilePlan {
+        self.kernel = kernel.map(str::to_string);
+        self
+    }
+
+    /// The plan lowering the module of `stage` instead of the front end's output.
+    pub fn with_stage(mut self, stage: Stage) -> CompilePlan {
+        self.stage = stage;
+        self
+    }
+
+    /// The PTX backend's options: the user's flags, with the configuration's warps where the
+    /// user chose none.
+    pub fn ptx_options(&self) -> PtxOptions {
+        PtxOptions {
+            warps: self.flags.warps.or(self.config.warps),
+            ..self.flags.ptx_options()
+        }
+    }
+
+    /// Whether a producer/consumer split is tried first, and whether it must succeed.
+    pub fn warp_specialize(&self) -> WsWant {
+        match (&self.flags.ws_plan, self.flags.warp_specialize) {
+            (Some(_), _) | (None, Some(true)) => WsWant::Required,
+            (None, Some(false)) => WsWant::No,
+            (None, None) if self.config.warp_specialize => WsWant::Preferred,
+            (None, None) => WsWant::No,
+        }
+    }
+
+    /// The ring depth tried first: `--stages`, else the configuration's, else
+    /// [`PIPELINE_STAGES`]; one more without `--stages` when the overlap is asked for (the
+    /// paired overlap refills a stage one iteration later, so it keeps the prefetch distance
+    /// with one more stage), unless warp-specialized.
+    pub fn first_stages(&self, warp_specialized: bool) -> usize {
+        let stages = self
+            .flags
+            .stages
+            .or(self.config.stages)
+            .unwrap_or(PIPELINE_STAGES);
+        if !warp_specialized && self.flags.stages.is_none() && self.overlap() {
+            stages.max(PIPELINE_STAGES + 1)
+        } else {
+            stages
+        }
+    }
+
+    /// Whether `dot_overlap` is asked for (the flag, else the configuration).
+    pub fn overlap(&self) -> bool {
+        self.flags.overlap.unwrap_or(self.config.overlap)
+    }
+
+    /// The program count of a persistent grid: `--persistent N` (0: none), else the target's SM
+    /// count where the configuration asks for it (warp-specialized candidates only).
+    pub fn persistent(&self, warp_specialized: bool) -> Option<u32> {
+        match self.flags.persistent {
+            Some(0) => None,
+            Some(n) => Some(n),
+            None => (warp_specialized && self.config.persistent).then(|| self.target.sm_count()),
+        }
+    }
+
+    /// The scheduling options of one candidate: `stages` deep, warp-specialized or not, with
+    /// tensor-copy rings or cp.async ones. The only place [`ScheduleOptions`] is built for a
+    /// compilation.
+    pub fn schedule(&self, stages: usize, warp_specialized: bool, tma: bool) -> ScheduleOptions {
+        let warp_specialize = if !warp_specialized {
+            WsChoice::Off
+        } else if let Some(choice) = &self.flags.ws_plan {
+            choice.clone()
+        } else {
+            WsChoice::Plan(WsPlan::one_consumer(self.ptx_options().warps.unwrap_or(4)))
+        };
+        ScheduleOptions {
+            target: Some(self.target),
+            stages: Some(stages),
+            warp_specialize,
+            no_tma_rings: !tma,
+            persistent: self.persistent(warp_specialized),
+            overlap: self.overlap() && (warp_specialized || tma),
+        }
+    }
+
+    /// The kernel-symbol suffix of the flags that were set.
+    pub fn flags_suffix(&self) -> String {
+        self.flags.ptx_options().suffix()
+    }
+}
+
+/// How warp specialization enters the schedule search.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum WsWant {
+    /// Not tried.
+    No,
+    /// Tried first; the unspecialized kernel where this one does not qualify (a configuration's
+    /// choice).
+    Preferred,
+    /// The only candidate: its error is the compilation's (the user asked for it).
+    Required,
+}
+
+/// The scheduling options `kirc check --dump-after PASS --target T` explores with: no
+/// configuration, the pass forced to run so it can be shown (`warp_specialize` with the
+/// target's plans unless `ws` names one, `dot_overlap` with the overlap on, `persistent` over
+/// the target's SM count unless `persistent` says otherwise).
+pub fn explore(
+    target: Option<Target>,
+    pass: &str,
+    stages: Option<usize>,
+    ws: WsChoice,
+    persistent: Option<u32>,
+) -> ScheduleOptions {
+    let warp_specialize = match ws {
+        WsChoice::Off if pass == "warp_specialize" => WsChoice::Auto,
+        ws => ws,
+    };
+    let persistent = match persistent {
+        None if pass == "persistent" => target.map(|t| t.sm_count()),
+        p => p,
+    };
+    ScheduleOptions {
+        target,
+        stages,
+        warp_specialize,
+        no_tma_rings: false,
+        persistent,
+        overlap: pass == "dot_overlap",
+    }
+}
+
+/// The configuration row for `src` if it is a built-in op whose source is unchanged; the user's
+/// tile choices (`-D` of a row's constant, `--warps`, `--stages`) keep every row out.
+fn target_config(src: &str, defines: &[(String, String)], target: Target, flags: &Flags) -> Config {
+    let Ok(generic) = kir_ir::text::parse(src) else {
+        return Config::default();
+    };
+    if crate::oplib::builtin(&generic.name) != Some(src) {
+        return Config::default();
+    }
+    let Ok(values) = const_values(&generic, defines) else {
+        return Config::default();
+    };
+    configs::target_config(
+        &generic.name,
+        target,
+        &values,
+        defines,
+        flags.warps.is_some() || flags.stages.is_some(),
+    )
+}
