@@ -11,6 +11,7 @@ pub mod kedit;
 pub mod npy;
 pub mod oplib;
 pub mod outfile;
+pub mod pass;
 pub mod passes;
 pub mod pipeline;
 pub mod plan;

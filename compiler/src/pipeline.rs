@@ -1,47 +1,49 @@
-//! The pipeline: the one place passes are ordered.
+//! The pipeline: the compile driver ([`compile`], run with a [`CompilePlan`]) and the entry
+//! points over the pass manager ([`crate::pass`], whose registry is the one place passes are
+//! ordered).
 //!
 //! The front end is `parse` → verify → `specialize` → verify → `egraph` → verify → `fusion` →
 //! verify → `mask_split` → verify ([`run_observed`]); its last module, [`Frontend::output`], is
 //! what the backends, `kirc run`, `kirc compile` and `kirc bench` consume. Each intermediate
 //! module is kept in [`Frontend`] and checked differentially against the one before it by the
 //! test suite. The scheduling passes follow for a target ([`schedule_observed`]): when asked,
-//! `persistent` (a fixed number of programs walking every tile), then
-//! `pipelining` (an N-stage shared-memory ring of each loop's dot-operand loads), when asked
-//! `warp_specialize` (producer and consumer partitions), and when asked `dot_overlap` (each TMA
-//! ring loop's fresh stage dot issued with the previous block's accumulating dot, in the
-//! consumer when warp-specialized); they need the target's shared-memory
-//! budget, so they run only with [`ScheduleOptions::target`] set. Every pass can be dumped:
-//! [`dump_after_with`] returns the canonical IR text right after a named pass, which is what
-//! `kirc check --dump-after PASS [--target T]` prints and what snapshot tests record.
+//! `persistent` (a fixed number of programs walking every tile), then `pipelining` (an N-stage
+//! shared-memory ring of each loop's dot-operand loads), when asked `warp_specialize` (producer
+//! and consumer partitions), and when asked `dot_overlap` (each TMA ring loop's fresh stage dot
+//! issued with the previous block's accumulating dot, in the consumer when warp-specialized);
+//! they need the target's shared-memory budget, so they run only with
+//! [`ScheduleOptions::target`] set. Which scheduling options a compilation uses is decided by the
+//! schedule search ([`crate::search`]) from the plan. Every pass can be dumped: [`compile_observed`]
+//! shows the IR a backend lowered (`kirc compile/run --dump-after PASS`), and [`dump_after_with`]
+//! the IR with a pass forced to run (`kirc check --dump-after PASS [--target T]`, snapshot tests).
 
 use crate::compile::{check_ptx_size, specialization_suffix, CompileError, Compiled, Emit, Stage};
+use crate::pass::{PassManager, Phase};
 use crate::passes;
 use crate::plan::{CompilePlan, Judge};
 use crate::search;
 use kir_backends::backend::{Backend, CudaCBackend, InterpBackend, PtxBackend};
-use kir_ir::{text, verifier, Diagnostics, Module};
+use kir_ir::{text, Diagnostics, Module};
+use std::sync::LazyLock;
 
-/// The passes in pipeline order, by the name `--dump-after` takes.
-pub const PASSES: &[&str] = &[
-    "parse",
-    "specialize",
-    "egraph",
-    "fusion",
-    "mask_split",
-    "persistent",
-    "pipelining",
-    "warp_specialize",
-    "dot_overlap",
-];
+/// The passes in pipeline order, by the name `--dump-after` takes: `parse` and the passes of
+/// [`PassManager::standard`] (the registry, `pass/registry.rs`, is the one list).
+pub static PASSES: LazyLock<Vec<&'static str>> = LazyLock::new(|| PassManager::standard().names());
 
 /// The passes of [`PASSES`] that schedule for a target (they need [`ScheduleOptions::target`]).
-pub const SCHEDULE_PASSES: &[&str] =
-    &["persistent", "pipelining", "warp_specialize", "dot_overlap"];
+pub static SCHEDULE_PASSES: LazyLock<Vec<&'static str>> = LazyLock::new(|| {
+    let pm = PassManager::standard();
+    pm.names()
+        .into_iter()
+        .filter(|n| pm.get(n).is_some_and(|p| p.phase() == Phase::Schedule))
+        .collect()
+});
 
 /// Whether and how `warp_specialize` runs.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub enum WsChoice {
-    /// It does not run (the default: no backend lowers warp-specialized IR yet).
+    /// It does not run (a compilation asks for it through its plan: the per-target
+    /// configuration or `--warp-specialize on`).
     #[default]
     Off,
     /// The target's plans in order of preference ([`ws_plans`]); the first that applies.
@@ -89,65 +91,7 @@ pub fn schedule_observed(
     opts: &ScheduleOptions,
     observe: &mut dyn FnMut(&str, &Module),
 ) -> Result<Module, Diagnostics> {
-    let Some(target) = opts.target else {
-        return Ok(m.clone());
-    };
-    let cfg = passes::PipelineConfig {
-        smem_budget: target.smem_per_block(),
-        stages: opts.stages,
-        // Only sm_90a's wgmma keeps a dot in flight across iterations; elsewhere holding a
-        // stage would only shorten the prefetch distance. Warp specialization turns releases
-        // into the consumers' empty-barrier arrivals where the reads end, so it takes the
-        // ring unheld.
-        hold_carried_dots: target.has_wgmma() && matches!(opts.warp_specialize, WsChoice::Off),
-        // TMA rings replace the cp.async rings that warp specialization takes as input.
-        tma_rings: target.has_tma()
-            && target.has_wgmma()
-            && !opts.no_tma_rings
-            && matches!(opts.warp_specialize, WsChoice::Off),
-    };
-    let persisted;
-    let m = match opts.persistent {
-        Some(n) => {
-            persisted = passes::persistent(m, n)?;
-            verifier::verify(&persisted)?;
-            observe("persistent", &persisted);
-            &persisted
-        }
-        None => m,
-    };
-    let piped = passes::pipelining(m, &cfg)?;
-    verifier::verify(&piped)?;
-    observe("pipelining", &piped);
-    let plans = match &opts.warp_specialize {
-        WsChoice::Off if opts.overlap => {
-            let (rotated, _) = passes::dot_overlap(&piped)?;
-            verifier::verify(&rotated)?;
-            observe("dot_overlap", &rotated);
-            return Ok(rotated);
-        }
-        WsChoice::Off => return Ok(piped),
-        WsChoice::Auto => ws_plans(target),
-        WsChoice::Plan(p) => vec![p.clone()],
-    };
-    let mut last = None;
-    for plan in &plans {
-        match passes::warp_specialize_within(&piped, plan, target.smem_per_block()) {
-            Ok(ws) => {
-                verifier::verify(&ws)?;
-                observe("warp_specialize", &ws);
-                if !opts.overlap {
-                    return Ok(ws);
-                }
-                let (rotated, _) = passes::dot_overlap(&ws)?;
-                verifier::verify(&rotated)?;
-                observe("dot_overlap", &rotated);
-                return Ok(rotated);
-            }
-            Err(e) => last = Some(e),
-        }
-    }
-    Err(last.unwrap_or_default())
+    PassManager::standard().run_schedule(m, opts, observe)
 }
 
 /// `-D NAME=VALUE` overrides, in command-line order (the last one of a name wins).
@@ -177,33 +121,7 @@ pub fn run_observed(
     defines: &Defines,
     observe: &mut dyn FnMut(&str, &Module),
 ) -> Result<Frontend, Diagnostics> {
-    let generic = text::parse(src)?;
-    verifier::verify(&generic)?;
-    observe("parse", &generic);
-
-    let specialized = passes::specialize(&generic, defines)?;
-    verifier::verify(&specialized)?;
-    observe("specialize", &specialized);
-
-    let optimized = passes::egraph(&specialized);
-    verifier::verify(&optimized)?;
-    observe("egraph", &optimized);
-
-    let fused = passes::fusion(&optimized);
-    verifier::verify(&fused)?;
-    observe("fusion", &fused);
-
-    let output = passes::mask_split(&fused);
-    verifier::verify(&output)?;
-    observe("mask_split", &output);
-
-    Ok(Frontend {
-        generic,
-        specialized,
-        optimized,
-        fused,
-        output,
-    })
+    PassManager::standard().run_frontend(src, defines, observe)
 }
 
 /// Runs the whole pipeline; returns the generic and the specialized module (for tests and tools
@@ -311,42 +229,14 @@ pub fn dump_after(src: &str, defines: &Defines, pass: &str) -> Result<String, Du
 }
 
 /// The canonical IR text right after `pass` (one of [`PASSES`]); the scheduling passes run with
-/// `opts` and need its target.
+/// `opts` (as [`crate::plan::explore`] builds them to force `pass` to run) and need its target.
 pub fn dump_after_with(
     src: &str,
     defines: &Defines,
     pass: &str,
     opts: &ScheduleOptions,
 ) -> Result<String, DumpError> {
-    if !PASSES.contains(&pass) {
-        return Err(DumpError::UnknownPass(pass.to_string()));
-    }
-    if SCHEDULE_PASSES.contains(&pass) && opts.target.is_none() {
-        return Err(DumpError::NeedsTarget(pass.to_string()));
-    }
-    let mut dump = None;
-    let mut observe = |name: &str, m: &Module| {
-        if name == pass {
-            dump = Some(text::print(m));
-        }
-    };
-    let f = run_observed(src, defines, &mut observe).map_err(DumpError::Failed)?;
-    if SCHEDULE_PASSES.contains(&pass) {
-        let mut opts = opts.clone();
-        if pass == "warp_specialize" && opts.warp_specialize == WsChoice::Off {
-            opts.warp_specialize = WsChoice::Auto;
-        }
-        if pass == "dot_overlap" {
-            // In the consumer when a plan is named (`kirc check --ws`), else unspecialized.
-            opts.overlap = true;
-        }
-        if pass == "persistent" && opts.persistent.is_none() {
-            opts.persistent = opts.target.map(|t| t.sm_count());
-        }
-        schedule_observed(&f.output, &opts, &mut observe).map_err(DumpError::Failed)?;
-    }
-    // Every pass in PASSES is observed once the run succeeds.
-    Ok(dump.unwrap_or_default())
+    PassManager::standard().dump_after(src, defines, pass, opts)
 }
 
 #[cfg(test)]

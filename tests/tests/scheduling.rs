@@ -271,7 +271,7 @@ fn fa3_consumers_walk_the_union_of_their_ranges() {
 #[test]
 fn golden_scheduled_ir() {
     use kir_backends::Target;
-    use kir_compiler::pipeline::{dump_after_with, ScheduleOptions, WsChoice};
+    use kir_compiler::pipeline::{dump_after_with, WsChoice};
     let cases: &[(&str, &[(&str, &str)], &str, WsChoice)] = &[
         (
             "attention_fwd",
@@ -306,14 +306,7 @@ fn golden_scheduled_ir() {
             .iter()
             .map(|(a, b)| (a.to_string(), b.to_string()))
             .collect();
-        let opts = ScheduleOptions {
-            target: Some(Target::Sm90a),
-            stages: None,
-            warp_specialize: ws.clone(),
-            no_tma_rings: false,
-            persistent: None,
-            overlap: false,
-        };
+        let opts = kir_compiler::plan::explore(Some(Target::Sm90a), pass, None, ws.clone(), None);
         let text =
             dump_after_with(src, &d, pass, &opts).unwrap_or_else(|e| panic!("{op} {pass}: {e}"));
         let tag: String = defs.iter().map(|(a, b)| format!("_{a}{b}")).collect();

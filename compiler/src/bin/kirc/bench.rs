@@ -265,7 +265,7 @@ pub fn main(a: Args) -> Result<ExitCode, CliError> {
         &a.defines,
         a.kernel.as_deref(),
         a.target.as_deref(),
-        &a.ptx.options(),
+        a.ptx.flags(None),
         &gpu,
     )?;
     let rt = |e| device::runtime_error(&src, e);

@@ -40,16 +40,27 @@ pub struct Args {
 pub fn main(a: Args) -> Result<ExitCode, CliError> {
     let src = common::load(&a.file)?;
     let target = a.target.as_deref().map(common::target).transpose()?;
-    if let Some(pass) = &a.dump_after {
-        let warp_specialize = common::ws_choice(a.ws.as_deref())?;
-        let opts = pipeline::ScheduleOptions {
-            target,
+    if target.is_none() && (a.stages.is_some() || a.ws.is_some() || a.persistent.is_some()) {
+        return Err(CliError::Plain(
+            "--stages, --ws and --persistent choose how the scheduling passes schedule for a \
+             target: add --target"
+                .into(),
+        ));
+    }
+    let ws = common::ws_choice(a.ws.as_deref())?;
+    if let Some(t) = target {
+        let flags = kir_compiler::plan::Flags {
             stages: a.stages,
-            warp_specialize,
-            no_tma_rings: false,
             persistent: a.persistent,
-            overlap: false,
+            ws_plan: (ws != pipeline::WsChoice::Off).then(|| ws.clone()),
+            ..Default::default()
         };
+        flags
+            .validate(t, kir_compiler::compile::Emit::Ptx)
+            .map_err(CliError::Plain)?;
+    }
+    if let Some(pass) = &a.dump_after {
+        let opts = kir_compiler::plan::explore(target, pass, a.stages, ws, a.persistent);
         let text =
             pipeline::dump_after_with(&src.text, &a.defines, pass, &opts).map_err(|e| match e {
                 DumpError::UnknownPass(_) | DumpError::NeedsTarget(_) => {

@@ -233,14 +233,6 @@ fn persistent_flag(s: &str) -> Result<u32, String> {
     }
 }
 
-impl PtxFlags {
-    /// The program count of `--persistent` for the scheduling passes (`None` for `off` or
-    /// unset).
-    pub fn persistent_programs(&self) -> Option<u32> {
-        self.persistent.filter(|&n| n > 0)
-    }
-}
-
 /// The values of `--warp-specialize`.
 #[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
 pub enum WsFlag {
@@ -249,14 +241,64 @@ pub enum WsFlag {
 }
 
 impl PtxFlags {
-    /// The backend's options.
-    pub fn options(&self) -> kir_backends::ptx::PtxOptions {
-        kir_backends::ptx::PtxOptions {
+    /// The compile plan's flags, with the interpreter plan of `--ws` (`kirc run`) if any.
+    pub fn flags(&self, ws_plan: Option<pipeline::WsChoice>) -> kir_compiler::plan::Flags {
+        kir_compiler::plan::Flags {
             warps: self.warps,
             stages: self.stages,
             warp_specialize: self.warp_specialize.map(|w| w == WsFlag::On),
             persistent: self.persistent,
             overlap: self.overlap.map(|w| w == WsFlag::On),
+            ws_plan,
         }
     }
+
+    /// Whether any lowering flag was given.
+    pub fn any(&self) -> bool {
+        self.warps.is_some()
+            || self.stages.is_some()
+            || self.warp_specialize.is_some()
+            || self.persistent.is_some()
+            || self.overlap.is_some()
+    }
+}
+
+/// A compile error as `kirc` prints it (located in `src` when it has a place).
+pub fn compile_error(src: &Source, e: kir_compiler::compile::CompileError) -> CliError {
+    match e {
+        kir_compiler::compile::CompileError::Source(d) => CliError::located(src, d),
+        kir_compiler::compile::CompileError::Plain(m) => CliError::Plain(m),
+    }
+}
+
+/// The canonical IR right after `pass` in the compilation `plan` describes: the front end's
+/// passes, and the scheduling passes of the candidate the backend lowered, so the dump is the IR
+/// that `kirc compile` lowers. A pass that did not run for it is an error saying so.
+pub fn dump_lowered(
+    src: &Source,
+    plan: &kir_compiler::plan::CompilePlan,
+    pass: &str,
+) -> Result<String, CliError> {
+    if !pipeline::PASSES.contains(&pass) {
+        return Err(CliError::Plain(format!(
+            "{} (and `layout` for kirc compile)",
+            pipeline::DumpError::UnknownPass(pass.to_string())
+        )));
+    }
+    let mut dump = None;
+    pipeline::compile_observed(&src.text, plan, &mut |name, m| {
+        if name == pass {
+            dump = Some(kir_ir::text::print(m));
+        }
+    })
+    .map_err(|e| compile_error(src, e))?;
+    dump.ok_or_else(|| {
+        CliError::Plain(format!(
+            "pass `{pass}` does not run when compiling this module for {} with these flags (the \
+             scheduled module the backend lowers did not need it); `kirc check --dump-after \
+             {pass} --target {}` forces it",
+            plan.target.name(),
+            plan.target.name()
+        ))
+    })
 }

@@ -7,8 +7,9 @@
 //! `--meta` or `--report` file or a closed stdout leaves no new file.
 
 use crate::common::{self, CliError};
-use kir_compiler::compile::{self, CompileError, Emit};
+use kir_compiler::compile::{self, Emit};
 use kir_compiler::outfile::{self, Staged};
+use kir_compiler::plan::CompilePlan;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
@@ -69,19 +70,9 @@ pub fn main(a: Args) -> Result<ExitCode, CliError> {
             "layout" => {
                 // What the PTX backend lowers for this target: its configuration, the scheduled
                 // module and the warps each kernel got.
-                let out = compile::compile_stage(
-                    &src.text,
-                    &a.defines,
-                    a.kernel.as_deref(),
-                    target,
-                    Emit::Ptx,
-                    compile::Stage::Output,
-                    &a.ptx.options(),
-                )
-                .map_err(|e| match e {
-                    CompileError::Source(d) => CliError::located(&src, d),
-                    CompileError::Plain(m) => CliError::Plain(m),
-                })?;
+                let out =
+                    kir_compiler::pipeline::compile(&src.text, &plan(&a, &src, target, Emit::Ptx)?)
+                        .map_err(|e| common::compile_error(&src, e))?;
                 let warps = out
                     .reports
                     .iter()
@@ -93,27 +84,7 @@ pub fn main(a: Args) -> Result<ExitCode, CliError> {
                     &warps,
                 ))
             }
-            p => kir_compiler::pipeline::dump_after_with(
-                &src.text,
-                &a.defines,
-                p,
-                &kir_compiler::pipeline::ScheduleOptions {
-                    target: Some(target),
-                    // The ring depth PTX compilation asks for (`kirc compile` lowers this IR).
-                    stages: a.ptx.stages.or(Some(kir_backends::ptx::PIPELINE_STAGES)),
-                    warp_specialize: kir_compiler::pipeline::WsChoice::Off,
-                    no_tma_rings: false,
-                    persistent: a.ptx.persistent_programs(),
-                    overlap: a.ptx.overlap == Some(common::WsFlag::On),
-                },
-            )
-            .map_err(|e| match e {
-                kir_compiler::pipeline::DumpError::UnknownPass(_) => {
-                    CliError::Plain(format!("{e} (and `layout` for kirc compile)"))
-                }
-                kir_compiler::pipeline::DumpError::NeedsTarget(_) => CliError::Plain(e.to_string()),
-                kir_compiler::pipeline::DumpError::Failed(d) => CliError::located(&src, d),
-            })?,
+            p => common::dump_lowered(&src, &plan(&a, &src, target, emit)?, p)?,
         };
         write(&a.out, &text, Vec::new())?;
         return Ok(ExitCode::SUCCESS);
@@ -126,19 +97,11 @@ pub fn main(a: Args) -> Result<ExitCode, CliError> {
             ))
         })?,
     };
-    let out = compile::compile_stage(
+    let out = kir_compiler::pipeline::compile(
         &src.text,
-        &a.defines,
-        a.kernel.as_deref(),
-        target,
-        emit,
-        stage,
-        &a.ptx.options(),
+        &plan(&a, &src, target, emit)?.with_stage(stage),
     )
-    .map_err(|e| match e {
-        CompileError::Source(d) => CliError::located(&src, d),
-        CompileError::Plain(m) => CliError::Plain(m),
-    })?;
+    .map_err(|e| common::compile_error(&src, e))?;
     let meta = match (&a.meta, &out.meta) {
         (Some(path), Some(json)) => {
             let text = serde_json::to_string_pretty(json)
@@ -175,8 +138,8 @@ pub fn main(a: Args) -> Result<ExitCode, CliError> {
 
 /// Checks, before anything is compiled or written, the flag combination and every output path:
 /// `--meta` needs `--emit ptx|cuda` and is not a directory, `--report` needs `--emit ptx`, `-o`,
-/// `--meta` and a `--report` file are different files, `--warps`/`--stages` not with
-/// `--emit cuda`, `--stage` and `--meta` not with `--dump-after`.
+/// `--meta` and a `--report` file are different files, `--stage` and `--meta` not with
+/// `--dump-after` (the lowering flags are checked by the compile plan).
 fn check_args(a: &Args, emit: Emit) -> Result<(), CliError> {
     let plain = |m: &str| Err(CliError::Plain(m.to_string()));
     if a.report.is_some() && (emit != Emit::Ptx || a.dump_after.is_some()) {
@@ -195,18 +158,6 @@ fn check_args(a: &Args, emit: Emit) -> Result<(), CliError> {
         if a.meta.is_some() && emit == Emit::Ir {
             return plain("--meta needs --emit ptx or cuda (--emit ir has no launch metadata)");
         }
-        if emit == Emit::Cuda {
-            for (flag, set) in [
-                ("--warps", a.ptx.warps.is_some()),
-                ("--stages", a.ptx.stages.is_some()),
-            ] {
-                if set {
-                    return Err(CliError::Plain(format!(
-                        "{flag} does not apply to --emit cuda (the CUDA-C parity backend has no warps or pipeline stages)"
-                    )));
-                }
-            }
-        }
     }
     let mut paths: Vec<(&str, &Path)> = Vec::new();
     if a.out != "-" {
@@ -222,6 +173,20 @@ fn check_args(a: &Args, emit: Emit) -> Result<(), CliError> {
         paths.push(("--report", Path::new(r)));
     }
     outfile::check_paths(&paths).map_err(|e| CliError::Plain(e.to_string()))
+}
+
+/// The compile plan of the arguments (flags validated, the configuration resolved).
+fn plan(
+    a: &Args,
+    src: &common::Source,
+    target: kir_backends::Target,
+    emit: Emit,
+) -> Result<CompilePlan, CliError> {
+    Ok(
+        CompilePlan::resolve(&src.text, &a.defines, target, emit, a.ptx.flags(None))
+            .map_err(|e| common::compile_error(src, e))?
+            .with_kernel(a.kernel.as_deref()),
+    )
 }
 
 /// Writes the code to `out` (a file, or stdout for `-`) and the other files (metadata, report)

@@ -11,7 +11,7 @@ use crate::common::Source;
 use kir_backends::runtime::{self, Gpu, RuntimeError};
 #[cfg(feature = "cuda")]
 #[cfg(feature = "cuda")]
-use kir_compiler::compile::{self, CompileError, Compiled, Emit};
+use kir_compiler::compile::{Compiled, Emit};
 #[cfg(feature = "cuda")]
 use kir_ir::Diagnostic;
 
@@ -66,14 +66,14 @@ pub fn open_gpu(src: &Source) -> Result<Gpu, CliError> {
     Ok(gpu)
 }
 
-/// Compiles `src` to PTX with `opts` for `target` (by name), or for the target matching `gpu`.
+/// Compiles `src` to PTX with the lowering `flags` for `target` (by name), or for the target matching `gpu`.
 #[cfg(feature = "cuda")]
 pub fn compile_for(
     src: &Source,
     defines: &[(String, String)],
     kernel: Option<&str>,
     target: Option<&str>,
-    opts: &kir_backends::ptx::PtxOptions,
+    flags: kir_compiler::plan::Flags,
     gpu: &Gpu,
 ) -> Result<Compiled, CliError> {
     let target = match target {
@@ -86,19 +86,12 @@ pub fn compile_for(
             ))
         })?,
     };
-    compile::compile_stage(
-        &src.text,
-        defines,
-        kernel,
-        target,
-        Emit::Ptx,
-        compile::Stage::Output,
-        opts,
-    )
-    .map_err(|e| match e {
-        CompileError::Source(d) => CliError::located(src, d),
-        CompileError::Plain(m) => CliError::Plain(m),
-    })
+    let plan =
+        kir_compiler::plan::CompilePlan::resolve(&src.text, defines, target, Emit::Ptx, flags)
+            .map_err(|e| crate::common::compile_error(src, e))?
+            .with_kernel(kernel);
+    kir_compiler::pipeline::compile(&src.text, &plan)
+        .map_err(|e| crate::common::compile_error(src, e))
 }
 
 /// The META.json of a PTX compilation (always present for `Emit::Ptx`).

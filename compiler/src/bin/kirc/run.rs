@@ -20,9 +20,11 @@
 use crate::common::{self, CliError, Source};
 use crate::device::{self, Device};
 use kir_backends::interp::{self, HostArg, HostTensor, RunOptions};
+use kir_compiler::compile::Emit;
 use kir_compiler::npy::{self, NpyDtype};
 use kir_compiler::outfile::{self, Staged};
 use kir_compiler::pipeline;
+use kir_compiler::plan::CompilePlan;
 use kir_ir::{Access, Diagnostic, Dtype, Module, ParamKind, Span};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -43,8 +45,8 @@ pub struct Args {
     #[arg(long = "arg", value_name = "NAME=PATH.npy|NUMBER", value_parser = parse_arg)]
     args: Vec<(String, String)>,
     /// Directory for the outputs, one NAME.npy per out/inout tensor (created if missing).
-    #[arg(long, value_name = "DIR")]
-    out: PathBuf,
+    #[arg(long, value_name = "DIR", required_unless_present = "dump_after")]
+    out: Option<PathBuf>,
     /// Run program instances one after another instead of in parallel (same results; cpu only).
     #[arg(long)]
     sequential: bool,
@@ -65,6 +67,11 @@ pub struct Args {
     seed: u64,
     #[command(flatten)]
     ptx: common::PtxFlags,
+    /// With `--target`: print the IR right after this pass of the compilation for that target
+    /// (the same module `kirc compile --dump-after PASS` shows and PTX lowers) instead of
+    /// running.
+    #[arg(long, value_name = "PASS", requires = "target")]
+    dump_after: Option<String>,
 }
 
 /// Parses `NAME=VALUE` (the argument of `--arg`).
@@ -247,7 +254,7 @@ fn run_cuda(
         &a.defines,
         a.kernel.as_deref(),
         a.target.as_deref(),
-        &a.ptx.options(),
+        a.ptx.flags(None),
         &gpu,
     )?;
     kir_backends::runtime::run(&gpu, &c.text, device::meta(&c)?, &c.module, args)
@@ -264,33 +271,69 @@ fn run_cuda(
     Err(device::not_built("--device cuda"))
 }
 
+/// The compile plan of `--target` on the CPU: the scheduled module the PTX backend would lower
+/// (or, with `--ws`, the interpreter's plan), from the same resolution as `kirc compile`.
+fn cpu_plan(a: &Args, src: &Source, target: &str) -> Result<CompilePlan, CliError> {
+    let ws =
+        a.ws.as_deref()
+            .map(|w| common::ws_choice(Some(w)))
+            .transpose()?;
+    let plan = CompilePlan::resolve(
+        &src.text,
+        &a.defines,
+        common::target(target)?,
+        Emit::Ptx,
+        a.ptx.flags(ws),
+    )
+    .map_err(|e| common::compile_error(src, e))?;
+    Ok(plan.with_kernel(a.kernel.as_deref()))
+}
+
 /// Runs `kirc run`.
 pub fn main(a: Args) -> Result<ExitCode, CliError> {
     let src = common::load(&a.file)?;
+    if let (Some(pass), Some(t)) = (&a.dump_after, &a.target) {
+        let text = common::dump_lowered(&src, &cpu_plan(&a, &src, t)?, pass)?;
+        common::out(&text)?;
+        return Ok(ExitCode::SUCCESS);
+    }
+    let Some(out_dir) = &a.out else {
+        return Err(CliError::Plain("--out DIR is needed to run".into()));
+    };
+    if a.device == Device::Cpu && a.target.is_none() {
+        if a.ws.is_some() {
+            return Err(CliError::Plain(
+                "--ws needs --target (the scheduling passes schedule for a target)".into(),
+            ));
+        }
+        if a.ptx.any() {
+            return Err(CliError::Plain(
+                "--warps, --stages, --warp-specialize, --persistent and --overlap choose how a \
+                 kernel is scheduled and lowered for a target: add --target (the interpreter \
+                 then runs the scheduled module) or --device cuda"
+                    .into(),
+            ));
+        }
+    }
+    if a.device == Device::Cuda && a.ws.is_some() {
+        return Err(CliError::Plain(
+            "--ws is a plan of the interpreter's (--device cpu --target T); on the GPU use \
+             --warp-specialize"
+                .into(),
+        ));
+    }
     let f = common::frontend(&src, &a.defines)?;
     let m = entry_module(f.output, a.kernel.as_deref())?;
-    check_outputs(&a.out, &output_names(&m))?;
+    check_outputs(out_dir, &output_names(&m))?;
     let args = host_args(&src, &m, &a.args)?;
     let outputs = match a.device {
         Device::Cpu => {
             let m = match a.target.as_deref() {
-                None if a.ws.is_some() => {
-                    return Err(CliError::Plain(
-                        "--ws needs --target (the scheduling passes schedule for a target)".into(),
-                    ))
-                }
                 None => m,
                 Some(t) => {
-                    let opts = pipeline::ScheduleOptions {
-                        target: Some(common::target(t)?),
-                        stages: a.ptx.stages,
-                        warp_specialize: common::ws_choice(a.ws.as_deref())?,
-                        no_tma_rings: false,
-                        persistent: a.ptx.persistent_programs(),
-                        overlap: a.ptx.overlap == Some(common::WsFlag::On),
-                    };
-                    pipeline::schedule_observed(&m, &opts, &mut |_, _| {})
-                        .map_err(|d| CliError::located(&src, d))?
+                    pipeline::compile(&src.text, &cpu_plan(&a, &src, t)?)
+                        .map_err(|e| common::compile_error(&src, e))?
+                        .module
                 }
             };
             run_cpu(&src, &m, &args, a.sequential, a.seed)?
@@ -300,7 +343,7 @@ pub fn main(a: Args) -> Result<ExitCode, CliError> {
     let mut files = Vec::new();
     let mut report = String::new();
     for (name, t) in &outputs {
-        let path = a.out.join(format!("{name}.npy"));
+        let path = out_dir.join(format!("{name}.npy"));
         let dtype = out_dtype(t.dtype);
         report += &format!(
             "wrote {} ({} {:?}, as {dtype})\n",

@@ -1,0 +1,207 @@
+//! The registry: every pass of the pipeline as a [`Pass`], and [`standard`], the one list that
+//! orders them. The front end is `specialize` → `egraph` → `fusion` → `mask_split` (after
+//! `parse`, which the manager runs on the source text); the scheduling passes for a target are
+//! `persistent` (when asked) → `pipelining` → `warp_specialize` (when asked) → `dot_overlap`
+//! (when asked).
+
+use super::{Level, Pass, PassContext, Phase, Preserves};
+use crate::passes;
+use crate::pipeline::{ws_plans, WsChoice};
+use kir_ir::{Diagnostics, Module};
+
+/// The passes in pipeline order (after `parse`).
+pub fn standard() -> Vec<Box<dyn Pass>> {
+    vec![
+        Box::new(Specialize),
+        Box::new(Egraph),
+        Box::new(Fusion),
+        Box::new(MaskSplit),
+        Box::new(Persistent),
+        Box::new(Pipelining),
+        Box::new(WarpSpecialize),
+        Box::new(DotOverlap),
+    ]
+}
+
+/// What every pass but `specialize` keeps: results and the launch signature.
+const KEEPS_ALL: Preserves = Preserves {
+    results: true,
+    signature: true,
+};
+
+/// `specialize`: constants substituted, `static_if`s resolved (passes/specialize.rs).
+pub struct Specialize;
+
+impl Pass for Specialize {
+    fn name(&self) -> &'static str {
+        "specialize"
+    }
+    fn phase(&self) -> Phase {
+        Phase::Frontend
+    }
+    fn needs(&self) -> Level {
+        Level::Generic
+    }
+    fn produces(&self) -> Level {
+        Level::Specialized
+    }
+    fn preserves(&self) -> Preserves {
+        // Conditional params come and go with the constants.
+        Preserves {
+            results: true,
+            signature: false,
+        }
+    }
+    fn run(&self, m: &Module, cx: &PassContext) -> Result<Option<Module>, Diagnostics> {
+        passes::specialize(m, cx.defines).map(Some)
+    }
+}
+
+/// Declares a front-end pass that always runs: `$ty` calls `$f(&Module) -> Module`.
+macro_rules! frontend_pass {
+    ($ty:ident, $name:literal, $f:path, $doc:literal) => {
+        #[doc = $doc]
+        pub struct $ty;
+
+        impl Pass for $ty {
+            fn name(&self) -> &'static str {
+                $name
+            }
+            fn phase(&self) -> Phase {
+                Phase::Frontend
+            }
+            fn needs(&self) -> Level {
+                Level::Specialized
+            }
+            fn produces(&self) -> Level {
+                Level::Specialized
+            }
+            fn preserves(&self) -> Preserves {
+                KEEPS_ALL
+            }
+            fn run(&self, m: &Module, _cx: &PassContext) -> Result<Option<Module>, Diagnostics> {
+                Ok(Some($f(m)))
+            }
+        }
+    };
+}
+
+frontend_pass!(
+    Egraph,
+    "egraph",
+    passes::egraph,
+    "`egraph`: algebraic rewriting by equality saturation (egraph/)."
+);
+frontend_pass!(
+    Fusion,
+    "fusion",
+    passes::fusion,
+    "`fusion`: kernel-graph fusion of a program's launches (passes/fusion.rs)."
+);
+frontend_pass!(
+    MaskSplit,
+    "mask_split",
+    passes::mask_split,
+    "`mask_split`: masked key loops split into unmasked and masked ranges (passes/mask_split.rs)."
+);
+
+/// Declares the trait's level facts of a scheduling pass.
+macro_rules! schedule_levels {
+    ($name:literal) => {
+        fn name(&self) -> &'static str {
+            $name
+        }
+        fn phase(&self) -> Phase {
+            Phase::Schedule
+        }
+        fn needs(&self) -> Level {
+            Level::Specialized
+        }
+        fn produces(&self) -> Level {
+            Level::Scheduled
+        }
+        fn preserves(&self) -> Preserves {
+            KEEPS_ALL
+        }
+    };
+}
+
+/// `persistent`: a fixed number of programs walking every tile (passes/persistent.rs); runs
+/// when [`crate::pipeline::ScheduleOptions::persistent`] is set.
+pub struct Persistent;
+
+impl Pass for Persistent {
+    schedule_levels!("persistent");
+    fn run(&self, m: &Module, cx: &PassContext) -> Result<Option<Module>, Diagnostics> {
+        match cx.schedule.persistent {
+            Some(n) => passes::persistent(m, n).map(Some),
+            None => Ok(None),
+        }
+    }
+}
+
+/// `pipelining`: an N-stage shared-memory ring of each loop's dot-operand loads
+/// (passes/pipelining.rs), within the target's shared-memory budget.
+pub struct Pipelining;
+
+impl Pass for Pipelining {
+    schedule_levels!("pipelining");
+    fn run(&self, m: &Module, cx: &PassContext) -> Result<Option<Module>, Diagnostics> {
+        let Some(target) = cx.schedule.target else {
+            return Ok(None);
+        };
+        let off = matches!(cx.schedule.warp_specialize, WsChoice::Off);
+        let cfg = passes::PipelineConfig {
+            smem_budget: target.smem_per_block(),
+            stages: cx.schedule.stages,
+            // Only sm_90a's wgmma keeps a dot in flight across iterations; elsewhere holding a
+            // stage would only shorten the prefetch distance. Warp specialization turns releases
+            // into the consumers' empty-barrier arrivals where the reads end, so it takes the
+            // ring unheld.
+            hold_carried_dots: target.has_wgmma() && off,
+            // TMA rings replace the cp.async rings that warp specialization takes as input.
+            tma_rings: target.has_tma() && target.has_wgmma() && !cx.schedule.no_tma_rings && off,
+        };
+        passes::pipelining(m, &cfg).map(Some)
+    }
+}
+
+/// `warp_specialize`: producer and consumer partitions (passes/warp_spec.rs), with the plan
+/// asked for or the target's plans in order of preference (the first that applies).
+pub struct WarpSpecialize;
+
+impl Pass for WarpSpecialize {
+    schedule_levels!("warp_specialize");
+    fn run(&self, m: &Module, cx: &PassContext) -> Result<Option<Module>, Diagnostics> {
+        let Some(target) = cx.schedule.target else {
+            return Ok(None);
+        };
+        let plans = match &cx.schedule.warp_specialize {
+            WsChoice::Off => return Ok(None),
+            WsChoice::Auto => ws_plans(target),
+            WsChoice::Plan(p) => vec![p.clone()],
+        };
+        let mut last = None;
+        for plan in &plans {
+            match passes::warp_specialize_within(m, plan, target.smem_per_block()) {
+                Ok(ws) => return Ok(Some(ws)),
+                Err(e) => last = Some(e),
+            }
+        }
+        Err(last.unwrap_or_default())
+    }
+}
+
+/// `dot_overlap`: each TMA ring loop's fresh stage dot issued with the previous block's
+/// accumulating dot (passes/dot_overlap.rs), in the consumer when warp-specialized.
+pub struct DotOverlap;
+
+impl Pass for DotOverlap {
+    schedule_levels!("dot_overlap");
+    fn run(&self, m: &Module, cx: &PassContext) -> Result<Option<Module>, Diagnostics> {
+        if !cx.schedule.overlap {
+            return Ok(None);
+        }
+        passes::dot_overlap(m).map(|(rotated, _)| Some(rotated))
+    }
+}
