@@ -46,7 +46,10 @@ struct Tree {
 
 impl Tree {
     fn read(root: &Path) -> Tree {
-        let mut t = Tree { files: BTreeSet::new(), dirs: BTreeSet::new() };
+        let mut t = Tree {
+            files: BTreeSet::new(),
+            dirs: BTreeSet::new(),
+        };
         for d in SOURCE_DIRS {
             t.walk(root, d);
         }
@@ -54,7 +57,9 @@ impl Tree {
     }
 
     fn walk(&mut self, root: &Path, rel: &str) {
-        let Ok(entries) = std::fs::read_dir(root.join(rel)) else { return };
+        let Ok(entries) = std::fs::read_dir(root.join(rel)) else {
+            return;
+        };
         self.dirs.insert(rel.to_string());
         for e in entries.flatten() {
             let name = e.file_name().to_string_lossy().into_owned();
@@ -106,13 +111,19 @@ impl Tree {
     }
 }
 
-/// `a/{b,c}.rs` → `a/b.rs`, `a/c.rs` (nested lists too); an unbalanced brace stays as written
+/// `a/{b,c}.rs` → `a/b.rs`, `a/c.rs` (one list after another); an unbalanced brace stays as written
 /// (and then names nothing).
 fn expand_braces(p: &str) -> Vec<String> {
-    let Some(open) = p.find('{') else { return vec![p.to_string()] };
-    let Some(close) = p[open..].find('}').map(|i| open + i) else { return vec![p.to_string()] };
+    let Some(open) = p.find('{') else {
+        return vec![p.to_string()];
+    };
+    let Some(close) = p[open..].find('}').map(|i| open + i) else {
+        return vec![p.to_string()];
+    };
     let (head, alts, tail) = (&p[..open], &p[open + 1..close], &p[close + 1..]);
-    alts.split(',').flat_map(|a| expand_braces(&format!("{head}{a}{tail}"))).collect()
+    alts.split(',')
+        .flat_map(|a| expand_braces(&format!("{head}{a}{tail}")))
+        .collect()
 }
 
 /// `*` (any run of characters but `/`) and `?` (one character but `/`).
@@ -149,8 +160,13 @@ fn is_camel(s: &str) -> bool {
 /// The type names the Rust sources define, with every enum's variants.
 fn defined_names(root: &Path, tree: &Tree) -> BTreeSet<String> {
     let mut names = BTreeSet::new();
-    for f in tree.files.iter().filter(|f| f.ends_with(".rs") && !f.starts_with("docs/")) {
-        let src = std::fs::read_to_string(root.join(f)).unwrap_or_default();
+    for f in tree
+        .files
+        .iter()
+        .filter(|f| f.ends_with(".rs") && !f.starts_with("docs/"))
+    {
+        let src =
+            strip_comments_and_strings(&std::fs::read_to_string(root.join(f)).unwrap_or_default());
         let words = words(&src);
         for (i, &(pos, w)) in words.iter().enumerate() {
             let next = words.get(i + 1).map(|&(_, n)| n);
@@ -176,6 +192,90 @@ fn defined_names(root: &Path, tree: &Tree) -> BTreeSet<String> {
         }
     }
     names
+}
+
+/// `src` with its comments and the contents of its string and char literals blanked (newlines
+/// kept), so that words in prose or in strings ("the type Foo") define nothing.
+fn strip_comments_and_strings(src: &str) -> String {
+    let b = src.as_bytes();
+    let mut out = b.to_vec();
+    let blank = |out: &mut Vec<u8>, from: usize, to: usize| {
+        for x in &mut out[from.min(b.len())..to.min(b.len())] {
+            if *x != b'\n' {
+                *x = b' ';
+            }
+        }
+    };
+    let ident_before = |i: usize| i > 0 && (b[i - 1].is_ascii_alphanumeric() || b[i - 1] == b'_');
+    let mut i = 0;
+    while i < b.len() {
+        match b[i] {
+            b'/' if b.get(i + 1) == Some(&b'/') => {
+                let end = src[i..].find('\n').map_or(b.len(), |n| i + n);
+                blank(&mut out, i, end);
+                i = end;
+            }
+            b'/' if b.get(i + 1) == Some(&b'*') => {
+                let (mut depth, mut j) = (0, i);
+                while j < b.len() {
+                    if b[j..].starts_with(b"/*") {
+                        depth += 1;
+                        j += 2;
+                    } else if b[j..].starts_with(b"*/") {
+                        depth -= 1;
+                        j += 2;
+                        if depth == 0 {
+                            break;
+                        }
+                    } else {
+                        j += 1;
+                    }
+                }
+                blank(&mut out, i, j);
+                i = j;
+            }
+            // Raw strings: r"…", r#"…"#, br"…".
+            b'r' if (!ident_before(i) || (b[i - 1] == b'b' && !ident_before(i - 1)))
+                && matches!(b.get(i + 1), Some(b'"') | Some(b'#')) =>
+            {
+                let hashes = b[i + 1..].iter().take_while(|&&c| c == b'#').count();
+                if b.get(i + 1 + hashes) != Some(&b'"') {
+                    i += 1;
+                    continue;
+                }
+                let close = format!("\"{}", "#".repeat(hashes));
+                let body = i + 2 + hashes;
+                let end = src[body..].find(&close).map_or(b.len(), |n| body + n);
+                blank(&mut out, body, end);
+                i = end + close.len();
+            }
+            b'"' => {
+                let mut j = i + 1;
+                while j < b.len() && b[j] != b'"' {
+                    j += if b[j] == b'\\' { 2 } else { 1 };
+                }
+                blank(&mut out, i + 1, j);
+                i = j + 1;
+            }
+            // A char literal ('x', '→', '\n', '\u{..}'); a lifetime ('a) has no closing quote.
+            b'\'' => {
+                let len = if b.get(i + 1) == Some(&b'\\') {
+                    src[i + 3..].find('\'').map(|n| n + 3)
+                } else {
+                    src[i + 1..].chars().next().map(|c| c.len_utf8() + 1)
+                };
+                match len {
+                    Some(n) if b.get(i + n) == Some(&b'\'') => {
+                        blank(&mut out, i + 1, i + n);
+                        i += n + 1;
+                    }
+                    _ => i += 1,
+                }
+            }
+            _ => i += 1,
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
 }
 
 /// The identifiers of `src` with their byte offsets.
@@ -226,7 +326,9 @@ fn macro_type_name(s: &str) -> Option<&str> {
 /// `s` starts at `enum`: adds the variants of its body (the names at the start of each item at
 /// brace depth 0).
 fn enum_variants(s: &str, names: &mut BTreeSet<String>) {
-    let Some(open) = s.find(['{', ';']) else { return };
+    let Some(open) = s.find(['{', ';']) else {
+        return;
+    };
     if s.as_bytes()[open] != b'{' {
         return;
     }
@@ -279,7 +381,9 @@ fn citations(sec: &str) -> Vec<(usize, Cite<'_>)> {
             if sec[..start].chars().next_back().is_some_and(is_path_char) {
                 continue;
             }
-            let len = sec[i..].find(|c: char| !is_path_char(c)).unwrap_or(sec.len() - i);
+            let len = sec[i..]
+                .find(|c: char| !is_path_char(c))
+                .unwrap_or(sec.len() - i);
             let p = sec[i..i + len].trim_end_matches(['.', ',', ':', ';']);
             out.push((i, Cite::Path(p)));
         }
@@ -314,9 +418,9 @@ fn citations(sec: &str) -> Vec<(usize, Cite<'_>)> {
                     out.push((at, Cite::Path(t)));
                 }
             }
-            let rust_path = t.split("::").all(|s| {
-                s.starts_with(is_ident_start) && s.chars().all(is_ident_char)
-            });
+            let rust_path = t
+                .split("::")
+                .all(|s| s.starts_with(is_ident_start) && s.chars().all(is_ident_char));
             if rust_path && t.split("::").any(is_camel) {
                 out.push((at, Cite::Type(t)));
             }
@@ -352,9 +456,13 @@ fn check_text(doc: &str, text: &str, tree: &Tree, names: &BTreeSet<String>) -> V
                     }
                 }
                 Cite::Bare(f) => {
-                    let in_base = base.as_ref().is_some_and(|b| tree.exists(&format!("{b}/{f}")));
+                    let in_base = base
+                        .as_ref()
+                        .is_some_and(|b| tree.exists(&format!("{b}/{f}")));
                     if !tree.exists(f) && !in_base {
-                        let hint = base.as_deref().map_or(String::new(), |b| format!(" (nor in {b}/)"));
+                        let hint = base
+                            .as_deref()
+                            .map_or(String::new(), |b| format!(" (nor in {b}/)"));
                         missing.push(format!(
                             "{doc}:{}: file `{f}` is not at the repository root{hint}",
                             line_of(i)
@@ -383,7 +491,10 @@ fn design_docs_cite_existing_paths_and_types() {
     let tree = Tree::read(&root);
     let names = defined_names(&root, &tree);
     assert!(names.contains("Frontend") && names.contains("Pure") && names.contains("CmpPred"));
-    let missing: Vec<String> = DOCS.iter().flat_map(|d| check_doc(d, &tree, &names)).collect();
+    let missing: Vec<String> = DOCS
+        .iter()
+        .flat_map(|d| check_doc(d, &tree, &names))
+        .collect();
     assert!(
         missing.is_empty(),
         "{} stale reference(s) in the design docs:\n{}",
@@ -418,21 +529,26 @@ fn the_rules_catch_what_they_should() {
     );
     assert_eq!(
         kinds("`kir_ir::Module`, `Opcode::ALL`, `HEAD_DIM`, `Vec<u8>`, `CompileError::Source`\n"),
-        ["type kir_ir::Module", "type Opcode::ALL", "type CompileError::Source"]
+        [
+            "type kir_ir::Module",
+            "type Opcode::ALL",
+            "type CompileError::Source"
+        ]
     );
     assert!(tree.exists("compiler/src/passes/{persistent,pipelining}.rs"));
     assert!(!tree.exists("compiler/src/passes/{persistent,no_such_pass}.rs"));
     assert!(tree.exists("compiler/ops/*.kir") && !tree.exists("compiler/ops/*.nothing"));
     assert!(tree.exists("backends/src/interp/") && !tree.exists("ir/src/ops.rs/"));
     assert!(names.contains("Module") && !names.contains("NoSuchTypeAnywhere"));
-    let stale = "# T\n\nbackends/src/interp/ holds `runner.rs` and `no_such.rs`; `NoSuchTypeAnywhere`.\n\
+    let stale =
+        "# T\n\nbackends/src/interp/ holds `runner.rs` and `no_such.rs`; `NoSuchTypeAnywhere`.\n\
                  ## U\n\n`bind.rs` has no directory cited before it in its section.\n";
     assert_eq!(
         check_text("t.md", stale, &tree, &names),
         [
             "t.md:3: file `no_such.rs` is not at the repository root (nor in backends/src/interp/)",
             "t.md:3: type `NoSuchTypeAnywhere` (in `NoSuchTypeAnywhere`) is defined nowhere in the Rust sources",
-            "t.md:5: file `bind.rs` is not at the repository root",
+            "t.md:6: file `bind.rs` is not at the repository root",
         ]
     );
 }
