@@ -36,6 +36,8 @@ pub struct Config {
 struct Row {
     op: &'static str,
     target: Target,
+    /// A row of the CUDA-C parity backend (tiles only) rather than of PTX and IR emission.
+    cuda: bool,
     /// The condition on the op's constant values (user `-D`s and declared defaults).
     when: fn(&Values) -> bool,
     set: &'static [(&'static str, &'static str)],
@@ -103,6 +105,7 @@ impl Values<'_> {
 /// docs/benchmarks.md "Persistent GEMM"); swiglu (two dots sharing A) keeps the op's tile.
 const ROWS: &[Row] = &[
     Row {
+        cuda: false,
         op: "attention_fwd",
         target: Target::Sm90a,
         when: |v| {
@@ -121,6 +124,7 @@ const ROWS: &[Row] = &[
     // With an additive mask tile the 160-register consumers spill (844 bytes at 192×128):
     // the unspecialized tile, two blocks of two warpgroups per SM.
     Row {
+        cuda: false,
         op: "attention_fwd",
         target: Target::Sm90a,
         when: |v| v.half() && v.int("HEAD_DIM") == Some(128) && v.int("CAUSAL") == Some(0),
@@ -132,6 +136,7 @@ const ROWS: &[Row] = &[
         overlap: false,
     },
     Row {
+        cuda: false,
         op: "attention_fwd",
         target: Target::Sm90a,
         when: |v| v.half() && v.int("HEAD_DIM") == Some(128) && v.int("CAUSAL") == Some(1),
@@ -143,6 +148,7 @@ const ROWS: &[Row] = &[
         overlap: false,
     },
     Row {
+        cuda: false,
         op: "attention_fwd",
         target: Target::Sm90a,
         when: |v| v.half() && v.int("HEAD_DIM") == Some(64) && v.int("CAUSAL") == Some(0),
@@ -154,6 +160,7 @@ const ROWS: &[Row] = &[
         overlap: false,
     },
     Row {
+        cuda: false,
         op: "attention_fwd",
         target: Target::Sm90a,
         when: |v| v.half() && v.int("HEAD_DIM") == Some(64) && v.int("CAUSAL") == Some(1),
@@ -165,6 +172,7 @@ const ROWS: &[Row] = &[
         overlap: false,
     },
     Row {
+        cuda: false,
         op: "attention_fwd",
         target: Target::Sm90a,
         when: |v| v.half() && v.int("HEAD_DIM") == Some(256),
@@ -176,6 +184,7 @@ const ROWS: &[Row] = &[
         overlap: false,
     },
     Row {
+        cuda: false,
         op: "gemm",
         target: Target::Sm90a,
         when: |v| v.half() && v.sym("EPILOGUE") != Some("swiglu") && v.int("TRANS_A") == Some(0),
@@ -191,14 +200,94 @@ const ROWS: &[Row] = &[
         persistent: true,
         overlap: false,
     },
+    // CUDA C stores every live tile as 32-bit values in shared memory, so the op's default
+    // tiles outgrow the smaller targets (`Target::smem_per_block`): sm_120a's 99 KB does not
+    // hold attention_fwd at d128 (119,296 bytes) or attention_bwd's dK/dV (165,888), sm_80's
+    // 163 KB not attention_fwd at d256 (213,760) or causal attention_bwd (170,496). These rows
+    // take smaller query and key blocks that fit with every feature (fit checked by
+    // tests/tests/configs.rs; the parity backend is checked for results, not timed).
+    Row {
+        cuda: true,
+        op: "attention_fwd",
+        target: Target::Sm120a,
+        when: |v| v.int("HEAD_DIM").is_some_and(|d| d <= 128),
+        set: &[("BLOCK_M", "32"), ("BLOCK_N", "32")],
+        warps: None,
+        stages: None,
+        warp_specialize: false,
+        persistent: false,
+        overlap: false,
+    },
+    Row {
+        cuda: true,
+        op: "attention_fwd",
+        target: Target::Sm120a,
+        when: |_| true,
+        set: &[("BLOCK_M", "16"), ("BLOCK_N", "16")],
+        warps: None,
+        stages: None,
+        warp_specialize: false,
+        persistent: false,
+        overlap: false,
+    },
+    Row {
+        cuda: true,
+        op: "attention_fwd",
+        target: Target::Sm80,
+        when: |v| v.int("HEAD_DIM").is_some_and(|d| d > 128) && v.int("CAUSAL") == Some(0),
+        set: &[("BLOCK_M", "32")],
+        warps: None,
+        stages: None,
+        warp_specialize: false,
+        persistent: false,
+        overlap: false,
+    },
+    Row {
+        cuda: true,
+        op: "attention_fwd",
+        target: Target::Sm80,
+        when: |v| v.int("HEAD_DIM").is_some_and(|d| d > 128),
+        set: &[("BLOCK_M", "32"), ("BLOCK_N", "32")],
+        warps: None,
+        stages: None,
+        warp_specialize: false,
+        persistent: false,
+        overlap: false,
+    },
+    Row {
+        cuda: true,
+        op: "attention_bwd",
+        target: Target::Sm120a,
+        when: |_| true,
+        set: &[("BLOCK_M", "32"), ("BLOCK_N", "16"), ("BLOCK_KV", "16")],
+        warps: None,
+        stages: None,
+        warp_specialize: false,
+        persistent: false,
+        overlap: false,
+    },
+    Row {
+        cuda: true,
+        op: "attention_bwd",
+        target: Target::Sm80,
+        when: |v| v.int("CAUSAL") == Some(1),
+        set: &[("BLOCK_M", "32")],
+        warps: None,
+        stages: None,
+        warp_specialize: false,
+        persistent: false,
+        overlap: false,
+    },
 ];
 
-/// The configuration for built-in op `op` on `target` with constant `values`, given the
+/// The configuration for built-in op `op` on `target` (for the CUDA-C backend when `cuda`) with
+/// constant `values`, given the
 /// constants the user defined and whether the user chose the warps or the stages. Empty when no
 /// row applies.
 pub fn target_config(
     op: &str,
     target: Target,
+    cuda: bool,
     values: &[(String, EvalVal)],
     user_defines: &[(String, String)],
     user_tiles: bool,
@@ -206,7 +295,7 @@ pub fn target_config(
     let vals = Values(values);
     let Some(row) = ROWS
         .iter()
-        .find(|r| r.op == op && r.target == target && (r.when)(&vals))
+        .find(|r| r.op == op && r.target == target && r.cuda == cuda && (r.when)(&vals))
     else {
         return Config::default();
     };

@@ -136,8 +136,8 @@ pub struct CompilePlan {
 impl CompilePlan {
     /// Resolves and validates a compilation of `src`: the flags are checked, and the per-target
     /// configuration ([`crate::configs`]) of a built-in op applies when the user set none of its
-    /// tile constants, `--warps` or `--stages` (PTX and IR emission only; CUDA C keeps the op's
-    /// defaults). A source that does not parse or specialize gets no row (the pipeline reports
+    /// tile constants, `--warps` or `--stages` (the rows of PTX and IR emission, or CUDA C's own
+    /// rows, which only choose tiles that fit the target's shared memory). A source that does not parse or specialize gets no row (the pipeline reports
     /// its errors).
     pub fn resolve(
         src: &str,
@@ -147,10 +147,10 @@ impl CompilePlan {
         flags: Flags,
     ) -> Result<CompilePlan, CompileError> {
         flags.validate(target, emit).map_err(CompileError::Plain)?;
-        let config = if emit == Emit::Cuda || flags.ws_plan.is_some() {
+        let config = if flags.ws_plan.is_some() {
             Config::default()
         } else {
-            target_config(src, defines, target, &flags)
+            target_config(src, defines, target, emit == Emit::Cuda, &flags)
         };
         let mut all = defines.to_vec();
         all.extend(config.defines.iter().cloned());
@@ -245,14 +245,14 @@ impl CompilePlan {
         } else {
             WsChoice::Plan(WsPlan::one_consumer(self.ptx_options().warps.unwrap_or(4)))
         };
-        ScheduleOptions {
-            target: Some(self.target),
-            stages: Some(stages),
+        options(
+            Some(self.target),
+            Some(stages),
             warp_specialize,
-            no_tma_rings: !tma,
-            persistent: self.persistent(warp_specialized),
-            overlap: self.overlap() && (warp_specialized || tma),
-        }
+            !tma,
+            self.persistent(warp_specialized),
+            self.overlap() && (warp_specialized || tma),
+        )
     }
 
     /// The kernel-symbol suffix of the flags that were set.
@@ -292,19 +292,44 @@ pub fn explore(
         None if pass == "persistent" => target.map(|t| t.sm_count()),
         p => p,
     };
+    options(
+        target,
+        stages,
+        warp_specialize,
+        false,
+        persistent,
+        pass == "dot_overlap",
+    )
+}
+
+/// The one constructor of [`ScheduleOptions`] (a test checks that no other code builds one).
+fn options(
+    target: Option<Target>,
+    stages: Option<usize>,
+    warp_specialize: WsChoice,
+    no_tma_rings: bool,
+    persistent: Option<u32>,
+    overlap: bool,
+) -> ScheduleOptions {
     ScheduleOptions {
         target,
         stages,
         warp_specialize,
-        no_tma_rings: false,
+        no_tma_rings,
         persistent,
-        overlap: pass == "dot_overlap",
+        overlap,
     }
 }
 
 /// The configuration row for `src` if it is a built-in op whose source is unchanged; the user's
 /// tile choices (`-D` of a row's constant, `--warps`, `--stages`) keep every row out.
-fn target_config(src: &str, defines: &[(String, String)], target: Target, flags: &Flags) -> Config {
+fn target_config(
+    src: &str,
+    defines: &[(String, String)],
+    target: Target,
+    cuda: bool,
+    flags: &Flags,
+) -> Config {
     let Ok(generic) = kir_ir::text::parse(src) else {
         return Config::default();
     };
@@ -317,6 +342,7 @@ fn target_config(src: &str, defines: &[(String, String)], target: Target, flags:
     configs::target_config(
         &generic.name,
         target,
+        cuda,
         &values,
         defines,
         flags.warps.is_some() || flags.stages.is_some(),

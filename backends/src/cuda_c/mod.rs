@@ -98,6 +98,16 @@ pub fn lower(m: &Module, target: Target, suffix: &str) -> Result<CudaModule, Cud
         let abi = kernel_abi(k).map_err(CudaError::plain)?;
         let symbol = format!("{}{suffix}", k.name);
         let (text, shared_bytes) = kernel::emit_kernel(k, &abi, &symbol)?;
+        let limit = target.smem_per_block() as usize;
+        if shared_bytes > limit {
+            return Err(CudaError::plain(format!(
+                "kernel `{}` needs {shared_bytes} bytes of shared memory in the CUDA-C backend \
+                 (every live tile is stored as 32-bit values), more than the {limit} bytes a \
+                 block may use on {}: choose smaller tile constants",
+                k.name,
+                target.name()
+            )));
+        }
         src.push('\n');
         src += &text;
         kernels.push(KernelMeta {

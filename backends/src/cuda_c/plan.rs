@@ -18,9 +18,6 @@ use cranelift_entity::SecondaryMap;
 use kir_ir::{Attr, Block, Dtype, Kernel, Op, Opcode, Value};
 use std::collections::HashMap;
 
-/// Most dynamic shared memory one block may use: 227 KB.
-pub const MAX_SHARED_BYTES: usize = 232_448;
-
 /// How a value is held.
 #[derive(Clone, Debug, PartialEq)]
 pub(crate) enum Repr {
@@ -518,14 +515,6 @@ impl Planner<'_> {
             placed.push(i);
         }
         self.plan.shared_bytes = total.div_ceil(16) * 16;
-        if self.plan.shared_bytes > MAX_SHARED_BYTES {
-            return Err(CudaError::plain(format!(
-                "kernel `{}` needs {} bytes of shared memory in the CUDA-C backend (every live \
-                 tile is stored as 32-bit values), more than the {MAX_SHARED_BYTES}-byte (227 KB) \
-                 limit of a block: choose smaller tile constants",
-                self.k.name, self.plan.shared_bytes
-            )));
-        }
         Ok(())
     }
 }

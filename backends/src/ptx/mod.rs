@@ -120,9 +120,6 @@ impl PtxOptions {
     }
 }
 
-/// Shared memory a block may use on every supported target (227 KB).
-pub const MAX_SHARED_BYTES: u32 = 232_448;
-
 /// A lowering failure: names the op (by span) or the kernel, and the target.
 #[derive(Clone, Debug, PartialEq, thiserror::Error)]
 #[error("{message}")]
@@ -186,12 +183,13 @@ pub fn compile_module_with(
         let symbol = sanitize(&format!("{}{}", k.name, suffix));
         let abi = kernel_abi(k).map_err(|e| PtxError::at(k.span, e))?;
         let lowered = kernel::lower_kernel(k, &abi, target, &symbol, opts.warps)?;
-        if lowered.shared_bytes > MAX_SHARED_BYTES {
+        let limit = target.smem_per_block();
+        if u64::from(lowered.shared_bytes) > limit {
             let mut e = PtxError::at(
                 k.span,
                 format!(
                     "kernel `{}` needs {} bytes of shared memory on {}, more than the {} a block may use; use smaller tiles (e.g. -D BLOCK_M/BLOCK_N) or fewer pipeline stages (--stages)",
-                    k.name, lowered.shared_bytes, target.name(), MAX_SHARED_BYTES
+                    k.name, lowered.shared_bytes, target.name(), limit
                 ),
             );
             e.over_shared = true;

@@ -1,0 +1,149 @@
+//! The compile plan through `kirc`: every command validates the lowering flags the same way
+//! (one `CompilePlan`), and `kirc run --target T --dump-after PASS` shows exactly the module
+//! that `kirc compile --dump-after PASS` shows and PTX lowers.
+
+mod common;
+use common::{kirc, s, scratch, stderr, stdout};
+
+/// Random rmsnorm_fwd inputs (`x`: 5×40, `w`: 40) in `dir`.
+fn rms_inputs(dir: &std::path::Path) -> (String, String) {
+    let x = dir.join("x.npy");
+    let w = dir.join("w.npy");
+    let seed = format!("{}", std::process::id());
+    for (p, shape) in [(&x, "5x40"), (&w, "40")] {
+        let o = kirc(&["randn", shape, "-o", s(p), "--seed", &seed, "--scale", "3"]);
+        assert!(o.status.success(), "{}", stderr(&o));
+    }
+    (format!("x={}", s(&x)), format!("w={}", s(&w)))
+}
+
+#[test]
+fn run_and_compile_dump_the_same_scheduled_module() {
+    for (op, pass, defs) in [
+        ("attention_fwd", "pipelining", &[][..]),
+        ("attention_fwd", "warp_specialize", &[][..]),
+        ("attention_fwd", "pipelining", &["-D", "CAUSAL=1"][..]),
+        ("gemm", "persistent", &[][..]),
+        ("gemm", "warp_specialize", &[][..]),
+        ("gemm", "pipelining", &["-D", "EPILOGUE=swiglu"][..]),
+    ] {
+        let mut run = vec!["run", op, "--target", "sm_90a", "--dump-after", pass];
+        run.extend_from_slice(defs);
+        let mut compile = vec!["compile", op, "--target", "sm_90a", "--dump-after", pass];
+        compile.extend_from_slice(defs);
+        let (r, c) = (kirc(&run), kirc(&compile));
+        assert!(r.status.success(), "{op} {pass}: {}", stderr(&r));
+        assert!(c.status.success(), "{op} {pass}: {}", stderr(&c));
+        let (r, c) = (stdout(&r), stdout(&c));
+        assert!(r.contains("kernel @"), "{op} {pass}: {r}");
+        assert_eq!(r, c, "{op} {pass}: run and compile dump different modules");
+    }
+    // The configuration's choices show: d128 attention and GEMM are warp-specialized on sm_90a.
+    let o = stdout(&kirc(&[
+        "run",
+        "gemm",
+        "--target",
+        "sm_90a",
+        "--dump-after",
+        "warp_specialize",
+    ]));
+    assert!(o.contains("warp_specialize"), "{o}");
+}
+
+#[test]
+fn a_pass_that_did_not_run_is_an_error_not_an_empty_dump() {
+    // rmsnorm_fwd has no dot loop: nothing is warp-specialized.
+    let o = kirc(&[
+        "compile",
+        "rmsnorm_fwd",
+        "--target",
+        "sm_90a",
+        "--dump-after",
+        "warp_specialize",
+    ]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).contains("does not run"), "{}", stderr(&o));
+}
+
+#[test]
+fn flags_are_validated_alike_by_run_and_compile() {
+    let dir = scratch("plan", "flags");
+    let (x, w) = rms_inputs(&dir);
+    let out = dir.join("out");
+    let run = |extra: &[&str]| {
+        let mut a = vec![
+            "run",
+            "rmsnorm_fwd",
+            "--arg",
+            &x,
+            "--arg",
+            &w,
+            "--arg",
+            "eps=1e-5",
+            "--out",
+            s(&out),
+        ];
+        a.extend_from_slice(extra);
+        kirc(&a)
+    };
+    // Out of range: an error from run as from compile, naming the flag.
+    for bad in [&["--warps", "3"][..], &["--stages", "1000"][..]] {
+        let mut with_target = bad.to_vec();
+        with_target.extend_from_slice(&["--target", "sm_90a"]);
+        for o in [run(&with_target), {
+            let mut c = vec!["compile", "rmsnorm_fwd", "-o", "-"];
+            c.extend_from_slice(bad);
+            kirc(&c)
+        }] {
+            assert_eq!(o.status.code(), Some(2), "{bad:?}: {}", stderr(&o));
+            assert!(stderr(&o).contains(bad[0]), "{bad:?}: {}", stderr(&o));
+        }
+    }
+    // Lowering flags on the interpreter without a target schedule nothing: an error.
+    let o = run(&["--warps", "4", "--stages", "3"]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).contains("--target"), "{}", stderr(&o));
+    // `--stages 1` means no ring, on the interpreter as in compile.
+    let o = run(&["--target", "sm_90a", "--stages", "1"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(out.join("y.npy").exists());
+    // --warp-specialize on where nothing qualifies names why, on both.
+    let o = kirc(&[
+        "compile",
+        "rmsnorm_fwd",
+        "--warp-specialize",
+        "on",
+        "-o",
+        "-",
+    ]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).contains("no pipelined loop"), "{}", stderr(&o));
+    assert!(stdout(&o).is_empty());
+    let o = run(&["--target", "sm_90a", "--warp-specialize", "on"]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).contains("no pipelined loop"), "{}", stderr(&o));
+    // --overlap on where the target has no wgmma and TMA: an error, not another stage count.
+    for t in ["sm_80", "sm_100a", "sm_120a"] {
+        let o = kirc(&[
+            "compile",
+            "attention_fwd",
+            "--target",
+            t,
+            "--overlap",
+            "on",
+            "-o",
+            "-",
+        ]);
+        assert_eq!(o.status.code(), Some(2), "{t}: {}", stderr(&o));
+        assert!(stderr(&o).contains("--overlap on"), "{t}: {}", stderr(&o));
+    }
+    // Lowering flags with --emit cuda: an error naming the flag.
+    for flag in [&["--warp-specialize", "on"][..], &["--persistent", "8"][..]] {
+        let mut c = vec!["compile", "gemm", "--emit", "cuda", "-o", "-"];
+        c.extend_from_slice(flag);
+        let o = kirc(&c);
+        assert_eq!(o.status.code(), Some(2), "{flag:?}: {}", stderr(&o));
+        assert!(stderr(&o).contains(flag[0]), "{flag:?}: {}", stderr(&o));
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
