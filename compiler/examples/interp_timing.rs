@@ -1,6 +1,6 @@
 //! Times the CPU interpreter on the built-in attention_fwd (bf16, D = 128, one head, S = 1024),
 //! in parallel and sequentially: `cargo run --release -p kir-compiler --example interp_timing`.
-//! A measurement, not a test: docs/benchmarks.md records its figures.
+//! A measurement, not a test: docs/history/benchmarks-log.md, "CPU interpreter", records its figures.
 
 use kir_backends::interp::{run_with, HostArg, HostTensor, RunOptions};
 use kir_ir::Dtype;

@@ -1,6 +1,7 @@
 //! Per-target default configurations of the built-in ops: the tile constants and warps that
 //! `kirc compile/run/bench` use when the user gives none, chosen per target, dtype and head dim
-//! from H200 measurements (docs/benchmarks.md). An op's `.kir` file keeps the defaults that fit
+//! from H200 measurements (docs/benchmarks.md; the calls behind each row in
+//! docs/history/benchmarks-log.md). An op's `.kir` file keeps the defaults that fit
 //! every target (and the CUDA-C parity backend, which never takes these rows); a row here
 //! replaces them on the targets it names.
 //!
@@ -78,7 +79,8 @@ impl Values<'_> {
     }
 }
 
-/// The table (H200 measurements of 2026-12-01, docs/benchmarks.md "Hopper defaults").
+/// The table (H200 measurements of 2026-12-01 and 12-02, docs/history/benchmarks-log.md "Hopper
+/// fast path" and the sections named below).
 /// sm_90a attention: 128-row query blocks on two warpgroups (one 64-row wgmma fragment each,
 /// ping-ponging on the tensor cores). Without causal masking the key loop is a TMA ring
 /// (docs/passes.md): d128 warp-specialized, a producer warpgroup (tensor copies of K, V and the
@@ -86,23 +88,23 @@ impl Values<'_> {
 /// two stages (calls L2/L3, 2026-12-02: 615.0–619.2 TFLOP/s at 16k against 576.1–576.5 for the
 /// unspecialized 128×64 tile at two blocks per SM, 594.3–627.6 against 605.3–613.2 at 4k, and
 /// 459.7–461.2 against 517.0–517.2 at 1k, where 1,024 rows fill 5⅓ blocks of 192:
-/// docs/benchmarks.md "The producer stages the query block"), d64 with 128-key blocks (454.7; 64-key blocks 381.5, the
+/// docs/history/benchmarks-log.md "The producer stages the query block"), d64 with 128-key blocks (454.7; 64-key blocks 381.5, the
 /// 64×128 tile on one warpgroup 410.3), d256 with 64-key blocks (560.2). Causal key ranges are
 /// TMA rings too (their rows past the range zeroed in shared memory), taking the query blocks
 /// with the most keys first: d128 with 128-key blocks (467.9–470.4; 64-key blocks 462.8–464.0),
 /// d64 with 128×128 on two warpgroups, two blocks per SM at 128 registers since the loop bound
 /// lives in shared memory (408.6–410.2 against 388.0–388.6 for 64×128 on one warpgroup, three
-/// stages 340.6: one block per SM; docs/benchmarks.md "Causal d64 at two blocks per SM"), its
+/// stages 340.6: one block per SM; docs/history/benchmarks-log.md "Causal d64 at two blocks per SM"), its
 /// programs walking two heads at a time (421.4 against 414.8 one head at a time, four heads
 /// 424.2; at 4k tokens 313.9 against 303.7 and 300.8; d128 keeps one head: 485.9 against 479.0). sm_90a GEMM: a 128×256 tile with 64-deep K blocks on two warpgroups and a
 /// 4-stage held ring, each wgmma group left in flight for one iteration (461 TFLOP/s at 8192³;
 /// 3 stages 408, 2 stages 396, the op's 64×64 tile 149), warp-specialized: a producer warpgroup
 /// on tensor copies and the two warpgroups as its consumer (599–614 against 507–543 unspecialized
-/// at 8192³, 4096³ 544 against 472; docs/benchmarks.md "Warp specialization"), its tiles in
+/// at 8192³, 4096³ 544 against 472; docs/history/benchmarks-log.md "Warp specialization"), its tiles in
 /// groups of 8 block rows (8192³ 619–645 against 583–606 in row order, 16384×14336×4096 524–541
 /// against 483–492), on a persistent grid of the target's SM count (8192³ 695–698 against
 /// 634–654, 4096³ 640–650 against 609–622; 16384×14336×4096 both ways between calls;
-/// docs/benchmarks.md "Persistent GEMM"); swiglu (two dots sharing A) keeps the op's tile.
+/// docs/history/benchmarks-log.md "Persistent GEMM"); swiglu (two dots sharing A) keeps the op's tile.
 const ROWS: &[Row] = &[
     Row {
         cuda: false,

@@ -264,7 +264,7 @@ mod tests {
         assert!(matches!(err, DumpError::UnknownPass(_)));
         // The message lists every pass.
         let msg = err.to_string();
-        for p in PASSES {
+        for p in PASSES.iter() {
             assert!(msg.contains(p), "{msg}");
         }
         // Every pass that needs no target is dumpable without one.

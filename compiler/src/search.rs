@@ -77,7 +77,9 @@ pub fn search(
         if stages < 2 {
             return unscheduled(backend, spec, suffix, tried);
         }
-        let tma = plan.target.has_tma() && plan.target.has_wgmma();
+        // Tensor-copy rings where the pass makes them (targets with TMA and wgmma); a module
+        // whose tensor copies the backend would not lay out (written by hand, or a tile whose
+        // dots take mma.sync) is offered again with cp.async rings.
         let mut result = candidate(
             plan,
             spec,
@@ -85,20 +87,18 @@ pub fn search(
             suffix,
             plan.schedule(stages, false, true),
         );
-        if tma {
-            if let Err(Left::Rejected(Rejection::TensorCopyLayout)) = &result {
-                tried.push(format!(
-                    "{stages} stages, tensor-copy rings: {}",
-                    Rejection::TensorCopyLayout.describe()
-                ));
-                result = candidate(
-                    plan,
-                    spec,
-                    backend,
-                    suffix,
-                    plan.schedule(stages, false, false),
-                );
-            }
+        if let Err(Left::Rejected(Rejection::TensorCopyLayout)) = &result {
+            tried.push(format!(
+                "{stages} stages, tensor-copy rings: {}",
+                Rejection::TensorCopyLayout.describe()
+            ));
+            result = candidate(
+                plan,
+                spec,
+                backend,
+                suffix,
+                plan.schedule(stages, false, false),
+            );
         }
         match result {
             Ok(mut s) => {

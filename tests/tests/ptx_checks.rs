@@ -15,10 +15,14 @@ use std::process::Command;
 
 /// The check lines of each checked op: one file per group of targets whose PTX is alike
 /// (`<op>.check`, and `<op>.<target>.check` for a target whose path differs).
-const CHECKS: [(&str, &str); 10] = [
+const CHECKS: [(&str, &str); 11] = [
     (
         "attention_bwd",
         include_str!("../checks/attention_bwd.check"),
+    ),
+    (
+        "attention_bwd",
+        include_str!("../checks/attention_bwd.sm_120a.check"),
     ),
     (
         "attention_bwd",
@@ -378,7 +382,7 @@ fn stores_of_one_tensor_by_different_threads_are_ordered() {
 /// non-causal ring does: the copies' row-prefix masks (`keys < hi`) are tile ops, and a producer
 /// block that kept them ran on every thread, so every thread waited for the stage's release —
 /// a block-wide wait each iteration that ended the two warpgroups' ping-pong (9–10 % of causal
-/// d128 and d256 on the H200, docs/benchmarks.md). Every tensor copy and `expect_tx` arrival
+/// d128 and d256 on the H200, docs/history/benchmarks-log.md). Every tensor copy and `expect_tx` arrival
 /// sits between `@!%p bra $L_producer_end_N` and its label, unpredicated, and the loop's refill
 /// region holds the wait for the stage's release. Each fill of a masked (causal) ring stores the
 /// stage's valid-row count there, before its `expect_tx` arrival.

@@ -25,7 +25,7 @@ fn only(c: &Compiled) -> &PtxReport {
     &c.reports[0]
 }
 
-/// The tuned GEMM tile of docs/benchmarks.md (K-major B, 128×256×64, 8 warps).
+/// The tuned GEMM tile of docs/history/benchmarks-log.md (K-major B, 128×256×64, 8 warps).
 const WGMMA_GEMM: &[(&str, &str)] = &[
     ("DTYPE", "bf16"),
     ("TRANS_B", "1"),
@@ -62,10 +62,17 @@ fn gemm_dot_path_per_target() {
             );
             assert!(r.features.is_empty(), "{r}");
         }
-        // Two rings (A and B tiles) of the default depth, one copy of the body per stage.
-        assert_eq!(r.rings.len(), 2, "{r}");
-        assert!(r.rings.iter().all(|g| g.stages == 2), "{r}");
-        assert_eq!(d.emitted, 2, "{r}");
+        // Two rings (A and B tiles) of the default depth, one copy of the body per stage;
+        // sm_120a's 99 KB do not hold two stages of the tile (48 KB each, plus the epilogue's
+        // scratch), so the schedule search keeps the plain loop there.
+        if target == Target::Sm120a {
+            assert!(r.rings.is_empty(), "{r}");
+            assert_eq!(d.emitted, 1, "{r}");
+        } else {
+            assert_eq!(r.rings.len(), 2, "{r}");
+            assert!(r.rings.iter().all(|g| g.stages == 2), "{r}");
+            assert_eq!(d.emitted, 2, "{r}");
+        }
         assert_eq!(d.acc_regs, 128 * 256 / 256, "{r}");
         assert!(r.render(None).contains(match target {
             Target::Sm90a => "-> wgmma",

@@ -112,11 +112,15 @@ pub fn main(a: Args) -> Result<ExitCode, CliError> {
         (None, _) => None,
     };
     let report = a.report.as_ref().map(|dest| {
-        let text: String = out
+        let mut text: String = out
             .reports
             .iter()
             .map(|r| r.render(Some(&src.text)))
             .collect();
+        // The schedule search's candidates that the backend did not take, and why.
+        for t in &out.tried {
+            text += &format!("schedule search: passed over {t}\n");
+        }
         (dest.clone(), text)
     });
     let report_file = report
