@@ -17,7 +17,7 @@
 //! Every decision, and every candidate not fused with the reason, goes into a [`FusionReport`].
 //! A module without a program, or without fusible patterns, comes back unchanged.
 
-use crate::kedit::{self, Cloner};
+use kir_ir::edit::{self, Cloner};
 use kir_ir::{
     renumber::renumber_kernel, verifier, Access, ArgBinding, Kernel, Module, Offset, Opcode, Param,
     ParamKind, Program, TensorRef, Type,
@@ -264,7 +264,7 @@ impl State<'_> {
             let grid_j: Vec<String> = kj
                 .grid
                 .iter()
-                .map(|e| format!("{}", kedit::rename_expr(e, &|n| dims.get(n).cloned())))
+                .map(|e| format!("{}", edit::rename_expr(e, &|n| dims.get(n).cloned())))
                 .collect();
             let grid_i: Vec<String> = ki.grid.iter().map(|e| format!("{e}")).collect();
             if grid_i != grid_j {
@@ -273,10 +273,10 @@ impl State<'_> {
             }
             self.merge_into(i, j, dims);
             let k = &mut self.kernels[i];
-            kedit::cse(k);
-            let loops = kedit::merge_loops(k);
-            kedit::cse(k);
-            kedit::dce(k);
+            edit::cse(k);
+            let loops = edit::merge_loops(k);
+            edit::cse(k);
+            edit::dce(k);
             self.rep.fused.push(format!(
                 "{what} into @{} ({loops} loop(s) merged, shared loads read once)",
                 self.kernels[i].name
@@ -302,7 +302,7 @@ impl State<'_> {
                     t.dims = t
                         .dims
                         .iter()
-                        .map(|d| kedit::rename_expr(d, &|n| dims.get(n).cloned()))
+                        .map(|d| edit::rename_expr(d, &|n| dims.get(n).cloned()))
                         .collect();
                     ParamKind::Tensor(*a, t)
                 }
@@ -501,7 +501,7 @@ impl State<'_> {
                         tt.dims = tt
                             .dims
                             .iter()
-                            .map(|e| kedit::rename_expr(e, &|n| dims.get(n).cloned()))
+                            .map(|e| edit::rename_expr(e, &|n| dims.get(n).cloned()))
                             .collect();
                         ParamKind::Tensor(*a, tt)
                     }
@@ -526,7 +526,7 @@ impl State<'_> {
                 .collect();
             let kp = &mut self.kernels[p];
             let body = kp.body;
-            let res = kedit::insert_op(&mut kp.dfg, body, pos, nd, tys);
+            let res = edit::insert_op(&mut kp.dfg, body, pos, nd, tys);
             pos += 1;
             for (r, nr) in od.results.iter().zip(res) {
                 vmap.insert(*r, nr);
@@ -573,7 +573,7 @@ impl State<'_> {
                         });
                     }
                     k.params.retain(|x| x.name != p);
-                    kedit::dce(k);
+                    edit::dce(k);
                     self.prog.launches[i].args.retain(|a| a.param != p);
                 }
             }
@@ -583,7 +583,7 @@ impl State<'_> {
         }
         let mut i = 0;
         while i < self.kernels.len() {
-            if kedit::writes_memory(&self.kernels[i].dfg, self.kernels[i].body) {
+            if edit::writes_memory(&self.kernels[i].dfg, self.kernels[i].body) {
                 i += 1;
                 continue;
             }

@@ -13,8 +13,8 @@
 
 use super::mask_split_emit::Em;
 use super::mask_split_read::{Lin, B};
-use crate::kedit::op2;
-use kir_ir::{Attr, Block, CmpPred, Dtype, Expr, ExprKind, Kernel, Opcode, Type, Value, ValueDef};
+use kir_ir::edit::{def_data, op2};
+use kir_ir::{Attr, Block, CmpPred, Dtype, Expr, ExprKind, Kernel, Opcode, Type, Value};
 
 /// The sentinel bound of an unbounded interval end (|values| stay far below it).
 pub(super) const S: i64 = 1 << 30;
@@ -263,19 +263,15 @@ impl Full {
 /// axis a has cdiv(D, c) programs, with D: each is at most D − 1.
 pub(super) fn program_offsets(k: &Kernel, end: usize) -> Vec<(Value, String)> {
     let d = &k.dfg;
-    let def = |v: Value| match d.values[v].def {
-        ValueDef::Result(o, _) => Some(&d.ops[o]),
-        ValueDef::Arg(..) => None,
-    };
     let axis = |v: Value| {
-        let od = def(v)?;
+        let od = def_data(d, v)?;
         match (od.opcode, &od.lead) {
             (Opcode::ProgramId, Some(Attr::Expr(e))) => e.as_int(),
             _ => None,
         }
     };
     let lit = |v: Value| {
-        let od = def(v)?;
+        let od = def_data(d, v)?;
         match (od.opcode, &od.lead) {
             (Opcode::Const, Some(Attr::Expr(e))) => e.as_int(),
             _ => None,

@@ -23,7 +23,7 @@
 //! docs/passes.md); a device with fewer SMs runs the extra programs in a second wave.
 
 use super::warp_spec_grid::{expr_value, lowerable};
-use crate::kedit::{self, op2, simple};
+use kir_ir::edit::{self, op2, simple};
 use kir_ir::{
     Attr, BinOp, Block, Diagnostic, Diagnostics, Dtype, Expr, ExprKind, Func, Kernel, Module,
     Opcode, Span, Type, Value,
@@ -104,7 +104,7 @@ fn kernel(k: &mut Kernel, programs: u32) {
     let first = grid_query(k, body, Opcode::ProgramId, 0);
     // The step is P, a constant (no register): with fewer tiles than P the grid has one
     // program per tile, and each stops after its first.
-    let step = crate::kedit::iconst(k, body, programs as i64);
+    let step = kir_ir::edit::iconst(k, body, programs as i64);
     // The tile loop's body: the tile's coordinates, then the original body.
     let lb = k.dfg.new_block();
     let tile = k.dfg.add_block_arg(
@@ -149,7 +149,7 @@ fn kernel(k: &mut Kernel, programs: u32) {
             g[axis]
         };
         let from = k.dfg.ops[o].results[0];
-        kedit::replace_uses(&mut k.dfg, from, to, None);
+        edit::replace_uses(&mut k.dfg, from, to, None);
         let blocks: Vec<Block> = k.dfg.blocks.keys().collect();
         for b in blocks {
             k.dfg.blocks[b].ops.retain(|&q| q != o);

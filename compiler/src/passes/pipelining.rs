@@ -33,7 +33,7 @@
 
 use super::pipelining_hold::{has_carried_dot, release_after, release_if, stage_plus};
 use super::pipelining_tma::{self as tma, Fill};
-use crate::kedit::{self, add_carried, iconst, insert_op, op2, simple, Cloner};
+use kir_ir::edit::{self, add_carried, iconst, insert_op, op2, simple, Cloner};
 use kir_ir::verifier::rules_sched::kernel_smem_bytes;
 use kir_ir::{
     Attr, Block, Diagnostic, Diagnostics, Dtype, ElemType, Expr, Kernel, Module, Op, OpData,
@@ -179,8 +179,8 @@ fn kernel(k: &mut Kernel, cfg: &PipelineConfig) -> Result<(), Diagnostic> {
         changed = true;
     }
     if changed {
-        kedit::cse(k);
-        kedit::dce(k);
+        edit::cse(k);
+        edit::dce(k);
     }
     Ok(())
 }
@@ -416,8 +416,8 @@ fn guarded_copies(
     }
     k.dfg
         .append_op(then, simple(Opcode::Yield, vec![], None), vec![]);
-    let els = kedit::yield_block(&mut k.dfg, vec![], vec![]);
-    let iff = kedit::append_if(&mut k.dfg, b, cond, then, els, vec![]);
+    let els = edit::yield_block(&mut k.dfg, vec![], vec![]);
+    let iff = edit::append_if(&mut k.dfg, b, cond, then, els, vec![]);
     // The refill is located at the first load it copies (reports and errors point there).
     if let Some(c) = cands.first() {
         k.dfg.ops[iff].span = k.dfg.ops[c.op].span;
@@ -452,7 +452,7 @@ fn rewrite_loop(
         let od = &k.dfg.ops[l];
         (od.operands[0], od.operands[1], od.operands[2])
     };
-    let parent = crate::kedit::parent_block(&k.dfg, l);
+    let parent = kir_ir::edit::parent_block(&k.dfg, l);
     // Prologue, built in a scratch block and spliced in before the loop.
     let pro = k.dfg.new_block();
     for j in 0..ahead {
@@ -511,7 +511,7 @@ fn rewrite_loop(
         rd.span = k.dfg.ops[c.op].span;
         let new = insert_op(&mut k.dfg, body, pos, rd, vec![(c.ty.clone(), name)])[0];
         k.dfg.blocks[body].ops.retain(|&o| o != c.op);
-        kedit::replace_uses(&mut k.dfg, old, new, None);
+        edit::replace_uses(&mut k.dfg, old, new, None);
         k.dfg.values[old].name = None;
     }
     // Releases and the next stage index before the yield.

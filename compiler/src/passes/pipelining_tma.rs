@@ -23,7 +23,7 @@
 //! wait), then `mbar_arrive %full, s' tx BYTES` and the copies with `bar %full`.
 
 use super::pipelining::Cand;
-use crate::kedit::{iconst, insert_op, op2, simple};
+use kir_ir::edit::{iconst, insert_op, op2, simple};
 use kir_ir::{
     Access, Attr, Block, CmpPred, Dtype, ExprKind, Kernel, Op, Opcode, ParamKind, Type, Value,
 };

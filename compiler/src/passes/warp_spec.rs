@@ -33,9 +33,8 @@
 //! With `pingpong`, consumers take turns through an ordering barrier per consumer, so one
 //! consumer's matrix work overlaps the other's softmax.
 
-use super::warp_spec_loops::{needed, region_inputs};
 use super::warp_spec_stage::{mbar, stage_operands, TileLoop};
-use crate::kedit::{self, iconst, op2, simple, Cloner};
+use kir_ir::edit::{self, iconst, op2, simple, Cloner};
 use kir_ir::{
     Attr, Block, Diagnostic, Diagnostics, Dtype, Expr, Kernel, Module, Op, Opcode, Span, Type,
     Value, ValueDef,
@@ -343,7 +342,7 @@ fn kernel(k: &mut Kernel, plan: &WsPlan, smem_budget: u64) -> Result<(), Diagnos
         k, plan, blk, &loops, outside, inside, yield_op, stages, None,
     )?;
     stage_operands(k, blk, plan, None, smem_budget);
-    kedit::dce(k);
+    edit::dce(k);
     Ok(())
 }
 
@@ -430,11 +429,11 @@ pub(super) fn build(
             vec![lo, hi, step]
         };
         roots.extend(
-            region_inputs(k, then).into_iter().filter(|&v| {
+            edit::region_inputs(&k.dfg, then).into_iter().filter(|&v| {
                 v != p.at && v != p.pf && (split_here.is_none() || v != lo && v != hi)
             }),
         );
-        let Some(need) = needed(k, &roots, &inside, &loop_results) else {
+        let Some(need) = edit::slice_among(k, &roots, &inside, &loop_results) else {
             return Err(bad(
                 src.ops[p.op].span,
                 k,
@@ -502,8 +501,8 @@ pub(super) fn build(
         );
         k.dfg
             .append_op(then, simple(Opcode::Yield, vec![], None), vec![]);
-        let els = kedit::yield_block(&mut k.dfg, vec![], vec![]);
-        kedit::append_if(&mut k.dfg, pre, is0, then, els, vec![]);
+        let els = edit::yield_block(&mut k.dfg, vec![], vec![]);
+        edit::append_if(&mut k.dfg, pre, is0, then, els, vec![]);
         let pre_ops = std::mem::take(&mut k.dfg.blocks[pre].ops);
         k.dfg.blocks[cons].ops.splice(0..0, pre_ops);
     }
@@ -560,6 +559,6 @@ pub(super) fn build(
     ws.regions = vec![prod, cons];
     k.dfg.append_op(body, ws, vec![]);
     k.dfg.blocks[body].ops.push(yield_op);
-    kedit::dce(k);
+    edit::dce(k);
     Ok(())
 }

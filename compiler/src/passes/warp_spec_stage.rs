@@ -30,7 +30,7 @@
 //! the copy fills the buffer with the loaded values (+0 outside the tensor, as `other 0.0`).
 
 use super::pipelining_tma::tensor_copy_ok;
-use crate::kedit::{self, iconst, op2, simple};
+use kir_ir::edit::{self, iconst, op2, simple};
 use kir_ir::{Attr, Block, Dtype, Expr, Kernel, Offset, Op, Opcode, Type, Value, ValueDef};
 
 /// A persistent kernel's tile loop, for the fill parity: its induction variable, first tile
@@ -160,7 +160,7 @@ pub(super) fn stage_operands(
         let id = k.dfg.append_op(c, read, vec![(ty.clone(), name)]);
         let staged = k.dfg.ops[id].results[0];
         cons_head.extend(std::mem::take(&mut k.dfg.blocks[c].ops));
-        kedit::replace_uses(&mut k.dfg, x, staged, None);
+        edit::replace_uses(&mut k.dfg, x, staged, None);
         k.dfg.blocks[body].ops.retain(|&b| b != o);
         // The release computes its stage again from the tile, so no stage index stays live
         // across the consumer's ring loops.
@@ -211,7 +211,7 @@ fn release_after_last_use(
     x: Value,
 ) {
     let ops = k.dfg.blocks[cons].ops.clone();
-    let Some(last) = ops.iter().rposition(|&o| reads_deep(k, o, x)) else {
+    let Some(last) = ops.iter().rposition(|&o| edit::reads_deep(&k.dfg, o, x)) else {
         return;
     };
     k.dfg.append_op(
@@ -226,15 +226,6 @@ fn release_after_last_use(
     );
     let rel = std::mem::take(&mut k.dfg.blocks[b].ops);
     k.dfg.blocks[cons].ops.splice(last + 1..last + 1, rel);
-}
-
-/// Whether op `o` or an op in its regions reads `v`.
-fn reads_deep(k: &Kernel, o: Op, v: Value) -> bool {
-    let d = &k.dfg.ops[o];
-    d.uses().contains(&v)
-        || d.regions
-            .iter()
-            .any(|&r| k.dfg.blocks[r].ops.iter().any(|&i| reads_deep(k, i, v)))
 }
 
 /// Whether op `o` of `body` is a load the producer can take over (see the module doc).
@@ -253,12 +244,12 @@ fn qualifies(k: &Kernel, body: Block, o: Op) -> bool {
             _ => true,
         })
     });
-    let users = kedit::users(&k.dfg, x);
+    let users = edit::users(&k.dfg, x);
     indices_ok
         && !users.is_empty()
         && users.iter().all(|&u| {
             k.dfg.ops[u].opcode == Opcode::Dot && {
-                let pb = kedit::parent_block(&k.dfg, u);
+                let pb = edit::parent_block(&k.dfg, u);
                 pb != body && pb != k.body
             }
         })
@@ -272,7 +263,7 @@ fn pure_root(k: &Kernel, v: Value, depth: usize) -> bool {
             let od = &k.dfg.ops[o];
             depth < 64
                 && od.regions.is_empty()
-                && kedit::is_pure(k, od)
+                && edit::is_pure(k, od)
                 && od.opcode != Opcode::Load
                 && od.uses().iter().all(|&u| pure_root(k, u, depth + 1))
         }
