@@ -1,4 +1,4 @@
-//! Reading a score mask as linear constraints, part of the `mask_split` pass (see `mask_split.rs`).
+//! Reading a score mask as linear constraints, part of the `mask_split` pass (see `mod.rs`).
 //!
 //! [`Reader`] walks a loop body's dataflow: an i32 value becomes a [`Lin`], an affine form in the
 //! row index, the column index, the loop variable and loop-invariant scalars (constants, iotas,
@@ -11,6 +11,9 @@
 use kir_ir::edit::def_data;
 use kir_ir::{Attr, Block, CmpPred, Dfg, Dtype, Effect, Op, Opcode, Value, ValueDef};
 use std::collections::{BTreeMap, HashSet};
+
+/// The sentinel bound of an unbounded interval end (|values| stay far below it).
+pub(super) const S: i64 = 1 << 30;
 
 /// An affine integer expression: `iv·iv + r·row + c·col + Σ coef·value + k`.
 #[derive(Clone, Debug, Default, PartialEq)]

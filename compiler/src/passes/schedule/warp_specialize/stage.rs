@@ -29,7 +29,9 @@
 //! and every user is a `dot` nested in the consumer's loops. The result is the same bit for bit:
 //! the copy fills the buffer with the loaded values (+0 outside the tensor, as `other 0.0`).
 
-use super::pipelining_tma::tensor_copy_ok;
+use super::types::WsPlan;
+use crate::passes::schedule::pipelining::alloc;
+use crate::passes::schedule::pipelining::tma::tensor_copy_ok;
 use kir_ir::edit::{self, iconst, op2, simple};
 use kir_ir::{Attr, Block, Dtype, Expr, Kernel, Offset, Op, Opcode, Type, Value, ValueDef};
 
@@ -57,7 +59,7 @@ const SECOND_STAGE_REGS: u32 = 200;
 pub(super) fn stage_operands(
     k: &mut Kernel,
     body: Block,
-    plan: &super::warp_spec::WsPlan,
+    plan: &WsPlan,
     tile: Option<TileLoop>,
     smem_budget: u64,
 ) {
@@ -121,7 +123,7 @@ pub(super) fn stage_operands(
         let (stage, parity) = stage_parity(k, stages);
         let one = iconst(k, scratch, 1);
         let flipped = op2(k, scratch, Opcode::Xor, None, parity, one, Dtype::I32);
-        let buf = super::pipelining::alloc(k, dims, elem, stages);
+        let buf = alloc(k, dims, elem, stages);
         let full = mbar(k, scratch, 1, stages);
         let empty = mbar(k, scratch, consumers as i64, stages);
         // Producer: wait for the previous fill's release, expect the bytes, copy.

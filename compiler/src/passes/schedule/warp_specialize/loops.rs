@@ -4,7 +4,8 @@
 //! (wait for the full stage, read, release, arrive on the empty barrier), both counting the
 //! ring's global iteration t, whose stage is `t mod S` and parity `(t div S) mod 2`.
 
-use super::warp_spec::Piped;
+use super::split::{guard_body, pingpong};
+use super::types::Piped;
 use kir_ir::edit::{iconst, op2, simple, Cloner};
 use kir_ir::{Attr, Block, Dtype, Expr, Kernel, Opcode, Span, Type, Value};
 
@@ -108,14 +109,7 @@ pub(super) fn consumer_loop(
     // The block whose first dot takes the ping-pong turn: the body, or the guarded part of it.
     let mut turn_block = body;
     if let Some((own_lo, own_hi)) = skip {
-        turn_block = super::warp_spec_split::guard_body(
-            k,
-            l,
-            p.slot,
-            own_lo,
-            own_hi,
-            order.map(|o| (o, wg, c)),
-        );
+        turn_block = guard_body(k, l, p.slot, own_lo, own_hi, order.map(|o| (o, wg, c)));
     }
     // The carried stage becomes the iteration count t.
     let tc = p.stage_arg;
@@ -171,7 +165,7 @@ pub(super) fn consumer_loop(
         vec![],
     );
     if let Some(ord) = order {
-        super::warp_spec_split::pingpong(k, turn_block, ord, tc, wg, c);
+        pingpong(k, turn_block, ord, tc, wg, c);
     }
     let one = iconst(k, tail, 1);
     let t1 = op2(k, tail, Opcode::Add, None, tc, one, Dtype::I32);

@@ -62,14 +62,18 @@
 //! nothing to the carried values (the online softmax of an all −inf block is the identity; a
 //! zero probability adds zero). Loops without a qualifying select are left alone.
 
-use super::mask_split_emit::{guard_select, key_loads, mask_load, Em};
-use super::mask_split_range::{interval, program_offsets, Cond, Dom, Full};
-use super::mask_split_read::{Lin, Reader, B};
+mod emit;
+mod range;
+mod read;
+
+use emit::{guard_select, key_loads, mask_load, Em};
 use kir_ir::edit::{self, simple};
 use kir_ir::{
     Attr, Block, Dfg, Dtype, Expr, ExprKind, Kernel, Module, Offset, Op, Opcode, ParamKind, Type,
     Value,
 };
+use range::{interval, program_offsets, Cond, Dom, Full};
+use read::{Lin, Reader, B};
 use std::collections::{BTreeMap, HashMap, HashSet};
 
 /// Rewrites every qualifying loop of every kernel of `m`; see the module doc.

@@ -1,4 +1,4 @@
-//! The IR building of the `mask_split` pass (see `mask_split.rs`): the scalar code before the
+//! The IR building of the `mask_split` pass (see `mod.rs`): the scalar code before the
 //! loop, the guarded select and the key masks of loads.
 //!
 //! [`Em`] appends folded, deduplicated i32 scalar arithmetic to a block that is later spliced in
@@ -9,8 +9,7 @@
 //! [`key_loads`] finds the loads at the loop variable along a tile axis, and [`mask_load`] bounds
 //! one of them by `iota + iv < ms_key_hi`.
 
-use super::mask_split_range::S;
-use super::mask_split_read::Lin;
+use super::read::{Lin, S};
 use kir_ir::edit::{self, insert_op, simple};
 use kir_ir::{
     Attr, Block, CmpPred, Dfg, Dtype, Effect, ExprKind, Kernel, Offset, Op, Opcode, ParamKind,

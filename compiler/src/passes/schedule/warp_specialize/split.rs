@@ -3,8 +3,8 @@
 //! program's tiles past the original grid (an odd tile count split in two), which take part in
 //! the ring as consumer 0's tile and write nothing.
 
-use super::warp_spec::{bad, build, Piped, WsPlan};
-use super::warp_spec_grid::{expr_value, lowerable};
+use super::types::{bad, Piped, Split, WsPlan};
+use crate::passes::schedule::grid::{expr_value, lowerable};
 use kir_ir::edit::{self, iconst, op2, simple, Cloner};
 use kir_ir::{
     Attr, Block, CmpPred, Diagnostic, Dtype, Expr, ExprKind, Func, Kernel, Op, Opcode, Span, Type,
@@ -12,25 +12,16 @@ use kir_ir::{
 };
 use std::collections::HashSet;
 
-/// How the consumers split grid axis `split_axis`: the `program_id` ops of that axis and the
-/// axis's grid expression before the split (its tile count n). Consumer w of program p works on
-/// tile p · C + w when that is below n.
-pub(super) struct Split {
-    pub(super) pid_ops: Vec<Op>,
-    pub(super) tiles: Expr,
-}
-
-/// C > 1 consumers split tiles along the plan's grid axis (see the module doc).
-#[allow(clippy::too_many_arguments)]
+/// C > 1 consumers split tiles along the plan's grid axis (see the module doc): rewrites the
+/// grid and returns the ops that stay outside the partitions, the ops that move into them (those
+/// before the loops that depend on the split axis, then `inside`) and the split, for `build`.
 pub(super) fn split_consumers(
     k: &mut Kernel,
     plan: &WsPlan,
     loops: &[Piped],
     outside: &[Op],
     inside: &[Op],
-    yield_op: Op,
-    stages: usize,
-) -> Result<(), Diagnostic> {
+) -> Result<(Vec<Op>, Vec<Op>, Split), Diagnostic> {
     let axis = plan.split_axis as i64;
     let pid_ops = axis_ops(k, Opcode::ProgramId, axis as usize);
     // Ops outside the partitions that depend on the split axis move into both partitions.
@@ -97,21 +88,11 @@ pub(super) fn split_consumers(
         ),
         span: Span::default(),
     };
-    let body = k.body;
-    build(
-        k,
-        plan,
-        body,
-        loops,
-        stay,
-        inside_all,
-        yield_op,
-        stages,
-        Some(Split {
-            pid_ops,
-            tiles: g_tiles(k, axis as usize),
-        }),
-    )
+    let split = Split {
+        pid_ops,
+        tiles: g_tiles(k, axis as usize),
+    };
+    Ok((stay, inside_all, split))
 }
 
 /// The ops of `k` with `opcode` (`program_id` or `num_programs`) along grid axis `axis`.

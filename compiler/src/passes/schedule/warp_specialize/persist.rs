@@ -17,7 +17,7 @@
 //! alias phases, which the interpreter reports). The producer starts the next tile's copies as
 //! soon as stages free up, while the consumer still runs the current tile's epilogue.
 
-use super::warp_spec::{bad, Piped};
+use super::types::{bad, Piped};
 use kir_ir::edit::{self, iconst, simple, Cloner};
 use kir_ir::{Block, Diagnostic, Dtype, Kernel, Op, Opcode, Span, Type, Value};
 use std::collections::HashMap;

@@ -22,7 +22,7 @@
 //! fill per tile. P is a compile-time choice (the target's SM count by default,
 //! docs/passes.md); a device with fewer SMs runs the extra programs in a second wave.
 
-use super::warp_spec_grid::{expr_value, lowerable};
+use super::grid::{expr_value, lowerable};
 use kir_ir::edit::{self, op2, simple};
 use kir_ir::{
     Attr, BinOp, Block, Diagnostic, Diagnostics, Dtype, Expr, ExprKind, Func, Kernel, Module,

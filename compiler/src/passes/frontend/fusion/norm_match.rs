@@ -1,4 +1,4 @@
-//! Structural matchers for the RMSNorm → GEMM fusion (`fusion_norm.rs`): recognising an
+//! Structural matchers for the RMSNorm → GEMM fusion (`norm.rs`): recognising an
 //! RMSNorm producer kernel (Σx² loop, `rsqrt(Σx²/C + eps)`, the `y = x·rstd·w` store) and the
 //! K loop of a GEMM consumer that reads `y`, from the dataflow alone (never from names). Each
 //! matcher's error says which part of the structure is missing; it goes into the fusion report.

@@ -1,4 +1,4 @@
-//! The interval analysis of the `mask_split` pass (see `mask_split.rs`): which blocks some row
+//! The interval analysis of the `mask_split` pass (see `mod.rs`): which blocks some row
 //! sees, and when every row sees the whole block.
 //!
 //! Over the block's index ranges ([`Dom`]: rows up to the last stored row, columns up to the
@@ -9,15 +9,12 @@
 //! variable in the body). Comparisons that do not name the loop variable are decided from the
 //! facts where they follow ([`known`]), else left to the run time. [`program_offsets`] finds the
 //! grid facts (`program_id a · c ≤ D − 1`). Scalar IR is emitted through the pass's emitter
-//! (`mask_split_emit.rs`).
+//! (`emit.rs`).
 
-use super::mask_split_emit::Em;
-use super::mask_split_read::{Lin, B};
+use super::emit::Em;
+use super::read::{Lin, B, S};
 use kir_ir::edit::{def_data, op2};
 use kir_ir::{Attr, Block, CmpPred, Dtype, Expr, ExprKind, Kernel, Opcode, Type, Value};
-
-/// The sentinel bound of an unbounded interval end (|values| stay far below it).
-pub(super) const S: i64 = 1 << 30;
 
 /// An interval [lo, hi) of the loop variable.
 #[derive(Clone, Copy)]

@@ -1,4 +1,4 @@
-//! RMSNorm → GEMM prologue fusion, part of the `fusion` pass (see `fusion.rs`).
+//! RMSNorm → GEMM prologue fusion, part of the `fusion` pass (see `mod.rs`).
 //!
 //! A producer launch is recognised as an RMSNorm from its structure, never its name: a
 //! top-level loop accumulating Σx² over a row of `x` (from a zero tile), then
@@ -14,8 +14,8 @@
 //! The fusion is applied only when the traffic cost model ([`crate::traffic`]) says the fused
 //! program moves fewer bytes with every program dim at [`NOMINAL_DIM`].
 
-use super::fusion::{State, NOMINAL_DIM};
-use super::fusion_norm_match::{match_gemm, match_norm, Gemm, Norm, R};
+use super::norm_match::{match_gemm, match_norm, Gemm, Norm, R};
+use super::state::{State, NOMINAL_DIM};
 use crate::traffic::launch_bytes;
 use kir_ir::edit::{self, def_data, simple};
 use kir_ir::{Access, Attr, Dfg, Dtype, Offset, OpData, Opcode, ParamKind, Type, Value, ValueDef};
