@@ -6,7 +6,7 @@
 //! expressions (after specialization) and no scheduled IR yet. Output:
 //! - the grid is `[min(g0 · g1 · g2, P), 1, 1]` for the requested program count P;
 //! - the body computes g0, g1, g2 and their product T from the dims (exactly as the launch
-//!   evaluates the grid, `warp_spec_grid::expr_value`), then runs
+//!   evaluates the grid, `grid::expr_value`), then runs
 //!   `for %tile = program_id 0 to T step P { … }`, whose body decomposes the tile
 //!   in grid order (axis 0 fastest: `x = tile mod g0`, `y = (tile div g0) mod g1`,
 //!   `z = tile div (g0 · g1)`) and then runs the original body with every `program_id a`

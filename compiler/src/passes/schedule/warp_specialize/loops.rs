@@ -1,4 +1,4 @@
-//! The partitions' ring loops for `warp_specialize` (compiler/src/passes/warp_spec.rs): the
+//! The partitions' ring loops for `warp_specialize` (`mod.rs`): the
 //! producer's loop over a pipelined loop's iteration space (wait for the empty stage, expect its
 //! bytes on the full barrier, issue the copies) and the consumer's rewrite of the pipelined loop
 //! (wait for the full stage, read, release, arrive on the empty barrier), both counting the

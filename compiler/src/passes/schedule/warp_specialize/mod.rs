@@ -18,10 +18,10 @@
 //!
 //! With C > 1 consumers the program covers C tiles along `split_axis` of the grid: consumer w works
 //! on tile `program_id(axis) · C + w`, the grid's axis shrinks to `cdiv(n, C)` (`num_programs` of
-//! the axis is first rewritten as n, `warp_spec_split::num_programs_as_grid`), and the copies must
+//! the axis is first rewritten as n, `split::num_programs_as_grid`), and the copies must
 //! not depend on that axis (the consumers share every stage, as FA3's two consumer warpgroups share
 //! K and V). When n is not a multiple of C, the last program's consumers past tile n − 1 (n
-//! computed from the grid expression as IR, `warp_spec_grid`) work on consumer 0's tile instead and
+//! computed from the grid expression as IR, `schedule/grid.rs`) work on consumer 0's tile instead and
 //! write nothing (every store and atomic is under `if` the tile is below n), while keeping their
 //! waits, reads, releases, arrivals and turns in the ring. Loop bounds may depend on the axis
 //! (causal key ranges do): the producer and every consumer walk the union [min lo, max hi) of the
@@ -59,7 +59,7 @@ pub fn warp_specialize(m: &Module, plan: &WsPlan) -> Result<Module, Diagnostics>
 }
 
 /// [`warp_specialize`] for a target with `smem_budget` bytes of shared memory per block: on a
-/// persistent grid the operands the producer stages (warp_spec_stage) get a second stage where
+/// persistent grid the operands the producer stages (`stage.rs`) get a second stage where
 /// it fits (with a budget of 0, one stage each).
 pub fn warp_specialize_within(
     m: &Module,

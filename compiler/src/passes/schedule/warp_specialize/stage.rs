@@ -5,7 +5,7 @@
 //! persistent grid it does so again at every tile, after the previous tile's epilogue, while
 //! the tensor cores wait. Here each qualifying `%x = load t[…] : tile<R x C x e>` of the block
 //! that holds `warp_specialize` (the kernel body, or a persistent kernel's tile loop body before
-//! `warp_spec_persist::hoist`) becomes a buffer of S stages (one, or two on a persistent grid:
+//! `persist::hoist`) becomes a buffer of S stages (one, or two on a persistent grid:
 //! below) with its own barrier pair:
 //! - `%buf = smem_alloc : smem<S x R x C x e>` at the top of the kernel body,
 //!   `%xf = mbar_alloc arrivals 1 : mbar<S>` and `%xe = mbar_alloc arrivals N : mbar<S>`
@@ -25,7 +25,7 @@
 //! waits for the end of those loops, and the copy runs under the epilogue.
 //!
 //! A load qualifies when it is a copy a tensor copy makes exactly (the TMA rules of
-//! `pipelining_tma`, with no `mask`), its indices come from pure ops the producer can compute,
+//! `pipelining::tma`, with no `mask`), its indices come from pure ops the producer can compute,
 //! and every user is a `dot` nested in the consumer's loops. The result is the same bit for bit:
 //! the copy fills the buffer with the loaded values (+0 outside the tensor, as `other 0.0`).
 
