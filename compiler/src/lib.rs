@@ -7,7 +7,6 @@
 pub mod compile;
 pub mod configs;
 pub mod egraph;
-pub mod kedit;
 pub mod npy;
 pub mod oplib;
 pub mod outfile;

@@ -1,11 +1,13 @@
 //! kir-ir: the tile-level IR of kir — entities, types, the one op table, modules and kernels,
-//! the text format (lexer, parser, canonical printer) and the verifier.
+//! the text format (lexer, parser, canonical printer), the verifier and the editing toolkit
+//! passes use ([`edit`]).
 //!
 //! A [`Module`] holds specialization constants, kernels and an optional entry [`Program`].
 //! Kernels work on whole tiles and never name threads. See `docs/ir.md` for the grammar and the
 //! semantics of every op.
 
 pub mod dtype;
+pub mod edit;
 pub mod entities;
 pub mod error;
 pub mod expr;

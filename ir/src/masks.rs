@@ -2,7 +2,7 @@
 //! load in a loop, `cmp lt (iota axis 0 + iv), hi`, which keeps the rows of a tile before a
 //! loop-invariant bound (mask_split's key-range masks on attention's K and V loads). A TMA ring
 //! copies such a tile whole and zeroes the rows past the bound in shared memory
-//! (compiler/src/passes/pipelining_tma.rs, backends/src/ptx/tma.rs).
+//! (compiler/src/passes/schedule/pipelining/tma.rs, backends/src/ptx/tma.rs).
 
 use crate::{Attr, Block, CmpPred, Kernel, Op, Opcode, Value, ValueDef};
 

@@ -201,7 +201,7 @@ fn sm90a_gemm_default_is_the_wgmma_tile_with_a_deeper_ring() {
     );
     assert!(text.contains("wgmma.mma_async.sync.aligned.m64n256k16"));
     assert!(!text.contains("setmaxnreg"));
-    // A held 4-stage ring (compiler/src/passes/pipelining.rs): four unrolled copies of the body,
+    // A held 4-stage ring (compiler/src/passes/schedule/pipelining/): four unrolled copies of the body,
     // copies two iterations ahead, and each wgmma group left running into the next iteration
     // (`wait_group 1`), the last one retired where the loop ends.
     let ring: Vec<&str> = text

@@ -105,7 +105,7 @@ fn persistent_warp_specialized_rings_hold_under_20_seeds() {
             );
             if name == "attention_fwd" {
                 // The producer fills the query block too, once per tile, on its own barriers
-                // (warp_spec_stage); the consumer only reads the stage.
+                // (warp_specialize/stage.rs); the consumer only reads the stage.
                 let text = kir_ir::text::print(&after);
                 assert!(text.contains("async_copy q["), "{what}: q not staged");
                 assert!(

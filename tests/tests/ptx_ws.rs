@@ -113,7 +113,7 @@ fn attention_and_gemm_lower_warp_specialized_on_sm90a() {
             "{name}: bar.sync 0 in the consumer"
         );
         // It copies nothing itself: attention's q block, too, arrives through the producer's
-        // tensor copy on its own barrier (warp_spec_stage).
+        // tensor copy on its own barrier (warp_specialize/stage.rs).
         assert!(
             !consumer.contains("cp.async") && !consumer.contains("ld.global"),
             "{name}: the consumer copies"

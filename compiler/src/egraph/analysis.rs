@@ -11,6 +11,10 @@ use super::lang::{Head, TileNode};
 use egg::{merge_option, DidMerge, EGraph, Id};
 use kir_ir::{Dtype, Opcode};
 
+/// The justification recorded for unions made by the constant folding below (the step name
+/// `kirc explain` prints for them).
+pub const FOLD_REASON: &str = "constant-fold";
+
 /// Facts about one e-class.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Facts {
@@ -139,7 +143,7 @@ impl egg::Analysis<TileNode> for TileAnalysis {
         let node = TileNode::constant(v, f.dtype, &f.shape.clone());
         let c = egraph.add(node);
         if egraph.are_explanations_enabled() {
-            egraph.union_trusted(id, c, super::explain::FOLD_REASON);
+            egraph.union_trusted(id, c, FOLD_REASON);
         } else {
             egraph.union(id, c);
         }

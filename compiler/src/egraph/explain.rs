@@ -8,6 +8,8 @@
 //! the analysis' folding) and the subterm it produced. Output is capped: at most [`MAX_ROOTS`]
 //! roots per kernel, [`MAX_STEPS`] steps per root and [`MAX_TERM`] characters per subterm.
 
+pub use super::analysis::FOLD_REASON;
+
 use super::analysis::TileGraph;
 use super::cost::TileCost;
 use super::lang::TileNode;
@@ -20,9 +22,6 @@ pub const MAX_ROOTS: usize = 8;
 pub const MAX_STEPS: usize = 12;
 /// Most characters of a subterm printed per step.
 pub const MAX_TERM: usize = 96;
-
-/// The justification recorded for unions made by the analysis' constant folding.
-pub const FOLD_REASON: &str = "constant-fold";
 
 /// Writes `t` as an s-expression into `out`, stopping once `out` exceeds [`MAX_TERM`].
 fn term(t: &FlatTerm<TileNode>, out: &mut String) {

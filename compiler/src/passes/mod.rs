@@ -1,31 +1,17 @@
-//! Compiler passes: free functions, one per file, sequenced only by `crate::pipeline`.
+//! Compiler passes: free functions sequenced only by `crate::pipeline`, grouped by the
+//! pipeline's two phases. The front end ([`frontend`]: `specialize`, `egraph`, `fusion`,
+//! `mask_split`) rewrites a module for every target; the scheduling passes ([`schedule`]:
+//! `persistent`, `pipelining`, `warp_specialize`, `dot_overlap`) rewrite it for one target.
+//! Every pass and the types the pipeline uses are re-exported here.
 
-pub mod dot_overlap;
-pub mod egraph;
-pub mod fusion;
-mod fusion_norm;
-mod fusion_norm_match;
-pub mod mask_split;
-mod mask_split_emit;
-mod mask_split_range;
-mod mask_split_read;
-pub mod persistent;
-pub mod pipelining;
-mod pipelining_hold;
-mod pipelining_tma;
-pub mod specialize;
-pub mod warp_spec;
-mod warp_spec_grid;
-mod warp_spec_loops;
-mod warp_spec_persist;
-mod warp_spec_split;
-mod warp_spec_stage;
+pub mod frontend;
+pub mod schedule;
 
-pub use dot_overlap::dot_overlap;
-pub use egraph::{egraph, egraph_explained, egraph_with};
-pub use fusion::{fusion, fusion_with_report, FusionReport};
-pub use mask_split::mask_split;
-pub use persistent::persistent;
-pub use pipelining::{pipelining, PipelineConfig};
-pub use specialize::{const_values, specialize};
-pub use warp_spec::{warp_specialize, warp_specialize_within, WsPlan};
+pub use frontend::{
+    const_values, egraph, egraph_explained, egraph_with, fusion, fusion_with_report, mask_split,
+    specialize, FusionReport,
+};
+pub use schedule::{
+    dot_overlap, persistent, pipelining, warp_specialize, warp_specialize_within, PipelineConfig,
+    WsPlan,
+};

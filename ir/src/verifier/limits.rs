@@ -10,7 +10,7 @@
 //! The shared-memory estimate of scheduled IR is in `rules_sched` ([`super::rules_sched::SMEM_LIMIT_BYTES`]),
 //! and the compile driver bounds the size of the unrolled PTX of each kernel.
 
-use super::{err_note, lit_int, Errs};
+use super::common::{err_note, lit_int, Errs};
 use crate::expr::Expr;
 use crate::span::Span;
 use crate::types::Type;

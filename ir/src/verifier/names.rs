@@ -2,7 +2,7 @@
 //! constant expression (grids, requirements, tensor dims, strides, conditions). The program's
 //! launches are checked in `program`.
 
-use super::{err, err_note, list, lit_int, Errs};
+use super::common::{err, err_note, list, list_span, lit_int, Errs};
 use crate::dtype::Dtype;
 use crate::expr::{BinOp, Expr, ExprKind};
 use crate::module::{ConstDecl, ConstKind, Kernel, Module, Param, ParamKind};
@@ -376,7 +376,7 @@ pub(crate) fn check_kernel_signature(m: &Module, k: &Kernel, dims: &[String], er
         let span = if k.grid.is_empty() {
             k.span
         } else {
-            super::body::list_span(&k.grid)
+            list_span(&k.grid)
         };
         err(
             errs,
@@ -457,11 +457,7 @@ pub(crate) fn check_params(
                     if st.len() != t.dims.len() {
                         err(
                             errs,
-                            if st.is_empty() {
-                                p.span
-                            } else {
-                                super::body::list_span(st)
-                            },
+                            if st.is_empty() { p.span } else { list_span(st) },
                             format!(
                                 "tensor param `{}` has {} dims but {} strides",
                                 p.name,

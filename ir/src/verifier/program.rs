@@ -1,8 +1,8 @@
 //! The entry program: params, temps, and launches (the kernel exists; each kernel param is
 //! bound exactly once to a buffer of a compatible kind, dtype, rank and access).
 
+use super::common::{elem_eq, err, err_note, list, lit_int, Errs};
 use super::names::{check_elem, check_params, param_dims, unconditional, Scope};
-use super::{elem_eq, err, err_note, list, lit_int, Errs};
 use crate::module::{Access, Module, Param, ParamKind, Program, TempDecl};
 use crate::span::Span;
 

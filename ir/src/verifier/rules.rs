@@ -2,13 +2,10 @@
 //! unary and binary ops (memory ops: `rules_memory`). Each rule checks only what is decidable now: while a dim or an
 //! element type is symbolic, the facts that depend on it are skipped.
 
-use super::body::{list_span, Body};
+use super::body::{binary_operands, check_literal, expect_ty, opd, res, Body};
+use super::common::{dim_eq, dims_of, dtype_is, elem_eq, err, err_note, list, list_span, lit_int};
 use super::rules_compute as rc;
-use super::{
-    contains_float, dim_eq, dims_of, dtype_is, elem_eq, err, err_note, list, lit_int, ty_eq, Errs,
-};
 use crate::dtype::Dtype;
-use crate::expr::{Expr, ExprKind, UnOp};
 use crate::module::{OpData, ParamKind};
 use crate::ops::{Attr, ElemTypes, Elementwise, Opcode};
 use crate::types::Type;
@@ -53,27 +50,6 @@ fn elementwise(b: &mut Body, d: &OpData) {
         Some(Elementwise::Binary(types)) => binary(b, d, types),
         // Other elementwise ops have their own rules (`rules_compute`).
         Some(Elementwise::Other) | None => {}
-    }
-}
-
-/// The type of operand `i`, if both the operand and its value exist.
-pub(crate) fn opd<'a>(b: &Body<'a>, d: &OpData, i: usize) -> Option<&'a Type> {
-    d.operands.get(i).and_then(|&v| b.vty(v))
-}
-
-/// The type of result `i`, if it exists.
-pub(crate) fn res<'a>(b: &Body<'a>, d: &OpData, i: usize) -> Option<&'a Type> {
-    d.results.get(i).and_then(|&v| b.vty(v))
-}
-
-/// Reports `found` unless it may equal `expected`.
-pub(crate) fn expect_ty(errs: &mut Errs, d: &OpData, what: &str, expected: &Type, found: &Type) {
-    if ty_eq(expected, found) == Some(false) {
-        err(
-            errs,
-            d.span,
-            format!("{what} must be {expected}, found {found}"),
-        );
     }
 }
 
@@ -170,73 +146,6 @@ fn param(b: &mut Body, d: &OpData) {
                     &format!("the result of `param {n}`"),
                     &Type::Scalar(e.clone()),
                     r,
-                );
-            }
-        }
-    }
-}
-
-/// True for `1.5`, `-inf`: the only float forms a constant expression may take.
-fn is_float_literal(e: &Expr) -> bool {
-    match &e.kind {
-        ExprKind::Float(_) => true,
-        ExprKind::Unary(UnOp::Neg, a) => matches!(a.kind, ExprKind::Float(_)),
-        _ => false,
-    }
-}
-
-/// The magnitude of a literal (`1e39`, `-70000`, `70000`), if it is one.
-fn literal_magnitude(e: &Expr) -> Option<f64> {
-    match &e.kind {
-        ExprKind::Float(x) => Some(x.0.abs()),
-        ExprKind::Unary(UnOp::Neg, a) => literal_magnitude(a),
-        _ => lit_int(e).map(|v| v.unsigned_abs() as f64),
-    }
-}
-
-/// A literal value written into a slot of type `t` (`const` lead, `other` of `load`).
-pub(crate) fn check_literal(errs: &mut Errs, e: &Expr, t: &Type, what: &str) {
-    if contains_float(e) && !is_float_literal(e) {
-        err(errs, e.span, format!("{what} `{e}` mixes a float literal with arithmetic; write the float literal itself"));
-        return;
-    }
-    let Some(dt) = t.dtype() else { return };
-    if contains_float(e) && !dt.is_float() {
-        err(
-            errs,
-            e.span,
-            format!(
-                "{what} is the float literal `{e}`, but the type is {t} (use an integer literal)"
-            ),
-        );
-    }
-    if let Some(x) = literal_magnitude(e).filter(|x| x.is_finite()) {
-        // Literals round to f32 first, then to the dtype (docs/ir.md).
-        let rounded = (x as f32).abs() as f64;
-        if let Some(bound) = dt.overflow_bound().filter(|&b| rounded >= b) {
-            err(
-                errs,
-                e.span,
-                format!(
-                    "{what} `{e}` is out of range for {dt}: it rounds to infinity (finite values \
-                     stay below {bound:e} in magnitude; write `inf` for infinity)"
-                ),
-            );
-        }
-    }
-    if let Some(v) = lit_int(e) {
-        let range = match dt {
-            Dtype::I1 => Some((0, 1)),
-            Dtype::U8 => Some((0, 255)),
-            Dtype::I32 => Some((i32::MIN as i64, i32::MAX as i64)),
-            Dtype::I64 | Dtype::F32 | Dtype::F16 | Dtype::Bf16 => None,
-        };
-        if let Some((lo, hi)) = range {
-            if v < lo || v > hi {
-                err(
-                    errs,
-                    e.span,
-                    format!("{what} `{v}` does not fit in {dt} (range {lo}..={hi})"),
                 );
             }
         }
@@ -430,33 +339,6 @@ fn unary(b: &mut Body, d: &OpData, class: ElemTypes) {
     if let Some(r) = res(b, d, 0) {
         expect_ty(b.errs, d, &format!("the result of `{name}` on {x}"), x, r);
     }
-}
-
-/// Operands of a binary-like op (binary ops and `cmp`): the same type, or a scalar and a tile of
-/// the same dtype. Returns the type they combine to (the tile's, for a mixed pair).
-pub(crate) fn binary_operands<'a>(b: &mut Body<'a>, d: &OpData) -> Option<&'a Type> {
-    let name = d.opcode.name();
-    let (x, y) = (opd(b, d, 0)?, opd(b, d, 1)?);
-    let combined = if x.is_scalar() { y } else { x };
-    let elem_differs = elem_eq(x.elem(), y.elem()) == Some(false);
-    let differs = if x.is_scalar() != y.is_scalar() {
-        elem_differs
-    } else {
-        ty_eq(x, y) == Some(false)
-    };
-    if differs {
-        let hint = if elem_differs {
-            "use `cast`"
-        } else {
-            "use `broadcast`"
-        };
-        err(
-            b.errs,
-            d.span,
-            format!("`{name}` operands differ: {x} vs {y} ({hint})"),
-        );
-    }
-    Some(combined)
 }
 
 fn binary(b: &mut Body, d: &OpData, class: ElemTypes) {

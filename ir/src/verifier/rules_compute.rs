@@ -2,8 +2,8 @@
 //! flow (`for`, `if`, `static_if`, with the values their regions `yield`).
 
 use super::body::Body;
-use super::rules::{binary_operands, expect_ty, opd, res};
-use super::{dim_eq, dims_of, dtype_is, err, err_note, lit_int, shape_eq, ty_eq};
+use super::body::{binary_operands, expect_ty, opd, res};
+use super::common::{dim_eq, dims_of, dtype_is, err, err_note, lit_int, shape_eq, ty_eq};
 use crate::dtype::Dtype;
 use crate::entities::Block;
 use crate::expr::Expr;
@@ -243,7 +243,7 @@ pub(crate) fn dot(b: &mut Body, d: &OpData) {
             );
         }
     }
-    if super::elem_eq(a.elem(), bt.elem()) == Some(false) {
+    if super::common::elem_eq(a.elem(), bt.elem()) == Some(false) {
         err(
             b.errs,
             d.span,
@@ -317,7 +317,7 @@ fn check_yield(b: &mut Body, d: &OpData, r: Block, expected: &[Option<&Type>], w
             .iter()
             .map(|t| t.map_or("?".into(), |t| t.to_string()))
             .collect();
-        let mut note = format!("expected types: ({})", super::list(&types));
+        let mut note = format!("expected types: ({})", super::common::list(&types));
         if which.contains("else") && y.operands.is_empty() {
             note += "; an op with results needs an `else` region that yields them";
         }

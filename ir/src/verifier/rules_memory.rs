@@ -4,8 +4,8 @@
 //! `load` says what masked-off elements read (`other`, a literal).
 
 use super::body::Body;
-use super::rules::{check_literal, opd, res};
-use super::{dims_of, dtype_is, elem_eq, err, err_note, list, shape_eq, Errs};
+use super::body::{check_literal, opd, res};
+use super::common::{dims_of, dtype_is, elem_eq, err, err_note, list, shape_eq, Errs};
 use crate::dtype::Dtype;
 use crate::module::{Access, Offset, OpData, Param, ParamKind};
 use crate::ops::{Attr, Opcode};

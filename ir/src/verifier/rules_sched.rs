@@ -3,9 +3,8 @@
 //! byte counts, arrival counts and register budgets are in range; a kernel's shared memory fits
 //! the largest per-block budget of any target ([`SMEM_LIMIT_BYTES`]).
 
-use super::body::Body;
-use super::rules::{opd, res};
-use super::{dim_eq, dtype_is, err, err_note, lit_int, ty_eq};
+use super::body::{opd, res, Body};
+use super::common::{dim_eq, dtype_is, err, err_note, lit_int, ty_eq};
 use crate::dtype::Dtype;
 use crate::module::{Kernel, OpData, ValueDef};
 use crate::ops::{Attr, OpClass, Opcode};

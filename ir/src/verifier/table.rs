@@ -3,7 +3,7 @@
 //! expressions an op carries (attributes, offsets).
 
 use super::body::Body;
-use super::{err, err_note, list};
+use super::common::{err, err_note, list};
 use crate::module::{Offset, OpData};
 use crate::ops::{Arity, Attr, AttrKind, Opcode};
 

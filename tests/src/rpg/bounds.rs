@@ -44,7 +44,7 @@
 //! interpreter makes a canonical NaN, and the GPU's canonical NaN (0x7FFFFFFF) is not the CPU's.
 
 use super::bounds_walk::{Nan, Walk};
-use kir_compiler::kedit::{insert_op, simple};
+use kir_ir::edit::{insert_op, simple};
 use kir_ir::{
     Attr, CmpPred, Dtype, ElemType, Expr, ExprKind, Kernel, Module, Opcode, ParamKind, Type, Value,
 };

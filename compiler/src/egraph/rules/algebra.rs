@@ -3,7 +3,7 @@
 //! Constant folding itself lives in the analysis (`analysis.rs`), which adds a `const` node to
 //! every class whose value it knows; these rules remove the ops that constants make redundant.
 
-use super::{if_const, konst, rule, var, Rule};
+use super::dsl::{if_const, konst, rule, var, Rule};
 use crate::egraph::analysis::TileGraph;
 use crate::egraph::lang::Head;
 use egg::Id;
@@ -89,7 +89,7 @@ pub fn rules() -> Vec<Rule> {
 
 #[cfg(test)]
 mod tests {
-    use super::super::testing::{fires, leaf, named, op};
+    use super::super::dsl::testing::{fires, leaf, named, op};
     use super::*;
     use kir_ir::Dtype::{Bf16, F32, I1};
 

@@ -8,7 +8,7 @@
 //! f32 (|x| ≤ 104). `mul-scalars-reassoc` changes the rounding of one product: ≤ 2 ulp (2⁻²³
 //! relative). bf16/f16 are left alone: their intermediate roundings are far coarser.
 
-use super::{add_like, add_scalar, facts, rule, var, Rule};
+use super::dsl::{add_like, add_scalar, facts, rule, var, Rule};
 use kir_ir::{Dtype, Opcode};
 
 /// log2(e) as an f64; rounded to f32 when it becomes a `const`.
@@ -43,7 +43,7 @@ pub fn rules() -> Vec<Rule> {
 
 #[cfg(test)]
 mod tests {
-    use super::super::testing::{fires, leaf, named, op};
+    use super::super::dsl::testing::{fires, leaf, named, op};
     use super::*;
     use crate::egraph::analysis::TileGraph;
     use crate::egraph::lang::{Head, TileNode};

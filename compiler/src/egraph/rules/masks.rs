@@ -4,7 +4,7 @@
 //! bitwise for integers). Rules about comparisons never fire on float operands where a NaN could
 //! change the answer: `cmp PRED x, x` is false for a NaN `x` even for `eq`/`le`/`ge`.
 
-use super::{rule, var, Rule};
+use super::dsl::{rule, var, Rule};
 use crate::egraph::analysis::TileGraph;
 use crate::egraph::lang::{Head, TileNode};
 use egg::Id;
@@ -143,7 +143,7 @@ pub fn rules() -> Vec<Rule> {
 
 #[cfg(test)]
 mod tests {
-    use super::super::testing::{fires, leaf, named, op};
+    use super::super::dsl::testing::{fires, leaf, named, op};
     use super::*;
     use Dtype::{F32, I1, I32};
 

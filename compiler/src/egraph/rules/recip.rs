@@ -7,7 +7,7 @@
 //! of two is exact either way, so `div-pow2-to-mul` has no error at all. The rewrite pays when
 //! one reciprocal serves many elements: a scalar or a broadcast row divisor.
 
-use super::{add_like, facts, konst, rule, var, Rule};
+use super::dsl::{add_like, facts, konst, rule, var, Rule};
 use crate::egraph::lang::TileNode;
 use kir_ir::{Dtype, Opcode};
 
@@ -65,7 +65,7 @@ pub fn rules() -> Vec<Rule> {
 
 #[cfg(test)]
 mod tests {
-    use super::super::testing::{fires, leaf, named, op};
+    use super::super::dsl::testing::{fires, leaf, named, op};
     use super::*;
     use crate::egraph::analysis::TileGraph;
     use Dtype::F32;

@@ -5,7 +5,7 @@
 //! `div-sqrt-to-mul-rsqrt` rounds the reciprocal square root and the product instead of the
 //! root and the quotient: within 1.5 ulp (relative ≤ 1.8e-7) of the original in the interpreter.
 
-use super::{add_like, facts, rule, var, Rule};
+use super::dsl::{add_like, facts, rule, var, Rule};
 use kir_ir::{Dtype, Opcode};
 
 /// The rules of this family.
@@ -31,7 +31,7 @@ pub fn rules() -> Vec<Rule> {
 
 #[cfg(test)]
 mod tests {
-    use super::super::testing::{fires, leaf, named, op};
+    use super::super::dsl::testing::{fires, leaf, named, op};
     use super::*;
     use crate::egraph::analysis::TileGraph;
     use Dtype::F32;

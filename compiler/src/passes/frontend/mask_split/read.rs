@@ -1,4 +1,4 @@
-//! Reading a score mask as linear constraints, part of the `mask_split` pass (see `mask_split.rs`).
+//! Reading a score mask as linear constraints, part of the `mask_split` pass (see `mod.rs`).
 //!
 //! [`Reader`] walks a loop body's dataflow: an i32 value becomes a [`Lin`], an affine form in the
 //! row index, the column index, the loop variable and loop-invariant scalars (constants, iotas,
@@ -8,8 +8,12 @@
 //! `lt gt ge` rewritten over the integers). It also tells whether a tile is computed from a `dot`
 //! inside the loop, which is what makes a select a score mask.
 
-use kir_ir::{Attr, Block, CmpPred, Dfg, Dtype, Effect, Op, OpData, Opcode, Value, ValueDef};
+use kir_ir::edit::def_data;
+use kir_ir::{Attr, Block, CmpPred, Dfg, Dtype, Effect, Op, Opcode, Value, ValueDef};
 use std::collections::{BTreeMap, HashSet};
+
+/// The sentinel bound of an unbounded interval end (|values| stay far below it).
+pub(super) const S: i64 = 1 << 30;
 
 /// An affine integer expression: `iv·iv + r·row + c·col + Σ coef·value + k`.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -97,12 +101,6 @@ pub(super) struct Reader<'a> {
 }
 
 impl Reader<'_> {
-    fn def(&self, v: Value) -> Option<&OpData> {
-        match self.d.values[v].def {
-            ValueDef::Result(o, _) => Some(&self.d.ops[o]),
-            ValueDef::Arg(..) => None,
-        }
-    }
     /// True when `v` does not change across iterations (a scalar from outside, or computed in
     /// the loop from such scalars by pure scalar ops).
     fn invariant(&self, v: Value) -> bool {
@@ -135,7 +133,7 @@ impl Reader<'_> {
         }
     }
     pub(super) fn int_lit(&self, v: Value) -> Option<i64> {
-        let od = self.def(v)?;
+        let od = def_data(self.d, v)?;
         if od.opcode != Opcode::Const {
             return None;
         }
@@ -145,7 +143,7 @@ impl Reader<'_> {
         }
     }
     pub(super) fn float_lit(&self, v: Value) -> Option<f64> {
-        let od = self.def(v)?;
+        let od = def_data(self.d, v)?;
         if od.opcode != Opcode::Const {
             return None;
         }
@@ -179,7 +177,7 @@ impl Reader<'_> {
         let def = if outside && ty.is_scalar() && self.int_lit(v).is_none() {
             None
         } else {
-            self.def(v)
+            def_data(self.d, v)
         };
         if let Some(od) = def {
             match od.opcode {
@@ -243,7 +241,7 @@ impl Reader<'_> {
 
     /// The mask tree of an i1 value.
     pub(super) fn mask(&self, v: Value) -> Option<B> {
-        let od = self.def(v)?;
+        let od = def_data(self.d, v)?;
         match od.opcode {
             Opcode::And | Opcode::Or => {
                 let a = self.mask(od.operands[0])?;

@@ -1,14 +1,13 @@
-//! The partitions' ring loops for `warp_specialize` (compiler/src/passes/warp_spec.rs): the
+//! The partitions' ring loops for `warp_specialize` (`mod.rs`): the
 //! producer's loop over a pipelined loop's iteration space (wait for the empty stage, expect its
 //! bytes on the full barrier, issue the copies) and the consumer's rewrite of the pipelined loop
 //! (wait for the full stage, read, release, arrive on the empty barrier), both counting the
-//! ring's global iteration t, whose stage is `t mod S` and parity `(t div S) mod 2`; and the
-//! slices of the kernel that the producer needs (`needed`, `region_inputs`).
+//! ring's global iteration t, whose stage is `t mod S` and parity `(t div S) mod 2`.
 
-use super::warp_spec::Piped;
-use crate::kedit::{iconst, op2, simple, Cloner};
-use kir_ir::{Attr, Block, Dtype, Expr, Kernel, Op, Opcode, Span, Type, Value, ValueDef};
-use std::collections::HashSet;
+use super::split::{guard_body, pingpong};
+use super::types::Piped;
+use kir_ir::edit::{iconst, op2, simple, Cloner};
+use kir_ir::{Attr, Block, Dtype, Expr, Kernel, Opcode, Span, Type, Value};
 
 /// Appends `s = t mod S` and the parity `(t div S) mod 2` (xor 1 when `flip`) to block `b`.
 fn stage_parity(k: &mut Kernel, b: Block, t: Value, stages: usize, flip: bool) -> (Value, Value) {
@@ -110,21 +109,14 @@ pub(super) fn consumer_loop(
     // The block whose first dot takes the ping-pong turn: the body, or the guarded part of it.
     let mut turn_block = body;
     if let Some((own_lo, own_hi)) = skip {
-        turn_block = super::warp_spec_split::guard_body(
-            k,
-            l,
-            p.slot,
-            own_lo,
-            own_hi,
-            order.map(|o| (o, wg, c)),
-        );
+        turn_block = guard_body(k, l, p.slot, own_lo, own_hi, order.map(|o| (o, wg, c)));
     }
     // The carried stage becomes the iteration count t.
     let tc = p.stage_arg;
     let init = match t_in {
         Some(t) => t,
         None => {
-            let blk = crate::kedit::parent_block(&k.dfg, l);
+            let blk = kir_ir::edit::parent_block(&k.dfg, l);
             let zero = {
                 let id = k.dfg.append_op(
                     blk,
@@ -173,7 +165,7 @@ pub(super) fn consumer_loop(
         vec![],
     );
     if let Some(ord) = order {
-        super::warp_spec_split::pingpong(k, turn_block, ord, tc, wg, c);
+        pingpong(k, turn_block, ord, tc, wg, c);
     }
     let one = iconst(k, tail, 1);
     let t1 = op2(k, tail, Opcode::Add, None, tc, one, Dtype::I32);
@@ -182,62 +174,4 @@ pub(super) fn consumer_loop(
     k.dfg.blocks[body].ops.splice(ypos..ypos, tail_ops);
     k.dfg.ops[y].operands[p.slot] = t1;
     k.dfg.ops[l].results[p.slot]
-}
-
-/// The ops a set of values needs that are defined by ops of `among` (transitively), in the
-/// order of `among`; `None` if one of them is not pure or reads a result of `forbid`.
-pub(super) fn needed(
-    k: &Kernel,
-    roots: &[Value],
-    among: &[Op],
-    forbid: &HashSet<Value>,
-) -> Option<Vec<Op>> {
-    let set: HashSet<Op> = among.iter().copied().collect();
-    let mut need = HashSet::new();
-    let mut stack = roots.to_vec();
-    while let Some(v) = stack.pop() {
-        if forbid.contains(&v) {
-            return None;
-        }
-        if let ValueDef::Result(d, _) = k.dfg.values[v].def {
-            if set.contains(&d) && need.insert(d) {
-                let dd = &k.dfg.ops[d];
-                if !dd.regions.is_empty()
-                    || dd.opcode.has_side_effects()
-                    || dd.opcode.info().class == kir_ir::OpClass::Memory
-                        && dd.tensor.as_ref().is_some_and(|t| {
-                            k.param(&t.param).is_some_and(
-                                |p| matches!(p.kind, kir_ir::ParamKind::Tensor(a, _) if a.writes()),
-                            )
-                        })
-                {
-                    return None;
-                }
-                stack.extend(dd.uses());
-            }
-        }
-    }
-    Some(among.iter().copied().filter(|o| need.contains(o)).collect())
-}
-
-/// Values a block's ops read from outside it (used to find what the producer needs).
-pub(super) fn region_inputs(k: &Kernel, b: Block) -> Vec<Value> {
-    let mut defined = HashSet::new();
-    let mut out = vec![];
-    fn walk(k: &Kernel, b: Block, defined: &mut HashSet<Value>, out: &mut Vec<Value>) {
-        defined.extend(k.dfg.blocks[b].args.iter().copied());
-        for &o in &k.dfg.blocks[b].ops {
-            for u in k.dfg.ops[o].uses() {
-                if !defined.contains(&u) {
-                    out.push(u);
-                }
-            }
-            for &r in &k.dfg.ops[o].regions {
-                walk(k, r, defined, out);
-            }
-            defined.extend(k.dfg.ops[o].results.iter().copied());
-        }
-    }
-    walk(k, b, &mut defined, &mut out);
-    out
 }

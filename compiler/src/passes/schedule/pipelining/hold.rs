@@ -1,7 +1,7 @@
 //! Held rings for the `pipelining` pass (see its module doc, "Held rings"): which loops hold
 //! their stages one iteration longer, and the stage arithmetic and releases that holding adds.
 
-use crate::kedit::{self, iconst, op2, simple};
+use kir_ir::edit::{self, iconst, op2, simple};
 use kir_ir::{Block, Dtype, Kernel, Op, Opcode, Type, Value};
 
 /// True if a `dot` directly in loop `l`'s body accumulates into one of the loop's carried values
@@ -97,6 +97,6 @@ pub(super) fn release_if(k: &mut Kernel, b: Block, cond: Value, bufs: &[Value], 
     }
     k.dfg
         .append_op(then, simple(Opcode::Yield, vec![], None), vec![]);
-    let els = kedit::yield_block(&mut k.dfg, vec![], vec![]);
-    kedit::append_if(&mut k.dfg, b, cond, then, els, vec![]);
+    let els = edit::yield_block(&mut k.dfg, vec![], vec![]);
+    edit::append_if(&mut k.dfg, b, cond, then, els, vec![]);
 }

@@ -62,14 +62,18 @@
 //! nothing to the carried values (the online softmax of an all −inf block is the identity; a
 //! zero probability adds zero). Loops without a qualifying select are left alone.
 
-use super::mask_split_emit::{guard_select, key_loads, mask_load, Em};
-use super::mask_split_range::{interval, program_offsets, Cond, Dom, Full};
-use super::mask_split_read::{Lin, Reader, B};
-use crate::kedit::{self, simple};
+mod emit;
+mod range;
+mod read;
+
+use emit::{guard_select, key_loads, mask_load, Em};
+use kir_ir::edit::{self, simple};
 use kir_ir::{
     Attr, Block, Dfg, Dtype, Expr, ExprKind, Kernel, Module, Offset, Op, Opcode, ParamKind, Type,
     Value,
 };
+use range::{interval, program_offsets, Cond, Dom, Full};
+use read::{Lin, Reader, B};
 use std::collections::{BTreeMap, HashMap, HashSet};
 
 /// Rewrites every qualifying loop of every kernel of `m`; see the module doc.
@@ -94,9 +98,9 @@ fn split_kernel(k: &mut Kernel) {
         }
     }
     if changed {
-        kedit::dce(k);
-        kedit::cse(k);
-        kedit::dce(k);
+        edit::dce(k);
+        edit::cse(k);
+        edit::dce(k);
     }
 }
 
@@ -135,7 +139,7 @@ fn analyse(k: &Kernel, l: Op) -> Option<Plan> {
     let body = *lop.regions.first()?;
     let iv = *d.blocks[body].args.first()?;
     let mut inside = HashSet::new();
-    collect_ops(d, body, &mut inside);
+    edit::ops_in(d, body, &mut inside);
     let rd = Reader {
         d,
         inside,
@@ -193,15 +197,6 @@ fn analyse(k: &Kernel, l: Op) -> Option<Plan> {
         softmax,
         step,
     })
-}
-
-fn collect_ops(d: &Dfg, b: Block, out: &mut HashSet<Op>) {
-    for &o in &d.blocks[b].ops {
-        out.insert(o);
-        for &r in &d.ops[o].regions {
-            collect_ops(d, r, out);
-        }
-    }
 }
 
 /// The guarded stores that bound which rows matter, if everything the select and the loop's
@@ -321,7 +316,7 @@ fn apply(k: &mut Kernel, parent: Block, l: Op, plan: Plan) {
     let body = k.dfg.ops[l].regions[0];
     let iv = k.dfg.blocks[body].args[0];
     let mut inside = HashSet::new();
-    collect_ops(&k.dfg, body, &mut inside);
+    edit::ops_in(&k.dfg, body, &mut inside);
     let (lo, hi, step_v) = {
         let od = &k.dfg.ops[l];
         (od.operands[0], od.operands[1], od.operands[2])
@@ -484,7 +479,7 @@ fn apply(k: &mut Kernel, parent: Block, l: Op, plan: Plan) {
         Cond::K(true) => {
             let sel = &k.dfg.ops[plan.select];
             let (r, x) = (sel.results[0], sel.operands[1]);
-            kedit::replace_uses(&mut k.dfg, r, x, None);
+            edit::replace_uses(&mut k.dfg, r, x, None);
         }
         Cond::K(false) => {}
         Cond::Pre(f) | Cond::In(f) => {

@@ -31,15 +31,20 @@
 //! default the most in 2..=3 whose buffers fit the budget; a request that does not fit is an error
 //! naming the bytes. A loop whose default ring does not fit is left as it is.
 
-use super::pipelining_hold::{has_carried_dot, release_after, release_if, stage_plus};
-use super::pipelining_tma::{self as tma, Fill};
-use crate::kedit::{self, add_carried, iconst, insert_op, op2, simple, Cloner};
+mod candidates;
+mod hold;
+pub(super) mod tma;
+
+use candidates::{candidates, innermost_loops, slice, BufKey, Cand};
+use hold::{has_carried_dot, release_after, release_if, stage_plus};
+use kir_ir::edit::{self, add_carried, iconst, insert_op, op2, simple, Cloner};
 use kir_ir::verifier::rules_sched::kernel_smem_bytes;
 use kir_ir::{
     Attr, Block, Diagnostic, Diagnostics, Dtype, ElemType, Expr, Kernel, Module, Op, OpData,
-    Opcode, Type, Value, ValueDef,
+    Opcode, Type, Value,
 };
 use std::collections::{HashMap, HashSet};
+use tma::Fill;
 
 /// What the pass may use.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -55,29 +60,6 @@ pub struct PipelineConfig {
     /// Make rings whose copies a tensor copy can do into TMA rings (see "TMA rings"): the
     /// target has TMA and wgmma (sm_90a).
     pub tma_rings: bool,
-}
-
-/// One pipelined load: the op, the tile it reads (dims and element type), its bytes, and the
-/// key under which loops share its buffer.
-pub(super) struct Cand {
-    pub(super) op: Op,
-    pub(super) ty: Type,
-    dims: Vec<Expr>,
-    elem: ElemType,
-    bytes: u64,
-    key: BufKey,
-}
-
-/// Loops share a buffer for loads of one tensor, one tile type and one position among that
-/// tensor's loads in the loop, with one stage count.
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
-struct BufKey {
-    param: String,
-    ty: String,
-    nth: usize,
-    stages: usize,
-    /// The loop that holds stages (a held ring is only shared by loops that hold too).
-    held: bool,
 }
 
 /// Pipelines every innermost loop of every kernel of `m` (see the module doc).
@@ -179,140 +161,10 @@ fn kernel(k: &mut Kernel, cfg: &PipelineConfig) -> Result<(), Diagnostic> {
         changed = true;
     }
     if changed {
-        kedit::cse(k);
-        kedit::dce(k);
+        edit::cse(k);
+        edit::dce(k);
     }
     Ok(())
-}
-
-/// Every `for` op reachable from the body whose body holds no `for`, in program order.
-fn innermost_loops(k: &Kernel) -> Vec<Op> {
-    fn walk(k: &Kernel, b: Block, out: &mut Vec<Op>) -> bool {
-        let mut has_loop = false;
-        for &o in &k.dfg.blocks[b].ops {
-            let od = &k.dfg.ops[o];
-            let mut inner = false;
-            for &r in &od.regions {
-                inner |= walk(k, r, out);
-            }
-            if od.opcode == Opcode::For {
-                has_loop = true;
-                if !inner {
-                    out.push(o);
-                }
-            }
-            has_loop |= inner;
-        }
-        has_loop
-    }
-    let mut out = vec![];
-    walk(k, k.body, &mut out);
-    out
-}
-
-/// The loads of loop `l` that can be pipelined.
-fn candidates(k: &Kernel, l: Op) -> Vec<Cand> {
-    let body = k.dfg.ops[l].regions[0];
-    let mut seen: HashMap<String, usize> = HashMap::new();
-    let mut out = vec![];
-    for &o in &k.dfg.blocks[body].ops {
-        let od = &k.dfg.ops[o];
-        if od.opcode != Opcode::Load {
-            continue;
-        }
-        let Some(tr) = &od.tensor else { continue };
-        let input = k
-            .param(&tr.param)
-            .is_some_and(|p| matches!(p.kind, kir_ir::ParamKind::Tensor(kir_ir::Access::In, _)));
-        let ty = k.dfg.ty(od.results[0]).clone();
-        let Type::Tile(dims, elem) = &ty else {
-            continue;
-        };
-        let (Some(shape), Some(dt)) = (ty.shape(), ty.dtype()) else {
-            continue;
-        };
-        if !input
-            || dt == Dtype::I1
-            || shape.len() != 2
-            || !feeds_dot(k, body, od.results[0])
-            || slice(k, l, o).is_none()
-        {
-            continue;
-        }
-        let n = seen.entry(tr.param.clone()).or_insert(0);
-        *n += 1;
-        let bytes = (shape.iter().product::<usize>() * dt.size_bytes()) as u64;
-        let key = BufKey {
-            param: tr.param.clone(),
-            ty: ty.to_string(),
-            nth: *n,
-            stages: 0,
-            held: false,
-        };
-        out.push(Cand {
-            op: o,
-            dims: dims.clone(),
-            elem: elem.clone(),
-            ty,
-            bytes,
-            key,
-        });
-    }
-    out
-}
-
-/// Whether `v` is operand a or b of a dot in block `b`, directly or through `transpose`.
-fn feeds_dot(k: &Kernel, b: Block, v: Value) -> bool {
-    k.dfg.blocks[b].ops.iter().any(|&o| {
-        let od = &k.dfg.ops[o];
-        match od.opcode {
-            Opcode::Dot | Opcode::DotAsync => od.operands[..2].contains(&v),
-            Opcode::Transpose if od.operands.first() == Some(&v) => feeds_dot(k, b, od.results[0]),
-            _ => false,
-        }
-    })
-}
-
-/// The ops of `l`'s body that load `o`'s offsets and mask need, in body order; `None` when they
-/// depend on a carried value, another load or anything but pure ops of the body.
-fn slice(k: &Kernel, l: Op, o: Op) -> Option<Vec<Op>> {
-    let body = k.dfg.ops[l].regions[0];
-    let iv = k.dfg.blocks[body].args[0];
-    let in_body: HashSet<Op> = k.dfg.blocks[body].ops.iter().copied().collect();
-    let mut need: HashSet<Op> = HashSet::new();
-    let mut stack: Vec<Value> = k.dfg.ops[o].uses();
-    while let Some(v) = stack.pop() {
-        match k.dfg.values[v].def {
-            ValueDef::Arg(b, _) if b == body => {
-                if v != iv {
-                    return None;
-                }
-            }
-            ValueDef::Arg(..) => {}
-            ValueDef::Result(d, _) if in_body.contains(&d) => {
-                let dd = &k.dfg.ops[d];
-                let pure = dd.regions.is_empty()
-                    && dd.tensor.is_none()
-                    && !dd.opcode.has_side_effects()
-                    && dd.opcode.info().class != kir_ir::OpClass::Memory;
-                if !pure {
-                    return None;
-                }
-                if need.insert(d) {
-                    stack.extend(dd.uses());
-                }
-            }
-            ValueDef::Result(..) => {}
-        }
-    }
-    Some(
-        k.dfg.blocks[body]
-            .ops
-            .iter()
-            .copied()
-            .filter(|x| need.contains(x))
-            .collect(),
-    )
 }
 
 /// `smem_alloc` of `stages` stages of `tile<dims x e>`, at the top of the kernel body.
@@ -416,8 +268,8 @@ fn guarded_copies(
     }
     k.dfg
         .append_op(then, simple(Opcode::Yield, vec![], None), vec![]);
-    let els = kedit::yield_block(&mut k.dfg, vec![], vec![]);
-    let iff = kedit::append_if(&mut k.dfg, b, cond, then, els, vec![]);
+    let els = edit::yield_block(&mut k.dfg, vec![], vec![]);
+    let iff = edit::append_if(&mut k.dfg, b, cond, then, els, vec![]);
     // The refill is located at the first load it copies (reports and errors point there).
     if let Some(c) = cands.first() {
         k.dfg.ops[iff].span = k.dfg.ops[c.op].span;
@@ -452,7 +304,7 @@ fn rewrite_loop(
         let od = &k.dfg.ops[l];
         (od.operands[0], od.operands[1], od.operands[2])
     };
-    let parent = crate::kedit::parent_block(&k.dfg, l);
+    let parent = kir_ir::edit::parent_block(&k.dfg, l);
     // Prologue, built in a scratch block and spliced in before the loop.
     let pro = k.dfg.new_block();
     for j in 0..ahead {
@@ -511,7 +363,7 @@ fn rewrite_loop(
         rd.span = k.dfg.ops[c.op].span;
         let new = insert_op(&mut k.dfg, body, pos, rd, vec![(c.ty.clone(), name)])[0];
         k.dfg.blocks[body].ops.retain(|&o| o != c.op);
-        kedit::replace_uses(&mut k.dfg, old, new, None);
+        edit::replace_uses(&mut k.dfg, old, new, None);
         k.dfg.values[old].name = None;
     }
     // Releases and the next stage index before the yield.

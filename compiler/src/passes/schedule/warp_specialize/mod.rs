@@ -18,10 +18,10 @@
 //!
 //! With C > 1 consumers the program covers C tiles along `split_axis` of the grid: consumer w works
 //! on tile `program_id(axis) · C + w`, the grid's axis shrinks to `cdiv(n, C)` (`num_programs` of
-//! the axis is first rewritten as n, `warp_spec_split::num_programs_as_grid`), and the copies must
+//! the axis is first rewritten as n, `split::num_programs_as_grid`), and the copies must
 //! not depend on that axis (the consumers share every stage, as FA3's two consumer warpgroups share
 //! K and V). When n is not a multiple of C, the last program's consumers past tile n − 1 (n
-//! computed from the grid expression as IR, `warp_spec_grid`) work on consumer 0's tile instead and
+//! computed from the grid expression as IR, `schedule/grid.rs`) work on consumer 0's tile instead and
 //! write nothing (every store and atomic is under `if` the tile is below n), while keeping their
 //! waits, reads, releases, arrivals and turns in the ring. Loop bounds may depend on the axis
 //! (causal key ranges do): the producer and every consumer walk the union [min lo, max hi) of the
@@ -33,96 +33,23 @@
 //! With `pingpong`, consumers take turns through an ordering barrier per consumer, so one
 //! consumer's matrix work overlaps the other's softmax.
 
-use super::warp_spec_loops::{needed, region_inputs};
-use super::warp_spec_stage::{mbar, stage_operands, TileLoop};
-use crate::kedit::{self, iconst, op2, simple, Cloner};
+mod loops;
+mod persist;
+mod split;
+mod stage;
+mod types;
+
+pub use types::WsPlan;
+
+use kir_ir::edit::{self, iconst, op2, simple, Cloner};
 use kir_ir::{
     Attr, Block, Diagnostic, Diagnostics, Dtype, Expr, Kernel, Module, Op, Opcode, Span, Type,
     Value, ValueDef,
 };
+use stage::{mbar, stage_operands, TileLoop};
 use std::collections::HashSet;
-
-/// A warp-specialization plan: partition sizes, register budgets and consumer arrangement.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct WsPlan {
-    /// Short name (`fa3`, `2p6c`, `gemm`), shown in docs and errors.
-    pub name: &'static str,
-    pub producer_warps: u32,
-    pub producer_regs: u32,
-    pub consumers: u32,
-    pub consumer_warps: u32,
-    pub consumer_regs: u32,
-    /// The grid axis whose tiles the consumers split (used when `consumers` > 1).
-    pub split_axis: u32,
-    /// Consumers take turns through ordering barriers (FA3's inter-warpgroup ping-pong).
-    pub pingpong: bool,
-}
-
-impl WsPlan {
-    /// FA3's plan: one producer warpgroup at 24 registers, two consumer warpgroups at 240 that
-    /// split the query blocks (grid axis 0) and ping-pong.
-    pub const FA3: WsPlan = WsPlan {
-        name: "fa3",
-        producer_warps: 4,
-        producer_regs: 24,
-        consumers: 2,
-        consumer_warps: 4,
-        consumer_regs: 240,
-        split_axis: 0,
-        pingpong: true,
-    };
-    /// Two producer warps and one consumer of six warps, one register budget (no setmaxnreg).
-    pub const P2C6: WsPlan = WsPlan {
-        name: "2p6c",
-        producer_warps: 2,
-        producer_regs: 168,
-        consumers: 1,
-        consumer_warps: 6,
-        consumer_regs: 168,
-        split_axis: 0,
-        pingpong: false,
-    };
-    /// A GEMM mainloop: one producer warpgroup at 40 registers, one consumer warpgroup at 232.
-    pub const GEMM: WsPlan = WsPlan {
-        name: "gemm",
-        producer_warps: 4,
-        producer_regs: 40,
-        consumers: 1,
-        consumer_warps: 4,
-        consumer_regs: 232,
-        split_axis: 0,
-        pingpong: false,
-    };
-    /// The PTX backend's plan on sm_90a: one producer warpgroup at 32 registers (its thread 0
-    /// issues the tensor copies; without tensor maps every producer thread copies, and 24
-    /// registers spilled a persistent GEMM's copy addresses) and the block's `warps` warps as
-    /// one consumer at the budget left (at most 240), so the consumer's code is the
-    /// unspecialized kernel's.
-    pub fn one_consumer(warps: u32) -> WsPlan {
-        // What the block starts with (its `.maxnreg`), less the producer's share.
-        let threads = (4 + warps.max(1)) * 32;
-        let pool = 65536 / threads / 8 * 8 * threads;
-        let left = (pool - 4 * 32 * 32) / (warps.max(1) * 32);
-        WsPlan {
-            name: "1c",
-            producer_warps: 4,
-            producer_regs: 32,
-            consumers: 1,
-            consumer_warps: warps,
-            consumer_regs: (left / 8 * 8).min(240),
-            split_axis: 0,
-            pingpong: false,
-        }
-    }
-
-    /// Every named plan.
-    pub const ALL: [WsPlan; 3] = [WsPlan::FA3, WsPlan::P2C6, WsPlan::GEMM];
-
-    /// A named plan.
-    pub fn from_name(s: &str) -> Option<WsPlan> {
-        WsPlan::ALL.into_iter().find(|p| p.name == s)
-    }
-}
+use types::Split;
+use types::{bad, Piped};
 
 /// Warp-specializes every kernel of `m` with pipelined top-level loops (see the module doc).
 /// Kernels without such loops are unchanged; a kernel the plan cannot split is an error that
@@ -132,7 +59,7 @@ pub fn warp_specialize(m: &Module, plan: &WsPlan) -> Result<Module, Diagnostics>
 }
 
 /// [`warp_specialize`] for a target with `smem_budget` bytes of shared memory per block: on a
-/// persistent grid the operands the producer stages (warp_spec_stage) get a second stage where
+/// persistent grid the operands the producer stages (`stage.rs`) get a second stage where
 /// it fits (with a budget of 0, one stage each).
 pub fn warp_specialize_within(
     m: &Module,
@@ -152,24 +79,6 @@ pub fn warp_specialize_within(
     } else {
         Err(Diagnostics(errs))
     }
-}
-
-/// One pipelined loop and the parts of it the pass rewrites.
-pub(super) struct Piped {
-    pub(super) op: Op,
-    /// The prefetching `if` in the body, its iteration value and stage value.
-    pub(super) prefetch: Op,
-    pub(super) at: Value,
-    pub(super) pf: Value,
-    /// The carried stage index (block argument and its carried slot).
-    pub(super) stage_arg: Value,
-    pub(super) slot: usize,
-    pub(super) stages: usize,
-    pub(super) bytes: i64,
-}
-
-pub(super) fn bad(sp: Span, k: &Kernel, why: &str) -> Diagnostic {
-    Diagnostic::new(sp, format!("cannot warp-specialize `@{}`: {why}", k.name))
 }
 
 /// Recognizes a top-level loop that `pipelining` rewrote.
@@ -264,14 +173,14 @@ fn kernel(k: &mut Kernel, plan: &WsPlan, smem_budget: u64) -> Result<(), Diagnos
     if plan.consumers > 1 && has_loop {
         // The split shrinks the grid along its axis; the kernel's own count of programs there
         // is the count before the split (rewritten before the partitions are chosen).
-        super::warp_spec_split::num_programs_as_grid(k, plan.split_axis as usize);
+        split::num_programs_as_grid(k, plan.split_axis as usize);
     }
     // The pipelined loops are top-level, or (a persistent kernel) in the body of its tile loop.
     let mut blk = k.body;
     let mut tile_loop = None;
     let mut loops = piped_loops(k, blk)?;
     if loops.is_empty() {
-        if let Some(tl) = super::warp_spec_persist::tile_loop(k) {
+        if let Some(tl) = persist::tile_loop(k) {
             blk = k.dfg.ops[tl].regions[0];
             loops = piped_loops(k, blk)?;
             tile_loop = Some(tl);
@@ -332,18 +241,28 @@ fn kernel(k: &mut Kernel, plan: &WsPlan, smem_budget: u64) -> Result<(), Diagnos
             step: k.dfg.ops[tl].operands[2],
         };
         stage_operands(k, blk, plan, Some(tile), smem_budget);
-        return super::warp_spec_persist::hoist(k, tl, &loops);
+        return persist::hoist(k, tl, &loops);
     }
     if c > 1 {
-        return super::warp_spec_split::split_consumers(
-            k, plan, &loops, &outside, &inside, yield_op, stages,
+        let (stay, inside_all, split) = split::split_consumers(k, plan, &loops, &outside, &inside)?;
+        let body = k.body;
+        return build(
+            k,
+            plan,
+            body,
+            &loops,
+            stay,
+            inside_all,
+            yield_op,
+            stages,
+            Some(split),
         );
     }
     build(
         k, plan, blk, &loops, outside, inside, yield_op, stages, None,
     )?;
     stage_operands(k, blk, plan, None, smem_budget);
-    kedit::dce(k);
+    edit::dce(k);
     Ok(())
 }
 
@@ -362,7 +281,7 @@ fn piped_loops(k: &Kernel, b: Block) -> Result<Vec<Piped>, Diagnostic> {
 
 /// Builds the barriers, the two partitions and the `warp_specialize` op.
 #[allow(clippy::too_many_arguments)]
-pub(super) fn build(
+fn build(
     k: &mut Kernel,
     plan: &WsPlan,
     body: Block,
@@ -371,7 +290,7 @@ pub(super) fn build(
     inside: Vec<Op>,
     yield_op: Op,
     stages: usize,
-    split: Option<super::warp_spec_split::Split>,
+    split: Option<Split>,
 ) -> Result<(), Diagnostic> {
     let c = plan.consumers as usize;
     // Barriers.
@@ -402,7 +321,7 @@ pub(super) fn build(
         .map(|p| {
             let d = &k.dfg.ops[p.op];
             split.as_ref().is_some_and(|sp| {
-                super::warp_spec_split::bounds_split(
+                split::bounds_split(
                     k,
                     &sp.pid_ops,
                     &inside,
@@ -430,11 +349,11 @@ pub(super) fn build(
             vec![lo, hi, step]
         };
         roots.extend(
-            region_inputs(k, then).into_iter().filter(|&v| {
+            edit::region_inputs(&k.dfg, then).into_iter().filter(|&v| {
                 v != p.at && v != p.pf && (split_here.is_none() || v != lo && v != hi)
             }),
         );
-        let Some(need) = needed(k, &roots, &inside, &loop_results) else {
+        let Some(need) = edit::slice_among(k, &roots, &inside, &loop_results) else {
             return Err(bad(
                 src.ops[p.op].span,
                 k,
@@ -452,25 +371,15 @@ pub(super) fn build(
                 cl.vmap.get(&hi).copied().unwrap_or(hi),
             ),
             Some(sp) => {
-                let (ul, uh) = super::warp_spec_split::union_bounds(
-                    k,
-                    prod,
-                    &src,
-                    sp,
-                    &inside,
-                    &loop_results,
-                    plan,
-                    [lo, hi],
-                );
+                let (ul, uh) =
+                    split::union_bounds(k, prod, &src, sp, &inside, &loop_results, plan, [lo, hi]);
                 cl.vmap.insert(lo, ul);
                 cl.vmap.insert(hi, uh);
                 (ul, uh)
             }
         };
         let bounds = [lo, hi, cl.vmap.get(&step).copied().unwrap_or(step)];
-        t = super::warp_spec_loops::producer_loop(
-            k, prod, &mut cl, p, bounds, t, full, empty, &src,
-        );
+        t = loops::producer_loop(k, prod, &mut cl, p, bounds, t, full, empty, &src);
     }
     k.dfg
         .append_op(prod, simple(Opcode::Yield, vec![], None), vec![]);
@@ -480,7 +389,7 @@ pub(super) fn build(
     // for a tile past the original grid, which then writes nothing (`guard_effects` below).
     let valid = split
         .as_ref()
-        .map(|sp| super::warp_spec_split::consumer_tile(k, cons, plan, wg, sp));
+        .map(|sp| split::consumer_tile(k, cons, plan, wg, sp));
     if let Some(ord) = order {
         // Consumer 0 has the first turn: phase 0 of its ordering barrier completes at once.
         let pre = k.dfg.new_block();
@@ -502,8 +411,8 @@ pub(super) fn build(
         );
         k.dfg
             .append_op(then, simple(Opcode::Yield, vec![], None), vec![]);
-        let els = kedit::yield_block(&mut k.dfg, vec![], vec![]);
-        kedit::append_if(&mut k.dfg, pre, is0, then, els, vec![]);
+        let els = edit::yield_block(&mut k.dfg, vec![], vec![]);
+        edit::append_if(&mut k.dfg, pre, is0, then, els, vec![]);
         let pre_ops = std::mem::take(&mut k.dfg.blocks[pre].ops);
         k.dfg.blocks[cons].ops.splice(0..0, pre_ops);
     }
@@ -515,7 +424,7 @@ pub(super) fn build(
                 // Walk the union of the consumers' ranges; run the body inside this one's own.
                 let (own_lo, own_hi) = (k.dfg.ops[p.op].operands[0], k.dfg.ops[p.op].operands[1]);
                 let scratch = k.dfg.new_block();
-                let (lo, hi) = super::warp_spec_split::union_bounds(
+                let (lo, hi) = split::union_bounds(
                     k,
                     scratch,
                     &src,
@@ -537,12 +446,12 @@ pub(super) fn build(
                 Some((own_lo, own_hi))
             }
         };
-        t_in = Some(super::warp_spec_loops::consumer_loop(
+        t_in = Some(loops::consumer_loop(
             k, p, t_in, full, empty, order, wg, c, skip,
         ));
     }
     if let Some(valid) = valid {
-        super::warp_spec_split::guard_effects(k, cons, valid);
+        split::guard_effects(k, cons, valid);
     }
     k.dfg
         .append_op(cons, simple(Opcode::Yield, vec![], None), vec![]);
@@ -560,6 +469,6 @@ pub(super) fn build(
     ws.regions = vec![prod, cons];
     k.dfg.append_op(body, ws, vec![]);
     k.dfg.blocks[body].ops.push(yield_op);
-    kedit::dce(k);
+    edit::dce(k);
     Ok(())
 }

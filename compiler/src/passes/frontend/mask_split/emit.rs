@@ -1,4 +1,4 @@
-//! The IR building of the `mask_split` pass (see `mask_split.rs`): the scalar code before the
+//! The IR building of the `mask_split` pass (see `mod.rs`): the scalar code before the
 //! loop, the guarded select and the key masks of loads.
 //!
 //! [`Em`] appends folded, deduplicated i32 scalar arithmetic to a block that is later spliced in
@@ -9,9 +9,8 @@
 //! [`key_loads`] finds the loads at the loop variable along a tile axis, and [`mask_load`] bounds
 //! one of them by `iota + iv < ms_key_hi`.
 
-use super::mask_split_range::S;
-use super::mask_split_read::Lin;
-use crate::kedit::{self, insert_op, simple};
+use super::read::{Lin, S};
+use kir_ir::edit::{self, insert_op, simple};
 use kir_ir::{
     Attr, Block, CmpPred, Dfg, Dtype, Effect, ExprKind, Kernel, Offset, Op, Opcode, ParamKind,
     Type, Value, ValueDef,
@@ -40,7 +39,7 @@ impl Em<'_> {
         if let Some(&c) = self.consts.get(&v) {
             return c;
         }
-        let r = kedit::iconst(self.k, self.b, v);
+        let r = edit::iconst(self.k, self.b, v);
         self.consts.insert(v, r);
         self.known.insert(r, v);
         r
@@ -335,11 +334,11 @@ pub(super) fn guard_select(
     if let Some(n) = &name {
         d.values[sel_r].name = Some(format!("{n}_masked"));
     }
-    let id = kedit::append_if(d, body, full, then, els, vec![(ty, name)]);
+    let id = edit::append_if(d, body, full, then, els, vec![(ty, name)]);
     d.blocks[body].ops.pop();
     let r = d.ops[id].results[0];
     let yield_else = *d.blocks[els].ops.last().expect("the else yield");
-    kedit::replace_uses(d, sel_r, r, Some(yield_else));
+    edit::replace_uses(d, sel_r, r, Some(yield_else));
     // The body: the cone leaves, %full and the `if` take the select's place.
     let mut new_ops = vec![];
     for &o in &ops {

@@ -5,7 +5,7 @@
 //! persistent grid it does so again at every tile, after the previous tile's epilogue, while
 //! the tensor cores wait. Here each qualifying `%x = load t[…] : tile<R x C x e>` of the block
 //! that holds `warp_specialize` (the kernel body, or a persistent kernel's tile loop body before
-//! `warp_spec_persist::hoist`) becomes a buffer of S stages (one, or two on a persistent grid:
+//! `persist::hoist`) becomes a buffer of S stages (one, or two on a persistent grid:
 //! below) with its own barrier pair:
 //! - `%buf = smem_alloc : smem<S x R x C x e>` at the top of the kernel body,
 //!   `%xf = mbar_alloc arrivals 1 : mbar<S>` and `%xe = mbar_alloc arrivals N : mbar<S>`
@@ -25,12 +25,14 @@
 //! waits for the end of those loops, and the copy runs under the epilogue.
 //!
 //! A load qualifies when it is a copy a tensor copy makes exactly (the TMA rules of
-//! `pipelining_tma`, with no `mask`), its indices come from pure ops the producer can compute,
+//! `pipelining::tma`, with no `mask`), its indices come from pure ops the producer can compute,
 //! and every user is a `dot` nested in the consumer's loops. The result is the same bit for bit:
 //! the copy fills the buffer with the loaded values (+0 outside the tensor, as `other 0.0`).
 
-use super::pipelining_tma::tensor_copy_ok;
-use crate::kedit::{self, iconst, op2, simple};
+use super::types::WsPlan;
+use crate::passes::schedule::pipelining::alloc;
+use crate::passes::schedule::pipelining::tma::tensor_copy_ok;
+use kir_ir::edit::{self, iconst, op2, simple};
 use kir_ir::{Attr, Block, Dtype, Expr, Kernel, Offset, Op, Opcode, Type, Value, ValueDef};
 
 /// A persistent kernel's tile loop, for the fill parity: its induction variable, first tile
@@ -57,7 +59,7 @@ const SECOND_STAGE_REGS: u32 = 200;
 pub(super) fn stage_operands(
     k: &mut Kernel,
     body: Block,
-    plan: &super::warp_spec::WsPlan,
+    plan: &WsPlan,
     tile: Option<TileLoop>,
     smem_budget: u64,
 ) {
@@ -121,7 +123,7 @@ pub(super) fn stage_operands(
         let (stage, parity) = stage_parity(k, stages);
         let one = iconst(k, scratch, 1);
         let flipped = op2(k, scratch, Opcode::Xor, None, parity, one, Dtype::I32);
-        let buf = super::pipelining::alloc(k, dims, elem, stages);
+        let buf = alloc(k, dims, elem, stages);
         let full = mbar(k, scratch, 1, stages);
         let empty = mbar(k, scratch, consumers as i64, stages);
         // Producer: wait for the previous fill's release, expect the bytes, copy.
@@ -160,7 +162,7 @@ pub(super) fn stage_operands(
         let id = k.dfg.append_op(c, read, vec![(ty.clone(), name)]);
         let staged = k.dfg.ops[id].results[0];
         cons_head.extend(std::mem::take(&mut k.dfg.blocks[c].ops));
-        kedit::replace_uses(&mut k.dfg, x, staged, None);
+        edit::replace_uses(&mut k.dfg, x, staged, None);
         k.dfg.blocks[body].ops.retain(|&b| b != o);
         // The release computes its stage again from the tile, so no stage index stays live
         // across the consumer's ring loops.
@@ -211,7 +213,7 @@ fn release_after_last_use(
     x: Value,
 ) {
     let ops = k.dfg.blocks[cons].ops.clone();
-    let Some(last) = ops.iter().rposition(|&o| reads_deep(k, o, x)) else {
+    let Some(last) = ops.iter().rposition(|&o| edit::reads_deep(&k.dfg, o, x)) else {
         return;
     };
     k.dfg.append_op(
@@ -226,15 +228,6 @@ fn release_after_last_use(
     );
     let rel = std::mem::take(&mut k.dfg.blocks[b].ops);
     k.dfg.blocks[cons].ops.splice(last + 1..last + 1, rel);
-}
-
-/// Whether op `o` or an op in its regions reads `v`.
-fn reads_deep(k: &Kernel, o: Op, v: Value) -> bool {
-    let d = &k.dfg.ops[o];
-    d.uses().contains(&v)
-        || d.regions
-            .iter()
-            .any(|&r| k.dfg.blocks[r].ops.iter().any(|&i| reads_deep(k, i, v)))
 }
 
 /// Whether op `o` of `body` is a load the producer can take over (see the module doc).
@@ -253,12 +246,12 @@ fn qualifies(k: &Kernel, body: Block, o: Op) -> bool {
             _ => true,
         })
     });
-    let users = kedit::users(&k.dfg, x);
+    let users = edit::users(&k.dfg, x);
     indices_ok
         && !users.is_empty()
         && users.iter().all(|&u| {
             k.dfg.ops[u].opcode == Opcode::Dot && {
-                let pb = kedit::parent_block(&k.dfg, u);
+                let pb = edit::parent_block(&k.dfg, u);
                 pb != body && pb != k.body
             }
         })
@@ -272,7 +265,7 @@ fn pure_root(k: &Kernel, v: Value, depth: usize) -> bool {
             let od = &k.dfg.ops[o];
             depth < 64
                 && od.regions.is_empty()
-                && kedit::is_pure(k, od)
+                && edit::is_pure(k, od)
                 && od.opcode != Opcode::Load
                 && od.uses().iter().all(|&u| pure_root(k, u, depth + 1))
         }

@@ -6,7 +6,7 @@
 //! expressions (after specialization) and no scheduled IR yet. Output:
 //! - the grid is `[min(g0 · g1 · g2, P), 1, 1]` for the requested program count P;
 //! - the body computes g0, g1, g2 and their product T from the dims (exactly as the launch
-//!   evaluates the grid, `warp_spec_grid::expr_value`), then runs
+//!   evaluates the grid, `grid::expr_value`), then runs
 //!   `for %tile = program_id 0 to T step P { … }`, whose body decomposes the tile
 //!   in grid order (axis 0 fastest: `x = tile mod g0`, `y = (tile div g0) mod g1`,
 //!   `z = tile div (g0 · g1)`) and then runs the original body with every `program_id a`
@@ -22,8 +22,8 @@
 //! fill per tile. P is a compile-time choice (the target's SM count by default,
 //! docs/passes.md); a device with fewer SMs runs the extra programs in a second wave.
 
-use super::warp_spec_grid::{expr_value, lowerable};
-use crate::kedit::{self, op2, simple};
+use super::grid::{expr_value, lowerable};
+use kir_ir::edit::{self, op2, simple};
 use kir_ir::{
     Attr, BinOp, Block, Diagnostic, Diagnostics, Dtype, Expr, ExprKind, Func, Kernel, Module,
     Opcode, Span, Type, Value,
@@ -104,7 +104,7 @@ fn kernel(k: &mut Kernel, programs: u32) {
     let first = grid_query(k, body, Opcode::ProgramId, 0);
     // The step is P, a constant (no register): with fewer tiles than P the grid has one
     // program per tile, and each stops after its first.
-    let step = crate::kedit::iconst(k, body, programs as i64);
+    let step = kir_ir::edit::iconst(k, body, programs as i64);
     // The tile loop's body: the tile's coordinates, then the original body.
     let lb = k.dfg.new_block();
     let tile = k.dfg.add_block_arg(
@@ -149,7 +149,7 @@ fn kernel(k: &mut Kernel, programs: u32) {
             g[axis]
         };
         let from = k.dfg.ops[o].results[0];
-        kedit::replace_uses(&mut k.dfg, from, to, None);
+        edit::replace_uses(&mut k.dfg, from, to, None);
         let blocks: Vec<Block> = k.dfg.blocks.keys().collect();
         for b in blocks {
             k.dfg.blocks[b].ops.retain(|&q| q != o);

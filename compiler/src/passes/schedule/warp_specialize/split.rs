@@ -3,35 +3,25 @@
 //! program's tiles past the original grid (an odd tile count split in two), which take part in
 //! the ring as consumer 0's tile and write nothing.
 
-use super::warp_spec::{bad, build, Piped, WsPlan};
-use super::warp_spec_grid::{expr_value, lowerable};
-use super::warp_spec_loops::{needed, region_inputs};
-use crate::kedit::{self, iconst, op2, simple, Cloner};
+use super::types::{bad, Piped, Split, WsPlan};
+use crate::passes::schedule::grid::{expr_value, lowerable};
+use kir_ir::edit::{self, iconst, op2, simple, Cloner};
 use kir_ir::{
     Attr, Block, CmpPred, Diagnostic, Dtype, Expr, ExprKind, Func, Kernel, Op, Opcode, Span, Type,
     Value, ValueDef,
 };
 use std::collections::HashSet;
 
-/// How the consumers split grid axis `split_axis`: the `program_id` ops of that axis and the
-/// axis's grid expression before the split (its tile count n). Consumer w of program p works on
-/// tile p · C + w when that is below n.
-pub(super) struct Split {
-    pub(super) pid_ops: Vec<Op>,
-    pub(super) tiles: Expr,
-}
-
-/// C > 1 consumers split tiles along the plan's grid axis (see the module doc).
-#[allow(clippy::too_many_arguments)]
+/// C > 1 consumers split tiles along the plan's grid axis (see the module doc): rewrites the
+/// grid and returns the ops that stay outside the partitions, the ops that move into them (those
+/// before the loops that depend on the split axis, then `inside`) and the split, for `build`.
 pub(super) fn split_consumers(
     k: &mut Kernel,
     plan: &WsPlan,
     loops: &[Piped],
     outside: &[Op],
     inside: &[Op],
-    yield_op: Op,
-    stages: usize,
-) -> Result<(), Diagnostic> {
+) -> Result<(Vec<Op>, Vec<Op>, Split), Diagnostic> {
     let axis = plan.split_axis as i64;
     let pid_ops = axis_ops(k, Opcode::ProgramId, axis as usize);
     // Ops outside the partitions that depend on the split axis move into both partitions.
@@ -54,7 +44,7 @@ pub(super) fn split_consumers(
     if moved.iter().any(|&o| {
         k.dfg.ops[o].opcode.has_side_effects()
             || !k.dfg.ops[o].regions.is_empty()
-                && kedit::writes_memory(&k.dfg, k.dfg.ops[o].regions[0])
+                && edit::writes_memory(&k.dfg, k.dfg.ops[o].regions[0])
     }) {
         return Err(bad(
             k.span,
@@ -72,12 +62,12 @@ pub(super) fn split_consumers(
         let (lo, hi) = (d.operands[0], d.operands[1]);
         let mut roots: Vec<Value> = vec![d.operands[2]];
         roots.extend(
-            region_inputs(k, then)
+            edit::region_inputs(&k.dfg, then)
                 .into_iter()
                 .filter(|&v| v != p.at && v != p.pf && v != lo && v != hi),
         );
         if let Some(v) = depends_on(k, &roots, &dep, inside) {
-            return Err(bad(d.span, k, &format!("{} depends on grid axis {axis}, which plan `{}` splits among its consumers (they share every stage, so their copies must agree)", kedit_name(k, v), plan.name)));
+            return Err(bad(d.span, k, &format!("{} depends on grid axis {axis}, which plan `{}` splits among its consumers (they share every stage, so their copies must agree)", value_name(k, v), plan.name)));
         }
     }
     let mut inside_all = moved.clone();
@@ -98,21 +88,11 @@ pub(super) fn split_consumers(
         ),
         span: Span::default(),
     };
-    let body = k.body;
-    build(
-        k,
-        plan,
-        body,
-        loops,
-        stay,
-        inside_all,
-        yield_op,
-        stages,
-        Some(Split {
-            pid_ops,
-            tiles: g_tiles(k, axis as usize),
-        }),
-    )
+    let split = Split {
+        pid_ops,
+        tiles: g_tiles(k, axis as usize),
+    };
+    Ok((stay, inside_all, split))
 }
 
 /// The ops of `k` with `opcode` (`program_id` or `num_programs`) along grid axis `axis`.
@@ -150,7 +130,7 @@ pub(super) fn num_programs_as_grid(k: &mut Kernel, axis: usize) {
     k.dfg.blocks[body].ops.splice(0..0, new_ops);
     for o in ops {
         let old = k.dfg.ops[o].results[0];
-        kedit::replace_uses(&mut k.dfg, old, n, None);
+        edit::replace_uses(&mut k.dfg, old, n, None);
         let blocks: Vec<Block> = k.dfg.blocks.keys().collect();
         for b in blocks {
             k.dfg.blocks[b].ops.retain(|&x| x != o);
@@ -219,7 +199,7 @@ pub(super) fn consumer_tile(
     k.dfg.blocks[cons].ops.splice(0..0, ops);
     for &po in &sp.pid_ops {
         let old = k.dfg.ops[po].results[0];
-        kedit::replace_uses(&mut k.dfg, old, tile, None);
+        edit::replace_uses(&mut k.dfg, old, tile, None);
         k.dfg.blocks[cons].ops.retain(|&o| o != po);
     }
     valid
@@ -236,10 +216,10 @@ pub(super) fn guard_effects(k: &mut Kernel, b: Block, valid: Value) {
             guard_effects(k, r, valid);
         }
         if matches!(k.dfg.ops[o].opcode, Opcode::Store | Opcode::AtomicAdd) {
-            let then = kedit::yield_block(&mut k.dfg, vec![o], vec![]);
-            let els = kedit::yield_block(&mut k.dfg, vec![], vec![]);
+            let then = edit::yield_block(&mut k.dfg, vec![o], vec![]);
+            let els = edit::yield_block(&mut k.dfg, vec![], vec![]);
             let scratch = k.dfg.new_block();
-            let id = kedit::append_if(&mut k.dfg, scratch, valid, then, els, vec![]);
+            let id = edit::append_if(&mut k.dfg, scratch, valid, then, els, vec![]);
             k.dfg.blocks[scratch].ops.clear();
             out.push(id);
         } else {
@@ -275,13 +255,13 @@ fn all_uses(k: &Kernel, o: Op) -> Vec<Value> {
     let d = &k.dfg.ops[o];
     let mut v = d.uses();
     for &r in &d.regions {
-        v.extend(region_inputs(k, r));
+        v.extend(edit::region_inputs(&k.dfg, r));
     }
     v
 }
 
 /// A value as text names it, for messages.
-fn kedit_name(k: &Kernel, v: Value) -> String {
+fn value_name(k: &Kernel, v: Value) -> String {
     match &k.dfg.values[v].name {
         Some(n) => format!("`%{n}`"),
         None => "a value".into(),
@@ -332,7 +312,7 @@ pub(super) fn bounds_split(
     lo: Value,
     hi: Value,
 ) -> bool {
-    needed(k, &[lo, hi], among, forbid)
+    edit::slice_among(k, &[lo, hi], among, forbid)
         .unwrap_or_default()
         .iter()
         .any(|o| pid_ops.contains(o))
@@ -354,7 +334,7 @@ pub(super) fn union_bounds(
     [lo, hi]: [Value; 2],
 ) -> (Value, Value) {
     let pid_ops = &sp.pid_ops;
-    let need = needed(k, &[lo, hi], among, forbid).unwrap_or_default();
+    let need = edit::slice_among(k, &[lo, hi], among, forbid).unwrap_or_default();
     let mut ends: Vec<(Value, Value)> = vec![];
     for w in 0..plan.consumers as i64 {
         let tile = if w == 0 {
@@ -465,7 +445,7 @@ pub(super) fn guard_body(
         .iter()
         .map(|&i| (k.dfg.ty(args[i]).clone(), None))
         .collect();
-    let id = kedit::append_if(&mut k.dfg, body, inside, then, els, tys);
+    let id = edit::append_if(&mut k.dfg, body, inside, then, els, tys);
     let res = k.dfg.ops[id].results.clone();
     k.dfg.blocks[body].ops.extend(releases);
     let mut new_yields = yields.clone();

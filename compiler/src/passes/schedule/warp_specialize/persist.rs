@@ -17,8 +17,8 @@
 //! alias phases, which the interpreter reports). The producer starts the next tile's copies as
 //! soon as stages free up, while the consumer still runs the current tile's epilogue.
 
-use super::warp_spec::{bad, Piped};
-use crate::kedit::{self, iconst, simple, Cloner};
+use super::types::{bad, Piped};
+use kir_ir::edit::{self, iconst, simple, Cloner};
 use kir_ir::{Block, Diagnostic, Dtype, Kernel, Op, Opcode, Span, Type, Value};
 use std::collections::HashMap;
 
@@ -45,7 +45,7 @@ fn remap(k: &mut Kernel, b: Block, map: &HashMap<Value, Value>) {
     let ops = k.dfg.blocks[b].ops.clone();
     for o in ops {
         let od = &mut k.dfg.ops[o];
-        kedit::for_each_use(od, |v| {
+        edit::for_each_use(od, |v| {
             if let Some(&n) = map.get(v) {
                 *v = n;
             }
@@ -136,7 +136,7 @@ pub(super) fn hoist(k: &mut Kernel, tl: Op, loops: &[Piped]) -> Result<(), Diagn
     let mut cl = Cloner::new(&src);
     cl.vmap.insert(iv, ptile);
     for &o in &pre {
-        if kedit::is_pure(k, &src.ops[o]) {
+        if edit::is_pure(k, &src.ops[o]) {
             cl.op(&mut k.dfg, pb, o);
         }
     }
@@ -172,7 +172,7 @@ pub(super) fn hoist(k: &mut Kernel, tl: Op, loops: &[Piped]) -> Result<(), Diagn
         .append_op(cb, simple(Opcode::Yield, vec![t_end], None), vec![]);
     sink_past(k, cb, l.op);
     wrap(k, cons, bounds, cb);
-    kedit::dce(k);
+    edit::dce(k);
     Ok(())
 }
 
@@ -187,18 +187,18 @@ fn sink_past(k: &mut Kernel, b: Block, last: Op) {
     // Values read by ops that stay at or before the loop (at any depth).
     let mut early: std::collections::HashSet<Value> = std::collections::HashSet::new();
     for &o in &ops[at..=at] {
-        early.extend(uses_deep(k, o));
+        early.extend(edit::uses_deep(&k.dfg, o));
     }
     let mut sunk = vec![];
     for &o in ops[..at].iter().rev() {
         let d = &k.dfg.ops[o];
         let movable = d.regions.is_empty()
-            && kedit::is_pure(k, d)
+            && edit::is_pure(k, d)
             && d.results.iter().all(|r| !early.contains(r));
         if movable {
             sunk.push(o);
         } else {
-            early.extend(uses_deep(k, o));
+            early.extend(edit::uses_deep(&k.dfg, o));
         }
     }
     if sunk.is_empty() {
@@ -213,16 +213,4 @@ fn sink_past(k: &mut Kernel, b: Block, last: Op) {
     out.extend(sunk);
     out.extend(&ops[at + 1..]);
     k.dfg.blocks[b].ops = out;
-}
-
-/// Every value op `o` reads, in it and in its regions.
-fn uses_deep(k: &Kernel, o: Op) -> Vec<Value> {
-    let d = &k.dfg.ops[o];
-    let mut out = d.uses();
-    for &r in &d.regions {
-        for &i in &k.dfg.blocks[r].ops {
-            out.extend(uses_deep(k, i));
-        }
-    }
-    out
 }

@@ -4,7 +4,7 @@
 //! expression means when the launch evaluates it, so a consumer can tell whether its tile is
 //! inside the original grid.
 
-use crate::kedit::{op2, simple};
+use kir_ir::edit::{op2, simple};
 use kir_ir::{
     Attr, BinOp, Block, CmpPred, Dtype, Expr, ExprKind, Func, Kernel, Opcode, Span, Type, UnOp,
     Value,

@@ -1,9 +1,9 @@
-//! Structural matchers for the RMSNorm → GEMM fusion (`fusion_norm.rs`): recognising an
+//! Structural matchers for the RMSNorm → GEMM fusion (`norm.rs`): recognising an
 //! RMSNorm producer kernel (Σx² loop, `rsqrt(Σx²/C + eps)`, the `y = x·rstd·w` store) and the
 //! K loop of a GEMM consumer that reads `y`, from the dataflow alone (never from names). Each
 //! matcher's error says which part of the structure is missing; it goes into the fusion report.
 
-use crate::kedit;
+use kir_ir::edit::{self, def_data};
 use kir_ir::{
     Attr, Dfg, Dtype, ExprKind, Kernel, Offset, Op, OpData, Opcode, ParamKind, Value, ValueDef,
 };
@@ -25,21 +25,13 @@ pub(super) struct Norm {
 /// A match result, or why there is none.
 pub(super) type R<T> = Result<T, String>;
 
-/// The op defining `v`, if `v` is an op result.
-pub(super) fn def(d: &Dfg, v: Value) -> Option<&OpData> {
-    match d.values[v].def {
-        ValueDef::Result(o, _) => Some(&d.ops[o]),
-        ValueDef::Arg(..) => None,
-    }
-}
-
 fn is(d: &Dfg, v: Value, op: Opcode) -> bool {
-    def(d, v).is_some_and(|o| o.opcode == op)
+    def_data(d, v).is_some_and(|o| o.opcode == op)
 }
 
 /// True if `v` is a `const` 0 (integer or float, scalar or tile).
 fn zero(d: &Dfg, v: Value) -> bool {
-    def(d, v).is_some_and(|o| o.opcode == Opcode::Const && lit_zero(o.lead.as_ref()))
+    def_data(d, v).is_some_and(|o| o.opcode == Opcode::Const && lit_zero(o.lead.as_ref()))
 }
 
 fn lit_zero(a: Option<&Attr>) -> bool {
@@ -55,7 +47,7 @@ fn lit_zero(a: Option<&Attr>) -> bool {
 
 /// The name of the dim `v` reads (`dim NAME`).
 fn dim_name(d: &Dfg, v: Value) -> Option<String> {
-    let o = def(d, v)?;
+    let o = def_data(d, v)?;
     match (o.opcode == Opcode::Dim, &o.lead) {
         (true, Some(Attr::Name(n, _))) => Some(n.clone()),
         _ => None,
@@ -64,7 +56,7 @@ fn dim_name(d: &Dfg, v: Value) -> Option<String> {
 
 /// `v` with any chain of the listed ops (one operand each) stripped.
 fn strip(d: &Dfg, mut v: Value, ops: &[Opcode]) -> Value {
-    while let Some(o) = def(d, v).filter(|o| ops.contains(&o.opcode)) {
+    while let Some(o) = def_data(d, v).filter(|o| ops.contains(&o.opcode)) {
         v = o.operands[0];
     }
     v
@@ -72,7 +64,7 @@ fn strip(d: &Dfg, mut v: Value, ops: &[Opcode]) -> Value {
 
 /// The unmasked, zero-filled load behind `v` (through casts), with its param and offsets.
 fn load_of(d: &Dfg, v: Value) -> Option<(String, Vec<Offset>)> {
-    let o = def(d, strip(d, v, &[Opcode::Cast]))?;
+    let o = def_data(d, strip(d, v, &[Opcode::Cast]))?;
     let t = o.tensor.as_ref()?;
     let ok = o.opcode == Opcode::Load && o.attr("mask").is_none() && lit_zero(o.attr("other"));
     ok.then(|| (t.param.clone(), t.offsets.clone()))
@@ -128,8 +120,8 @@ pub(super) fn match_norm(k: &Kernel) -> R<Norm> {
     else {
         return Err(not("the store is not at [row, column]"));
     };
-    let pid0 =
-        def(d, *row).is_some_and(|o| o.opcode == Opcode::ProgramId && lit_zero(o.lead.as_ref()));
+    let pid0 = def_data(d, *row)
+        .is_some_and(|o| o.opcode == Opcode::ProgramId && lit_zero(o.lead.as_ref()));
     if !pid0 || body2.args.first() != Some(iv) || so.attr("mask").is_some() {
         return Err(not(
             "the store is not at [program_id 0, loop index], unmasked",
@@ -140,7 +132,7 @@ pub(super) fn match_norm(k: &Kernel) -> R<Norm> {
     let mut leaves = vec![];
     let mut stack = vec![prod];
     while let Some(v) = stack.pop() {
-        match def(d, v).filter(|o| o.opcode == Opcode::Mul && !d.ty(v).is_scalar()) {
+        match def_data(d, v).filter(|o| o.opcode == Opcode::Mul && !d.ty(v).is_scalar()) {
             Some(o) => stack.extend(o.operands.iter().copied()),
             None => leaves.push(v),
         }
@@ -180,18 +172,18 @@ pub(super) fn match_norm(k: &Kernel) -> R<Norm> {
     }
     row_loop(d, lo, &xd[1])?;
     // rstd = rsqrt(mean + eps), mean = Σx² / C.
-    let ro = def(d, r).ok_or_else(|| not("no row scale"))?;
+    let ro = def_data(d, r).ok_or_else(|| not("no row scale"))?;
     let var = if ro.opcode == Opcode::Rsqrt {
         ro.operands[0]
     } else if ro.opcode == Opcode::Recip && is(d, ro.operands[0], Opcode::Sqrt) {
-        def(d, ro.operands[0]).map_or(r, |s| s.operands[0])
+        def_data(d, ro.operands[0]).map_or(r, |s| s.operands[0])
     } else {
         return Err(not("the row scale is not rsqrt(…)"));
     };
-    let add = def(d, var).filter(|o| o.opcode == Opcode::Add);
+    let add = def_data(d, var).filter(|o| o.opcode == Opcode::Add);
     let add = add.ok_or_else(|| not("rsqrt's operand is not mean + eps"))?;
     let scalar = |v: Value| {
-        def(d, v)
+        def_data(d, v)
             .filter(|o| [Opcode::Param, Opcode::Const].contains(&o.opcode) && d.ty(v).is_scalar())
     };
     let (eps, mean) = match (scalar(add.operands[0]), scalar(add.operands[1])) {
@@ -200,15 +192,16 @@ pub(super) fn match_norm(k: &Kernel) -> R<Norm> {
         _ => return Err(not("rsqrt's operand is not mean + a scalar eps")),
     };
     let count = |v: Value| {
-        def(d, v).is_some_and(|o| o.opcode == Opcode::Cast)
+        def_data(d, v).is_some_and(|o| o.opcode == Opcode::Cast)
             && dim_name(d, strip(d, v, &[Opcode::Cast])).as_ref() == Some(&xd[1])
     };
-    let m = def(d, mean).ok_or_else(|| not("no mean"))?;
+    let m = def_data(d, mean).ok_or_else(|| not("no mean"))?;
     let [a, b] = m.operands[..] else {
         return Err(not("no mean"));
     };
-    let recip_count =
-        |v: Value| def(d, v).is_some_and(|o| o.opcode == Opcode::Recip && count(o.operands[0]));
+    let recip_count = |v: Value| {
+        def_data(d, v).is_some_and(|o| o.opcode == Opcode::Recip && count(o.operands[0]))
+    };
     let total =
         if (m.opcode == Opcode::Div && count(b)) || (m.opcode == Opcode::Mul && recip_count(b)) {
             a
@@ -217,7 +210,7 @@ pub(super) fn match_norm(k: &Kernel) -> R<Norm> {
         } else {
             return Err(not("the mean is not Σ / dim C"));
         };
-    let red = def(d, total).filter(|o| {
+    let red = def_data(d, total).filter(|o| {
         o.opcode == Opcode::Reduce
             && o.reduce_kind() == Some(kir_ir::ReduceKind::Sum)
             && matches!(o.attr("axis"), Some(Attr::Expr(e)) if e.as_int() == Some(1))
@@ -249,10 +242,10 @@ fn sum_of_squares(d: &Dfg, ss: Value, x: &str, row: Value, c: &str) -> R<()> {
         .filter(|o| o.opcode == Opcode::Yield)
         .map(|o| o.operands[0]);
     let add = next
-        .and_then(|v| def(d, v))
+        .and_then(|v| def_data(d, v))
         .filter(|o| o.opcode == Opcode::Add);
     let sq = add.and_then(|o| match o.operands[..] {
-        [a, s] | [s, a] if a == b.args[1] && is(d, s, Opcode::Mul) => def(d, s),
+        [a, s] | [s, a] if a == b.args[1] && is(d, s, Opcode::Mul) => def_data(d, s),
         _ => None,
     });
     let ok = sq.is_some_and(|o| {
@@ -303,7 +296,7 @@ pub(super) fn match_gemm(k: &Kernel, y: &str) -> R<Gemm> {
     let bk = d
         .ty(ld.results.first().copied().ok_or("no result")?)
         .shape();
-    let step = def(d, lo.operands[2]).and_then(|o| match &o.lead {
+    let step = def_data(d, lo.operands[2]).and_then(|o| match &o.lead {
         Some(Attr::Expr(e)) => e.as_int(),
         _ => None,
     });
@@ -332,7 +325,7 @@ pub(super) fn match_gemm(k: &Kernel, y: &str) -> R<Gemm> {
         ));
     }
     let at = ld.results[0];
-    let [dot] = kedit::users(d, at)[..] else {
+    let [dot] = edit::users(d, at)[..] else {
         return Err("the loaded tile has other uses than one dot".into());
     };
     let dd = &d.ops[dot];
@@ -347,8 +340,8 @@ pub(super) fn match_gemm(k: &Kernel, y: &str) -> R<Gemm> {
                 && dd.operands[0] == at
                 && dd.operands[1] != at
                 && i >= 1
-                && kedit::users(d, b.args[i]) == [dot]
-                && kedit::users(d, dd.results[0]).len() == 1
+                && edit::users(d, b.args[i]) == [dot]
+                && edit::users(d, dd.results[0]).len() == 1
                 && yield_ok(i)
                 && zero(d, lo.operands[2 + i]) =>
         {

@@ -1,4 +1,4 @@
-//! The interval analysis of the `mask_split` pass (see `mask_split.rs`): which blocks some row
+//! The interval analysis of the `mask_split` pass (see `mod.rs`): which blocks some row
 //! sees, and when every row sees the whole block.
 //!
 //! Over the block's index ranges ([`Dom`]: rows up to the last stored row, columns up to the
@@ -9,15 +9,12 @@
 //! variable in the body). Comparisons that do not name the loop variable are decided from the
 //! facts where they follow ([`known`]), else left to the run time. [`program_offsets`] finds the
 //! grid facts (`program_id a · c ≤ D − 1`). Scalar IR is emitted through the pass's emitter
-//! (`mask_split_emit.rs`).
+//! (`emit.rs`).
 
-use super::mask_split_emit::Em;
-use super::mask_split_read::{Lin, B};
-use crate::kedit::op2;
-use kir_ir::{Attr, Block, CmpPred, Dtype, Expr, ExprKind, Kernel, Opcode, Type, Value, ValueDef};
-
-/// The sentinel bound of an unbounded interval end (|values| stay far below it).
-pub(super) const S: i64 = 1 << 30;
+use super::emit::Em;
+use super::read::{Lin, B, S};
+use kir_ir::edit::{def_data, op2};
+use kir_ir::{Attr, Block, CmpPred, Dtype, Expr, ExprKind, Kernel, Opcode, Type, Value};
 
 /// An interval [lo, hi) of the loop variable.
 #[derive(Clone, Copy)]
@@ -263,19 +260,15 @@ impl Full {
 /// axis a has cdiv(D, c) programs, with D: each is at most D − 1.
 pub(super) fn program_offsets(k: &Kernel, end: usize) -> Vec<(Value, String)> {
     let d = &k.dfg;
-    let def = |v: Value| match d.values[v].def {
-        ValueDef::Result(o, _) => Some(&d.ops[o]),
-        ValueDef::Arg(..) => None,
-    };
     let axis = |v: Value| {
-        let od = def(v)?;
+        let od = def_data(d, v)?;
         match (od.opcode, &od.lead) {
             (Opcode::ProgramId, Some(Attr::Expr(e))) => e.as_int(),
             _ => None,
         }
     };
     let lit = |v: Value| {
-        let od = def(v)?;
+        let od = def_data(d, v)?;
         match (od.opcode, &od.lead) {
             (Opcode::Const, Some(Attr::Expr(e))) => e.as_int(),
             _ => None,

@@ -37,12 +37,9 @@
 //! to the reads, so an unspecialized ring needs 3 stages to keep the prefetch distance of the
 //! unrotated loop.
 
-use crate::kedit::{self, op2, simple, Cloner};
+use kir_ir::edit::{self, def_op, op2, ops_in, simple, Cloner};
 use kir_ir::expr::{ExprKind, F64Bits};
-use kir_ir::{
-    Attr, Block, CmpPred, Diagnostics, Dtype, Expr, Kernel, Module, Op, Opcode, Type, Value,
-    ValueDef,
-};
+use kir_ir::{Attr, CmpPred, Diagnostics, Dtype, Expr, Kernel, Module, Op, Opcode, Type, Value};
 use std::collections::HashSet;
 
 /// Rotates every qualifying loop of `m` (see the module doc); other kernels and loops are
@@ -87,29 +84,12 @@ struct Found {
     dot: Op,
 }
 
-fn def_op(k: &Kernel, v: Value) -> Option<Op> {
-    match k.dfg.values.get(v)?.def {
-        ValueDef::Result(o, _) => Some(o),
-        ValueDef::Arg(..) => None,
-    }
-}
-
-/// The ops of block `b` (at any depth) by id.
-fn ops_in(k: &Kernel, b: Block, out: &mut HashSet<Op>) {
-    for &o in &k.dfg.blocks[b].ops {
-        out.insert(o);
-        for &r in &k.dfg.ops[o].regions {
-            ops_in(k, r, out);
-        }
-    }
-}
-
 fn find(k: &Kernel, l: Op) -> Option<Found> {
     let body = *k.dfg.ops[l].regions.first()?;
     let args = k.dfg.blocks[body].args.clone();
     let ops = k.dfg.blocks[body].ops.clone();
     let mut inside = HashSet::new();
-    ops_in(k, body, &mut inside);
+    ops_in(&k.dfg, body, &mut inside);
     if inside.iter().any(|&o| {
         matches!(
             k.dfg.ops[o].opcode,
@@ -119,8 +99,8 @@ fn find(k: &Kernel, l: Op) -> Option<Found> {
         return None;
     }
     let outside =
-        |v: Value| def_op(k, v).is_none_or(|o| !inside.contains(&o)) && !args.contains(&v);
-    let single = |v: Value| kedit::users(&k.dfg, v).len() == 1;
+        |v: Value| def_op(&k.dfg, v).is_none_or(|o| !inside.contains(&o)) && !args.contains(&v);
+    let single = |v: Value| edit::users(&k.dfg, v).len() == 1;
     // D0: the first top-level dot of a stage read (maybe transposed) with A and a zero
     // accumulator from outside the loop, after the full-barrier wait on the read's stage.
     ops.iter().enumerate().find_map(|(i, &o)| {
@@ -129,7 +109,7 @@ fn find(k: &Kernel, l: Op) -> Option<Found> {
             return None;
         }
         let (a, b, z) = (d.operands[0], d.operands[1], d.operands[2]);
-        let zero = def_op(k, z).is_some_and(|zo| {
+        let zero = def_op(&k.dfg, z).is_some_and(|zo| {
             let zd = &k.dfg.ops[zo];
             zd.opcode == Opcode::Const
                 && matches!(&zd.lead, Some(Attr::Expr(e))
@@ -139,13 +119,13 @@ fn find(k: &Kernel, l: Op) -> Option<Found> {
         if !outside(a) || !outside(z) || !zero {
             return None;
         }
-        let bo = def_op(k, b)?;
+        let bo = def_op(&k.dfg, b)?;
         let src = match k.dfg.ops[bo].opcode {
             Opcode::Transpose if single(b) && ops.contains(&bo) => k.dfg.ops[bo].operands[0],
             Opcode::Transpose => return None,
             _ => b,
         };
-        let rd = &k.dfg.ops[def_op(k, src)?];
+        let rd = &k.dfg.ops[def_op(&k.dfg, src)?];
         if rd.opcode != Opcode::SmemRead || !single(src) {
             return None;
         }
@@ -194,18 +174,18 @@ fn split(k: &Kernel, f: &Found) -> Option<Sets> {
         }
         let r = od.results[0];
         let i = yops.iter().position(|&v| v == r)?;
-        (kedit::users(&k.dfg, r).len() == 1).then_some((o, i))
+        (edit::users(&k.dfg, r).len() == 1).then_some((o, i))
     })?;
     let acc_arg = args[1 + acc];
     // D1's stage operand: a read of the current stage, maybe transposed.
     let bv = k.dfg.ops[d1].operands[1];
     let mut b: HashSet<Op> = [d1].into_iter().collect();
     let mut src = bv;
-    if let Some(t) = def_op(k, bv).filter(|&t| k.dfg.ops[t].opcode == Opcode::Transpose) {
+    if let Some(t) = def_op(&k.dfg, bv).filter(|&t| k.dfg.ops[t].opcode == Opcode::Transpose) {
         b.insert(t);
         src = k.dfg.ops[t].operands[0];
     }
-    let read = def_op(k, src)?;
+    let read = def_op(&k.dfg, src)?;
     let rd = &k.dfg.ops[read];
     if rd.opcode != Opcode::SmemRead || rd.operands.get(1) != Some(&stage_v) {
         return None;
@@ -214,10 +194,10 @@ fn split(k: &Kernel, f: &Found) -> Option<Sets> {
     // A register A operand converted from f32 (attention's `p_lo = cast p`): the conversion
     // stays with D1, so the carried value is the f32 tile the matrix unit packs from.
     let av = k.dfg.ops[d1].operands[0];
-    if let Some(cast) = def_op(k, av).filter(|&o| {
+    if let Some(cast) = def_op(&k.dfg, av).filter(|&o| {
         k.dfg.ops[o].opcode == Opcode::Cast
             && ops.contains(&o)
-            && kedit::users(&k.dfg, av).len() == 1
+            && edit::users(&k.dfg, av).len() == 1
     }) {
         b.insert(cast);
     }
@@ -244,7 +224,7 @@ fn split(k: &Kernel, f: &Found) -> Option<Sets> {
                 let od = &k.dfg.ops[o];
                 od.opcode == Opcode::Broadcast
                     && od.results.len() == 1
-                    && kedit::users(&k.dfg, od.results[0])
+                    && edit::users(&k.dfg, od.results[0])
                         .iter()
                         .all(|u| b.contains(u))
             })
@@ -260,7 +240,7 @@ fn split(k: &Kernel, f: &Found) -> Option<Sets> {
             && k.dfg.ops[o]
                 .results
                 .iter()
-                .any(|&r| kedit::users(&k.dfg, r).iter().any(|u| !b.contains(u)))
+                .any(|&r| edit::users(&k.dfg, r).iter().any(|u| !b.contains(u)))
         {
             return None;
         }
@@ -352,7 +332,7 @@ fn rotate(k: &mut Kernel, f: &Found, s: &Sets) {
     let d0_res = src.ops[f.dot].results[0];
     let d1_res = src.ops[s.d1].results[0];
     let nc = inits.len();
-    let parent = kedit::parent_block(&k.dfg, l);
+    let parent = edit::parent_block(&k.dfg, l);
     let at = k.dfg.blocks[parent]
         .ops
         .iter()
@@ -400,7 +380,7 @@ fn rotate(k: &mut Kernel, f: &Found, s: &Sets) {
         .map(|i| (c_tys[i].clone(), None))
         .collect();
     pre_tys.extend(x_tys.iter().map(|t| (t.clone(), None)));
-    let iff = kedit::append_if(&mut k.dfg, pre, has0, then, els, pre_tys);
+    let iff = edit::append_if(&mut k.dfg, pre, has0, then, els, pre_tys);
     // The peeled blocks are located at the loop (reports and errors point there).
     k.dfg.ops[iff].span = src.ops[l].span;
     let pv = k.dfg.ops[iff].results.clone();
@@ -536,9 +516,9 @@ fn rotate(k: &mut Kernel, f: &Found, s: &Sets) {
     let fin = get(&cp, d1_res);
     k.dfg
         .append_op(pt, simple(Opcode::Yield, vec![fin], None), vec![]);
-    let pe = kedit::yield_block(&mut k.dfg, vec![], vec![lr[s.acc]]);
+    let pe = edit::yield_block(&mut k.dfg, vec![], vec![lr[s.acc]]);
     let acc_name = src.values[src.ops[l].results[s.acc]].name.clone();
-    let post = kedit::append_if(
+    let post = edit::append_if(
         &mut k.dfg,
         pre,
         has0,
@@ -553,7 +533,7 @@ fn rotate(k: &mut Kernel, f: &Found, s: &Sets) {
     let old = src.ops[l].results.clone();
     for i in 0..nc {
         let to = if i == s.acc { acc_fin } else { lr[i] };
-        kedit::replace_uses(&mut k.dfg, old[i], to, None);
+        edit::replace_uses(&mut k.dfg, old[i], to, None);
     }
     let new_ops = std::mem::take(&mut k.dfg.blocks[pre].ops);
     k.dfg.blocks[parent].ops.splice(at..=at, new_ops);

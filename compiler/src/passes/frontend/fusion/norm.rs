@@ -1,4 +1,4 @@
-//! RMSNorm → GEMM prologue fusion, part of the `fusion` pass (see `fusion.rs`).
+//! RMSNorm → GEMM prologue fusion, part of the `fusion` pass (see `mod.rs`).
 //!
 //! A producer launch is recognised as an RMSNorm from its structure, never its name: a
 //! top-level loop accumulating Σx² over a row of `x` (from a zero tile), then
@@ -14,15 +14,15 @@
 //! The fusion is applied only when the traffic cost model ([`crate::traffic`]) says the fused
 //! program moves fewer bytes with every program dim at [`NOMINAL_DIM`].
 
-use super::fusion::{State, NOMINAL_DIM};
-use super::fusion_norm_match::{def, match_gemm, match_norm, Gemm, Norm, R};
-use crate::kedit::{self, simple};
+use super::norm_match::{match_gemm, match_norm, Gemm, Norm, R};
+use super::state::{State, NOMINAL_DIM};
 use crate::traffic::launch_bytes;
+use kir_ir::edit::{self, def_data, simple};
 use kir_ir::{Access, Attr, Dfg, Dtype, Offset, OpData, Opcode, ParamKind, Type, Value, ValueDef};
 
 /// Inserts `op` with one result of type `ty` at `*pos` of block `b` and advances `pos`.
 fn ins(d: &mut Dfg, b: kir_ir::Block, pos: &mut usize, op: OpData, ty: Type, n: &str) -> Value {
-    let r = kedit::insert_op(d, b, *pos, op, vec![(ty, Some(n.to_string()))]);
+    let r = edit::insert_op(d, b, *pos, op, vec![(ty, Some(n.to_string()))]);
     *pos += 1;
     r[0]
 }
@@ -152,7 +152,7 @@ impl State<'_> {
                     t.dims = t
                         .dims
                         .iter()
-                        .map(|e| kedit::rename_expr(e, &|s| dims.get(s).cloned()))
+                        .map(|e| edit::rename_expr(e, &|s| dims.get(s).cloned()))
                         .collect();
                     Ok((ParamKind::Tensor(a, t), dt))
                 }
@@ -198,7 +198,7 @@ impl State<'_> {
             .iter()
             .position(|&o| o == l)
             .ok_or("no loop")?;
-        let zero_init = def(d, d.ops[l].operands[3 + gm.acc])
+        let zero_init = def_data(d, d.ops[l].operands[3 + gm.acc])
             .ok_or("no init")?
             .clone();
         let z = ins(
@@ -209,7 +209,7 @@ impl State<'_> {
             Type::tile(&[bm, bk], f32),
             "ss0",
         );
-        let (ss_c, ss) = kedit::add_carried(d, l, z, Type::tile(&[bm, bk], f32), Some("ss".into()));
+        let (ss_c, ss) = edit::add_carried(d, l, z, Type::tile(&[bm, bk], f32), Some("ss".into()));
         // In the loop: x·w replaces y, and Σx² accumulates.
         let mut at_pos = d.blocks[body]
             .ops
@@ -279,7 +279,7 @@ impl State<'_> {
             Type::tile(&[bm, bk], f32),
             "ss_n",
         );
-        kedit::replace_uses(d, at, a2, None);
+        edit::replace_uses(d, at, a2, None);
         let y = *d.blocks[body].ops.last().ok_or("empty loop")?;
         d.ops[y].operands.push(ssn);
         // After the loop: acc · rsqrt(Σx²/K + eps), per row.
@@ -336,8 +336,8 @@ impl State<'_> {
         let ValueDef::Result(sop, _) = d.values[scaled].def else {
             return Err("no scale op".into());
         };
-        kedit::replace_uses(d, acc, scaled, Some(sop));
-        kedit::dce(k);
+        edit::replace_uses(d, acc, scaled, Some(sop));
+        edit::dce(k);
         k.params.retain(|x| x.name != yp);
         self.prog.launches[c].args.retain(|a| a.param != yp);
         Ok(())

@@ -22,8 +22,8 @@
 //! otherwise (a fresh barrier passes parity 1 at once, so the first fill of each stage does not
 //! wait), then `mbar_arrive %full, s' tx BYTES` and the copies with `bar %full`.
 
-use super::pipelining::Cand;
-use crate::kedit::{iconst, insert_op, op2, simple};
+use super::candidates::Cand;
+use kir_ir::edit::{iconst, insert_op, op2, simple};
 use kir_ir::{
     Access, Attr, Block, CmpPred, Dtype, ExprKind, Kernel, Op, Opcode, ParamKind, Type, Value,
 };
@@ -60,7 +60,7 @@ fn copy_ok(k: &Kernel, l: Op, c: &Cand) -> bool {
 
 /// Whether load `od` of tile type `ty` is one a tensor copy makes exactly as `load` defines it
 /// (the module doc's rules); a `mask` must satisfy `mask_ok`.
-pub(super) fn tensor_copy_ok(
+pub(in crate::passes::schedule) fn tensor_copy_ok(
     k: &Kernel,
     od: &kir_ir::OpData,
     ty: &Type,

@@ -1,0 +1,16 @@
+//! The scheduling passes, for one target, in pipeline order: `persistent` (a grid of resident
+//! programs looping over tiles), `pipelining` (shared-memory rings of async copies),
+//! `warp_specialize` (producer and consumer partitions talking through mbarriers) and
+//! `dot_overlap` (a loop's dot kept in flight across iterations).
+//! `crate::pipeline::schedule_observed` orders them.
+
+pub mod dot_overlap;
+mod grid;
+pub mod persistent;
+pub mod pipelining;
+pub mod warp_specialize;
+
+pub use dot_overlap::dot_overlap;
+pub use persistent::persistent;
+pub use pipelining::{pipelining, PipelineConfig};
+pub use warp_specialize::{warp_specialize, warp_specialize_within, WsPlan};
