@@ -70,9 +70,9 @@ pub fn read_npy_bytes(path: &Path) -> Result<Vec<u8>, String> {
         .read_to_end(&mut bytes)
         .map_err(|e| format!("cannot read: {e}"))?;
     let hlen = match (bytes.get(..6), bytes.get(6)) {
-        (Some(m), Some(1)) if m == crate::npy::MAGIC => {
-            bytes.get(8..10).map(|b| u16::from_le_bytes([b[0], b[1]]) as u64)
-        }
+        (Some(m), Some(1)) if m == crate::npy::MAGIC => bytes
+            .get(8..10)
+            .map(|b| u16::from_le_bytes([b[0], b[1]]) as u64),
         (Some(m), Some(2 | 3)) if m == crate::npy::MAGIC => bytes
             .get(8..12)
             .map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]) as u64),

@@ -164,7 +164,10 @@ pub fn read(path: &Path) -> Result<NpyArray, NpyError> {
 /// `None` when the header is malformed or the count overflows (parse says why).
 pub(crate) fn declared_data_bytes(bytes: &[u8]) -> Option<u64> {
     let (_, h, dtype) = parse_head(bytes, "").ok()?;
-    let count = h.shape.iter().try_fold(1u64, |a, &d| a.checked_mul(d as u64))?;
+    let count = h
+        .shape
+        .iter()
+        .try_fold(1u64, |a, &d| a.checked_mul(d as u64))?;
     count.checked_mul(dtype.size() as u64)
 }
 

@@ -75,6 +75,16 @@ impl<'a> Body<'a> {
         self.k.dfg.values.get(v).map(|d| &d.ty)
     }
 
+    /// The ops whose regions enclose the op being checked, innermost first.
+    pub fn enclosing_ops(&self) -> impl Iterator<Item = &'a OpData> + '_ {
+        let dfg = &self.k.dfg;
+        self.chain
+            .iter()
+            .rev()
+            .filter_map(move |blk| self.block_parent.get(blk.index()).copied().flatten())
+            .filter_map(move |op| dfg.ops.get(op))
+    }
+
     /// A value as written in messages: `%name` or `%vN`.
     pub fn vname(&self, v: Value) -> String {
         match self.k.dfg.values.get(v).and_then(|d| d.name.as_ref()) {
@@ -253,6 +263,7 @@ impl<'a> Body<'a> {
                 self.define(v);
             }
         }
+        super::rules_sched::straight_line(self, blk);
         for &a in &bd.args {
             self.undefine(a);
         }
