@@ -14,7 +14,10 @@
 //!   the stage is in flight;
 //! - **barrier ledgers**: a phase that completes with `expect_tx` bytes different from the bytes
 //!   of the copies issued for it, more arrivals than the barrier expects, and a wait whose parity
-//!   lets it pass over a phase this task never observed (phase aliasing).
+//!   lets it pass over a phase this task never observed (phase aliasing);
+//! - **duplicates**: a task that releases a stage twice with no copy refilling it in between, or
+//!   arrives on a barrier stage twice with no `mbar_wait` of its own passing in between (reported
+//!   under every seed, wherever the duplicate lands).
 
 use kir_ir::{Span, Value};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
