@@ -7,6 +7,7 @@
 pub mod compile;
 pub mod configs;
 pub mod egraph;
+pub mod limits;
 pub mod npy;
 pub mod oplib;
 pub mod outfile;

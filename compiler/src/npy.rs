@@ -147,20 +147,39 @@ pub struct NpyError {
     pub message: String,
 }
 
-const MAGIC: &[u8] = b"\x93NUMPY";
+pub(crate) const MAGIC: &[u8] = b"\x93NUMPY";
 
-/// Reads an `.npy` file.
+/// Reads an `.npy` file, never more than its header declares nor over the limits of
+/// [`crate::limits`].
 pub fn read(path: &Path) -> Result<NpyArray, NpyError> {
     let file = path.display().to_string();
-    let bytes = std::fs::read(path).map_err(|e| NpyError {
+    let bytes = crate::limits::read_npy_bytes(path).map_err(|message| NpyError {
         file: file.clone(),
-        message: format!("cannot read: {e}"),
+        message,
     })?;
     parse(&bytes, &file)
 }
 
+/// The data bytes the header at the start of `bytes` declares (shape × element size), or
+/// `None` when the header is malformed or the count overflows (parse says why).
+pub(crate) fn declared_data_bytes(bytes: &[u8]) -> Option<u64> {
+    let (_, h, dtype) = parse_head(bytes, "").ok()?;
+    let count = h
+        .shape
+        .iter()
+        .try_fold(1u64, |a, &d| a.checked_mul(d as u64))?;
+    count.checked_mul(dtype.size() as u64)
+}
+
 /// Parses the bytes of an `.npy` file; `file` names it in errors.
 pub fn parse(bytes: &[u8], file: &str) -> Result<NpyArray, NpyError> {
+    let (end, h, dtype) = parse_head(bytes, file)?;
+    parse_data(bytes, file, end, h, dtype)
+}
+
+/// The magic, version, header dict and dtype of an `.npy` file: where its data starts, the
+/// header and the element type.
+fn parse_head(bytes: &[u8], file: &str) -> Result<(usize, Header, NpyDtype), NpyError> {
     let err = |m: String| NpyError {
         file: file.to_string(),
         message: m,
@@ -203,22 +222,39 @@ pub fn parse(bytes: &[u8], file: &str) -> Result<NpyArray, NpyError> {
         ));
     }
     let dtype = NpyDtype::from_descr(&h.descr).map_err(err)?;
+    Ok((end, h, dtype))
+}
+
+/// The data of a parsed head: element count, size checks and values.
+fn parse_data(
+    bytes: &[u8],
+    file: &str,
+    end: usize,
+    h: Header,
+    dtype: NpyDtype,
+) -> Result<NpyArray, NpyError> {
+    let err = |m: String| NpyError {
+        file: file.to_string(),
+        message: m,
+    };
     let count = h.shape.iter().try_fold(1usize, |a, &d| a.checked_mul(d));
     let nbytes = count.and_then(|c| c.checked_mul(dtype.size()));
     let (Some(count), Some(nbytes)) = (count, nbytes) else {
         return Err(err(format!("shape {:?} is too large", h.shape)));
     };
     let data = &bytes[end..];
-    if data.len() != nbytes {
-        let what = if data.len() < nbytes {
-            "truncated"
-        } else {
-            "too long"
-        };
+    if data.len() < nbytes {
         return Err(err(format!(
-            "{what}: shape {:?} of {dtype} needs {nbytes} data bytes, the file has {}",
+            "truncated: shape {:?} of {dtype} needs {nbytes} data bytes, the file has {}",
             h.shape,
             data.len()
+        )));
+    }
+    if data.len() > nbytes {
+        // [`read`] stops one byte past the declared data, so the length is not known.
+        return Err(err(format!(
+            "too long: shape {:?} of {dtype} needs {nbytes} data bytes, the file has more",
+            h.shape
         )));
     }
     let chunks = data.chunks_exact(dtype.size());

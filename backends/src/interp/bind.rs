@@ -157,7 +157,7 @@ pub(crate) fn bind_entry<B: Shaped>(
                     .known()
                     .ok_or_else(|| InterpError::at(p.span, "unresolved element type"))?;
                 let s = match args.get(&p.name) {
-                    Some(HostArg::Scalar(x)) => scalar_arg(d, *x),
+                    Some(HostArg::Scalar(x)) => scalar_from_f64(d, *x),
                     Some(HostArg::Int(x)) => scalar_from_int(d, *x),
                     _ => {
                         return Err(InterpError::at(
@@ -174,19 +174,6 @@ pub(crate) fn bind_entry<B: Shaped>(
         }
     }
     Ok(env)
-}
-
-/// Converts a float scalar argument like a tensor element, except that a finite value the
-/// param's float dtype cannot hold (`1e39` for an f32 param) is an error instead of a silent
-/// infinity.
-fn scalar_arg(d: Dtype, x: f64) -> Result<super::tile::Scalar, String> {
-    let s = scalar_from_f64(d, x)?;
-    if x.is_finite() && s.to_f64().is_infinite() {
-        return Err(format!(
-            "{x:e} is out of range for {d} (it would round to infinity; pass `inf` for infinity)"
-        ));
-    }
-    Ok(s)
 }
 
 /// Binds identifier dims from `shapes` (the same name in several params must agree), then checks

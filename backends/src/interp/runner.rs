@@ -265,14 +265,20 @@ pub(crate) fn launch_grid(
         ));
     }
     let mut grid = [0i64; 3];
-    for (g, e) in grid.iter_mut().zip(&k.grid) {
+    for (axis, (g, e)) in grid.iter_mut().zip(&k.grid).enumerate() {
         *g = e
             .eval_int(&lookup(dims))
             .map_err(|err| kerr(e.span, format!("grid `{e}`: {err}")))?;
-        if !(0..=i32::MAX as i64).contains(g) {
+        // CUDA's limits (x < 2^31, y and z ≤ 65535), checked before any program runs.
+        let max = kir_ir::verifier::limits::MAX_GRID[axis];
+        if !(0..=max).contains(g) {
+            let name = ["x", "y", "z"][axis];
             return Err(kerr(
                 e.span,
-                format!("grid `{e}` is {g}, outside [0, 2^31) ({})", dims_text()),
+                format!(
+                    "grid `{e}` (axis {name}) is {g}, outside [0, {max}] ({})",
+                    dims_text()
+                ),
             ));
         }
     }

@@ -14,7 +14,10 @@
 //!   the stage is in flight;
 //! - **barrier ledgers**: a phase that completes with `expect_tx` bytes different from the bytes
 //!   of the copies issued for it, more arrivals than the barrier expects, and a wait whose parity
-//!   lets it pass over a phase this task never observed (phase aliasing).
+//!   lets it pass over a phase this task never observed (phase aliasing);
+//! - **duplicates**: a task that releases a stage twice with no copy refilling it in between, or
+//!   arrives on a barrier stage twice with no `mbar_wait` of its own passing in between (reported
+//!   under every seed, wherever the duplicate lands).
 
 use kir_ir::{Span, Value};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -108,6 +111,9 @@ struct Task {
     waited: BTreeSet<u64>,
     /// `dot_async`s in flight (oldest first): result value, and the stages its operands came from.
     dots: Vec<(Value, Vec<(Value, usize)>)>,
+    /// Barrier stages this task arrived on since its last `mbar_wait` passed (a second arrival
+    /// before any wait is a duplicated one).
+    arrived: BTreeSet<(Value, usize)>,
 }
 
 /// The shared state of one program instance's scheduled run.
@@ -324,6 +330,7 @@ impl Sched {
             committed: vec![],
             waited: BTreeSet::new(),
             dots: vec![],
+            arrived: BTreeSet::new(),
         };
         Sched {
             st: Mutex::new(State {
@@ -395,6 +402,7 @@ impl Sched {
                 committed: vec![],
                 waited: BTreeSet::new(),
                 dots: vec![],
+                arrived: BTreeSet::new(),
             });
         }
         ids
@@ -544,10 +552,23 @@ impl Sched {
         t.waited.extend(done);
     }
 
-    /// `mbar_arrive` (with `tx` bytes announced first) by task `me`.
-    pub(crate) fn arrive(&self, bar: Value, stage: usize, tx: i64) -> Result<(), Fail> {
+    /// `mbar_arrive` (with `tx` bytes announced first) by task `me`. A task that arrives on a
+    /// barrier stage twice with no `mbar_wait` passing in between is reported whatever the
+    /// interleaving: where the second arrival lands (the same phase, or the next one after a
+    /// copy landed) depends on the schedule, the duplicate itself does not.
+    pub(crate) fn arrive(&self, me: usize, bar: Value, stage: usize, tx: i64) -> Result<(), Fail> {
         let mut g = self.lock();
         let name = stage_name(&g.names, bar, stage);
+        let t = &mut g.tasks[me];
+        if !t.arrived.insert((bar, stage)) {
+            return Err((
+                None,
+                format!(
+                    "{} arrives on barrier {name} again with no `mbar_wait` since its last arrival there (a duplicated arrival completes a phase early)",
+                    t.name
+                ),
+            ));
+        }
         let b = g
             .bars
             .get_mut(&bar)
@@ -580,6 +601,7 @@ impl Sched {
             .map_or(0, |b| b.round);
         let seen = round - 1;
         let t = &mut g.tasks[me];
+        t.arrived.clear();
         let prev = t.observed.get(&(bar, stage)).copied();
         if let Some(p) = prev {
             if seen > p + 1 {
@@ -657,7 +679,12 @@ impl Sched {
             .get_mut(&buf)
             .and_then(|s| s.get_mut(stage))
             .ok_or_else(|| format!("stage {stage} is outside buffer {name}"))?;
-        st.released.insert(me);
+        if !st.released.insert(me) {
+            return Err(format!(
+                "{} releases {name} twice: its fill was already released by this partition and no copy has refilled it since",
+                g.tasks[me].name
+            ));
+        }
         Ok(())
     }
 

@@ -147,11 +147,14 @@ pub(crate) fn poison(d: Dtype) -> Scalar {
     }
 }
 
-/// Converts an f64 (a host value, a scalar argument or a literal) to dtype `d`: floats round to
-/// nearest even; ints and i1 must be integral and in range, else the error says why.
+/// Converts an f64 (a host value or a scalar argument) to dtype `d`: floats round to nearest
+/// even (a finite value that rounds to infinity is an error, an infinity stays one); ints and
+/// i1 must be integral and in range, else the error says why.
 pub(crate) fn scalar_from_f64(d: Dtype, x: f64) -> Result<Scalar, String> {
     let (lo, hi) = match d {
-        Dtype::F32 | Dtype::F16 | Dtype::Bf16 => return Ok(Scalar::F(round_f64(d, x))),
+        Dtype::F32 | Dtype::F16 | Dtype::Bf16 => {
+            return finite_float(d, x.is_finite(), || format!("{x:e}"), round_f64(d, x))
+        }
         Dtype::I32 => (i32::MIN as f64, i32::MAX as f64),
         Dtype::I64 => (i64::MIN as f64, i64::MAX as f64),
         Dtype::U8 => (0.0, 255.0),
@@ -176,11 +179,34 @@ pub(crate) fn scalar_from_f64(d: Dtype, x: f64) -> Result<Scalar, String> {
 /// floats round to nearest even once (from the integer, through f64 rounded to odd).
 pub(crate) fn scalar_from_int(d: Dtype, x: i64) -> Result<Scalar, String> {
     match class(d) {
-        Class::Float => Ok(Scalar::F(round_f64(d, i64_to_f64_odd(x)))),
+        Class::Float => finite_float(d, true, || x.to_string(), round_f64(d, i64_to_f64_odd(x))),
         Class::Int if wrap_int(d, x) == x => Ok(Scalar::I(x)),
         Class::Bool if x == 0 || x == 1 => Ok(Scalar::B(x == 1)),
         Class::Int | Class::Bool => Err(format!("{x} is not in the range of {d}")),
     }
+}
+
+/// `rounded`, a host value (`shown`) rounded to float dtype `d`, unless a finite one rounded to
+/// an infinity (`1e39` for f32, `70000` for f16): an error naming the value and the largest
+/// finite value of `d`. An infinity or NaN given as such stays one.
+fn finite_float(
+    d: Dtype,
+    finite: bool,
+    shown: impl FnOnce() -> String,
+    rounded: f32,
+) -> Result<Scalar, String> {
+    if rounded.is_infinite() && finite {
+        let x = shown();
+        let max = match d {
+            Dtype::F16 => 65504.0,
+            Dtype::Bf16 => f32::from_bits(0x7f7f_0000),
+            _ => f32::MAX,
+        };
+        return Err(format!(
+            "{x} is out of range for {d} (it would round to infinity; the largest finite {d} is {max:e}; give `inf` for infinity)"
+        ));
+    }
+    Ok(Scalar::F(rounded))
 }
 
 /// i64 → f64 rounding to odd: exact up to 2^53; beyond, the low bits are truncated and the

@@ -96,6 +96,23 @@ fn dot_role(k: &Kernel, v: Value) -> Option<(bool, usize)> {
         }
         first
     };
+    // An A operand that several dots read alike (`dot_overlap`'s peeled dot and its
+    // `dot_async` on q read once in a warp-specialized consumer).
+    let users: Vec<&OpData> = k
+        .dfg
+        .ops
+        .values()
+        .filter(|o| o.uses().contains(&v))
+        .collect();
+    if users.len() > 1
+        && users.iter().all(|u| {
+            matches!(u.opcode, Opcode::Dot | Opcode::DotAsync)
+                && u.operands.first() == Some(&v)
+                && u.uses().iter().filter(|&&x| x == v).count() == 1
+        })
+    {
+        return Some((false, 0));
+    }
     let u = single_use(v)?;
     match u.opcode {
         Opcode::Dot | Opcode::DotAsync => {

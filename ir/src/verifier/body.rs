@@ -3,6 +3,7 @@
 //! type of a result, the operands of a binary-like op, and the literals written into typed slots.
 
 use super::common::{contains_float, elem_eq, err, lit_int, ty_eq, Errs};
+use cranelift_entity::EntityRef;
 use super::names::Scope;
 use crate::dtype::Dtype;
 use crate::entities::{Block, Op, Value};
@@ -41,6 +42,16 @@ impl<'a> Body<'a> {
     /// The type of a value, if the value exists.
     pub fn vty(&self, v: Value) -> Option<&'a Type> {
         self.k.dfg.values.get(v).map(|d| &d.ty)
+    }
+
+    /// The ops whose regions enclose the op being checked, innermost first.
+    pub fn enclosing_ops(&self) -> impl Iterator<Item = &'a OpData> + '_ {
+        let dfg = &self.k.dfg;
+        self.chain
+            .iter()
+            .rev()
+            .filter_map(move |blk| self.block_parent.get(blk.index()).copied().flatten())
+            .filter_map(move |op| dfg.ops.get(op))
     }
 
     /// A value as written in messages: `%name` or `%vN`.

@@ -7,6 +7,8 @@
 //! - [`MAX_TILE_BYTES`]: bytes of one tile, the register estimate: a tile larger than a
 //!   block's whole register file cannot be held by the block however the backend distributes it.
 //!
+//! - [`MAX_GRID`]: the grid dimensions of a launch (checked in `names` for constant grids).
+//!
 //! The shared-memory estimate of scheduled IR is in `rules_sched` ([`super::rules_sched::SMEM_LIMIT_BYTES`]),
 //! and the compile driver bounds the size of the unrolled PTX of each kernel.
 
@@ -24,6 +26,11 @@ pub const MAX_TILE_ELEMENTS: u64 = 1 << 24;
 /// 32-bit registers on sm_80 through sm_120a). Elements count at their size in global memory
 /// (i1 as one byte).
 pub const MAX_TILE_BYTES: u64 = 65_536 * 4;
+
+/// The largest grid dimension of a launch, by axis: x up to 2^31 − 1, y and z up to 65,535
+/// (CUDA's limits). The verifier checks constant grids against it; the interpreter and the GPU
+/// runtime check every launch's evaluated grid.
+pub const MAX_GRID: [i64; 3] = [i32::MAX as i64, 65_535, 65_535];
 
 /// The element count of a tile with these dims: `None` while a dim is not a literal (or is not
 /// positive, which the caller reports), `Some(None)` when the product overflows `u64`.

@@ -3,6 +3,7 @@
 //! launches are checked in `program`.
 
 use super::common::{err, err_note, list, list_span, lit_int, Errs};
+use super::limits::MAX_GRID;
 use crate::dtype::Dtype;
 use crate::expr::{BinOp, Expr, ExprKind};
 use crate::module::{ConstDecl, ConstKind, Kernel, Module, Param, ParamKind};
@@ -370,6 +371,36 @@ pub(crate) fn kernel_dims(m: &Module, k: &Kernel) -> Vec<String> {
     param_dims(m, &k.params)
 }
 
+/// A grid dimension that is a constant (no name left in it, as after specialization) must be
+/// in [1, [`MAX_GRID`]] for its axis: a constant 0 or negative grid never runs a program (and
+/// a launcher would be handed a negative count), and one over the limit cannot be launched.
+fn constant_grid(k: &Kernel, errs: &mut Errs) {
+    for (axis, e) in k.grid.iter().take(3).enumerate() {
+        let Some(v) = lit_int(e) else { continue };
+        let name = ["x", "y", "z"][axis];
+        if v < 1 {
+            err(
+                errs,
+                e.span,
+                format!(
+                    "grid dimension {name} of kernel `@{}` is {v}; a constant grid dimension must be at least 1",
+                    k.name
+                ),
+            );
+        } else if v > MAX_GRID[axis] {
+            err_note(
+                errs,
+                e.span,
+                format!(
+                    "grid dimension {name} of kernel `@{}` is {v}, over the limit of {} for axis {name}",
+                    k.name, MAX_GRID[axis]
+                ),
+                "a launch takes x up to 2^31 - 1 and y, z up to 65535 programs",
+            );
+        }
+    }
+}
+
 /// Grid arity and names, requirements, and the kernel's params.
 pub(crate) fn check_kernel_signature(m: &Module, k: &Kernel, dims: &[String], errs: &mut Errs) {
     if k.grid.len() != 3 {
@@ -390,6 +421,7 @@ pub(crate) fn check_kernel_signature(m: &Module, k: &Kernel, dims: &[String], er
     }
     let grid = Scope::new(m, dims, "the grid");
     k.grid.iter().for_each(|g| grid.check(g, errs));
+    constant_grid(k, errs);
     // Requirements may also compare the kernel's scalar params (`scale > 0.0`): checked at
     // launch, where their values are known.
     let mut req_names = dims.to_vec();

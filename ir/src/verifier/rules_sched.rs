@@ -6,6 +6,7 @@
 use super::body::{opd, res, Body};
 use super::common::{dim_eq, dtype_is, err, err_note, lit_int, ty_eq};
 use crate::dtype::Dtype;
+use crate::entities::{Block, Value};
 use crate::module::{Kernel, OpData, ValueDef};
 use crate::ops::{Attr, OpClass, Opcode};
 use crate::types::Type;
@@ -140,7 +141,107 @@ fn staged<'a>(b: &mut Body<'a>, d: &OpData, i: usize, what: &str) -> Option<&'a 
         None => None,
     };
     i32_scalar(b, d, i + 1, "the stage index");
+    let index = d.operands.get(i + 1).and_then(|&v| const_int(b, v));
+    if let (Some(s), Some(n)) = (index, stages.and_then(lit_int)) {
+        if s < 0 || s >= n {
+            let what = d.operands.get(i).map_or(String::new(), |&v| b.vname(v));
+            err(
+                b.errs,
+                d.span,
+                format!(
+                    "stage index {s} of `{name}` is outside {what}, which has {n} stages (0 to {})",
+                    n - 1
+                ),
+            );
+        }
+    }
     stages
+}
+
+/// The value of `v` when a `const` op with a literal integer defines it.
+fn const_int(b: &Body, v: Value) -> Option<i64> {
+    let Some(ValueDef::Result(op, _)) = b.k.dfg.values.get(v).map(|vd| vd.def) else {
+        return None;
+    };
+    match b.k.dfg.ops.get(op) {
+        Some(o) if o.opcode == Opcode::Const => match &o.lead {
+            Some(Attr::Expr(e)) => lit_int(e),
+            _ => None,
+        },
+        _ => None,
+    }
+}
+
+/// A stage of a buffer or barrier array as the verifier can tell them apart: the array value
+/// and the stage index, by its constant value when it has one, else by the index value.
+#[derive(Clone, Copy, PartialEq)]
+enum StageKey {
+    Lit(Value, i64),
+    Val(Value, Value),
+}
+
+fn stage_key(b: &Body, d: &OpData) -> Option<StageKey> {
+    let (&arr, &s) = (d.operands.first()?, d.operands.get(1)?);
+    Some(match const_int(b, s) {
+        Some(c) => StageKey::Lit(arr, c),
+        None => StageKey::Val(arr, s),
+    })
+}
+
+/// Protocol errors visible in one block's straight-line code (region ops in between end the
+/// stretch, since what runs inside them is not followed):
+/// - a second `smem_release` of a stage with no `smem_read` of it since the first (a
+///   partition releases each fill it read once; a second release would let a copy overwrite
+///   the next fill while it is read);
+/// - a second `mbar_arrive` on a barrier with no `mbar_wait` since the first (a duplicated
+///   arrival completes a phase early, or counts for a phase it does not belong to).
+pub(crate) fn straight_line(b: &mut Body, blk: Block) {
+    let Some(bd) = b.k.dfg.blocks.get(blk) else {
+        return;
+    };
+    let mut released: Vec<StageKey> = Vec::new();
+    let mut arrived: Vec<StageKey> = Vec::new();
+    for &op in &bd.ops {
+        let Some(d) = b.k.dfg.ops.get(op) else {
+            continue;
+        };
+        if !d.regions.is_empty() {
+            released.clear();
+            arrived.clear();
+            continue;
+        }
+        let key = stage_key(b, d);
+        match (d.opcode, key) {
+            (Opcode::SmemRead, Some(k)) => released.retain(|r| *r != k),
+            (Opcode::SmemRelease, Some(k)) if released.contains(&k) => err_note(
+                b.errs,
+                d.span,
+                format!("`smem_release` of {} releases the stage again, with no `smem_read` of it since the last release", stage_text(b, d)),
+                "a partition releases each fill it read once; a second release lets a copy overwrite the next fill while it is still read",
+            ),
+            (Opcode::SmemRelease, Some(k)) => released.push(k),
+            (Opcode::MbarWait, _) => arrived.clear(),
+            (Opcode::MbarArrive, Some(k)) if arrived.contains(&k) => err_note(
+                b.errs,
+                d.span,
+                format!("`mbar_arrive` on {} arrives again with no `mbar_wait` since the last arrival", stage_text(b, d)),
+                "a duplicated arrival completes the barrier's phase early, or counts for the next phase",
+            ),
+            (Opcode::MbarArrive, Some(k)) => arrived.push(k),
+            _ => {}
+        }
+    }
+}
+
+/// `%buf[%s]` (or `%buf[1]` for a constant stage) for messages.
+fn stage_text(b: &Body, d: &OpData) -> String {
+    let (Some(&arr), Some(&s)) = (d.operands.first(), d.operands.get(1)) else {
+        return "the stage".into();
+    };
+    match const_int(b, s) {
+        Some(c) => format!("{}[{c}]", b.vname(arr)),
+        None => format!("{}[{}]", b.vname(arr), b.vname(s)),
+    }
 }
 
 /// Operand `i` is an i32 scalar.
@@ -274,6 +375,16 @@ fn regs_ok(v: i64) -> bool {
 }
 
 fn warp_specialize(b: &mut Body, d: &OpData) {
+    if b.enclosing_ops()
+        .any(|o| o.opcode == Opcode::WarpSpecialize)
+    {
+        err_note(
+            b.errs,
+            d.span,
+            "`warp_specialize` inside a partition of another `warp_specialize`",
+            "partitions cannot split again: a kernel specializes its warps once, at the top level or in a loop outside any partition",
+        );
+    }
     let mut vals = [0i64; 5];
     let keys = [
         "producer_warps",

@@ -211,6 +211,7 @@ impl Body<'_> {
                 self.define(v);
             }
         }
+        super::rules_sched::straight_line(self, blk);
         for &a in &bd.args {
             self.undefine(a);
         }

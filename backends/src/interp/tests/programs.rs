@@ -207,7 +207,7 @@ fn dims_must_agree_between_params() {
     );
 }
 
-/// a: [M, K], b: [K, K - 1], c: out [M]; the kernel does nothing.
+/// a: [M, K], b: [K, K - 1], c: out [M]; the kernel (one program) does nothing.
 fn gemm_like_dims() -> Module {
     let b = B::new();
     let ps = vec![
@@ -227,7 +227,8 @@ fn gemm_like_dims() -> Module {
         vec![kernel(
             "k",
             ps,
-            [Expr::int(0), Expr::int(1), Expr::int(1)],
+            // One program (a constant grid dimension of 0 is a verifier error).
+            [Expr::int(1), Expr::int(1), Expr::int(1)],
             vec![],
             b,
         )],

@@ -35,8 +35,12 @@ pub enum CliError {
 pub const BROKEN_PIPE_EXIT: u8 = 141;
 
 /// Writes `text` to standard output and flushes it. A closed pipe is [`CliError::BrokenPipe`];
-/// any other failure (a full disk) is an error naming standard output.
+/// a standard output that was already closed when kirc started (`kirc … >&-`) and any other
+/// failure (a full disk) are errors naming standard output.
 pub fn out(text: &str) -> Result<(), CliError> {
+    if closed_at_start(1) {
+        return Err(CliError::Plain(CLOSED_STDOUT.into()));
+    }
     let mut o = std::io::stdout().lock();
     o.write_all(text.as_bytes())
         .and_then(|_| o.flush())
@@ -46,10 +50,53 @@ pub fn out(text: &str) -> Result<(), CliError> {
         })
 }
 
+/// The error for output to a standard output that was closed when kirc started.
+const CLOSED_STDOUT: &str =
+    "standard output is closed (`>&-`): nothing can be written there (give `-o FILE`, or redirect it to a file or `/dev/null`)";
+
+/// True when standard stream `fd` (1 or 2) was closed when kirc started (`kirc … >&-`).
+///
+/// Rust's runtime opens `/dev/null` read-write on a standard stream that is closed at start
+/// (so that no file kirc opens later takes its number), and writes there then succeed
+/// silently. A shell's `> /dev/null` opens it write-only, so `/dev/null` open read-write on
+/// stdout or stderr is the closed stream (`1<> /dev/null` looks the same and is taken as
+/// closed too). Only Linux shows this through `/proc`; elsewhere nothing is detected.
+fn closed_at_start(fd: u32) -> bool {
+    if !cfg!(target_os = "linux") {
+        return false;
+    }
+    let is_null = std::fs::read_link(format!("/proc/self/fd/{fd}"))
+        .is_ok_and(|p| p == Path::new("/dev/null"));
+    if !is_null {
+        return false;
+    }
+    // `flags:` in /proc/self/fdinfo is octal; the access mode is its low two bits (2: O_RDWR).
+    let info = std::fs::read_to_string(format!("/proc/self/fdinfo/{fd}")).unwrap_or_default();
+    info.lines()
+        .find_map(|l| l.strip_prefix("flags:"))
+        .and_then(|f| u32::from_str_radix(f.trim(), 8).ok())
+        .is_some_and(|flags| flags & 3 == 2)
+}
+
 /// Writes `text` to standard error; a closed or full stderr is ignored (there is nowhere left to
 /// report it).
 pub fn note(text: &str) {
     let _ = std::io::stderr().lock().write_all(text.as_bytes());
+}
+
+/// Writes `what` (output the user asked for on standard error, e.g. `--report`) to standard
+/// error: unlike [`note`], a failure (a full or closed stderr) is an error, so the command
+/// fails instead of losing it silently.
+pub fn err_out(text: &str, what: &str) -> Result<(), CliError> {
+    if closed_at_start(2) {
+        return Err(CliError::Plain(format!(
+            "cannot write {what} to standard error: it is closed"
+        )));
+    }
+    let mut e = std::io::stderr().lock();
+    e.write_all(text.as_bytes())
+        .and_then(|_| e.flush())
+        .map_err(|err| CliError::Plain(format!("cannot write {what} to standard error: {err}")))
 }
 
 impl CliError {
@@ -103,12 +150,13 @@ fn on_char_boundaries(d: &Diagnostic, src: &str) -> Diagnostic {
     d
 }
 
-/// Reads `file`; if no such file exists, takes the built-in op of that name.
+/// Reads `file` (at most [`kir_compiler::limits::MAX_SOURCE_BYTES`]); if no such file exists,
+/// takes the built-in op of that name.
 pub fn load(file: &str) -> Result<Source, CliError> {
     let path = Path::new(file);
     if path.exists() {
-        let text =
-            std::fs::read_to_string(path).map_err(|e| CliError::Plain(format!("{file}: {e}")))?;
+        let text = kir_compiler::limits::read_source(path)
+            .map_err(|e| CliError::Plain(format!("{file}: {e}")))?;
         return Ok(Source {
             name: file.to_string(),
             text,

@@ -86,7 +86,7 @@ pub fn main(a: Args) -> Result<ExitCode, CliError> {
             }
             p => common::dump_lowered(&src, &plan(&a, &src, target, emit)?, p)?,
         };
-        write(&a.out, &text, Vec::new())?;
+        write(&a.out, &text, Vec::new(), None)?;
         return Ok(ExitCode::SUCCESS);
     }
     let stage = match &a.stage {
@@ -127,16 +127,15 @@ pub fn main(a: Args) -> Result<ExitCode, CliError> {
         .as_ref()
         .filter(|(d, _)| d != "-")
         .map(|(d, t)| (PathBuf::from(d), t.clone()));
+    // A report on stderr is written before the files are put in place: if stderr fails, the
+    // command fails and leaves no file.
+    let report_stderr = report.filter(|(d, _)| d == "-").map(|(_, t)| t);
     write(
         &a.out,
         &out.text,
         meta.into_iter().chain(report_file).collect(),
+        report_stderr.as_deref(),
     )?;
-    if let Some((dest, text)) = &report {
-        if dest == "-" {
-            eprint!("{text}");
-        }
-    }
     Ok(ExitCode::SUCCESS)
 }
 
@@ -194,9 +193,14 @@ fn plan(
 }
 
 /// Writes the code to `out` (a file, or stdout for `-`) and the other files (metadata, report)
-/// to theirs, all or nothing: the files are staged, stdout is written, and only then are the
-/// files put in place.
-fn write(out: &str, text: &str, others: Vec<(PathBuf, String)>) -> Result<(), CliError> {
+/// to theirs, all or nothing: the files are staged, stdout (and a report for stderr) is
+/// written, and only then are the files put in place.
+fn write(
+    out: &str,
+    text: &str,
+    others: Vec<(PathBuf, String)>,
+    report_stderr: Option<&str>,
+) -> Result<(), CliError> {
     let mut files = Vec::new();
     if out != "-" {
         files.push((PathBuf::from(out), text.as_bytes().to_vec()));
@@ -207,6 +211,9 @@ fn write(out: &str, text: &str, others: Vec<(PathBuf, String)>) -> Result<(), Cl
     let staged = Staged::write(files).map_err(|e| CliError::Plain(e.to_string()))?;
     if out == "-" {
         common::out(text)?;
+    }
+    if let Some(r) = report_stderr {
+        common::err_out(r, "the report")?;
     }
     staged.commit().map_err(|e| CliError::Plain(e.to_string()))
 }

@@ -50,7 +50,10 @@ enum Command {
 }
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => return clap_exit(e),
+    };
     let result = match cli.command {
         Command::Check(a) => check::main(a),
         Command::Fmt(a) => fmt::main(a),
@@ -69,4 +72,23 @@ fn main() -> ExitCode {
             ExitCode::from(2)
         }
     }
+}
+
+/// What clap stopped for: help and the version are output like any other, written through
+/// [`common::out`] (so a full or closed stdout is an error, not a silent success); a usage
+/// error goes to stderr with clap's exit code (2).
+fn clap_exit(e: clap::Error) -> ExitCode {
+    use clap::error::ErrorKind;
+    if matches!(e.kind(), ErrorKind::DisplayHelp | ErrorKind::DisplayVersion) {
+        return match common::out(&e.render().to_string()) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(common::CliError::BrokenPipe) => ExitCode::from(common::BROKEN_PIPE_EXIT),
+            Err(err) => {
+                common::note(&err.render());
+                ExitCode::from(2)
+            }
+        };
+    }
+    let _ = e.print();
+    ExitCode::from(u8::try_from(e.exit_code()).unwrap_or(2))
 }
