@@ -3,13 +3,13 @@
 //! type of a result, the operands of a binary-like op, and the literals written into typed slots.
 
 use super::common::{contains_float, elem_eq, err, lit_int, ty_eq, Errs};
-use cranelift_entity::EntityRef;
 use super::names::Scope;
 use crate::dtype::Dtype;
 use crate::entities::{Block, Op, Value};
 use crate::expr::{Expr, ExprKind, UnOp};
 use crate::module::{Kernel, Module, OpData};
 use crate::types::Type;
+use cranelift_entity::EntityRef;
 use std::collections::HashSet;
 
 /// The state of checking one kernel body; shared with the type rules.
