@@ -535,8 +535,8 @@ fn the_rules_catch_what_they_should() {
             "type CompileError::Source"
         ]
     );
-    assert!(tree.exists("compiler/src/passes/{persistent,pipelining}.rs"));
-    assert!(!tree.exists("compiler/src/passes/{persistent,no_such_pass}.rs"));
+    assert!(tree.exists("compiler/src/passes/schedule/{persistent,dot_overlap}.rs"));
+    assert!(!tree.exists("compiler/src/passes/schedule/{persistent,no_such_pass}.rs"));
     assert!(tree.exists("compiler/ops/*.kir") && !tree.exists("compiler/ops/*.nothing"));
     assert!(tree.exists("backends/src/interp/") && !tree.exists("ir/src/ops.rs/"));
     assert!(names.contains("Module") && !names.contains("NoSuchTypeAnywhere"));
