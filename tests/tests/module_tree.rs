@@ -1,5 +1,6 @@
-//! Keeps the module trees of the passes (compiler/src/passes), the e-graph (compiler/src/egraph)
-//! and the verifier (ir/src/verifier) free of import cycles between files, and every file of them
+//! Keeps the module trees of the passes (compiler/src/passes), the pass manager
+//! (compiler/src/pass), the e-graph (compiler/src/egraph), the verifier (ir/src/verifier) and the
+//! IR editing toolkit (ir/src/edit) free of import cycles between files, and every file of them
 //! documented with a `//!` module doc.
 //!
 //! A file depends on another when its code outside `#[cfg(test)]` items names a path into it:
@@ -17,8 +18,10 @@ use std::path::{Path, PathBuf};
 /// The trees checked: (crate source directory, subdirectory), relative to the workspace root.
 const TREES: &[(&str, &str)] = &[
     ("compiler/src", "passes"),
+    ("compiler/src", "pass"),
     ("compiler/src", "egraph"),
     ("ir/src", "verifier"),
+    ("ir/src", "edit"),
 ];
 
 /// One source file: its crate, its module path in that crate and its text.

@@ -1,6 +1,7 @@
 //! [`PassManager`]: the passes in order, run with verification after each and an observer.
 
-use super::{registry, Pass, PassContext, Phase};
+use super::registry;
+use super::types::{Pass, PassContext, Phase};
 use crate::pipeline::{Defines, DumpError, Frontend, ScheduleOptions};
 use kir_ir::{text, verifier, Diagnostics, Module};
 

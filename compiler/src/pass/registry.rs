@@ -4,7 +4,7 @@
 //! `persistent` (when asked) → `pipelining` → `warp_specialize` (when asked) → `dot_overlap`
 //! (when asked).
 
-use super::{Level, Pass, PassContext, Phase, Preserves};
+use super::types::{Level, Pass, PassContext, Phase, Preserves};
 use crate::passes;
 use crate::pipeline::{ws_plans, WsChoice};
 use kir_ir::{Diagnostics, Module};
