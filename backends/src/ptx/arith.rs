@@ -1,8 +1,8 @@
 //! Elementwise arithmetic on one register per element: float ops in f32 with f16/bf16 rounding
 //! after each op, integer wrap-around, casts and comparisons with the interpreter's rules.
 
-use super::builder::{f32_lit, Reg, RegClass};
 use super::ctx::{class_of, Ctx};
+use super::emit::{f32_lit, Operand, PtxInst, Reg, RegClass};
 use super::isa::Isa;
 use super::lower::round;
 use super::PtxError;
@@ -31,40 +31,45 @@ pub(super) fn scalar_op(
     const L2E: f32 = std::f32::consts::LOG2_E;
     const LN2: f32 = std::f32::consts::LN_2;
     match op.opcode {
-        Opcode::Neg if fl => c.b.ins(format!("neg.f32 {r}, {}", a[0])),
-        Opcode::Neg => c.b.ins(format!("neg.{} {r}, {}", ity(od), a[0])),
-        Opcode::Abs if fl => c.b.ins(format!("abs.f32 {r}, {}", a[0])),
-        Opcode::Abs => c.b.ins(format!("abs.{} {r}, {}", ity(od), a[0])),
+        Opcode::Neg if fl => c.b.ins(PtxInst::new("neg.f32").op(r).op(a[0])),
+        Opcode::Neg => c.b.ins(PtxInst::new("neg").m(ity(od)).op(r).op(a[0])),
+        Opcode::Abs if fl => c.b.ins(PtxInst::new("abs.f32").op(r).op(a[0])),
+        Opcode::Abs => c.b.ins(PtxInst::new("abs").m(ity(od)).op(r).op(a[0])),
         Opcode::Exp => {
-            c.b.ins(format!("mul.f32 {r}, {}, {}", a[0], f32_lit(L2E)));
-            c.b.ins(format!("ex2.approx.ftz.f32 {r}, {r}"));
+            c.b.ins(PtxInst::new("mul.f32").op(r).op(a[0]).op(f32_lit(L2E)));
+            c.b.ins(PtxInst::new("ex2.approx.ftz.f32").op(r).op(r));
         }
-        Opcode::Exp2 => c.b.ins(format!("ex2.approx.ftz.f32 {r}, {}", a[0])),
+        Opcode::Exp2 => c.b.ins(PtxInst::new("ex2.approx.ftz.f32").op(r).op(a[0])),
         Opcode::Log => {
-            c.b.ins(format!("lg2.approx.ftz.f32 {r}, {}", a[0]));
-            c.b.ins(format!("mul.f32 {r}, {r}, {}", f32_lit(LN2)));
+            c.b.ins(PtxInst::new("lg2.approx.ftz.f32").op(r).op(a[0]));
+            c.b.ins(PtxInst::new("mul.f32").op(r).op(r).op(f32_lit(LN2)));
         }
-        Opcode::Log2 => c.b.ins(format!("lg2.approx.ftz.f32 {r}, {}", a[0])),
-        Opcode::Sqrt => c.b.ins(format!("sqrt.rn.f32 {r}, {}", a[0])),
-        Opcode::Rsqrt => c.b.ins(format!("rsqrt.approx.ftz.f32 {r}, {}", a[0])),
+        Opcode::Log2 => c.b.ins(PtxInst::new("lg2.approx.ftz.f32").op(r).op(a[0])),
+        Opcode::Sqrt => c.b.ins(PtxInst::new("sqrt.rn.f32").op(r).op(a[0])),
+        Opcode::Rsqrt => c.b.ins(PtxInst::new("rsqrt.approx.ftz.f32").op(r).op(a[0])),
         Opcode::Tanh => {
             c.b.need(Isa::TANH_APPROX)
-                .ins(format!("tanh.approx.f32 {r}, {}", a[0]))
+                .ins(PtxInst::new("tanh.approx.f32").op(r).op(a[0]))
         }
         Opcode::Sigmoid | Opcode::Silu => {
-            c.b.ins(format!("mul.f32 {r}, {}, {}", a[0], f32_lit(-L2E)));
-            c.b.ins(format!("ex2.approx.ftz.f32 {r}, {r}"));
-            c.b.ins(format!("add.f32 {r}, {r}, 0f3F800000"));
+            c.b.ins(PtxInst::new("mul.f32").op(r).op(a[0]).op(f32_lit(-L2E)));
+            c.b.ins(PtxInst::new("ex2.approx.ftz.f32").op(r).op(r));
+            c.b.ins(
+                PtxInst::new("add.f32")
+                    .op(r)
+                    .op(r)
+                    .op(Operand::F32(0x3F800000)),
+            );
             if op.opcode == Opcode::Silu {
-                c.b.ins(format!("div.rn.f32 {r}, {}, {r}", a[0]));
+                c.b.ins(PtxInst::new("div.rn.f32").op(r).op(a[0]).op(r));
             } else {
-                c.b.ins(format!("rcp.rn.f32 {r}, {r}"));
+                c.b.ins(PtxInst::new("rcp.rn.f32").op(r).op(r));
             }
         }
-        Opcode::Recip => c.b.ins(format!("rcp.rn.f32 {r}, {}", a[0])),
-        Opcode::Floor => c.b.ins(format!("cvt.rmi.f32.f32 {r}, {}", a[0])),
-        Opcode::Not if od == Dtype::I1 => c.b.ins(format!("not.pred {r}, {}", a[0])),
-        Opcode::Not => c.b.ins(format!("not.{bits} {r}, {}", a[0])),
+        Opcode::Recip => c.b.ins(PtxInst::new("rcp.rn.f32").op(r).op(a[0])),
+        Opcode::Floor => c.b.ins(PtxInst::new("cvt.rmi.f32.f32").op(r).op(a[0])),
+        Opcode::Not if od == Dtype::I1 => c.b.ins(PtxInst::new("not.pred").op(r).op(a[0])),
+        Opcode::Not => c.b.ins(PtxInst::new("not").m(bits).op(r).op(a[0])),
         Opcode::Add | Opcode::Sub | Opcode::Mul | Opcode::Div | Opcode::Max | Opcode::Min if fl => {
             let m = match op.opcode {
                 Opcode::Add => "add.f32",
@@ -77,7 +82,7 @@ pub(super) fn scalar_op(
             if matches!(op.opcode, Opcode::Max | Opcode::Min) {
                 c.b.need(Isa::MINMAX_NAN);
             }
-            c.b.ins(format!("{m} {r}, {}, {}", a[0], a[1]));
+            c.b.ins(PtxInst::new(m).op(r).op(a[0]).op(a[1]));
         }
         Opcode::Add
         | Opcode::Sub
@@ -88,15 +93,15 @@ pub(super) fn scalar_op(
         | Opcode::Min => {
             let t = if od == Dtype::U8 { "u32" } else { ity(od) };
             let m = match op.opcode {
-                Opcode::Add => format!("add.{t}"),
-                Opcode::Sub => format!("sub.{t}"),
-                Opcode::Mul => format!("mul.lo.{t}"),
-                Opcode::Div => format!("div.{t}"),
-                Opcode::Rem => format!("rem.{t}"),
-                Opcode::Max => format!("max.{t}"),
-                _ => format!("min.{t}"),
+                Opcode::Add => PtxInst::new("add").m(t),
+                Opcode::Sub => PtxInst::new("sub").m(t),
+                Opcode::Mul => PtxInst::new("mul.lo").m(t),
+                Opcode::Div => PtxInst::new("div").m(t),
+                Opcode::Rem => PtxInst::new("rem").m(t),
+                Opcode::Max => PtxInst::new("max").m(t),
+                _ => PtxInst::new("min").m(t),
             };
-            c.b.ins(format!("{m} {r}, {}, {}", a[0], a[1]));
+            c.b.ins(m.op(r).op(a[0]).op(a[1]));
         }
         Opcode::And | Opcode::Or | Opcode::Xor => {
             let m = match op.opcode {
@@ -105,11 +110,11 @@ pub(super) fn scalar_op(
                 _ => "xor",
             };
             let t = if od == Dtype::I1 { "pred" } else { bits };
-            c.b.ins(format!("{m}.{t} {r}, {}, {}", a[0], a[1]));
+            c.b.ins(PtxInst::new(m).m(t).op(r).op(a[0]).op(a[1]));
         }
         Opcode::Shl => {
             let s = cvt_shift(c, od, a[1]);
-            c.b.ins(format!("shl.{bits} {r}, {}, {s}", a[0]));
+            c.b.ins(PtxInst::new("shl").m(bits).op(r).op(a[0]).op(s));
         }
         Opcode::Shr => {
             let t = match od {
@@ -118,18 +123,18 @@ pub(super) fn scalar_op(
                 _ => "s32",
             };
             let s = cvt_shift(c, od, a[1]);
-            c.b.ins(format!("shr.{t} {r}, {}, {s}", a[0]));
+            c.b.ins(PtxInst::new("shr").m(t).op(r).op(a[0]).op(s));
         }
         Opcode::Cast => cast(c, od, rd, a[0], r),
         // A register move: f32 and i32 share 32-bit registers; f16/bf16 live widened in f32
         // registers, so reinterpreting one as the other is not a move and is not lowered.
         Opcode::Bitcast => match (od, rd) {
             (Dtype::F32 | Dtype::I32, Dtype::F32 | Dtype::I32) | (Dtype::U8, Dtype::U8) => {
-                c.b.ins(format!("mov.b32 {r}, {}", a[0]))
+                c.b.ins(PtxInst::new("mov.b32").op(r).op(a[0]))
             }
-            (Dtype::I64, Dtype::I64) => c.b.ins(format!("mov.b64 {r}, {}", a[0])),
+            (Dtype::I64, Dtype::I64) => c.b.ins(PtxInst::new("mov.b64").op(r).op(a[0])),
             (Dtype::F16, Dtype::F16) | (Dtype::Bf16, Dtype::Bf16) => {
-                c.b.ins(format!("mov.f32 {r}, {}", a[0]))
+                c.b.ins(PtxInst::new("mov.f32").op(r).op(a[0]))
             }
             _ => {
                 return Err(PtxError::at(
@@ -145,15 +150,15 @@ pub(super) fn scalar_op(
                 RegClass::Pred => {
                     // r = c ? x : y for predicates.
                     let (t1, t2) = (c.b.reg(RegClass::Pred), c.b.reg(RegClass::Pred));
-                    c.b.ins(format!("and.pred {t1}, {}, {}", a[0], a[1]));
-                    c.b.ins(format!("not.pred {t2}, {}", a[0]));
-                    c.b.ins(format!("and.pred {t2}, {t2}, {}", a[2]));
-                    c.b.ins(format!("or.pred {r}, {t1}, {t2}"));
+                    c.b.ins(PtxInst::new("and.pred").op(t1).op(a[0]).op(a[1]));
+                    c.b.ins(PtxInst::new("not.pred").op(t2).op(a[0]));
+                    c.b.ins(PtxInst::new("and.pred").op(t2).op(t2).op(a[2]));
+                    c.b.ins(PtxInst::new("or.pred").op(r).op(t1).op(t2));
                     return Ok(r);
                 }
                 _ => "selp.b32",
             };
-            c.b.ins(format!("{m} {r}, {}, {}, {}", a[1], a[2], a[0]));
+            c.b.ins(PtxInst::new(m).op(r).op(a[1]).op(a[2]).op(a[0]));
         }
         Opcode::Cmp => {
             let Some(p) = op.cmp_pred() else {
@@ -167,28 +172,37 @@ pub(super) fn scalar_op(
                 Dtype::I1 => {
                     // Compare booleans as 0/1.
                     let (x, y) = (c.b.reg(RegClass::B32), c.b.reg(RegClass::B32));
-                    c.b.ins(format!("selp.b32 {x}, 1, 0, {}", a[0]));
-                    c.b.ins(format!("selp.b32 {y}, 1, 0, {}", a[1]));
-                    c.b.ins(format!("setp.{}.u32 {r}, {x}, {y}", pred_name(p, false)));
+                    c.b.ins(PtxInst::new("selp.b32").op(x).op(1).op(0).op(a[0]));
+                    c.b.ins(PtxInst::new("selp.b32").op(y).op(1).op(0).op(a[1]));
+                    c.b.ins(
+                        PtxInst::new("setp")
+                            .m(pred_name(p, false))
+                            .m("u32")
+                            .op(r)
+                            .op(x)
+                            .op(y),
+                    );
                     return Ok(r);
                 }
             };
             // Float comparisons are ordered (false with NaN) except `ne`, which is unordered.
-            c.b.ins(format!(
-                "setp.{}.{t} {r}, {}, {}",
-                pred_name(p, fl),
-                a[0],
-                a[1]
-            ));
+            c.b.ins(
+                PtxInst::new("setp")
+                    .m(pred_name(p, fl))
+                    .m(t)
+                    .op(r)
+                    .op(a[0])
+                    .op(a[1]),
+            );
         }
         Opcode::Nf4 => {
             let idx = c.b.reg(RegClass::B32);
-            c.b.ins(format!("and.b32 {idx}, {}, 15", a[0]));
+            c.b.ins(PtxInst::new("and.b32").op(idx).op(a[0]).op(15));
             // The codebook lives in constant memory (`kir_nf4`, declared once per module).
             let (off, base) = (c.b.reg(RegClass::B32), c.b.reg(RegClass::B32));
-            c.b.ins(format!("mov.u32 {base}, kir_nf4"));
-            c.b.ins(format!("mad.lo.s32 {off}, {idx}, 4, {base}"));
-            c.b.ins(format!("ld.const.f32 {r}, [{off}]"));
+            c.b.ins(PtxInst::new("mov.u32").op(base).op(Operand::sym("kir_nf4")));
+            c.b.ins(PtxInst::new("mad.lo.s32").op(off).op(idx).op(4).op(base));
+            c.b.ins(PtxInst::new("ld.const.f32").op(r).addr(off));
         }
         kir_ir::non_elementwise_ops!() => {
             return Err(PtxError::at(
@@ -219,7 +233,7 @@ fn pred_name(p: CmpPred, float: bool) -> &'static str {
 fn cvt_shift(c: &mut Ctx, d: Dtype, s: Reg) -> Reg {
     if d == Dtype::I64 {
         let r = c.b.reg(RegClass::B32);
-        c.b.ins(format!("cvt.u32.u64 {r}, {s}"));
+        c.b.ins(PtxInst::new("cvt.u32.u64").op(r).op(s));
         r
     } else {
         s
@@ -231,13 +245,18 @@ fn cast(c: &mut Ctx, from: Dtype, to: Dtype, src: Reg, dst: Reg) {
     use Dtype::*;
     match (from.is_float(), to) {
         (_, I1) => match from {
-            F32 | F16 | Bf16 => c.b.ins(format!("setp.neu.f32 {dst}, {src}, 0f00000000")),
-            I64 => c.b.ins(format!("setp.ne.s64 {dst}, {src}, 0")),
-            I1 => c.b.ins(format!("mov.pred {dst}, {src}")),
-            _ => c.b.ins(format!("setp.ne.s32 {dst}, {src}, 0")),
+            F32 | F16 | Bf16 => c.b.ins(
+                PtxInst::new("setp.neu.f32")
+                    .op(dst)
+                    .op(src)
+                    .op(Operand::F32(0x00000000)),
+            ),
+            I64 => c.b.ins(PtxInst::new("setp.ne.s64").op(dst).op(src).op(0)),
+            I1 => c.b.ins(PtxInst::new("mov.pred").op(dst).op(src)),
+            _ => c.b.ins(PtxInst::new("setp.ne.s32").op(dst).op(src).op(0)),
         },
         (true, F32 | F16 | Bf16) => {
-            c.b.ins(format!("mov.f32 {dst}, {src}"));
+            c.b.ins(PtxInst::new("mov.f32").op(dst).op(src));
             round(c, to, dst);
         }
         // Truncating and saturating; NaN → 0 as the interpreter (the hardware's s64 conversion
@@ -249,41 +268,49 @@ fn cast(c: &mut Ctx, from: Dtype, to: Dtype, src: Reg, dst: Reg) {
                 ("s32", "b32")
             };
             let nan = c.b.reg(RegClass::Pred);
-            c.b.ins(format!("cvt.rzi.{w}.f32 {dst}, {src}"));
-            c.b.ins(format!("setp.nan.f32 {nan}, {src}, {src}"));
-            c.b.ins(format!("selp.{b} {dst}, 0, {dst}, {nan}"));
+            c.b.ins(PtxInst::new("cvt.rzi").m(w).m("f32").op(dst).op(src));
+            c.b.ins(PtxInst::new("setp.nan.f32").op(nan).op(src).op(src));
+            c.b.ins(PtxInst::new("selp").m(b).op(dst).op(0).op(dst).op(nan));
         }
         (true, U8) => {
             // Saturate to [0, 255] like the interpreter.
-            c.b.ins(format!("cvt.rzi.sat.u8.f32 {dst}, {src}"));
-            c.b.ins(format!("and.b32 {dst}, {dst}, 255"));
+            c.b.ins(PtxInst::new("cvt.rzi.sat.u8.f32").op(dst).op(src));
+            c.b.ins(PtxInst::new("and.b32").op(dst).op(dst).op(255));
         }
         (false, F32 | F16 | Bf16) => {
             match from {
-                I64 => c.b.ins(format!("cvt.rn.f32.s64 {dst}, {src}")),
-                I1 => {
-                    c.b.ins(format!("selp.f32 {dst}, 0f3F800000, 0f00000000, {src}"))
-                }
-                U8 => c.b.ins(format!("cvt.rn.f32.u32 {dst}, {src}")),
-                _ => c.b.ins(format!("cvt.rn.f32.s32 {dst}, {src}")),
+                I64 => c.b.ins(PtxInst::new("cvt.rn.f32.s64").op(dst).op(src)),
+                I1 => c.b.ins(
+                    PtxInst::new("selp.f32")
+                        .op(dst)
+                        .op(Operand::F32(0x3F800000))
+                        .op(Operand::F32(0x00000000))
+                        .op(src),
+                ),
+                U8 => c.b.ins(PtxInst::new("cvt.rn.f32.u32").op(dst).op(src)),
+                _ => c.b.ins(PtxInst::new("cvt.rn.f32.s32").op(dst).op(src)),
             }
             round(c, to, dst);
         }
         (false, I32 | U8) => {
             match from {
-                I64 => c.b.ins(format!("cvt.u32.u64 {dst}, {src}")),
-                I1 => c.b.ins(format!("selp.b32 {dst}, 1, 0, {src}")),
-                _ => c.b.ins(format!("mov.b32 {dst}, {src}")),
+                I64 => c.b.ins(PtxInst::new("cvt.u32.u64").op(dst).op(src)),
+                I1 => {
+                    c.b.ins(PtxInst::new("selp.b32").op(dst).op(1).op(0).op(src))
+                }
+                _ => c.b.ins(PtxInst::new("mov.b32").op(dst).op(src)),
             }
             if to == U8 {
-                c.b.ins(format!("and.b32 {dst}, {dst}, 255"));
+                c.b.ins(PtxInst::new("and.b32").op(dst).op(dst).op(255));
             }
         }
         (false, I64) => match from {
-            I1 => c.b.ins(format!("selp.b64 {dst}, 1, 0, {src}")),
-            U8 => c.b.ins(format!("cvt.u64.u32 {dst}, {src}")),
-            I64 => c.b.ins(format!("mov.b64 {dst}, {src}")),
-            _ => c.b.ins(format!("cvt.s64.s32 {dst}, {src}")),
+            I1 => {
+                c.b.ins(PtxInst::new("selp.b64").op(dst).op(1).op(0).op(src))
+            }
+            U8 => c.b.ins(PtxInst::new("cvt.u64.u32").op(dst).op(src)),
+            I64 => c.b.ins(PtxInst::new("mov.b64").op(dst).op(src)),
+            _ => c.b.ins(PtxInst::new("cvt.s64.s32").op(dst).op(src)),
         },
     }
 }
@@ -304,11 +331,11 @@ impl Ctx<'_> {
                 let a = self.expr(a)?;
                 let r = self.b.reg(RegClass::B32);
                 match op {
-                    kir_ir::UnOp::Neg => self.b.ins(format!("neg.s32 {r}, {a}")),
+                    kir_ir::UnOp::Neg => self.b.ins(PtxInst::new("neg.s32").op(r).op(a)),
                     kir_ir::UnOp::Not => {
                         let p = self.b.reg(RegClass::Pred);
-                        self.b.ins(format!("setp.eq.s32 {p}, {a}, 0"));
-                        self.b.ins(format!("selp.b32 {r}, 1, 0, {p}"));
+                        self.b.ins(PtxInst::new("setp.eq.s32").op(p).op(a).op(0));
+                        self.b.ins(PtxInst::new("selp.b32").op(r).op(1).op(0).op(p));
                     }
                 }
                 r
@@ -319,15 +346,15 @@ impl Ctx<'_> {
                 let cmp = |s: &str| Some(s.to_string());
                 let c = match op {
                     B::Add => {
-                        self.b.ins(format!("add.s32 {r}, {x}, {y}"));
+                        self.b.ins(PtxInst::new("add.s32").op(r).op(x).op(y));
                         None
                     }
                     B::Sub => {
-                        self.b.ins(format!("sub.s32 {r}, {x}, {y}"));
+                        self.b.ins(PtxInst::new("sub.s32").op(r).op(x).op(y));
                         None
                     }
                     B::Mul => {
-                        self.b.ins(format!("mul.lo.s32 {r}, {x}, {y}"));
+                        self.b.ins(PtxInst::new("mul.lo.s32").op(r).op(x).op(y));
                         None
                     }
                     B::Div | B::Rem => {
@@ -338,19 +365,19 @@ impl Ctx<'_> {
                             self.b.reg(RegClass::Pred),
                             self.b.reg(RegClass::Pred),
                         );
-                        self.b.ins(format!("div.s32 {q}, {x}, {y}"));
-                        self.b.ins(format!("rem.s32 {m}, {x}, {y}"));
-                        self.b.ins(format!("setp.ne.s32 {p}, {m}, 0"));
+                        self.b.ins(PtxInst::new("div.s32").op(q).op(x).op(y));
+                        self.b.ins(PtxInst::new("rem.s32").op(m).op(x).op(y));
+                        self.b.ins(PtxInst::new("setp.ne.s32").op(p).op(m).op(0));
                         let t = self.b.reg(RegClass::B32);
-                        self.b.ins(format!("xor.b32 {t}, {x}, {y}"));
-                        self.b.ins(format!("setp.lt.s32 {pn}, {t}, 0"));
-                        self.b.ins(format!("and.pred {p}, {p}, {pn}"));
+                        self.b.ins(PtxInst::new("xor.b32").op(t).op(x).op(y));
+                        self.b.ins(PtxInst::new("setp.lt.s32").op(pn).op(t).op(0));
+                        self.b.ins(PtxInst::new("and.pred").op(p).op(p).op(pn));
                         if *op == B::Div {
-                            self.b.ins(format!("sub.s32 {r}, {q}, 1"));
-                            self.b.ins(format!("selp.b32 {r}, {r}, {q}, {p}"));
+                            self.b.ins(PtxInst::new("sub.s32").op(r).op(q).op(1));
+                            self.b.ins(PtxInst::new("selp.b32").op(r).op(r).op(q).op(p));
                         } else {
-                            self.b.ins(format!("add.s32 {r}, {m}, {y}"));
-                            self.b.ins(format!("selp.b32 {r}, {r}, {m}, {p}"));
+                            self.b.ins(PtxInst::new("add.s32").op(r).op(m).op(y));
+                            self.b.ins(PtxInst::new("selp.b32").op(r).op(r).op(m).op(p));
                         }
                         None
                     }
@@ -362,18 +389,20 @@ impl Ctx<'_> {
                     B::Ge => cmp("ge"),
                     B::And | B::Or => {
                         let (p1, p2) = (self.b.reg(RegClass::Pred), self.b.reg(RegClass::Pred));
-                        self.b.ins(format!("setp.ne.s32 {p1}, {x}, 0"));
-                        self.b.ins(format!("setp.ne.s32 {p2}, {y}, 0"));
+                        self.b.ins(PtxInst::new("setp.ne.s32").op(p1).op(x).op(0));
+                        self.b.ins(PtxInst::new("setp.ne.s32").op(p2).op(y).op(0));
                         let w = if *op == B::And { "and" } else { "or" };
-                        self.b.ins(format!("{w}.pred {p1}, {p1}, {p2}"));
-                        self.b.ins(format!("selp.b32 {r}, 1, 0, {p1}"));
+                        self.b.ins(PtxInst::new(w).m("pred").op(p1).op(p1).op(p2));
+                        self.b
+                            .ins(PtxInst::new("selp.b32").op(r).op(1).op(0).op(p1));
                         None
                     }
                 };
                 if let Some(c) = c {
                     let p = self.b.reg(RegClass::Pred);
-                    self.b.ins(format!("setp.{c}.s32 {p}, {x}, {y}"));
-                    self.b.ins(format!("selp.b32 {r}, 1, 0, {p}"));
+                    self.b
+                        .ins(PtxInst::new("setp").m(c).m("s32").op(p).op(x).op(y));
+                    self.b.ins(PtxInst::new("selp.b32").op(r).op(1).op(0).op(p));
                 }
                 r
             }
@@ -384,18 +413,24 @@ impl Ctx<'_> {
                     .collect::<Result<_, _>>()?;
                 let r = self.b.reg(RegClass::B32);
                 match f {
-                    kir_ir::Func::Min => self.b.ins(format!("min.s32 {r}, {}, {}", vs[0], vs[1])),
-                    kir_ir::Func::Max => self.b.ins(format!("max.s32 {r}, {}, {}", vs[0], vs[1])),
+                    kir_ir::Func::Min => self
+                        .b
+                        .ins(PtxInst::new("min.s32").op(r).op(vs[0]).op(vs[1])),
+                    kir_ir::Func::Max => self
+                        .b
+                        .ins(PtxInst::new("max.s32").op(r).op(vs[0]).op(vs[1])),
                     kir_ir::Func::Cdiv => {
-                        self.b.ins(format!("add.s32 {r}, {}, {}", vs[0], vs[1]));
-                        self.b.ins(format!("sub.s32 {r}, {r}, 1"));
-                        self.b.ins(format!("div.s32 {r}, {r}, {}", vs[1]));
+                        self.b
+                            .ins(PtxInst::new("add.s32").op(r).op(vs[0]).op(vs[1]));
+                        self.b.ins(PtxInst::new("sub.s32").op(r).op(r).op(1));
+                        self.b.ins(PtxInst::new("div.s32").op(r).op(r).op(vs[1]));
                     }
                     kir_ir::Func::Select => {
                         let p = self.b.reg(RegClass::Pred);
-                        self.b.ins(format!("setp.ne.s32 {p}, {}, 0", vs[0]));
                         self.b
-                            .ins(format!("selp.b32 {r}, {}, {}, {p}", vs[1], vs[2]));
+                            .ins(PtxInst::new("setp.ne.s32").op(p).op(vs[0]).op(0));
+                        self.b
+                            .ins(PtxInst::new("selp.b32").op(r).op(vs[1]).op(vs[2]).op(p));
                     }
                 }
                 r

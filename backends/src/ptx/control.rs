@@ -2,8 +2,8 @@
 //! index of a shared-memory ring, see `sched.rs`) and `if`, with loop-carried values in their own
 //! registers.
 
-use super::builder::{Reg, RegClass};
 use super::ctx::{Ctx, Val};
+use super::emit::{PtxInst, Reg, RegClass};
 use super::isa::Isa;
 use super::layout::Place;
 use super::lower::{block, dtype, place, regs_in, shape};
@@ -47,7 +47,7 @@ fn mov(c: &mut Ctx, dst: Reg, src: Reg) {
         RegClass::B64 => "b64",
         RegClass::F32 => "f32",
     };
-    c.b.ins(format!("mov.{t} {dst}, {src}"));
+    c.b.ins(PtxInst::new("mov").m(t).op(dst).op(src));
 }
 
 /// Moves the registers of `src` (a value of `v`'s place) into the registers of `dst`.
@@ -102,7 +102,7 @@ pub(super) fn lower_for(c: &mut Ctx, op: &OpData) -> Result<(), PtxError> {
     let was_dynamic = c.tma.dynamic_ring;
     c.tma.dynamic_ring |= dynamic;
     let iv = c.b.reg(RegClass::B32);
-    c.b.ins(format!("mov.b32 {iv}, {lo}"));
+    c.b.ins(PtxInst::new("mov.b32").op(iv).op(lo));
     // Carried values get their own registers, initialised from the inits (the stage index of a
     // ring is known in each unrolled copy instead).
     let mut carried = Vec::new();
@@ -151,15 +151,15 @@ pub(super) fn lower_for(c: &mut Ctx, op: &OpData) -> Result<(), PtxError> {
         let hi = match bound {
             Some(a) => {
                 let t = c.b.reg(RegClass::B32);
-                c.b.ins(format!("ld.shared.u32 {t}, [{a}]"));
+                c.b.ins(PtxInst::new("ld.shared.u32").op(t).addr(a));
                 t
             }
             None => hi,
         };
-        c.b.ins(format!("setp.ge.s32 {p}, {iv}, {hi}"));
-        c.b.ins_if(p, false, format!("bra.uni {end}"));
+        c.b.ins(PtxInst::new("setp.ge.s32").op(p).op(iv).op(hi));
+        c.b.ins_if(p, false, PtxInst::new("bra.uni").op(&end));
         iteration(c, body, iv, step, &carried, sp)?;
-        c.b.ins(format!("bra.uni {top}"));
+        c.b.ins(PtxInst::new("bra.uni").op(&top));
         c.b.place(&end);
     }
     c.tma.dynamic_ring = was_dynamic;
@@ -167,7 +167,8 @@ pub(super) fn lower_for(c: &mut Ctx, op: &OpData) -> Result<(), PtxError> {
     c.release_pending |= releases;
     if c.wgmma_in_flight {
         // A held dot's last group: its accumulator is the loop's result.
-        c.b.need(Isa::WGMMA).ins("wgmma.wait_group.sync.aligned 0");
+        c.b.need(Isa::WGMMA)
+            .ins(PtxInst::new("wgmma.wait_group.sync.aligned").op(0));
         c.wgmma_in_flight = false;
         // The stages it read, released late (tma.rs).
         super::tma::pay_owed(c, sp)?;
@@ -205,7 +206,7 @@ fn bound_in_shared(c: &mut Ctx, op: &OpData, dynamic: bool, hi: Reg) -> Option<R
     let zero = c.b.imm32(0);
     let a = c.shared_at(off, zero);
     let e = super::tma::elected(c);
-    c.b.ins(format!("@{e} st.shared.u32 [{a}], {hi}"));
+    c.b.ins(PtxInst::new("st.shared.u32").addr(a).op(hi).guard(e, false));
     c.sync_block();
     Some(a)
 }
@@ -247,7 +248,7 @@ fn iteration(
     for (src, v) in saved {
         c.vals.insert(src, v);
     }
-    c.b.ins(format!("add.s32 {iv}, {iv}, {step}"));
+    c.b.ins(PtxInst::new("add.s32").op(iv).op(iv).op(step));
     Ok(())
 }
 
@@ -276,11 +277,11 @@ fn lower_ring(
             .insert(arg, ((ring.init + h) % ring.stages) as i64);
         c.release_pending |= releases;
         let done = c.b.reg(RegClass::Pred);
-        c.b.ins(format!("setp.ge.s32 {done}, {iv}, {hi}"));
-        c.b.ins_if(done, false, format!("bra.uni {end}"));
+        c.b.ins(PtxInst::new("setp.ge.s32").op(done).op(iv).op(hi));
+        c.b.ins_if(done, false, PtxInst::new("bra.uni").op(&end));
         iteration(c, body, iv, step, carried, sp)?;
     }
-    c.b.ins(format!("bra.uni {top}"));
+    c.b.ins(PtxInst::new("bra.uni").op(&top));
     c.b.place(&end);
     c.statics.remove(&arg);
     Ok(())
@@ -359,7 +360,7 @@ pub(super) fn lower_if(c: &mut Ctx, op: &OpData) -> Result<(), PtxError> {
     };
     let mut pending_out = regions.len() < 2 && pending_in;
     let (els, end) = (c.b.label("else"), c.b.label("endif"));
-    c.b.ins_if(cond, true, format!("bra.uni {els}"));
+    c.b.ins_if(cond, true, PtxInst::new("bra.uni").op(&els));
     let stores_in = c.stores.clone();
     let mut stores_out: Option<super::store_order::State> = None;
     for (i, &r) in regions.iter().enumerate() {
@@ -379,7 +380,7 @@ pub(super) fn lower_if(c: &mut Ctx, op: &OpData) -> Result<(), PtxError> {
             assign(c, dst, src, sp)?;
         }
         if i == 0 && regions.len() > 1 {
-            c.b.ins(format!("bra.uni {end}"));
+            c.b.ins(PtxInst::new("bra.uni").op(&end));
             c.b.place(&els);
         }
     }

@@ -6,8 +6,8 @@
 //! a remainder and a full address computation per chunk. Loops that prefetch K/V or GEMM
 //! operand tiles every iteration spend most of their integer work here.
 
-use super::builder::{Reg, RegClass};
 use super::ctx::{Ctx, TensorInfo};
+use super::emit::{PtxInst, Reg, RegClass};
 use super::isa::Isa;
 use super::PtxError;
 use kir_ir::Span;
@@ -19,21 +19,28 @@ pub(super) fn tile_origin(c: &mut Ctx, info: &TensorInfo, offs: &[Reg]) -> (Reg,
     let esize = info.dtype.size_bytes();
     let base = c.b.reg(RegClass::B64);
     let lead_ok = c.b.reg(RegClass::Pred);
-    c.b.ins(format!("mov.b64 {base}, {}", info.ptr));
-    c.b.ins(format!("setp.eq.u32 {lead_ok}, 0, 0"));
+    c.b.ins(PtxInst::new("mov.b64").op(base).op(info.ptr));
+    c.b.ins(PtxInst::new("setp.eq.u32").op(lead_ok).op(0).op(0));
     for d in 0..rank {
         let lin = c.b.reg(RegClass::B32);
-        c.b.ins(format!(
-            "mul.lo.s32 {lin}, {}, {}",
-            offs[d], info.strides[d]
-        ));
+        c.b.ins(
+            PtxInst::new("mul.lo.s32")
+                .op(lin)
+                .op(offs[d])
+                .op(info.strides[d]),
+        );
         let w = c.b.reg(RegClass::B64);
-        c.b.ins(format!("mul.wide.s32 {w}, {lin}, {esize}"));
-        c.b.ins(format!("add.s64 {base}, {base}, {w}"));
+        c.b.ins(PtxInst::new("mul.wide.s32").op(w).op(lin).op(esize));
+        c.b.ins(PtxInst::new("add.s64").op(base).op(base).op(w));
         if d + 2 < rank {
             let p = c.b.reg(RegClass::Pred);
-            c.b.ins(format!("setp.lt.u32 {p}, {}, {}", offs[d], info.dims[d]));
-            c.b.ins(format!("and.pred {lead_ok}, {lead_ok}, {p}"));
+            c.b.ins(
+                PtxInst::new("setp.lt.u32")
+                    .op(p)
+                    .op(offs[d])
+                    .op(info.dims[d]),
+            );
+            c.b.ins(PtxInst::new("and.pred").op(lead_ok).op(lead_ok).op(p));
         }
     }
     (base, lead_ok)
@@ -83,40 +90,41 @@ pub(super) fn cp_async_rows(
     // This thread's first row and its column of chunks.
     let (row0, colv) = (c.b.reg(RegClass::B32), c.b.reg(RegClass::B32));
     if cpr.is_power_of_two() {
-        c.b.ins(format!(
-            "shr.u32 {row0}, {}, {}",
-            c.tid,
-            cpr.trailing_zeros()
-        ));
-        c.b.ins(format!("and.b32 {colv}, {}, {}", c.tid, cpr - 1));
+        c.b.ins(
+            PtxInst::new("shr.u32")
+                .op(row0)
+                .op(c.tid)
+                .op(cpr.trailing_zeros()),
+        );
+        c.b.ins(PtxInst::new("and.b32").op(colv).op(c.tid).op(cpr - 1));
     } else {
-        c.b.ins(format!("div.u32 {row0}, {}, {cpr}", c.tid));
-        c.b.ins(format!("rem.u32 {colv}, {}, {cpr}", c.tid));
+        c.b.ins(PtxInst::new("div.u32").op(row0).op(c.tid).op(cpr));
+        c.b.ins(PtxInst::new("rem.u32").op(colv).op(c.tid).op(cpr));
     }
     // Bytes of the chunk inside the tensor's columns: clamp(dim_c − gc, 0, vec)·esize.
     let (gc, ncol) = (c.b.reg(RegClass::B32), c.b.reg(RegClass::B32));
-    c.b.ins(format!("mad.lo.s32 {gc}, {colv}, {vec}, {off_c}"));
-    c.b.ins(format!("sub.s32 {ncol}, {dim_c}, {gc}"));
-    c.b.ins(format!("max.s32 {ncol}, {ncol}, 0"));
-    c.b.ins(format!("min.s32 {ncol}, {ncol}, {vec}"));
-    c.b.ins(format!("mul.lo.s32 {ncol}, {ncol}, {esize}"));
-    c.b.ins(format!("selp.b32 {ncol}, {ncol}, 0, {lead_ok}"));
+    c.b.ins(PtxInst::new("mad.lo.s32").op(gc).op(colv).op(vec).op(off_c));
+    c.b.ins(PtxInst::new("sub.s32").op(ncol).op(dim_c).op(gc));
+    c.b.ins(PtxInst::new("max.s32").op(ncol).op(ncol).op(0));
+    c.b.ins(PtxInst::new("min.s32").op(ncol).op(ncol).op(vec));
+    c.b.ins(PtxInst::new("mul.lo.s32").op(ncol).op(ncol).op(esize));
+    c.b.ins(PtxInst::new("selp.b32").op(ncol).op(ncol).op(0).op(lead_ok));
     // Global address of the first chunk, and the byte step between this thread's chunks.
     let (ga0, lin, w) = (
         c.b.reg(RegClass::B64),
         c.b.reg(RegClass::B32),
         c.b.reg(RegClass::B64),
     );
-    c.b.ins(format!("mul.lo.s32 {lin}, {row0}, {stride_r}"));
-    c.b.ins(format!("mad.lo.s32 {lin}, {colv}, {vec}, {lin}"));
-    c.b.ins(format!("mul.wide.s32 {w}, {lin}, {esize}"));
-    c.b.ins(format!("add.s64 {ga0}, {base}, {w}"));
+    c.b.ins(PtxInst::new("mul.lo.s32").op(lin).op(row0).op(stride_r));
+    c.b.ins(PtxInst::new("mad.lo.s32").op(lin).op(colv).op(vec).op(lin));
+    c.b.ins(PtxInst::new("mul.wide.s32").op(w).op(lin).op(esize));
+    c.b.ins(PtxInst::new("add.s64").op(ga0).op(base).op(w));
     let (sl, gstep) = (c.b.reg(RegClass::B32), c.b.reg(RegClass::B64));
-    c.b.ins(format!("mul.lo.s32 {sl}, {stride_r}, {rstep}"));
-    c.b.ins(format!("mul.wide.s32 {gstep}, {sl}, {esize}"));
+    c.b.ins(PtxInst::new("mul.lo.s32").op(sl).op(stride_r).op(rstep));
+    c.b.ins(PtxInst::new("mul.wide.s32").op(gstep).op(sl).op(esize));
     let sa0 = if core {
         let j0 = c.b.reg(RegClass::B32);
-        c.b.ins(format!("mul.lo.s32 {j0}, {colv}, {vec}"));
+        c.b.ins(PtxInst::new("mul.lo.s32").op(j0).op(colv).op(vec));
         super::wgmma::core_addr(c, off, row0, j0, rows, eb)
     } else {
         c.smem_addr(off, &[row0, colv], rs, vec, eb)
@@ -143,70 +151,77 @@ pub(super) fn cp_async_rows(
             c.b.reg(RegClass::B32),
         );
         // off_r ≤ dim_r − rows (no overflow: dims are non-negative i32), likewise for columns.
-        c.b.ins(format!("sub.s32 {e}, {dim_r}, {rows}"));
-        c.b.ins(format!("setp.le.s32 {p}, {off_r}, {e}"));
-        c.b.ins(format!("sub.s32 {e}, {dim_c}, {cols}"));
-        c.b.ins(format!("setp.le.s32 {q}, {off_c}, {e}"));
-        c.b.ins(format!("and.pred {p}, {p}, {q}"));
-        c.b.ins(format!("setp.ge.s32 {q}, {off_r}, 0"));
-        c.b.ins(format!("and.pred {p}, {p}, {q}"));
-        c.b.ins(format!("setp.ge.s32 {q}, {off_c}, 0"));
-        c.b.ins(format!("and.pred {p}, {p}, {q}"));
-        c.b.ins(format!("and.pred {p}, {p}, {lead_ok}"));
+        c.b.ins(PtxInst::new("sub.s32").op(e).op(dim_r).op(rows));
+        c.b.ins(PtxInst::new("setp.le.s32").op(p).op(off_r).op(e));
+        c.b.ins(PtxInst::new("sub.s32").op(e).op(dim_c).op(cols));
+        c.b.ins(PtxInst::new("setp.le.s32").op(q).op(off_c).op(e));
+        c.b.ins(PtxInst::new("and.pred").op(p).op(p).op(q));
+        c.b.ins(PtxInst::new("setp.ge.s32").op(q).op(off_r).op(0));
+        c.b.ins(PtxInst::new("and.pred").op(p).op(p).op(q));
+        c.b.ins(PtxInst::new("setp.ge.s32").op(q).op(off_c).op(0));
+        c.b.ins(PtxInst::new("and.pred").op(p).op(p).op(q));
+        c.b.ins(PtxInst::new("and.pred").op(p).op(p).op(lead_ok));
         if let Some(m) = mask {
             let (last, zero) = (c.b.imm32(rows as i64 - 1), c.b.imm32(0));
             let mv = super::lazy::coord_value(c, m, &[last, zero], sp)?;
-            c.b.ins(format!("and.pred {p}, {p}, {mv}"));
+            c.b.ins(PtxInst::new("and.pred").op(p).op(p).op(mv));
         }
-        c.b.ins_if(p, true, format!("bra.uni {checked}"));
+        c.b.ins_if(p, true, PtxInst::new("bra.uni").op(&checked));
         let ga = c.b.reg(RegClass::B64);
-        c.b.ins(format!("mov.b64 {ga}, {ga0}"));
+        c.b.ins(PtxInst::new("mov.b64").op(ga).op(ga0));
         for it in 0..total.div_ceil(threads) {
             if it > 0 {
-                c.b.ins(format!("add.s64 {ga}, {ga}, {gstep}"));
+                c.b.ins(PtxInst::new("add.s64").op(ga).op(ga).op(gstep));
             }
             let dst = chunk_dst(it);
-            let ins = format!("cp.async.cg.shared.global [{sa0}+{dst}], [{ga}], 16");
+            let ins = PtxInst::new("cp.async.cg.shared.global")
+                .addr_off(sa0, dst)
+                .addr(ga)
+                .op(16);
             if (it + 1) * threads > total {
                 let (lr, pv) = (c.b.reg(RegClass::B32), c.b.reg(RegClass::Pred));
-                c.b.ins(format!("add.s32 {lr}, {row0}, {}", it * rstep));
-                c.b.ins(format!("setp.lt.u32 {pv}, {lr}, {rows}"));
+                c.b.ins(PtxInst::new("add.s32").op(lr).op(row0).op(it * rstep));
+                c.b.ins(PtxInst::new("setp.lt.u32").op(pv).op(lr).op(rows));
                 c.b.ins_if(pv, false, ins);
             } else {
                 c.b.ins(ins);
             }
         }
-        c.b.ins(format!("bra.uni {inside}"));
+        c.b.ins(PtxInst::new("bra.uni").op(&inside));
     }
     c.b.place(&checked);
     let ga = c.b.reg(RegClass::B64);
-    c.b.ins(format!("mov.b64 {ga}, {ga0}"));
+    c.b.ins(PtxInst::new("mov.b64").op(ga).op(ga0));
     for it in 0..total.div_ceil(threads) {
         if it > 0 {
-            c.b.ins(format!("add.s64 {ga}, {ga}, {gstep}"));
+            c.b.ins(PtxInst::new("add.s64").op(ga).op(ga).op(gstep));
         }
         // Tile-local and tensor row of this chunk.
         let (lr, gr) = (c.b.reg(RegClass::B32), c.b.reg(RegClass::B32));
-        c.b.ins(format!("add.s32 {lr}, {row0}, {}", it * rstep));
-        c.b.ins(format!("add.s32 {gr}, {lr}, {off_r}"));
+        c.b.ins(PtxInst::new("add.s32").op(lr).op(row0).op(it * rstep));
+        c.b.ins(PtxInst::new("add.s32").op(gr).op(lr).op(off_r));
         let (p, n) = (c.b.reg(RegClass::Pred), c.b.reg(RegClass::B32));
-        c.b.ins(format!("setp.lt.u32 {p}, {gr}, {dim_r}"));
+        c.b.ins(PtxInst::new("setp.lt.u32").op(p).op(gr).op(dim_r));
         if let Some(m) = mask {
             let lc = c.b.reg(RegClass::B32);
-            c.b.ins(format!("mul.lo.s32 {lc}, {colv}, {vec}"));
+            c.b.ins(PtxInst::new("mul.lo.s32").op(lc).op(colv).op(vec));
             let mv = super::lazy::coord_value(c, m, &[lr, lc], sp)?;
-            c.b.ins(format!("and.pred {p}, {p}, {mv}"));
+            c.b.ins(PtxInst::new("and.pred").op(p).op(p).op(mv));
         }
-        c.b.ins(format!("selp.b32 {n}, {ncol}, 0, {p}"));
+        c.b.ins(PtxInst::new("selp.b32").op(n).op(ncol).op(0).op(p));
         // Nothing read: point at the tensor's origin so the address stays valid.
         let (src, pz) = (c.b.reg(RegClass::B64), c.b.reg(RegClass::Pred));
-        c.b.ins(format!("setp.eq.u32 {pz}, {n}, 0"));
-        c.b.ins(format!("selp.b64 {src}, {}, {ga}, {pz}", info.ptr));
+        c.b.ins(PtxInst::new("setp.eq.u32").op(pz).op(n).op(0));
+        c.b.ins(PtxInst::new("selp.b64").op(src).op(info.ptr).op(ga).op(pz));
         let dst = chunk_dst(it);
-        let ins = format!("cp.async.cg.shared.global [{sa0}+{dst}], [{src}], 16, {n}");
+        let ins = PtxInst::new("cp.async.cg.shared.global")
+            .addr_off(sa0, dst)
+            .addr(src)
+            .op(16)
+            .op(n);
         if (it + 1) * threads > total {
             let pv = c.b.reg(RegClass::Pred);
-            c.b.ins(format!("setp.lt.u32 {pv}, {lr}, {rows}"));
+            c.b.ins(PtxInst::new("setp.lt.u32").op(pv).op(lr).op(rows));
             c.b.ins_if(pv, false, ins);
         } else {
             c.b.ins(ins);

@@ -1,7 +1,7 @@
 //! Per-kernel lowering state: params and dims in registers, where each IR value lives, thread
 //! coordinates of every layout, and the shared-memory plan.
 
-use super::builder::{Builder, Reg, RegClass};
+use super::emit::{Builder, Operand, PtxInst, Reg, RegClass};
 use super::layout::{self, Block, Layout, Place};
 use super::PtxError;
 use crate::target::Target;
@@ -130,6 +130,8 @@ pub struct Lowered {
     pub smem_align: u32,
     /// The lowering decisions.
     pub report: super::report::PtxReport,
+    /// The number of instructions in the `.entry` (its final `ret` included).
+    pub instructions: usize,
 }
 
 /// The register class holding values of `d`.
@@ -182,7 +184,7 @@ impl<'a> Ctx<'a> {
                 let r = self.b.in_prologue(|b| {
                     if pred {
                         let p = b.reg(RegClass::Pred);
-                        b.ins(format!("setp.ne.u32 {p}, {x}, 0"));
+                        b.ins(PtxInst::new("setp.ne.u32").op(p).op(x).op(0));
                         p
                     } else {
                         b.imm32(x)
@@ -213,11 +215,14 @@ impl<'a> Ctx<'a> {
                 for s in 0..n {
                     let e = self.b.reg(RegClass::B32);
                     // e = ((s / VEC)·T + tid)·VEC + s % VEC
-                    self.b.ins(format!("add.s32 {e}, {tid}, {}", (s / v) * t));
-                    self.b.ins(format!("mad.lo.s32 {e}, {e}, {v}, {}", s % v));
+                    self.b
+                        .ins(PtxInst::new("add.s32").op(e).op(tid).op((s / v) * t));
+                    self.b
+                        .ins(PtxInst::new("mad.lo.s32").op(e).op(e).op(v).op(s % v));
                     let valid = if (s / v + 1) * t * v > numel {
                         let p = self.b.reg(RegClass::Pred);
-                        self.b.ins(format!("setp.lt.u32 {p}, {e}, {numel}"));
+                        self.b
+                            .ins(PtxInst::new("setp.lt.u32").op(p).op(e).op(numel));
                         Some(p)
                     } else {
                         None
@@ -230,8 +235,10 @@ impl<'a> Ctx<'a> {
                             break;
                         }
                         let (r, q) = (self.b.reg(RegClass::B32), self.b.reg(RegClass::B32));
-                        self.b.ins(format!("rem.u32 {r}, {rest}, {}", shape[d]));
-                        self.b.ins(format!("div.u32 {q}, {rest}, {}", shape[d]));
+                        self.b
+                            .ins(PtxInst::new("rem.u32").op(r).op(rest).op(shape[d]));
+                        self.b
+                            .ins(PtxInst::new("div.u32").op(q).op(rest).op(shape[d]));
                         idx[d] = r;
                         rest = q;
                     }
@@ -256,19 +263,24 @@ impl<'a> Ctx<'a> {
                 let numel: usize = shape.iter().product();
                 let (t, v) = (blk.threads as usize, layout::VEC);
                 let e = self.b.reg(RegClass::B32);
-                self.b.ins(format!("add.s32 {e}, {tid}, {}", (s / v) * t));
-                self.b.ins(format!("mad.lo.s32 {e}, {e}, {v}, {}", s % v));
+                self.b
+                    .ins(PtxInst::new("add.s32").op(e).op(tid).op((s / v) * t));
+                self.b
+                    .ins(PtxInst::new("mad.lo.s32").op(e).op(e).op(v).op(s % v));
                 let valid = ((s / v + 1) * t * v > numel).then(|| {
                     let p = self.b.reg(RegClass::Pred);
-                    self.b.ins(format!("setp.lt.u32 {p}, {e}, {numel}"));
+                    self.b
+                        .ins(PtxInst::new("setp.lt.u32").op(p).op(e).op(numel));
                     p
                 });
                 let mut idx = vec![e; shape.len()];
                 let mut rest = e;
                 for d in (1..shape.len()).rev() {
                     let (r, q) = (self.b.reg(RegClass::B32), self.b.reg(RegClass::B32));
-                    self.b.ins(format!("rem.u32 {r}, {rest}, {}", shape[d]));
-                    self.b.ins(format!("div.u32 {q}, {rest}, {}", shape[d]));
+                    self.b
+                        .ins(PtxInst::new("rem.u32").op(r).op(rest).op(shape[d]));
+                    self.b
+                        .ins(PtxInst::new("div.u32").op(q).op(rest).op(shape[d]));
                     idx[d] = r;
                     rest = q;
                 }
@@ -287,14 +299,14 @@ impl<'a> Ctx<'a> {
                 };
                 let (ro, co) = layout::rowmma_slot(&sub, s);
                 let r = self.b.reg(RegClass::B32);
-                self.b.ins(format!("add.s32 {r}, {rowbase}, {ro}"));
+                self.b.ins(PtxInst::new("add.s32").op(r).op(rowbase).op(ro));
                 let mut idx = vec![r];
                 if shape.len() == 2 {
                     if shape[1] == 1 {
                         idx.push(self.b.imm32(0));
                     } else {
                         let c = self.b.reg(RegClass::B32);
-                        self.b.ins(format!("add.s32 {c}, {colbase}, {co}"));
+                        self.b.ins(PtxInst::new("add.s32").op(c).op(colbase).op(co));
                         idx.push(c);
                     }
                 }
@@ -319,10 +331,16 @@ impl<'a> Ctx<'a> {
             self.b.reg(RegClass::B32),
         );
         self.b.in_prologue(|b| {
-            b.ins(format!("div.u32 {wmi}, {warp}, {wn}"));
-            b.ins(format!("rem.u32 {wni}, {warp}, {wn}"));
-            b.ins(format!("mad.lo.s32 {r}, {wmi}, {}, {g}", m / wm));
-            b.ins(format!("mad.lo.s32 {c}, {wni}, {}, {colbase}", n / wn));
+            b.ins(PtxInst::new("div.u32").op(wmi).op(warp).op(wn));
+            b.ins(PtxInst::new("rem.u32").op(wni).op(warp).op(wn));
+            b.ins(PtxInst::new("mad.lo.s32").op(r).op(wmi).op(m / wm).op(g));
+            b.ins(
+                PtxInst::new("mad.lo.s32")
+                    .op(c)
+                    .op(wni)
+                    .op(n / wn)
+                    .op(colbase),
+            );
         });
         self.gridbases.insert((m, n), (r, c));
         (r, c, wn)
@@ -337,7 +355,7 @@ impl<'a> Ctx<'a> {
         let (warp, g, w) = (self.warp, self.g, self.blk.warps as usize);
         let r = self.b.reg(RegClass::B32);
         self.b
-            .in_prologue(|b| b.ins(format!("mad.lo.s32 {r}, {warp}, {}, {g}", m / w)));
+            .in_prologue(|b| b.ins(PtxInst::new("mad.lo.s32").op(r).op(warp).op(m / w).op(g)));
         self.rowbases.insert(m, r);
         r
     }
@@ -362,13 +380,13 @@ impl Ctx<'_> {
                 b.reg(RegClass::B32),
                 b.reg(RegClass::B32),
             );
-            b.ins(format!("and.b32 {lane}, {tid}, 31"));
-            b.ins(format!("shr.u32 {m}, {lane}, 3"));
-            b.ins(format!("and.b32 {r}, {lane}, 7"));
-            b.ins(format!("and.b32 {mi}, {m}, 1"));
-            b.ins(format!("shl.b32 {mi}, {mi}, 3"));
-            b.ins(format!("shr.u32 {mj}, {m}, 1"));
-            b.ins(format!("shl.b32 {mj}, {mj}, 3"));
+            b.ins(PtxInst::new("and.b32").op(lane).op(tid).op(31));
+            b.ins(PtxInst::new("shr.u32").op(m).op(lane).op(3));
+            b.ins(PtxInst::new("and.b32").op(r).op(lane).op(7));
+            b.ins(PtxInst::new("and.b32").op(mi).op(m).op(1));
+            b.ins(PtxInst::new("shl.b32").op(mi).op(mi).op(3));
+            b.ins(PtxInst::new("shr.u32").op(mj).op(m).op(1));
+            b.ins(PtxInst::new("shl.b32").op(mj).op(mj).op(3));
             (mi, mj, r)
         });
         self.ldm_lane = Some(t);
@@ -386,8 +404,8 @@ impl Ctx<'_> {
     /// being lowered: the whole block, or the partition's named barrier (see `block_bar`).
     pub fn sync_block(&mut self) {
         match self.block_bar {
-            None => self.b.ins("bar.sync 0"),
-            Some((id, n)) => self.b.ins(format!("bar.sync {id}, {n}")),
+            None => self.b.ins(PtxInst::new("bar.sync").op(0)),
+            Some((id, n)) => self.b.ins(PtxInst::new("bar.sync").op(id).op(n)),
         }
     }
 
@@ -404,26 +422,28 @@ impl Ctx<'_> {
         let a = self.b.reg(RegClass::B32);
         match idx {
             [i, j] => {
-                self.b.ins(format!("mul.lo.s32 {a}, {i}, {rs}"));
+                self.b.ins(PtxInst::new("mul.lo.s32").op(a).op(i).op(rs));
                 let t = self.b.reg(RegClass::B32);
-                self.b.ins(format!("mul.lo.s32 {t}, {j}, {cs}"));
-                self.b.ins(format!("add.s32 {a}, {a}, {t}"));
+                self.b.ins(PtxInst::new("mul.lo.s32").op(t).op(j).op(cs));
+                self.b.ins(PtxInst::new("add.s32").op(a).op(a).op(t));
             }
-            [i] => self.b.ins(format!("mul.lo.s32 {a}, {i}, {rs}")),
-            _ => self.b.ins(format!("mov.b32 {a}, 0")),
+            [i] => self.b.ins(PtxInst::new("mul.lo.s32").op(a).op(i).op(rs)),
+            _ => self.b.ins(PtxInst::new("mov.b32").op(a).op(0)),
         }
         self.b
-            .ins(format!("mad.lo.s32 {a}, {a}, {eb}, {}", self.smem));
+            .ins(PtxInst::new("mad.lo.s32").op(a).op(a).op(eb).op(self.smem));
         if off >= SCRATCH_BASE {
             // The scratch region goes after every other region; its offset is patched in once
             // the kernel is lowered (see `lower_kernel`).
             self.scratch_used = true;
-            self.b.ins(format!(
-                "add.s32 {a}, {a}, KIRSCRATCH{}",
-                off - SCRATCH_BASE
-            ));
+            self.b.ins(
+                PtxInst::new("add.s32")
+                    .op(a)
+                    .op(a)
+                    .op(Operand::Scratch(off - SCRATCH_BASE)),
+            );
         } else if off > 0 {
-            self.b.ins(format!("add.s32 {a}, {a}, {off}"));
+            self.b.ins(PtxInst::new("add.s32").op(a).op(a).op(off));
         }
         a
     }
@@ -435,7 +455,7 @@ impl Ctx<'_> {
             None => a,
             Some(d) => {
                 let r = self.b.reg(RegClass::B32);
-                self.b.ins(format!("add.s32 {r}, {a}, {d}"));
+                self.b.ins(PtxInst::new("add.s32").op(r).op(a).op(d));
                 r
             }
         }
@@ -448,12 +468,15 @@ impl Ctx<'_> {
     /// Row-major linear index of a slot's coordinates within `shape`.
     pub fn linear(&mut self, idx: &[Reg], shape: &[usize]) -> Reg {
         let r = self.b.reg(RegClass::B32);
-        self.b.ins(format!("mov.b32 {r}, 0"));
+        self.b.ins(PtxInst::new("mov.b32").op(r).op(0));
         for (d, &i) in idx.iter().enumerate() {
-            self.b.ins(format!(
-                "mad.lo.s32 {r}, {r}, {}, {i}",
-                shape.get(d).copied().unwrap_or(1)
-            ));
+            self.b.ins(
+                PtxInst::new("mad.lo.s32")
+                    .op(r)
+                    .op(r)
+                    .op(shape.get(d).copied().unwrap_or(1))
+                    .op(i),
+            );
         }
         r
     }
@@ -473,7 +496,7 @@ impl Ctx<'_> {
                         let r = self.b.reg(RegClass::B32);
                         let (a, bb) = (st[i + 1], dim_regs[i + 1]);
                         self.b
-                            .in_prologue(|b| b.ins(format!("mul.lo.s32 {r}, {a}, {bb}")));
+                            .in_prologue(|b| b.ins(PtxInst::new("mul.lo.s32").op(r).op(a).op(bb)));
                         st[i] = r;
                     }
                     st

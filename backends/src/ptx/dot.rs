@@ -3,8 +3,8 @@
 //! shared memory and B from shared memory; otherwise an FMA loop per output element over
 //! shared-memory operands.
 
-use super::builder::{Reg, RegClass};
 use super::ctx::{smem_bytes, Ctx, Val};
+use super::emit::{Operand, PtxInst, Reg, RegClass};
 use super::isa::Isa;
 use super::layout::{self, Layout, Place};
 use super::lower::regs_in;
@@ -56,15 +56,20 @@ pub(super) fn to_shared(c: &mut Ctx, v: &Val, sp: Span) -> Result<Val, PtxError>
                 for s in (0..regs.len()).step_by(2) {
                     let (ro, co) = layout::rowmma_slot(&sub, s);
                     let w = c.b.reg(RegClass::B32);
-                    c.b.need(Isa::CVT_TO_BF16_OR_PACKED).ins(format!(
-                        "cvt.rn.{t}x2.f32 {w}, {}, {}",
-                        regs[s + 1],
-                        regs[s]
-                    ));
-                    c.b.ins(format!(
-                        "st.shared.b32 [{base}+{}], {w}",
-                        (ro * rs + co) * eb
-                    ));
+                    c.b.need(Isa::CVT_TO_BF16_OR_PACKED).ins(
+                        PtxInst::new("cvt.rn")
+                            .m(t)
+                            .suffix("x2")
+                            .m("f32")
+                            .op(w)
+                            .op(regs[s + 1])
+                            .op(regs[s]),
+                    );
+                    c.b.ins(
+                        PtxInst::new("st.shared.b32")
+                            .addr_off(base, (ro * rs + co) * eb)
+                            .op(w),
+                    );
                 }
                 c.sync_block();
                 return Ok(tile);
@@ -80,10 +85,12 @@ pub(super) fn to_shared(c: &mut Ctx, v: &Val, sp: Span) -> Result<Val, PtxError>
                         let h = c.b.reg(RegClass::B16);
                         let t = if *dtype == Dtype::F16 { "f16" } else { "bf16" };
                         c.b.need(Isa::cvt_from_f32(*dtype))
-                            .ins(format!("cvt.rn.{t}.f32 {h}, {r}"));
-                        c.b.ins_if_opt(valid, format!("st.shared.b16 [{a}], {h}"));
+                            .ins(PtxInst::new("cvt.rn").m(t).m("f32").op(h).op(r));
+                        c.b.ins_if_opt(valid, PtxInst::new("st.shared.b16").addr(a).op(h));
                     }
-                    Dtype::F32 => c.b.ins_if_opt(valid, format!("st.shared.f32 [{a}], {r}")),
+                    Dtype::F32 => {
+                        c.b.ins_if_opt(valid, PtxInst::new("st.shared.f32").addr(a).op(r))
+                    }
                     other => {
                         return Err(PtxError::at(
                             sp,
@@ -115,12 +122,12 @@ fn smem_pair(c: &mut Ctx, v: &Val, i: Reg, j: Reg, along_rows: bool) -> Reg {
     let r = c.b.reg(RegClass::B32);
     let step = if along_rows { row_stride } else { col_stride };
     if step == 1 {
-        c.b.ins(format!("ld.shared.b32 {r}, [{a}]"));
+        c.b.ins(PtxInst::new("ld.shared.b32").op(r).addr(a));
     } else {
         let (lo, hi) = (c.b.reg(RegClass::B16), c.b.reg(RegClass::B16));
-        c.b.ins(format!("ld.shared.b16 {lo}, [{a}]"));
-        c.b.ins(format!("ld.shared.b16 {hi}, [{a}+{}]", step * 2));
-        c.b.ins(format!("mov.b32 {r}, {{{lo}, {hi}}}"));
+        c.b.ins(PtxInst::new("ld.shared.b16").op(lo).addr(a));
+        c.b.ins(PtxInst::new("ld.shared.b16").op(hi).addr_off(a, step * 2));
+        c.b.ins(PtxInst::new("mov.b32").op(r).vec([lo, hi]));
     }
     r
 }
@@ -239,7 +246,7 @@ pub fn lower_dot_wait(c: &mut Ctx, op: &OpData) -> Result<(), PtxError> {
         _ => 0,
     };
     let v = c.val(d, sp)?;
-    c.b.ins(format!("wgmma.wait_group.sync.aligned {pending}"));
+    c.b.ins(PtxInst::new("wgmma.wait_group.sync.aligned").op(pending));
     if pending == 0 {
         c.wgmma_in_flight = false;
     }
@@ -300,12 +307,12 @@ fn mma(
     let mut cur: Vec<Reg> = acc.to_vec();
     let (warp, g, colbase) = (c.warp, c.g, c.colbase);
     let (wmi, wni) = (c.b.reg(RegClass::B32), c.b.reg(RegClass::B32));
-    c.b.ins(format!("div.u32 {wmi}, {warp}, {wn}"));
-    c.b.ins(format!("rem.u32 {wni}, {warp}, {wn}"));
+    c.b.ins(PtxInst::new("div.u32").op(wmi).op(warp).op(wn));
+    c.b.ins(PtxInst::new("rem.u32").op(wni).op(warp).op(wn));
     // row0 = wmi·mw + g (this lane's first row); col0 = wni·nw (the warp's first column).
     let (row0, col0) = (c.b.reg(RegClass::B32), c.b.reg(RegClass::B32));
-    c.b.ins(format!("mad.lo.s32 {row0}, {wmi}, {mw}, {g}"));
-    c.b.ins(format!("mul.lo.s32 {col0}, {wni}, {nw}"));
+    c.b.ins(PtxInst::new("mad.lo.s32").op(row0).op(wmi).op(mw).op(g));
+    c.b.ins(PtxInst::new("mul.lo.s32").op(col0).op(wni).op(nw));
     // Per k step: the A fragments of every row fragment, then the B fragments in groups of
     // `NB` column fragments, each group loaded once and used by every row fragment. Only one
     // group of B fragments is live at a time, which keeps the register peak low when a warp
@@ -323,18 +330,22 @@ fn mma(
                     let mut f = Vec::new();
                     for (nf, h) in [(2 * kf, 0), (2 * kf, 1), (2 * kf + 1, 0), (2 * kf + 1, 1)] {
                         let r = c.b.reg(RegClass::B32);
-                        c.b.need(Isa::CVT_TO_BF16_OR_PACKED).ins(format!(
-                            "cvt.rn.{t}x2.f32 {r}, {}, {}",
-                            slot(nf, h * 2 + 1),
-                            slot(nf, h * 2)
-                        ));
+                        c.b.need(Isa::CVT_TO_BF16_OR_PACKED).ins(
+                            PtxInst::new("cvt.rn")
+                                .m(t)
+                                .suffix("x2")
+                                .m("f32")
+                                .op(r)
+                                .op(slot(nf, h * 2 + 1))
+                                .op(slot(nf, h * 2)),
+                        );
                         f.push(r);
                     }
                     f
                 }
                 _ if ldmatrix_ok(a, false) => {
                     let i0 = c.b.reg(RegClass::B32);
-                    c.b.ins(format!("mad.lo.s32 {i0}, {wmi}, {mw}, {}", mf * 16));
+                    c.b.ins(PtxInst::new("mad.lo.s32").op(i0).op(wmi).op(mw).op(mf * 16));
                     let j0 = c.b.imm32((kf * 16) as i64);
                     ldmatrix_x4(c, a, i0, j0, false).to_vec()
                 }
@@ -342,8 +353,8 @@ fn mma(
                     let mut f = Vec::new();
                     for (dr, dk) in [(0, 0), (8, 0), (0, 8), (8, 8)] {
                         let (i, j) = (c.b.reg(RegClass::B32), c.b.reg(RegClass::B32));
-                        c.b.ins(format!("add.s32 {i}, {row0}, {}", mf * 16 + dr));
-                        c.b.ins(format!("add.s32 {j}, {colbase}, {}", kf * 16 + dk));
+                        c.b.ins(PtxInst::new("add.s32").op(i).op(row0).op(mf * 16 + dr));
+                        c.b.ins(PtxInst::new("add.s32").op(j).op(colbase).op(kf * 16 + dk));
                         f.push(smem_pair(c, a, i, j, false));
                     }
                     f
@@ -357,7 +368,7 @@ fn mma(
             if ldmatrix_ok(b, true) && (nf_hi - nf_lo) % 2 == 0 {
                 for nf2 in nf_lo / 2..nf_hi / 2 {
                     let (i0, j0) = (c.b.imm32((kf * 16) as i64), c.b.reg(RegClass::B32));
-                    c.b.ins(format!("add.s32 {j0}, {col0}, {}", nf2 * 16));
+                    c.b.ins(PtxInst::new("add.s32").op(j0).op(col0).op(nf2 * 16));
                     let r = ldmatrix_x4(c, b, i0, j0, true);
                     bfrags.push([r[0], r[1]]);
                     bfrags.push([r[2], r[3]]);
@@ -367,9 +378,9 @@ fn mma(
                 let mut pair = Vec::new();
                 for dk in [0, 8] {
                     let (i, j) = (c.b.reg(RegClass::B32), c.b.reg(RegClass::B32));
-                    c.b.ins(format!("add.s32 {i}, {colbase}, {}", kf * 16 + dk));
-                    c.b.ins(format!("add.s32 {j}, {g}, {}", nf * 8));
-                    c.b.ins(format!("add.s32 {j}, {j}, {col0}"));
+                    c.b.ins(PtxInst::new("add.s32").op(i).op(colbase).op(kf * 16 + dk));
+                    c.b.ins(PtxInst::new("add.s32").op(j).op(g).op(nf * 8));
+                    c.b.ins(PtxInst::new("add.s32").op(j).op(j).op(col0));
                     pair.push(smem_pair(c, b, i, j, true));
                 }
                 bfrags.push([pair[0], pair[1]]);
@@ -378,11 +389,16 @@ fn mma(
                 for (i, bfrag) in bfrags.iter().enumerate() {
                     let base = (mf * nfs + nf_lo + i) * 4;
                     let dst: Vec<Reg> = (0..4).map(|_| c.b.reg(RegClass::F32)).collect();
-                    c.b.need(Isa::MMA_M16N8K16).ins(format!(
-                        "mma.sync.aligned.m16n8k16.row.col.f32.{t}.{t}.f32 {{{}, {}, {}, {}}}, {{{}, {}, {}, {}}}, {{{}, {}}}, {{{}, {}, {}, {}}}",
-                        dst[0], dst[1], dst[2], dst[3], afrag[0], afrag[1], afrag[2], afrag[3], bfrag[0], bfrag[1],
-                        cur[base], cur[base + 1], cur[base + 2], cur[base + 3]
-                    ));
+                    c.b.need(Isa::MMA_M16N8K16).ins(
+                        PtxInst::new("mma.sync.aligned.m16n8k16.row.col.f32")
+                            .m(t)
+                            .m(t)
+                            .m("f32")
+                            .vec([dst[0], dst[1], dst[2], dst[3]])
+                            .vec([afrag[0], afrag[1], afrag[2], afrag[3]])
+                            .vec([bfrag[0], bfrag[1]])
+                            .vec([cur[base], cur[base + 1], cur[base + 2], cur[base + 3]]),
+                    );
                     cur[base..base + 4].copy_from_slice(&dst);
                 }
             }
@@ -418,12 +434,12 @@ fn ldmatrix_x4(c: &mut Ctx, v: &Val, i0: Reg, j0: Reg, pair_along_rows: bool) ->
     // The lane's row of its matrix runs along the non-contiguous dim.
     let (mi, mj, r) = c.ldmatrix_lane();
     let (i, j) = (c.b.reg(RegClass::B32), c.b.reg(RegClass::B32));
-    c.b.ins(format!("add.s32 {i}, {i0}, {mi}"));
-    c.b.ins(format!("add.s32 {j}, {j0}, {mj}"));
+    c.b.ins(PtxInst::new("add.s32").op(i).op(i0).op(mi));
+    c.b.ins(PtxInst::new("add.s32").op(j).op(j0).op(mj));
     if contiguous_cols {
-        c.b.ins(format!("add.s32 {i}, {i}, {r}"));
+        c.b.ins(PtxInst::new("add.s32").op(i).op(i).op(r));
     } else {
-        c.b.ins(format!("add.s32 {j}, {j}, {r}"));
+        c.b.ins(PtxInst::new("add.s32").op(j).op(j).op(r));
     }
     let a = c.smem_addr(off, &[i, j], row_stride, col_stride, 2);
     let a = c.plus_dyn(a, dyn_off);
@@ -433,11 +449,12 @@ fn ldmatrix_x4(c: &mut Ctx, v: &Val, i0: Reg, j0: Reg, pair_along_rows: bool) ->
         c.b.reg(RegClass::B32),
         c.b.reg(RegClass::B32),
     ];
-    let t = if trans { ".trans" } else { "" };
-    c.b.need(Isa::LDMATRIX).ins(format!(
-        "ldmatrix.sync.aligned.m8n8.x4{t}.shared.b16 {{{}, {}, {}, {}}}, [{a}]",
-        out[0], out[1], out[2], out[3]
-    ));
+    let mut ld = PtxInst::new("ldmatrix.sync.aligned.m8n8.x4");
+    if trans {
+        ld = ld.m("trans");
+    }
+    c.b.need(Isa::LDMATRIX)
+        .ins(ld.m("shared.b16").vec(out).addr(a));
     out
 }
 
@@ -454,18 +471,18 @@ fn fma(
     let mut out = Vec::new();
     for (sc, &init) in coords.iter().zip(acc) {
         let r = c.b.reg(RegClass::F32);
-        c.b.ins(format!("mov.f32 {r}, {init}"));
+        c.b.ins(PtxInst::new("mov.f32").op(r).op(init));
         let (k, p) = (c.b.reg(RegClass::B32), c.b.reg(RegClass::Pred));
         let (top, end) = (c.b.label("fma"), c.b.label("endfma"));
-        c.b.ins(format!("mov.b32 {k}, 0"));
+        c.b.ins(PtxInst::new("mov.b32").op(k).op(0));
         c.b.place(&top);
-        c.b.ins(format!("setp.ge.s32 {p}, {k}, {kdim}"));
-        c.b.ins_if(p, false, format!("bra.uni {end}"));
+        c.b.ins(PtxInst::new("setp.ge.s32").op(p).op(k).op(kdim));
+        c.b.ins_if(p, false, PtxInst::new("bra.uni").op(&end));
         let x = shared_elem(c, a, sc.idx[0], k, sc.valid);
         let y = shared_elem(c, b, k, sc.idx[1], sc.valid);
-        c.b.ins(format!("fma.rn.f32 {r}, {x}, {y}, {r}"));
-        c.b.ins(format!("add.s32 {k}, {k}, 1"));
-        c.b.ins(format!("bra.uni {top}"));
+        c.b.ins(PtxInst::new("fma.rn.f32").op(r).op(x).op(y).op(r));
+        c.b.ins(PtxInst::new("add.s32").op(k).op(k).op(1));
+        c.b.ins(PtxInst::new("bra.uni").op(&top));
         c.b.place(&end);
         out.push(r);
     }
@@ -489,17 +506,19 @@ fn shared_elem(c: &mut Ctx, v: &Val, i: Reg, j: Reg, valid: Option<Reg>) -> Reg 
     let a = c.smem_addr(off, &[i, j], row_stride, col_stride, eb);
     let a = c.plus_dyn(a, dyn_off);
     let r = c.b.reg(RegClass::F32);
-    c.b.ins(format!("mov.f32 {r}, 0f00000000"));
+    c.b.ins(PtxInst::new("mov.f32").op(r).op(Operand::F32(0x00000000)));
     match dtype {
         Dtype::F16 | Dtype::Bf16 => {
             let h = c.b.reg(RegClass::B16);
-            c.b.ins(format!("mov.b16 {h}, 0"));
-            c.b.ins_if_opt(valid, format!("ld.shared.b16 {h}, [{a}]"));
+            c.b.ins(PtxInst::new("mov.b16").op(h).op(0));
+            c.b.ins_if_opt(valid, PtxInst::new("ld.shared.b16").op(h).addr(a));
             let t = if dtype == Dtype::F16 { "f16" } else { "bf16" };
             c.b.need(Isa::cvt_to_f32(dtype))
-                .ins(format!("cvt.f32.{t} {r}, {h}"));
+                .ins(PtxInst::new("cvt.f32").m(t).op(r).op(h));
         }
-        _ => c.b.ins_if_opt(valid, format!("ld.shared.f32 {r}, [{a}]")),
+        _ => {
+            c.b.ins_if_opt(valid, PtxInst::new("ld.shared.f32").op(r).addr(a))
+        }
     }
     r
 }

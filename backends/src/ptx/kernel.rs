@@ -2,8 +2,8 @@
 //! itself — params into registers, thread coordinates, the body, and the shared-memory plan
 //! (dot-operand regions first, the scratch region last and only when used).
 
-use super::builder::{Builder, RegClass};
 use super::ctx::{Ctx, Lowered, TensorInfo, SCRATCH_BASE};
+use super::emit::{Builder, Operand, PtxInst, RegClass};
 use super::isa::Isa;
 use super::layout::Block;
 use super::{PtxError, THREADS};
@@ -11,22 +11,6 @@ use crate::abi::{AbiArg, KernelAbi};
 use crate::target::Target;
 use kir_ir::{Dtype, Kernel};
 use std::collections::HashMap;
-
-/// Replaces every `KIRSCRATCH<n>` placeholder by `scratch_at + n`.
-fn patch_scratch(text: &str, scratch_at: u32) -> String {
-    let mut out = String::with_capacity(text.len());
-    let mut rest = text;
-    while let Some(i) = rest.find("KIRSCRATCH") {
-        out.push_str(&rest[..i]);
-        let tail = &rest[i + "KIRSCRATCH".len()..];
-        let digits = tail.bytes().take_while(|b| b.is_ascii_digit()).count();
-        let n: u32 = tail[..digits].parse().unwrap_or(0);
-        out.push_str(&(scratch_at + n).to_string());
-        rest = &tail[digits..];
-    }
-    out.push_str(rest);
-    out
-}
 
 /// The block a kernel runs with.
 /// - Without a `dot` (elementwise and row-reduction work in the blocked layout): one thread per
@@ -175,12 +159,21 @@ pub fn lower_kernel(
     let ws = super::ws::ws_op(k).map(|(_, a)| a);
     match &ws {
         Some(a) => super::ws::setup(&mut ctx, a),
-        None => ctx
-            .b
-            .in_prologue(|b| b.ins(format!("mov.u32 {tid}, %tid.x"))),
+        None => ctx.b.in_prologue(|b| {
+            b.ins(
+                PtxInst::new("mov.u32")
+                    .op(tid)
+                    .op(Operand::Special("%tid.x")),
+            )
+        }),
     }
-    ctx.b
-        .in_prologue(|b| b.ins(format!("mov.u32 {smem}, kir_smem")));
+    ctx.b.in_prologue(|b| {
+        b.ins(
+            PtxInst::new("mov.u32")
+                .op(smem)
+                .op(Operand::sym("kir_smem")),
+        )
+    });
     // Params in ABI order.
     for (i, a) in abi.args.iter().enumerate() {
         let pname = format!("{symbol}_param_{i}");
@@ -189,8 +182,8 @@ pub fn lower_kernel(
                 params.push(format!(".param .u64 {pname}"));
                 let (raw, ptr) = (ctx.b.reg(RegClass::B64), ctx.b.reg(RegClass::B64));
                 ctx.b.in_prologue(|b| {
-                    b.ins(format!("ld.param.u64 {raw}, [{pname}]"));
-                    b.ins(format!("cvta.to.global.u64 {ptr}, {raw}"));
+                    b.ins(PtxInst::new("ld.param.u64").op(raw).addr(pname));
+                    b.ins(PtxInst::new("cvta.to.global.u64").op(ptr).op(raw));
                 });
                 ctx.tensors.insert(
                     param.clone(),
@@ -212,23 +205,22 @@ pub fn lower_kernel(
                     Dtype::U8 | Dtype::I1 => (".u8", ctx.b.reg(RegClass::B32)),
                 };
                 params.push(format!(".param {ty} {pname}"));
-                let ld = if ty == ".u8" { ".u8" } else { ty };
-                ctx.b
-                    .in_prologue(|b| b.ins(format!("ld.param{ld} {r}, [{pname}]")));
+                let ld = PtxInst::new("ld.param").m(&ty[1..]).op(r).addr(&pname);
+                ctx.b.in_prologue(|b| b.ins(ld));
                 let r = match dtype {
                     Dtype::F16 | Dtype::Bf16 => {
                         let f = ctx.b.reg(RegClass::F32);
                         let t = if *dtype == Dtype::F16 { "f16" } else { "bf16" };
                         ctx.b.in_prologue(|b| {
                             b.need(Isa::cvt_to_f32(*dtype))
-                                .ins(format!("cvt.f32.{t} {f}, {r}"))
+                                .ins(PtxInst::new("cvt.f32").m(t).op(f).op(r))
                         });
                         f
                     }
                     Dtype::I1 => {
                         let p = ctx.b.reg(RegClass::Pred);
                         ctx.b
-                            .in_prologue(|b| b.ins(format!("setp.ne.u32 {p}, {r}, 0")));
+                            .in_prologue(|b| b.ins(PtxInst::new("setp.ne.u32").op(p).op(r).op(0)));
                         p
                     }
                     _ => r,
@@ -242,19 +234,19 @@ pub fn lower_kernel(
                 params.push(format!(".param .s32 {pname}"));
                 let r = ctx.b.reg(RegClass::B32);
                 ctx.b
-                    .in_prologue(|b| b.ins(format!("ld.param.s32 {r}, [{pname}]")));
+                    .in_prologue(|b| b.ins(PtxInst::new("ld.param.s32").op(r).addr(pname)));
                 ctx.dims.insert(name.clone(), r);
             }
         }
     }
     ctx.b.in_prologue(|b| {
         let (lane, q) = (b.reg(RegClass::B32), b.reg(RegClass::B32));
-        b.ins(format!("shr.u32 {warp}, {tid}, 5"));
-        b.ins(format!("and.b32 {lane}, {tid}, 31"));
-        b.ins(format!("shr.u32 {g}, {lane}, 2"));
-        b.ins(format!("and.b32 {q}, {lane}, 3"));
-        b.ins(format!("shl.b32 {colbase}, {q}, 1"));
-        b.ins(format!("setp.eq.u32 {quad_leader}, {q}, 0"));
+        b.ins(PtxInst::new("shr.u32").op(warp).op(tid).op(5));
+        b.ins(PtxInst::new("and.b32").op(lane).op(tid).op(31));
+        b.ins(PtxInst::new("shr.u32").op(g).op(lane).op(2));
+        b.ins(PtxInst::new("and.b32").op(q).op(lane).op(3));
+        b.ins(PtxInst::new("shl.b32").op(colbase).op(q).op(1));
+        b.ins(PtxInst::new("setp.eq.u32").op(quad_leader).op(q).op(0));
     });
     ctx.setup_tensors()?;
     super::lower::lower_body(&mut ctx)?;
@@ -270,7 +262,9 @@ pub fn lower_kernel(
     let isa = ctx.b.requirements().clone();
     let from = super::report::warps_from(policy_why);
     let report = super::report::build(&mut ctx, symbol, from, shared_bytes, &isa);
-    let body = patch_scratch(&ctx.b.finish(), scratch_at);
+    ctx.b.ins(PtxInst::new("ret"));
+    let instructions = ctx.b.instructions();
+    let body = ctx.b.finish(scratch_at);
     // A warp-specialized kernel launches its producer's warps too, and states its register
     // count at entry (ws.rs).
     let (threads, maxnreg) = match &ws {
@@ -278,7 +272,7 @@ pub fn lower_kernel(
         None => (blk.threads, String::new()),
     };
     let text = format!(
-        ".visible .entry {symbol}(\n\t{}\n)\n.maxntid {threads}, 1, 1\n{maxnreg}{{\n{body}\tret;\n}}\n",
+        ".visible .entry {symbol}(\n\t{}\n)\n.maxntid {threads}, 1, 1\n{maxnreg}{{\n{body}}}\n",
         params.join(",\n\t"),
     );
     let smem_align = if ctx.core.is_empty() {
@@ -293,5 +287,6 @@ pub fn lower_kernel(
         isa,
         smem_align,
         report,
+        instructions,
     })
 }

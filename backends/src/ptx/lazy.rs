@@ -3,8 +3,8 @@
 //! needs, per slot or per runtime coordinate.
 
 use super::arith::scalar_op;
-use super::builder::Reg;
 use super::ctx::{Ctx, Val};
+use super::emit::Reg;
 use super::layout::{Layout, Place};
 use super::lower::{dtype, elementwise_val, place, regs_in};
 use super::PtxError;

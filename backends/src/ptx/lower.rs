@@ -2,8 +2,8 @@
 //! elementwise arithmetic. Floats live in f32 registers; f16/bf16 results are rounded to
 //! nearest even after every op, as the interpreter does.
 
-use super::builder::{f32_lit, Reg, RegClass};
 use super::ctx::{Ctx, Val};
+use super::emit::{f32_lit, Operand, PtxInst, Reg, RegClass};
 use super::isa::Isa;
 use super::layout::{Layout, Place};
 use super::PtxError;
@@ -104,11 +104,11 @@ pub fn round(c: &mut Ctx, d: Dtype, r: Reg) {
             let t = if d == Dtype::F16 { "f16" } else { "bf16" };
             let h = c.b.reg(RegClass::B16);
             c.b.need(Isa::cvt_from_f32(d))
-                .ins(format!("cvt.rn.{t}.f32 {h}, {r}"));
+                .ins(PtxInst::new("cvt.rn").m(t).m("f32").op(h).op(r));
             c.b.need(Isa::cvt_to_f32(d))
-                .ins(format!("cvt.f32.{t} {r}, {h}"));
+                .ins(PtxInst::new("cvt.f32").m(t).op(r).op(h));
         }
-        Dtype::U8 => c.b.ins(format!("and.b32 {r}, {r}, 255")),
+        Dtype::U8 => c.b.ins(PtxInst::new("and.b32").op(r).op(r).op(255)),
         Dtype::F32 | Dtype::I32 | Dtype::I64 | Dtype::I1 => {}
     }
 }
@@ -123,14 +123,17 @@ pub fn constant(c: &mut Ctx, d: Dtype, v: f64) -> Reg {
                 Dtype::Bf16 => half::bf16::from_f32(v as f32).to_f32(),
                 _ => v as f32,
             };
-            c.b.ins(format!("mov.b32 {r}, {}", f32_lit(x)));
+            c.b.ins(PtxInst::new("mov.b32").op(r).op(f32_lit(x)));
         }
-        Dtype::I32 => c.b.ins(format!("mov.b32 {r}, {}", v as i64 as i32)),
-        Dtype::U8 => c.b.ins(format!("mov.b32 {r}, {}", (v as i64) & 255)),
-        Dtype::I64 => c.b.ins(format!("mov.b64 {r}, {}", v as i64)),
-        Dtype::I1 => {
-            c.b.ins(format!("setp.ne.u32 {r}, {}, 0", (v != 0.0) as u32))
-        }
+        Dtype::I32 => c.b.ins(PtxInst::new("mov.b32").op(r).op(v as i64 as i32)),
+        Dtype::U8 => c.b.ins(PtxInst::new("mov.b32").op(r).op((v as i64) & 255)),
+        Dtype::I64 => c.b.ins(PtxInst::new("mov.b64").op(r).op(v as i64)),
+        Dtype::I1 => c.b.ins(
+            PtxInst::new("setp.ne.u32")
+                .op(r)
+                .op((v != 0.0) as u32)
+                .op(0),
+        ),
     }
     r
 }
@@ -185,15 +188,14 @@ pub fn lower_op(c: &mut Ctx, op: &OpData) -> Result<(), PtxError> {
     let res = op.results.first().copied();
     match op.opcode {
         Opcode::ProgramId | Opcode::NumPrograms => {
-            let axis =
-                ["x", "y", "z"][lit(op.lead.as_ref()).unwrap_or(0.0).clamp(0.0, 2.0) as usize];
+            let axis = lit(op.lead.as_ref()).unwrap_or(0.0).clamp(0.0, 2.0) as usize;
             let sreg = if op.opcode == Opcode::ProgramId {
-                "ctaid"
+                ["%ctaid.x", "%ctaid.y", "%ctaid.z"][axis]
             } else {
-                "nctaid"
+                ["%nctaid.x", "%nctaid.y", "%nctaid.z"][axis]
             };
             let r = c.b.reg(RegClass::B32);
-            c.b.ins(format!("mov.u32 {r}, %{sreg}.{axis}"));
+            c.b.ins(PtxInst::new("mov.u32").op(r).op(Operand::Special(sreg)));
             def(c, res_of(res, sp)?, Val::Scalar(r));
         }
         Opcode::Dim => {

@@ -5,8 +5,8 @@
 //! (or 0 when the op has no `other`) and is skipped by stores. The interpreter reports such
 //! unguarded accesses as errors; on the GPU they are suppressed, never undefined.
 
-use super::builder::{Reg, RegClass};
 use super::ctx::{smem_bytes, Ctx, SlotCoord, TensorInfo, Val};
+use super::emit::{PtxInst, Reg, RegClass};
 use super::isa::Isa;
 use super::layout::{Layout, Place};
 use super::lower::{lit, regs_in, round};
@@ -34,7 +34,7 @@ pub(super) fn offsets(c: &mut Ctx, t: &TensorRef, sp: Span) -> Result<Vec<Reg>, 
             Offset::Value(v) => match c.val(*v, sp)? {
                 Val::Scalar(r) if r.class == RegClass::B64 => {
                     let n = c.b.reg(RegClass::B32);
-                    c.b.ins(format!("cvt.u32.u64 {n}, {r}"));
+                    c.b.ins(PtxInst::new("cvt.u32.u64").op(n).op(r));
                     n
                 }
                 Val::Scalar(r) => r,
@@ -56,32 +56,42 @@ pub(super) fn element(c: &mut Ctx, info: &TensorInfo, offs: &[Reg], coord: &[Reg
     let esize = info.dtype.size_bytes();
     let inb = c.b.reg(RegClass::Pred);
     let addr = c.b.reg(RegClass::B64);
-    c.b.ins(format!("mov.b64 {addr}, {}", info.ptr));
+    c.b.ins(PtxInst::new("mov.b64").op(addr).op(info.ptr));
     let mut first = true;
     for d in 0..rank {
         let idx = if d >= lead {
             let i = c.b.reg(RegClass::B32);
-            c.b.ins(format!("add.s32 {i}, {}, {}", offs[d], coord[d - lead]));
+            c.b.ins(
+                PtxInst::new("add.s32")
+                    .op(i)
+                    .op(offs[d])
+                    .op(coord[d - lead]),
+            );
             i
         } else {
             offs[d]
         };
         let p = c.b.reg(RegClass::Pred);
-        c.b.ins(format!("setp.lt.u32 {p}, {idx}, {}", info.dims[d]));
+        c.b.ins(PtxInst::new("setp.lt.u32").op(p).op(idx).op(info.dims[d]));
         if first {
-            c.b.ins(format!("mov.pred {inb}, {p}"));
+            c.b.ins(PtxInst::new("mov.pred").op(inb).op(p));
             first = false;
         } else {
-            c.b.ins(format!("and.pred {inb}, {inb}, {p}"));
+            c.b.ins(PtxInst::new("and.pred").op(inb).op(inb).op(p));
         }
         let lin = c.b.reg(RegClass::B32);
-        c.b.ins(format!("mul.lo.s32 {lin}, {idx}, {}", info.strides[d]));
+        c.b.ins(
+            PtxInst::new("mul.lo.s32")
+                .op(lin)
+                .op(idx)
+                .op(info.strides[d]),
+        );
         let w = c.b.reg(RegClass::B64);
-        c.b.ins(format!("mul.wide.s32 {w}, {lin}, {esize}"));
-        c.b.ins(format!("add.s64 {addr}, {addr}, {w}"));
+        c.b.ins(PtxInst::new("mul.wide.s32").op(w).op(lin).op(esize));
+        c.b.ins(PtxInst::new("add.s64").op(addr).op(addr).op(w));
     }
     if first {
-        c.b.ins(format!("setp.eq.u32 {inb}, 0, 0"));
+        c.b.ins(PtxInst::new("setp.eq.u32").op(inb).op(0).op(0));
     }
     (addr, inb)
 }
@@ -91,21 +101,28 @@ pub(super) fn load_elem(c: &mut Ctx, d: Dtype, dst: Reg, addr: Reg, p: Reg) {
     match d {
         Dtype::F16 | Dtype::Bf16 => {
             let h = c.b.reg(RegClass::B16);
-            c.b.ins_if(p, false, format!("ld.global.b16 {h}, [{addr}]"));
+            c.b.ins_if(p, false, PtxInst::new("ld.global.b16").op(h).addr(addr));
             let t = if d == Dtype::F16 { "f16" } else { "bf16" };
-            c.b.need(Isa::cvt_to_f32(d))
-                .ins_if(p, false, format!("cvt.f32.{t} {dst}, {h}"));
+            c.b.need(Isa::cvt_to_f32(d)).ins_if(
+                p,
+                false,
+                PtxInst::new("cvt.f32").m(t).op(dst).op(h),
+            );
         }
         Dtype::I1 => {
             let t = c.b.reg(RegClass::B32);
-            c.b.ins(format!("mov.b32 {t}, 0"));
-            c.b.ins_if(p, false, format!("ld.global.u8 {t}, [{addr}]"));
+            c.b.ins(PtxInst::new("mov.b32").op(t).op(0));
+            c.b.ins_if(p, false, PtxInst::new("ld.global.u8").op(t).addr(addr));
             let q = c.b.reg(RegClass::Pred);
-            c.b.ins(format!("setp.ne.u32 {q}, {t}, 0"));
-            c.b.ins_if(p, false, format!("mov.pred {dst}, {q}"));
+            c.b.ins(PtxInst::new("setp.ne.u32").op(q).op(t).op(0));
+            c.b.ins_if(p, false, PtxInst::new("mov.pred").op(dst).op(q));
         }
         Dtype::F32 | Dtype::I32 | Dtype::I64 | Dtype::U8 => {
-            c.b.ins_if(p, false, format!("ld.global.{} {dst}, [{addr}]", gty(d)));
+            c.b.ins_if(
+                p,
+                false,
+                PtxInst::new("ld.global").m(gty(d)).op(dst).addr(addr),
+            );
         }
     }
 }
@@ -117,12 +134,12 @@ pub(super) fn store_bits(c: &mut Ctx, d: Dtype, src: Reg) -> Reg {
             let h = c.b.reg(RegClass::B16);
             let t = if d == Dtype::F16 { "f16" } else { "bf16" };
             c.b.need(Isa::cvt_from_f32(d))
-                .ins(format!("cvt.rn.{t}.f32 {h}, {src}"));
+                .ins(PtxInst::new("cvt.rn").m(t).m("f32").op(h).op(src));
             h
         }
         Dtype::I1 => {
             let t = c.b.reg(RegClass::B32);
-            c.b.ins(format!("selp.b32 {t}, 1, 0, {src}"));
+            c.b.ins(PtxInst::new("selp.b32").op(t).op(1).op(0).op(src));
             t
         }
         Dtype::F32 | Dtype::I32 | Dtype::I64 | Dtype::U8 => src,
@@ -152,7 +169,7 @@ pub(super) fn and_pred(c: &mut Ctx, a: Reg, b: Option<Reg>) -> Reg {
         None => a,
         Some(b) => {
             let p = c.b.reg(RegClass::Pred);
-            c.b.ins(format!("and.pred {p}, {a}, {b}"));
+            c.b.ins(PtxInst::new("and.pred").op(p).op(a).op(b));
             p
         }
     }
@@ -267,7 +284,7 @@ pub fn lower_memory_op(c: &mut Ctx, op: &OpData) -> Result<(), PtxError> {
                         }],
                         (op.opcode == Opcode::Store).then(|| {
                             let first = c.b.reg(RegClass::Pred);
-                            c.b.ins(format!("setp.eq.u32 {first}, {}, 0", c.tid));
+                            c.b.ins(PtxInst::new("setp.eq.u32").op(first).op(c.tid).op(0));
                             first
                         }),
                         vec![],
@@ -325,12 +342,16 @@ pub fn lower_memory_op(c: &mut Ctx, op: &OpData) -> Result<(), PtxError> {
                 p = and_pred(c, p, owner);
                 let bits = store_bits(c, d, regs[i]);
                 if op.opcode == Opcode::Store {
-                    c.b.ins_if(p, false, format!("st.global.{} [{addr}], {bits}", gty(d)));
+                    c.b.ins_if(
+                        p,
+                        false,
+                        PtxInst::new("st.global").m(gty(d)).addr(addr).op(bits),
+                    );
                 } else {
                     if i == 0 && coords.len() == 1 && shape.is_empty() {
                         // A scalar atomic from every thread would add once per thread.
                         let first = c.b.reg(RegClass::Pred);
-                        c.b.ins(format!("setp.eq.u32 {first}, {}, 0", c.tid));
+                        c.b.ins(PtxInst::new("setp.eq.u32").op(first).op(c.tid).op(0));
                         p = and_pred(c, p, Some(first));
                     }
                     let red = match d {
@@ -355,7 +376,7 @@ pub fn lower_memory_op(c: &mut Ctx, op: &OpData) -> Result<(), PtxError> {
                             ))
                         }
                     };
-                    c.b.ins_if(p, false, format!("{red} [{addr}], {bits}"));
+                    c.b.ins_if(p, false, PtxInst::new(red).addr(addr).op(bits));
                 }
             }
         }
@@ -400,8 +421,9 @@ fn load_shared(
     };
     c.sync_block();
     copy_tile(c, op, info, offs, shape, other, off, core)?;
-    c.b.need(Isa::CP_ASYNC).ins("cp.async.commit_group");
-    c.b.ins("cp.async.wait_group 0");
+    c.b.need(Isa::CP_ASYNC)
+        .ins(PtxInst::new("cp.async.commit_group"));
+    c.b.ins(PtxInst::new("cp.async.wait_group").op(0));
     fence_async(c);
     c.sync_block();
     Ok(val(off))
@@ -449,7 +471,7 @@ pub fn copy_tile(
     if vectorizable {
         let slow = c.b.label("ldsm_slow");
         let fast = vector_alignment_ok(c, info, offs, vec);
-        c.b.ins_if(fast, true, format!("bra.uni {slow}"));
+        c.b.ins_if(fast, true, PtxInst::new("bra.uni").op(&slow));
         let mask = match op.attr("mask") {
             Some(Attr::Value(m)) => Some(*m),
             _ => None,
@@ -458,11 +480,11 @@ pub fn copy_tile(
             super::cp_rows::cp_async_rows(c, info, offs, rows, cols, off, rs, eb, mask, core, sp)?;
         if !copied && core {
             // The core layout has no general vector copy: element by element below.
-            c.b.ins(format!("bra.uni {slow}"));
+            c.b.ins(PtxInst::new("bra.uni").op(&slow));
         } else if !copied {
             cp_async_tile(c, info, offs, rows, cols, off, rs, eb, mask, shape, sp)?;
         }
-        c.b.ins(format!("bra.uni {done}"));
+        c.b.ins(PtxInst::new("bra.uni").op(&done));
         c.b.place(&slow);
     }
     // A lazy mask is evaluated at any element's coordinates, whatever layout its class has.
@@ -490,13 +512,13 @@ pub fn copy_tile(
         let numel = rows * cols;
         let (e, p) = (c.b.reg(RegClass::B32), c.b.reg(RegClass::Pred));
         let (top, end) = (c.b.label("ldsm"), c.b.label("ldsm_end"));
-        c.b.ins(format!("mov.b32 {e}, {}", c.tid));
+        c.b.ins(PtxInst::new("mov.b32").op(e).op(c.tid));
         c.b.place(&top);
-        c.b.ins(format!("setp.ge.u32 {p}, {e}, {numel}"));
-        c.b.ins_if(p, false, format!("bra.uni {end}"));
+        c.b.ins(PtxInst::new("setp.ge.u32").op(p).op(e).op(numel));
+        c.b.ins_if(p, false, PtxInst::new("bra.uni").op(&end));
         let (i, j) = (c.b.reg(RegClass::B32), c.b.reg(RegClass::B32));
-        c.b.ins(format!("div.u32 {i}, {e}, {cols}"));
-        c.b.ins(format!("rem.u32 {j}, {e}, {cols}"));
+        c.b.ins(PtxInst::new("div.u32").op(i).op(e).op(cols));
+        c.b.ins(PtxInst::new("rem.u32").op(j).op(e).op(cols));
         let r = super::lower::constant(c, d, other);
         let (addr, inb) = element(c, info, offs, &[i, j]);
         let inb = match lazy_mask {
@@ -509,8 +531,8 @@ pub fn copy_tile(
         };
         load_elem(c, d, r, addr, inb);
         store_smem_elem(c, d, r, off, &[i, j], rs, eb, core_rows, None, sp)?;
-        c.b.ins(format!("add.s32 {e}, {e}, {}", c.blk.threads));
-        c.b.ins(format!("bra {top}"));
+        c.b.ins(PtxInst::new("add.s32").op(e).op(e).op(c.blk.threads));
+        c.b.ins(PtxInst::new("bra").op(&top));
         c.b.place(&end);
     }
     c.b.place(&done);
@@ -569,11 +591,11 @@ fn store_smem_elem(
             let h = c.b.reg(RegClass::B16);
             let t = if d == Dtype::F16 { "f16" } else { "bf16" };
             c.b.need(Isa::cvt_from_f32(d))
-                .ins(format!("cvt.rn.{t}.f32 {h}, {r}"));
-            c.b.ins_if_opt(valid, format!("st.shared.b16 [{sa}], {h}"));
+                .ins(PtxInst::new("cvt.rn").m(t).m("f32").op(h).op(r));
+            c.b.ins_if_opt(valid, PtxInst::new("st.shared.b16").addr(sa).op(h));
         }
         Dtype::F32 | Dtype::I32 | Dtype::U8 => {
-            c.b.ins_if_opt(valid, format!("st.shared.b32 [{sa}], {r}"))
+            c.b.ins_if_opt(valid, PtxInst::new("st.shared.b32").addr(sa).op(r))
         }
         Dtype::I64 | Dtype::I1 => {
             return Err(PtxError::at(
@@ -591,6 +613,6 @@ fn store_smem_elem(
 pub(super) fn fence_async(c: &mut Ctx) {
     if !c.core.is_empty() {
         c.b.need(Isa::FENCE_PROXY_ASYNC)
-            .ins("fence.proxy.async.shared::cta");
+            .ins(PtxInst::new("fence.proxy.async.shared::cta"));
     }
 }

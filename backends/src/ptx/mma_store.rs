@@ -19,9 +19,9 @@
 //! dim's bound per element (about 20 instructions per element of a rank-4 tensor). Taken for
 //! unmasked stores (not atomics) into tensors whose innermost dim is contiguous.
 
-use super::builder::{Reg, RegClass};
 use super::ctx::Val;
 use super::ctx::{Ctx, TensorInfo};
+use super::emit::{PtxInst, Reg, RegClass};
 use super::layout::{self, Layout};
 use super::memory::{gty, store_bits};
 use kir_ir::{Dtype, ExprKind, Offset, OpData, Opcode, ParamKind};
@@ -60,12 +60,17 @@ pub(super) fn store(
     // The dims the tile does not span: address part and bounds, once.
     let lead = rank - shape.len();
     let base = c.b.reg(RegClass::B64);
-    c.b.ins(format!("mov.b64 {base}, {}", info.ptr));
+    c.b.ins(PtxInst::new("mov.b64").op(base).op(info.ptr));
     let mut lead_ok: Option<Reg> = None;
     for d in 0..lead {
         add_scaled(c, base, offs[d], info.strides[d], esize);
         let p = c.b.reg(RegClass::Pred);
-        c.b.ins(format!("setp.lt.u32 {p}, {}, {}", offs[d], info.dims[d]));
+        c.b.ins(
+            PtxInst::new("setp.lt.u32")
+                .op(p)
+                .op(offs[d])
+                .op(info.dims[d]),
+        );
         lead_ok = Some(and(c, lead_ok, p));
     }
     // The tile's row dim, and for 2-D tiles its column dim and this lane's first column
@@ -77,7 +82,7 @@ pub(super) fn store(
             offs[cd]
         } else {
             let c0 = c.b.reg(RegClass::B32);
-            c.b.ins(format!("add.s32 {c0}, {}, {colbase}", offs[cd]));
+            c.b.ins(PtxInst::new("add.s32").op(c0).op(offs[cd]).op(colbase));
             c0
         };
         add_scaled(c, base, c0, info.strides[cd], esize);
@@ -102,11 +107,11 @@ pub(super) fn store(
             c.b.reg(RegClass::Pred),
             c.b.reg(RegClass::B64),
         );
-        c.b.ins(format!("add.s32 {row}, {rowbase}, {ro}"));
-        c.b.ins(format!("add.s32 {row}, {row}, {}", offs[rd]));
-        c.b.ins(format!("setp.lt.u32 {rp}, {row}, {}", info.dims[rd]));
+        c.b.ins(PtxInst::new("add.s32").op(row).op(rowbase).op(ro));
+        c.b.ins(PtxInst::new("add.s32").op(row).op(row).op(offs[rd]));
+        c.b.ins(PtxInst::new("setp.lt.u32").op(rp).op(row).op(info.dims[rd]));
         let rp = and(c, lead_ok, rp);
-        c.b.ins(format!("mov.b64 {a}, {base}"));
+        c.b.ins(PtxInst::new("mov.b64").op(a).op(base));
         add_scaled(c, a, row, info.strides[rd], esize);
         (rp, a)
     };
@@ -131,18 +136,28 @@ pub(super) fn store(
         );
         let c0 = col0.unwrap_or(offs[rank - 1]);
         // Every column inside: c0 + last < dim (unsigned, so a negative c0 fails).
-        c.b.ins(format!("add.s32 {x}, {c0}, {last}"));
-        c.b.ins(format!("setp.lt.u32 {ok}, {x}, {}", info.dims[rank - 1]));
+        c.b.ins(PtxInst::new("add.s32").op(x).op(c0).op(last));
+        c.b.ins(
+            PtxInst::new("setp.lt.u32")
+                .op(ok)
+                .op(x)
+                .op(info.dims[rank - 1]),
+        );
         // Aligned: the base (with c0) and the row stride in bytes are multiples of 4.
-        c.b.ins(format!("cvt.u32.u64 {lo}, {base}"));
-        c.b.ins(format!("mul.lo.s32 {bits}, {}, {esize}", info.strides[rd]));
-        c.b.ins(format!("or.b32 {bits}, {bits}, {lo}"));
-        c.b.ins(format!("and.b32 {bits}, {bits}, 3"));
+        c.b.ins(PtxInst::new("cvt.u32.u64").op(lo).op(base));
+        c.b.ins(
+            PtxInst::new("mul.lo.s32")
+                .op(bits)
+                .op(info.strides[rd])
+                .op(esize),
+        );
+        c.b.ins(PtxInst::new("or.b32").op(bits).op(bits).op(lo));
+        c.b.ins(PtxInst::new("and.b32").op(bits).op(bits).op(3));
         let al = c.b.reg(RegClass::Pred);
-        c.b.ins(format!("setp.eq.u32 {al}, {bits}, 0"));
-        c.b.ins(format!("and.pred {ok}, {ok}, {al}"));
+        c.b.ins(PtxInst::new("setp.eq.u32").op(al).op(bits).op(0));
+        c.b.ins(PtxInst::new("and.pred").op(ok).op(ok).op(al));
         // Not uniform: an edge tile's lanes may differ.
-        c.b.ins_if(ok, true, format!("bra {slow}"));
+        c.b.ins_if(ok, true, PtxInst::new("bra").op(&slow));
         let t = if info.dtype == Dtype::F16 {
             "f16"
         } else {
@@ -153,16 +168,25 @@ pub(super) fn store(
             for p in elems.chunks(2) {
                 // The first source goes to the upper half: the pair's second column.
                 let w = c.b.reg(RegClass::B32);
-                c.b.need(super::isa::Isa::CVT_TO_BF16_OR_PACKED)
-                    .ins(format!("cvt.rn.{t}x2.f32 {w}, {}, {}", p[1].1, p[0].1));
+                c.b.need(super::isa::Isa::CVT_TO_BF16_OR_PACKED).ins(
+                    PtxInst::new("cvt.rn")
+                        .m(t)
+                        .suffix("x2")
+                        .m("f32")
+                        .op(w)
+                        .op(p[1].1)
+                        .op(p[0].1),
+                );
                 c.b.ins_if(
                     rp,
                     false,
-                    format!("st.global.b32 [{a}+{}], {w}", p[0].0 * esize),
+                    PtxInst::new("st.global.b32")
+                        .addr_off(a, p[0].0 * esize)
+                        .op(w),
                 );
             }
         }
-        c.b.ins(format!("bra.uni {done}"));
+        c.b.ins(PtxInst::new("bra.uni").op(&done));
         c.b.place(&slow);
         done
     });
@@ -179,8 +203,8 @@ pub(super) fn store(
                         // Not static: a 2-D tile, so col0 is set.
                         let c0 = col0.unwrap_or(offs[rank - 1]);
                         let dim = info.dims[rank - 1];
-                        c.b.ins(format!("add.s32 {x}, {c0}, {co}"));
-                        c.b.ins(format!("setp.lt.u32 {q}, {x}, {dim}"));
+                        c.b.ins(PtxInst::new("add.s32").op(x).op(c0).op(co));
+                        c.b.ins(PtxInst::new("setp.lt.u32").op(q).op(x).op(dim));
                         cols.insert(co, q);
                         q
                     }
@@ -194,7 +218,10 @@ pub(super) fn store(
             c.b.ins_if(
                 p,
                 false,
-                format!("st.global.{} [{a}+{}], {bits}", gty(info.dtype), co * esize),
+                PtxInst::new("st.global")
+                    .m(gty(info.dtype))
+                    .addr_off(a, co * esize)
+                    .op(bits),
             );
         }
     }
@@ -207,9 +234,9 @@ pub(super) fn store(
 /// `addr += idx · stride · esize` (64-bit).
 fn add_scaled(c: &mut Ctx, addr: Reg, idx: Reg, stride: Reg, esize: usize) {
     let (lin, w) = (c.b.reg(RegClass::B32), c.b.reg(RegClass::B64));
-    c.b.ins(format!("mul.lo.s32 {lin}, {idx}, {stride}"));
-    c.b.ins(format!("mul.wide.s32 {w}, {lin}, {esize}"));
-    c.b.ins(format!("add.s64 {addr}, {addr}, {w}"));
+    c.b.ins(PtxInst::new("mul.lo.s32").op(lin).op(idx).op(stride));
+    c.b.ins(PtxInst::new("mul.wide.s32").op(w).op(lin).op(esize));
+    c.b.ins(PtxInst::new("add.s64").op(addr).op(addr).op(w));
 }
 
 /// `a ∧ b` (just `b` without `a`).
@@ -218,7 +245,7 @@ fn and(c: &mut Ctx, a: Option<Reg>, b: Reg) -> Reg {
         None => b,
         Some(a) => {
             let p = c.b.reg(RegClass::Pred);
-            c.b.ins(format!("and.pred {p}, {a}, {b}"));
+            c.b.ins(PtxInst::new("and.pred").op(p).op(a).op(b));
             p
         }
     }

@@ -17,8 +17,8 @@
 //! gets its 256 arrivals: the barriers order issue, they cannot deadlock. Results do not depend
 //! on the order (each warpgroup computes its own rows).
 
-use super::builder::{Reg, RegClass};
 use super::ctx::Ctx;
+use super::emit::{PtxInst, Reg, RegClass};
 use super::layout::Block;
 use crate::target::Target;
 use kir_ir::{Kernel, Opcode, Value};
@@ -84,8 +84,8 @@ fn region_has_wgmma(k: &Kernel, o: kir_ir::Op, is_wgmma: &dyn Fn(&kir_ir::OpData
 /// This thread's warpgroup is warpgroup 0 (a predicate).
 fn first_group(c: &mut Ctx) -> Reg {
     let (wg, p) = (c.b.reg(RegClass::B32), c.b.reg(RegClass::Pred));
-    c.b.ins(format!("shr.u32 {wg}, {}, 2", c.warp));
-    c.b.ins(format!("setp.eq.u32 {p}, {wg}, 0"));
+    c.b.ins(PtxInst::new("shr.u32").op(wg).op(c.warp).op(2));
+    c.b.ins(PtxInst::new("setp.eq.u32").op(p).op(wg).op(0));
     p
 }
 
@@ -93,16 +93,36 @@ fn first_group(c: &mut Ctx) -> Reg {
 pub fn before_issue(c: &mut Ctx, t: Turn) {
     let p = first_group(c);
     if t.index > 0 {
-        c.b.ins(format!("@{p} bar.sync {}, 256", 1 + t.count + t.index - 1));
+        c.b.ins(
+            PtxInst::new("bar.sync")
+                .op(1 + t.count + t.index - 1)
+                .op(256)
+                .guard(p, false),
+        );
     }
-    c.b.ins(format!("@!{p} bar.sync {}, 256", 1 + t.index));
+    c.b.ins(
+        PtxInst::new("bar.sync")
+            .op(1 + t.index)
+            .op(256)
+            .guard(p, true),
+    );
 }
 
 /// Hands the turn on after issuing (and committing) the dot of turn `t`.
 pub fn after_issue(c: &mut Ctx, t: Turn) {
     let p = first_group(c);
-    c.b.ins(format!("@{p} bar.arrive {}, 256", 1 + t.index));
+    c.b.ins(
+        PtxInst::new("bar.arrive")
+            .op(1 + t.index)
+            .op(256)
+            .guard(p, false),
+    );
     if t.index + 1 < t.count {
-        c.b.ins(format!("@!{p} bar.arrive {}, 256", 1 + t.count + t.index));
+        c.b.ins(
+            PtxInst::new("bar.arrive")
+                .op(1 + t.count + t.index)
+                .op(256)
+                .guard(p, true),
+        );
     }
 }

@@ -4,8 +4,8 @@
 //! the scratch region, where each output element folds its line in ascending order. Also the
 //! combine / identity / butterfly-shuffle steps the other reductions share.
 
-use super::builder::{Reg, RegClass};
 use super::ctx::{class_of, Ctx, Val};
+use super::emit::{Operand, PtxInst, Reg, RegClass};
 use super::isa::Isa;
 use super::layout::{self, Layout};
 use super::lower::{regs_in, round};
@@ -22,20 +22,20 @@ pub(super) fn combine(c: &mut Ctx, kind: ReduceKind, d: Dtype, acc: Reg, x: Reg)
     };
     if d == Dtype::I1 {
         let w = if kind == ReduceKind::Min { "and" } else { "or" };
-        c.b.ins(format!("{w}.pred {acc}, {acc}, {x}"));
+        c.b.ins(PtxInst::new(w).m("pred").op(acc).op(acc).op(x));
         return;
     }
     let m = match (kind, d.is_float()) {
-        (ReduceKind::Sum, _) => format!("add.{t}"),
-        (ReduceKind::Max, true) => "max.NaN.f32".into(),
-        (ReduceKind::Min, true) => "min.NaN.f32".into(),
-        (ReduceKind::Max, false) => format!("max.{t}"),
-        (ReduceKind::Min, false) => format!("min.{t}"),
+        (ReduceKind::Sum, _) => PtxInst::new("add").m(t),
+        (ReduceKind::Max, true) => PtxInst::new("max.NaN.f32"),
+        (ReduceKind::Min, true) => PtxInst::new("min.NaN.f32"),
+        (ReduceKind::Max, false) => PtxInst::new("max").m(t),
+        (ReduceKind::Min, false) => PtxInst::new("min").m(t),
     };
     if d.is_float() && kind != ReduceKind::Sum {
         c.b.need(Isa::MINMAX_NAN);
     }
-    c.b.ins(format!("{m} {acc}, {acc}, {x}"));
+    c.b.ins(m.op(acc).op(acc).op(x));
 }
 
 pub(super) fn reduce(
@@ -74,7 +74,7 @@ pub(super) fn reduce(
                         } else {
                             "mov.b32"
                         };
-                        c.b.ins(format!("{m} {acc}, {r}"));
+                        c.b.ins(PtxInst::new(m).op(acc).op(r));
                         first = false;
                     } else {
                         combine(c, kind, d, acc, r);
@@ -118,16 +118,16 @@ pub(super) fn reduce(
             let (k, p) = (c.b.reg(RegClass::B32), c.b.reg(RegClass::Pred));
             let (top, end) = (c.b.label("red"), c.b.label("endred"));
             let lin = c.b.reg(RegClass::B32);
-            c.b.ins(format!("mov.b32 {k}, 1"));
-            c.b.ins(format!("mov.b32 {lin}, {start}"));
+            c.b.ins(PtxInst::new("mov.b32").op(k).op(1));
+            c.b.ins(PtxInst::new("mov.b32").op(lin).op(start));
             c.b.place(&top);
-            c.b.ins(format!("setp.ge.s32 {p}, {k}, {}", ss[axis]));
-            c.b.ins_if(p, false, format!("bra.uni {end}"));
-            c.b.ins(format!("add.s32 {lin}, {lin}, {stride}"));
+            c.b.ins(PtxInst::new("setp.ge.s32").op(p).op(k).op(ss[axis]));
+            c.b.ins_if(p, false, PtxInst::new("bra.uni").op(&end));
+            c.b.ins(PtxInst::new("add.s32").op(lin).op(lin).op(stride));
             let x = read_scratch(c, d, lin, sc.valid);
             combine(c, kind, d, acc, x);
-            c.b.ins(format!("add.s32 {k}, {k}, 1"));
-            c.b.ins(format!("bra.uni {top}"));
+            c.b.ins(PtxInst::new("add.s32").op(k).op(k).op(1));
+            c.b.ins(PtxInst::new("bra.uni").op(&top));
             c.b.place(&end);
         }
         round(c, d, acc);
@@ -151,15 +151,25 @@ pub(super) fn shfl_combine(c: &mut Ctx, kind: ReduceKind, d: Dtype, acc: Reg, ma
     let t = c.reg(d);
     if class_of(d) == RegClass::F32 {
         let (x, y) = (c.b.reg(RegClass::B32), c.b.reg(RegClass::B32));
-        c.b.ins(format!("mov.b32 {y}, {acc}"));
-        c.b.need(Isa::SHFL_SYNC).ins(format!(
-            "shfl.sync.bfly.b32 {x}, {y}, {mask}, 31, 0xffffffff"
-        ));
-        c.b.ins(format!("mov.b32 {t}, {x}"));
+        c.b.ins(PtxInst::new("mov.b32").op(y).op(acc));
+        c.b.need(Isa::SHFL_SYNC).ins(
+            PtxInst::new("shfl.sync.bfly.b32")
+                .op(x)
+                .op(y)
+                .op(mask)
+                .op(31)
+                .op(Operand::Hex(0xffffffff)),
+        );
+        c.b.ins(PtxInst::new("mov.b32").op(t).op(x));
     } else {
-        c.b.need(Isa::SHFL_SYNC).ins(format!(
-            "shfl.sync.bfly.b32 {t}, {acc}, {mask}, 31, 0xffffffff"
-        ));
+        c.b.need(Isa::SHFL_SYNC).ins(
+            PtxInst::new("shfl.sync.bfly.b32")
+                .op(t)
+                .op(acc)
+                .op(mask)
+                .op(31)
+                .op(Operand::Hex(0xffffffff)),
+        );
     }
     combine(c, kind, d, acc, t);
 }

@@ -5,8 +5,8 @@
 //! branches around the multiplies; the result is bit-identical (x · 1.0 = x for every f32,
 //! including ±0, ±inf and NaN, up to NaN payloads).
 
-use super::builder::{Reg, RegClass};
 use super::ctx::{Ctx, Val};
+use super::emit::{Operand, PtxInst, Reg, RegClass};
 use super::isa::Isa;
 use super::layout::Layout;
 use super::lower::regs_in;
@@ -86,18 +86,32 @@ pub(super) fn skip_unit_rescale(
     let src_shape = c.k.dfg.ty(src).shape().unwrap_or_default();
     let rows = regs_in(c, src, Layout::RowMma, &src_shape, op.span)?;
     let (all, skip) = (c.b.reg(RegClass::Pred), c.b.label("unit_scale"));
-    c.b.ins(format!("setp.eq.f32 {all}, {}, 0f3F800000", rows[0]));
+    c.b.ins(
+        PtxInst::new("setp.eq.f32")
+            .op(all)
+            .op(rows[0])
+            .op(Operand::F32(0x3F800000)),
+    );
     for &row in &rows[1..] {
         let p = c.b.reg(RegClass::Pred);
-        c.b.ins(format!("setp.eq.f32 {p}, {row}, 0f3F800000"));
-        c.b.ins(format!("and.pred {all}, {all}, {p}"));
+        c.b.ins(
+            PtxInst::new("setp.eq.f32")
+                .op(p)
+                .op(row)
+                .op(Operand::F32(0x3F800000)),
+        );
+        c.b.ins(PtxInst::new("and.pred").op(all).op(all).op(p));
     }
-    c.b.need(Isa::VOTE_SYNC)
-        .ins(format!("vote.sync.all.pred {all}, {all}, 0xffffffff"));
-    c.b.ins_if(all, false, format!("bra.uni {skip}"));
+    c.b.need(Isa::VOTE_SYNC).ins(
+        PtxInst::new("vote.sync.all.pred")
+            .op(all)
+            .op(all)
+            .op(Operand::Hex(0xffffffff)),
+    );
+    c.b.ins_if(all, false, PtxInst::new("bra.uni").op(&skip));
     let (xs, fs) = (&ins[x_idx], &ins[1 - x_idx]);
     for (&xr, &f) in xs.iter().zip(fs) {
-        c.b.ins(format!("mul.f32 {xr}, {xr}, {f}"));
+        c.b.ins(PtxInst::new("mul.f32").op(xr).op(xr).op(f));
     }
     c.b.place(&skip);
     Ok(Some(Val::Tile {

@@ -29,6 +29,7 @@
 //! scheduling passes do not emit for this backend, are errors naming the op and the target.
 
 use super::ctx::{smem_bytes, Ctx, Val};
+use super::emit::PtxInst;
 use super::isa::Isa;
 use super::layout::Place;
 use super::lower::lit;
@@ -54,17 +55,17 @@ pub struct StageBuf {
 #[derive(Clone, Copy, Debug)]
 pub enum StageIx {
     Known(usize),
-    Reg(super::builder::Reg),
+    Reg(super::emit::Reg),
 }
 
 impl StageBuf {
     /// Stage `ix`'s byte offset: a constant, plus a register for a run-time stage.
-    pub fn stage_off(&self, c: &mut Ctx, ix: StageIx) -> (u32, Option<super::builder::Reg>) {
+    pub fn stage_off(&self, c: &mut Ctx, ix: StageIx) -> (u32, Option<super::emit::Reg>) {
         match ix {
             StageIx::Known(h) => (self.off + h as u32 * self.stride, None),
             StageIx::Reg(s) => {
-                let d = c.b.reg(super::builder::RegClass::B32);
-                c.b.ins(format!("mul.lo.s32 {d}, {s}, {}", self.stride));
+                let d = c.b.reg(super::emit::RegClass::B32);
+                c.b.ins(PtxInst::new("mul.lo.s32").op(d).op(s).op(self.stride));
                 (self.off, Some(d))
             }
         }
@@ -122,7 +123,10 @@ pub fn lower_sched_op(c: &mut Ctx, op: &OpData) -> Result<(), PtxError> {
             let off = buf.off + h as u32 * buf.stride;
             super::memory::copy_into_stage(c, op, &buf.shape, off, buf.core)?;
         }
-        Opcode::AsyncCommit => c.b.need(Isa::CP_ASYNC).ins("cp.async.commit_group"),
+        Opcode::AsyncCommit => {
+            c.b.need(Isa::CP_ASYNC)
+                .ins(PtxInst::new("cp.async.commit_group"))
+        }
         Opcode::AsyncWait => {
             let n = pending(op);
             wait(c, n);
@@ -248,7 +252,7 @@ fn pending(op: &OpData) -> usize {
 /// stages before later copies).
 pub fn wait(c: &mut Ctx, n: usize) {
     c.b.need(Isa::CP_ASYNC)
-        .ins(format!("cp.async.wait_group {n}"));
+        .ins(PtxInst::new("cp.async.wait_group").op(n));
     super::memory::fence_async(c);
     c.sync_block();
     c.release_pending = false;

@@ -6,8 +6,8 @@
 //! through the scratch region of shared memory, reading and writing each element at its
 //! row-major position.
 
-use super::builder::{Reg, RegClass};
 use super::ctx::{class_of, Ctx, Val};
+use super::emit::{PtxInst, Reg, RegClass};
 use super::isa::Isa;
 use super::layout::{self, Layout, Place};
 use super::PtxError;
@@ -44,7 +44,7 @@ pub(super) fn spill(c: &mut Ctx, layout: Layout, shape: &[usize], d: Dtype, regs
         let a = c.smem_addr(c.scratch_off, &[lin], 1, 0, ebytes(d));
         let (val, t) = if d == Dtype::I1 {
             let t = c.b.reg(RegClass::B32);
-            c.b.ins(format!("selp.b32 {t}, 1, 0, {r}"));
+            c.b.ins(PtxInst::new("selp.b32").op(t).op(1).op(0).op(r));
             (t, "b32")
         } else {
             (r, sty(d))
@@ -54,7 +54,7 @@ pub(super) fn spill(c: &mut Ctx, layout: Layout, shape: &[usize], d: Dtype, regs
             (None, true) => Some(c.quad_leader),
             (None, false) => None,
         };
-        c.b.ins_if_opt(valid, format!("st.shared.{t} [{a}], {val}"));
+        c.b.ins_if_opt(valid, PtxInst::new("st.shared").m(t).addr(a).op(val));
     }
     c.sync_block();
 }
@@ -66,11 +66,11 @@ pub(super) fn read_scratch(c: &mut Ctx, d: Dtype, lin: Reg, valid: Option<Reg>) 
     let r = super::lower::constant(c, d, 0.0);
     if d == Dtype::I1 {
         let t = c.b.reg(RegClass::B32);
-        c.b.ins(format!("mov.b32 {t}, 0"));
-        c.b.ins_if_opt(valid, format!("ld.shared.b32 {t}, [{a}]"));
-        c.b.ins(format!("setp.ne.u32 {r}, {t}, 0"));
+        c.b.ins(PtxInst::new("mov.b32").op(t).op(0));
+        c.b.ins_if_opt(valid, PtxInst::new("ld.shared.b32").op(t).addr(a));
+        c.b.ins(PtxInst::new("setp.ne.u32").op(r).op(t).op(0));
     } else {
-        c.b.ins_if_opt(valid, format!("ld.shared.{} {r}, [{a}]", sty(d)));
+        c.b.ins_if_opt(valid, PtxInst::new("ld.shared").m(sty(d)).op(r).addr(a));
     }
     r
 }
@@ -124,15 +124,16 @@ pub fn convert(c: &mut Ctx, v: &Val, to: Layout, sp: Span) -> Result<Val, PtxErr
                 match dtype {
                     Dtype::F16 | Dtype::Bf16 => {
                         let h = c.b.reg(RegClass::B16);
-                        c.b.ins(format!("mov.b16 {h}, 0"));
-                        c.b.ins_if_opt(sc.valid, format!("ld.shared.b16 {h}, [{a}]"));
+                        c.b.ins(PtxInst::new("mov.b16").op(h).op(0));
+                        c.b.ins_if_opt(sc.valid, PtxInst::new("ld.shared.b16").op(h).addr(a));
                         let t = if *dtype == Dtype::F16 { "f16" } else { "bf16" };
                         c.b.need(Isa::cvt_to_f32(*dtype))
-                            .ins(format!("cvt.f32.{t} {r}, {h}"));
+                            .ins(PtxInst::new("cvt.f32").m(t).op(r).op(h));
                     }
-                    _ => {
-                        c.b.ins_if_opt(sc.valid, format!("ld.shared.{} {r}, [{a}]", sty(*dtype)))
-                    }
+                    _ => c.b.ins_if_opt(
+                        sc.valid,
+                        PtxInst::new("ld.shared").m(sty(*dtype)).op(r).addr(a),
+                    ),
                 }
                 out.push(r);
             }
@@ -305,7 +306,7 @@ pub fn iota_val(c: &mut Ctx, op: &OpData) -> Result<Val, PtxError> {
             let i = sc.idx.get(axis).copied().unwrap_or(sc.idx[0]);
             if d == Dtype::I64 {
                 let r = c.b.reg(RegClass::B64);
-                c.b.ins(format!("cvt.u64.u32 {r}, {i}"));
+                c.b.ins(PtxInst::new("cvt.u64.u32").op(r).op(i));
                 r
             } else {
                 i

@@ -27,8 +27,8 @@
 //!
 //! [`AbiArg::TensorMap`]: crate::abi::AbiArg::TensorMap
 
-use super::builder::{Reg, RegClass};
 use super::ctx::Ctx;
+use super::emit::{Operand, PtxInst, Reg, RegClass};
 use super::isa::Isa;
 use super::PtxError;
 use crate::abi::TMA_BOX_COLS;
@@ -76,7 +76,7 @@ pub(super) fn elected(c: &mut Ctx) -> Reg {
         return p;
     }
     let (p, tid, last) = (c.b.reg(RegClass::Pred), c.tid, c.blk.threads - 32);
-    c.b.in_prologue(|b| b.ins(format!("setp.eq.u32 {p}, {tid}, {last}")));
+    c.b.in_prologue(|b| b.ins(PtxInst::new("setp.eq.u32").op(p).op(tid).op(last)));
     c.tma.elected = Some(p);
     p
 }
@@ -88,19 +88,19 @@ fn lane0(c: &mut Ctx) -> Reg {
     }
     let (p, l, tid) = (c.b.reg(RegClass::Pred), c.b.reg(RegClass::B32), c.tid);
     c.b.in_prologue(|b| {
-        b.ins(format!("and.b32 {l}, {tid}, 31"));
-        b.ins(format!("setp.eq.u32 {p}, {l}, 0"));
+        b.ins(PtxInst::new("and.b32").op(l).op(tid).op(31));
+        b.ins(PtxInst::new("setp.eq.u32").op(p).op(l).op(0));
     });
     c.tma.lane0 = Some(p);
     p
 }
 
-/// The filling thread's predicate prefix, unless the code already runs on it alone.
-fn on_elected(c: &mut Ctx) -> String {
+/// The filling thread's predicate, unless the code already runs on it alone.
+fn on_elected(c: &mut Ctx) -> Option<Reg> {
     if c.tma.in_producer {
-        String::new()
+        None
     } else {
-        format!("@{} ", elected(c))
+        Some(elected(c))
     }
 }
 
@@ -108,8 +108,8 @@ fn on_elected(c: &mut Ctx) -> String {
 pub fn map_param(c: &mut Ctx, pname: &str, param: &str, boxes: &[u32]) -> String {
     let r = c.b.reg(RegClass::B64);
     c.b.in_prologue(|b| {
-        b.ins(format!("mov.u64 {r}, {pname}"));
-        b.ins(format!("cvta.param.u64 {r}, {r}"));
+        b.ins(PtxInst::new("mov.u64").op(r).op(pname));
+        b.ins(PtxInst::new("cvta.param.u64").op(r).op(r));
     });
     c.tma.maps.insert((param.to_string(), boxes.to_vec()), r);
     format!(".param .align 64 .b8 {pname}[128]")
@@ -177,19 +177,28 @@ pub fn lower_alloc(c: &mut Ctx, op: &OpData) -> Result<(), PtxError> {
     let count = if with_tx && c.ws.raw_tid.is_some() {
         let fb = super::ws::fallback_arrivals(c, m).map_err(|msg| PtxError::at(sp, msg))?;
         let (ok, r) = (super::ws::tma_ok(c), c.b.reg(RegClass::B32));
-        c.b.ins(format!("selp.u32 {r}, {count}, {fb}, {ok}"));
-        r.to_string()
+        c.b.ins(PtxInst::new("selp.u32").op(r).op(count).op(fb).op(ok));
+        Operand::from(r)
     } else {
-        count.to_string()
+        Operand::from(count)
     };
     for h in 0..stages {
         let a = c.b.reg(RegClass::B32);
-        c.b.ins(format!("add.u32 {a}, {smem}, {}", off + 8 * h as u32));
-        c.b.need(Isa::MBARRIER_TX)
-            .ins(format!("@{e} mbarrier.init.shared::cta.b64 [{a}], {count}"));
+        c.b.ins(
+            PtxInst::new("add.u32")
+                .op(a)
+                .op(smem)
+                .op(off + 8 * h as u32),
+        );
+        c.b.need(Isa::MBARRIER_TX).ins(
+            PtxInst::new("mbarrier.init.shared::cta.b64")
+                .addr(a)
+                .op(&count)
+                .guard(e, false),
+        );
     }
     c.b.need(Isa::MBARRIER_TX)
-        .ins("fence.mbarrier_init.release.cluster");
+        .ins(PtxInst::new("fence.mbarrier_init.release.cluster"));
     c.sync_block();
     let rows_off = super::tma_rows::has_masked_fills(c.k, m)
         .then(|| c.alloc_shared_aligned(4 * stages as u32, 4));
@@ -217,12 +226,17 @@ fn bar_addr(c: &mut Ctx, m: Value, s: Value, sp: Span) -> Result<Reg, PtxError> 
         let super::ctx::Val::Scalar(r) = c.val(s, sp)? else {
             return Err(PtxError::at(sp, "a stage index must be a scalar"));
         };
-        c.b.ins(format!("mad.lo.s32 {a}, {r}, 8, {smem}"));
-        c.b.ins(format!("add.u32 {a}, {a}, {}", buf.off));
+        c.b.ins(PtxInst::new("mad.lo.s32").op(a).op(r).op(8).op(smem));
+        c.b.ins(PtxInst::new("add.u32").op(a).op(a).op(buf.off));
         return Ok(a);
     }
     let h = known_stage(c, s, buf.stages, sp)?;
-    c.b.ins(format!("add.u32 {a}, {smem}, {}", buf.off + 8 * h as u32));
+    c.b.ins(
+        PtxInst::new("add.u32")
+            .op(a)
+            .op(smem)
+            .op(buf.off + 8 * h as u32),
+    );
     Ok(a)
 }
 
@@ -259,17 +273,20 @@ pub fn lower_arrive(c: &mut Ctx, op: &OpData) -> Result<(), PtxError> {
         Some(_) if c.tma.by_warps => {
             if super::tma_rows::has_masked_fills(c.k, m) {
                 let p = c.b.reg(RegClass::Pred);
-                c.b.ins(format!("setp.eq.u32 {p}, {}, 0", c.tid));
-                super::tma_rows::store_valid_rows(c, op, m, s, &format!("@{p} "))?;
+                c.b.ins(PtxInst::new("setp.eq.u32").op(p).op(c.tid).op(0));
+                super::tma_rows::store_valid_rows(c, op, m, s, Some(p))?;
             }
         }
         Some(tx) => {
             let pre = on_elected(c);
-            super::tma_rows::store_valid_rows(c, op, m, s, &pre)?;
-            c.b.need(Isa::MBARRIER_TX).ins(format!(
-                "{pre}mbarrier.arrive.expect_tx.shared::cta.b64 _, [{a}], {}",
-                tx as u64
-            ));
+            super::tma_rows::store_valid_rows(c, op, m, s, pre)?;
+            c.b.need(Isa::MBARRIER_TX).ins(
+                PtxInst::new("mbarrier.arrive.expect_tx.shared::cta.b64")
+                    .op(Operand::Sink)
+                    .addr(a)
+                    .op(tx as u64)
+                    .guard_opt(pre),
+            );
         }
         None if c.wgmma_in_flight && c.ws.raw_tid.is_some() => {
             // A held dot still reads this stage; the previous iteration's group has retired
@@ -284,20 +301,25 @@ pub fn lower_arrive(c: &mut Ctx, op: &OpData) -> Result<(), PtxError> {
                 },
             };
             arrive_owed(c, m, owed, sp)?;
-            c.b.ins(format!("mov.b32 {owed}, {s_reg}"));
+            c.b.ins(PtxInst::new("mov.b32").op(owed).op(s_reg));
         }
         None => {
             if c.wgmma_in_flight {
                 // Every asynchronous read of the stage has retired before it is released.
-                c.b.need(Isa::WGMMA).ins("wgmma.wait_group.sync.aligned 0");
+                c.b.need(Isa::WGMMA)
+                    .ins(PtxInst::new("wgmma.wait_group.sync.aligned").op(0));
                 c.wgmma_in_flight = false;
             }
             // Lane 0 arrives for its warp once every lane's reads are done (`bar.warp.sync`
             // orders the lanes' accesses before the arrival's release).
             let l0 = lane0(c);
-            c.b.ins("bar.warp.sync -1");
-            c.b.need(Isa::MBARRIER_TX)
-                .ins(format!("@{l0} mbarrier.arrive.shared::cta.b64 _, [{a}]"));
+            c.b.ins(PtxInst::new("bar.warp.sync").op(-1));
+            c.b.need(Isa::MBARRIER_TX).ins(
+                PtxInst::new("mbarrier.arrive.shared::cta.b64")
+                    .op(Operand::Sink)
+                    .addr(a)
+                    .guard(l0, false),
+            );
         }
     }
     Ok(())
@@ -307,9 +329,13 @@ pub fn lower_arrive(c: &mut Ctx, op: &OpData) -> Result<(), PtxError> {
 pub fn warp_arrive(c: &mut Ctx, m: Value, s: Value, sp: Span) -> Result<(), PtxError> {
     let a = bar_addr(c, m, s, sp)?;
     let l0 = lane0(c);
-    c.b.ins("bar.warp.sync -1");
-    c.b.need(Isa::MBARRIER_TX)
-        .ins(format!("@{l0} mbarrier.arrive.shared::cta.b64 _, [{a}]"));
+    c.b.ins(PtxInst::new("bar.warp.sync").op(-1));
+    c.b.need(Isa::MBARRIER_TX).ins(
+        PtxInst::new("mbarrier.arrive.shared::cta.b64")
+            .op(Operand::Sink)
+            .addr(a)
+            .guard(l0, false),
+    );
     Ok(())
 }
 
@@ -319,7 +345,7 @@ fn owed_reg(c: &mut Ctx, m: Value) -> Reg {
         return r;
     }
     let r = c.b.reg(RegClass::B32);
-    c.b.in_prologue(|b| b.ins(format!("mov.b32 {r}, -1")));
+    c.b.in_prologue(|b| b.ins(PtxInst::new("mov.b32").op(r).op(-1)));
     c.tma.owed.push((m, r));
     r
 }
@@ -333,12 +359,16 @@ fn arrive_owed(c: &mut Ctx, m: Value, owed: Reg, sp: Span) -> Result<(), PtxErro
         .ok_or_else(|| PtxError::at(sp, "internal: an mbarrier used before its mbar_alloc"))?;
     let (p, a, smem) = (c.b.reg(RegClass::Pred), c.b.reg(RegClass::B32), c.smem);
     let l0 = lane0(c);
-    c.b.ins(format!("setp.ge.and.s32 {p}, {owed}, 0, {l0}"));
-    c.b.ins(format!("mad.lo.s32 {a}, {owed}, 8, {smem}"));
-    c.b.ins(format!("add.u32 {a}, {a}, {}", buf.off));
-    c.b.ins("bar.warp.sync -1");
-    c.b.need(Isa::MBARRIER_TX)
-        .ins(format!("@{p} mbarrier.arrive.shared::cta.b64 _, [{a}]"));
+    c.b.ins(PtxInst::new("setp.ge.and.s32").op(p).op(owed).op(0).op(l0));
+    c.b.ins(PtxInst::new("mad.lo.s32").op(a).op(owed).op(8).op(smem));
+    c.b.ins(PtxInst::new("add.u32").op(a).op(a).op(buf.off));
+    c.b.ins(PtxInst::new("bar.warp.sync").op(-1));
+    c.b.need(Isa::MBARRIER_TX).ins(
+        PtxInst::new("mbarrier.arrive.shared::cta.b64")
+            .op(Operand::Sink)
+            .addr(a)
+            .guard(p, false),
+    );
     Ok(())
 }
 
@@ -347,7 +377,7 @@ fn arrive_owed(c: &mut Ctx, m: Value, owed: Reg, sp: Span) -> Result<(), PtxErro
 pub fn pay_owed(c: &mut Ctx, sp: Span) -> Result<(), PtxError> {
     for (m, owed) in c.tma.owed.clone() {
         arrive_owed(c, m, owed, sp)?;
-        c.b.ins(format!("mov.b32 {owed}, -1"));
+        c.b.ins(PtxInst::new("mov.b32").op(owed).op(-1));
     }
     Ok(())
 }
@@ -365,18 +395,21 @@ pub fn lower_wait(c: &mut Ctx, op: &OpData) -> Result<(), PtxError> {
     };
     let a = bar_addr(c, m, s, sp)?;
     let par = match c.statics.get(&par) {
-        Some(&p) => format!("{}", p & 1),
+        Some(&p) => Operand::Imm(p & 1),
         None => match c.val(par, sp)? {
-            super::ctx::Val::Scalar(r) => format!("{r}"),
+            super::ctx::Val::Scalar(r) => Operand::Reg(r),
             _ => return Err(PtxError::at(sp, "an mbarrier parity must be a scalar")),
         },
     };
     let (p, top) = (c.b.reg(RegClass::Pred), c.b.label("mbar_wait"));
     c.b.place(&top);
-    c.b.need(Isa::MBARRIER_TX).ins(format!(
-        "mbarrier.try_wait.parity.shared::cta.b64 {p}, [{a}], {par}"
-    ));
-    c.b.ins_if(p, true, format!("bra.uni {top}"));
+    c.b.need(Isa::MBARRIER_TX).ins(
+        PtxInst::new("mbarrier.try_wait.parity.shared::cta.b64")
+            .op(p)
+            .addr(a)
+            .op(par),
+    );
+    c.b.ins_if(p, true, PtxInst::new("bra.uni").op(&top));
     // A reader's wait on a full barrier: rows a masked copy must not deliver are zeroed.
     if !c.tma.in_producer {
         super::tma_rows::zero_masked_rows(c, op, m, s)?;
@@ -423,20 +456,26 @@ pub fn lower_copy(
     for blk in 0..cols / TMA_BOX_COLS as usize {
         let (dst, col) = (c.b.reg(RegClass::B32), c.b.reg(RegClass::B32));
         let at = off + (blk * rows * 128) as u32;
-        c.b.ins(format!("add.u32 {dst}, {smem}, {at}"));
+        c.b.ins(PtxInst::new("add.u32").op(dst).op(smem).op(at));
         let dst = c.plus_dyn(dst, dyn_off);
-        c.b.ins(format!(
-            "add.s32 {col}, {}, {}",
-            offs[rank - 1],
-            blk * TMA_BOX_COLS as usize
-        ));
+        c.b.ins(
+            PtxInst::new("add.s32")
+                .op(col)
+                .op(offs[rank - 1])
+                .op(blk * TMA_BOX_COLS as usize),
+        );
         // Coordinates innermost first.
-        let mut coords = vec![col.to_string()];
-        coords.extend(offs[..rank - 1].iter().rev().map(|r| r.to_string()));
-        c.b.need(Isa::CP_ASYNC_BULK_TENSOR).ins(format!(
-            "{pre}cp.async.bulk.tensor.{rank}d.shared::cluster.global.mbarrier::complete_tx::bytes [{dst}], [{map}, {{{}}}], [{mbar}]",
-            coords.join(", ")
-        ));
+        let mut coords = vec![Operand::from(col)];
+        coords.extend(offs[..rank - 1].iter().rev().map(Operand::from));
+        c.b.need(Isa::CP_ASYNC_BULK_TENSOR).ins(
+            PtxInst::new("cp.async.bulk.tensor")
+                .m(format_args!("{rank}d"))
+                .m("shared::cluster.global.mbarrier::complete_tx::bytes")
+                .addr(dst)
+                .op(Operand::Tensor(Box::new(map.into()), coords))
+                .addr(mbar)
+                .guard_opt(pre),
+        );
     }
     Ok(())
 }
@@ -528,7 +567,7 @@ pub fn scalar_pure(k: &Kernel, od: &OpData) -> bool {
 pub fn lower_producer_block(c: &mut Ctx, b: kir_ir::Block) -> Result<Vec<Value>, PtxError> {
     let e = elected(c);
     let skip = c.b.label("producer_end");
-    c.b.ins_if(e, true, format!("bra {skip}"));
+    c.b.ins_if(e, true, PtxInst::new("bra").op(&skip));
     let was = std::mem::replace(&mut c.tma.in_producer, true);
     let r = super::lower::block(c, b);
     c.tma.in_producer = was;

@@ -13,9 +13,8 @@
 //! zeros over those rows in wgmma's swizzled layout (16 bytes per store), then
 //! `fence.proxy.async` (generic writes, async-proxy reads by wgmma) and a block barrier.
 
-use super::builder::Reg;
-use super::builder::RegClass;
 use super::ctx::{Ctx, Val};
+use super::emit::{PtxInst, Reg, RegClass};
 use super::isa::Isa;
 use super::sched::StageIx;
 use super::PtxError;
@@ -60,22 +59,25 @@ fn rows_addr(c: &mut Ctx, m: Value, s: Value, sp: kir_ir::Span) -> Result<Option
     };
     let (a, smem) = (c.b.reg(RegClass::B32), c.smem);
     match c.statics.get(&s) {
-        Some(&h) => {
-            c.b.ins(format!("add.u32 {a}, {smem}, {}", off + 4 * h as u32))
-        }
+        Some(&h) => c.b.ins(
+            PtxInst::new("add.u32")
+                .op(a)
+                .op(smem)
+                .op(off + 4 * h as u32),
+        ),
         None => {
             let Val::Scalar(r) = c.val(s, sp)? else {
                 return Err(PtxError::at(sp, "a stage index must be a scalar"));
             };
-            c.b.ins(format!("mad.lo.s32 {a}, {r}, 4, {smem}"));
-            c.b.ins(format!("add.u32 {a}, {a}, {off}"));
+            c.b.ins(PtxInst::new("mad.lo.s32").op(a).op(r).op(4).op(smem));
+            c.b.ins(PtxInst::new("add.u32").op(a).op(a).op(off));
         }
     }
     Ok(Some(a))
 }
 
-/// Before the filling thread's `expect_tx` arrival `arrive` on `m[s]` (predicate prefix
-/// `pre`): store how many leading rows the stage's fill delivers — `hi − index` of the block's
+/// Before the filling thread's `expect_tx` arrival `arrive` on `m[s]` (guarded by
+/// `pre` when given): store how many leading rows the stage's fill delivers — `hi − index` of the block's
 /// row-prefix-masked copies into stage `s` (every buffer of a barrier is filled for the same
 /// keys), or the whole stage for an unmasked fill. The arrival's release orders the store
 /// before every waiter's acquire, so the reader learns the count of the fill it waited for,
@@ -86,7 +88,7 @@ pub fn store_valid_rows(
     arrive: &OpData,
     m: Value,
     s: Value,
-    pre: &str,
+    pre: Option<Reg>,
 ) -> Result<(), PtxError> {
     let sp = arrive.span;
     let k = c.k;
@@ -116,11 +118,16 @@ pub fn store_valid_rows(
             let (Val::Scalar(index), Val::Scalar(hi)) = (c.val(index, sp)?, c.val(hi, sp)?) else {
                 return Err(PtxError::at(sp, "a key bound that is not a scalar"));
             };
-            c.b.ins(format!("sub.s32 {valid}, {hi}, {index}"));
+            c.b.ins(PtxInst::new("sub.s32").op(valid).op(hi).op(index));
         }
-        None => c.b.ins(format!("mov.b32 {valid}, {}", i32::MAX)),
+        None => c.b.ins(PtxInst::new("mov.b32").op(valid).op(i32::MAX)),
     }
-    c.b.ins(format!("{pre}st.shared.u32 [{a}], {valid}"));
+    c.b.ins(
+        PtxInst::new("st.shared.u32")
+            .addr(a)
+            .op(valid)
+            .guard_opt(pre),
+    );
     Ok(())
 }
 
@@ -135,7 +142,7 @@ pub fn zero_masked_rows(c: &mut Ctx, wait: &OpData, m: Value, s: Value) -> Resul
         return Ok(());
     };
     let n_valid = c.b.reg(RegClass::B32);
-    c.b.ins(format!("ld.shared.u32 {n_valid}, [{at}]"));
+    c.b.ins(PtxInst::new("ld.shared.u32").op(n_valid).addr(at));
     let skip = c.b.label("rows_full");
     let mut first = true;
     let (tid, threads) = (c.tid, c.blk.threads);
@@ -149,14 +156,14 @@ pub fn zero_masked_rows(c: &mut Ctx, wait: &OpData, m: Value, s: Value) -> Resul
         }
         let [rows, cols] = sb.shape;
         let (valid, p) = (c.b.reg(RegClass::B32), c.b.reg(RegClass::Pred));
-        c.b.ins(format!("mov.b32 {valid}, {n_valid}"));
+        c.b.ins(PtxInst::new("mov.b32").op(valid).op(n_valid));
         if first {
             // Every buffer of the barrier is filled for the same keys: one test for all.
-            c.b.ins(format!("setp.ge.s32 {p}, {valid}, {rows}"));
-            c.b.ins_if(p, false, format!("bra.uni {skip}"));
+            c.b.ins(PtxInst::new("setp.ge.s32").op(p).op(valid).op(rows));
+            c.b.ins_if(p, false, PtxInst::new("bra.uni").op(&skip));
             first = false;
         }
-        c.b.ins(format!("max.s32 {valid}, {valid}, 0"));
+        c.b.ins(PtxInst::new("max.s32").op(valid).op(valid).op(0));
         let ix = match c.statics.get(&s) {
             Some(&h) => StageIx::Known(h as usize),
             None => match c.val(s, sp)? {
@@ -168,7 +175,7 @@ pub fn zero_masked_rows(c: &mut Ctx, wait: &OpData, m: Value, s: Value) -> Resul
         let saved = c.smem;
         if let Some(d) = dyn_off {
             let base = c.b.reg(RegClass::B32);
-            c.b.ins(format!("add.u32 {base}, {saved}, {d}"));
+            c.b.ins(PtxInst::new("add.u32").op(base).op(saved).op(d));
             c.smem = base;
         }
         // One 16-byte chunk (8 elements of a row) per thread and step.
@@ -184,25 +191,25 @@ pub fn zero_masked_rows(c: &mut Ctx, wait: &OpData, m: Value, s: Value) -> Resul
             c.b.label("zrow_end"),
             c.b.label("zrow_next"),
         );
-        c.b.ins(format!("mov.b32 {e}, {tid}"));
+        c.b.ins(PtxInst::new("mov.b32").op(e).op(tid));
         c.b.place(&top);
-        c.b.ins(format!("setp.ge.u32 {q}, {e}, {chunks}"));
-        c.b.ins_if(q, false, format!("bra.uni {end}"));
-        c.b.ins(format!("div.u32 {r}, {e}, {}", cols / 8));
-        c.b.ins(format!("setp.lt.s32 {q}, {r}, {valid}"));
-        c.b.ins_if(q, false, format!("bra {next}"));
-        c.b.ins(format!("rem.u32 {j}, {e}, {}", cols / 8));
-        c.b.ins(format!("shl.b32 {j}, {j}, 3"));
+        c.b.ins(PtxInst::new("setp.ge.u32").op(q).op(e).op(chunks));
+        c.b.ins_if(q, false, PtxInst::new("bra.uni").op(&end));
+        c.b.ins(PtxInst::new("div.u32").op(r).op(e).op(cols / 8));
+        c.b.ins(PtxInst::new("setp.lt.s32").op(q).op(r).op(valid));
+        c.b.ins_if(q, false, PtxInst::new("bra").op(&next));
+        c.b.ins(PtxInst::new("rem.u32").op(j).op(e).op(cols / 8));
+        c.b.ins(PtxInst::new("shl.b32").op(j).op(j).op(3));
         let a = super::wgmma::core_addr(c, off, r, j, rows, 2);
-        c.b.ins(format!("st.shared.v4.b32 [{a}], {{0, 0, 0, 0}}"));
+        c.b.ins(PtxInst::new("st.shared.v4.b32").addr(a).vec([0, 0, 0, 0]));
         c.b.place(&next);
-        c.b.ins(format!("add.u32 {e}, {e}, {threads}"));
-        c.b.ins(format!("bra {top}"));
+        c.b.ins(PtxInst::new("add.u32").op(e).op(e).op(threads));
+        c.b.ins(PtxInst::new("bra").op(&top));
         c.b.place(&end);
         c.smem = saved;
     }
     c.b.need(Isa::FENCE_PROXY_ASYNC)
-        .ins("fence.proxy.async.shared::cta");
+        .ins(PtxInst::new("fence.proxy.async.shared::cta"));
     c.sync_block();
     c.b.place(&skip);
     Ok(())

@@ -4,8 +4,8 @@
 //! shuffles and one exchange of partials, results that every thread holds whole
 //! (`tile::replicated`), and broadcasts whose sources are in the same thread.
 
-use super::builder::{Reg, RegClass};
 use super::ctx::{Ctx, TensorInfo, Val};
+use super::emit::{Operand, PtxInst, Reg, RegClass};
 use super::isa::Isa;
 use super::layout::{self, Layout, Place};
 use super::lower::{regs_in, round};
@@ -20,16 +20,16 @@ use kir_ir::{Dtype, OpData, ReduceKind, Span, Value};
 pub(super) fn vector_alignment_ok(c: &mut Ctx, info: &TensorInfo, offs: &[Reg], vec: usize) -> Reg {
     let ok = c.b.reg(RegClass::Pred);
     let t = c.b.reg(RegClass::B64);
-    c.b.ins(format!("and.b64 {t}, {}, 15", info.ptr));
-    c.b.ins(format!("setp.eq.u64 {ok}, {t}, 0"));
+    c.b.ins(PtxInst::new("and.b64").op(t).op(info.ptr).op(15));
+    c.b.ins(PtxInst::new("setp.eq.u64").op(ok).op(t).op(0));
     let rank = offs.len();
     let mut checks: Vec<Reg> = info.strides[..rank.saturating_sub(1)].to_vec();
     checks.push(offs[rank - 1]);
     for r in checks {
         let (m, p) = (c.b.reg(RegClass::B32), c.b.reg(RegClass::Pred));
-        c.b.ins(format!("and.b32 {m}, {r}, {}", vec - 1));
-        c.b.ins(format!("setp.eq.u32 {p}, {m}, 0"));
-        c.b.ins(format!("and.pred {ok}, {ok}, {p}"));
+        c.b.ins(PtxInst::new("and.b32").op(m).op(r).op(vec - 1));
+        c.b.ins(PtxInst::new("setp.eq.u32").op(p).op(m).op(0));
+        c.b.ins(PtxInst::new("and.pred").op(ok).op(ok).op(p));
     }
     ok
 }
@@ -61,34 +61,34 @@ pub(super) fn cp_async_tile(
     let (off_r, off_c, stride_r) = (offs[rank - 2], offs[rank - 1], info.strides[rank - 2]);
     for it in 0..total.div_ceil(threads) {
         let chunk = c.b.reg(RegClass::B32);
-        c.b.ins(format!("add.s32 {chunk}, {}, {}", c.tid, it * threads));
+        c.b.ins(PtxInst::new("add.s32").op(chunk).op(c.tid).op(it * threads));
         let (row, colv) = (c.b.reg(RegClass::B32), c.b.reg(RegClass::B32));
-        c.b.ins(format!("div.u32 {row}, {chunk}, {cpr}"));
-        c.b.ins(format!("rem.u32 {colv}, {chunk}, {cpr}"));
+        c.b.ins(PtxInst::new("div.u32").op(row).op(chunk).op(cpr));
+        c.b.ins(PtxInst::new("rem.u32").op(colv).op(chunk).op(cpr));
         let (gr, gc) = (c.b.reg(RegClass::B32), c.b.reg(RegClass::B32));
-        c.b.ins(format!("add.s32 {gr}, {off_r}, {row}"));
-        c.b.ins(format!("mad.lo.s32 {gc}, {colv}, {vec}, {off_c}"));
+        c.b.ins(PtxInst::new("add.s32").op(gr).op(off_r).op(row));
+        c.b.ins(PtxInst::new("mad.lo.s32").op(gc).op(colv).op(vec).op(off_c));
         // Valid elements in this chunk: clamp(dim_c − gc, 0, vec), 0 if the row is outside.
         let (n, p) = (c.b.reg(RegClass::B32), c.b.reg(RegClass::Pred));
-        c.b.ins(format!("sub.s32 {n}, {dim_c}, {gc}"));
-        c.b.ins(format!("max.s32 {n}, {n}, 0"));
-        c.b.ins(format!("min.s32 {n}, {n}, {vec}"));
-        c.b.ins(format!("setp.lt.u32 {p}, {gr}, {dim_r}"));
-        c.b.ins(format!("and.pred {p}, {p}, {lead_ok}"));
+        c.b.ins(PtxInst::new("sub.s32").op(n).op(dim_c).op(gc));
+        c.b.ins(PtxInst::new("max.s32").op(n).op(n).op(0));
+        c.b.ins(PtxInst::new("min.s32").op(n).op(n).op(vec));
+        c.b.ins(PtxInst::new("setp.lt.u32").op(p).op(gr).op(dim_r));
+        c.b.ins(PtxInst::new("and.pred").op(p).op(p).op(lead_ok));
         let row_ok = p;
-        c.b.ins(format!("selp.b32 {n}, {n}, 0, {p}"));
-        c.b.ins(format!("mul.lo.s32 {n}, {n}, {esize}"));
+        c.b.ins(PtxInst::new("selp.b32").op(n).op(n).op(0).op(p));
+        c.b.ins(PtxInst::new("mul.lo.s32").op(n).op(n).op(esize));
         // Global address (the tile origin when nothing is read, so it stays valid).
         let ga = c.b.reg(RegClass::B64);
         let lin = c.b.reg(RegClass::B32);
-        c.b.ins(format!("mul.lo.s32 {lin}, {row}, {stride_r}"));
-        c.b.ins(format!("mad.lo.s32 {lin}, {colv}, {vec}, {lin}"));
+        c.b.ins(PtxInst::new("mul.lo.s32").op(lin).op(row).op(stride_r));
+        c.b.ins(PtxInst::new("mad.lo.s32").op(lin).op(colv).op(vec).op(lin));
         let w = c.b.reg(RegClass::B64);
-        c.b.ins(format!("mul.wide.s32 {w}, {lin}, {esize}"));
-        c.b.ins(format!("add.s64 {ga}, {base}, {w}"));
+        c.b.ins(PtxInst::new("mul.wide.s32").op(w).op(lin).op(esize));
+        c.b.ins(PtxInst::new("add.s64").op(ga).op(base).op(w));
         let pn = c.b.reg(RegClass::Pred);
-        c.b.ins(format!("setp.eq.u32 {pn}, {n}, 0"));
-        c.b.ins(format!("selp.b64 {ga}, {}, {ga}, {pn}", info.ptr));
+        c.b.ins(PtxInst::new("setp.eq.u32").op(pn).op(n).op(0));
+        c.b.ins(PtxInst::new("selp.b64").op(ga).op(info.ptr).op(ga).op(pn));
         let sa = c.smem_addr(off, &[row, colv], rs, vec, eb);
         // A mask (one predicate per element, Blocked layout = this chunk's 8 slots): a chunk
         // fully on copies, fully off zero-fills, mixed goes element by element below.
@@ -97,7 +97,7 @@ pub(super) fn cp_async_tile(
             Some(m) if super::lower::lazy_uniform_along(c, m, shape.len() - 1, 0) => {
                 // Constant along the row: the chunk's first element decides the whole chunk.
                 let m0 = super::lower::slot_value(c, m, Layout::Blocked, shape, it * vec, sp)?;
-                c.b.ins(format!("selp.b32 {n}, {n}, 0, {m0}"));
+                c.b.ins(PtxInst::new("selp.b32").op(n).op(n).op(0).op(m0));
                 None
             }
             Some(m) => {
@@ -113,50 +113,58 @@ pub(super) fn cp_async_tile(
                     )?);
                 }
                 let (all, any) = (c.b.reg(RegClass::Pred), c.b.reg(RegClass::Pred));
-                c.b.ins(format!("mov.pred {all}, {}", ms[0]));
-                c.b.ins(format!("mov.pred {any}, {}", ms[0]));
+                c.b.ins(PtxInst::new("mov.pred").op(all).op(ms[0]));
+                c.b.ins(PtxInst::new("mov.pred").op(any).op(ms[0]));
                 for &p in &ms[1..] {
-                    c.b.ins(format!("and.pred {all}, {all}, {p}"));
-                    c.b.ins(format!("or.pred {any}, {any}, {p}"));
+                    c.b.ins(PtxInst::new("and.pred").op(all).op(all).op(p));
+                    c.b.ins(PtxInst::new("or.pred").op(any).op(any).op(p));
                 }
-                c.b.ins(format!("selp.b32 {n}, {n}, 0, {all}"));
+                c.b.ins(PtxInst::new("selp.b32").op(n).op(n).op(0).op(all));
                 let mx = c.b.reg(RegClass::Pred);
-                c.b.ins(format!("not.pred {mx}, {all}"));
-                c.b.ins(format!("and.pred {mx}, {mx}, {any}"));
+                c.b.ins(PtxInst::new("not.pred").op(mx).op(all));
+                c.b.ins(PtxInst::new("and.pred").op(mx).op(mx).op(any));
                 Some((mx, ms))
             }
         };
         let inside = (it + 1) * threads > total;
         let pv = c.b.reg(RegClass::Pred);
         if inside {
-            c.b.ins(format!("setp.lt.u32 {pv}, {chunk}, {total}"));
+            c.b.ins(PtxInst::new("setp.lt.u32").op(pv).op(chunk).op(total));
         } else {
-            c.b.ins(format!("setp.eq.u32 {pv}, 0, 0"));
+            c.b.ins(PtxInst::new("setp.eq.u32").op(pv).op(0).op(0));
         }
         c.b.ins_if(
             pv,
             false,
-            format!("cp.async.cg.shared.global [{sa}], [{ga}], 16, {n}"),
+            PtxInst::new("cp.async.cg.shared.global")
+                .addr(sa)
+                .addr(ga)
+                .op(16)
+                .op(n),
         );
         if let Some((mx, ms)) = mixed {
             // Element by element: in-bounds and mask on → load, else 0.
             let skip = c.b.label("cpmix");
             let go = c.b.reg(RegClass::Pred);
-            c.b.ins(format!("and.pred {go}, {mx}, {pv}"));
-            c.b.ins_if(go, true, format!("bra {skip}"));
+            c.b.ins(PtxInst::new("and.pred").op(go).op(mx).op(pv));
+            c.b.ins_if(go, true, PtxInst::new("bra").op(&skip));
             for (k, &mk) in ms.iter().enumerate() {
                 let (h, col, p) = (
                     c.b.reg(RegClass::B16),
                     c.b.reg(RegClass::B32),
                     c.b.reg(RegClass::Pred),
                 );
-                c.b.ins(format!("mov.b16 {h}, 0"));
-                c.b.ins(format!("add.s32 {col}, {gc}, {k}"));
-                c.b.ins(format!("setp.lt.u32 {p}, {col}, {dim_c}"));
-                c.b.ins(format!("and.pred {p}, {p}, {mk}"));
-                c.b.ins(format!("and.pred {p}, {p}, {row_ok}"));
-                c.b.ins_if(p, false, format!("ld.global.b16 {h}, [{ga}+{}]", k * esize));
-                c.b.ins(format!("st.shared.b16 [{sa}+{}], {h}", k * eb));
+                c.b.ins(PtxInst::new("mov.b16").op(h).op(0));
+                c.b.ins(PtxInst::new("add.s32").op(col).op(gc).op(k));
+                c.b.ins(PtxInst::new("setp.lt.u32").op(p).op(col).op(dim_c));
+                c.b.ins(PtxInst::new("and.pred").op(p).op(p).op(mk));
+                c.b.ins(PtxInst::new("and.pred").op(p).op(p).op(row_ok));
+                c.b.ins_if(
+                    p,
+                    false,
+                    PtxInst::new("ld.global.b16").op(h).addr_off(ga, k * esize),
+                );
+                c.b.ins(PtxInst::new("st.shared.b16").addr_off(sa, k * eb).op(h));
             }
             c.b.place(&skip);
         }
@@ -227,15 +235,16 @@ pub(super) fn blocked_vec_access(
             c.b.reg(RegClass::B32),
             c.b.reg(RegClass::Pred),
         );
-        c.b.ins(format!(
-            "add.s32 {col0}, {}, {}",
-            offs[rank - 1],
-            first.idx[first.idx.len() - 1]
-        ));
-        c.b.ins(format!("add.s32 {last_col}, {col0}, {}", v - 1));
-        c.b.ins(format!("setp.lt.u32 {full}, {last_col}, {dim_c}"));
-        c.b.ins(format!("and.pred {full}, {full}, {ok}"));
-        c.b.ins(format!("and.pred {full}, {full}, {aligned}"));
+        c.b.ins(
+            PtxInst::new("add.s32")
+                .op(col0)
+                .op(offs[rank - 1])
+                .op(first.idx[first.idx.len() - 1]),
+        );
+        c.b.ins(PtxInst::new("add.s32").op(last_col).op(col0).op(v - 1));
+        c.b.ins(PtxInst::new("setp.lt.u32").op(full).op(last_col).op(dim_c));
+        c.b.ins(PtxInst::new("and.pred").op(full).op(full).op(ok));
+        c.b.ins(PtxInst::new("and.pred").op(full).op(full).op(aligned));
         // 16-bit elements travel as four packed words on both paths and are converted once.
         let half = matches!(d, Dtype::F16 | Dtype::Bf16);
         let t16 = if d == Dtype::F16 { "f16" } else { "bf16" };
@@ -246,12 +255,19 @@ pub(super) fn blocked_vec_access(
         if half && matches!(access, Access::Store) {
             for (k, &word) in words.iter().enumerate() {
                 let (lo, hi) = (regs[2 * k], regs[2 * k + 1]);
-                c.b.need(Isa::CVT_TO_BF16_OR_PACKED)
-                    .ins(format!("cvt.rn.{t16}x2.f32 {word}, {hi}, {lo}"));
+                c.b.need(Isa::CVT_TO_BF16_OR_PACKED).ins(
+                    PtxInst::new("cvt.rn")
+                        .m(t16)
+                        .suffix("x2")
+                        .m("f32")
+                        .op(word)
+                        .op(hi)
+                        .op(lo),
+                );
             }
         }
         let (vec_l, done) = (c.b.label("vec"), c.b.label("vecdone"));
-        c.b.ins_if(full, false, format!("bra {vec_l}"));
+        c.b.ins_if(full, false, PtxInst::new("bra").op(&vec_l));
         // Element by element, each in bounds only if its column is.
         let halves: Vec<Reg> = match half {
             true => (0..v).map(|_| c.b.reg(RegClass::B16)).collect(),
@@ -265,11 +281,11 @@ pub(super) fn blocked_vec_access(
                             Dtype::F16 => half::f16::from_f64(other).to_bits(),
                             _ => half::bf16::from_f64(other).to_bits(),
                         };
-                        c.b.ins(format!("mov.b16 {}, {bits}", h[0]));
-                        c.b.ins(format!("mov.b16 {}, {bits}", h[1]));
+                        c.b.ins(PtxInst::new("mov.b16").op(h[0]).op(bits));
+                        c.b.ins(PtxInst::new("mov.b16").op(h[1]).op(bits));
                     }
                     Access::Store => {
-                        c.b.ins(format!("mov.b32 {{{}, {}}}, {}", h[0], h[1], words[k]))
+                        c.b.ins(PtxInst::new("mov.b32").vec([h[0], h[1]]).op(words[k]))
                     }
                 }
             }
@@ -283,62 +299,78 @@ pub(super) fn blocked_vec_access(
                     c.b.reg(RegClass::B32),
                     c.b.reg(RegClass::Pred),
                 );
-                c.b.ins(format!("add.s64 {a}, {addr0}, {}", k * esize));
-                c.b.ins(format!("add.s32 {col}, {col0}, {k}"));
-                c.b.ins(format!("setp.lt.u32 {p}, {col}, {dim_c}"));
-                c.b.ins(format!("and.pred {p}, {p}, {ok}"));
+                c.b.ins(PtxInst::new("add.s64").op(a).op(addr0).op(k * esize));
+                c.b.ins(PtxInst::new("add.s32").op(col).op(col0).op(k));
+                c.b.ins(PtxInst::new("setp.lt.u32").op(p).op(col).op(dim_c));
+                c.b.ins(PtxInst::new("and.pred").op(p).op(p).op(ok));
                 (a, p)
             };
             match (access, half) {
-                (Access::Load(_), true) => {
-                    c.b.ins_if(p, false, format!("ld.global.b16 {}, [{addr}]", halves[k]))
-                }
+                (Access::Load(_), true) => c.b.ins_if(
+                    p,
+                    false,
+                    PtxInst::new("ld.global.b16").op(halves[k]).addr(addr),
+                ),
                 (Access::Load(_), false) => load_elem(c, d, regs[k], addr, p),
-                (Access::Store, true) => {
-                    c.b.ins_if(p, false, format!("st.global.b16 [{addr}], {}", halves[k]))
-                }
+                (Access::Store, true) => c.b.ins_if(
+                    p,
+                    false,
+                    PtxInst::new("st.global.b16").addr(addr).op(halves[k]),
+                ),
                 (Access::Store, false) => {
                     let bits = store_bits(c, d, regs[k]);
-                    c.b.ins_if(p, false, format!("st.global.{} [{addr}], {bits}", gty(d)));
+                    c.b.ins_if(
+                        p,
+                        false,
+                        PtxInst::new("st.global").m(gty(d)).addr(addr).op(bits),
+                    );
                 }
             }
         }
         if half && matches!(access, Access::Load(_)) {
             for (k, h) in halves.chunks(2).enumerate() {
-                c.b.ins(format!("mov.b32 {}, {{{}, {}}}", words[k], h[0], h[1]));
+                c.b.ins(PtxInst::new("mov.b32").op(words[k]).vec([h[0], h[1]]));
             }
         }
-        c.b.ins(format!("bra {done}"));
+        c.b.ins(PtxInst::new("bra").op(&done));
         c.b.place(&vec_l);
-        let ws = |w: &[Reg]| format!("{{{}, {}, {}, {}}}", w[0], w[1], w[2], w[3]);
+        let ws = |w: &[Reg]| Operand::vec(&w[..4]);
         match (access, half) {
             (Access::Load(_), false) => {
                 for h in 0..2 {
                     let r = ws(&regs[h * 4..h * 4 + 4]);
-                    c.b.ins(format!("ld.global.v4.f32 {r}, [{addr0}+{}]", h * 16));
+                    c.b.ins(
+                        PtxInst::new("ld.global.v4.f32")
+                            .op(r)
+                            .addr_off(addr0, h * 16),
+                    );
                 }
             }
             (Access::Load(_), true) => {
-                c.b.ins(format!("ld.global.v4.b32 {}, [{addr0}]", ws(&words)))
+                c.b.ins(PtxInst::new("ld.global.v4.b32").op(ws(&words)).addr(addr0))
             }
             (Access::Store, false) => {
                 for h in 0..2 {
                     let r = ws(&regs[h * 4..h * 4 + 4]);
-                    c.b.ins(format!("st.global.v4.f32 [{addr0}+{}], {r}", h * 16));
+                    c.b.ins(
+                        PtxInst::new("st.global.v4.f32")
+                            .addr_off(addr0, h * 16)
+                            .op(r),
+                    );
                 }
             }
             (Access::Store, true) => {
-                c.b.ins(format!("st.global.v4.b32 [{addr0}], {}", ws(&words)))
+                c.b.ins(PtxInst::new("st.global.v4.b32").addr(addr0).op(ws(&words)))
             }
         }
         c.b.place(&done);
         if half && matches!(access, Access::Load(_)) {
             for (k, &word) in words.iter().enumerate() {
                 let (lo, hi) = (c.b.reg(RegClass::B16), c.b.reg(RegClass::B16));
-                c.b.ins(format!("mov.b32 {{{lo}, {hi}}}, {word}"));
+                c.b.ins(PtxInst::new("mov.b32").vec([lo, hi]).op(word));
                 c.b.need(Isa::cvt_to_f32(d))
-                    .ins(format!("cvt.f32.{t16} {}, {lo}", regs[2 * k]));
-                c.b.ins(format!("cvt.f32.{t16} {}, {hi}", regs[2 * k + 1]));
+                    .ins(PtxInst::new("cvt.f32").m(t16).op(regs[2 * k]).op(lo));
+                c.b.ins(PtxInst::new("cvt.f32").m(t16).op(regs[2 * k + 1]).op(hi));
             }
         }
         if matches!(access, Access::Load(_)) {
@@ -366,7 +398,7 @@ pub(super) fn rows_fit(c: &Ctx, a: Value, axis: usize, l: Layout, ss: &[usize], 
 /// Folds `regs` (one thread's slots) into a fresh register, in slot order.
 fn fold(c: &mut Ctx, kind: ReduceKind, d: Dtype, regs: &[Reg]) -> Reg {
     let acc = c.reg(d);
-    c.b.ins(format!("mov.{} {acc}, {}", sty(d), regs[0]));
+    c.b.ins(PtxInst::new("mov").m(sty(d)).op(acc).op(regs[0]));
     for &r in &regs[1..] {
         combine(c, kind, d, acc, r);
     }
@@ -412,15 +444,15 @@ pub(super) fn reduce_blocked_rows(
     // (partial, index of its slot in the region, whether this thread writes it)
     let mut parts: Vec<(Reg, Reg, Reg)> = Vec::new();
     let lead = c.b.reg(RegClass::B32);
-    c.b.ins(format!("and.b32 {lead}, {tid}, {}", width - 1));
+    c.b.ins(PtxInst::new("and.b32").op(lead).op(tid).op(width - 1));
     if cpr >= t {
         // Chunk g·T + tid: every slot group of a row is in every thread, row = g·T / cpr.
         let per = cpr / t * v;
         for r in 0..rows {
             let acc = fold(c, kind, d, &src[r * per..(r + 1) * per]);
             let (idx, w) = (c.b.reg(RegClass::B32), c.b.reg(RegClass::Pred));
-            c.b.ins(format!("add.s32 {idx}, {}, {}", c.warp, r * subs));
-            c.b.ins(format!("setp.eq.u32 {w}, {lead}, 0"));
+            c.b.ins(PtxInst::new("add.s32").op(idx).op(c.warp).op(r * subs));
+            c.b.ins(PtxInst::new("setp.eq.u32").op(w).op(lead).op(0));
             parts.push((acc, idx, w));
         }
     } else {
@@ -428,21 +460,21 @@ pub(super) fn reduce_blocked_rows(
         for (g, regs) in src.chunks(v).enumerate() {
             let acc = fold(c, kind, d, regs);
             let w = c.b.reg(RegClass::Pred);
-            c.b.ins(format!("setp.eq.u32 {w}, {lead}, 0"));
+            c.b.ins(PtxInst::new("setp.eq.u32").op(w).op(lead).op(0));
             if (g + 1) * t > rows * cpr {
                 let (k, p) = (c.b.reg(RegClass::B32), c.b.reg(RegClass::Pred));
-                c.b.ins(format!("add.s32 {k}, {tid}, {}", g * t));
-                c.b.ins(format!("setp.lt.u32 {p}, {k}, {}", rows * cpr));
+                c.b.ins(PtxInst::new("add.s32").op(k).op(tid).op(g * t));
+                c.b.ins(PtxInst::new("setp.lt.u32").op(p).op(k).op(rows * cpr));
                 let id = identity(c, kind, d);
-                c.b.ins(format!("selp.{} {acc}, {acc}, {id}, {p}", sty(d)));
-                c.b.ins(format!("and.pred {w}, {w}, {p}"));
+                c.b.ins(PtxInst::new("selp").m(sty(d)).op(acc).op(acc).op(id).op(p));
+                c.b.ins(PtxInst::new("and.pred").op(w).op(w).op(p));
             }
             let (idx, sub) = (c.b.reg(RegClass::B32), c.b.reg(RegClass::B32));
-            c.b.ins(format!("div.u32 {idx}, {tid}, {cpr}"));
-            c.b.ins(format!("add.s32 {idx}, {idx}, {}", g * (t / cpr)));
-            c.b.ins(format!("rem.u32 {sub}, {tid}, {cpr}"));
-            c.b.ins(format!("div.u32 {sub}, {sub}, 32"));
-            c.b.ins(format!("mad.lo.s32 {idx}, {idx}, {subs}, {sub}"));
+            c.b.ins(PtxInst::new("div.u32").op(idx).op(tid).op(cpr));
+            c.b.ins(PtxInst::new("add.s32").op(idx).op(idx).op(g * (t / cpr)));
+            c.b.ins(PtxInst::new("rem.u32").op(sub).op(tid).op(cpr));
+            c.b.ins(PtxInst::new("div.u32").op(sub).op(sub).op(32));
+            c.b.ins(PtxInst::new("mad.lo.s32").op(idx).op(idx).op(subs).op(sub));
             parts.push((acc, idx, w));
         }
     }
@@ -455,11 +487,14 @@ pub(super) fn reduce_blocked_rows(
     }
     for &(acc, idx, w) in &parts {
         let addr = c.b.reg(RegClass::B32);
-        c.b.ins(format!("mad.lo.s32 {addr}, {idx}, 4, {}", c.smem));
+        c.b.ins(PtxInst::new("mad.lo.s32").op(addr).op(idx).op(4).op(c.smem));
         c.b.ins_if(
             w,
             false,
-            format!("st.shared.{} [{addr}+{off}], {acc}", sty(d)),
+            PtxInst::new("st.shared")
+                .m(sty(d))
+                .addr_off(addr, off)
+                .op(acc),
         );
     }
     c.sync_block();
@@ -468,11 +503,12 @@ pub(super) fn reduce_blocked_rows(
     if rows <= v {
         for r in 0..rows {
             let base = c.b.reg(RegClass::B32);
-            c.b.ins(format!(
-                "add.s32 {base}, {}, {}",
-                c.smem,
-                off as usize + r * subs * 4
-            ));
+            c.b.ins(
+                PtxInst::new("add.s32")
+                    .op(base)
+                    .op(c.smem)
+                    .op(off as usize + r * subs * 4),
+            );
             out.push(sum_partials(c, kind, d, base, subs, None));
         }
         let first = out[0];
@@ -480,13 +516,14 @@ pub(super) fn reduce_blocked_rows(
     } else {
         for sc in c.coords(l, shape) {
             let base = c.b.reg(RegClass::B32);
-            c.b.ins(format!(
-                "mad.lo.s32 {base}, {}, {}, {}",
-                sc.idx[0],
-                subs * 4,
-                c.smem
-            ));
-            c.b.ins(format!("add.s32 {base}, {base}, {off}"));
+            c.b.ins(
+                PtxInst::new("mad.lo.s32")
+                    .op(base)
+                    .op(sc.idx[0])
+                    .op(subs * 4)
+                    .op(c.smem),
+            );
+            c.b.ins(PtxInst::new("add.s32").op(base).op(base).op(off));
             out.push(sum_partials(c, kind, d, base, subs, sc.valid));
         }
     }
@@ -508,15 +545,18 @@ fn sum_partials(
     if subs % 4 == 0 {
         for (q, x) in xs.chunks(4).enumerate() {
             let at = q * 16;
-            let l = format!(
-                "ld.shared.v4.{ty} {{{}, {}, {}, {}}}, [{base}+{at}]",
-                x[0], x[1], x[2], x[3]
-            );
+            let l = PtxInst::new("ld.shared.v4")
+                .m(ty)
+                .vec([x[0], x[1], x[2], x[3]])
+                .addr_off(base, at);
             c.b.ins_if_opt(valid, l);
         }
     } else {
         for (j, x) in xs.iter().enumerate() {
-            c.b.ins_if_opt(valid, format!("ld.shared.{ty} {x}, [{base}+{}]", j * 4));
+            c.b.ins_if_opt(
+                valid,
+                PtxInst::new("ld.shared").m(ty).op(x).addr_off(base, j * 4),
+            );
         }
     }
     let acc = fold(c, kind, d, &xs);

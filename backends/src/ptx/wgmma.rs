@@ -25,8 +25,8 @@
 //!   accumulator, `commit_group`, `wait_group 0` (the tile is finished before anyone may
 //!   overwrite the operands).
 
-use super::builder::{Reg, RegClass};
 use super::ctx::{Ctx, Val};
+use super::emit::{Operand, PtxInst, Reg, RegClass};
 use super::isa::Isa;
 use super::layout::Block;
 use super::PtxError;
@@ -162,16 +162,16 @@ pub fn core_addr(c: &mut Ctx, off: u32, i: Reg, j: Reg, rows: usize, eb: usize) 
         c.b.reg(RegClass::B32),
     );
     // (j/64)·rows·128 + i·128 + (((j%64)/8) ^ (i%8))·16 + (j%8)·eb.
-    c.b.ins(format!("shr.u32 {a}, {j}, 6"));
-    c.b.ins(format!("mul.lo.s32 {a}, {a}, {}", rows * 128));
-    c.b.ins(format!("mad.lo.s32 {a}, {i}, 128, {a}"));
-    c.b.ins(format!("shr.u32 {t}, {j}, 3"));
-    c.b.ins(format!("and.b32 {t}, {t}, 7"));
-    c.b.ins(format!("and.b32 {u}, {i}, 7"));
-    c.b.ins(format!("xor.b32 {t}, {t}, {u}"));
-    c.b.ins(format!("mad.lo.s32 {a}, {t}, 16, {a}"));
-    c.b.ins(format!("and.b32 {t}, {j}, 7"));
-    c.b.ins(format!("mad.lo.s32 {a}, {t}, {eb}, {a}"));
+    c.b.ins(PtxInst::new("shr.u32").op(a).op(j).op(6));
+    c.b.ins(PtxInst::new("mul.lo.s32").op(a).op(a).op(rows * 128));
+    c.b.ins(PtxInst::new("mad.lo.s32").op(a).op(i).op(128).op(a));
+    c.b.ins(PtxInst::new("shr.u32").op(t).op(j).op(3));
+    c.b.ins(PtxInst::new("and.b32").op(t).op(t).op(7));
+    c.b.ins(PtxInst::new("and.b32").op(u).op(i).op(7));
+    c.b.ins(PtxInst::new("xor.b32").op(t).op(t).op(u));
+    c.b.ins(PtxInst::new("mad.lo.s32").op(a).op(t).op(16).op(a));
+    c.b.ins(PtxInst::new("and.b32").op(t).op(j).op(7));
+    c.b.ins(PtxInst::new("mad.lo.s32").op(a).op(t).op(eb).op(a));
     c.shared_at(off, a)
 }
 
@@ -196,18 +196,18 @@ fn descriptor_at(c: &mut Ctx, base: Reg, extra: u32) -> Reg {
         return base;
     }
     let d = c.b.reg(RegClass::B64);
-    c.b.ins(format!("add.s64 {d}, {base}, {}", extra >> 4));
+    c.b.ins(PtxInst::new("add.s64").op(d).op(base).op(extra >> 4));
     d
 }
 
 fn descriptor(c: &mut Ctx, addr: Reg, extra: u32, lbo: u32) -> Reg {
     let (a, d) = (c.b.reg(RegClass::B32), c.b.reg(RegClass::B64));
-    c.b.ins(format!("add.s32 {a}, {addr}, {extra}"));
-    c.b.ins(format!("shr.u32 {a}, {a}, 4"));
-    c.b.ins(format!("and.b32 {a}, {a}, 16383"));
-    c.b.ins(format!("cvt.u64.u32 {d}, {a}"));
+    c.b.ins(PtxInst::new("add.s32").op(a).op(addr).op(extra));
+    c.b.ins(PtxInst::new("shr.u32").op(a).op(a).op(4));
+    c.b.ins(PtxInst::new("and.b32").op(a).op(a).op(16383));
+    c.b.ins(PtxInst::new("cvt.u64.u32").op(d).op(a));
     let hi: u64 = (((lbo as u64) >> 4) << 16) | ((1024u64 >> 4) << 32) | (1u64 << 62);
-    c.b.ins(format!("or.b64 {d}, {d}, {hi}"));
+    c.b.ins(PtxInst::new("or.b64").op(d).op(d).op(hi));
     d
 }
 
@@ -353,11 +353,11 @@ fn regs_to_core(c: &mut Ctx, a: &Val, sp: Span) -> Result<u32, PtxError> {
         let addr = core_addr(c, off, sc.idx[0], sc.idx[1], rows, eb);
         let h = c.b.reg(RegClass::B16);
         c.b.need(Isa::cvt_from_f32(*dtype))
-            .ins(format!("cvt.rn.{t}.f32 {h}, {r}"));
-        c.b.ins_if_opt(sc.valid, format!("st.shared.b16 [{addr}], {h}"));
+            .ins(PtxInst::new("cvt.rn").m(t).m("f32").op(h).op(r));
+        c.b.ins_if_opt(sc.valid, PtxInst::new("st.shared.b16").addr(addr).op(h));
     }
     c.b.need(Isa::FENCE_PROXY_ASYNC)
-        .ins("fence.proxy.async.shared::cta");
+        .ins(PtxInst::new("fence.proxy.async.shared::cta"));
     c.sync_block();
     Ok(off)
 }
@@ -373,8 +373,15 @@ fn a_fragments(c: &mut Ctx, regs: &[Reg], kdim: usize, t: &str) -> Vec<Vec<Reg>>
             for (nf, h) in [(2 * kf, 0), (2 * kf, 1), (2 * kf + 1, 0), (2 * kf + 1, 1)] {
                 let r = c.b.reg(RegClass::B32);
                 let (lo, hi) = (regs[nf * 4 + h * 2], regs[nf * 4 + h * 2 + 1]);
-                c.b.need(Isa::CVT_TO_BF16_OR_PACKED)
-                    .ins(format!("cvt.rn.{t}x2.f32 {r}, {hi}, {lo}"));
+                c.b.need(Isa::CVT_TO_BF16_OR_PACKED).ins(
+                    PtxInst::new("cvt.rn")
+                        .m(t)
+                        .suffix("x2")
+                        .m("f32")
+                        .op(r)
+                        .op(hi)
+                        .op(lo),
+                );
                 f.push(r);
             }
             f
@@ -444,10 +451,16 @@ pub fn lower(
         Some((oa, dyn_a)) => {
             // This warpgroup's 64 rows of A start 64·128 bytes further per warpgroup.
             let (wg, base) = (c.b.reg(RegClass::B32), c.b.reg(RegClass::B32));
-            c.b.ins(format!("shr.u32 {wg}, {}, 2", c.warp));
+            c.b.ins(PtxInst::new("shr.u32").op(wg).op(c.warp).op(2));
             let pa = c.shared_at(oa, zero);
             let pa = c.plus_dyn(pa, dyn_a);
-            c.b.ins(format!("mad.lo.s32 {base}, {wg}, {}, {pa}", 64 * 128));
+            c.b.ins(
+                PtxInst::new("mad.lo.s32")
+                    .op(base)
+                    .op(wg)
+                    .op(64 * 128)
+                    .op(pa),
+            );
             Some(base)
         }
         None => None,
@@ -455,7 +468,7 @@ pub fn lower(
     let base_b = c.b.reg(RegClass::B32);
     let pb = c.shared_at(*ob, zero);
     let pb = c.plus_dyn(pb, *dyn_b);
-    c.b.ins(format!("mov.b32 {base_b}, {pb}"));
+    c.b.ins(PtxInst::new("mov.b32").op(base_b).op(pb));
     // The accumulator: fresh registers the first wgmma overwrites (scale-d false) for a zero
     // start, set to 0.0; `acc`'s own registers when the dot is its last reader and it owns them (see
     // [`acc_in_place`]), so the wgmma accumulates where the value already is; else a copy.
@@ -469,28 +482,24 @@ pub fn lower(
                 // is live from the kernel's entry for ptxas, which then holds it across loops.
                 let x = c.b.reg(RegClass::F32);
                 if w.zero_init {
-                    c.b.ins(format!("mov.f32 {x}, 0f00000000"));
+                    c.b.ins(PtxInst::new("mov.f32").op(x).op(Operand::F32(0x00000000)));
                 } else {
-                    c.b.ins(format!("mov.f32 {x}, {r}"));
+                    c.b.ins(PtxInst::new("mov.f32").op(x).op(r));
                 }
                 x
             })
             .collect()
     };
-    let list = cur
-        .iter()
-        .map(|r| r.to_string())
-        .collect::<Vec<_>>()
-        .join(", ");
+    let list = Operand::vec(&cur);
     let (p_acc, p_first) = (c.b.reg(RegClass::Pred), c.b.reg(RegClass::Pred));
-    c.b.ins(format!("setp.eq.u32 {p_acc}, 0, 0"));
+    c.b.ins(PtxInst::new("setp.eq.u32").op(p_acc).op(0).op(0));
     if w.zero_init {
-        c.b.ins(format!("setp.ne.u32 {p_first}, 0, 0"));
+        c.b.ins(PtxInst::new("setp.ne.u32").op(p_first).op(0).op(0));
     }
     if let Some(t) = issue.turn {
         super::pingpong::before_issue(c, t);
     }
-    c.b.ins("wgmma.fence.sync.aligned");
+    c.b.ins(PtxInst::new("wgmma.fence.sync.aligned"));
     // Each operand's descriptor is built once; the slices add their offsets to it.
     let lbo_b = if w.b_n_major {
         (kdim * 128) as u32
@@ -514,24 +523,42 @@ pub fn lower(
         } else {
             p_acc
         };
+        let mma = PtxInst::new("wgmma.mma_async.sync.aligned")
+            .m(format_args!("m64n{n}k16"))
+            .m("f32")
+            .m(t)
+            .m(t);
         match (&frags, base_a) {
             (Some(f), _) => {
                 let (a0, a1, a2, a3) = (f[kf][0], f[kf][1], f[kf][2], f[kf][3]);
-                c.b.ins(format!(
-                    "wgmma.mma_async.sync.aligned.m64n{n}k16.f32.{t}.{t} {{{list}}}, {{{a0}, {a1}, {a2}, {a3}}}, {db}, {p}, 1, 1, {trans_b}"
-                ));
+                c.b.ins(
+                    mma.op(&list)
+                        .vec([a0, a1, a2, a3])
+                        .op(db)
+                        .op(p)
+                        .op(1)
+                        .op(1)
+                        .op(trans_b),
+                );
             }
             (None, Some(_)) => {
                 let base = desc_a.expect("A's descriptor is built with its base");
                 let da = descriptor_at(c, base, blk * (m * 128) as u32 + inner);
-                c.b.ins(format!(
-                    "wgmma.mma_async.sync.aligned.m64n{n}k16.f32.{t}.{t} {{{list}}}, {da}, {db}, {p}, 1, 1, 0, {trans_b}"
-                ));
+                c.b.ins(
+                    mma.op(&list)
+                        .op(da)
+                        .op(db)
+                        .op(p)
+                        .op(1)
+                        .op(1)
+                        .op(0)
+                        .op(trans_b),
+                );
             }
             (None, None) => return Err(PtxError::at(sp, "internal: a wgmma without an A operand")),
         }
     }
-    c.b.ins("wgmma.commit_group.sync.aligned");
+    c.b.ins(PtxInst::new("wgmma.commit_group.sync.aligned"));
     if let Some(t) = issue.turn {
         super::pingpong::after_issue(c, t);
     }
@@ -539,10 +566,10 @@ pub fn lower(
         c.wgmma_in_flight = true;
     } else if issue.hold {
         // Retire the previous iteration's group, leave this one running (see [`held`]).
-        c.b.ins("wgmma.wait_group.sync.aligned 1");
+        c.b.ins(PtxInst::new("wgmma.wait_group.sync.aligned").op(1));
         c.wgmma_in_flight = true;
     } else {
-        c.b.ins("wgmma.wait_group.sync.aligned 0");
+        c.b.ins(PtxInst::new("wgmma.wait_group.sync.aligned").op(0));
         c.wgmma_in_flight = false;
     }
     Ok(cur)

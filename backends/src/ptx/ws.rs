@@ -26,8 +26,8 @@
 //!   registers (the ring is not unrolled, so every stage read must be a wgmma operand: sched.rs,
 //!   `dynamic_ring`), and its empty-barrier arrivals one per warp (tma.rs).
 
-use super::builder::{Reg, RegClass};
 use super::ctx::{Ctx, Val};
+use super::emit::{Operand, PtxInst, Reg, RegClass};
 use super::isa::Isa;
 use super::layout::Block;
 use super::PtxError;
@@ -110,8 +110,12 @@ pub fn setup(c: &mut Ctx, a: &WsAttrs) {
     let (raw, tid) = (c.b.reg(RegClass::B32), c.tid);
     let skip = a.producer_warps * 32;
     c.b.in_prologue(|b| {
-        b.ins(format!("mov.u32 {raw}, %tid.x"));
-        b.ins(format!("sub.u32 {tid}, {raw}, {skip}"));
+        b.ins(
+            PtxInst::new("mov.u32")
+                .op(raw)
+                .op(Operand::Special("%tid.x")),
+        );
+        b.ins(PtxInst::new("sub.u32").op(tid).op(raw).op(skip));
     });
     c.ws.raw_tid = Some(raw);
     let k = c.k;
@@ -186,24 +190,24 @@ pub fn tma_ok(c: &mut Ctx) -> Reg {
         .iter()
         .filter_map(|p| c.tensors.get(p).cloned())
         .collect();
-    let mut lines = vec![format!("setp.eq.u32 {ok}, 0, 0")];
+    let mut lines = vec![PtxInst::new("setp.eq.u32").op(ok).op(0).op(0)];
     for info in &infos {
         if !info.contiguous_last {
-            lines.push(format!("setp.ne.u32 {ok}, 0, 0"));
+            lines.push(PtxInst::new("setp.ne.u32").op(ok).op(0).op(0));
             continue;
         }
         let vec = 16 / info.dtype.size_bytes().max(1);
         let t = c.b.reg(RegClass::B64);
-        lines.push(format!("and.b64 {t}, {}, 15", info.ptr));
-        lines.push(format!("setp.eq.and.u64 {ok}, {t}, 0, {ok}"));
+        lines.push(PtxInst::new("and.b64").op(t).op(info.ptr).op(15));
+        lines.push(PtxInst::new("setp.eq.and.u64").op(ok).op(t).op(0).op(ok));
         for &st in &info.strides[..info.strides.len().saturating_sub(1)] {
             let m = c.b.reg(RegClass::B32);
-            lines.push(format!("and.b32 {m}, {st}, {}", vec - 1));
-            lines.push(format!("setp.eq.and.u32 {ok}, {m}, 0, {ok}"));
+            lines.push(PtxInst::new("and.b32").op(m).op(st).op(vec - 1));
+            lines.push(PtxInst::new("setp.eq.and.u32").op(ok).op(m).op(0).op(ok));
         }
     }
     c.b.in_prologue(|b| {
-        for l in &lines {
+        for l in lines {
             b.ins(l);
         }
     });
@@ -273,14 +277,14 @@ pub fn copy_by_warps(
     let saved = c.smem;
     if let Some(d) = dyn_off {
         let base = c.b.reg(RegClass::B32);
-        c.b.ins(format!("add.u32 {base}, {saved}, {d}"));
+        c.b.ins(PtxInst::new("add.u32").op(base).op(saved).op(d));
         c.smem = base;
     }
     let r = super::memory::copy_into_stage(c, op, &shape, off, true);
     c.smem = saved;
     r?;
     c.b.need(Isa::FENCE_PROXY_ASYNC)
-        .ins("fence.proxy.async.shared::cta");
+        .ins(PtxInst::new("fence.proxy.async.shared::cta"));
     super::tma::warp_arrive(c, *m, s, sp)
 }
 
@@ -328,29 +332,29 @@ pub fn lower_ws(c: &mut Ctx, op: &OpData) -> Result<(), PtxError> {
         .ok_or_else(|| PtxError::at(sp, "internal: warp_specialize without its thread setup"))?;
     let (is_prod, not_first) = (c.b.reg(RegClass::Pred), c.b.reg(RegClass::Pred));
     let (consumer, exit) = (c.b.label("ws_consumer"), c.b.label("ws_exit"));
-    c.b.ins(format!(
-        "setp.lt.u32 {is_prod}, {raw}, {}",
-        a.producer_warps * 32
-    ));
-    c.b.ins_if(is_prod, true, format!("bra.uni {consumer}"));
+    c.b.ins(
+        PtxInst::new("setp.lt.u32")
+            .op(is_prod)
+            .op(raw)
+            .op(a.producer_warps * 32),
+    );
+    c.b.ins_if(is_prod, true, PtxInst::new("bra.uni").op(&consumer));
     // Producer: give registers back, then thread 0 alone issues the tensor copies, or, when
     // the launcher could not encode the maps, every producer thread copies.
-    c.b.need(Isa::SETMAXNREG).ins(format!(
-        "setmaxnreg.dec.sync.aligned.u32 {}",
-        a.producer_regs
-    ));
+    c.b.need(Isa::SETMAXNREG)
+        .ins(PtxInst::new("setmaxnreg.dec.sync.aligned.u32").op(a.producer_regs));
     let ok = tma_ok(c);
     let by_warps = c.b.label("ws_by_warps");
-    c.b.ins_if(ok, true, format!("bra.uni {by_warps}"));
-    c.b.ins(format!("setp.ne.u32 {not_first}, {raw}, 0"));
-    c.b.ins_if(not_first, false, format!("bra {exit}"));
+    c.b.ins_if(ok, true, PtxInst::new("bra.uni").op(&by_warps));
+    c.b.ins(PtxInst::new("setp.ne.u32").op(not_first).op(raw).op(0));
+    c.b.ins_if(not_first, false, PtxInst::new("bra").op(&exit));
     let (was_prod, was_dyn) = (c.tma.in_producer, c.tma.dynamic_ring);
     c.tma.in_producer = true;
     c.tma.dynamic_ring = true;
     let r = super::lower::block(c, prod);
     c.tma.in_producer = was_prod;
     r?;
-    c.b.ins(format!("bra {exit}"));
+    c.b.ins(PtxInst::new("bra").op(&exit));
     c.b.place(&by_warps);
     let (tid, blk) = (c.tid, c.blk);
     c.tid = raw;
@@ -365,13 +369,11 @@ pub fn lower_ws(c: &mut Ctx, op: &OpData) -> Result<(), PtxError> {
     c.tma.by_warps = false;
     (c.tid, c.blk) = (tid, blk);
     r?;
-    c.b.ins(format!("bra {exit}"));
+    c.b.ins(PtxInst::new("bra").op(&exit));
     // Consumer.
     c.b.place(&consumer);
-    c.b.need(Isa::SETMAXNREG).ins(format!(
-        "setmaxnreg.inc.sync.aligned.u32 {}",
-        a.consumer_regs
-    ));
+    c.b.need(Isa::SETMAXNREG)
+        .ins(PtxInst::new("setmaxnreg.inc.sync.aligned.u32").op(a.consumer_regs));
     if let Some(&wg) = c.k.dfg.blocks[cons].args.first() {
         let zero = c.b.imm32(0);
         c.vals.insert(wg, Val::Scalar(zero));
