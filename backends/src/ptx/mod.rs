@@ -4,50 +4,39 @@
 //! the accumulator layout kept in registers through the softmax, FlashAttention-2 style), FMA
 //! for other dots, shared-memory tiles for dot operands, quad shuffles for row reductions, and
 //! predication for masks and ragged edges (sm_90a adds wgmma for GEMM-like dots). Layouts are
-//! decided by [`layout::assign`]; the per-op lowering lives in `lower` (dispatch, control flow,
-//! elementwise), `memory` (global and shared memory), `tile` (shape ops, reductions,
-//! conversions), `dot` and `sched` (scheduled IR: the cp.async stage rings of the `pipelining`
-//! pass). The backend does not pipeline loops on its own: the rings come from the IR.
+//! decided by [`layout::assign`]. The backend is layered, each layer importing only the ones
+//! below it: [`plan`] (immutable per-kernel facts: block, layouts, wgmma eligibility, warp
+//! roles), `lower` (one module per concern: dispatch, control flow, memory, dots, reductions,
+//! TMA rings, warp specialization; the scheduled IR's cp.async stage rings in `sched`), and
+//! [`emit`] (typed instructions and the builder). The backend does not pipeline loops on its
+//! own: the rings come from the IR.
 //! Instructions state what they need ([`isa`]: PTX ISA version and target feature), from which
 //! `.version` and the target check follow; each kernel's lowering decisions are returned as a
 //! [`PtxReport`] ([`report`]).
 
-mod arith;
-mod control;
-mod cp_rows;
-mod ctx;
-mod dot;
 pub mod emit;
-pub mod isa;
-mod kernel;
-pub mod layout;
-mod lazy;
 mod lower;
-mod memory;
-mod mma_store;
-mod pingpong;
 pub mod plan;
-mod reduce;
-pub mod report;
-mod rescale;
-mod sched;
-mod store_order;
-mod tile;
-mod tma;
-mod tma_rows;
-pub use tma::tma_rings_lowerable;
-mod vector;
-mod wgmma;
-mod ws;
+
+pub use emit::isa;
+pub use lower::report;
+pub use lower::tma::tma_rings_lowerable;
+pub use lower::PtxError;
+pub use plan::THREADS;
+
+/// Layout assignment ([`plan::layout`]) and the layout dump of `kirc compile --dump-after
+/// layout` ([`annotate`]).
+pub mod layout {
+    pub use super::plan::annotate;
+    pub use super::plan::layout::*;
+}
 
 use crate::abi::kernel_abi;
 use crate::meta::KernelMeta;
 use crate::target::Target;
-use kir_ir::{Module, Span};
+use kir_ir::Module;
 pub use report::PtxReport;
 
-/// Threads per block used by every kernel today (4 warps).
-pub const THREADS: u32 = 128;
 /// The software-pipelining ring depth the compile driver asks the `pipelining` pass for when
 /// compiling to PTX (the backend itself lowers whatever rings the scheduled IR has): 2 (double
 /// buffering) measured best on the H200 for attention and as good as 3–4 for GEMM
@@ -123,36 +112,6 @@ impl PtxOptions {
 /// Shared memory a block may use on every supported target (227 KB).
 pub const MAX_SHARED_BYTES: u32 = 232_448;
 
-/// A lowering failure: names the op (by span) or the kernel, and the target.
-#[derive(Clone, Debug, PartialEq, thiserror::Error)]
-#[error("{message}")]
-pub struct PtxError {
-    pub message: String,
-    pub span: Option<Span>,
-    /// The kernel needs more shared memory than a block may use (a shallower ring may fit).
-    pub over_shared: bool,
-}
-
-impl PtxError {
-    /// An error at an op.
-    pub fn at(span: Span, message: impl Into<String>) -> PtxError {
-        PtxError {
-            message: message.into(),
-            span: Some(span),
-            over_shared: false,
-        }
-    }
-
-    /// An error without a location.
-    pub fn plain(message: impl Into<String>) -> PtxError {
-        PtxError {
-            message: message.into(),
-            span: None,
-            over_shared: false,
-        }
-    }
-}
-
 /// A compiled module: PTX text, the ISA version it declares, per-kernel metadata, and the
 /// lowering decisions of each kernel (`reports[i]` describes `kernels[i]`).
 #[derive(Clone, Debug)]
@@ -190,7 +149,7 @@ pub fn compile_module_with(
     for k in m.kernels.values() {
         let symbol = sanitize(&format!("{}{}", k.name, suffix));
         let abi = kernel_abi(k).map_err(|e| PtxError::at(k.span, e))?;
-        let lowered = kernel::lower_kernel(k, &abi, target, &symbol, opts.warps)?;
+        let lowered = lower::kernel::lower_kernel(k, &abi, target, &symbol, opts.warps)?;
         if lowered.shared_bytes > MAX_SHARED_BYTES {
             let mut e = PtxError::at(
                 k.span,

@@ -3,8 +3,8 @@
 //! [`Requirements`] and its instruction count are read from the instructions it holds.
 
 use super::inst::{Label, Operand, PtxInst};
+use super::isa::{Isa, Requirements};
 use super::reg::{Reg, RegClass};
-use crate::ptx::isa::{Isa, Requirements};
 use kir_ir::Span;
 use std::fmt::Write;
 

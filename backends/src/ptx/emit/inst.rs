@@ -2,8 +2,8 @@
 //! operands, and the [`Isa`] family it belongs to when that is beyond PTX's first versions.
 //! [`PtxInst`]'s one `Display` is the only place instruction text is written.
 
+use super::isa::Isa;
 use super::reg::Reg;
-use crate::ptx::isa::Isa;
 use std::fmt;
 
 /// A branch target, made by [`super::Builder::label`] and placed with

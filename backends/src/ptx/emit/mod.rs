@@ -5,6 +5,7 @@
 
 pub mod builder;
 pub mod inst;
+pub mod isa;
 pub mod reg;
 
 pub use builder::{f32_lit, Builder};

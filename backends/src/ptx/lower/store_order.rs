@@ -24,7 +24,7 @@
 //! instances are never ordered (docs/ir.md).
 
 use super::ctx::Ctx;
-use super::layout::{Layout, Place};
+use crate::ptx::plan::layout::{Layout, Place};
 use kir_ir::{Block, Kernel, OpData, Opcode};
 use std::collections::HashMap;
 

@@ -3,11 +3,11 @@
 //! nearest even after every op, as the interpreter does.
 
 use super::ctx::{Ctx, Val};
-use super::emit::{f32_lit, Operand, PtxInst, Reg, RegClass};
-use super::isa::Isa;
-use super::layout::{Layout, Place};
 use super::PtxError;
-use kir_ir::{Attr, Block, Dtype, ExprKind, OpData, Opcode, Span, Value};
+use crate::ptx::emit::isa::Isa;
+use crate::ptx::emit::{f32_lit, Operand, PtxInst, Reg, RegClass};
+use crate::ptx::plan::layout::{Layout, Place};
+use kir_ir::{Attr, Block, Dtype, OpData, Opcode, Span, Value};
 
 /// Lowers the kernel body.
 pub fn lower_body(c: &mut Ctx) -> Result<(), PtxError> {
@@ -62,6 +62,7 @@ use super::arith::scalar_op;
 use super::control::{lower_for, lower_if};
 use super::lazy::lazy_ok;
 pub use super::lazy::{coord_value, lazy_uniform_along, materialize, slot_value};
+pub use crate::ptx::plan::ir::{lit, use_count};
 
 pub(super) fn place(c: &Ctx, v: Value) -> Place {
     c.places.get(&v).copied().unwrap_or(Place::Scalar)
@@ -73,27 +74,6 @@ pub(super) fn dtype(c: &Ctx, v: Value) -> Dtype {
 
 pub(super) fn shape(c: &Ctx, v: Value) -> Vec<usize> {
     c.k.dfg.ty(v).shape().unwrap_or_default()
-}
-
-/// How many operands (including attribute values) of the kernel's ops are `v`.
-pub(super) fn use_count(k: &kir_ir::Kernel, v: Value) -> usize {
-    k.dfg
-        .ops
-        .values()
-        .map(|o| o.uses().iter().filter(|&&u| u == v).count())
-        .sum()
-}
-
-/// The literal value of an `Attr::Expr`.
-pub fn lit(a: Option<&Attr>) -> Option<f64> {
-    match a {
-        Some(Attr::Expr(e)) => match &e.kind {
-            ExprKind::Int(i) => Some(*i as f64),
-            ExprKind::Float(x) => Some(x.0),
-            _ => None,
-        },
-        _ => None,
-    }
 }
 
 /// Rounds an f32 register holding a value meant as `d` (f16/bf16) to that dtype, in place;
@@ -147,7 +127,7 @@ pub fn regs_in(
     shape: &[usize],
     span: Span,
 ) -> Result<Vec<Reg>, PtxError> {
-    let n = super::layout::slots(layout, shape, c.blk);
+    let n = crate::ptx::plan::layout::slots(layout, shape, c.blk);
     // A lazy index/mask tile is computed directly in the layout asked for: no conversion.
     if c.lazy.contains_key(&v) && c.k.dfg.ty(v).shape().as_deref() == Some(shape) {
         let coords = c.coords(layout, shape);
@@ -228,7 +208,7 @@ pub fn lower_op(c: &mut Ctx, op: &OpData) -> Result<(), PtxError> {
                 Place::Scalar => def(c, v, Val::Scalar(r)),
                 Place::Reg(l) => {
                     let s = shape(c, v);
-                    let n = super::layout::slots(l, &s, c.blk);
+                    let n = crate::ptx::plan::layout::slots(l, &s, c.blk);
                     def(
                         c,
                         v,
@@ -312,7 +292,7 @@ pub(super) fn elementwise_val(c: &mut Ctx, op: &OpData) -> Result<Val, PtxError>
         Place::Scalar => (None, vec![], 1),
         Place::Reg(l) => {
             let s = shape(c, v);
-            let n = super::layout::slots(l, &s, c.blk);
+            let n = crate::ptx::plan::layout::slots(l, &s, c.blk);
             (Some(l), s, n)
         }
         Place::Shared => {

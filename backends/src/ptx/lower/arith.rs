@@ -2,10 +2,10 @@
 //! after each op, integer wrap-around, casts and comparisons with the interpreter's rules.
 
 use super::ctx::{class_of, Ctx};
-use super::emit::{f32_lit, Operand, PtxInst, Reg, RegClass};
-use super::isa::Isa;
-use super::lower::round;
+use super::dispatch::round;
 use super::PtxError;
+use crate::ptx::emit::isa::Isa;
+use crate::ptx::emit::{f32_lit, Operand, PtxInst, Reg, RegClass};
 use kir_ir::{CmpPred, Dtype, Expr, ExprKind, OpData, Opcode};
 
 fn ity(d: Dtype) -> &'static str {

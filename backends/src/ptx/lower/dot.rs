@@ -4,11 +4,11 @@
 //! shared-memory operands.
 
 use super::ctx::{smem_bytes, Ctx, Val};
-use super::emit::{Operand, PtxInst, Reg, RegClass};
-use super::isa::Isa;
-use super::layout::{self, Layout, Place};
-use super::lower::regs_in;
+use super::dispatch::regs_in;
 use super::PtxError;
+use crate::ptx::emit::isa::Isa;
+use crate::ptx::emit::{Operand, PtxInst, Reg, RegClass};
+use crate::ptx::plan::layout::{self, Layout, Place};
 use kir_ir::{Dtype, OpData, Opcode, Span, Value, ValueDef};
 
 /// Puts a tile in shared memory (a fresh region), converting from registers if needed.
@@ -174,7 +174,7 @@ pub fn lower_dot(c: &mut Ctx, op: &OpData) -> Result<(), PtxError> {
     let bv = c.val(b, sp)?;
     let bs = to_shared(c, &bv, sp)?;
     let av = c.val(a, sp)?;
-    let wgmma = super::wgmma::wgmma_dot(c.k, op, c.blk, c.target)
+    let wgmma = crate::ptx::plan::wgmma::wgmma_dot(c.k, op, c.blk, c.target)
         .filter(|_| use_mma && l == Layout::RowMma);
     let out = if let Some(w) = wgmma {
         // A register operand packs straight from the f32 source of its cast, as mma.sync does.

@@ -28,10 +28,10 @@
 //! [`AbiArg::TensorMap`]: crate::abi::AbiArg::TensorMap
 
 use super::ctx::Ctx;
-use super::emit::{Operand, PtxInst, Reg, RegClass};
-use super::isa::Isa;
 use super::PtxError;
 use crate::abi::TMA_BOX_COLS;
+use crate::ptx::emit::isa::Isa;
+use crate::ptx::emit::{Operand, PtxInst, Reg, RegClass};
 use kir_ir::{Kernel, Op, OpData, Opcode, ParamKind, Span, Value};
 use std::collections::{HashMap, HashSet};
 
@@ -147,7 +147,7 @@ pub fn lower_alloc(c: &mut Ctx, op: &OpData) -> Result<(), PtxError> {
             .shape()
             .and_then(|s| s.first().copied())
             .ok_or_else(|| PtxError::at(sp, "mbar_alloc needs a literal stage count"))?;
-    let ir_count = super::lower::lit(op.attr("arrivals")).unwrap_or(1.0) as u64;
+    let ir_count = super::dispatch::lit(op.attr("arrivals")).unwrap_or(1.0) as u64;
     let with_tx = arrivals_with_tx(c.k, m).ok_or_else(|| {
         PtxError::at(
             sp,
@@ -266,7 +266,7 @@ pub fn lower_arrive(c: &mut Ctx, op: &OpData) -> Result<(), PtxError> {
         ));
     };
     let a = bar_addr(c, m, s, sp)?;
-    match super::lower::lit(op.attr("tx")) {
+    match super::dispatch::lit(op.attr("tx")) {
         // The warps' copies arrive themselves, once each is done (ws.rs, `copy_by_warps`);
         // thread 0 first stores the fill's valid-row count the readers zero by (a masked
         // ring's), which its warp's arrival after its own copies publishes.
@@ -569,7 +569,7 @@ pub fn lower_producer_block(c: &mut Ctx, b: kir_ir::Block) -> Result<Vec<Value>,
     let skip = c.b.label("producer_end");
     c.b.ins_if(e, true, PtxInst::new("bra").op(&skip));
     let was = std::mem::replace(&mut c.tma.in_producer, true);
-    let r = super::lower::block(c, b);
+    let r = super::dispatch::block(c, b);
     c.tma.in_producer = was;
     c.b.place(&skip);
     r
@@ -605,7 +605,7 @@ pub fn tma_rings_lowerable(
         if copies.is_empty() {
             return true;
         }
-        let plan = super::plan::plan(k, target, warps);
+        let plan = crate::ptx::plan::plan(k, target, warps);
         target.has_tma() && copies.iter().all(|b| plan.core.contains(b))
     })
 }

@@ -17,11 +17,9 @@
 //! holds the result of an mma-eligible dot and whose shapes all fit gets `RowMma`, every other
 //! class gets `Blocked`. Mismatches that remain become conversions through shared memory.
 
+use super::block::{Block, VEC};
 use kir_ir::{Attr, Dtype, Kernel, Opcode, Type, Value};
 use std::collections::HashMap;
-
-/// Elements per chunk of the `Blocked` layout (16 bytes of bf16/f16).
-pub const VEC: usize = 8;
 
 /// A register distribution of a tile over the threads of a block.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -58,13 +56,6 @@ pub enum Place {
     Scalar,
     Reg(Layout),
     Shared,
-}
-
-/// Facts the lowering needs about the block.
-#[derive(Clone, Copy, Debug)]
-pub struct Block {
-    pub threads: u32,
-    pub warps: u32,
 }
 
 /// Number of register slots per thread for a tile of `shape` in `layout`.
@@ -435,65 +426,6 @@ pub fn assign_for(
             Place::Reg(Layout::Blocked)
         };
         out.insert(v, place);
-    }
-    out
-}
-
-/// A copy of module `m` (as the PTX backend receives it: specialized and scheduled) whose ops
-/// carry a comment naming the layout of each tile they define, as the backend assigns them for
-/// `target` with `warps[kernel name]` warps per block (a kernel not listed: the backend's
-/// policy) — what `kirc compile --dump-after layout` prints. Shared tiles that wgmma reads are
-/// shown in its swizzled layout.
-pub fn annotate(
-    m: &kir_ir::Module,
-    target: crate::target::Target,
-    warps: &HashMap<String, u32>,
-) -> kir_ir::Module {
-    let mut out = m.clone();
-    for k in out.kernels.values_mut() {
-        // The emitter's own plan, so the dump shows what the PTX uses.
-        let super::plan::KernelPlan {
-            blk: b,
-            places,
-            core,
-            ..
-        } = super::plan::plan(k, target, warps.get(&k.name).copied());
-        let names = kir_ir::text::printer::value_names(k);
-        let mut notes: Vec<(kir_ir::Op, String)> = Vec::new();
-        for (o, op) in k.dfg.ops.iter() {
-            let parts: Vec<String> = op
-                .results
-                .iter()
-                .filter(|r| !k.dfg.ty(**r).is_scalar() && !k.dfg.ty(**r).is_resource())
-                .map(|r| {
-                    let what = match places.get(r) {
-                        Some(Place::Reg(Layout::Blocked)) => {
-                            format!("blocked(vec {VEC}, {} threads)", b.threads)
-                        }
-                        Some(Place::Reg(Layout::RowMma)) => {
-                            format!("mma-accumulator({} warps along rows)", b.warps)
-                        }
-                        Some(Place::Reg(Layout::Grid)) => {
-                            let s = k.dfg.ty(*r).shape().unwrap_or_default();
-                            let (wm, wn) = grid_dims(&s, b);
-                            format!("mma-accumulator({wm}x{wn} warp grid)")
-                        }
-                        Some(Place::Shared) if core.contains(r) => {
-                            "shared(128B-swizzled core matrices, wgmma operand)".to_string()
-                        }
-                        Some(Place::Shared) => "shared(rows padded 16 B)".to_string(),
-                        Some(Place::Scalar) | None => "scalar".to_string(),
-                    };
-                    format!("%{} = {what}", names[*r])
-                })
-                .collect();
-            if !parts.is_empty() {
-                notes.push((o, format!("layout: {}", parts.join(", "))));
-            }
-        }
-        for (o, n) in notes {
-            k.dfg.ops[o].doc.push(n);
-        }
     }
     out
 }

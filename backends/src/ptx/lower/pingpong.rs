@@ -18,68 +18,8 @@
 //! on the order (each warpgroup computes its own rows).
 
 use super::ctx::Ctx;
-use super::emit::{PtxInst, Reg, RegClass};
-use super::layout::Block;
-use crate::target::Target;
-use kir_ir::{Kernel, Opcode, Value};
-use std::collections::HashMap;
-
-/// A dot's place in its loop's ping-pong: its index among the loop body's wgmma dots and their
-/// count.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Turn {
-    pub index: usize,
-    pub count: usize,
-}
-
-/// The ping-pong turns of the wgmma dots of `k` (by result value): for a block of exactly two
-/// warpgroups, every `for` body that issues 2 to 7 wgmma dots directly (and none nested deeper)
-/// gets one turn per dot, in program order. Empty otherwise.
-pub fn plan(k: &Kernel, b: Block, target: Target) -> HashMap<Value, Turn> {
-    let mut out = HashMap::new();
-    if b.warps != 8 || !target.has_wgmma() {
-        return out;
-    }
-    let is_wgmma = |o: &kir_ir::OpData| super::wgmma::wgmma_dot(k, o, b, target).is_some();
-    for op in k.dfg.ops.values().filter(|o| o.opcode == Opcode::For) {
-        let Some(&body) = op.regions.first() else {
-            continue;
-        };
-        let direct: Vec<Value> = k.dfg.blocks[body]
-            .ops
-            .iter()
-            .map(|&o| &k.dfg.ops[o])
-            .filter(|o| is_wgmma(o))
-            .filter_map(|o| o.results.first().copied())
-            .collect();
-        let nested = k.dfg.blocks[body]
-            .ops
-            .iter()
-            .any(|&o| !k.dfg.ops[o].regions.is_empty() && region_has_wgmma(k, o, &is_wgmma));
-        if (2..=7).contains(&direct.len()) && !nested {
-            for (index, &v) in direct.iter().enumerate() {
-                out.insert(
-                    v,
-                    Turn {
-                        index,
-                        count: direct.len(),
-                    },
-                );
-            }
-        }
-    }
-    out
-}
-
-/// True if any op inside the regions of `o` (at any depth) is a wgmma dot.
-fn region_has_wgmma(k: &Kernel, o: kir_ir::Op, is_wgmma: &dyn Fn(&kir_ir::OpData) -> bool) -> bool {
-    k.dfg.ops[o].regions.iter().any(|&r| {
-        k.dfg.blocks[r]
-            .ops
-            .iter()
-            .any(|&x| is_wgmma(&k.dfg.ops[x]) || region_has_wgmma(k, x, is_wgmma))
-    })
-}
+use crate::ptx::emit::{PtxInst, Reg, RegClass};
+use crate::ptx::plan::roles::Turn;
 
 /// This thread's warpgroup is warpgroup 0 (a predicate).
 fn first_group(c: &mut Ctx) -> Reg {

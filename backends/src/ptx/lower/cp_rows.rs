@@ -7,9 +7,9 @@
 //! operand tiles every iteration spend most of their integer work here.
 
 use super::ctx::{Ctx, TensorInfo};
-use super::emit::{PtxInst, Reg, RegClass};
-use super::isa::Isa;
 use super::PtxError;
+use crate::ptx::emit::isa::Isa;
+use crate::ptx::emit::{PtxInst, Reg, RegClass};
 use kir_ir::Span;
 
 /// The global address of a tile's origin (element `offs`) and a predicate that the leading

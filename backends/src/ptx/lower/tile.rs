@@ -7,10 +7,10 @@
 //! row-major position.
 
 use super::ctx::{class_of, Ctx, Val};
-use super::emit::{PtxInst, Reg, RegClass};
-use super::isa::Isa;
-use super::layout::{self, Layout, Place};
 use super::PtxError;
+use crate::ptx::emit::isa::Isa;
+use crate::ptx::emit::{PtxInst, Reg, RegClass};
+use crate::ptx::plan::layout::{self, Layout, Place};
 use kir_ir::{Attr, Dtype, ExprKind, OpData, Opcode, Span, Value};
 
 pub(super) fn sty(d: Dtype) -> &'static str {
@@ -63,7 +63,7 @@ pub(super) fn spill(c: &mut Ctx, layout: Layout, shape: &[usize], d: Dtype, regs
 /// that hold no element (`valid` false) read nothing and keep 0.
 pub(super) fn read_scratch(c: &mut Ctx, d: Dtype, lin: Reg, valid: Option<Reg>) -> Reg {
     let a = c.smem_addr(c.scratch_off, &[lin], 1, 0, ebytes(d));
-    let r = super::lower::constant(c, d, 0.0);
+    let r = super::dispatch::constant(c, d, 0.0);
     if d == Dtype::I1 {
         let t = c.b.reg(RegClass::B32);
         c.b.ins(PtxInst::new("mov.b32").op(t).op(0));
@@ -93,7 +93,7 @@ pub fn convert(c: &mut Ctx, v: &Val, to: Layout, sp: Span) -> Result<Val, PtxErr
             let mut out = Vec::new();
             for (s, sc) in coords.iter().enumerate() {
                 if !slot_live(c, to, shape, s) {
-                    out.push(super::lower::constant(c, *dtype, 0.0));
+                    out.push(super::dispatch::constant(c, *dtype, 0.0));
                     continue;
                 }
                 let lin = c.linear(&sc.idx, shape);
@@ -120,7 +120,7 @@ pub fn convert(c: &mut Ctx, v: &Val, to: Layout, sp: Span) -> Result<Val, PtxErr
             for sc in &coords {
                 let a = c.smem_addr(*off, &sc.idx, *row_stride, *col_stride, eb);
                 let a = c.plus_dyn(a, *dyn_off);
-                let r = super::lower::constant(c, *dtype, 0.0);
+                let r = super::dispatch::constant(c, *dtype, 0.0);
                 match dtype {
                     Dtype::F16 | Dtype::Bf16 => {
                         let h = c.b.reg(RegClass::B16);
@@ -353,7 +353,7 @@ fn generic_shape(
     let mut out = Vec::new();
     for (s, sc) in coords.iter().enumerate() {
         if !slot_live(c, l, shape, s) {
-            out.push(super::lower::constant(c, d, 0.0));
+            out.push(super::dispatch::constant(c, d, 0.0));
             continue;
         }
         let lin = match op.opcode {
@@ -387,7 +387,7 @@ fn generic_shape(
 /// True if slot `s` of a tile of `shape` in `layout` holds an element in some thread (a
 /// `Blocked` tile smaller than the block leaves trailing slots empty everywhere).
 pub(super) fn slot_live(c: &Ctx, layout: Layout, shape: &[usize], s: usize) -> bool {
-    let v = layout::VEC;
+    let v = crate::ptx::plan::VEC;
     layout != Layout::Blocked
         || (s / v) * c.blk.threads as usize * v + s % v < shape.iter().product::<usize>()
 }
@@ -418,7 +418,7 @@ pub(super) fn replicated(c: &Ctx, v: Value, depth: usize) -> bool {
     }
     let numel = |v: Value| dfg.ty(v).shape().map_or(usize::MAX, |s| s.iter().product());
     if depth > 32
-        || numel(v) > layout::VEC
+        || numel(v) > crate::ptx::plan::VEC
         || c.places.get(&v) != Some(&Place::Reg(Layout::Blocked))
     {
         return false;
@@ -448,7 +448,8 @@ pub(super) fn replicated(c: &Ctx, v: Value, depth: usize) -> bool {
                 _ => 0,
             };
             let d = ty.dtype().unwrap_or(Dtype::F32);
-            super::vector::rows_fit(c, a, axis, Layout::Blocked, &ss, d) && ss[0] <= layout::VEC
+            super::vector::rows_fit(c, a, axis, Layout::Blocked, &ss, d)
+                && ss[0] <= crate::ptx::plan::VEC
         }
         kir_ir::elementwise_ops!() => all(),
         Opcode::ProgramId

@@ -14,10 +14,10 @@
 //! `fence.proxy.async` (generic writes, async-proxy reads by wgmma) and a block barrier.
 
 use super::ctx::{Ctx, Val};
-use super::emit::{PtxInst, Reg, RegClass};
-use super::isa::Isa;
 use super::sched::StageIx;
 use super::PtxError;
+use crate::ptx::emit::isa::Isa;
+use crate::ptx::emit::{PtxInst, Reg, RegClass};
 use kir_ir::{Attr, Kernel, OpData, Opcode, Value};
 
 /// The masked copies completing on barrier `m`: (buffer, bound) per buffer, once each.

@@ -26,133 +26,13 @@
 //!   overwrite the operands).
 
 use super::ctx::{Ctx, Val};
-use super::emit::{Operand, PtxInst, Reg, RegClass};
-use super::isa::Isa;
-use super::layout::Block;
 use super::PtxError;
-use crate::target::Target;
-use kir_ir::{Dtype, Kernel, OpData, Opcode, Span, Value, ValueDef};
+use crate::ptx::emit::isa::Isa;
+use crate::ptx::emit::{Operand, PtxInst, Reg, RegClass};
+use crate::ptx::plan::ir::def_op;
+use crate::ptx::plan::wgmma::{core_tile_bytes, WgmmaDot, CORE_ALIGN};
+use kir_ir::{Dtype, Kernel, Opcode, Span, Value, ValueDef};
 use std::collections::HashSet;
-
-fn def_op(k: &Kernel, v: Value) -> Option<&OpData> {
-    match k.dfg.values.get(v)?.def {
-        ValueDef::Result(o, _) => Some(&k.dfg.ops[o]),
-        ValueDef::Arg(..) => None,
-    }
-}
-
-/// A dot that lowers to wgmma: where A comes from (a `load` or `smem_read` whose tile uses the
-/// core layout — the SS form — or, when `a` is `None`, registers: the RS form), the B tile, whether
-/// B is N-major (a tile of [K, N] used directly, wgmma's transposed B) rather than K-major
-/// (`transpose` of a tile of [N, K]), and whether the accumulator is a constant zero (the first
-/// wgmma then ignores it: scale-d = false, no register copies).
-#[derive(Clone, Copy, Debug)]
-pub struct WgmmaDot {
-    pub a: Option<Value>,
-    pub b: Value,
-    pub b_n_major: bool,
-    pub zero_init: bool,
-}
-
-/// The row-covering cp.async copy of a [rows, cols] tile keeps each thread's rows within one
-/// swizzle phase: threads cover whole rows of 16-byte chunks, 8 rows apart or a multiple.
-fn copy_ok(cols: usize, threads: usize) -> bool {
-    let cpr = cols / 8;
-    cols % 64 == 0 && cpr > 0 && threads % cpr == 0 && (threads / cpr) % 8 == 0
-}
-
-/// For a `dot` op that can use wgmma on `target` with block `b`: its operand loads and B's
-/// major-ness.
-pub fn wgmma_dot(k: &Kernel, op: &OpData, b: Block, target: Target) -> Option<WgmmaDot> {
-    if !target.has_wgmma()
-        || !matches!(op.opcode, Opcode::Dot | Opcode::DotAsync)
-        || b.warps % 4 != 0
-    {
-        return None;
-    }
-    let (&a, &bv, &r) = (
-        op.operands.first()?,
-        op.operands.get(1)?,
-        op.results.first()?,
-    );
-    let (ta, tr) = (k.dfg.ty(a), k.dfg.ty(r));
-    let lowp =
-        matches!(ta.dtype(), Some(Dtype::F16 | Dtype::Bf16)) && ta.dtype() == k.dfg.ty(bv).dtype();
-    let (sa, sr) = (ta.shape()?, tr.shape()?);
-    let (m, n, kd) = (*sr.first()?, *sr.get(1)?, *sa.get(1)?);
-    let shapes_ok = sr.len() == 2
-        && sa.len() == 2
-        && m == 16 * b.warps as usize
-        && n % 8 == 0
-        && (8..=256).contains(&n)
-        && kd % 64 == 0
-        && m % 8 == 0
-        && tr.dtype() == Some(Dtype::F32);
-    // A: a core-layout tile (SS), or a register tile converted from f32 in this kernel (RS: the
-    // FlashAttention P·V form, P packed from the accumulator layout).
-    let a_def = def_op(k, a)?;
-    let a_smem = if super::plan::tile_source(k, a_def) {
-        if !(super::plan::unmasked(k, a_def) && copy_ok(kd, 32 * b.warps as usize)) {
-            return None;
-        }
-        Some(a)
-    } else if a_def.opcode == Opcode::Cast
-        && a_def.operands.first().is_some_and(|&s| {
-            k.dfg.ty(s).dtype() == Some(Dtype::F32) && k.dfg.ty(s).shape() == ta.shape()
-        })
-    {
-        None
-    } else {
-        return None;
-    };
-    // B: the transpose of a K-major [N, K] load, or an N-major [K, N] load used directly.
-    let b_def = def_op(k, bv)?;
-    let (b_src, b_n_major) = match b_def.opcode {
-        Opcode::Transpose => (*b_def.operands.first()?, false),
-        Opcode::Load | Opcode::SmemRead => (bv, true),
-        _ => return None,
-    };
-    let b_load = def_op(k, b_src).filter(|o| super::plan::tile_source(k, o))?;
-    let only_here = |v: Value| super::lower::use_count(k, v) == 1;
-    // A shared A tile may feed several dots (`dot_overlap`'s peeled first dot and its
-    // `dot_async`): every use must be the A operand of a dot, which reads the same core layout.
-    let a_uses_ok = |v: Value| match a_smem {
-        None => only_here(v),
-        Some(_) => k.dfg.ops.values().all(|o| {
-            !o.operands.contains(&v)
-                || matches!(o.opcode, Opcode::Dot | Opcode::DotAsync)
-                    && o.operands.first() == Some(&v)
-                    && o.operands[1..].iter().all(|&x| x != v)
-        }),
-    };
-    let zero_init = op
-        .operands
-        .get(2)
-        .and_then(|&acc| def_op(k, acc))
-        .is_some_and(|o| {
-            o.opcode == Opcode::Const && super::lower::lit(o.lead.as_ref()) == Some(0.0)
-        });
-    let threads = 32 * b.warps as usize;
-    let copies_ok = copy_ok(if b_n_major { n } else { kd }, threads);
-    let ok = lowp
-        && shapes_ok
-        && copies_ok
-        && a_uses_ok(a)
-        && only_here(bv)
-        && only_here(b_src)
-        && b_load.results.len() == 1;
-    ok.then_some(WgmmaDot {
-        a: a_smem,
-        b: b_src,
-        b_n_major,
-        zero_init,
-    })
-}
-
-/// Bytes of a core-layout tile (no padding).
-pub fn core_tile_bytes(shape: &[usize], eb: usize) -> u32 {
-    (shape.iter().product::<usize>() * eb) as u32
-}
 
 /// Shared address of element (i, j) of a core-layout [rows, cols] tile at `off`.
 pub fn core_addr(c: &mut Ctx, off: u32, i: Reg, j: Reg, rows: usize, eb: usize) -> Reg {
@@ -174,9 +54,6 @@ pub fn core_addr(c: &mut Ctx, off: u32, i: Reg, j: Reg, rows: usize, eb: usize) 
     c.b.ins(PtxInst::new("mad.lo.s32").op(a).op(t).op(eb).op(a));
     c.shared_at(off, a)
 }
-
-/// Alignment of core-layout tiles (the 128B swizzle repeats every 8 rows of 128 bytes).
-pub const CORE_ALIGN: u32 = 1024;
 
 /// A descriptor for the core-layout tile slice at shared byte address `addr` (a register) plus
 /// `extra` bytes: 128B swizzle, SBO 1024 (the next 8 rows of a swizzle atom), and LBO `lbo` (the
@@ -215,7 +92,7 @@ fn descriptor(c: &mut Ctx, addr: Reg, extra: u32, lbo: u32) -> Reg {
 /// into the next iteration ([`held`]).
 #[derive(Clone, Copy, Debug, Default)]
 pub struct Issue {
-    pub turn: Option<super::pingpong::Turn>,
+    pub turn: Option<crate::ptx::plan::roles::Turn>,
     pub hold: bool,
     /// A `dot_async`: commit the group and leave it running (its `dot_wait` waits for it).
     pub asynchronous: bool,
@@ -248,7 +125,7 @@ pub fn held(c: &Ctx, op: &kir_ir::OpData, w: &WgmmaDot, acc_regs: &[Reg]) -> boo
     let body = l.regions[0];
     let bd = &k.dfg.blocks[body];
     let carried = bd.args[1..].contains(&acc);
-    let yielded_only = super::lower::use_count(k, r) == 1
+    let yielded_only = super::dispatch::use_count(k, r) == 1
         && bd
             .ops
             .last()
@@ -325,7 +202,7 @@ fn acc_in_place(c: &Ctx, v: Value, regs: &[Reg]) -> bool {
         None => false,
     };
     let distinct = regs.iter().collect::<HashSet<_>>().len() == regs.len();
-    owner && distinct && super::lower::use_count(c.k, v) == 1
+    owner && distinct && super::dispatch::use_count(c.k, v) == 1
 }
 
 /// Stores a register tile (any layout) into a fresh core-layout [rows, cols] region, for a
@@ -425,7 +302,7 @@ pub fn lower(
         (
             None,
             Val::Tile {
-                layout: super::layout::Layout::RowMma,
+                layout: crate::ptx::plan::layout::Layout::RowMma,
                 shape: sa,
                 regs,
                 ..

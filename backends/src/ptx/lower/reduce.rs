@@ -5,12 +5,12 @@
 //! combine / identity / butterfly-shuffle steps the other reductions share.
 
 use super::ctx::{class_of, Ctx, Val};
-use super::emit::{Operand, PtxInst, Reg, RegClass};
-use super::isa::Isa;
-use super::layout::{self, Layout};
-use super::lower::{regs_in, round};
+use super::dispatch::{regs_in, round};
 use super::tile::{convert, read_scratch, spill};
 use super::PtxError;
+use crate::ptx::emit::isa::Isa;
+use crate::ptx::emit::{Operand, PtxInst, Reg, RegClass};
+use crate::ptx::plan::layout::{self, Layout};
 use kir_ir::{Dtype, OpData, ReduceKind};
 
 pub(super) fn combine(c: &mut Ctx, kind: ReduceKind, d: Dtype, acc: Reg, x: Reg) {
@@ -144,7 +144,7 @@ pub(super) fn identity(c: &mut Ctx, kind: ReduceKind, d: Dtype) -> Reg {
         (ReduceKind::Max, false) => i32::MIN as f64,
         (ReduceKind::Min, false) => i32::MAX as f64,
     };
-    super::lower::constant(c, d, v)
+    super::dispatch::constant(c, d, v)
 }
 
 pub(super) fn shfl_combine(c: &mut Ctx, kind: ReduceKind, d: Dtype, acc: Reg, mask: usize) {

@@ -1,9 +1,10 @@
 //! Per-kernel lowering state: params and dims in registers, where each IR value lives, thread
 //! coordinates of every layout, and the shared-memory plan.
 
-use super::emit::{Builder, Operand, PtxInst, Reg, RegClass};
-use super::layout::{self, Block, Layout, Place};
 use super::PtxError;
+use crate::ptx::emit::{Builder, Operand, PtxInst, Reg, RegClass};
+use crate::ptx::plan::layout::{self, Layout, Place};
+use crate::ptx::plan::Block;
 use crate::target::Target;
 use kir_ir::{Dtype, Expr, Kernel, ParamKind, Span, Value};
 use std::collections::HashMap;
@@ -76,7 +77,7 @@ pub struct Ctx<'a> {
     /// Tensor maps and mbarriers (tma.rs).
     pub tma: super::tma::TmaState,
     /// The ping-pong turns of wgmma dots, by result (see `pingpong.rs`).
-    pub pingpong: HashMap<Value, super::pingpong::Turn>,
+    pub pingpong: HashMap<Value, crate::ptx::plan::roles::Turn>,
     /// Stage buffers (`smem_alloc` results) and where their stages live (see `sched.rs`).
     pub smem_bufs: HashMap<Value, super::sched::StageBuf>,
     /// i32/i1 scalars whose values are known while lowering: integer constants, the stage
@@ -124,7 +125,7 @@ pub struct Lowered {
     pub threads: u32,
     pub shared_bytes: u32,
     /// What the kernel's instructions need: PTX ISA version and target features.
-    pub isa: super::isa::Requirements,
+    pub isa: crate::ptx::emit::isa::Requirements,
     /// The alignment the kernel needs of the dynamic shared memory base (16, or 1024 with
     /// wgmma operand tiles).
     pub smem_align: u32,
@@ -163,7 +164,7 @@ impl<'a> Ctx<'a> {
     /// The lowered form of `v`.
     pub fn val(&mut self, v: Value, span: Span) -> Result<Val, PtxError> {
         if let Some(&o) = self.lazy.get(&v) {
-            return super::lower::materialize(self, o);
+            return super::dispatch::materialize(self, o);
         }
         if let Some(x) = self.vals.get(&v) {
             return Ok(x.clone());
@@ -211,7 +212,7 @@ impl<'a> Ctx<'a> {
             Layout::Blocked => {
                 let numel: usize = shape.iter().product();
                 let t = blk.threads as usize;
-                let v = layout::VEC;
+                let v = crate::ptx::plan::VEC;
                 for s in 0..n {
                     let e = self.b.reg(RegClass::B32);
                     // e = ((s / VEC)·T + tid)·VEC + s % VEC
@@ -261,7 +262,7 @@ impl<'a> Ctx<'a> {
         match layout {
             Layout::Blocked => {
                 let numel: usize = shape.iter().product();
-                let (t, v) = (blk.threads as usize, layout::VEC);
+                let (t, v) = (blk.threads as usize, crate::ptx::plan::VEC);
                 let e = self.b.reg(RegClass::B32);
                 self.b
                     .ins(PtxInst::new("add.s32").op(e).op(tid).op((s / v) * t));

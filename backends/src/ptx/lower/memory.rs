@@ -6,13 +6,13 @@
 //! unguarded accesses as errors; on the GPU they are suppressed, never undefined.
 
 use super::ctx::{smem_bytes, Ctx, SlotCoord, TensorInfo, Val};
-use super::emit::{PtxInst, Reg, RegClass};
-use super::isa::Isa;
-use super::layout::{Layout, Place};
-use super::lower::{lit, regs_in, round};
+use super::dispatch::{lit, regs_in, round};
 use super::tile::slot_live;
 use super::vector::{blocked_vec_access, cp_async_tile, vec_ok, vector_alignment_ok, Access};
 use super::PtxError;
+use crate::ptx::emit::isa::Isa;
+use crate::ptx::emit::{PtxInst, Reg, RegClass};
+use crate::ptx::plan::layout::{Layout, Place};
 use kir_ir::{Attr, Dtype, ExprKind, Offset, OpData, Opcode, Span, TensorRef};
 
 /// The PTX type used to move one element of `d` to or from global memory.
@@ -200,7 +200,7 @@ pub fn lower_memory_op(c: &mut Ctx, op: &OpData) -> Result<(), PtxError> {
             let shape = c.k.dfg.ty(v).shape().unwrap_or_default();
             match c.places.get(&v).copied().unwrap_or(Place::Scalar) {
                 Place::Scalar => {
-                    let r = super::lower::constant(c, d, other);
+                    let r = super::dispatch::constant(c, d, other);
                     let (addr, inb) = element(c, &info, &offs, &[]);
                     let m = mask_regs(c, op, None, &shape)?.map(|m| m[0]);
                     let p = and_pred(c, inb, m);
@@ -237,7 +237,7 @@ pub fn lower_memory_op(c: &mut Ctx, op: &OpData) -> Result<(), PtxError> {
                     let masks = mask_regs(c, op, Some(l), &shape)?;
                     let mut regs = Vec::with_capacity(coords.len());
                     for (i, sc) in coords.iter().enumerate() {
-                        let r = super::lower::constant(c, d, other);
+                        let r = super::dispatch::constant(c, d, other);
                         if !slot_live(c, l, &shape, i) {
                             regs.push(r);
                             continue;
@@ -297,7 +297,7 @@ pub fn lower_memory_op(c: &mut Ctx, op: &OpData) -> Result<(), PtxError> {
                     } => {
                         let coords = c.coords(layout, &shape);
                         let owner = (layout == Layout::RowMma
-                            && super::layout::rows_cols(&shape).1 == 1)
+                            && crate::ptx::plan::layout::rows_cols(&shape).1 == 1)
                             .then_some(c.quad_leader);
                         (regs, coords, owner, shape)
                     }
@@ -410,12 +410,12 @@ fn load_shared(
         col_stride,
     };
     let bytes = if core {
-        super::wgmma::core_tile_bytes(shape, eb)
+        crate::ptx::plan::wgmma::core_tile_bytes(shape, eb)
     } else {
         (rows * rs * eb) as u32
     };
     let off = if core {
-        c.alloc_shared_aligned(bytes, super::wgmma::CORE_ALIGN)
+        c.alloc_shared_aligned(bytes, crate::ptx::plan::wgmma::CORE_ALIGN)
     } else {
         c.alloc_shared(bytes)
     };
@@ -465,7 +465,7 @@ pub fn copy_tile(
         && !c.tma.by_warps
         && cols % vec == 0
         && other == 0.0
-        && (op.attr("mask").is_none() || vec == super::layout::VEC)
+        && (op.attr("mask").is_none() || vec == crate::ptx::plan::VEC)
         && matches!(d, Dtype::F16 | Dtype::Bf16 | Dtype::F32 | Dtype::I32);
     let done = c.b.label("ldsm_done");
     if vectorizable {
@@ -501,7 +501,7 @@ pub fn copy_tile(
         let coords = c.coords(Layout::Blocked, shape);
         let masks = mask_regs(c, op, Some(Layout::Blocked), shape)?;
         for (i, sc) in coords.iter().enumerate() {
-            let r = super::lower::constant(c, d, other);
+            let r = super::dispatch::constant(c, d, other);
             let (addr, inb) = element(c, info, offs, &sc.idx);
             let p = and_pred(c, inb, masks.as_ref().map(|m| m[i]));
             load_elem(c, d, r, addr, p);
@@ -519,12 +519,12 @@ pub fn copy_tile(
         let (i, j) = (c.b.reg(RegClass::B32), c.b.reg(RegClass::B32));
         c.b.ins(PtxInst::new("div.u32").op(i).op(e).op(cols));
         c.b.ins(PtxInst::new("rem.u32").op(j).op(e).op(cols));
-        let r = super::lower::constant(c, d, other);
+        let r = super::dispatch::constant(c, d, other);
         let (addr, inb) = element(c, info, offs, &[i, j]);
         let inb = match lazy_mask {
             // A mask computed from indices is evaluated for this element only.
             Some(m) => {
-                let mv = super::lower::coord_value(c, m, &[i, j], sp)?;
+                let mv = super::dispatch::coord_value(c, m, &[i, j], sp)?;
                 and_pred(c, inb, Some(mv))
             }
             None => inb,

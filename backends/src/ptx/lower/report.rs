@@ -12,8 +12,8 @@
 //! `kirc compile --report`.
 
 use super::ctx::Ctx;
-use super::isa::Requirements;
-use super::layout::{self, Layout};
+use crate::ptx::emit::isa::Requirements;
+use crate::ptx::plan::layout::{self, Layout};
 use crate::target::{Feature, Target};
 use kir_ir::{Dtype, Kernel, OpData, Opcode, Span, Type};
 use std::fmt::Write;
@@ -235,7 +235,7 @@ fn wgmma_declined(
         format!("N = {n} is not a multiple of 8 from 8 to 256")
     } else if kd % 64 != 0 {
         format!("K = {kd} is not a multiple of 64 (one 128-byte swizzle row)")
-    } else if super::wgmma::wgmma_dot(c.k, op, c.blk, c.target).is_some() {
+    } else if crate::ptx::plan::wgmma::wgmma_dot(c.k, op, c.blk, c.target).is_some() {
         format!("the accumulator is in the {layout:?} layout, not one 16-row fragment per warp")
     } else {
         "the operands are not in a form wgmma reads (see wgmma_dot: tiles loaded or read \

@@ -29,11 +29,11 @@
 //! scheduling passes do not emit for this backend, are errors naming the op and the target.
 
 use super::ctx::{smem_bytes, Ctx, Val};
-use super::emit::PtxInst;
-use super::isa::Isa;
-use super::layout::Place;
-use super::lower::lit;
+use super::dispatch::lit;
 use super::PtxError;
+use crate::ptx::emit::isa::Isa;
+use crate::ptx::emit::PtxInst;
+use crate::ptx::plan::layout::Place;
 use kir_ir::{Attr, Block, Dtype, Kernel, OpData, Opcode, Value, ValueDef};
 
 /// Where the stages of one `smem_alloc` live.
@@ -55,16 +55,16 @@ pub struct StageBuf {
 #[derive(Clone, Copy, Debug)]
 pub enum StageIx {
     Known(usize),
-    Reg(super::emit::Reg),
+    Reg(crate::ptx::emit::Reg),
 }
 
 impl StageBuf {
     /// Stage `ix`'s byte offset: a constant, plus a register for a run-time stage.
-    pub fn stage_off(&self, c: &mut Ctx, ix: StageIx) -> (u32, Option<super::emit::Reg>) {
+    pub fn stage_off(&self, c: &mut Ctx, ix: StageIx) -> (u32, Option<crate::ptx::emit::Reg>) {
         match ix {
             StageIx::Known(h) => (self.off + h as u32 * self.stride, None),
             StageIx::Reg(s) => {
-                let d = c.b.reg(super::emit::RegClass::B32);
+                let d = c.b.reg(crate::ptx::emit::RegClass::B32);
                 c.b.ins(PtxInst::new("mul.lo.s32").op(d).op(s).op(self.stride));
                 (self.off, Some(d))
             }
@@ -202,8 +202,9 @@ pub(super) fn buffer(c: &mut Ctx, b: Value, sp: kir_ir::Span) -> Result<StageBuf
     let core = c.core.contains(&b);
     let eb = smem_bytes(d);
     let (stride, off) = if core {
-        let align = super::wgmma::CORE_ALIGN;
-        let stride = super::wgmma::core_tile_bytes(&[rows, cols], eb).div_ceil(align) * align;
+        let align = crate::ptx::plan::wgmma::CORE_ALIGN;
+        let stride =
+            crate::ptx::plan::wgmma::core_tile_bytes(&[rows, cols], eb).div_ceil(align) * align;
         (
             stride,
             c.alloc_shared_aligned(stride * stages as u32, align),
@@ -459,7 +460,7 @@ pub fn stage_ring(c: &Ctx, op: &OpData) -> Option<Ring> {
         let unused = op
             .results
             .get(ci)
-            .is_some_and(|&r| super::lower::use_count(k, r) == 0);
+            .is_some_and(|&r| super::dispatch::use_count(k, r) == 0);
         let Some(&next) = yielded.get(ci) else {
             continue;
         };

@@ -3,12 +3,12 @@
 //! registers.
 
 use super::ctx::{Ctx, Val};
-use super::emit::{PtxInst, Reg, RegClass};
-use super::isa::Isa;
-use super::layout::Place;
-use super::lower::{block, dtype, place, regs_in, shape};
+use super::dispatch::{block, dtype, place, regs_in, shape};
 use super::sched::{contains, stage_ring, Ring};
 use super::PtxError;
+use crate::ptx::emit::isa::Isa;
+use crate::ptx::emit::{PtxInst, Reg, RegClass};
+use crate::ptx::plan::layout::Place;
 use kir_ir::{OpData, Opcode, Span, Value};
 
 /// Copies `src` into fresh registers (so loop-carried registers are distinct from their inits).
@@ -321,7 +321,7 @@ pub(super) fn lower_if(c: &mut Ctx, op: &OpData) -> Result<(), PtxError> {
         let v = match place(c, r) {
             Place::Reg(l) => {
                 let s = shape(c, r);
-                let n = super::layout::slots(l, &s, c.blk);
+                let n = crate::ptx::plan::layout::slots(l, &s, c.blk);
                 let regs = (0..n).map(|_| c.reg(d)).collect();
                 Val::Tile {
                     layout: l,

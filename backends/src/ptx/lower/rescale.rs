@@ -6,11 +6,11 @@
 //! including ±0, ±inf and NaN, up to NaN payloads).
 
 use super::ctx::{Ctx, Val};
-use super::emit::{Operand, PtxInst, Reg, RegClass};
-use super::isa::Isa;
-use super::layout::Layout;
-use super::lower::regs_in;
+use super::dispatch::regs_in;
 use super::PtxError;
+use crate::ptx::emit::isa::Isa;
+use crate::ptx::emit::{Operand, PtxInst, Reg, RegClass};
+use crate::ptx::plan::layout::Layout;
 use kir_ir::{Dtype, OpData, Opcode, Value, ValueDef};
 
 /// The [M, 1] (or [M]) source of `v` when `v = broadcast(src)`.
@@ -40,7 +40,7 @@ pub(super) fn skip_unit_rescale(
     };
     let rowmma = matches!(
         c.places.get(&r),
-        Some(super::layout::Place::Reg(Layout::RowMma))
+        Some(crate::ptx::plan::layout::Place::Reg(Layout::RowMma))
     );
     if op.opcode != Opcode::Mul
         || c.k.dfg.ty(r).dtype() != Some(Dtype::F32)
@@ -74,7 +74,7 @@ pub(super) fn skip_unit_rescale(
         Some("the scaled tile is not carried by a loop, so it does not own its registers")
     } else if c.lazy.contains_key(&x) {
         Some("the scaled tile is recomputed at each use")
-    } else if super::lower::use_count(c.k, x) != 1 {
+    } else if super::dispatch::use_count(c.k, x) != 1 {
         Some("the scaled tile has another use")
     } else {
         None

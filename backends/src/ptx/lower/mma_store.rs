@@ -21,9 +21,9 @@
 
 use super::ctx::Val;
 use super::ctx::{Ctx, TensorInfo};
-use super::emit::{PtxInst, Reg, RegClass};
-use super::layout::{self, Layout};
 use super::memory::{gty, store_bits};
+use crate::ptx::emit::{PtxInst, Reg, RegClass};
+use crate::ptx::plan::layout::{self, Layout};
 use kir_ir::{Dtype, ExprKind, Offset, OpData, Opcode, ParamKind};
 use std::collections::BTreeMap;
 
@@ -168,15 +168,16 @@ pub(super) fn store(
             for p in elems.chunks(2) {
                 // The first source goes to the upper half: the pair's second column.
                 let w = c.b.reg(RegClass::B32);
-                c.b.need(super::isa::Isa::CVT_TO_BF16_OR_PACKED).ins(
-                    PtxInst::new("cvt.rn")
-                        .m(t)
-                        .suffix("x2")
-                        .m("f32")
-                        .op(w)
-                        .op(p[1].1)
-                        .op(p[0].1),
-                );
+                c.b.need(crate::ptx::emit::isa::Isa::CVT_TO_BF16_OR_PACKED)
+                    .ins(
+                        PtxInst::new("cvt.rn")
+                            .m(t)
+                            .suffix("x2")
+                            .m("f32")
+                            .op(w)
+                            .op(p[1].1)
+                            .op(p[0].1),
+                    );
                 c.b.ins_if(
                     rp,
                     false,
@@ -309,8 +310,10 @@ pub(super) fn store_cast(c: &Ctx, ops: &[kir_ir::Op], i: usize) -> Option<kir_ir
     let od = &k.dfg.ops[ops[i]];
     let (&r, &src) = (od.results.first()?, od.operands.first()?);
     let to16 = matches!(k.dfg.ty(r).dtype(), Some(Dtype::F16 | Dtype::Bf16));
-    let same_place = matches!(c.places.get(&r), Some(super::layout::Place::Reg(_)))
-        && c.places.get(&r) == c.places.get(&src);
+    let same_place = matches!(
+        c.places.get(&r),
+        Some(crate::ptx::plan::layout::Place::Reg(_))
+    ) && c.places.get(&r) == c.places.get(&src);
     if od.opcode != Opcode::Cast
         || !to16
         || k.dfg.ty(src).dtype() != Some(Dtype::F32)
@@ -318,7 +321,7 @@ pub(super) fn store_cast(c: &Ctx, ops: &[kir_ir::Op], i: usize) -> Option<kir_ir
     {
         return None;
     }
-    if super::lower::use_count(k, r) != 1 {
+    if super::dispatch::use_count(k, r) != 1 {
         return None;
     }
     for &o in &ops[i + 1..] {

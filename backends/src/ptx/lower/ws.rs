@@ -27,45 +27,15 @@
 //!   `dynamic_ring`), and its empty-barrier arrivals one per warp (tma.rs).
 
 use super::ctx::{Ctx, Val};
-use super::emit::{Operand, PtxInst, Reg, RegClass};
-use super::isa::Isa;
-use super::layout::Block;
 use super::PtxError;
+use crate::ptx::emit::isa::Isa;
+use crate::ptx::emit::{Operand, PtxInst, Reg, RegClass};
+use crate::ptx::plan::roles::{ws_op, WsAttrs};
 use kir_ir::{Kernel, Op, OpData, Opcode};
 use std::collections::HashSet;
 
 /// The named barrier of the consumer partition (ids 1.. are ping-pong's, pingpong.rs).
 pub const CONSUMER_BARRIER: u32 = 15;
-
-/// The attributes of a `warp_specialize` op.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct WsAttrs {
-    pub producer_warps: u32,
-    pub producer_regs: u32,
-    pub consumers: u32,
-    pub consumer_warps: u32,
-    pub consumer_regs: u32,
-}
-
-impl WsAttrs {
-    /// Threads of the launch: the producer's and every consumer's.
-    pub fn threads(&self) -> u32 {
-        (self.producer_warps + self.consumers * self.consumer_warps) * 32
-    }
-
-    /// The block one consumer's code is planned for.
-    pub fn consumer_block(&self) -> Block {
-        Block {
-            threads: self.consumer_warps * 32,
-            warps: self.consumer_warps,
-        }
-    }
-
-    /// The register count at entry: the register file shared evenly, in multiples of 8.
-    pub fn entry_regs(&self) -> u32 {
-        (65536 / self.threads() / 8 * 8).min(255 / 8 * 8)
-    }
-}
 
 /// What the lowering keeps for a warp-specialized kernel.
 #[derive(Clone, Debug, Default)]
@@ -78,29 +48,6 @@ pub struct WsState {
     order: Vec<Op>,
     /// Whether every tensor the kernel copies with TMA admits a tensor map (made on first use).
     tma_ok: Option<Reg>,
-}
-
-fn int_attr(op: &OpData, name: &str) -> Option<u32> {
-    super::lower::lit(op.attr(name)).map(|x| x as u32)
-}
-
-/// The top-level `warp_specialize` op of `k` and its attributes, if it has one.
-pub fn ws_op(k: &Kernel) -> Option<(Op, WsAttrs)> {
-    let o = *k.dfg.blocks[k.body]
-        .ops
-        .iter()
-        .find(|&&o| k.dfg.ops[o].opcode == Opcode::WarpSpecialize)?;
-    let od = &k.dfg.ops[o];
-    Some((
-        o,
-        WsAttrs {
-            producer_warps: int_attr(od, "producer_warps")?,
-            producer_regs: int_attr(od, "producer_regs")?,
-            consumers: int_attr(od, "consumers")?,
-            consumer_warps: int_attr(od, "consumer_warps")?,
-            consumer_regs: int_attr(od, "consumer_regs")?,
-        },
-    ))
 }
 
 /// Sets up the thread index of a warp-specialized kernel (in the prologue: `tid` becomes the
@@ -351,20 +298,20 @@ pub fn lower_ws(c: &mut Ctx, op: &OpData) -> Result<(), PtxError> {
     let (was_prod, was_dyn) = (c.tma.in_producer, c.tma.dynamic_ring);
     c.tma.in_producer = true;
     c.tma.dynamic_ring = true;
-    let r = super::lower::block(c, prod);
+    let r = super::dispatch::block(c, prod);
     c.tma.in_producer = was_prod;
     r?;
     c.b.ins(PtxInst::new("bra").op(&exit));
     c.b.place(&by_warps);
     let (tid, blk) = (c.tid, c.blk);
     c.tid = raw;
-    c.blk = Block {
+    c.blk = crate::ptx::plan::Block {
         threads: a.producer_warps * 32,
         warps: a.producer_warps,
     };
     c.tma.in_producer = true;
     c.tma.by_warps = true;
-    let r = super::lower::block(c, prod);
+    let r = super::dispatch::block(c, prod);
     c.tma.in_producer = was_prod;
     c.tma.by_warps = false;
     (c.tid, c.blk) = (tid, blk);
@@ -390,10 +337,10 @@ pub fn lower_ws(c: &mut Ctx, op: &OpData) -> Result<(), PtxError> {
                 Some(&r) if super::lazy::lazy_ok(c, od) => {
                     c.lazy.insert(r, o);
                 }
-                _ => super::lower::lower_op(c, od)?,
+                _ => super::dispatch::lower_op(c, od)?,
             }
         }
-        super::lower::block(c, cons)
+        super::dispatch::block(c, cons)
     })();
     c.block_bar = was_bar;
     c.tma.dynamic_ring = was_dyn;

@@ -4,10 +4,10 @@
 
 use super::arith::scalar_op;
 use super::ctx::{Ctx, Val};
-use super::emit::Reg;
-use super::layout::{Layout, Place};
-use super::lower::{dtype, elementwise_val, place, regs_in};
+use super::dispatch::{dtype, elementwise_val, place, regs_in};
 use super::PtxError;
+use crate::ptx::emit::Reg;
+use crate::ptx::plan::layout::{Layout, Place};
 use kir_ir::{Attr, CmpPred, Dtype, OpData, Opcode, Span, Value};
 
 /// True for cheap integer/mask tile ops (iota, index arithmetic, comparisons of indices)

@@ -5,14 +5,14 @@
 //! (`tile::replicated`), and broadcasts whose sources are in the same thread.
 
 use super::ctx::{Ctx, TensorInfo, Val};
-use super::emit::{Operand, PtxInst, Reg, RegClass};
-use super::isa::Isa;
-use super::layout::{self, Layout, Place};
-use super::lower::{regs_in, round};
+use super::dispatch::{regs_in, round};
 use super::memory::{and_pred, element, gty, load_elem, store_bits};
 use super::reduce::{combine, identity, shfl_combine};
 use super::tile::{in_loop, replicated, slot_live, sty};
 use super::PtxError;
+use crate::ptx::emit::isa::Isa;
+use crate::ptx::emit::{Operand, PtxInst, Reg, RegClass};
+use crate::ptx::plan::layout::{self, Layout, Place};
 use kir_ir::{Dtype, OpData, ReduceKind, Span, Value};
 
 /// A uniform predicate: 16-byte vectors of `vec` elements along the last dim are aligned
@@ -94,16 +94,16 @@ pub(super) fn cp_async_tile(
         // fully on copies, fully off zero-fills, mixed goes element by element below.
         let mixed = match mask {
             None => None,
-            Some(m) if super::lower::lazy_uniform_along(c, m, shape.len() - 1, 0) => {
+            Some(m) if super::dispatch::lazy_uniform_along(c, m, shape.len() - 1, 0) => {
                 // Constant along the row: the chunk's first element decides the whole chunk.
-                let m0 = super::lower::slot_value(c, m, Layout::Blocked, shape, it * vec, sp)?;
+                let m0 = super::dispatch::slot_value(c, m, Layout::Blocked, shape, it * vec, sp)?;
                 c.b.ins(PtxInst::new("selp.b32").op(n).op(n).op(0).op(m0));
                 None
             }
             Some(m) => {
                 let mut ms = Vec::with_capacity(vec);
                 for k in 0..vec {
-                    ms.push(super::lower::slot_value(
+                    ms.push(super::dispatch::slot_value(
                         c,
                         m,
                         Layout::Blocked,
@@ -185,7 +185,9 @@ pub(super) enum Access {
 /// within a row (last dim a multiple of VEC) and the tensor's last dim is contiguous.
 pub(super) fn vec_ok(info: &TensorInfo, shape: &[usize], d: Dtype) -> bool {
     info.contiguous_last
-        && shape.last().is_some_and(|&n| n % super::layout::VEC == 0)
+        && shape
+            .last()
+            .is_some_and(|&n| n % crate::ptx::plan::VEC == 0)
         && matches!(d, Dtype::Bf16 | Dtype::F16 | Dtype::F32)
 }
 
@@ -203,7 +205,7 @@ pub(super) fn blocked_vec_access(
     values: Option<&[Reg]>,
     _mask: Option<&[Reg]>,
 ) -> Result<Vec<Reg>, PtxError> {
-    let v = super::layout::VEC;
+    let v = crate::ptx::plan::VEC;
     let coords = c.coords(Layout::Blocked, shape);
     let aligned = vector_alignment_ok(c, info, offs, v);
     let rank = offs.len();
@@ -213,7 +215,7 @@ pub(super) fn blocked_vec_access(
     for (g, chunk) in coords.chunks(v).enumerate() {
         let regs: Vec<Reg> = match access {
             Access::Load(other) => (0..v)
-                .map(|_| super::lower::constant(c, d, other))
+                .map(|_| super::dispatch::constant(c, d, other))
                 .collect(),
             Access::Store => values
                 .map(|vs| vs[g * v..g * v + v].to_vec())
@@ -384,7 +386,7 @@ pub(super) fn blocked_vec_access(
 /// of partials: both in `Blocked`, rows of whole chunks (C a multiple of VEC), C/VEC and the
 /// block size powers of two, a 32-bit dtype.
 pub(super) fn rows_fit(c: &Ctx, a: Value, axis: usize, l: Layout, ss: &[usize], d: Dtype) -> bool {
-    let v = layout::VEC;
+    let v = crate::ptx::plan::VEC;
     l == Layout::Blocked
         && ss.len() == 2
         && axis == 1
@@ -430,7 +432,7 @@ pub(super) fn reduce_blocked_rows(
     if !rows_fit(c, a, axis, l, ss, d) {
         return Ok(None);
     }
-    let (v, t, tid) = (layout::VEC, c.blk.threads as usize, c.tid);
+    let (v, t, tid) = (crate::ptx::plan::VEC, c.blk.threads as usize, c.tid);
     let src = regs_in(c, a, Layout::Blocked, ss, sp)?;
     let (rows, cpr) = (ss[0], ss[1] / v);
     let width = cpr.min(32);
@@ -583,7 +585,7 @@ pub(super) fn blocked_broadcast(
     else {
         return None;
     };
-    let (v, t) = (layout::VEC, c.blk.threads as usize);
+    let (v, t) = (crate::ptx::plan::VEC, c.blk.threads as usize);
     let n = layout::slots(Layout::Blocked, shape, c.blk);
     if ss[..] == shape[..] {
         return Some(regs.clone());
