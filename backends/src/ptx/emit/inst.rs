@@ -303,8 +303,8 @@ impl fmt::Display for PtxInst {
 
 #[cfg(test)]
 mod tests {
-    use super::super::reg::RegClass;
     use super::*;
+    use crate::ptx::emit::reg::RegClass;
 
     #[test]
     fn displays_like_hand_written_ptx() {

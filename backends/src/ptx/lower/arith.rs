@@ -324,6 +324,7 @@ impl Ctx<'_> {
             ExprKind::Int(v) => self.b.imm32(*v),
             ExprKind::Float(_) => return Err(PtxError::at(e.span, "a float is not an index")),
             ExprKind::Ident(n) => *self
+                .params
                 .dims
                 .get(n)
                 .ok_or_else(|| PtxError::at(e.span, format!("unknown dim `{n}`")))?,

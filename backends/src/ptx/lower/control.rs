@@ -98,9 +98,9 @@ pub(super) fn lower_for(c: &mut Ctx, op: &OpData) -> Result<(), PtxError> {
     let ring = stage_ring(c, op).filter(|_| !dynamic);
     // Accesses of one tensor by different threads in program order (store_order.rs).
     super::store_order::enter_loop(c, body);
-    let stores_before = c.stores.clone();
-    let was_dynamic = c.tma.dynamic_ring;
-    c.tma.dynamic_ring |= dynamic;
+    let stores_before = c.mem.stores.clone();
+    let was_dynamic = c.asyncs.tma.dynamic_ring;
+    c.asyncs.tma.dynamic_ring |= dynamic;
     let iv = c.b.reg(RegClass::B32);
     c.b.ins(PtxInst::new("mov.b32").op(iv).op(lo));
     // Carried values get their own registers, initialised from the inits (the stage index of a
@@ -116,7 +116,7 @@ pub(super) fn lower_for(c: &mut Ctx, op: &OpData) -> Result<(), PtxError> {
             continue;
         }
         let cur = c.val(init, sp)?;
-        let want = match c.places.get(&arg).copied().unwrap_or(Place::Scalar) {
+        let want = match c.plan.places.get(&arg).copied().unwrap_or(Place::Scalar) {
             Place::Reg(l) => {
                 let s = shape(c, arg);
                 let regs = regs_in(c, init, l, &s, sp)?;
@@ -130,16 +130,16 @@ pub(super) fn lower_for(c: &mut Ctx, op: &OpData) -> Result<(), PtxError> {
             _ => cur,
         };
         let v = fresh_copy(c, &want);
-        c.vals.insert(arg, v.clone());
+        c.values.vals.insert(arg, v.clone());
         carried.push(Some(v));
     }
     if let Some(&a0) = args.first() {
-        c.vals.insert(a0, Val::Scalar(iv));
+        c.values.vals.insert(a0, Val::Scalar(iv));
     }
     // The previous iteration's releases precede this iteration's copies (and the last
     // iteration's precede whatever follows the loop).
     let releases = contains(c.k, body, Opcode::SmemRelease);
-    c.release_pending |= releases;
+    c.mem.release_pending |= releases;
     if let Some(ring) = ring {
         let arg = args[ring.carried + 1];
         lower_ring(c, op, body, iv, hi, step, &carried, ring, arg)?;
@@ -162,20 +162,20 @@ pub(super) fn lower_for(c: &mut Ctx, op: &OpData) -> Result<(), PtxError> {
         c.b.ins(PtxInst::new("bra.uni").op(&top));
         c.b.place(&end);
     }
-    c.tma.dynamic_ring = was_dynamic;
-    c.stores = super::store_order::merge(&stores_before, &c.stores);
-    c.release_pending |= releases;
-    if c.wgmma_in_flight {
+    c.asyncs.tma.dynamic_ring = was_dynamic;
+    c.mem.stores = super::store_order::merge(&stores_before, &c.mem.stores);
+    c.mem.release_pending |= releases;
+    if c.asyncs.wgmma_in_flight {
         // A held dot's last group: its accumulator is the loop's result.
         c.b.need(Isa::WGMMA)
             .ins(PtxInst::new("wgmma.wait_group.sync.aligned").op(0));
-        c.wgmma_in_flight = false;
+        c.asyncs.wgmma_in_flight = false;
         // The stages it read, released late (tma.rs).
         super::tma::pay_owed(c, sp)?;
     }
     for (&r, v) in op.results.iter().zip(carried) {
         if let Some(v) = v {
-            c.vals.insert(r, v);
+            c.values.vals.insert(r, v);
         }
     }
     Ok(())
@@ -199,7 +199,7 @@ fn bound_in_shared(c: &mut Ctx, op: &OpData, dynamic: bool, hi: Reg) -> Option<R
         ),
         kir_ir::ValueDef::Arg(..) => false,
     };
-    if !dynamic || !computed || c.ws.raw_tid.is_some() {
+    if !dynamic || !computed || c.asyncs.ws.raw_tid.is_some() {
         return None;
     }
     let off = c.alloc_shared_aligned(4, 4);
@@ -233,9 +233,9 @@ fn iteration(
             .position(|&a| a == src)
             .is_some_and(|j| j != i);
         if other_slot && !saved.iter().any(|(s, _)| *s == src) {
-            if let Some(v) = c.vals.get(&src).cloned() {
+            if let Some(v) = c.values.vals.get(&src).cloned() {
                 let snap = fresh_copy(c, &v);
-                c.vals.insert(src, snap);
+                c.values.vals.insert(src, snap);
                 saved.push((src, v));
             }
         }
@@ -246,7 +246,7 @@ fn iteration(
         }
     }
     for (src, v) in saved {
-        c.vals.insert(src, v);
+        c.values.vals.insert(src, v);
     }
     c.b.ins(PtxInst::new("add.s32").op(iv).op(iv).op(step));
     Ok(())
@@ -270,12 +270,13 @@ fn lower_ring(
     let sp = op.span;
     let releases = contains(c.k, body, Opcode::SmemRelease);
     let (top, end) = (c.b.label("pfor"), c.b.label("endpfor"));
-    c.vals.remove(&arg);
+    c.values.vals.remove(&arg);
     c.b.place(&top);
     for h in 0..ring.stages {
-        c.statics
+        c.values
+            .statics
             .insert(arg, ((ring.init + h) % ring.stages) as i64);
-        c.release_pending |= releases;
+        c.mem.release_pending |= releases;
         let done = c.b.reg(RegClass::Pred);
         c.b.ins(PtxInst::new("setp.ge.s32").op(done).op(iv).op(hi));
         c.b.ins_if(done, false, PtxInst::new("bra.uni").op(&end));
@@ -283,7 +284,7 @@ fn lower_ring(
     }
     c.b.ins(PtxInst::new("bra.uni").op(&top));
     c.b.place(&end);
-    c.statics.remove(&arg);
+    c.values.statics.remove(&arg);
     Ok(())
 }
 
@@ -304,7 +305,7 @@ pub(super) fn lower_if(c: &mut Ctx, op: &OpData) -> Result<(), PtxError> {
             .iter()
             .any(|&o| !matches!(c.k.dfg.ops[o].opcode, Opcode::Yield | Opcode::SmemRelease))
     });
-    if c.wgmma_in_flight && emits {
+    if c.asyncs.wgmma_in_flight && emits {
         super::report::note_join_in_flight(c, op);
     }
     let cond = scalar(
@@ -321,7 +322,7 @@ pub(super) fn lower_if(c: &mut Ctx, op: &OpData) -> Result<(), PtxError> {
         let v = match place(c, r) {
             Place::Reg(l) => {
                 let s = shape(c, r);
-                let n = crate::ptx::plan::layout::slots(l, &s, c.blk);
+                let n = crate::ptx::plan::layout::slots(l, &s, c.plan.blk);
                 let regs = (0..n).map(|_| c.reg(d)).collect();
                 Val::Tile {
                     layout: l,
@@ -335,16 +336,16 @@ pub(super) fn lower_if(c: &mut Ctx, op: &OpData) -> Result<(), PtxError> {
         outs.push(v);
     }
     // A copy in a region after a release: synchronize once here rather than in the region.
-    if c.release_pending
+    if c.mem.release_pending
         && op
             .regions
             .iter()
             .any(|&r| contains(c.k, r, Opcode::AsyncCopy))
     {
         c.sync_block();
-        c.release_pending = false;
+        c.mem.release_pending = false;
     }
-    let pending_in = c.release_pending;
+    let pending_in = c.mem.release_pending;
     // An empty `else` (no results, just `yield`) needs no branch around it.
     let regions: Vec<kir_ir::Block> = match op.regions[..] {
         [t, e]
@@ -361,20 +362,20 @@ pub(super) fn lower_if(c: &mut Ctx, op: &OpData) -> Result<(), PtxError> {
     let mut pending_out = regions.len() < 2 && pending_in;
     let (els, end) = (c.b.label("else"), c.b.label("endif"));
     c.b.ins_if(cond, true, PtxInst::new("bra.uni").op(&els));
-    let stores_in = c.stores.clone();
+    let stores_in = c.mem.stores.clone();
     let mut stores_out: Option<super::store_order::State> = None;
     for (i, &r) in regions.iter().enumerate() {
-        c.release_pending = pending_in;
-        c.stores = stores_in.clone();
+        c.mem.release_pending = pending_in;
+        c.mem.stores = stores_in.clone();
         let y = if super::tma::producer_block(c.k, &c.k.dfg.blocks[r].ops) {
             super::tma::lower_producer_block(c, r)?
         } else {
             block(c, r)?
         };
-        pending_out |= c.release_pending;
+        pending_out |= c.mem.release_pending;
         stores_out = Some(match &stores_out {
-            None => c.stores.clone(),
-            Some(o) => super::store_order::merge(o, &c.stores),
+            None => c.mem.stores.clone(),
+            Some(o) => super::store_order::merge(o, &c.mem.stores),
         });
         for (dst, &src) in outs.iter().zip(&y) {
             assign(c, dst, src, sp)?;
@@ -388,16 +389,16 @@ pub(super) fn lower_if(c: &mut Ctx, op: &OpData) -> Result<(), PtxError> {
         c.b.place(&els);
     }
     c.b.place(&end);
-    c.release_pending = pending_out;
+    c.mem.release_pending = pending_out;
     // One region (no else): the path around it keeps the state from before.
     let around = (regions.len() < 2).then_some(&stores_in);
-    c.stores = match (stores_out, around) {
+    c.mem.stores = match (stores_out, around) {
         (Some(o), Some(a)) => super::store_order::merge(&o, a),
         (Some(o), None) => o,
         (None, _) => stores_in,
     };
     for (&r, v) in op.results.iter().zip(outs) {
-        c.vals.insert(r, v);
+        c.values.vals.insert(r, v);
     }
     Ok(())
 }

@@ -68,11 +68,11 @@ pub(super) fn cp_async_rows(
     let vec = 16 / eb;
     let rank = offs.len();
     let esize = info.dtype.size_bytes();
-    let threads = c.blk.threads as usize;
+    let threads = c.plan.blk.threads as usize;
     let cpr = cols / vec;
     let mask_ok = match mask {
         None => true,
-        Some(m) => c.lazy.contains_key(&m) && super::lazy::lazy_uniform_along(c, m, 1, 0),
+        Some(m) => c.values.lazy.contains_key(&m) && super::lazy::lazy_uniform_along(c, m, 1, 0),
     };
     if rank < 2 || cpr == 0 || threads % cpr != 0 || !mask_ok {
         return Ok(false);
@@ -93,13 +93,18 @@ pub(super) fn cp_async_rows(
         c.b.ins(
             PtxInst::new("shr.u32")
                 .op(row0)
-                .op(c.tid)
+                .op(c.thread.tid)
                 .op(cpr.trailing_zeros()),
         );
-        c.b.ins(PtxInst::new("and.b32").op(colv).op(c.tid).op(cpr - 1));
+        c.b.ins(
+            PtxInst::new("and.b32")
+                .op(colv)
+                .op(c.thread.tid)
+                .op(cpr - 1),
+        );
     } else {
-        c.b.ins(PtxInst::new("div.u32").op(row0).op(c.tid).op(cpr));
-        c.b.ins(PtxInst::new("rem.u32").op(colv).op(c.tid).op(cpr));
+        c.b.ins(PtxInst::new("div.u32").op(row0).op(c.thread.tid).op(cpr));
+        c.b.ins(PtxInst::new("rem.u32").op(colv).op(c.thread.tid).op(cpr));
     }
     // Bytes of the chunk inside the tensor's columns: clamp(dim_c − gc, 0, vec)·esize.
     let (gc, ncol) = (c.b.reg(RegClass::B32), c.b.reg(RegClass::B32));

@@ -1,13 +1,13 @@
 //! Per-kernel lowering state: params and dims in registers, where each IR value lives, thread
 //! coordinates of every layout, and the shared-memory plan.
 
+pub use super::state::{AsyncState, MemState, Params, ThreadRegs, ValueState};
 use super::PtxError;
 use crate::ptx::emit::{Builder, Operand, PtxInst, Reg, RegClass};
-use crate::ptx::plan::layout::{self, Layout, Place};
-use crate::ptx::plan::Block;
+use crate::ptx::plan::layout::{self, Layout};
+use crate::ptx::plan::KernelPlan;
 use crate::target::Target;
 use kir_ir::{Dtype, Expr, Kernel, ParamKind, Span, Value};
-use std::collections::HashMap;
 
 /// How an IR value is held during lowering.
 #[derive(Clone, Debug)]
@@ -54,66 +54,25 @@ pub struct SlotCoord {
     pub valid: Option<Reg>,
 }
 
-/// Lowering state of one kernel.
+/// Lowering state of one kernel: the kernel and target, the builder, the kernel's plan, and the
+/// per-concern state the lowering modules keep (see `state.rs`).
 pub struct Ctx<'a> {
     pub k: &'a Kernel,
     pub target: Target,
     pub b: Builder,
-    pub blk: Block,
-    pub places: HashMap<Value, Place>,
-    pub vals: HashMap<Value, Val>,
-    /// Cheap integer/mask tiles (iota and index arithmetic) that are recomputed at each use
-    /// instead of living in registers across loops.
-    pub lazy: HashMap<Value, kir_ir::Op>,
-    /// Loads whose tiles use the core-matrix layout of wgmma operands (see `wgmma.rs`).
-    pub core: std::collections::HashSet<Value>,
-    /// A wgmma group left in flight by a held dot (see `wgmma.rs`): the enclosing loop waits
-    /// for it when it ends.
-    pub wgmma_in_flight: bool,
-    /// Per tensor, how its last store since the last block barrier was spread (store_order.rs).
-    pub stores: super::store_order::State,
-    /// Casts a store converts itself: cast result → its f32 source (mma_store.rs).
-    pub store_casts: HashMap<Value, Value>,
-    /// Tensor maps and mbarriers (tma.rs).
-    pub tma: super::tma::TmaState,
-    /// The ping-pong turns of wgmma dots, by result (see `pingpong.rs`).
-    pub pingpong: HashMap<Value, crate::ptx::plan::roles::Turn>,
-    /// Stage buffers (`smem_alloc` results) and where their stages live (see `sched.rs`).
-    pub smem_bufs: HashMap<Value, super::sched::StageBuf>,
-    /// i32/i1 scalars whose values are known while lowering: integer constants, the stage
-    /// index of the copy of an unrolled ring loop being lowered, and what folds from them.
-    pub statics: HashMap<Value, i64>,
-    /// A `smem_release` was lowered and no `bar.sync` since: a copy into shared memory must
-    /// synchronize the block first (another thread may still read the released stage).
-    pub release_pending: bool,
-    /// Prologue registers holding known scalars, by (is a predicate, value).
-    pub imms: HashMap<(bool, i64), Reg>,
-    pub tensors: HashMap<String, TensorInfo>,
-    pub dims: HashMap<String, Reg>,
-    pub scalars: HashMap<String, Reg>,
-    pub tid: Reg,
-    /// The barrier that synchronizes the threads running the code being lowered: `None` is the
-    /// whole block (`bar.sync 0`); `Some((id, threads))` a named barrier, inside a
-    /// warp-specialized partition whose other warps never reach it.
-    pub block_bar: Option<(u32, u32)>,
-    /// Warp specialization: the launch's thread index and the deferred ops (ws.rs).
-    pub ws: super::ws::WsState,
-    pub warp: Reg,
-    pub g: Reg,
-    pub colbase: Reg,
-    pub quad_leader: Reg,
-    pub smem: Reg,
-    pub smem_top: u32,
-    /// The scratch region (conversions, reductions) as an offset ≥ [`SCRATCH_BASE`].
-    pub scratch_off: u32,
-    /// Whether any instruction addressed the scratch region.
-    pub scratch_used: bool,
-    /// Bytes of the largest tile spilled to the scratch region (its size; `tile::spill` is its
-    /// only writer and reads stay inside the spilled tile).
-    pub scratch_peak: u32,
-    pub(super) rowbases: HashMap<usize, Reg>,
-    pub(super) gridbases: HashMap<(usize, usize), (Reg, Reg)>,
-    pub(super) ldm_lane: Option<(Reg, Reg, Reg)>,
+    /// The kernel's plan: block, layouts, wgmma core tiles and ping-pong turns. Immutable
+    /// except `blk`, which the producer partition of a warp-specialized kernel swaps (ws.rs).
+    pub plan: KernelPlan,
+    /// What each IR value lowered to.
+    pub values: ValueState,
+    /// Kernel params in registers.
+    pub params: Params,
+    /// Thread coordinates and the barrier of the running threads.
+    pub thread: ThreadRegs,
+    /// Shared memory, stage buffers and the order of global stores.
+    pub mem: MemState,
+    /// TMA rings, warp specialization and wgmma groups in flight.
+    pub asyncs: AsyncState,
     /// Decisions recorded for the kernel's [`super::report::PtxReport`].
     pub(super) report: super::report::Notes,
 }
@@ -163,13 +122,13 @@ impl<'a> Ctx<'a> {
 
     /// The lowered form of `v`.
     pub fn val(&mut self, v: Value, span: Span) -> Result<Val, PtxError> {
-        if let Some(&o) = self.lazy.get(&v) {
+        if let Some(&o) = self.values.lazy.get(&v) {
             return super::dispatch::materialize(self, o);
         }
-        if let Some(x) = self.vals.get(&v) {
+        if let Some(x) = self.values.vals.get(&v) {
             return Ok(x.clone());
         }
-        match self.statics.get(&v) {
+        match self.values.statics.get(&v) {
             // A known scalar lives in a register set in the prologue, one per value (so it
             // dominates every use, wherever it is first used).
             Some(&x) => {
@@ -179,7 +138,7 @@ impl<'a> Ctx<'a> {
                 } else {
                     x as i32 as i64
                 };
-                if let Some(&r) = self.imms.get(&(pred, x)) {
+                if let Some(&r) = self.values.imms.get(&(pred, x)) {
                     return Ok(Val::Scalar(r));
                 }
                 let r = self.b.in_prologue(|b| {
@@ -191,7 +150,7 @@ impl<'a> Ctx<'a> {
                         b.imm32(x)
                     }
                 });
-                self.imms.insert((pred, x), r);
+                self.values.imms.insert((pred, x), r);
                 Ok(Val::Scalar(r))
             }
             None => Err(PtxError::at(
@@ -205,7 +164,7 @@ impl<'a> Ctx<'a> {
     /// (only the per-shape row base of `RowMma` is kept from the prologue), so coordinates do
     /// not occupy registers across the kernel.
     pub fn coords(&mut self, layout: Layout, shape: &[usize]) -> Vec<SlotCoord> {
-        let (tid, blk) = (self.tid, self.blk);
+        let (tid, blk) = (self.thread.tid, self.plan.blk);
         let n = layout::slots(layout, shape, blk);
         let mut out = Vec::with_capacity(n);
         match layout {
@@ -258,7 +217,7 @@ impl<'a> Ctx<'a> {
 
     /// Coordinates of slot `s` only (see [`Ctx::coords`]).
     pub fn slot_coord(&mut self, layout: Layout, shape: &[usize], s: usize) -> SlotCoord {
-        let (tid, blk) = (self.tid, self.blk);
+        let (tid, blk) = (self.thread.tid, self.plan.blk);
         match layout {
             Layout::Blocked => {
                 let numel: usize = shape.iter().product();
@@ -296,7 +255,7 @@ impl<'a> Ctx<'a> {
                     let (m, n) = layout::rows_cols(shape);
                     (r, c, vec![m, n / wn])
                 } else {
-                    (self.rowbase(shape), self.colbase, shape.to_vec())
+                    (self.rowbase(shape), self.thread.colbase, shape.to_vec())
                 };
                 let (ro, co) = layout::rowmma_slot(&sub, s);
                 let r = self.b.reg(RegClass::B32);
@@ -320,11 +279,11 @@ impl<'a> Ctx<'a> {
     /// where warp = wmi·wn + wni (prologue registers, one pair per shape).
     pub fn grid_bases(&mut self, shape: &[usize]) -> (Reg, Reg, usize) {
         let (m, n) = layout::rows_cols(shape);
-        let (wm, wn) = layout::grid_dims(shape, self.blk);
-        if let Some(&(r, c)) = self.gridbases.get(&(m, n)) {
+        let (wm, wn) = layout::grid_dims(shape, self.plan.blk);
+        if let Some(&(r, c)) = self.thread.gridbases.get(&(m, n)) {
             return (r, c, wn);
         }
-        let (warp, g, colbase) = (self.warp, self.g, self.colbase);
+        let (warp, g, colbase) = (self.thread.warp, self.thread.g, self.thread.colbase);
         let (r, c, wmi, wni) = (
             self.b.reg(RegClass::B32),
             self.b.reg(RegClass::B32),
@@ -343,21 +302,25 @@ impl<'a> Ctx<'a> {
                     .op(colbase),
             );
         });
-        self.gridbases.insert((m, n), (r, c));
+        self.thread.gridbases.insert((m, n), (r, c));
         (r, c, wn)
     }
 
     /// warp·(rows per warp) + g for a `RowMma` tile of `shape` (one prologue register per M).
     pub(super) fn rowbase(&mut self, shape: &[usize]) -> Reg {
         let (m, _) = layout::rows_cols(shape);
-        if let Some(&r) = self.rowbases.get(&m) {
+        if let Some(&r) = self.thread.rowbases.get(&m) {
             return r;
         }
-        let (warp, g, w) = (self.warp, self.g, self.blk.warps as usize);
+        let (warp, g, w) = (
+            self.thread.warp,
+            self.thread.g,
+            self.plan.blk.warps as usize,
+        );
         let r = self.b.reg(RegClass::B32);
         self.b
             .in_prologue(|b| b.ins(PtxInst::new("mad.lo.s32").op(r).op(warp).op(m / w).op(g)));
-        self.rowbases.insert(m, r);
+        self.thread.rowbases.insert(m, r);
         r
     }
 }
@@ -369,10 +332,10 @@ impl Ctx<'_> {
     /// Per-lane (8·(m&1), 8·(m>>1), r) for ldmatrix.x4, where m = lane/8 picks the matrix and
     /// r = lane%8 its row (computed once, in the prologue).
     pub fn ldmatrix_lane(&mut self) -> (Reg, Reg, Reg) {
-        if let Some(t) = self.ldm_lane {
+        if let Some(t) = self.thread.ldm_lane {
             return t;
         }
-        let tid = self.tid;
+        let tid = self.thread.tid;
         let t = self.b.in_prologue(|b| {
             let (lane, m, mi, mj, r) = (
                 b.reg(RegClass::B32),
@@ -390,21 +353,21 @@ impl Ctx<'_> {
             b.ins(PtxInst::new("shl.b32").op(mj).op(mj).op(3));
             (mi, mj, r)
         });
-        self.ldm_lane = Some(t);
+        self.thread.ldm_lane = Some(t);
         t
     }
 
     /// Like [`Ctx::alloc_shared`], at a multiple of `align` bytes (a power of two).
     pub fn alloc_shared_aligned(&mut self, bytes: u32, align: u32) -> u32 {
-        let off = self.smem_top.div_ceil(align) * align;
-        self.smem_top = off + bytes;
+        let off = self.mem.smem_top.div_ceil(align) * align;
+        self.mem.smem_top = off + bytes;
         off
     }
 
     /// Synchronizes (and orders the shared-memory accesses of) every thread that runs the code
     /// being lowered: the whole block, or the partition's named barrier (see `block_bar`).
     pub fn sync_block(&mut self) {
-        match self.block_bar {
+        match self.thread.block_bar {
             None => self.b.ins(PtxInst::new("bar.sync").op(0)),
             Some((id, n)) => self.b.ins(PtxInst::new("bar.sync").op(id).op(n)),
         }
@@ -412,8 +375,8 @@ impl Ctx<'_> {
 
     /// Reserves `bytes` of shared memory (16-byte aligned) for the rest of the kernel.
     pub fn alloc_shared(&mut self, bytes: u32) -> u32 {
-        let off = self.smem_top.div_ceil(16) * 16;
-        self.smem_top = off + bytes;
+        let off = self.mem.smem_top.div_ceil(16) * 16;
+        self.mem.smem_top = off + bytes;
         off
     }
 
@@ -431,12 +394,17 @@ impl Ctx<'_> {
             [i] => self.b.ins(PtxInst::new("mul.lo.s32").op(a).op(i).op(rs)),
             _ => self.b.ins(PtxInst::new("mov.b32").op(a).op(0)),
         }
-        self.b
-            .ins(PtxInst::new("mad.lo.s32").op(a).op(a).op(eb).op(self.smem));
+        self.b.ins(
+            PtxInst::new("mad.lo.s32")
+                .op(a)
+                .op(a)
+                .op(eb)
+                .op(self.mem.smem),
+        );
         if off >= SCRATCH_BASE {
             // The scratch region goes after every other region; its offset is patched in once
             // the kernel is lowered (see `lower_kernel`).
-            self.scratch_used = true;
+            self.mem.scratch_used = true;
             self.b.ins(
                 PtxInst::new("add.s32")
                     .op(a)
@@ -507,7 +475,7 @@ impl Ctx<'_> {
                 None => true,
                 Some(st) => st.last().and_then(|e| e.as_int()) == Some(1),
             };
-            if let Some(info) = self.tensors.get_mut(&p.name) {
+            if let Some(info) = self.params.tensors.get_mut(&p.name) {
                 info.dims = dim_regs;
                 info.strides = stride_regs;
                 info.contiguous_last = contiguous_last;

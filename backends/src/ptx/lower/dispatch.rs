@@ -25,7 +25,7 @@ pub fn block(c: &mut Ctx, b: Block) -> Result<Vec<Value>, PtxError> {
         let k = c.k;
         let op = &k.dfg.ops[o];
         // Lowered in the consumer partition of a warp-specialized kernel instead (ws.rs).
-        if c.ws.deferred.contains(&o) {
+        if c.asyncs.ws.deferred.contains(&o) {
             continue;
         }
         if let Some((at, w, n)) = hoist {
@@ -44,12 +44,12 @@ pub fn block(c: &mut Ctx, b: Block) -> Result<Vec<Value>, PtxError> {
             continue;
         }
         if let Some(src) = super::mma_store::store_cast(c, &c.k.dfg.blocks[b].ops, i) {
-            c.store_casts.insert(op.results[0], src);
+            c.mem.store_casts.insert(op.results[0], src);
             continue;
         }
         if lazy_ok(c, op) {
             if let Some(&r) = op.results.first() {
-                c.lazy.insert(r, o);
+                c.values.lazy.insert(r, o);
                 continue;
             }
         }
@@ -65,7 +65,7 @@ pub use super::lazy::{coord_value, lazy_uniform_along, materialize, slot_value};
 pub use crate::ptx::plan::ir::{lit, use_count};
 
 pub(super) fn place(c: &Ctx, v: Value) -> Place {
-    c.places.get(&v).copied().unwrap_or(Place::Scalar)
+    c.plan.places.get(&v).copied().unwrap_or(Place::Scalar)
 }
 
 pub(super) fn dtype(c: &Ctx, v: Value) -> Dtype {
@@ -127,9 +127,9 @@ pub fn regs_in(
     shape: &[usize],
     span: Span,
 ) -> Result<Vec<Reg>, PtxError> {
-    let n = crate::ptx::plan::layout::slots(layout, shape, c.blk);
+    let n = crate::ptx::plan::layout::slots(layout, shape, c.plan.blk);
     // A lazy index/mask tile is computed directly in the layout asked for: no conversion.
-    if c.lazy.contains_key(&v) && c.k.dfg.ty(v).shape().as_deref() == Some(shape) {
+    if c.values.lazy.contains_key(&v) && c.k.dfg.ty(v).shape().as_deref() == Some(shape) {
         let coords = c.coords(layout, shape);
         return coords
             .iter()
@@ -158,7 +158,7 @@ pub fn regs_in(
 }
 
 fn def(c: &mut Ctx, v: Value, val: Val) {
-    c.vals.insert(v, val);
+    c.values.vals.insert(v, val);
 }
 
 /// Lowers one op.
@@ -183,6 +183,7 @@ pub fn lower_op(c: &mut Ctx, op: &OpData) -> Result<(), PtxError> {
                 return Err(PtxError::at(sp, "dim needs a name"));
             };
             let r = *c
+                .params
                 .dims
                 .get(n)
                 .ok_or_else(|| PtxError::at(sp, format!("unknown dim `{n}`")))?;
@@ -193,6 +194,7 @@ pub fn lower_op(c: &mut Ctx, op: &OpData) -> Result<(), PtxError> {
                 return Err(PtxError::at(sp, "param needs a name"));
             };
             let r = *c
+                .params
                 .scalars
                 .get(n)
                 .ok_or_else(|| PtxError::at(sp, format!("unknown scalar param `{n}`")))?;
@@ -208,7 +210,7 @@ pub fn lower_op(c: &mut Ctx, op: &OpData) -> Result<(), PtxError> {
                 Place::Scalar => def(c, v, Val::Scalar(r)),
                 Place::Reg(l) => {
                     let s = shape(c, v);
-                    let n = crate::ptx::plan::layout::slots(l, &s, c.blk);
+                    let n = crate::ptx::plan::layout::slots(l, &s, c.plan.blk);
                     def(
                         c,
                         v,
@@ -292,7 +294,7 @@ pub(super) fn elementwise_val(c: &mut Ctx, op: &OpData) -> Result<Val, PtxError>
         Place::Scalar => (None, vec![], 1),
         Place::Reg(l) => {
             let s = shape(c, v);
-            let n = crate::ptx::plan::layout::slots(l, &s, c.blk);
+            let n = crate::ptx::plan::layout::slots(l, &s, c.plan.blk);
             (Some(l), s, n)
         }
         Place::Shared => {

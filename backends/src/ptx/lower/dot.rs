@@ -48,7 +48,7 @@ pub(super) fn to_shared(c: &mut Ctx, v: &Val, sp: Span) -> Result<Val, PtxError>
                     let (r, c2, wn) = c.grid_bases(shape);
                     (r, c2, vec![rows, cols / wn])
                 } else {
-                    (c.rowbase(shape), c.colbase, shape.to_vec())
+                    (c.rowbase(shape), c.thread.colbase, shape.to_vec())
                 };
                 let base = c.smem_addr(off, &[rowbase, colbase], rs, 1, eb);
                 let t = if *dtype == Dtype::F16 { "f16" } else { "bf16" };
@@ -79,7 +79,7 @@ pub(super) fn to_shared(c: &mut Ctx, v: &Val, sp: Span) -> Result<Val, PtxError>
             c.sync_block();
             for (sc, &r) in coords.iter().zip(regs) {
                 let a = c.smem_addr(off, &sc.idx, rs, 1, eb);
-                let valid = sc.valid.or(owner.then_some(c.quad_leader));
+                let valid = sc.valid.or(owner.then_some(c.thread.quad_leader));
                 match dtype {
                     Dtype::F16 | Dtype::Bf16 => {
                         let h = c.b.reg(RegClass::B16);
@@ -155,12 +155,13 @@ pub fn lower_dot(c: &mut Ctx, op: &OpData) -> Result<(), PtxError> {
     );
     let kdim = sa.get(1).copied().unwrap_or(0);
     let place = c
+        .plan
         .places
         .get(&v)
         .copied()
         .unwrap_or(Place::Reg(Layout::Blocked));
     let use_mma = matches!(place, Place::Reg(Layout::RowMma | Layout::Grid))
-        && layout::dot_uses_mma(&ta, &tb, &tv, c.blk.warps);
+        && layout::dot_uses_mma(&ta, &tb, &tv, c.plan.blk.warps);
     let l = match place {
         Place::Reg(l) => l,
         _ => {
@@ -174,7 +175,7 @@ pub fn lower_dot(c: &mut Ctx, op: &OpData) -> Result<(), PtxError> {
     let bv = c.val(b, sp)?;
     let bs = to_shared(c, &bv, sp)?;
     let av = c.val(a, sp)?;
-    let wgmma = crate::ptx::plan::wgmma::wgmma_dot(c.k, op, c.blk, c.target)
+    let wgmma = crate::ptx::plan::wgmma::wgmma_dot(c.k, op, c.plan.blk, c.target)
         .filter(|_| use_mma && l == Layout::RowMma);
     let out = if let Some(w) = wgmma {
         // A register operand packs straight from the f32 source of its cast, as mma.sync does.
@@ -184,7 +185,7 @@ pub fn lower_dot(c: &mut Ctx, op: &OpData) -> Result<(), PtxError> {
         };
         let asynchronous = op.opcode == kir_ir::Opcode::DotAsync;
         let issue = super::wgmma::Issue {
-            turn: c.pingpong.get(&v).copied(),
+            turn: c.plan.pingpong.get(&v).copied(),
             hold: !asynchronous && super::wgmma::held(c, op, &w, &acc_regs),
             asynchronous,
         };
@@ -214,7 +215,7 @@ pub fn lower_dot(c: &mut Ctx, op: &OpData) -> Result<(), PtxError> {
         fma(c, &a_src, &bs, &acc_regs, l, &shape, kdim)
     };
     super::report::note_dot(c, op, wgmma.is_some(), use_mma, l);
-    c.vals.insert(
+    c.values.vals.insert(
         v,
         Val::Tile {
             layout: l,
@@ -248,9 +249,9 @@ pub fn lower_dot_wait(c: &mut Ctx, op: &OpData) -> Result<(), PtxError> {
     let v = c.val(d, sp)?;
     c.b.ins(PtxInst::new("wgmma.wait_group.sync.aligned").op(pending));
     if pending == 0 {
-        c.wgmma_in_flight = false;
+        c.asyncs.wgmma_in_flight = false;
     }
-    c.vals.insert(r, v);
+    c.values.vals.insert(r, v);
     Ok(())
 }
 
@@ -266,7 +267,7 @@ fn cast_source(c: &Ctx, a: Value) -> Option<Val> {
     if od.opcode != Opcode::Cast || c.k.dfg.ty(src).dtype() != Some(Dtype::F32) {
         return None;
     }
-    match (c.vals.get(&src)?, c.vals.get(&a)?) {
+    match (c.values.vals.get(&src)?, c.values.vals.get(&a)?) {
         (
             s @ Val::Tile {
                 layout: ls,
@@ -296,16 +297,16 @@ fn mma(
     let (m, n) = (shape[0], shape[1]);
     // The warp's block of the output: rows [wmi·mw, +mw), columns [wni·nw, +nw).
     let (wm, wn) = if layout == Layout::Grid {
-        layout::grid_dims(shape, c.blk)
+        layout::grid_dims(shape, c.plan.blk)
     } else {
-        (c.blk.warps as usize, 1)
+        (c.plan.blk.warps as usize, 1)
     };
     let (mw, nw) = (m / wm, n / wn);
     let (nfs, kfs) = (nw / 8, kdim / 16);
     let mfs = mw / 16;
     let t = if d == Dtype::F16 { "f16" } else { "bf16" };
     let mut cur: Vec<Reg> = acc.to_vec();
-    let (warp, g, colbase) = (c.warp, c.g, c.colbase);
+    let (warp, g, colbase) = (c.thread.warp, c.thread.g, c.thread.colbase);
     let (wmi, wni) = (c.b.reg(RegClass::B32), c.b.reg(RegClass::B32));
     c.b.ins(PtxInst::new("div.u32").op(wmi).op(warp).op(wn));
     c.b.ins(PtxInst::new("rem.u32").op(wni).op(warp).op(wn));

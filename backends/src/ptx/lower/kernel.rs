@@ -2,7 +2,7 @@
 //! itself — params into registers, thread coordinates, the body, and the shared-memory plan
 //! (dot-operand regions first, the scratch region last and only when used).
 
-use super::ctx::{Ctx, Lowered, TensorInfo, SCRATCH_BASE};
+use super::ctx::{Ctx, Lowered, MemState, TensorInfo, ThreadRegs, SCRATCH_BASE};
 use super::PtxError;
 use crate::abi::{AbiArg, KernelAbi};
 use crate::ptx::emit::isa::Isa;
@@ -19,13 +19,8 @@ pub fn lower_kernel(
     symbol: &str,
     warps: Option<u32>,
 ) -> Result<Lowered, PtxError> {
-    let crate::ptx::plan::KernelPlan {
-        blk,
-        policy_why,
-        places,
-        core,
-        pingpong,
-    } = crate::ptx::plan::plan(k, target, warps);
+    let mut plan = crate::ptx::plan::plan(k, target, warps);
+    let (blk, policy_why) = (plan.blk, plan.policy_why.take());
     let mut b = Builder::default();
     // Thread coordinates.
     let (tid, warp, g, colbase, quad_leader, smem) = (
@@ -40,38 +35,32 @@ pub fn lower_kernel(
         k,
         target,
         b,
-        blk,
-        places,
-        vals: HashMap::new(),
-        lazy: HashMap::new(),
-        core,
-        pingpong,
-        wgmma_in_flight: false,
-        tma: Default::default(),
-        store_casts: HashMap::new(),
-        stores: HashMap::new(),
-        smem_bufs: HashMap::new(),
-        statics: HashMap::new(),
-        release_pending: false,
-        imms: HashMap::new(),
-        tensors: HashMap::new(),
-        dims: HashMap::new(),
-        scalars: HashMap::new(),
-        tid,
-        block_bar: None,
-        ws: Default::default(),
-        warp,
-        g,
-        colbase,
-        quad_leader,
-        smem,
-        smem_top: 0,
-        scratch_off: SCRATCH_BASE,
-        scratch_used: false,
-        scratch_peak: 0,
-        rowbases: HashMap::new(),
-        gridbases: HashMap::new(),
-        ldm_lane: None,
+        plan,
+        values: Default::default(),
+        params: Default::default(),
+        thread: ThreadRegs {
+            tid,
+            warp,
+            g,
+            colbase,
+            quad_leader,
+            block_bar: None,
+            rowbases: HashMap::new(),
+            gridbases: HashMap::new(),
+            ldm_lane: None,
+        },
+        mem: MemState {
+            smem,
+            smem_top: 0,
+            scratch_off: SCRATCH_BASE,
+            scratch_used: false,
+            scratch_peak: 0,
+            smem_bufs: HashMap::new(),
+            release_pending: false,
+            stores: HashMap::new(),
+            store_casts: HashMap::new(),
+        },
+        asyncs: Default::default(),
         report: Default::default(),
     };
     let mut params = Vec::new();
@@ -104,7 +93,7 @@ pub fn lower_kernel(
                     b.ins(PtxInst::new("ld.param.u64").op(raw).addr(pname));
                     b.ins(PtxInst::new("cvta.to.global.u64").op(ptr).op(raw));
                 });
-                ctx.tensors.insert(
+                ctx.params.tensors.insert(
                     param.clone(),
                     TensorInfo {
                         ptr,
@@ -144,7 +133,7 @@ pub fn lower_kernel(
                     }
                     _ => r,
                 };
-                ctx.scalars.insert(param.clone(), r);
+                ctx.params.scalars.insert(param.clone(), r);
             }
             AbiArg::TensorMap { param, boxes, .. } => {
                 params.push(super::tma::map_param(&mut ctx, &pname, param, boxes));
@@ -154,7 +143,7 @@ pub fn lower_kernel(
                 let r = ctx.b.reg(RegClass::B32);
                 ctx.b
                     .in_prologue(|b| b.ins(PtxInst::new("ld.param.s32").op(r).addr(pname)));
-                ctx.dims.insert(name.clone(), r);
+                ctx.params.dims.insert(name.clone(), r);
             }
         }
     }
@@ -172,11 +161,11 @@ pub fn lower_kernel(
     // Place the scratch region after all others, and only if something used it: as large as the
     // largest tile spilled there (a layout conversion or reduction), not the largest tile of the
     // kernel (a bias row broadcast into a 128×256 accumulator needs 1 KB, not 128 KB).
-    let scratch_at = ctx.smem_top.div_ceil(16) * 16;
-    let shared_bytes = if ctx.scratch_used {
-        scratch_at + ctx.scratch_peak
+    let scratch_at = ctx.mem.smem_top.div_ceil(16) * 16;
+    let shared_bytes = if ctx.mem.scratch_used {
+        scratch_at + ctx.mem.scratch_peak
     } else {
-        ctx.smem_top
+        ctx.mem.smem_top
     };
     let isa = ctx.b.requirements().clone();
     let from = super::report::warps_from(policy_why);
@@ -194,7 +183,7 @@ pub fn lower_kernel(
         ".visible .entry {symbol}(\n\t{}\n)\n.maxntid {threads}, 1, 1\n{maxnreg}{{\n{body}}}\n",
         params.join(",\n\t"),
     );
-    let smem_align = if ctx.core.is_empty() {
+    let smem_align = if ctx.plan.core.is_empty() {
         16
     } else {
         crate::ptx::plan::wgmma::CORE_ALIGN

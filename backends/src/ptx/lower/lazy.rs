@@ -41,7 +41,7 @@ pub(super) fn lazy_ok(c: &Ctx, op: &OpData) -> bool {
         | Opcode::Cmp => {
             int_result
                 && op.operands.iter().all(|a| {
-                    c.lazy.contains_key(a)
+                    c.values.lazy.contains_key(a)
                         || (c.k.dfg.ty(*a).is_scalar()
                             && matches!(dtype(c, *a), Dtype::I32 | Dtype::I1))
                 })
@@ -70,7 +70,7 @@ pub fn slot_value(
 
 /// True if `v` is a lazy tile of `shape` placed in `layout`.
 pub fn is_lazy_tile(c: &Ctx, v: Value, layout: Layout, shape: &[usize]) -> bool {
-    c.lazy.contains_key(&v)
+    c.values.lazy.contains_key(&v)
         && place(c, v) == Place::Reg(layout)
         && shape == &c.k.dfg.ty(v).shape().unwrap_or_default()[..]
 }
@@ -78,7 +78,7 @@ pub fn is_lazy_tile(c: &Ctx, v: Value, layout: Layout, shape: &[usize]) -> bool 
 /// The element of lazy tile `v` at tile coordinates `idx` (registers, possibly computed at run
 /// time), by re-running its elementwise chain for that element.
 pub fn coord_value(c: &mut Ctx, v: Value, idx: &[Reg], sp: Span) -> Result<Reg, PtxError> {
-    let Some(&o) = c.lazy.get(&v) else {
+    let Some(&o) = c.values.lazy.get(&v) else {
         return Err(PtxError::at(sp, "internal: not a lazy value"));
     };
     let k = c.k;
@@ -123,7 +123,7 @@ pub fn coord_value(c: &mut Ctx, v: Value, idx: &[Reg], sp: Span) -> Result<Reg, 
 /// True if lazy value `v` is constant along dim `axis` (its chain never reads an iota along that
 /// axis), so one element per row of a chunk decides all of them.
 pub fn lazy_uniform_along(c: &Ctx, v: Value, axis: usize, depth: usize) -> bool {
-    let Some(&o) = c.lazy.get(&v) else {
+    let Some(&o) = c.values.lazy.get(&v) else {
         return false;
     };
     let op = &c.k.dfg.ops[o];
@@ -151,7 +151,7 @@ pub fn lazy_uniform_along(c: &Ctx, v: Value, axis: usize, depth: usize) -> bool 
 /// two such masks. Then the mask is true on the whole tile iff it is true at the last row
 /// (how a pipelined loop's key-range mask reads).
 pub fn lazy_row_prefix(c: &Ctx, v: Value) -> bool {
-    let Some(&o) = c.lazy.get(&v) else {
+    let Some(&o) = c.values.lazy.get(&v) else {
         return false;
     };
     let op = &c.k.dfg.ops[o];
@@ -175,7 +175,7 @@ fn position_free(c: &Ctx, v: Value) -> bool {
 
 /// True if lazy `v` is the row index plus position-free terms (see [`lazy_row_prefix`]).
 fn row_increasing(c: &Ctx, v: Value, depth: usize) -> bool {
-    let Some(&o) = c.lazy.get(&v) else {
+    let Some(&o) = c.values.lazy.get(&v) else {
         return false;
     };
     let op = &c.k.dfg.ops[o];

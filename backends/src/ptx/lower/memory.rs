@@ -183,6 +183,7 @@ pub fn lower_memory_op(c: &mut Ctx, op: &OpData) -> Result<(), PtxError> {
         .as_ref()
         .ok_or_else(|| PtxError::at(sp, "memory op without a tensor"))?;
     let info = c
+        .params
         .tensors
         .get(&t.param)
         .cloned()
@@ -198,14 +199,14 @@ pub fn lower_memory_op(c: &mut Ctx, op: &OpData) -> Result<(), PtxError> {
             let d = info.dtype;
             let other = lit(op.attr("other")).unwrap_or(0.0);
             let shape = c.k.dfg.ty(v).shape().unwrap_or_default();
-            match c.places.get(&v).copied().unwrap_or(Place::Scalar) {
+            match c.plan.places.get(&v).copied().unwrap_or(Place::Scalar) {
                 Place::Scalar => {
                     let r = super::dispatch::constant(c, d, other);
                     let (addr, inb) = element(c, &info, &offs, &[]);
                     let m = mask_regs(c, op, None, &shape)?.map(|m| m[0]);
                     let p = and_pred(c, inb, m);
                     load_elem(c, d, r, addr, p);
-                    c.vals.insert(v, Val::Scalar(r));
+                    c.values.vals.insert(v, Val::Scalar(r));
                 }
                 Place::Reg(l)
                     if l == Layout::Blocked
@@ -222,7 +223,7 @@ pub fn lower_memory_op(c: &mut Ctx, op: &OpData) -> Result<(), PtxError> {
                         None,
                         None,
                     )?;
-                    c.vals.insert(
+                    c.values.vals.insert(
                         v,
                         Val::Tile {
                             layout: l,
@@ -248,7 +249,7 @@ pub fn lower_memory_op(c: &mut Ctx, op: &OpData) -> Result<(), PtxError> {
                         load_elem(c, d, r, addr, p);
                         regs.push(r);
                     }
-                    c.vals.insert(
+                    c.values.vals.insert(
                         v,
                         Val::Tile {
                             layout: l,
@@ -260,7 +261,7 @@ pub fn lower_memory_op(c: &mut Ctx, op: &OpData) -> Result<(), PtxError> {
                 }
                 Place::Shared => {
                     let val = load_shared(c, op, &info, &offs, &shape, other)?;
-                    c.vals.insert(v, val);
+                    c.values.vals.insert(v, val);
                 }
             }
         }
@@ -270,7 +271,7 @@ pub fn lower_memory_op(c: &mut Ctx, op: &OpData) -> Result<(), PtxError> {
                 .first()
                 .ok_or_else(|| PtxError::at(sp, "store needs a value"))?;
             // A cast the store converts itself (mma_store::store_cast): its f32 source.
-            let src = c.store_casts.get(&src).copied().unwrap_or(src);
+            let src = c.mem.store_casts.get(&src).copied().unwrap_or(src);
             let d = info.dtype;
             let (regs, coords, owner, shape): (Vec<Reg>, Vec<SlotCoord>, Option<Reg>, Vec<usize>) =
                 match c.val(src, sp)? {
@@ -284,7 +285,7 @@ pub fn lower_memory_op(c: &mut Ctx, op: &OpData) -> Result<(), PtxError> {
                         }],
                         (op.opcode == Opcode::Store).then(|| {
                             let first = c.b.reg(RegClass::Pred);
-                            c.b.ins(PtxInst::new("setp.eq.u32").op(first).op(c.tid).op(0));
+                            c.b.ins(PtxInst::new("setp.eq.u32").op(first).op(c.thread.tid).op(0));
                             first
                         }),
                         vec![],
@@ -298,7 +299,7 @@ pub fn lower_memory_op(c: &mut Ctx, op: &OpData) -> Result<(), PtxError> {
                         let coords = c.coords(layout, &shape);
                         let owner = (layout == Layout::RowMma
                             && crate::ptx::plan::layout::rows_cols(&shape).1 == 1)
-                            .then_some(c.quad_leader);
+                            .then_some(c.thread.quad_leader);
                         (regs, coords, owner, shape)
                     }
                     other @ Val::Shared { .. } => {
@@ -351,7 +352,7 @@ pub fn lower_memory_op(c: &mut Ctx, op: &OpData) -> Result<(), PtxError> {
                     if i == 0 && coords.len() == 1 && shape.is_empty() {
                         // A scalar atomic from every thread would add once per thread.
                         let first = c.b.reg(RegClass::Pred);
-                        c.b.ins(PtxInst::new("setp.eq.u32").op(first).op(c.tid).op(0));
+                        c.b.ins(PtxInst::new("setp.eq.u32").op(first).op(c.thread.tid).op(0));
                         p = and_pred(c, p, Some(first));
                     }
                     let red = match d {
@@ -399,7 +400,7 @@ fn load_shared(
     let eb = smem_bytes(d);
     let (rows, cols) = (shape[0], shape[1]);
     let rs = cols + 16 / eb;
-    let core = op.results.first().is_some_and(|r| c.core.contains(r));
+    let core = op.results.first().is_some_and(|r| c.plan.core.contains(r));
     let (row_stride, col_stride) = if core { (0, 0) } else { (rs, 1) };
     let val = |off| Val::Shared {
         off,
@@ -462,7 +463,7 @@ pub fn copy_tile(
     // when the tensor breaks the rules that 16-byte copies need too (address, stride, innermost
     // contiguity: docs/backends.md "Tensor maps"), so it goes element by element at once.
     let vectorizable = info.contiguous_last
-        && !c.tma.by_warps
+        && !c.asyncs.tma.by_warps
         && cols % vec == 0
         && other == 0.0
         && (op.attr("mask").is_none() || vec == crate::ptx::plan::VEC)
@@ -490,7 +491,8 @@ pub fn copy_tile(
     // A lazy mask is evaluated at any element's coordinates, whatever layout its class has.
     let lazy_mask = match op.attr("mask") {
         Some(Attr::Value(m))
-            if c.lazy.contains_key(m) && c.k.dfg.ty(*m).shape().as_deref() == Some(shape) =>
+            if c.values.lazy.contains_key(m)
+                && c.k.dfg.ty(*m).shape().as_deref() == Some(shape) =>
         {
             Some(*m)
         }
@@ -512,7 +514,7 @@ pub fn copy_tile(
         let numel = rows * cols;
         let (e, p) = (c.b.reg(RegClass::B32), c.b.reg(RegClass::Pred));
         let (top, end) = (c.b.label("ldsm"), c.b.label("ldsm_end"));
-        c.b.ins(PtxInst::new("mov.b32").op(e).op(c.tid));
+        c.b.ins(PtxInst::new("mov.b32").op(e).op(c.thread.tid));
         c.b.place(&top);
         c.b.ins(PtxInst::new("setp.ge.u32").op(p).op(e).op(numel));
         c.b.ins_if(p, false, PtxInst::new("bra.uni").op(&end));
@@ -531,7 +533,7 @@ pub fn copy_tile(
         };
         load_elem(c, d, r, addr, inb);
         store_smem_elem(c, d, r, off, &[i, j], rs, eb, core_rows, None, sp)?;
-        c.b.ins(PtxInst::new("add.s32").op(e).op(e).op(c.blk.threads));
+        c.b.ins(PtxInst::new("add.s32").op(e).op(e).op(c.plan.blk.threads));
         c.b.ins(PtxInst::new("bra").op(&top));
         c.b.place(&end);
     }
@@ -559,6 +561,7 @@ pub fn copy_into_stage(
     let sp = op.span;
     let t = copy_tensor(op)?;
     let info = c
+        .params
         .tensors
         .get(&t.param)
         .cloned()
@@ -611,7 +614,7 @@ fn store_smem_elem(
 /// memory through it); only in kernels with wgmma operand tiles. Call after the wait, before
 /// the barrier that publishes the tiles.
 pub(super) fn fence_async(c: &mut Ctx) {
-    if !c.core.is_empty() {
+    if !c.plan.core.is_empty() {
         c.b.need(Isa::FENCE_PROXY_ASYNC)
             .ins(PtxInst::new("fence.proxy.async.shared::cta"));
     }

@@ -48,7 +48,7 @@ pub(super) fn store(
         && rank >= shape.len()
         && info.contiguous_last
         && op.attr("mask").is_none()
-        && regs.len() == layout::slots(layout, shape, c.blk);
+        && regs.len() == layout::slots(layout, shape, c.plan.blk);
     if !eligible {
         return false;
     }
@@ -56,7 +56,7 @@ pub(super) fn store(
     let column = shape.len() == 1 || n == 1;
     let esize = info.dtype.size_bytes();
     // Bases of this thread's rows and columns.
-    let (rowbase, colbase) = (c.rowbase(shape), c.colbase);
+    let (rowbase, colbase) = (c.rowbase(shape), c.thread.colbase);
     // The dims the tile does not span: address part and bounds, once.
     let lead = rank - shape.len();
     let base = c.b.reg(RegClass::B64);
@@ -258,7 +258,7 @@ fn cols_inside(c: &Ctx, op: &OpData, n: usize) -> bool {
     let Some(t) = &op.tensor else { return false };
     let c0 = match t.offsets.last() {
         Some(Offset::Expr(e)) => e.as_int(),
-        Some(Offset::Value(v)) => c.statics.get(v).copied(),
+        Some(Offset::Value(v)) => c.values.statics.get(v).copied(),
         None => None,
     };
     let dim = match c.k.param(&t.param).map(|p| &p.kind) {
@@ -290,7 +290,7 @@ pub(super) fn unrounded(
         && matches!(d, Dtype::F16 | Dtype::Bf16)
         && c.k.dfg.ty(v).dtype() == Some(d)
         && c.k.dfg.ty(src).dtype() == Some(Dtype::F32);
-    match c.vals.get(&src)? {
+    match c.values.vals.get(&src)? {
         Val::Tile {
             layout: l,
             shape: s,
@@ -311,9 +311,9 @@ pub(super) fn store_cast(c: &Ctx, ops: &[kir_ir::Op], i: usize) -> Option<kir_ir
     let (&r, &src) = (od.results.first()?, od.operands.first()?);
     let to16 = matches!(k.dfg.ty(r).dtype(), Some(Dtype::F16 | Dtype::Bf16));
     let same_place = matches!(
-        c.places.get(&r),
+        c.plan.places.get(&r),
         Some(crate::ptx::plan::layout::Place::Reg(_))
-    ) && c.places.get(&r) == c.places.get(&src);
+    ) && c.plan.places.get(&r) == c.plan.places.get(&src);
     if od.opcode != Opcode::Cast
         || !to16
         || k.dfg.ty(src).dtype() != Some(Dtype::F32)

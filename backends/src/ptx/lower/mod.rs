@@ -22,6 +22,7 @@ mod reduce;
 pub mod report;
 mod rescale;
 mod sched;
+mod state;
 mod store_order;
 mod tile;
 pub mod tma;

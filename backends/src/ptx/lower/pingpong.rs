@@ -24,7 +24,7 @@ use crate::ptx::plan::roles::Turn;
 /// This thread's warpgroup is warpgroup 0 (a predicate).
 fn first_group(c: &mut Ctx) -> Reg {
     let (wg, p) = (c.b.reg(RegClass::B32), c.b.reg(RegClass::Pred));
-    c.b.ins(PtxInst::new("shr.u32").op(wg).op(c.warp).op(2));
+    c.b.ins(PtxInst::new("shr.u32").op(wg).op(c.thread.warp).op(2));
     c.b.ins(PtxInst::new("setp.eq.u32").op(p).op(wg).op(0));
     p
 }

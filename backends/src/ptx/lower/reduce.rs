@@ -59,7 +59,7 @@ pub(super) fn reduce(
     if l == Layout::RowMma && axis == 1 && ss.len() == 2 && d != Dtype::I1 && d != Dtype::I64 {
         let src = regs_in(c, a, Layout::RowMma, &ss, sp)?;
         let nfs = ss[1] / 8;
-        let rows = layout::slots(Layout::RowMma, shape, c.blk);
+        let rows = layout::slots(Layout::RowMma, shape, c.plan.blk);
         let mut out = Vec::new();
         for rs in 0..rows {
             let (mf, h) = (rs / 2, rs % 2);

@@ -184,7 +184,14 @@ pub(super) fn note_dot(c: &mut Ctx, op: &OpData, wgmma: bool, mma: bool, layout:
         declined.push(wgmma_declined(c, op, &ta, &tb, tr, layout, (m, n, kd)));
     }
     if path == DotPath::Fma {
-        declined.push(mma_declined(&ta, &tb, tr, c.blk.warps, layout, (m, n, kd)));
+        declined.push(mma_declined(
+            &ta,
+            &tb,
+            tr,
+            c.plan.blk.warps,
+            layout,
+            (m, n, kd),
+        ));
     }
     let index = k
         .dfg
@@ -202,7 +209,7 @@ pub(super) fn note_dot(c: &mut Ctx, op: &OpData, wgmma: bool, mma: bool, layout:
         dtype: ta.dtype().unwrap_or(Dtype::F32),
         path,
         declined,
-        acc_regs: layout::slots(layout, &sr, c.blk),
+        acc_regs: layout::slots(layout, &sr, c.plan.blk),
         emitted: 1,
     };
     c.report.dots.push((key, choice));
@@ -219,7 +226,7 @@ fn wgmma_declined(
     layout: Layout,
     (m, n, kd): (usize, usize, usize),
 ) -> String {
-    let w = c.blk.warps as usize;
+    let w = c.plan.blk.warps as usize;
     let lowp = matches!(ta.dtype(), Some(Dtype::F16 | Dtype::Bf16)) && ta.dtype() == tb.dtype();
     let why = if !c.target.has_wgmma() {
         format!("target {} has no wgmma", c.target.name())
@@ -235,7 +242,7 @@ fn wgmma_declined(
         format!("N = {n} is not a multiple of 8 from 8 to 256")
     } else if kd % 64 != 0 {
         format!("K = {kd} is not a multiple of 64 (one 128-byte swizzle row)")
-    } else if crate::ptx::plan::wgmma::wgmma_dot(c.k, op, c.blk, c.target).is_some() {
+    } else if crate::ptx::plan::wgmma::wgmma_dot(c.k, op, c.plan.blk, c.target).is_some() {
         format!("the accumulator is in the {layout:?} layout, not one 16-row fragment per warp")
     } else {
         "the operands are not in a form wgmma reads (see wgmma_dot: tiles loaded or read \
@@ -312,6 +319,7 @@ pub(super) fn build(
     let k = c.k;
     let names = kir_ir::text::printer::value_names(k);
     let mut rings: Vec<Ring> = c
+        .mem
         .smem_bufs
         .iter()
         .map(|(&v, buf)| {
@@ -339,7 +347,8 @@ pub(super) fn build(
         })
         .collect();
     let offset = |r: &Ring| {
-        c.smem_bufs
+        c.mem
+            .smem_bufs
             .iter()
             .find(|(v, _)| format!("%{}", names[**v]) == r.buffer)
             .map_or(0, |(_, b)| b.off)
@@ -356,7 +365,7 @@ pub(super) fn build(
         kernel: k.name.clone(),
         symbol: symbol.to_string(),
         target: c.target,
-        warps: c.blk.warps,
+        warps: c.plan.blk.warps,
         warps_from,
         acc_regs: dots.iter().map(|d| d.acc_regs).sum(),
         dots,

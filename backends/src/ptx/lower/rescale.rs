@@ -39,7 +39,7 @@ pub(super) fn skip_unit_rescale(
         return Ok(None);
     };
     let rowmma = matches!(
-        c.places.get(&r),
+        c.plan.places.get(&r),
         Some(crate::ptx::plan::layout::Place::Reg(Layout::RowMma))
     );
     if op.opcode != Opcode::Mul
@@ -57,7 +57,7 @@ pub(super) fn skip_unit_rescale(
     };
     let x = op.operands[x_idx];
     let x_is_tile = matches!(
-        c.vals.get(&x),
+        c.values.vals.get(&x),
         Some(Val::Tile {
             layout: Layout::RowMma,
             ..
@@ -72,7 +72,7 @@ pub(super) fn skip_unit_rescale(
         Some("the scaled tile is not in the accumulator layout")
     } else if !carried {
         Some("the scaled tile is not carried by a loop, so it does not own its registers")
-    } else if c.lazy.contains_key(&x) {
+    } else if c.values.lazy.contains_key(&x) {
         Some("the scaled tile is recomputed at each use")
     } else if super::dispatch::use_count(c.k, x) != 1 {
         Some("the scaled tile has another use")

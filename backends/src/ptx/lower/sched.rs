@@ -108,17 +108,17 @@ pub fn lower_sched_op(c: &mut Ctx, op: &OpData) -> Result<(), PtxError> {
                     );
                 }
                 let (off, dyn_off) = buf.stage_off(c, ix);
-                if c.tma.by_warps {
+                if c.asyncs.tma.by_warps {
                     return super::ws::copy_by_warps(c, op, buf.shape, off, dyn_off);
                 }
                 return super::tma::lower_copy(c, op, buf.shape, off, dyn_off);
             }
             let (buf, h) = stage_of(c, op)?;
-            if c.release_pending {
+            if c.mem.release_pending {
                 // Another thread may still read a released stage: every thread passes its
                 // last read before the refill starts.
                 c.sync_block();
-                c.release_pending = false;
+                c.mem.release_pending = false;
             }
             let off = buf.off + h as u32 * buf.stride;
             super::memory::copy_into_stage(c, op, &buf.shape, off, buf.core)?;
@@ -134,7 +134,7 @@ pub fn lower_sched_op(c: &mut Ctx, op: &OpData) -> Result<(), PtxError> {
         Opcode::SmemRead => {
             let (buf, ix) = stage_ix_of(c, op)?;
             let r = result(op)?;
-            let place = c.places.get(&r).copied().unwrap_or(Place::Scalar);
+            let place = c.plan.places.get(&r).copied().unwrap_or(Place::Scalar);
             if matches!(ix, StageIx::Reg(_)) && !(buf.core && place == Place::Shared) {
                 return Err(PtxError::at(
                     sp,
@@ -152,7 +152,7 @@ pub fn lower_sched_op(c: &mut Ctx, op: &OpData) -> Result<(), PtxError> {
                     ))
                 }
             };
-            c.vals.insert(r, v);
+            c.values.vals.insert(r, v);
         }
         // A release emits nothing and needs no stage address: its stage index may be a run-time
         // value (a held ring's release after its loop).
@@ -164,7 +164,7 @@ pub fn lower_sched_op(c: &mut Ctx, op: &OpData) -> Result<(), PtxError> {
                 .ok_or_else(|| PtxError::at(sp, "smem_release needs a buffer"))?;
             buffer(c, buf, sp)?;
             // A TMA ring's release is its empty-barrier arrival, which the IR states.
-            c.release_pending |= !super::tma::tma_filled(c.k, buf);
+            c.mem.release_pending |= !super::tma::tma_filled(c.k, buf);
         }
         _ => return unsupported(c, op, "this scheduling op"),
     }
@@ -174,7 +174,7 @@ pub fn lower_sched_op(c: &mut Ctx, op: &OpData) -> Result<(), PtxError> {
 /// The stages of buffer `b` (an `smem_alloc` result), reserved in shared memory at the first
 /// use: S stages of one tile each, row-padded or (for wgmma operands) in the core layout.
 pub(super) fn buffer(c: &mut Ctx, b: Value, sp: kir_ir::Span) -> Result<StageBuf, PtxError> {
-    if let Some(buf) = c.smem_bufs.get(&b) {
+    if let Some(buf) = c.mem.smem_bufs.get(&b) {
         return Ok(buf.clone());
     }
     let ty = c.k.dfg.ty(b);
@@ -199,7 +199,7 @@ pub(super) fn buffer(c: &mut Ctx, b: Value, sp: kir_ir::Span) -> Result<StageBuf
             format!("the PTX backend does not stage {d} tiles in shared memory"),
         ));
     }
-    let core = c.core.contains(&b);
+    let core = c.plan.core.contains(&b);
     let eb = smem_bytes(d);
     let (stride, off) = if core {
         let align = crate::ptx::plan::wgmma::CORE_ALIGN;
@@ -221,7 +221,7 @@ pub(super) fn buffer(c: &mut Ctx, b: Value, sp: kir_ir::Span) -> Result<StageBuf
         dtype: d,
         core,
     };
-    c.smem_bufs.insert(b, buf.clone());
+    c.mem.smem_bufs.insert(b, buf.clone());
     Ok(buf)
 }
 
@@ -256,7 +256,7 @@ pub fn wait(c: &mut Ctx, n: usize) {
         .ins(PtxInst::new("cp.async.wait_group").op(n));
     super::memory::fence_async(c);
     c.sync_block();
-    c.release_pending = false;
+    c.mem.release_pending = false;
 }
 
 /// The buffer and the stage that a scheduling op's operands 0 and 1 name: known while lowering,
@@ -265,9 +265,11 @@ fn stage_ix_of(c: &mut Ctx, op: &OpData) -> Result<(StageBuf, StageIx), PtxError
     if let (Some(&b), Some(&s)) = (op.operands.first(), op.operands.get(1)) {
         // Outside a dynamic ring, a core buffer read in place may still take a run-time
         // stage (`dot_overlap`'s last block, read after its loop on the stage the loop yields).
-        if !c.statics.contains_key(&s) && (c.tma.dynamic_ring || c.core.contains(&b)) {
+        if !c.values.statics.contains_key(&s)
+            && (c.asyncs.tma.dynamic_ring || c.plan.core.contains(&b))
+        {
             let buf = buffer(c, b, op.span)?;
-            if c.tma.dynamic_ring || buf.core {
+            if c.asyncs.tma.dynamic_ring || buf.core {
                 return match c.val(s, op.span)? {
                     Val::Scalar(r) => Ok((buf, StageIx::Reg(r))),
                     _ => Err(PtxError::at(op.span, "a stage index must be a scalar")),
@@ -288,7 +290,7 @@ fn stage_of(c: &mut Ctx, op: &OpData) -> Result<(StageBuf, usize), PtxError> {
         ));
     };
     let buf = buffer(c, b, sp)?;
-    let h = c.statics.get(s).copied().ok_or_else(|| {
+    let h = c.values.statics.get(s).copied().ok_or_else(|| {
         PtxError::at(
             sp,
             format!(
@@ -369,18 +371,18 @@ pub fn fold(c: &mut Ctx, op: &OpData) -> bool {
         };
         // Still lowered where it stands: moving every constant into the prologue lengthens
         // register live ranges (gemm_nf4: 246 → 254 registers on sm_90a).
-        c.statics.insert(r, x);
+        c.values.statics.insert(r, x);
         return false;
     }
     let args: Option<Vec<i64>> = op
         .operands
         .iter()
-        .map(|a| c.statics.get(a).copied())
+        .map(|a| c.values.statics.get(a).copied())
         .collect();
     match args.and_then(|a| (!a.is_empty()).then(|| apply(op, d, &a)).flatten()) {
         Some(x) => {
-            c.statics.insert(r, x);
-            c.vals.remove(&r);
+            c.values.statics.insert(r, x);
+            c.values.vals.remove(&r);
             true
         }
         None => false,
@@ -452,7 +454,7 @@ pub fn stage_ring(c: &Ctx, op: &OpData) -> Option<Ring> {
         let init = op
             .operands
             .get(3 + ci)
-            .and_then(|v| c.statics.get(v).copied())
+            .and_then(|v| c.values.statics.get(v).copied())
             .and_then(|x| usize::try_from(x).ok());
         let Some(init) = init.filter(|&x| x < s) else {
             continue;
@@ -469,7 +471,7 @@ pub fn stage_ring(c: &Ctx, op: &OpData) -> Option<Ring> {
                 if v == arg {
                     Some(h as i64)
                 } else {
-                    c.statics.get(&v).copied()
+                    c.values.statics.get(&v).copied()
                 }
             };
             eval(k, next, &known, 0) == Some(((h + 1) % s) as i64)
@@ -488,7 +490,7 @@ pub fn stage_ring(c: &Ctx, op: &OpData) -> Option<Ring> {
 /// The value of i32 scalar `v` if it folds from what is known while lowering (constants, the
 /// stage index of the unrolled ring copy being lowered), even before its defining op is lowered.
 pub fn known(c: &Ctx, v: Value) -> Option<i64> {
-    eval(c.k, v, &|x| c.statics.get(&x).copied(), 0)
+    eval(c.k, v, &|x| c.values.statics.get(&x).copied(), 0)
 }
 
 /// True if `b` (or a region nested in it) has an op of opcode `opc` that block barriers order
@@ -572,8 +574,8 @@ pub fn dynamic_ring(c: &Ctx, op: &OpData) -> bool {
                     let shared = od
                         .results
                         .first()
-                        .is_some_and(|r| c.places.get(r) == Some(&Place::Shared));
-                    let core = od.operands.first().is_some_and(|b| c.core.contains(b));
+                        .is_some_and(|r| c.plan.places.get(r) == Some(&Place::Shared));
+                    let core = od.operands.first().is_some_and(|b| c.plan.core.contains(b));
                     *ok &= shared && core;
                 }
                 _ => {}

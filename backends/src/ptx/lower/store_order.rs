@@ -51,18 +51,20 @@ pub fn dist(c: &Ctx, op: &OpData) -> Option<Dist> {
         _ => return None,
     };
     let shape = c.k.dfg.ty(v).shape().unwrap_or_default();
-    Some(match c.places.get(&v).copied().unwrap_or(Place::Scalar) {
-        Place::Scalar => Dist::Scalar,
-        Place::Reg(l) => Dist::Tile(l, shape),
-        Place::Shared => Dist::Tile(Layout::Blocked, shape),
-    })
+    Some(
+        match c.plan.places.get(&v).copied().unwrap_or(Place::Scalar) {
+            Place::Scalar => Dist::Scalar,
+            Place::Reg(l) => Dist::Tile(l, shape),
+            Place::Shared => Dist::Tile(Layout::Blocked, shape),
+        },
+    )
 }
 
 /// Before memory op `op` on `tensor`: the barrier if an earlier store of another distribution
 /// may touch the same elements; then, for a store or atomic, record it.
 pub fn before_access(c: &mut Ctx, op: &OpData, tensor: &str) {
     let Some(d) = dist(c, op) else { return };
-    let conflict = match c.stores.get(tensor) {
+    let conflict = match c.mem.stores.get(tensor) {
         None => false,
         Some(Dist::Mixed) => true,
         Some(last) => *last != d,
@@ -71,13 +73,13 @@ pub fn before_access(c: &mut Ctx, op: &OpData, tensor: &str) {
         barrier(c);
     }
     if op.opcode != Opcode::Load {
-        c.stores.insert(tensor.to_string(), d);
+        c.mem.stores.insert(tensor.to_string(), d);
     }
 }
 
 fn barrier(c: &mut Ctx) {
     c.sync_block();
-    c.stores.clear();
+    c.mem.stores.clear();
 }
 
 /// The (tensor, distribution) pairs of every memory op in block `b` and its regions.
@@ -106,7 +108,7 @@ pub fn enter_loop(c: &mut Ctx, body: Block) {
     for (t, d) in acc {
         per.entry(t).or_default().push(d);
     }
-    let before_conflicts = per.iter().any(|(t, ds)| match c.stores.get(t) {
+    let before_conflicts = per.iter().any(|(t, ds)| match c.mem.stores.get(t) {
         None => false,
         Some(last) => ds.iter().any(|d| d != last),
     });
@@ -119,7 +121,7 @@ pub fn enter_loop(c: &mut Ctx, body: Block) {
         } else {
             Dist::Mixed
         };
-        c.stores.insert(t, d);
+        c.mem.stores.insert(t, d);
     }
 }
 

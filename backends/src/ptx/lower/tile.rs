@@ -32,7 +32,7 @@ fn ebytes(d: Dtype) -> usize {
 /// Writes a register tile to the scratch region at row-major positions (after a barrier).
 pub(super) fn spill(c: &mut Ctx, layout: Layout, shape: &[usize], d: Dtype, regs: &[Reg]) {
     let bytes = shape.iter().product::<usize>() * ebytes(d) as usize;
-    c.scratch_peak = c.scratch_peak.max(bytes as u32);
+    c.mem.scratch_peak = c.mem.scratch_peak.max(bytes as u32);
     let coords = c.coords(layout, shape);
     c.sync_block();
     let owner_only = layout == Layout::RowMma && layout::rows_cols(shape).1 == 1;
@@ -41,7 +41,7 @@ pub(super) fn spill(c: &mut Ctx, layout: Layout, shape: &[usize], d: Dtype, regs
             continue;
         }
         let lin = c.linear(&sc.idx, shape);
-        let a = c.smem_addr(c.scratch_off, &[lin], 1, 0, ebytes(d));
+        let a = c.smem_addr(c.mem.scratch_off, &[lin], 1, 0, ebytes(d));
         let (val, t) = if d == Dtype::I1 {
             let t = c.b.reg(RegClass::B32);
             c.b.ins(PtxInst::new("selp.b32").op(t).op(1).op(0).op(r));
@@ -51,7 +51,7 @@ pub(super) fn spill(c: &mut Ctx, layout: Layout, shape: &[usize], d: Dtype, regs
         };
         let valid = match (sc.valid, owner_only) {
             (Some(v), _) => Some(v),
-            (None, true) => Some(c.quad_leader),
+            (None, true) => Some(c.thread.quad_leader),
             (None, false) => None,
         };
         c.b.ins_if_opt(valid, PtxInst::new("st.shared").m(t).addr(a).op(val));
@@ -62,7 +62,7 @@ pub(super) fn spill(c: &mut Ctx, layout: Layout, shape: &[usize], d: Dtype, regs
 /// Reads one element of dtype `d` at scratch linear index `lin` into a fresh register; slots
 /// that hold no element (`valid` false) read nothing and keep 0.
 pub(super) fn read_scratch(c: &mut Ctx, d: Dtype, lin: Reg, valid: Option<Reg>) -> Reg {
-    let a = c.smem_addr(c.scratch_off, &[lin], 1, 0, ebytes(d));
+    let a = c.smem_addr(c.mem.scratch_off, &[lin], 1, 0, ebytes(d));
     let r = super::dispatch::constant(c, d, 0.0);
     if d == Dtype::I1 {
         let t = c.b.reg(RegClass::B32);
@@ -148,7 +148,7 @@ pub fn convert(c: &mut Ctx, v: &Val, to: Layout, sp: Span) -> Result<Val, PtxErr
 }
 
 fn result_layout(c: &Ctx, v: Value, sp: Span) -> Result<Layout, PtxError> {
-    match c.places.get(&v) {
+    match c.plan.places.get(&v) {
         Some(Place::Reg(l)) => Ok(*l),
         _ => Err(PtxError::at(sp, "internal: expected a register tile")),
     }
@@ -172,7 +172,7 @@ pub fn lower_shape_op(c: &mut Ctx, op: &OpData) -> Result<(), PtxError> {
     };
     // A transpose placed in shared memory (only dots read it) is a view of its operand there:
     // a shared tile as it is, a register tile after one copy (dot.rs, `to_shared`).
-    if op.opcode == Opcode::Transpose && c.places.get(&v) == Some(&Place::Shared) {
+    if op.opcode == Opcode::Transpose && c.plan.places.get(&v) == Some(&Place::Shared) {
         if let Some(&a) = op.operands.first() {
             let src = c.val(a, sp)?;
             if let Val::Shared {
@@ -192,13 +192,13 @@ pub fn lower_shape_op(c: &mut Ctx, op: &OpData) -> Result<(), PtxError> {
                     row_stride: col_stride,
                     col_stride: row_stride,
                 };
-                c.vals.insert(v, view);
+                c.values.vals.insert(v, view);
                 return Ok(());
             }
         }
     }
     let l = result_layout(c, v, sp)?;
-    let n = layout::slots(l, &shape, c.blk);
+    let n = layout::slots(l, &shape, c.plan.blk);
     let regs: Vec<Reg> = match op.opcode {
         Opcode::Iota => match iota_val(c, op)? {
             Val::Tile { regs, .. } => regs,
@@ -273,7 +273,7 @@ pub fn lower_shape_op(c: &mut Ctx, op: &OpData) -> Result<(), PtxError> {
         Opcode::Reduce => super::reduce::reduce(c, op, axis_attr("axis"), l, &shape, d)?,
         _ => return Err(PtxError::at(sp, "internal: not a shape op")),
     };
-    c.vals.insert(
+    c.values.vals.insert(
         v,
         Val::Tile {
             layout: l,
@@ -389,7 +389,7 @@ fn generic_shape(
 pub(super) fn slot_live(c: &Ctx, layout: Layout, shape: &[usize], s: usize) -> bool {
     let v = crate::ptx::plan::VEC;
     layout != Layout::Blocked
-        || (s / v) * c.blk.threads as usize * v + s % v < shape.iter().product::<usize>()
+        || (s / v) * c.plan.blk.threads as usize * v + s % v < shape.iter().product::<usize>()
 }
 
 /// True if `v` is defined inside the body of a `for` (so its op may run more than once).
@@ -419,7 +419,7 @@ pub(super) fn replicated(c: &Ctx, v: Value, depth: usize) -> bool {
     let numel = |v: Value| dfg.ty(v).shape().map_or(usize::MAX, |s| s.iter().product());
     if depth > 32
         || numel(v) > crate::ptx::plan::VEC
-        || c.places.get(&v) != Some(&Place::Reg(Layout::Blocked))
+        || c.plan.places.get(&v) != Some(&Place::Reg(Layout::Blocked))
     {
         return false;
     }

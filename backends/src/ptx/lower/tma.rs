@@ -72,32 +72,40 @@ pub struct TmaState {
 /// thread finds the stage released when it refills it, and the first warpgroup never waits on a
 /// release (thread 0 cost 441 → 388 TFLOP/s on the H200, docs/benchmarks.md).
 pub(super) fn elected(c: &mut Ctx) -> Reg {
-    if let Some(p) = c.tma.elected {
+    if let Some(p) = c.asyncs.tma.elected {
         return p;
     }
-    let (p, tid, last) = (c.b.reg(RegClass::Pred), c.tid, c.blk.threads - 32);
+    let (p, tid, last) = (
+        c.b.reg(RegClass::Pred),
+        c.thread.tid,
+        c.plan.blk.threads - 32,
+    );
     c.b.in_prologue(|b| b.ins(PtxInst::new("setp.eq.u32").op(p).op(tid).op(last)));
-    c.tma.elected = Some(p);
+    c.asyncs.tma.elected = Some(p);
     p
 }
 
 /// The predicate `lane == 0` (in the prologue).
 fn lane0(c: &mut Ctx) -> Reg {
-    if let Some(p) = c.tma.lane0 {
+    if let Some(p) = c.asyncs.tma.lane0 {
         return p;
     }
-    let (p, l, tid) = (c.b.reg(RegClass::Pred), c.b.reg(RegClass::B32), c.tid);
+    let (p, l, tid) = (
+        c.b.reg(RegClass::Pred),
+        c.b.reg(RegClass::B32),
+        c.thread.tid,
+    );
     c.b.in_prologue(|b| {
         b.ins(PtxInst::new("and.b32").op(l).op(tid).op(31));
         b.ins(PtxInst::new("setp.eq.u32").op(p).op(l).op(0));
     });
-    c.tma.lane0 = Some(p);
+    c.asyncs.tma.lane0 = Some(p);
     p
 }
 
 /// The filling thread's predicate, unless the code already runs on it alone.
 fn on_elected(c: &mut Ctx) -> Option<Reg> {
-    if c.tma.in_producer {
+    if c.asyncs.tma.in_producer {
         None
     } else {
         Some(elected(c))
@@ -111,7 +119,10 @@ pub fn map_param(c: &mut Ctx, pname: &str, param: &str, boxes: &[u32]) -> String
         b.ins(PtxInst::new("mov.u64").op(r).op(pname));
         b.ins(PtxInst::new("cvta.param.u64").op(r).op(r));
     });
-    c.tma.maps.insert((param.to_string(), boxes.to_vec()), r);
+    c.asyncs
+        .tma
+        .maps
+        .insert((param.to_string(), boxes.to_vec()), r);
     format!(".param .align 64 .b8 {pname}[128]")
 }
 
@@ -161,7 +172,7 @@ pub fn lower_alloc(c: &mut Ctx, op: &OpData) -> Result<(), PtxError> {
     let count = if with_tx {
         ir_count
     } else {
-        ir_count * u64::from(c.blk.warps)
+        ir_count * u64::from(c.plan.blk.warps)
     };
     if count >= 1 << 20 {
         return Err(PtxError::at(
@@ -171,10 +182,10 @@ pub fn lower_alloc(c: &mut Ctx, op: &OpData) -> Result<(), PtxError> {
     }
     let off = c.alloc_shared_aligned(8 * stages as u32, 8);
     let e = elected(c);
-    let smem = c.smem;
+    let smem = c.mem.smem;
     // A warp-specialized kernel's full barrier counts the producer warps' arrivals instead when
     // its tensors admit no map (ws.rs).
-    let count = if with_tx && c.ws.raw_tid.is_some() {
+    let count = if with_tx && c.asyncs.ws.raw_tid.is_some() {
         let fb = super::ws::fallback_arrivals(c, m).map_err(|msg| PtxError::at(sp, msg))?;
         let (ok, r) = (super::ws::tma_ok(c), c.b.reg(RegClass::B32));
         c.b.ins(PtxInst::new("selp.u32").op(r).op(count).op(fb).op(ok));
@@ -202,7 +213,7 @@ pub fn lower_alloc(c: &mut Ctx, op: &OpData) -> Result<(), PtxError> {
     c.sync_block();
     let rows_off = super::tma_rows::has_masked_fills(c.k, m)
         .then(|| c.alloc_shared_aligned(4 * stages as u32, 4));
-    c.tma.bars.insert(
+    c.asyncs.tma.bars.insert(
         m,
         MbarBuf {
             off,
@@ -216,13 +227,14 @@ pub fn lower_alloc(c: &mut Ctx, op: &OpData) -> Result<(), PtxError> {
 /// The shared address of `m[s]` for the stage operand at `op.operands[1]`.
 fn bar_addr(c: &mut Ctx, m: Value, s: Value, sp: Span) -> Result<Reg, PtxError> {
     let buf = *c
+        .asyncs
         .tma
         .bars
         .get(&m)
         .ok_or_else(|| PtxError::at(sp, "internal: an mbarrier used before its mbar_alloc"))?;
-    let (a, smem) = (c.b.reg(RegClass::B32), c.smem);
+    let (a, smem) = (c.b.reg(RegClass::B32), c.mem.smem);
     // A stage not known while lowering (a dynamic ring's, or one a loop yields) is a register.
-    if !c.statics.contains_key(&s) {
+    if !c.values.statics.contains_key(&s) {
         let super::ctx::Val::Scalar(r) = c.val(s, sp)? else {
             return Err(PtxError::at(sp, "a stage index must be a scalar"));
         };
@@ -242,7 +254,7 @@ fn bar_addr(c: &mut Ctx, m: Value, s: Value, sp: Span) -> Result<Reg, PtxError> 
 
 /// A stage index known while lowering (a constant or an unrolled ring's stage).
 pub fn known_stage(c: &Ctx, s: Value, stages: usize, sp: Span) -> Result<usize, PtxError> {
-    match c.statics.get(&s) {
+    match c.values.statics.get(&s) {
         Some(&h) if h >= 0 && (h as usize) < stages => Ok(h as usize),
         Some(&h) => Err(PtxError::at(sp, format!("stage {h} of {stages}"))),
         None => Err(PtxError::at(
@@ -270,10 +282,10 @@ pub fn lower_arrive(c: &mut Ctx, op: &OpData) -> Result<(), PtxError> {
         // The warps' copies arrive themselves, once each is done (ws.rs, `copy_by_warps`);
         // thread 0 first stores the fill's valid-row count the readers zero by (a masked
         // ring's), which its warp's arrival after its own copies publishes.
-        Some(_) if c.tma.by_warps => {
+        Some(_) if c.asyncs.tma.by_warps => {
             if super::tma_rows::has_masked_fills(c.k, m) {
                 let p = c.b.reg(RegClass::Pred);
-                c.b.ins(PtxInst::new("setp.eq.u32").op(p).op(c.tid).op(0));
+                c.b.ins(PtxInst::new("setp.eq.u32").op(p).op(c.thread.tid).op(0));
                 super::tma_rows::store_valid_rows(c, op, m, s, Some(p))?;
             }
         }
@@ -288,12 +300,12 @@ pub fn lower_arrive(c: &mut Ctx, op: &OpData) -> Result<(), PtxError> {
                     .guard_opt(pre),
             );
         }
-        None if c.wgmma_in_flight && c.ws.raw_tid.is_some() => {
+        None if c.asyncs.wgmma_in_flight && c.asyncs.ws.raw_tid.is_some() => {
             // A held dot still reads this stage; the previous iteration's group has retired
             // (its `wait_group 1`), so the stage owed since then is released now, and this one
             // is owed until the next iteration (or the loop's end: [`pay_owed`]).
             let owed = owed_reg(c, m);
-            let s_reg = match c.statics.get(&s) {
+            let s_reg = match c.values.statics.get(&s) {
                 Some(&h) => c.b.imm32(h),
                 None => match c.val(s, sp)? {
                     super::ctx::Val::Scalar(r) => r,
@@ -304,11 +316,11 @@ pub fn lower_arrive(c: &mut Ctx, op: &OpData) -> Result<(), PtxError> {
             c.b.ins(PtxInst::new("mov.b32").op(owed).op(s_reg));
         }
         None => {
-            if c.wgmma_in_flight {
+            if c.asyncs.wgmma_in_flight {
                 // Every asynchronous read of the stage has retired before it is released.
                 c.b.need(Isa::WGMMA)
                     .ins(PtxInst::new("wgmma.wait_group.sync.aligned").op(0));
-                c.wgmma_in_flight = false;
+                c.asyncs.wgmma_in_flight = false;
             }
             // Lane 0 arrives for its warp once every lane's reads are done (`bar.warp.sync`
             // orders the lanes' accesses before the arrival's release).
@@ -341,23 +353,24 @@ pub fn warp_arrive(c: &mut Ctx, m: Value, s: Value, sp: Span) -> Result<(), PtxE
 
 /// The register of the stage owed to barrier `m` (set to −1 in the prologue).
 fn owed_reg(c: &mut Ctx, m: Value) -> Reg {
-    if let Some(&(_, r)) = c.tma.owed.iter().find(|(v, _)| *v == m) {
+    if let Some(&(_, r)) = c.asyncs.tma.owed.iter().find(|(v, _)| *v == m) {
         return r;
     }
     let r = c.b.reg(RegClass::B32);
     c.b.in_prologue(|b| b.ins(PtxInst::new("mov.b32").op(r).op(-1)));
-    c.tma.owed.push((m, r));
+    c.asyncs.tma.owed.push((m, r));
     r
 }
 
 /// Lane 0 of every warp arrives on `m[owed]` when a stage is owed (`owed` ≥ 0).
 fn arrive_owed(c: &mut Ctx, m: Value, owed: Reg, sp: Span) -> Result<(), PtxError> {
     let buf = *c
+        .asyncs
         .tma
         .bars
         .get(&m)
         .ok_or_else(|| PtxError::at(sp, "internal: an mbarrier used before its mbar_alloc"))?;
-    let (p, a, smem) = (c.b.reg(RegClass::Pred), c.b.reg(RegClass::B32), c.smem);
+    let (p, a, smem) = (c.b.reg(RegClass::Pred), c.b.reg(RegClass::B32), c.mem.smem);
     let l0 = lane0(c);
     c.b.ins(PtxInst::new("setp.ge.and.s32").op(p).op(owed).op(0).op(l0));
     c.b.ins(PtxInst::new("mad.lo.s32").op(a).op(owed).op(8).op(smem));
@@ -375,7 +388,7 @@ fn arrive_owed(c: &mut Ctx, m: Value, owed: Reg, sp: Span) -> Result<(), PtxErro
 /// At the end of a loop whose held dot has retired (`wgmma.wait_group 0`): the deferred
 /// empty-barrier arrivals are made, and nothing is owed any more.
 pub fn pay_owed(c: &mut Ctx, sp: Span) -> Result<(), PtxError> {
-    for (m, owed) in c.tma.owed.clone() {
+    for (m, owed) in c.asyncs.tma.owed.clone() {
         arrive_owed(c, m, owed, sp)?;
         c.b.ins(PtxInst::new("mov.b32").op(owed).op(-1));
     }
@@ -394,7 +407,7 @@ pub fn lower_wait(c: &mut Ctx, op: &OpData) -> Result<(), PtxError> {
         ));
     };
     let a = bar_addr(c, m, s, sp)?;
-    let par = match c.statics.get(&par) {
+    let par = match c.values.statics.get(&par) {
         Some(&p) => Operand::Imm(p & 1),
         None => match c.val(par, sp)? {
             super::ctx::Val::Scalar(r) => Operand::Reg(r),
@@ -411,7 +424,7 @@ pub fn lower_wait(c: &mut Ctx, op: &OpData) -> Result<(), PtxError> {
     );
     c.b.ins_if(p, true, PtxInst::new("bra.uni").op(&top));
     // A reader's wait on a full barrier: rows a masked copy must not deliver are zeroed.
-    if !c.tma.in_producer {
+    if !c.asyncs.tma.in_producer {
         super::tma_rows::zero_masked_rows(c, op, m, s)?;
     }
     Ok(())
@@ -443,16 +456,21 @@ pub fn lower_copy(
     let mut boxes = vec![1u32; rank];
     boxes[rank - 2] = rows as u32;
     boxes[rank - 1] = TMA_BOX_COLS;
-    let map = *c.tma.maps.get(&(t.param.clone(), boxes)).ok_or_else(|| {
-        PtxError::at(
-            sp,
-            format!("internal: no tensor map of `{}` for this box", t.param),
-        )
-    })?;
+    let map = *c
+        .asyncs
+        .tma
+        .maps
+        .get(&(t.param.clone(), boxes))
+        .ok_or_else(|| {
+            PtxError::at(
+                sp,
+                format!("internal: no tensor map of `{}` for this box", t.param),
+            )
+        })?;
     let mbar = bar_addr(c, *m, s, sp)?;
     let offs = super::memory::offsets(c, t, sp)?;
     let pre = on_elected(c);
-    let smem = c.smem;
+    let smem = c.mem.smem;
     for blk in 0..cols / TMA_BOX_COLS as usize {
         let (dst, col) = (c.b.reg(RegClass::B32), c.b.reg(RegClass::B32));
         let at = off + (blk * rows * 128) as u32;
@@ -568,9 +586,9 @@ pub fn lower_producer_block(c: &mut Ctx, b: kir_ir::Block) -> Result<Vec<Value>,
     let e = elected(c);
     let skip = c.b.label("producer_end");
     c.b.ins_if(e, true, PtxInst::new("bra").op(&skip));
-    let was = std::mem::replace(&mut c.tma.in_producer, true);
+    let was = std::mem::replace(&mut c.asyncs.tma.in_producer, true);
     let r = super::dispatch::block(c, b);
-    c.tma.in_producer = was;
+    c.asyncs.tma.in_producer = was;
     c.b.place(&skip);
     r
 }

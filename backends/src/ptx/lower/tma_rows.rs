@@ -48,7 +48,7 @@ pub fn has_masked_fills(k: &Kernel, m: Value) -> bool {
 
 /// The shared address of stage `s`'s valid-row word of barrier `m`.
 fn rows_addr(c: &mut Ctx, m: Value, s: Value, sp: kir_ir::Span) -> Result<Option<Reg>, PtxError> {
-    let Some(buf) = c.tma.bars.get(&m).copied() else {
+    let Some(buf) = c.asyncs.tma.bars.get(&m).copied() else {
         return Err(PtxError::at(
             sp,
             "internal: an mbarrier used before its mbar_alloc",
@@ -57,8 +57,8 @@ fn rows_addr(c: &mut Ctx, m: Value, s: Value, sp: kir_ir::Span) -> Result<Option
     let Some(off) = buf.rows_off else {
         return Ok(None);
     };
-    let (a, smem) = (c.b.reg(RegClass::B32), c.smem);
-    match c.statics.get(&s) {
+    let (a, smem) = (c.b.reg(RegClass::B32), c.mem.smem);
+    match c.values.statics.get(&s) {
         Some(&h) => c.b.ins(
             PtxInst::new("add.u32")
                 .op(a)
@@ -145,7 +145,7 @@ pub fn zero_masked_rows(c: &mut Ctx, wait: &OpData, m: Value, s: Value) -> Resul
     c.b.ins(PtxInst::new("ld.shared.u32").op(n_valid).addr(at));
     let skip = c.b.label("rows_full");
     let mut first = true;
-    let (tid, threads) = (c.tid, c.blk.threads);
+    let (tid, threads) = (c.thread.tid, c.plan.blk.threads);
     for (buf, _) in fills {
         let sb = super::sched::buffer(c, buf, sp)?;
         if !sb.core {
@@ -164,7 +164,7 @@ pub fn zero_masked_rows(c: &mut Ctx, wait: &OpData, m: Value, s: Value) -> Resul
             first = false;
         }
         c.b.ins(PtxInst::new("max.s32").op(valid).op(valid).op(0));
-        let ix = match c.statics.get(&s) {
+        let ix = match c.values.statics.get(&s) {
             Some(&h) => StageIx::Known(h as usize),
             None => match c.val(s, sp)? {
                 Val::Scalar(r) => StageIx::Reg(r),
@@ -172,11 +172,11 @@ pub fn zero_masked_rows(c: &mut Ctx, wait: &OpData, m: Value, s: Value) -> Resul
             },
         };
         let (off, dyn_off) = sb.stage_off(c, ix);
-        let saved = c.smem;
+        let saved = c.mem.smem;
         if let Some(d) = dyn_off {
             let base = c.b.reg(RegClass::B32);
             c.b.ins(PtxInst::new("add.u32").op(base).op(saved).op(d));
-            c.smem = base;
+            c.mem.smem = base;
         }
         // One 16-byte chunk (8 elements of a row) per thread and step.
         let chunks = rows * cols / 8;
@@ -206,7 +206,7 @@ pub fn zero_masked_rows(c: &mut Ctx, wait: &OpData, m: Value, s: Value) -> Resul
         c.b.ins(PtxInst::new("add.u32").op(e).op(e).op(threads));
         c.b.ins(PtxInst::new("bra").op(&top));
         c.b.place(&end);
-        c.smem = saved;
+        c.mem.smem = saved;
     }
     c.b.need(Isa::FENCE_PROXY_ASYNC)
         .ins(PtxInst::new("fence.proxy.async.shared::cta"));

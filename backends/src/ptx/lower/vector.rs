@@ -55,13 +55,18 @@ pub(super) fn cp_async_tile(
     let rank = offs.len();
     let esize = info.dtype.size_bytes();
     let (cpr, total) = (cols / vec, rows * (cols / vec));
-    let threads = c.blk.threads as usize;
+    let threads = c.plan.blk.threads as usize;
     let (base, lead_ok) = super::cp_rows::tile_origin(c, info, offs);
     let (dim_r, dim_c) = (info.dims[rank - 2], info.dims[rank - 1]);
     let (off_r, off_c, stride_r) = (offs[rank - 2], offs[rank - 1], info.strides[rank - 2]);
     for it in 0..total.div_ceil(threads) {
         let chunk = c.b.reg(RegClass::B32);
-        c.b.ins(PtxInst::new("add.s32").op(chunk).op(c.tid).op(it * threads));
+        c.b.ins(
+            PtxInst::new("add.s32")
+                .op(chunk)
+                .op(c.thread.tid)
+                .op(it * threads),
+        );
         let (row, colv) = (c.b.reg(RegClass::B32), c.b.reg(RegClass::B32));
         c.b.ins(PtxInst::new("div.u32").op(row).op(chunk).op(cpr));
         c.b.ins(PtxInst::new("rem.u32").op(colv).op(chunk).op(cpr));
@@ -392,8 +397,8 @@ pub(super) fn rows_fit(c: &Ctx, a: Value, axis: usize, l: Layout, ss: &[usize], 
         && axis == 1
         && ss[1] % v == 0
         && (ss[1] / v).is_power_of_two()
-        && c.blk.threads.is_power_of_two()
-        && matches!(c.places.get(&a), Some(Place::Reg(Layout::Blocked)))
+        && c.plan.blk.threads.is_power_of_two()
+        && matches!(c.plan.places.get(&a), Some(Place::Reg(Layout::Blocked)))
         && matches!(d, Dtype::F32 | Dtype::F16 | Dtype::Bf16 | Dtype::I32)
 }
 
@@ -432,7 +437,11 @@ pub(super) fn reduce_blocked_rows(
     if !rows_fit(c, a, axis, l, ss, d) {
         return Ok(None);
     }
-    let (v, t, tid) = (crate::ptx::plan::VEC, c.blk.threads as usize, c.tid);
+    let (v, t, tid) = (
+        crate::ptx::plan::VEC,
+        c.plan.blk.threads as usize,
+        c.thread.tid,
+    );
     let src = regs_in(c, a, Layout::Blocked, ss, sp)?;
     let (rows, cpr) = (ss[0], ss[1] / v);
     let width = cpr.min(32);
@@ -453,7 +462,12 @@ pub(super) fn reduce_blocked_rows(
         for r in 0..rows {
             let acc = fold(c, kind, d, &src[r * per..(r + 1) * per]);
             let (idx, w) = (c.b.reg(RegClass::B32), c.b.reg(RegClass::Pred));
-            c.b.ins(PtxInst::new("add.s32").op(idx).op(c.warp).op(r * subs));
+            c.b.ins(
+                PtxInst::new("add.s32")
+                    .op(idx)
+                    .op(c.thread.warp)
+                    .op(r * subs),
+            );
             c.b.ins(PtxInst::new("setp.eq.u32").op(w).op(lead).op(0));
             parts.push((acc, idx, w));
         }
@@ -489,7 +503,13 @@ pub(super) fn reduce_blocked_rows(
     }
     for &(acc, idx, w) in &parts {
         let addr = c.b.reg(RegClass::B32);
-        c.b.ins(PtxInst::new("mad.lo.s32").op(addr).op(idx).op(4).op(c.smem));
+        c.b.ins(
+            PtxInst::new("mad.lo.s32")
+                .op(addr)
+                .op(idx)
+                .op(4)
+                .op(c.mem.smem),
+        );
         c.b.ins_if(
             w,
             false,
@@ -500,7 +520,7 @@ pub(super) fn reduce_blocked_rows(
         );
     }
     c.sync_block();
-    let n = layout::slots(l, shape, c.blk);
+    let n = layout::slots(l, shape, c.plan.blk);
     let mut out = Vec::with_capacity(n);
     if rows <= v {
         for r in 0..rows {
@@ -508,7 +528,7 @@ pub(super) fn reduce_blocked_rows(
             c.b.ins(
                 PtxInst::new("add.s32")
                     .op(base)
-                    .op(c.smem)
+                    .op(c.mem.smem)
                     .op(off as usize + r * subs * 4),
             );
             out.push(sum_partials(c, kind, d, base, subs, None));
@@ -523,7 +543,7 @@ pub(super) fn reduce_blocked_rows(
                     .op(base)
                     .op(sc.idx[0])
                     .op(subs * 4)
-                    .op(c.smem),
+                    .op(c.mem.smem),
             );
             c.b.ins(PtxInst::new("add.s32").op(base).op(base).op(off));
             out.push(sum_partials(c, kind, d, base, subs, sc.valid));
@@ -585,8 +605,8 @@ pub(super) fn blocked_broadcast(
     else {
         return None;
     };
-    let (v, t) = (crate::ptx::plan::VEC, c.blk.threads as usize);
-    let n = layout::slots(Layout::Blocked, shape, c.blk);
+    let (v, t) = (crate::ptx::plan::VEC, c.plan.blk.threads as usize);
+    let n = layout::slots(Layout::Blocked, shape, c.plan.blk);
     if ss[..] == shape[..] {
         return Some(regs.clone());
     }

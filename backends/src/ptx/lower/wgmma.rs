@@ -136,7 +136,7 @@ pub fn held(c: &Ctx, op: &kir_ir::OpData, w: &WgmmaDot, acc_regs: &[Reg]) -> boo
     // A warp-specialized consumer's ring: every operand is a stage read, and the body ends its
     // reads with an empty-barrier arrival, which tma.rs defers by one iteration while a dot is
     // in flight (the stage is released after the next iteration's `wait_group 1`).
-    if c.ws.raw_tid.is_some() {
+    if c.asyncs.ws.raw_tid.is_some() {
         let stage_reads =
             w.a.into_iter()
                 .chain([w.b])
@@ -307,7 +307,7 @@ pub fn lower(
                 regs,
                 ..
             },
-        ) if sa.len() == 2 && sa[0] == m && m == 16 * c.blk.warps as usize => {
+        ) if sa.len() == 2 && sa[0] == m && m == 16 * c.plan.blk.warps as usize => {
             Some(a_fragments(c, regs, kdim, t))
         }
         _ => None,
@@ -328,7 +328,7 @@ pub fn lower(
         Some((oa, dyn_a)) => {
             // This warpgroup's 64 rows of A start 64·128 bytes further per warpgroup.
             let (wg, base) = (c.b.reg(RegClass::B32), c.b.reg(RegClass::B32));
-            c.b.ins(PtxInst::new("shr.u32").op(wg).op(c.warp).op(2));
+            c.b.ins(PtxInst::new("shr.u32").op(wg).op(c.thread.warp).op(2));
             let pa = c.shared_at(oa, zero);
             let pa = c.plus_dyn(pa, dyn_a);
             c.b.ins(
@@ -440,14 +440,14 @@ pub fn lower(
         super::pingpong::after_issue(c, t);
     }
     if issue.asynchronous {
-        c.wgmma_in_flight = true;
+        c.asyncs.wgmma_in_flight = true;
     } else if issue.hold {
         // Retire the previous iteration's group, leave this one running (see [`held`]).
         c.b.ins(PtxInst::new("wgmma.wait_group.sync.aligned").op(1));
-        c.wgmma_in_flight = true;
+        c.asyncs.wgmma_in_flight = true;
     } else {
         c.b.ins(PtxInst::new("wgmma.wait_group.sync.aligned").op(0));
-        c.wgmma_in_flight = false;
+        c.asyncs.wgmma_in_flight = false;
     }
     Ok(cur)
 }

@@ -54,7 +54,7 @@ pub struct WsState {
 /// consumer's, counted from its first warp) and the ops deferred to the consumer partition
 /// (tile ops before `warp_specialize`, except index tiles, which are lazy everywhere).
 pub fn setup(c: &mut Ctx, a: &WsAttrs) {
-    let (raw, tid) = (c.b.reg(RegClass::B32), c.tid);
+    let (raw, tid) = (c.b.reg(RegClass::B32), c.thread.tid);
     let skip = a.producer_warps * 32;
     c.b.in_prologue(|b| {
         b.ins(
@@ -64,7 +64,7 @@ pub fn setup(c: &mut Ctx, a: &WsAttrs) {
         );
         b.ins(PtxInst::new("sub.u32").op(tid).op(raw).op(skip));
     });
-    c.ws.raw_tid = Some(raw);
+    c.asyncs.ws.raw_tid = Some(raw);
     let k = c.k;
     for &o in &k.dfg.blocks[k.body].ops {
         let od = &k.dfg.ops[o];
@@ -78,10 +78,10 @@ pub fn setup(c: &mut Ctx, a: &WsAttrs) {
         if tile && od.opcode == Opcode::Iota && super::lazy::lazy_ok(c, od) {
             // An index tile is computed where it is used: the producer's fallback copy
             // evaluates causal attention's key masks from one per element.
-            c.lazy.insert(od.results[0], o);
+            c.values.lazy.insert(od.results[0], o);
         } else if tile {
-            c.ws.deferred.insert(o);
-            c.ws.order.push(o);
+            c.asyncs.ws.deferred.insert(o);
+            c.asyncs.ws.order.push(o);
         }
     }
 }
@@ -124,7 +124,7 @@ fn producer_ok(k: &Kernel, b: kir_ir::Block) -> Result<(), String> {
 /// address, byte strides that are multiples of 16 and a contiguous innermost dim: exactly when
 /// the launcher encodes its tensor maps rather than passing zeros (abi.rs, `fallback`).
 pub fn tma_ok(c: &mut Ctx) -> Reg {
-    if let Some(p) = c.ws.tma_ok {
+    if let Some(p) = c.asyncs.ws.tma_ok {
         return p;
     }
     let ok = c.b.reg(RegClass::Pred);
@@ -135,7 +135,7 @@ pub fn tma_ok(c: &mut Ctx) -> Reg {
     params.dedup();
     let infos: Vec<_> = params
         .iter()
-        .filter_map(|p| c.tensors.get(p).cloned())
+        .filter_map(|p| c.params.tensors.get(p).cloned())
         .collect();
     let mut lines = vec![PtxInst::new("setp.eq.u32").op(ok).op(0).op(0)];
     for info in &infos {
@@ -158,7 +158,7 @@ pub fn tma_ok(c: &mut Ctx) -> Reg {
             b.ins(l);
         }
     });
-    c.ws.tma_ok = Some(ok);
+    c.asyncs.ws.tma_ok = Some(ok);
     ok
 }
 
@@ -221,14 +221,14 @@ pub fn copy_by_warps(
             "internal: a tensor copy without its barrier",
         ));
     };
-    let saved = c.smem;
+    let saved = c.mem.smem;
     if let Some(d) = dyn_off {
         let base = c.b.reg(RegClass::B32);
         c.b.ins(PtxInst::new("add.u32").op(base).op(saved).op(d));
-        c.smem = base;
+        c.mem.smem = base;
     }
     let r = super::memory::copy_into_stage(c, op, &shape, off, true);
-    c.smem = saved;
+    c.mem.smem = saved;
     r?;
     c.b.need(Isa::FENCE_PROXY_ASYNC)
         .ins(PtxInst::new("fence.proxy.async.shared::cta"));
@@ -273,10 +273,10 @@ pub fn lower_ws(c: &mut Ctx, op: &OpData) -> Result<(), PtxError> {
         ));
     };
     producer_ok(c.k, prod).map_err(|m| PtxError::at(sp, m))?;
-    let raw = c
-        .ws
-        .raw_tid
-        .ok_or_else(|| PtxError::at(sp, "internal: warp_specialize without its thread setup"))?;
+    let raw =
+        c.asyncs.ws.raw_tid.ok_or_else(|| {
+            PtxError::at(sp, "internal: warp_specialize without its thread setup")
+        })?;
     let (is_prod, not_first) = (c.b.reg(RegClass::Pred), c.b.reg(RegClass::Pred));
     let (consumer, exit) = (c.b.label("ws_consumer"), c.b.label("ws_exit"));
     c.b.ins(
@@ -295,26 +295,26 @@ pub fn lower_ws(c: &mut Ctx, op: &OpData) -> Result<(), PtxError> {
     c.b.ins_if(ok, true, PtxInst::new("bra.uni").op(&by_warps));
     c.b.ins(PtxInst::new("setp.ne.u32").op(not_first).op(raw).op(0));
     c.b.ins_if(not_first, false, PtxInst::new("bra").op(&exit));
-    let (was_prod, was_dyn) = (c.tma.in_producer, c.tma.dynamic_ring);
-    c.tma.in_producer = true;
-    c.tma.dynamic_ring = true;
+    let (was_prod, was_dyn) = (c.asyncs.tma.in_producer, c.asyncs.tma.dynamic_ring);
+    c.asyncs.tma.in_producer = true;
+    c.asyncs.tma.dynamic_ring = true;
     let r = super::dispatch::block(c, prod);
-    c.tma.in_producer = was_prod;
+    c.asyncs.tma.in_producer = was_prod;
     r?;
     c.b.ins(PtxInst::new("bra").op(&exit));
     c.b.place(&by_warps);
-    let (tid, blk) = (c.tid, c.blk);
-    c.tid = raw;
-    c.blk = crate::ptx::plan::Block {
+    let (tid, blk) = (c.thread.tid, c.plan.blk);
+    c.thread.tid = raw;
+    c.plan.blk = crate::ptx::plan::Block {
         threads: a.producer_warps * 32,
         warps: a.producer_warps,
     };
-    c.tma.in_producer = true;
-    c.tma.by_warps = true;
+    c.asyncs.tma.in_producer = true;
+    c.asyncs.tma.by_warps = true;
     let r = super::dispatch::block(c, prod);
-    c.tma.in_producer = was_prod;
-    c.tma.by_warps = false;
-    (c.tid, c.blk) = (tid, blk);
+    c.asyncs.tma.in_producer = was_prod;
+    c.asyncs.tma.by_warps = false;
+    (c.thread.tid, c.plan.blk) = (tid, blk);
     r?;
     c.b.ins(PtxInst::new("bra").op(&exit));
     // Consumer.
@@ -323,27 +323,28 @@ pub fn lower_ws(c: &mut Ctx, op: &OpData) -> Result<(), PtxError> {
         .ins(PtxInst::new("setmaxnreg.inc.sync.aligned.u32").op(a.consumer_regs));
     if let Some(&wg) = c.k.dfg.blocks[cons].args.first() {
         let zero = c.b.imm32(0);
-        c.vals.insert(wg, Val::Scalar(zero));
-        c.statics.insert(wg, 0);
+        c.values.vals.insert(wg, Val::Scalar(zero));
+        c.values.statics.insert(wg, 0);
     }
     let was_bar = c
+        .thread
         .block_bar
         .replace((CONSUMER_BARRIER, a.consumer_warps * 32));
     let r = (|| {
-        for o in c.ws.order.clone() {
+        for o in c.asyncs.ws.order.clone() {
             let k = c.k;
             let od = &k.dfg.ops[o];
             match od.results.first() {
                 Some(&r) if super::lazy::lazy_ok(c, od) => {
-                    c.lazy.insert(r, o);
+                    c.values.lazy.insert(r, o);
                 }
                 _ => super::dispatch::lower_op(c, od)?,
             }
         }
         super::dispatch::block(c, cons)
     })();
-    c.block_bar = was_bar;
-    c.tma.dynamic_ring = was_dyn;
+    c.thread.block_bar = was_bar;
+    c.asyncs.tma.dynamic_ring = was_dyn;
     r?;
     c.b.place(&exit);
     Ok(())
