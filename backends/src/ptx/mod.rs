@@ -15,6 +15,8 @@
 //! [`PtxReport`] ([`report`]).
 
 pub mod emit;
+#[cfg(test)]
+mod layers_test;
 mod lower;
 pub mod plan;
 

@@ -306,7 +306,7 @@ pub(super) fn lower_if(c: &mut Ctx, op: &OpData) -> Result<(), PtxError> {
             .any(|&o| !matches!(c.k.dfg.ops[o].opcode, Opcode::Yield | Opcode::SmemRelease))
     });
     if c.asyncs.wgmma_in_flight && emits {
-        super::report::note_join_in_flight(c, op);
+        super::notes::note_join_in_flight(c, op);
     }
     let cond = scalar(
         c,

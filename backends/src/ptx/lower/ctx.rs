@@ -1,51 +1,13 @@
 //! Per-kernel lowering state: params and dims in registers, where each IR value lives, thread
 //! coordinates of every layout, and the shared-memory plan.
 
-pub use super::state::{AsyncState, MemState, Params, ThreadRegs, ValueState};
+pub use super::state::{AsyncState, MemState, Params, TensorInfo, ThreadRegs, Val, ValueState};
 use super::PtxError;
 use crate::ptx::emit::{Builder, Operand, PtxInst, Reg, RegClass};
 use crate::ptx::plan::layout::{self, Layout};
 use crate::ptx::plan::KernelPlan;
 use crate::target::Target;
-use kir_ir::{Dtype, Expr, Kernel, ParamKind, Span, Value};
-
-/// How an IR value is held during lowering.
-#[derive(Clone, Debug)]
-pub enum Val {
-    /// One register, the same in every thread.
-    Scalar(Reg),
-    /// One register per slot of `layout`.
-    Tile {
-        layout: Layout,
-        shape: Vec<usize>,
-        dtype: Dtype,
-        regs: Vec<Reg>,
-    },
-    /// A rank-2 tile in shared memory at byte offset `off` (element (i, j) at
-    /// `off + (i·row_stride + j·col_stride)·elem_bytes`; both strides 0: the core-matrix layout
-    /// of a wgmma operand, see `wgmma.rs`), plus `dyn_off` bytes known only at run time (a stage
-    /// of a ring that is not unrolled, read by wgmma alone: sched.rs).
-    Shared {
-        off: u32,
-        dyn_off: Option<Reg>,
-        shape: [usize; 2],
-        dtype: Dtype,
-        row_stride: usize,
-        col_stride: usize,
-    },
-}
-
-/// A tensor param: its base pointer, dtype, dims and element strides.
-#[derive(Clone, Debug)]
-pub struct TensorInfo {
-    pub ptr: Reg,
-    pub dtype: Dtype,
-    pub dims: Vec<Reg>,
-    pub strides: Vec<Reg>,
-    /// True when the last dim has stride 1 (C order, or declared strides ending in literal 1),
-    /// which vectorized access needs.
-    pub contiguous_last: bool,
-}
+use kir_ir::{Dtype, Expr, Kernel, ParamKind};
 
 /// One slot's coordinates: one b32 index per tile dim, and whether the slot holds an element.
 #[derive(Clone, Debug)]
@@ -118,46 +80,6 @@ impl<'a> Ctx<'a> {
     /// A fresh register for a value of `d`.
     pub fn reg(&mut self, d: Dtype) -> Reg {
         self.b.reg(class_of(d))
-    }
-
-    /// The lowered form of `v`.
-    pub fn val(&mut self, v: Value, span: Span) -> Result<Val, PtxError> {
-        if let Some(&o) = self.values.lazy.get(&v) {
-            return super::dispatch::materialize(self, o);
-        }
-        if let Some(x) = self.values.vals.get(&v) {
-            return Ok(x.clone());
-        }
-        match self.values.statics.get(&v) {
-            // A known scalar lives in a register set in the prologue, one per value (so it
-            // dominates every use, wherever it is first used).
-            Some(&x) => {
-                let pred = self.k.dfg.ty(v).dtype() == Some(Dtype::I1);
-                let x = if pred {
-                    (x != 0) as i64
-                } else {
-                    x as i32 as i64
-                };
-                if let Some(&r) = self.values.imms.get(&(pred, x)) {
-                    return Ok(Val::Scalar(r));
-                }
-                let r = self.b.in_prologue(|b| {
-                    if pred {
-                        let p = b.reg(RegClass::Pred);
-                        b.ins(PtxInst::new("setp.ne.u32").op(p).op(x).op(0));
-                        p
-                    } else {
-                        b.imm32(x)
-                    }
-                });
-                self.values.imms.insert((pred, x), r);
-                Ok(Val::Scalar(r))
-            }
-            None => Err(PtxError::at(
-                span,
-                format!("internal: value {v} was not lowered"),
-            )),
-        }
     }
 
     /// Coordinates of every slot of a tile of `shape` in `layout`, computed at the use site

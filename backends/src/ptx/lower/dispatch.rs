@@ -61,7 +61,7 @@ pub fn block(c: &mut Ctx, b: Block) -> Result<Vec<Value>, PtxError> {
 use super::arith::scalar_op;
 use super::control::{lower_for, lower_if};
 use super::lazy::lazy_ok;
-pub use super::lazy::{coord_value, lazy_uniform_along, materialize, slot_value};
+pub use super::lazy::{coord_value, lazy_uniform_along, slot_value};
 pub use crate::ptx::plan::ir::{lit, use_count};
 
 pub(super) fn place(c: &Ctx, v: Value) -> Place {

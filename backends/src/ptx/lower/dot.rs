@@ -214,7 +214,7 @@ pub fn lower_dot(c: &mut Ctx, op: &OpData) -> Result<(), PtxError> {
         let a_src = to_shared(c, &av, sp)?;
         fma(c, &a_src, &bs, &acc_regs, l, &shape, kdim)
     };
-    super::report::note_dot(c, op, wgmma.is_some(), use_mma, l);
+    super::notes::note_dot(c, op, wgmma.is_some(), use_mma, l);
     c.values.vals.insert(
         v,
         Val::Tile {

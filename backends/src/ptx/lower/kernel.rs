@@ -169,7 +169,7 @@ pub fn lower_kernel(
     };
     let isa = ctx.b.requirements().clone();
     let from = super::report::warps_from(policy_why);
-    let report = super::report::build(&mut ctx, symbol, from, shared_bytes, &isa);
+    let report = super::notes::build(&mut ctx, symbol, from, shared_bytes, &isa);
     ctx.b.ins(PtxInst::new("ret"));
     let instructions = ctx.b.instructions();
     let body = ctx.b.finish(scratch_at);

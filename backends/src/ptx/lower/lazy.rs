@@ -6,7 +6,7 @@ use super::arith::scalar_op;
 use super::ctx::{Ctx, Val};
 use super::dispatch::{dtype, elementwise_val, place, regs_in};
 use super::PtxError;
-use crate::ptx::emit::Reg;
+use crate::ptx::emit::{PtxInst, Reg, RegClass};
 use crate::ptx::plan::layout::{Layout, Place};
 use kir_ir::{Attr, CmpPred, Dtype, OpData, Opcode, Span, Value};
 
@@ -220,5 +220,47 @@ pub fn materialize(c: &mut Ctx, o: kir_ir::Op) -> Result<Val, PtxError> {
             })
         }
         _ => elementwise_val(c, op),
+    }
+}
+
+impl Ctx<'_> {
+    /// The lowered form of `v`.
+    pub fn val(&mut self, v: Value, span: Span) -> Result<Val, PtxError> {
+        if let Some(&o) = self.values.lazy.get(&v) {
+            return materialize(self, o);
+        }
+        if let Some(x) = self.values.vals.get(&v) {
+            return Ok(x.clone());
+        }
+        match self.values.statics.get(&v) {
+            // A known scalar lives in a register set in the prologue, one per value (so it
+            // dominates every use, wherever it is first used).
+            Some(&x) => {
+                let pred = self.k.dfg.ty(v).dtype() == Some(Dtype::I1);
+                let x = if pred {
+                    (x != 0) as i64
+                } else {
+                    x as i32 as i64
+                };
+                if let Some(&r) = self.values.imms.get(&(pred, x)) {
+                    return Ok(Val::Scalar(r));
+                }
+                let r = self.b.in_prologue(|b| {
+                    if pred {
+                        let p = b.reg(RegClass::Pred);
+                        b.ins(PtxInst::new("setp.ne.u32").op(p).op(x).op(0));
+                        p
+                    } else {
+                        b.imm32(x)
+                    }
+                });
+                self.values.imms.insert((pred, x), r);
+                Ok(Val::Scalar(r))
+            }
+            None => Err(PtxError::at(
+                span,
+                format!("internal: value {v} was not lowered"),
+            )),
+        }
     }
 }

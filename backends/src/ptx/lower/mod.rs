@@ -17,6 +17,7 @@ pub mod kernel;
 mod lazy;
 mod memory;
 mod mma_store;
+mod notes;
 mod pingpong;
 mod reduce;
 pub mod report;

@@ -79,7 +79,7 @@ pub(super) fn skip_unit_rescale(
     } else {
         None
     };
-    super::report::note_rescale(c, op, why_not);
+    super::notes::note_rescale(c, op, why_not);
     if why_not.is_some() {
         return Ok(None);
     }

@@ -30,25 +30,12 @@
 
 use super::ctx::{smem_bytes, Ctx, Val};
 use super::dispatch::lit;
+pub use super::state::StageBuf;
 use super::PtxError;
 use crate::ptx::emit::isa::Isa;
 use crate::ptx::emit::PtxInst;
 use crate::ptx::plan::layout::Place;
 use kir_ir::{Attr, Block, Dtype, Kernel, OpData, Opcode, Value, ValueDef};
-
-/// Where the stages of one `smem_alloc` live.
-#[derive(Clone, Debug)]
-pub struct StageBuf {
-    /// Offset of stage 0; stage h at `off + h · stride`.
-    pub off: u32,
-    pub stride: u32,
-    pub stages: usize,
-    /// One stage: [rows, cols].
-    pub shape: [usize; 2],
-    pub dtype: Dtype,
-    /// The core-matrix layout of wgmma operands (else rows padded by 16 bytes).
-    pub core: bool,
-}
 
 /// A stage index: known while lowering (an unrolled ring's copy, a constant), or in a register
 /// (a TMA ring whose stages only wgmma reads is not unrolled: [`dynamic_ring`]).

@@ -24,23 +24,10 @@
 //! instances are never ordered (docs/ir.md).
 
 use super::ctx::Ctx;
+pub use super::state::{Dist, State};
 use crate::ptx::plan::layout::{Layout, Place};
 use kir_ir::{Block, Kernel, OpData, Opcode};
 use std::collections::HashMap;
-
-/// How one access spreads over the block's threads.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Dist {
-    /// One element, from every thread (loads) or thread 0 (stores).
-    Scalar,
-    /// Each element of a register tile from the thread that holds it.
-    Tile(Layout, Vec<usize>),
-    /// Unknown: different distributions on different paths.
-    Mixed,
-}
-
-/// The distribution of each tensor's last store since the last block barrier.
-pub type State = HashMap<String, Dist>;
 
 /// The distribution of memory op `op` (a `load`, `store` or `atomic_add`), from the layout of
 /// the value it reads or writes (a shared tile is stored through the `Blocked` layout).

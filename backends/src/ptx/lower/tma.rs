@@ -28,44 +28,13 @@
 //! [`AbiArg::TensorMap`]: crate::abi::AbiArg::TensorMap
 
 use super::ctx::Ctx;
+pub use super::state::MbarBuf;
 use super::PtxError;
 use crate::abi::TMA_BOX_COLS;
 use crate::ptx::emit::isa::Isa;
 use crate::ptx::emit::{Operand, PtxInst, Reg, RegClass};
 use kir_ir::{Kernel, Op, OpData, Opcode, ParamKind, Span, Value};
-use std::collections::{HashMap, HashSet};
-
-/// One `mbar_alloc`: its shared offset and stage count.
-#[derive(Clone, Copy, Debug)]
-pub struct MbarBuf {
-    pub off: u32,
-    pub stages: usize,
-    /// The per-stage count of rows a row-prefix-masked fill delivers (`tma_rows.rs`), for a
-    /// barrier such fills complete on: one 32-bit word per stage.
-    pub rows_off: Option<u32>,
-}
-
-/// What the TMA lowering keeps per kernel.
-#[derive(Clone, Debug, Default)]
-pub struct TmaState {
-    /// Generic addresses of the tensor-map params, by (tensor param, box).
-    pub maps: HashMap<(String, Vec<u32>), Reg>,
-    /// The barriers allocated so far.
-    pub bars: HashMap<Value, MbarBuf>,
-    /// The filling thread (lane 0 of the last warp), made on first use.
-    elected: Option<Reg>,
-    /// `lane == 0`, made on first use.
-    lane0: Option<Reg>,
-    /// Lowering a producer block (already on the filling thread alone).
-    pub in_producer: bool,
-    /// Lowering a warp-specialized producer whose warps copy without tensor maps (ws.rs).
-    pub by_warps: bool,
-    /// Lowering the body of a ring that is not unrolled (stage indices may be registers).
-    pub dynamic_ring: bool,
-    /// Empty-barrier arrivals a warp-specialized consumer defers while a held wgmma reads the
-    /// stage: per barrier, the register holding the stage still owed (−1: none).
-    pub owed: Vec<(Value, Reg)>,
-}
+use std::collections::HashSet;
 
 /// The predicate of the thread that fills the ring: lane 0 of the block's last warp (in the
 /// prologue). With two ping-ponging warpgroups the second one finishes each stage last, so its

@@ -31,24 +31,10 @@ use super::PtxError;
 use crate::ptx::emit::isa::Isa;
 use crate::ptx::emit::{Operand, PtxInst, Reg, RegClass};
 use crate::ptx::plan::roles::{ws_op, WsAttrs};
-use kir_ir::{Kernel, Op, OpData, Opcode};
-use std::collections::HashSet;
+use kir_ir::{Kernel, OpData, Opcode};
 
 /// The named barrier of the consumer partition (ids 1.. are ping-pong's, pingpong.rs).
 pub const CONSUMER_BARRIER: u32 = 15;
-
-/// What the lowering keeps for a warp-specialized kernel.
-#[derive(Clone, Debug, Default)]
-pub struct WsState {
-    /// `%tid.x` (the consumer's `Ctx::tid` counts from its first warp).
-    pub raw_tid: Option<Reg>,
-    /// Ops before `warp_specialize` lowered in the consumer partition instead of in place.
-    pub deferred: HashSet<Op>,
-    /// The deferred ops in program order.
-    order: Vec<Op>,
-    /// Whether every tensor the kernel copies with TMA admits a tensor map (made on first use).
-    tma_ok: Option<Reg>,
-}
 
 /// Sets up the thread index of a warp-specialized kernel (in the prologue: `tid` becomes the
 /// consumer's, counted from its first warp) and the ops deferred to the consumer partition
