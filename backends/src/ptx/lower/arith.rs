@@ -2,7 +2,7 @@
 //! after each op, integer wrap-around, casts and comparisons with the interpreter's rules.
 
 use super::ctx::{class_of, Ctx};
-use super::dispatch::round;
+use super::values::round;
 use super::PtxError;
 use crate::ptx::emit::isa::Isa;
 use crate::ptx::emit::{f32_lit, Operand, PtxInst, Reg, RegClass};

@@ -3,8 +3,9 @@
 //! registers.
 
 use super::ctx::{Ctx, Val};
-use super::dispatch::{block, dtype, place, regs_in, shape};
+use super::dispatch::{block, regs_in};
 use super::sched::{contains, stage_ring, Ring};
+use super::values::{dtype, place, shape};
 use super::PtxError;
 use crate::ptx::emit::isa::Isa;
 use crate::ptx::emit::{PtxInst, Reg, RegClass};

@@ -4,7 +4,8 @@
 
 use super::arith::scalar_op;
 use super::ctx::{Ctx, Val};
-use super::dispatch::{dtype, elementwise_val, place, regs_in};
+use super::dispatch::{elementwise_val, regs_in};
+use super::values::{dtype, place};
 use super::PtxError;
 use crate::ptx::emit::{PtxInst, Reg, RegClass};
 use crate::ptx::plan::layout::{Layout, Place};

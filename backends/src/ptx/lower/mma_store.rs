@@ -21,7 +21,7 @@
 
 use super::ctx::Val;
 use super::ctx::{Ctx, TensorInfo};
-use super::memory::{gty, store_bits};
+use super::elem::{gty, store_bits};
 use crate::ptx::emit::{PtxInst, Reg, RegClass};
 use crate::ptx::plan::layout::{self, Layout};
 use kir_ir::{Dtype, ExprKind, Offset, OpData, Opcode, ParamKind};
@@ -321,7 +321,7 @@ pub(super) fn store_cast(c: &Ctx, ops: &[kir_ir::Op], i: usize) -> Option<kir_ir
     {
         return None;
     }
-    if super::dispatch::use_count(k, r) != 1 {
+    if crate::ptx::plan::ir::use_count(k, r) != 1 {
         return None;
     }
     for &o in &ops[i + 1..] {

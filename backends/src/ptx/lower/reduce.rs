@@ -5,8 +5,9 @@
 //! combine / identity / butterfly-shuffle steps the other reductions share.
 
 use super::ctx::{class_of, Ctx, Val};
-use super::dispatch::{regs_in, round};
+use super::dispatch::regs_in;
 use super::tile::{convert, read_scratch, spill};
+use super::values::round;
 use super::PtxError;
 use crate::ptx::emit::isa::Isa;
 use crate::ptx::emit::{Operand, PtxInst, Reg, RegClass};
@@ -144,7 +145,7 @@ pub(super) fn identity(c: &mut Ctx, kind: ReduceKind, d: Dtype) -> Reg {
         (ReduceKind::Max, false) => i32::MIN as f64,
         (ReduceKind::Min, false) => i32::MAX as f64,
     };
-    super::dispatch::constant(c, d, v)
+    super::values::constant(c, d, v)
 }
 
 pub(super) fn shfl_combine(c: &mut Ctx, kind: ReduceKind, d: Dtype, acc: Reg, mask: usize) {

@@ -29,11 +29,11 @@
 //! scheduling passes do not emit for this backend, are errors naming the op and the target.
 
 use super::ctx::{smem_bytes, Ctx, Val};
-use super::dispatch::lit;
 pub use super::state::StageBuf;
 use super::PtxError;
 use crate::ptx::emit::isa::Isa;
 use crate::ptx::emit::PtxInst;
+use crate::ptx::plan::ir::lit;
 use crate::ptx::plan::layout::Place;
 use kir_ir::{Attr, Block, Dtype, Kernel, OpData, Opcode, Value, ValueDef};
 
@@ -449,7 +449,7 @@ pub fn stage_ring(c: &Ctx, op: &OpData) -> Option<Ring> {
         let unused = op
             .results
             .get(ci)
-            .is_some_and(|&r| super::dispatch::use_count(k, r) == 0);
+            .is_some_and(|&r| crate::ptx::plan::ir::use_count(k, r) == 0);
         let Some(&next) = yielded.get(ci) else {
             continue;
         };

@@ -127,7 +127,7 @@ pub fn lower_alloc(c: &mut Ctx, op: &OpData) -> Result<(), PtxError> {
             .shape()
             .and_then(|s| s.first().copied())
             .ok_or_else(|| PtxError::at(sp, "mbar_alloc needs a literal stage count"))?;
-    let ir_count = super::dispatch::lit(op.attr("arrivals")).unwrap_or(1.0) as u64;
+    let ir_count = crate::ptx::plan::ir::lit(op.attr("arrivals")).unwrap_or(1.0) as u64;
     let with_tx = arrivals_with_tx(c.k, m).ok_or_else(|| {
         PtxError::at(
             sp,
@@ -247,7 +247,7 @@ pub fn lower_arrive(c: &mut Ctx, op: &OpData) -> Result<(), PtxError> {
         ));
     };
     let a = bar_addr(c, m, s, sp)?;
-    match super::dispatch::lit(op.attr("tx")) {
+    match crate::ptx::plan::ir::lit(op.attr("tx")) {
         // The warps' copies arrive themselves, once each is done (ws.rs, `copy_by_warps`);
         // thread 0 first stores the fill's valid-row count the readers zero by (a masked
         // ring's), which its warp's arrival after its own copies publishes.
@@ -437,7 +437,7 @@ pub fn lower_copy(
             )
         })?;
     let mbar = bar_addr(c, *m, s, sp)?;
-    let offs = super::memory::offsets(c, t, sp)?;
+    let offs = super::elem::offsets(c, t, sp)?;
     let pre = on_elected(c);
     let smem = c.mem.smem;
     for blk in 0..cols / TMA_BOX_COLS as usize {

@@ -5,10 +5,11 @@
 //! (`tile::replicated`), and broadcasts whose sources are in the same thread.
 
 use super::ctx::{Ctx, TensorInfo, Val};
-use super::dispatch::{regs_in, round};
-use super::memory::{and_pred, element, gty, load_elem, store_bits};
+use super::dispatch::regs_in;
+use super::elem::{and_pred, element, gty, load_elem, store_bits};
 use super::reduce::{combine, identity, shfl_combine};
 use super::tile::{in_loop, replicated, slot_live, sty};
+use super::values::round;
 use super::PtxError;
 use crate::ptx::emit::isa::Isa;
 use crate::ptx::emit::{Operand, PtxInst, Reg, RegClass};
@@ -220,7 +221,7 @@ pub(super) fn blocked_vec_access(
     for (g, chunk) in coords.chunks(v).enumerate() {
         let regs: Vec<Reg> = match access {
             Access::Load(other) => (0..v)
-                .map(|_| super::dispatch::constant(c, d, other))
+                .map(|_| super::values::constant(c, d, other))
                 .collect(),
             Access::Store => values
                 .map(|vs| vs[g * v..g * v + v].to_vec())

@@ -125,7 +125,7 @@ pub fn held(c: &Ctx, op: &kir_ir::OpData, w: &WgmmaDot, acc_regs: &[Reg]) -> boo
     let body = l.regions[0];
     let bd = &k.dfg.blocks[body];
     let carried = bd.args[1..].contains(&acc);
-    let yielded_only = super::dispatch::use_count(k, r) == 1
+    let yielded_only = crate::ptx::plan::ir::use_count(k, r) == 1
         && bd
             .ops
             .last()
@@ -202,7 +202,7 @@ fn acc_in_place(c: &Ctx, v: Value, regs: &[Reg]) -> bool {
         None => false,
     };
     let distinct = regs.iter().collect::<HashSet<_>>().len() == regs.len();
-    owner && distinct && super::dispatch::use_count(c.k, v) == 1
+    owner && distinct && crate::ptx::plan::ir::use_count(c.k, v) == 1
 }
 
 /// Stores a register tile (any layout) into a fresh core-layout [rows, cols] region, for a
