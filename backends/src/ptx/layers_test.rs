@@ -21,9 +21,7 @@ const LOWER_CYCLE: &[&str] = &[
     "lower/sched.rs",
     "lower/tile.rs",
     "lower/tma.rs",
-    "lower/tma_rows.rs",
     "lower/vector.rs",
-    "lower/wgmma.rs",
     "lower/ws.rs",
 ];
 

@@ -39,7 +39,7 @@ pub fn block(c: &mut Ctx, b: Block) -> Result<Vec<Value>, PtxError> {
             yielded = op.operands.clone();
             continue;
         }
-        if super::sched::fold(c, op) {
+        if super::statics::fold(c, op) {
             continue;
         }
         if let Some(src) = super::mma_store::store_cast(c, &c.k.dfg.blocks[b].ops, i) {

@@ -291,12 +291,6 @@ fn load_shared(
     Ok(val(off))
 }
 
-/// Bytes of the shared-memory region a load of `shape` and dtype `d` needs.
-pub fn shared_tile_bytes(shape: &[usize], d: Dtype) -> u32 {
-    let eb = smem_bytes(d);
-    (shape[0] * (shape[1] + 16 / eb) * eb) as u32
-}
-
 /// Issues the copy of the tile a `load` or `async_copy` op reads (its tensor, offsets `offs`,
 /// `mask` and `other`) into the shared region at `off` (cp.async when possible, scalar loads
 /// otherwise) without waiting or synchronizing: the caller commits, waits and places the

@@ -28,54 +28,16 @@
 //! The mbarrier ops, `dot_async`/`dot_wait`, `fence_async` and `warp_specialize`, which the
 //! scheduling passes do not emit for this backend, are errors naming the op and the target.
 
-use super::ctx::{smem_bytes, Ctx, Val};
+use super::ctx::{Ctx, Val};
+use super::stages::{buffer, StageIx};
 pub use super::state::StageBuf;
+use super::statics::{eval, int_scalar};
 use super::PtxError;
 use crate::ptx::emit::isa::Isa;
 use crate::ptx::emit::PtxInst;
 use crate::ptx::plan::ir::lit;
 use crate::ptx::plan::layout::Place;
-use kir_ir::{Attr, Block, Dtype, Kernel, OpData, Opcode, Value, ValueDef};
-
-/// A stage index: known while lowering (an unrolled ring's copy, a constant), or in a register
-/// (a TMA ring whose stages only wgmma reads is not unrolled: [`dynamic_ring`]).
-#[derive(Clone, Copy, Debug)]
-pub enum StageIx {
-    Known(usize),
-    Reg(crate::ptx::emit::Reg),
-}
-
-impl StageBuf {
-    /// Stage `ix`'s byte offset: a constant, plus a register for a run-time stage.
-    pub fn stage_off(&self, c: &mut Ctx, ix: StageIx) -> (u32, Option<crate::ptx::emit::Reg>) {
-        match ix {
-            StageIx::Known(h) => (self.off + h as u32 * self.stride, None),
-            StageIx::Reg(s) => {
-                let d = c.b.reg(crate::ptx::emit::RegClass::B32);
-                c.b.ins(PtxInst::new("mul.lo.s32").op(d).op(s).op(self.stride));
-                (self.off, Some(d))
-            }
-        }
-    }
-
-    /// The stage as a shared tile (the element strides of its layout; 0, 0 for the core layout).
-    fn stage(&self, c: &mut Ctx, ix: StageIx) -> Val {
-        let (row_stride, col_stride) = if self.core {
-            (0, 0)
-        } else {
-            (self.shape[1] + 16 / smem_bytes(self.dtype), 1)
-        };
-        let (off, dyn_off) = self.stage_off(c, ix);
-        Val::Shared {
-            off,
-            dyn_off,
-            shape: self.shape,
-            dtype: self.dtype,
-            row_stride,
-            col_stride,
-        }
-    }
-}
+use kir_ir::{Block, Dtype, Kernel, OpData, Opcode, Value};
 
 /// Lowers a scheduling op.
 pub fn lower_sched_op(c: &mut Ctx, op: &OpData) -> Result<(), PtxError> {
@@ -156,60 +118,6 @@ pub fn lower_sched_op(c: &mut Ctx, op: &OpData) -> Result<(), PtxError> {
         _ => return unsupported(c, op, "this scheduling op"),
     }
     Ok(())
-}
-
-/// The stages of buffer `b` (an `smem_alloc` result), reserved in shared memory at the first
-/// use: S stages of one tile each, row-padded or (for wgmma operands) in the core layout.
-pub(super) fn buffer(c: &mut Ctx, b: Value, sp: kir_ir::Span) -> Result<StageBuf, PtxError> {
-    if let Some(buf) = c.mem.smem_bufs.get(&b) {
-        return Ok(buf.clone());
-    }
-    let ty = c.k.dfg.ty(b);
-    let (Some(shape), Some(d)) = (ty.shape(), ty.dtype()) else {
-        return Err(PtxError::at(sp, "internal: a stage buffer of unknown type"));
-    };
-    let [stages, rows, cols] = shape[..] else {
-        return Err(PtxError::at(
-            sp,
-            format!(
-                "the PTX backend stages 2-D tiles in shared memory, not `{ty}` on {}",
-                c.target.name()
-            ),
-        ));
-    };
-    if !matches!(
-        d,
-        Dtype::F16 | Dtype::Bf16 | Dtype::F32 | Dtype::I32 | Dtype::U8
-    ) {
-        return Err(PtxError::at(
-            sp,
-            format!("the PTX backend does not stage {d} tiles in shared memory"),
-        ));
-    }
-    let core = c.plan.core.contains(&b);
-    let eb = smem_bytes(d);
-    let (stride, off) = if core {
-        let align = crate::ptx::plan::wgmma::CORE_ALIGN;
-        let stride =
-            crate::ptx::plan::wgmma::core_tile_bytes(&[rows, cols], eb).div_ceil(align) * align;
-        (
-            stride,
-            c.alloc_shared_aligned(stride * stages as u32, align),
-        )
-    } else {
-        let stride = super::memory::shared_tile_bytes(&[rows, cols], d).div_ceil(16) * 16;
-        (stride, c.alloc_shared(stride * stages as u32))
-    };
-    let buf = StageBuf {
-        off,
-        stride,
-        stages,
-        shape: [rows, cols],
-        dtype: d,
-        core,
-    };
-    c.mem.smem_bufs.insert(b, buf.clone());
-    Ok(buf)
 }
 
 fn unsupported(c: &Ctx, op: &OpData, what: &str) -> Result<(), PtxError> {
@@ -298,108 +206,6 @@ fn stage_of(c: &mut Ctx, op: &OpData) -> Result<(StageBuf, usize), PtxError> {
     Ok((buf, h as usize))
 }
 
-/// The value of a scalar i32/i1 op on known operands (i32 arithmetic wraps).
-fn apply(op: &OpData, d: Dtype, a: &[i64]) -> Option<i64> {
-    let w = |x: i64| x as i32 as i64;
-    let (x, y) = (a.first().copied(), a.get(1).copied());
-    Some(match op.opcode {
-        Opcode::Add => w(x?.wrapping_add(y?)),
-        Opcode::Sub => w(x?.wrapping_sub(y?)),
-        Opcode::Mul => w(x?.wrapping_mul(y?)),
-        Opcode::Min => x?.min(y?),
-        Opcode::Max => x?.max(y?),
-        Opcode::And => x? & y?,
-        Opcode::Or => x? | y?,
-        Opcode::Xor => x? ^ y?,
-        Opcode::Not if d == Dtype::I1 => (x? == 0) as i64,
-        Opcode::Not => w(!x?),
-        Opcode::Select => {
-            if x? != 0 {
-                y?
-            } else {
-                *a.get(2)?
-            }
-        }
-        Opcode::Cmp => op.cmp_pred()?.test(x?, y?) as i64,
-        _ => return None,
-    })
-}
-
-/// The i32/i1 scalar type of `v`, if it has one.
-fn int_scalar(k: &Kernel, v: Value) -> Option<Dtype> {
-    let t = k.dfg.ty(v);
-    match t.dtype() {
-        Some(d @ (Dtype::I32 | Dtype::I1)) if t.is_scalar() => Some(d),
-        _ => None,
-    }
-}
-
-/// An integer constant's value.
-fn const_int(op: &OpData) -> Option<i64> {
-    match &op.lead {
-        Some(Attr::Expr(e)) => e.as_int(),
-        _ => None,
-    }
-}
-
-/// Records what an i32/i1 scalar op makes known: an integer constant (lowered as before), or an
-/// op on known values, which emits nothing: a use gets the value from a prologue register
-/// (`Ctx::val`). Returns true when the op needs no lowering.
-pub fn fold(c: &mut Ctx, op: &OpData) -> bool {
-    let (Some(&r), 1) = (op.results.first(), op.results.len()) else {
-        return false;
-    };
-    let Some(d) = int_scalar(c.k, r) else {
-        return false;
-    };
-    if op.opcode == Opcode::Const {
-        let Some(x) = const_int(op) else {
-            return false;
-        };
-        // Still lowered where it stands: moving every constant into the prologue lengthens
-        // register live ranges (gemm_nf4: 246 → 254 registers on sm_90a).
-        c.values.statics.insert(r, x);
-        return false;
-    }
-    let args: Option<Vec<i64>> = op
-        .operands
-        .iter()
-        .map(|a| c.values.statics.get(a).copied())
-        .collect();
-    match args.and_then(|a| (!a.is_empty()).then(|| apply(op, d, &a)).flatten()) {
-        Some(x) => {
-            c.values.statics.insert(r, x);
-            c.values.vals.remove(&r);
-            true
-        }
-        None => false,
-    }
-}
-
-/// The value of `v` if it follows from `known` and constants through foldable ops.
-fn eval(k: &Kernel, v: Value, known: &dyn Fn(Value) -> Option<i64>, depth: usize) -> Option<i64> {
-    if let Some(x) = known(v) {
-        return Some(x);
-    }
-    let d = int_scalar(k, v)?;
-    let ValueDef::Result(o, _) = k.dfg.values.get(v)?.def else {
-        return None;
-    };
-    let od = &k.dfg.ops[o];
-    if od.opcode == Opcode::Const {
-        return const_int(od);
-    }
-    if depth > 64 || od.operands.is_empty() {
-        return None;
-    }
-    let args: Option<Vec<i64>> = od
-        .operands
-        .iter()
-        .map(|&a| eval(k, a, known, depth + 1))
-        .collect();
-    apply(od, d, &args?)
-}
-
 /// A loop that carries a stage index the way the pipelining pass emits it.
 #[derive(Clone, Copy, Debug)]
 pub struct Ring {
@@ -472,12 +278,6 @@ pub fn stage_ring(c: &Ctx, op: &OpData) -> Option<Ring> {
         }
     }
     None
-}
-
-/// The value of i32 scalar `v` if it folds from what is known while lowering (constants, the
-/// stage index of the unrolled ring copy being lowered), even before its defining op is lowered.
-pub fn known(c: &Ctx, v: Value) -> Option<i64> {
-    eval(c.k, v, &|x| c.values.statics.get(&x).copied(), 0)
 }
 
 /// True if `b` (or a region nested in it) has an op of opcode `opc` that block barriers order

@@ -14,7 +14,7 @@
 //! `fence.proxy.async` (generic writes, async-proxy reads by wgmma) and a block barrier.
 
 use super::ctx::{Ctx, Val};
-use super::sched::StageIx;
+use super::stages::StageIx;
 use super::PtxError;
 use crate::ptx::emit::isa::Isa;
 use crate::ptx::emit::{PtxInst, Reg, RegClass};
@@ -147,7 +147,7 @@ pub fn zero_masked_rows(c: &mut Ctx, wait: &OpData, m: Value, s: Value) -> Resul
     let mut first = true;
     let (tid, threads) = (c.thread.tid, c.plan.blk.threads);
     for (buf, _) in fills {
-        let sb = super::sched::buffer(c, buf, sp)?;
+        let sb = super::stages::buffer(c, buf, sp)?;
         if !sb.core {
             return Err(PtxError::at(
                 sp,

@@ -156,7 +156,7 @@ pub fn held(c: &Ctx, op: &kir_ir::OpData, w: &WgmmaDot, acc_regs: &[Reg]) -> boo
             .filter_map(|o| {
                 Some((
                     *o.operands.first()?,
-                    super::sched::known(c, *o.operands.get(1)?)?,
+                    super::statics::known(c, *o.operands.get(1)?)?,
                 ))
             })
             .collect();
@@ -172,7 +172,7 @@ pub fn held(c: &Ctx, op: &kir_ir::OpData, w: &WgmmaDot, acc_regs: &[Reg]) -> boo
             .all(|o| {
                 o.operands
                     .get(1)
-                    .and_then(|&s| super::sched::known(c, s))
+                    .and_then(|&s| super::statics::known(c, s))
                     .is_some_and(|s| s != stage)
             })
     })
