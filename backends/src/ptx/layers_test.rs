@@ -18,6 +18,7 @@ const LOWER_CYCLE: &[&str] = &[
     "lower/memory.rs",
     "lower/reduce.rs",
     "lower/rescale.rs",
+    "lower/rows.rs",
     "lower/sched.rs",
     "lower/tile.rs",
     "lower/tma.rs",

@@ -2,9 +2,8 @@
 //! instructions, labels, comments) in two sections, the prologue and the body. The kernel's
 //! [`Requirements`] and its instruction count are read from the instructions it holds.
 
-use super::inst::{Label, Operand, PtxInst};
+use super::inst::{Label, Operand, PtxInst, Reg, RegClass};
 use super::isa::{Isa, Requirements};
-use super::reg::{Reg, RegClass};
 use kir_ir::Span;
 use std::fmt::Write;
 

@@ -6,8 +6,7 @@
 pub mod builder;
 pub mod inst;
 pub mod isa;
-pub mod reg;
 
 pub use builder::{f32_lit, Builder};
 pub use inst::{Label, Operand, PtxInst};
-pub use reg::{Reg, RegClass};
+pub use inst::{Reg, RegClass};

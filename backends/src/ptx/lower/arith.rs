@@ -1,8 +1,8 @@
 //! Elementwise arithmetic on one register per element: float ops in f32 with f16/bf16 rounding
 //! after each op, integer wrap-around, casts and comparisons with the interpreter's rules.
 
+use super::ctx::round;
 use super::ctx::{class_of, Ctx};
-use super::values::round;
 use super::PtxError;
 use crate::ptx::emit::isa::Isa;
 use crate::ptx::emit::{f32_lit, Operand, PtxInst, Reg, RegClass};

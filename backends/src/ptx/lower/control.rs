@@ -2,10 +2,10 @@
 //! index of a shared-memory ring, see `sched.rs`) and `if`, with loop-carried values in their own
 //! registers.
 
+use super::ctx::{dtype, place, shape};
 use super::ctx::{Ctx, Val};
 use super::dispatch::{block, regs_in};
 use super::sched::{contains, stage_ring, Ring};
-use super::values::{dtype, place, shape};
 use super::PtxError;
 use crate::ptx::emit::isa::Isa;
 use crate::ptx::emit::{PtxInst, Reg, RegClass};

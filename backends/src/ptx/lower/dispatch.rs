@@ -59,9 +59,9 @@ pub fn block(c: &mut Ctx, b: Block) -> Result<Vec<Value>, PtxError> {
 
 use super::arith::scalar_op;
 use super::control::{lower_for, lower_if};
+use super::ctx::{constant, dtype, place, shape};
 use super::lazy::lazy_ok;
 pub use super::lazy::{coord_value, lazy_uniform_along, slot_value};
-use super::values::{constant, dtype, place, shape};
 use crate::ptx::plan::ir::lit;
 
 /// The registers of `v` in `layout` with the result's `shape` (scalars replicate; tiles in

@@ -3,9 +3,9 @@
 //! needs, per slot or per runtime coordinate.
 
 use super::arith::scalar_op;
+use super::ctx::{dtype, place};
 use super::ctx::{Ctx, Val};
 use super::dispatch::{elementwise_val, regs_in};
-use super::values::{dtype, place};
 use super::PtxError;
 use crate::ptx::emit::{PtxInst, Reg, RegClass};
 use crate::ptx::plan::layout::{Layout, Place};

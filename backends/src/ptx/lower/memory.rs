@@ -5,11 +5,11 @@
 //! (or 0 when the op has no `other`) and is skipped by stores. The interpreter reports such
 //! unguarded accesses as errors; on the GPU they are suppressed, never undefined.
 
+use super::ctx::round;
 use super::ctx::{smem_bytes, Ctx, SlotCoord, TensorInfo, Val};
 use super::dispatch::regs_in;
 use super::elem::{and_pred, element, gty, load_elem, offsets, store_bits};
 use super::tile::slot_live;
-use super::values::round;
 use super::vector::{blocked_vec_access, cp_async_tile, vec_ok, vector_alignment_ok, Access};
 use super::PtxError;
 use crate::ptx::emit::isa::Isa;
@@ -62,7 +62,7 @@ pub fn lower_memory_op(c: &mut Ctx, op: &OpData) -> Result<(), PtxError> {
             let shape = c.k.dfg.ty(v).shape().unwrap_or_default();
             match c.plan.places.get(&v).copied().unwrap_or(Place::Scalar) {
                 Place::Scalar => {
-                    let r = super::values::constant(c, d, other);
+                    let r = super::ctx::constant(c, d, other);
                     let (addr, inb) = element(c, &info, &offs, &[]);
                     let m = mask_regs(c, op, None, &shape)?.map(|m| m[0]);
                     let p = and_pred(c, inb, m);
@@ -99,7 +99,7 @@ pub fn lower_memory_op(c: &mut Ctx, op: &OpData) -> Result<(), PtxError> {
                     let masks = mask_regs(c, op, Some(l), &shape)?;
                     let mut regs = Vec::with_capacity(coords.len());
                     for (i, sc) in coords.iter().enumerate() {
-                        let r = super::values::constant(c, d, other);
+                        let r = super::ctx::constant(c, d, other);
                         if !slot_live(c, l, &shape, i) {
                             regs.push(r);
                             continue;
@@ -358,7 +358,7 @@ pub fn copy_tile(
         let coords = c.coords(Layout::Blocked, shape);
         let masks = mask_regs(c, op, Some(Layout::Blocked), shape)?;
         for (i, sc) in coords.iter().enumerate() {
-            let r = super::values::constant(c, d, other);
+            let r = super::ctx::constant(c, d, other);
             let (addr, inb) = element(c, info, offs, &sc.idx);
             let p = and_pred(c, inb, masks.as_ref().map(|m| m[i]));
             load_elem(c, d, r, addr, p);
@@ -376,7 +376,7 @@ pub fn copy_tile(
         let (i, j) = (c.b.reg(RegClass::B32), c.b.reg(RegClass::B32));
         c.b.ins(PtxInst::new("div.u32").op(i).op(e).op(cols));
         c.b.ins(PtxInst::new("rem.u32").op(j).op(e).op(cols));
-        let r = super::values::constant(c, d, other);
+        let r = super::ctx::constant(c, d, other);
         let (addr, inb) = element(c, info, offs, &[i, j]);
         let inb = match lazy_mask {
             // A mask computed from indices is evaluated for this element only.

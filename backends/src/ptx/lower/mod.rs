@@ -1,8 +1,8 @@
 //! The lowering layer of the PTX backend: one module per concern, each turning the ops of a
 //! specialized kernel into [`crate::ptx::emit::PtxInst`]s on the kernel's builder, reading the
 //! kernel's [`crate::ptx::plan`]. `kernel` lowers one `.entry`; `dispatch` sends each op to its
-//! concern: `arith`/`vector`/`lazy` (scalar and elementwise work), `memory`/`cp_rows`/`mma_store`/
-//! `store_order`/`tile` (global and shared memory, shape ops), `dot`/`wgmma`/`pingpong`/`rescale`
+//! concern: `arith`/`lazy`/`statics` (scalar and elementwise work), `memory`/`cp_rows`/`mma_store`/
+//! `store_order`/`tile` (global and shared memory, shape ops), `dot`/`wgmma` (with ping-pong)/`rescale`
 //! (dots), `reduce` (reductions), `control` (loops and ifs), `sched` (the cp.async stage rings of
 //! scheduled IR), `tma`/`tma_rows` (TMA rings and mbarriers), `ws` (warp specialization), and
 //! `report` (the decisions, for `--report`).
@@ -19,10 +19,10 @@ mod lazy;
 mod memory;
 mod mma_store;
 mod notes;
-mod pingpong;
 mod reduce;
 pub mod report;
 mod rescale;
+mod rows;
 mod sched;
 mod stages;
 mod state;
@@ -31,7 +31,6 @@ mod store_order;
 mod tile;
 pub mod tma;
 mod tma_rows;
-mod values;
 mod vector;
 mod wgmma;
 mod ws;

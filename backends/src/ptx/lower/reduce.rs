@@ -4,10 +4,10 @@
 //! the scratch region, where each output element folds its line in ascending order. Also the
 //! combine / identity / butterfly-shuffle steps the other reductions share.
 
+use super::ctx::round;
 use super::ctx::{class_of, Ctx, Val};
 use super::dispatch::regs_in;
 use super::tile::{convert, read_scratch, spill};
-use super::values::round;
 use super::PtxError;
 use crate::ptx::emit::isa::Isa;
 use crate::ptx::emit::{Operand, PtxInst, Reg, RegClass};
@@ -90,8 +90,7 @@ pub(super) fn reduce(
         }
         return Ok(out);
     }
-    if let Some(out) = super::vector::reduce_blocked_rows(c, kind, op, axis, l, shape, &ss, d, sp)?
-    {
+    if let Some(out) = super::rows::reduce_blocked_rows(c, kind, op, axis, l, shape, &ss, d, sp)? {
         return Ok(out);
     }
     // Generic: spill, then each output element folds its line in ascending order.
@@ -145,7 +144,7 @@ pub(super) fn identity(c: &mut Ctx, kind: ReduceKind, d: Dtype) -> Reg {
         (ReduceKind::Max, false) => i32::MIN as f64,
         (ReduceKind::Min, false) => i32::MAX as f64,
     };
-    super::values::constant(c, d, v)
+    super::ctx::constant(c, d, v)
 }
 
 pub(super) fn shfl_combine(c: &mut Ctx, kind: ReduceKind, d: Dtype, acc: Reg, mask: usize) {

@@ -63,7 +63,7 @@ pub(super) fn spill(c: &mut Ctx, layout: Layout, shape: &[usize], d: Dtype, regs
 /// that hold no element (`valid` false) read nothing and keep 0.
 pub(super) fn read_scratch(c: &mut Ctx, d: Dtype, lin: Reg, valid: Option<Reg>) -> Reg {
     let a = c.smem_addr(c.mem.scratch_off, &[lin], 1, 0, ebytes(d));
-    let r = super::values::constant(c, d, 0.0);
+    let r = super::ctx::constant(c, d, 0.0);
     if d == Dtype::I1 {
         let t = c.b.reg(RegClass::B32);
         c.b.ins(PtxInst::new("mov.b32").op(t).op(0));
@@ -93,7 +93,7 @@ pub fn convert(c: &mut Ctx, v: &Val, to: Layout, sp: Span) -> Result<Val, PtxErr
             let mut out = Vec::new();
             for (s, sc) in coords.iter().enumerate() {
                 if !slot_live(c, to, shape, s) {
-                    out.push(super::values::constant(c, *dtype, 0.0));
+                    out.push(super::ctx::constant(c, *dtype, 0.0));
                     continue;
                 }
                 let lin = c.linear(&sc.idx, shape);
@@ -120,7 +120,7 @@ pub fn convert(c: &mut Ctx, v: &Val, to: Layout, sp: Span) -> Result<Val, PtxErr
             for sc in &coords {
                 let a = c.smem_addr(*off, &sc.idx, *row_stride, *col_stride, eb);
                 let a = c.plus_dyn(a, *dyn_off);
-                let r = super::values::constant(c, *dtype, 0.0);
+                let r = super::ctx::constant(c, *dtype, 0.0);
                 match dtype {
                     Dtype::F16 | Dtype::Bf16 => {
                         let h = c.b.reg(RegClass::B16);
@@ -223,7 +223,7 @@ pub fn lower_shape_op(c: &mut Ctx, op: &OpData) -> Result<(), PtxError> {
             let fast = match (&src, op.opcode) {
                 (Val::Scalar(r), _) => Some(vec![*r; n]),
                 (Val::Tile { .. }, Opcode::Broadcast) if l == Layout::Blocked => {
-                    super::vector::blocked_broadcast(c, a, &src, &shape)
+                    super::rows::blocked_broadcast(c, a, &src, &shape)
                 }
                 (
                     Val::Tile {
@@ -353,7 +353,7 @@ fn generic_shape(
     let mut out = Vec::new();
     for (s, sc) in coords.iter().enumerate() {
         if !slot_live(c, l, shape, s) {
-            out.push(super::values::constant(c, d, 0.0));
+            out.push(super::ctx::constant(c, d, 0.0));
             continue;
         }
         let lin = match op.opcode {
@@ -448,7 +448,7 @@ pub(super) fn replicated(c: &Ctx, v: Value, depth: usize) -> bool {
                 _ => 0,
             };
             let d = ty.dtype().unwrap_or(Dtype::F32);
-            super::vector::rows_fit(c, a, axis, Layout::Blocked, &ss, d)
+            super::rows::rows_fit(c, a, axis, Layout::Blocked, &ss, d)
                 && ss[0] <= crate::ptx::plan::VEC
         }
         kir_ir::elementwise_ops!() => all(),

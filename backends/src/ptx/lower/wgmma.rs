@@ -24,12 +24,32 @@
 //! - Per dot: `wgmma.fence`, one `wgmma.mma_async` per 16-deep K slice on a private copy of the
 //!   accumulator, `commit_group`, `wait_group 0` (the tile is finished before anyone may
 //!   overwrite the operands).
+//!
+//! Inter-warpgroup ping-pong for loops of wgmma dots (FlashAttention-3's schedule, without warp
+//! specialization): in a block of two warpgroups whose loop body issues k ≥ 2 wgmma dots, the
+//! warpgroups take turns on the tensor cores. Per iteration the issue order is
+//! D0(wg0), D0(wg1), D1(wg0), D1(wg1), …, so while one warpgroup runs its softmax (the work
+//! between two dots) the other one's dot occupies the tensor cores.
+//!
+//! The order comes from named barriers (ids 1 ..= 2k − 1; id 0 is the block-wide `bar.sync 0`):
+//! - X_i (id 1 + i): warpgroup 0 arrives after issuing D_i; warpgroup 1 waits on it before
+//!   issuing D_i.
+//! - Y_i (id 1 + k + i, i < k − 1): warpgroup 1 arrives after issuing D_i; warpgroup 0 waits on
+//!   it before issuing D_{i+1}.
+//!
+//! Each barrier counts 256 threads per phase (one warpgroup arriving, the other waiting), once per
+//! iteration; the wrap-around (D0 of the next iteration after D_{k−1}) is ordered by the loop's
+//! own block-wide barrier. Both warpgroups run the same trip count (loop bounds are uniform in a
+//! block) and the dots sit directly in the loop body (no branch around them), so every phase
+//! gets its 256 arrivals: the barriers order issue, they cannot deadlock. Results do not depend
+//! on the order (each warpgroup computes its own rows).
 
 use super::ctx::{Ctx, Val};
 use super::PtxError;
 use crate::ptx::emit::isa::Isa;
 use crate::ptx::emit::{Operand, PtxInst, Reg, RegClass};
 use crate::ptx::plan::ir::def_op;
+use crate::ptx::plan::roles::Turn;
 use crate::ptx::plan::wgmma::{core_tile_bytes, WgmmaDot, CORE_ALIGN};
 use kir_ir::{Dtype, Kernel, Opcode, Span, Value, ValueDef};
 use std::collections::HashSet;
@@ -374,7 +394,7 @@ pub fn lower(
         c.b.ins(PtxInst::new("setp.ne.u32").op(p_first).op(0).op(0));
     }
     if let Some(t) = issue.turn {
-        super::pingpong::before_issue(c, t);
+        before_issue(c, t);
     }
     c.b.ins(PtxInst::new("wgmma.fence.sync.aligned"));
     // Each operand's descriptor is built once; the slices add their offsets to it.
@@ -437,7 +457,7 @@ pub fn lower(
     }
     c.b.ins(PtxInst::new("wgmma.commit_group.sync.aligned"));
     if let Some(t) = issue.turn {
-        super::pingpong::after_issue(c, t);
+        after_issue(c, t);
     }
     if issue.asynchronous {
         c.asyncs.wgmma_in_flight = true;
@@ -450,4 +470,50 @@ pub fn lower(
         c.asyncs.wgmma_in_flight = false;
     }
     Ok(cur)
+}
+
+/// This thread's warpgroup is warpgroup 0 (a predicate).
+fn first_group(c: &mut Ctx) -> Reg {
+    let (wg, p) = (c.b.reg(RegClass::B32), c.b.reg(RegClass::Pred));
+    c.b.ins(PtxInst::new("shr.u32").op(wg).op(c.thread.warp).op(2));
+    c.b.ins(PtxInst::new("setp.eq.u32").op(p).op(wg).op(0));
+    p
+}
+
+/// Waits for this warpgroup's turn before issuing the dot of turn `t`.
+pub fn before_issue(c: &mut Ctx, t: Turn) {
+    let p = first_group(c);
+    if t.index > 0 {
+        c.b.ins(
+            PtxInst::new("bar.sync")
+                .op(1 + t.count + t.index - 1)
+                .op(256)
+                .guard(p, false),
+        );
+    }
+    c.b.ins(
+        PtxInst::new("bar.sync")
+            .op(1 + t.index)
+            .op(256)
+            .guard(p, true),
+    );
+}
+
+/// Hands the turn on after issuing (and committing) the dot of turn `t`.
+pub fn after_issue(c: &mut Ctx, t: Turn) {
+    let p = first_group(c);
+    c.b.ins(
+        PtxInst::new("bar.arrive")
+            .op(1 + t.index)
+            .op(256)
+            .guard(p, false),
+    );
+    if t.index + 1 < t.count {
+        c.b.ins(
+            PtxInst::new("bar.arrive")
+                .op(1 + t.count + t.index)
+                .op(256)
+                .guard(p, true),
+        );
+    }
 }
