@@ -108,7 +108,7 @@ fn descriptor(c: &mut Ctx, addr: Reg, extra: u32, lbo: u32) -> Reg {
     d
 }
 
-/// How a wgmma dot is issued: its ping-pong turn (`pingpong.rs`) and whether it stays in flight
+/// How a wgmma dot is issued: its ping-pong turn (`plan/roles.rs`) and whether it stays in flight
 /// into the next iteration ([`held`]).
 #[derive(Clone, Copy, Debug, Default)]
 pub struct Issue {

@@ -33,7 +33,7 @@ use crate::ptx::emit::{Operand, PtxInst, Reg, RegClass};
 use crate::ptx::plan::roles::{ws_op, WsAttrs};
 use kir_ir::{Kernel, OpData, Opcode};
 
-/// The named barrier of the consumer partition (ids 1.. are ping-pong's, pingpong.rs).
+/// The named barrier of the consumer partition (ids 1.. are ping-pong's, wgmma.rs).
 pub const CONSUMER_BARRIER: u32 = 15;
 
 /// Sets up the thread index of a warp-specialized kernel (in the prologue: `tid` becomes the

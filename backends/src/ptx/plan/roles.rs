@@ -1,6 +1,6 @@
 //! Warp roles planned before lowering: warp specialization's partitions (the attributes of a
 //! `warp_specialize` op, [`ws_op`]) and the ping-pong turns of wgmma dots ([`pingpong`]; the
-//! barriers that enforce them are `lower/pingpong.rs`).
+//! barriers that enforce them are in `lower/wgmma.rs`).
 
 use super::block::Block;
 use super::ir::lit;
