@@ -70,6 +70,9 @@ pub struct Lowered {
     pub kernels: Vec<KernelMeta>,
     /// The PTX backend's lowering decisions of each kernel (empty for the others).
     pub reports: Vec<PtxReport>,
+    /// For PTX, the instruction count of each kernel's `.entry`, read from its instruction list
+    /// (empty for the others).
+    pub instructions: Vec<usize>,
 }
 
 /// A code generator the compile driver can drive. Implementations are deterministic: the same
@@ -127,6 +130,7 @@ impl Backend for PtxBackend {
                 version: out.version,
                 kernels: out.kernels,
                 reports: out.reports,
+                instructions: out.instructions,
             }),
             Err(e) if e.over_shared => Err(LowerError::Rejected(Rejection::OverShared {
                 kernel: m
@@ -179,6 +183,7 @@ impl Backend for CudaCBackend {
             version: self.target.min_ptx_version(),
             kernels: cu.kernels,
             reports: Vec::new(),
+            instructions: Vec::new(),
         })
     }
 }

@@ -4,50 +4,41 @@
 //! the accumulator layout kept in registers through the softmax, FlashAttention-2 style), FMA
 //! for other dots, shared-memory tiles for dot operands, quad shuffles for row reductions, and
 //! predication for masks and ragged edges (sm_90a adds wgmma for GEMM-like dots). Layouts are
-//! decided by [`layout::assign`]; the per-op lowering lives in `lower` (dispatch, control flow,
-//! elementwise), `memory` (global and shared memory), `tile` (shape ops, reductions,
-//! conversions), `dot` and `sched` (scheduled IR: the cp.async stage rings of the `pipelining`
-//! pass). The backend does not pipeline loops on its own: the rings come from the IR.
+//! decided by [`layout::assign`]. The backend is layered, each layer importing only the ones
+//! below it: [`plan`] (immutable per-kernel facts: block, layouts, wgmma eligibility, warp
+//! roles), `lower` (one module per concern: dispatch, control flow, memory, dots, reductions,
+//! TMA rings, warp specialization; the scheduled IR's cp.async stage rings in `sched`), and
+//! [`emit`] (typed instructions and the builder). The backend does not pipeline loops on its
+//! own: the rings come from the IR.
 //! Instructions state what they need ([`isa`]: PTX ISA version and target feature), from which
 //! `.version` and the target check follow; each kernel's lowering decisions are returned as a
 //! [`PtxReport`] ([`report`]).
 
-mod arith;
-pub mod builder;
-mod control;
-mod cp_rows;
-mod ctx;
-mod dot;
-pub mod isa;
-mod kernel;
-pub mod layout;
-mod lazy;
+pub mod emit;
+#[cfg(test)]
+mod layers_test;
 mod lower;
-mod memory;
-mod mma_store;
-mod pingpong;
 pub mod plan;
-mod reduce;
-pub mod report;
-mod rescale;
-mod sched;
-mod store_order;
-mod tile;
-mod tma;
-mod tma_rows;
-pub use tma::tma_rings_lowerable;
-mod vector;
-mod wgmma;
-mod ws;
+
+pub use emit::isa;
+pub use lower::report;
+pub use lower::tma::tma_rings_lowerable;
+pub use lower::PtxError;
+pub use plan::THREADS;
+
+/// Layout assignment ([`plan::layout`]) and the layout dump of `kirc compile --dump-after
+/// layout` ([`annotate`]).
+pub mod layout {
+    pub use super::plan::annotate;
+    pub use super::plan::layout::*;
+}
 
 use crate::abi::kernel_abi;
 use crate::meta::KernelMeta;
 use crate::target::Target;
-use kir_ir::{Module, Span};
+use kir_ir::Module;
 pub use report::PtxReport;
 
-/// Threads per block used by every kernel today (4 warps).
-pub const THREADS: u32 = 128;
 /// The software-pipelining ring depth the compile driver asks the `pipelining` pass for when
 /// compiling to PTX (the backend itself lowers whatever rings the scheduled IR has): 2 (double
 /// buffering) measured best on the H200 for attention and as good as 3–4 for GEMM
@@ -120,36 +111,6 @@ impl PtxOptions {
     }
 }
 
-/// A lowering failure: names the op (by span) or the kernel, and the target.
-#[derive(Clone, Debug, PartialEq, thiserror::Error)]
-#[error("{message}")]
-pub struct PtxError {
-    pub message: String,
-    pub span: Option<Span>,
-    /// The kernel needs more shared memory than a block may use (a shallower ring may fit).
-    pub over_shared: bool,
-}
-
-impl PtxError {
-    /// An error at an op.
-    pub fn at(span: Span, message: impl Into<String>) -> PtxError {
-        PtxError {
-            message: message.into(),
-            span: Some(span),
-            over_shared: false,
-        }
-    }
-
-    /// An error without a location.
-    pub fn plain(message: impl Into<String>) -> PtxError {
-        PtxError {
-            message: message.into(),
-            span: None,
-            over_shared: false,
-        }
-    }
-}
-
 /// A compiled module: PTX text, the ISA version it declares, per-kernel metadata, and the
 /// lowering decisions of each kernel (`reports[i]` describes `kernels[i]`).
 #[derive(Clone, Debug)]
@@ -158,6 +119,10 @@ pub struct PtxModule {
     pub version: (u32, u32),
     pub kernels: Vec<KernelMeta>,
     pub reports: Vec<PtxReport>,
+    /// `instructions[i]`: how many instructions the `.entry` of `kernels[i]` holds (counted from
+    /// its instruction list, the final `ret` included: every line of the entry that ends in `;`
+    /// and is neither a directive nor a comment).
+    pub instructions: Vec<usize>,
 }
 
 /// Lowers every kernel of a specialized, verified module. Kernel symbols are the kernel name
@@ -179,10 +144,11 @@ pub fn compile_module_with(
     let mut bodies = String::new();
     let mut kernels = Vec::new();
     let mut reports = Vec::new();
+    let mut instructions = Vec::new();
     for k in m.kernels.values() {
         let symbol = sanitize(&format!("{}{}", k.name, suffix));
         let abi = kernel_abi(k).map_err(|e| PtxError::at(k.span, e))?;
-        let lowered = kernel::lower_kernel(k, &abi, target, &symbol, opts.warps)?;
+        let lowered = lower::kernel::lower_kernel(k, &abi, target, &symbol, opts.warps)?;
         let limit = target.smem_per_block();
         if u64::from(lowered.shared_bytes) > limit {
             let mut e = PtxError::at(
@@ -218,6 +184,7 @@ pub fn compile_module_with(
             registers: None,
         });
         reports.push(lowered.report);
+        instructions.push(lowered.instructions);
     }
     let mut text = format!(
         "//\n// Generated by kir for {} from module `{}`.\n//\n.version {}.{}\n.target {}\n.address_size 64\n\n.extern .shared .align {} .b8 kir_smem[];\n.const .align 4 .f32 kir_nf4[16] = {{{}}};\n",
@@ -227,7 +194,7 @@ pub fn compile_module_with(
         version.1,
         target.name(),
         smem_align,
-        kir_ir::NF4_TABLE.iter().map(|v| builder::f32_lit(*v)).collect::<Vec<_>>().join(", ")
+        kir_ir::NF4_TABLE.iter().map(|v| emit::f32_lit(*v).to_string()).collect::<Vec<_>>().join(", ")
     );
     text.push_str(&bodies);
     Ok(PtxModule {
@@ -235,6 +202,7 @@ pub fn compile_module_with(
         version,
         kernels,
         reports,
+        instructions,
     })
 }
 

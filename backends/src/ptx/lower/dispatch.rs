@@ -1,0 +1,282 @@
+//! The op dispatcher (one exhaustive match over opcodes), structured control flow, and
+//! elementwise arithmetic. Floats live in f32 registers; f16/bf16 results are rounded to
+//! nearest even after every op, as the interpreter does.
+
+use super::ctx::{Ctx, Val};
+use super::PtxError;
+use crate::ptx::emit::{Operand, PtxInst, Reg, RegClass};
+use crate::ptx::plan::layout::{Layout, Place};
+use kir_ir::{Attr, Block, OpData, Opcode, Span, Value};
+
+/// Lowers the kernel body.
+pub fn lower_body(c: &mut Ctx) -> Result<(), PtxError> {
+    let body = c.k.body;
+    block(c, body).map(|_| ())
+}
+
+/// Lowers the ops of a block; returns the operands of its final `yield`.
+pub fn block(c: &mut Ctx, b: Block) -> Result<Vec<Value>, PtxError> {
+    let ops = c.k.dfg.blocks[b].ops.clone();
+    // An `async_wait` after the copies that refill the ring is emitted before them (sched.rs).
+    let hoist = super::sched::hoisted_wait(c.k, &ops);
+    let mut yielded = Vec::new();
+    for (i, o) in ops.into_iter().enumerate() {
+        let k = c.k;
+        let op = &k.dfg.ops[o];
+        // Lowered in the consumer partition of a warp-specialized kernel instead (ws.rs).
+        if c.asyncs.ws.deferred.contains(&o) {
+            continue;
+        }
+        if let Some((at, w, n)) = hoist {
+            if i == at {
+                super::sched::wait(c, n);
+            }
+            if i == w {
+                continue;
+            }
+        }
+        if op.opcode == Opcode::Yield {
+            yielded = op.operands.clone();
+            continue;
+        }
+        if super::statics::fold(c, op) {
+            continue;
+        }
+        if let Some(src) = super::mma_store::store_cast(c, &c.k.dfg.blocks[b].ops, i) {
+            c.mem.store_casts.insert(op.results[0], src);
+            continue;
+        }
+        if lazy_ok(c, op) {
+            if let Some(&r) = op.results.first() {
+                c.values.lazy.insert(r, o);
+                continue;
+            }
+        }
+        lower_op(c, op)?;
+    }
+    Ok(yielded)
+}
+
+use super::arith::scalar_op;
+use super::control::{lower_for, lower_if};
+use super::ctx::{constant, dtype, place, shape};
+use super::lazy::lazy_ok;
+pub use super::lazy::{coord_value, lazy_uniform_along, slot_value};
+use crate::ptx::plan::ir::lit;
+
+/// The registers of `v` in `layout` with the result's `shape` (scalars replicate; tiles in
+/// another layout or in shared memory are converted).
+pub fn regs_in(
+    c: &mut Ctx,
+    v: Value,
+    layout: Layout,
+    shape: &[usize],
+    span: Span,
+) -> Result<Vec<Reg>, PtxError> {
+    let n = crate::ptx::plan::layout::slots(layout, shape, c.plan.blk);
+    // A lazy index/mask tile is computed directly in the layout asked for: no conversion.
+    if c.values.lazy.contains_key(&v) && c.k.dfg.ty(v).shape().as_deref() == Some(shape) {
+        let coords = c.coords(layout, shape);
+        return coords
+            .iter()
+            .map(|sc| coord_value(c, v, &sc.idx, span))
+            .collect();
+    }
+    match c.val(v, span)? {
+        Val::Scalar(r) => Ok(vec![r; n]),
+        Val::Tile {
+            layout: l,
+            shape: s,
+            regs,
+            ..
+        } if l == layout && s == shape => Ok(regs),
+        other => {
+            let t = super::tile::convert(c, &other, layout, span)?;
+            match t {
+                Val::Tile { regs, .. } => Ok(regs),
+                _ => Err(PtxError::at(
+                    span,
+                    "internal: conversion did not give registers",
+                )),
+            }
+        }
+    }
+}
+
+fn def(c: &mut Ctx, v: Value, val: Val) {
+    c.values.vals.insert(v, val);
+}
+
+/// Lowers one op.
+pub fn lower_op(c: &mut Ctx, op: &OpData) -> Result<(), PtxError> {
+    let sp = op.span;
+    c.b.at(sp);
+    let res = op.results.first().copied();
+    match op.opcode {
+        Opcode::ProgramId | Opcode::NumPrograms => {
+            let axis = lit(op.lead.as_ref()).unwrap_or(0.0).clamp(0.0, 2.0) as usize;
+            let sreg = if op.opcode == Opcode::ProgramId {
+                ["%ctaid.x", "%ctaid.y", "%ctaid.z"][axis]
+            } else {
+                ["%nctaid.x", "%nctaid.y", "%nctaid.z"][axis]
+            };
+            let r = c.b.reg(RegClass::B32);
+            c.b.ins(PtxInst::new("mov.u32").op(r).op(Operand::Special(sreg)));
+            def(c, res_of(res, sp)?, Val::Scalar(r));
+        }
+        Opcode::Dim => {
+            let Some(Attr::Name(n, _)) = &op.lead else {
+                return Err(PtxError::at(sp, "dim needs a name"));
+            };
+            let r = *c
+                .params
+                .dims
+                .get(n)
+                .ok_or_else(|| PtxError::at(sp, format!("unknown dim `{n}`")))?;
+            def(c, res_of(res, sp)?, Val::Scalar(r));
+        }
+        Opcode::Param => {
+            let Some(Attr::Name(n, _)) = &op.lead else {
+                return Err(PtxError::at(sp, "param needs a name"));
+            };
+            let r = *c
+                .params
+                .scalars
+                .get(n)
+                .ok_or_else(|| PtxError::at(sp, format!("unknown scalar param `{n}`")))?;
+            def(c, res_of(res, sp)?, Val::Scalar(r));
+        }
+        Opcode::Const => {
+            let v = res_of(res, sp)?;
+            let d = dtype(c, v);
+            let x =
+                lit(op.lead.as_ref()).ok_or_else(|| PtxError::at(sp, "const needs a literal"))?;
+            let r = constant(c, d, x);
+            match place(c, v) {
+                Place::Scalar => def(c, v, Val::Scalar(r)),
+                Place::Reg(l) => {
+                    let s = shape(c, v);
+                    let n = crate::ptx::plan::layout::slots(l, &s, c.plan.blk);
+                    def(
+                        c,
+                        v,
+                        Val::Tile {
+                            layout: l,
+                            shape: s,
+                            dtype: d,
+                            regs: vec![r; n],
+                        },
+                    );
+                }
+                Place::Shared => {
+                    return Err(PtxError::at(
+                        sp,
+                        "internal: a constant placed in shared memory",
+                    ))
+                }
+            }
+        }
+        Opcode::Iota
+        | Opcode::Splat
+        | Opcode::Broadcast
+        | Opcode::Reshape
+        | Opcode::Transpose
+        | Opcode::Reduce => super::tile::lower_shape_op(c, op)?,
+        Opcode::Load | Opcode::Store | Opcode::AtomicAdd => super::memory::lower_memory_op(c, op)?,
+        Opcode::Dot | Opcode::DotAsync => super::dot::lower_dot(c, op)?,
+        Opcode::DotWait => super::dot::lower_dot_wait(c, op)?,
+        kir_ir::elementwise_ops!() => elementwise(c, op)?,
+        Opcode::For => lower_for(c, op)?,
+        Opcode::If => lower_if(c, op)?,
+        Opcode::StaticIf => {
+            return Err(PtxError::at(
+                sp,
+                "`static_if` must be removed by specialization before PTX lowering",
+            ))
+        }
+        Opcode::SmemAlloc
+        | Opcode::AsyncCopy
+        | Opcode::AsyncCommit
+        | Opcode::AsyncWait
+        | Opcode::SmemRead
+        | Opcode::SmemRelease => super::sched::lower_sched_op(c, op)?,
+        Opcode::MbarAlloc if c.target.has_mbarrier_tx() => super::tma::lower_alloc(c, op)?,
+        Opcode::MbarArrive if c.target.has_mbarrier_tx() => super::tma::lower_arrive(c, op)?,
+        Opcode::MbarWait if c.target.has_mbarrier_tx() => super::tma::lower_wait(c, op)?,
+        Opcode::WarpSpecialize => super::ws::lower_ws(c, op)?,
+        // The async-dot ops.
+        kir_ir::schedule_ops!() => {
+            return Err(PtxError::at(
+                sp,
+                format!(
+                    "`{}` is scheduled IR, which the PTX backend does not lower for {} yet",
+                    op.opcode.name(),
+                    c.target.name()
+                ),
+            ))
+        }
+        Opcode::Yield => {}
+    }
+    Ok(())
+}
+
+fn res_of(r: Option<Value>, sp: Span) -> Result<Value, PtxError> {
+    r.ok_or_else(|| PtxError::at(sp, "internal: op has no result"))
+}
+
+fn elementwise(c: &mut Ctx, op: &OpData) -> Result<(), PtxError> {
+    let v = res_of(op.results.first().copied(), op.span)?;
+    let val = elementwise_val(c, op)?;
+    def(c, v, val);
+    Ok(())
+}
+
+pub(super) fn elementwise_val(c: &mut Ctx, op: &OpData) -> Result<Val, PtxError> {
+    let sp = op.span;
+    let v = res_of(op.results.first().copied(), sp)?;
+    let rd = dtype(c, v);
+    let od = op.operands.first().map(|&a| dtype(c, a)).unwrap_or(rd);
+    let (layout, s, n) = match place(c, v) {
+        Place::Scalar => (None, vec![], 1),
+        Place::Reg(l) => {
+            let s = shape(c, v);
+            let n = crate::ptx::plan::layout::slots(l, &s, c.plan.blk);
+            (Some(l), s, n)
+        }
+        Place::Shared => {
+            return Err(PtxError::at(
+                sp,
+                "internal: elementwise result in shared memory",
+            ))
+        }
+    };
+    let mut ins: Vec<Vec<Reg>> = Vec::new();
+    for &a in &op.operands {
+        ins.push(match layout {
+            None => match c.val(a, sp)? {
+                Val::Scalar(r) => vec![r],
+                _ => return Err(PtxError::at(sp, "internal: tile operand of a scalar op")),
+            },
+            Some(l) => regs_in(c, a, l, &s, sp)?,
+        });
+    }
+    if layout == Some(Layout::RowMma) {
+        if let Some(val) = super::rescale::skip_unit_rescale(c, op, &s, &ins)? {
+            return Ok(val);
+        }
+    }
+    let mut out = Vec::with_capacity(n);
+    for i in 0..n {
+        let args: Vec<Reg> = ins.iter().map(|r| r[i]).collect();
+        out.push(scalar_op(c, op, od, rd, &args)?);
+    }
+    Ok(match layout {
+        None => Val::Scalar(out[0]),
+        Some(l) => Val::Tile {
+            layout: l,
+            shape: s,
+            dtype: rd,
+            regs: out,
+        },
+    })
+}

@@ -1,0 +1,200 @@
+//! Lowering one kernel: the block it runs with (`block_policy`, the warps policy), and the `.entry`
+//! itself — params into registers, thread coordinates, the body, and the shared-memory plan
+//! (dot-operand regions first, the scratch region last and only when used).
+
+use super::ctx::{Ctx, Lowered, MemState, TensorInfo, ThreadRegs, SCRATCH_BASE};
+use super::PtxError;
+use crate::abi::{AbiArg, KernelAbi};
+use crate::ptx::emit::isa::Isa;
+use crate::ptx::emit::{Builder, Operand, PtxInst, RegClass};
+use crate::target::Target;
+use kir_ir::{Dtype, Kernel};
+use std::collections::HashMap;
+
+/// Lowers one specialized kernel to a `.entry`.
+pub fn lower_kernel(
+    k: &Kernel,
+    abi: &KernelAbi,
+    target: Target,
+    symbol: &str,
+    warps: Option<u32>,
+) -> Result<Lowered, PtxError> {
+    let mut plan = crate::ptx::plan::plan(k, target, warps);
+    let (blk, policy_why) = (plan.blk, plan.policy_why.take());
+    let mut b = Builder::default();
+    // Thread coordinates.
+    let (tid, warp, g, colbase, quad_leader, smem) = (
+        b.reg(RegClass::B32),
+        b.reg(RegClass::B32),
+        b.reg(RegClass::B32),
+        b.reg(RegClass::B32),
+        b.reg(RegClass::Pred),
+        b.reg(RegClass::B32),
+    );
+    let mut ctx = Ctx {
+        k,
+        target,
+        b,
+        plan,
+        values: Default::default(),
+        params: Default::default(),
+        thread: ThreadRegs {
+            tid,
+            warp,
+            g,
+            colbase,
+            quad_leader,
+            block_bar: None,
+            rowbases: HashMap::new(),
+            gridbases: HashMap::new(),
+            ldm_lane: None,
+        },
+        mem: MemState {
+            smem,
+            smem_top: 0,
+            scratch_off: SCRATCH_BASE,
+            scratch_used: false,
+            scratch_peak: 0,
+            smem_bufs: HashMap::new(),
+            release_pending: false,
+            stores: HashMap::new(),
+            store_casts: HashMap::new(),
+        },
+        asyncs: Default::default(),
+        report: Default::default(),
+    };
+    let mut params = Vec::new();
+    let ws = crate::ptx::plan::roles::ws_op(k).map(|(_, a)| a);
+    match &ws {
+        Some(a) => super::ws::setup(&mut ctx, a),
+        None => ctx.b.in_prologue(|b| {
+            b.ins(
+                PtxInst::new("mov.u32")
+                    .op(tid)
+                    .op(Operand::Special("%tid.x")),
+            )
+        }),
+    }
+    ctx.b.in_prologue(|b| {
+        b.ins(
+            PtxInst::new("mov.u32")
+                .op(smem)
+                .op(Operand::sym("kir_smem")),
+        )
+    });
+    // Params in ABI order.
+    for (i, a) in abi.args.iter().enumerate() {
+        let pname = format!("{symbol}_param_{i}");
+        match a {
+            AbiArg::Tensor { param, dtype } => {
+                params.push(format!(".param .u64 {pname}"));
+                let (raw, ptr) = (ctx.b.reg(RegClass::B64), ctx.b.reg(RegClass::B64));
+                ctx.b.in_prologue(|b| {
+                    b.ins(PtxInst::new("ld.param.u64").op(raw).addr(pname));
+                    b.ins(PtxInst::new("cvta.to.global.u64").op(ptr).op(raw));
+                });
+                ctx.params.tensors.insert(
+                    param.clone(),
+                    TensorInfo {
+                        ptr,
+                        dtype: *dtype,
+                        dims: vec![],
+                        strides: vec![],
+                        contiguous_last: false,
+                    },
+                );
+            }
+            AbiArg::Scalar { param, dtype } => {
+                let (ty, r) = match dtype {
+                    Dtype::F32 => (".f32", ctx.b.reg(RegClass::F32)),
+                    Dtype::I64 => (".s64", ctx.b.reg(RegClass::B64)),
+                    Dtype::I32 => (".s32", ctx.b.reg(RegClass::B32)),
+                    Dtype::F16 | Dtype::Bf16 => (".b16", ctx.b.reg(RegClass::B16)),
+                    Dtype::U8 | Dtype::I1 => (".u8", ctx.b.reg(RegClass::B32)),
+                };
+                params.push(format!(".param {ty} {pname}"));
+                let ld = PtxInst::new("ld.param").m(&ty[1..]).op(r).addr(&pname);
+                ctx.b.in_prologue(|b| b.ins(ld));
+                let r = match dtype {
+                    Dtype::F16 | Dtype::Bf16 => {
+                        let f = ctx.b.reg(RegClass::F32);
+                        let t = if *dtype == Dtype::F16 { "f16" } else { "bf16" };
+                        ctx.b.in_prologue(|b| {
+                            b.need(Isa::cvt_to_f32(*dtype))
+                                .ins(PtxInst::new("cvt.f32").m(t).op(f).op(r))
+                        });
+                        f
+                    }
+                    Dtype::I1 => {
+                        let p = ctx.b.reg(RegClass::Pred);
+                        ctx.b
+                            .in_prologue(|b| b.ins(PtxInst::new("setp.ne.u32").op(p).op(r).op(0)));
+                        p
+                    }
+                    _ => r,
+                };
+                ctx.params.scalars.insert(param.clone(), r);
+            }
+            AbiArg::TensorMap { param, boxes, .. } => {
+                params.push(super::tma::map_param(&mut ctx, &pname, param, boxes));
+            }
+            AbiArg::Dim { name } => {
+                params.push(format!(".param .s32 {pname}"));
+                let r = ctx.b.reg(RegClass::B32);
+                ctx.b
+                    .in_prologue(|b| b.ins(PtxInst::new("ld.param.s32").op(r).addr(pname)));
+                ctx.params.dims.insert(name.clone(), r);
+            }
+        }
+    }
+    ctx.b.in_prologue(|b| {
+        let (lane, q) = (b.reg(RegClass::B32), b.reg(RegClass::B32));
+        b.ins(PtxInst::new("shr.u32").op(warp).op(tid).op(5));
+        b.ins(PtxInst::new("and.b32").op(lane).op(tid).op(31));
+        b.ins(PtxInst::new("shr.u32").op(g).op(lane).op(2));
+        b.ins(PtxInst::new("and.b32").op(q).op(lane).op(3));
+        b.ins(PtxInst::new("shl.b32").op(colbase).op(q).op(1));
+        b.ins(PtxInst::new("setp.eq.u32").op(quad_leader).op(q).op(0));
+    });
+    ctx.setup_tensors()?;
+    super::dispatch::lower_body(&mut ctx)?;
+    // Place the scratch region after all others, and only if something used it: as large as the
+    // largest tile spilled there (a layout conversion or reduction), not the largest tile of the
+    // kernel (a bias row broadcast into a 128×256 accumulator needs 1 KB, not 128 KB).
+    let scratch_at = ctx.mem.smem_top.div_ceil(16) * 16;
+    let shared_bytes = if ctx.mem.scratch_used {
+        scratch_at + ctx.mem.scratch_peak
+    } else {
+        ctx.mem.smem_top
+    };
+    let isa = ctx.b.requirements().clone();
+    let from = super::report::warps_from(policy_why);
+    let report = super::notes::build(&mut ctx, symbol, from, shared_bytes, &isa);
+    ctx.b.ins(PtxInst::new("ret"));
+    let instructions = ctx.b.instructions();
+    let body = ctx.b.finish(scratch_at);
+    // A warp-specialized kernel launches its producer's warps too, and states its register
+    // count at entry (ws.rs).
+    let (threads, maxnreg) = match &ws {
+        Some(a) => (a.threads(), format!(".maxnreg {}\n", a.entry_regs())),
+        None => (blk.threads, String::new()),
+    };
+    let text = format!(
+        ".visible .entry {symbol}(\n\t{}\n)\n.maxntid {threads}, 1, 1\n{maxnreg}{{\n{body}}}\n",
+        params.join(",\n\t"),
+    );
+    let smem_align = if ctx.plan.core.is_empty() {
+        16
+    } else {
+        crate::ptx::plan::wgmma::CORE_ALIGN
+    };
+    Ok(Lowered {
+        text,
+        threads,
+        shared_bytes,
+        isa,
+        smem_align,
+        report,
+        instructions,
+    })
+}

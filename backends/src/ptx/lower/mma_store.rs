@@ -1,0 +1,340 @@
+//! Stores of `RowMma` register tiles (mma.sync and wgmma accumulators with the warps stacked
+//! along rows, and what is computed from them: attention's output and its row statistics,
+//! sm_90a GEMM's C) to global memory.
+//!
+//! A thread of these layouts holds a few whole rows' worth of elements at column offsets that
+//! are constants relative to its lane's column base (layout.rs, `rowmma_slot`). So the store
+//! computes, once per tile:
+//! - the leading dims' part of the address and their bounds (the dims the tile does not span);
+//! - per distinct row offset a thread holds, one row at a time: the row's address (with the
+//!   lane's column base) and its bounds predicate;
+//! - per distinct column offset, a bounds predicate, unless the columns are statically inside the
+//!   tensor (a literal column offset and a literal innermost dim);
+//!
+//! and then one predicated `st.global` per element at `[row address + column · element size]`
+//! with an immediate offset. For f16/bf16 tiles whose lanes hold column pairs (the mma and
+//! wgmma accumulators), a run-time check first picks a packed path: when all of a lane's
+//! columns are inside the tensor and the base and row stride are 4-byte aligned, each pair is
+//! one `cvt.rn.{f16,bf16}x2.f32` and one `st.global.b32` under the row's predicate alone. The general path (memory.rs) computes the full address and every
+//! dim's bound per element (about 20 instructions per element of a rank-4 tensor). Taken for
+//! unmasked stores (not atomics) into tensors whose innermost dim is contiguous.
+
+use super::ctx::Val;
+use super::ctx::{Ctx, TensorInfo};
+use super::elem::{gty, store_bits};
+use crate::ptx::emit::{PtxInst, Reg, RegClass};
+use crate::ptx::plan::layout::{self, Layout};
+use kir_ir::{Dtype, ExprKind, Offset, OpData, Opcode, ParamKind};
+use std::collections::BTreeMap;
+
+/// Stores `regs`, a `layout` tile of `shape` (rank 1 or 2), at `offs` of tensor `info` when the
+/// fast path applies (`RowMma`; `Grid` tiles keep the general path, where ptxas spilled the
+/// sm_80 GEMM's epilogue by 8 bytes with this one); returns false (having emitted nothing) when it does not. `owner` limits
+/// each element to one thread of those that hold it (replicated [M, 1] columns).
+#[allow(clippy::too_many_arguments)]
+pub(super) fn store(
+    c: &mut Ctx,
+    op: &OpData,
+    info: &TensorInfo,
+    offs: &[Reg],
+    layout: Layout,
+    shape: &[usize],
+    regs: &[Reg],
+    owner: Option<Reg>,
+) -> bool {
+    let rank = offs.len();
+    let eligible = layout == Layout::RowMma
+        && matches!(shape.len(), 1 | 2)
+        && rank >= shape.len()
+        && info.contiguous_last
+        && op.attr("mask").is_none()
+        && regs.len() == layout::slots(layout, shape, c.plan.blk);
+    if !eligible {
+        return false;
+    }
+    let (_, n) = layout::rows_cols(shape);
+    let column = shape.len() == 1 || n == 1;
+    let esize = info.dtype.size_bytes();
+    // Bases of this thread's rows and columns.
+    let (rowbase, colbase) = (c.rowbase(shape), c.thread.colbase);
+    // The dims the tile does not span: address part and bounds, once.
+    let lead = rank - shape.len();
+    let base = c.b.reg(RegClass::B64);
+    c.b.ins(PtxInst::new("mov.b64").op(base).op(info.ptr));
+    let mut lead_ok: Option<Reg> = None;
+    for d in 0..lead {
+        add_scaled(c, base, offs[d], info.strides[d], esize);
+        let p = c.b.reg(RegClass::Pred);
+        c.b.ins(
+            PtxInst::new("setp.lt.u32")
+                .op(p)
+                .op(offs[d])
+                .op(info.dims[d]),
+        );
+        lead_ok = Some(and(c, lead_ok, p));
+    }
+    // The tile's row dim, and for 2-D tiles its column dim and this lane's first column
+    // (a column [M, 1] has no lane offset: its lanes replicate).
+    let rd = lead;
+    let col0 = if shape.len() == 2 {
+        let cd = rank - 1;
+        let c0 = if column {
+            offs[cd]
+        } else {
+            let c0 = c.b.reg(RegClass::B32);
+            c.b.ins(PtxInst::new("add.s32").op(c0).op(offs[cd]).op(colbase));
+            c0
+        };
+        add_scaled(c, base, c0, info.strides[cd], esize);
+        Some(c0)
+    } else {
+        None
+    };
+    let static_cols = col0.is_none() || cols_inside(c, op, n);
+    // Row by row (so one row's address is live at a time): the row's address and predicate,
+    // then its elements, each with its column's predicate unless the columns are static.
+    let mut by_row: BTreeMap<usize, Vec<(usize, Reg)>> = BTreeMap::new();
+    for (s, &r) in regs.iter().enumerate() {
+        let (ro, co) = layout::rowmma_slot(shape, s);
+        by_row
+            .entry(ro)
+            .or_default()
+            .push((if column { 0 } else { co }, r));
+    }
+    let row_addr = |c: &mut Ctx, ro: usize| {
+        let (row, rp, a) = (
+            c.b.reg(RegClass::B32),
+            c.b.reg(RegClass::Pred),
+            c.b.reg(RegClass::B64),
+        );
+        c.b.ins(PtxInst::new("add.s32").op(row).op(rowbase).op(ro));
+        c.b.ins(PtxInst::new("add.s32").op(row).op(row).op(offs[rd]));
+        c.b.ins(PtxInst::new("setp.lt.u32").op(rp).op(row).op(info.dims[rd]));
+        let rp = and(c, lead_ok, rp);
+        c.b.ins(PtxInst::new("mov.b64").op(a).op(base));
+        add_scaled(c, a, row, info.strides[rd], esize);
+        (rp, a)
+    };
+    // Packed path: 16-bit elements whose lane holds column pairs (co even, co + 1) of every
+    // row, every column of the lane inside the tensor and every pair 4-byte aligned: one
+    // `st.global.b32` per pair, no column predicates. Chosen at run time, else the element path.
+    let packed = matches!(info.dtype, Dtype::F16 | Dtype::Bf16)
+        && owner.is_none()
+        && !column
+        && col0.is_some()
+        && by_row.values().all(|e| {
+            e.len() % 2 == 0 && e.chunks(2).all(|p| p[0].0 % 2 == 0 && p[1].0 == p[0].0 + 1)
+        });
+    let done = packed.then(|| {
+        let (slow, done) = (c.b.label("st_pairs_slow"), c.b.label("st_pairs_done"));
+        let last = by_row.values().flatten().map(|e| e.0).max().unwrap_or(0);
+        let (x, ok, lo, bits) = (
+            c.b.reg(RegClass::B32),
+            c.b.reg(RegClass::Pred),
+            c.b.reg(RegClass::B32),
+            c.b.reg(RegClass::B32),
+        );
+        let c0 = col0.unwrap_or(offs[rank - 1]);
+        // Every column inside: c0 + last < dim (unsigned, so a negative c0 fails).
+        c.b.ins(PtxInst::new("add.s32").op(x).op(c0).op(last));
+        c.b.ins(
+            PtxInst::new("setp.lt.u32")
+                .op(ok)
+                .op(x)
+                .op(info.dims[rank - 1]),
+        );
+        // Aligned: the base (with c0) and the row stride in bytes are multiples of 4.
+        c.b.ins(PtxInst::new("cvt.u32.u64").op(lo).op(base));
+        c.b.ins(
+            PtxInst::new("mul.lo.s32")
+                .op(bits)
+                .op(info.strides[rd])
+                .op(esize),
+        );
+        c.b.ins(PtxInst::new("or.b32").op(bits).op(bits).op(lo));
+        c.b.ins(PtxInst::new("and.b32").op(bits).op(bits).op(3));
+        let al = c.b.reg(RegClass::Pred);
+        c.b.ins(PtxInst::new("setp.eq.u32").op(al).op(bits).op(0));
+        c.b.ins(PtxInst::new("and.pred").op(ok).op(ok).op(al));
+        // Not uniform: an edge tile's lanes may differ.
+        c.b.ins_if(ok, true, PtxInst::new("bra").op(&slow));
+        let t = if info.dtype == Dtype::F16 {
+            "f16"
+        } else {
+            "bf16"
+        };
+        for (&ro, elems) in &by_row {
+            let (rp, a) = row_addr(c, ro);
+            for p in elems.chunks(2) {
+                // The first source goes to the upper half: the pair's second column.
+                let w = c.b.reg(RegClass::B32);
+                c.b.need(crate::ptx::emit::isa::Isa::CVT_TO_BF16_OR_PACKED)
+                    .ins(
+                        PtxInst::new("cvt.rn")
+                            .m(t)
+                            .suffix("x2")
+                            .m("f32")
+                            .op(w)
+                            .op(p[1].1)
+                            .op(p[0].1),
+                    );
+                c.b.ins_if(
+                    rp,
+                    false,
+                    PtxInst::new("st.global.b32")
+                        .addr_off(a, p[0].0 * esize)
+                        .op(w),
+                );
+            }
+        }
+        c.b.ins(PtxInst::new("bra.uni").op(&done));
+        c.b.place(&slow);
+        done
+    });
+    let mut cols: BTreeMap<usize, Reg> = BTreeMap::new();
+    for (ro, elems) in by_row {
+        let (rp, a) = row_addr(c, ro);
+        for (co, r) in elems {
+            let mut p = rp;
+            if !static_cols {
+                let cp = match cols.get(&co) {
+                    Some(&q) => q,
+                    None => {
+                        let (x, q) = (c.b.reg(RegClass::B32), c.b.reg(RegClass::Pred));
+                        // Not static: a 2-D tile, so col0 is set.
+                        let c0 = col0.unwrap_or(offs[rank - 1]);
+                        let dim = info.dims[rank - 1];
+                        c.b.ins(PtxInst::new("add.s32").op(x).op(c0).op(co));
+                        c.b.ins(PtxInst::new("setp.lt.u32").op(q).op(x).op(dim));
+                        cols.insert(co, q);
+                        q
+                    }
+                };
+                p = and(c, Some(p), cp);
+            }
+            if let Some(o) = owner {
+                p = and(c, Some(p), o);
+            }
+            let bits = store_bits(c, info.dtype, r);
+            c.b.ins_if(
+                p,
+                false,
+                PtxInst::new("st.global")
+                    .m(gty(info.dtype))
+                    .addr_off(a, co * esize)
+                    .op(bits),
+            );
+        }
+    }
+    if let Some(done) = done {
+        c.b.place(&done);
+    }
+    true
+}
+
+/// `addr += idx · stride · esize` (64-bit).
+fn add_scaled(c: &mut Ctx, addr: Reg, idx: Reg, stride: Reg, esize: usize) {
+    let (lin, w) = (c.b.reg(RegClass::B32), c.b.reg(RegClass::B64));
+    c.b.ins(PtxInst::new("mul.lo.s32").op(lin).op(idx).op(stride));
+    c.b.ins(PtxInst::new("mul.wide.s32").op(w).op(lin).op(esize));
+    c.b.ins(PtxInst::new("add.s64").op(addr).op(addr).op(w));
+}
+
+/// `a ∧ b` (just `b` without `a`).
+fn and(c: &mut Ctx, a: Option<Reg>, b: Reg) -> Reg {
+    match a {
+        None => b,
+        Some(a) => {
+            let p = c.b.reg(RegClass::Pred);
+            c.b.ins(PtxInst::new("and.pred").op(p).op(a).op(b));
+            p
+        }
+    }
+}
+
+/// True if the store's `n` columns lie inside the tensor for every launch: a literal innermost
+/// offset c0 ≥ 0 and a literal innermost dim D with c0 + n ≤ D.
+fn cols_inside(c: &Ctx, op: &OpData, n: usize) -> bool {
+    let Some(t) = &op.tensor else { return false };
+    let c0 = match t.offsets.last() {
+        Some(Offset::Expr(e)) => e.as_int(),
+        Some(Offset::Value(v)) => c.values.statics.get(v).copied(),
+        None => None,
+    };
+    let dim = match c.k.param(&t.param).map(|p| &p.kind) {
+        Some(ParamKind::Tensor(_, tt)) => tt.dims.last().and_then(|d| match d.kind {
+            ExprKind::Int(v) => Some(v),
+            _ => None,
+        }),
+        _ => None,
+    };
+    matches!((c0, dim), (Some(c0), Some(d)) if c0 >= 0 && c0 + n as i64 <= d)
+}
+
+/// The registers of the f32 tile that `v`, a `cast` to `d` (f16/bf16), rounds, when they are in
+/// `layout` registers of the same shape: a store of `v` converts them itself (`cvt.rn`
+/// to `d` rounds exactly as the cast does), so the cast's own rounding becomes dead code.
+pub(super) fn unrounded(
+    c: &Ctx,
+    v: kir_ir::Value,
+    d: Dtype,
+    shape: &[usize],
+    layout: Layout,
+) -> Option<Vec<Reg>> {
+    let kir_ir::ValueDef::Result(o, _) = c.k.dfg.values.get(v)?.def else {
+        return None;
+    };
+    let od = &c.k.dfg.ops[o];
+    let src = *od.operands.first()?;
+    let is_round = od.opcode == Opcode::Cast
+        && matches!(d, Dtype::F16 | Dtype::Bf16)
+        && c.k.dfg.ty(v).dtype() == Some(d)
+        && c.k.dfg.ty(src).dtype() == Some(Dtype::F32);
+    match c.values.vals.get(&src)? {
+        Val::Tile {
+            layout: l,
+            shape: s,
+            regs,
+            ..
+        } if is_round && *l == layout && s[..] == shape[..] => Some(regs.clone()),
+        _ => None,
+    }
+}
+
+/// The f32 source of `ops[i]` when it is a `cast` to f16/bf16 whose only use is the value of a
+/// `store` later in the same block, with only ops without regions or dots in between: the store
+/// converts the f32 registers itself (`cvt.rn`, exactly the cast's rounding), so the cast is not
+/// lowered (kernel.rs records it in `Ctx::store_casts`).
+pub(super) fn store_cast(c: &Ctx, ops: &[kir_ir::Op], i: usize) -> Option<kir_ir::Value> {
+    let k = c.k;
+    let od = &k.dfg.ops[ops[i]];
+    let (&r, &src) = (od.results.first()?, od.operands.first()?);
+    let to16 = matches!(k.dfg.ty(r).dtype(), Some(Dtype::F16 | Dtype::Bf16));
+    let same_place = matches!(
+        c.plan.places.get(&r),
+        Some(crate::ptx::plan::layout::Place::Reg(_))
+    ) && c.plan.places.get(&r) == c.plan.places.get(&src);
+    if od.opcode != Opcode::Cast
+        || !to16
+        || k.dfg.ty(src).dtype() != Some(Dtype::F32)
+        || !same_place
+    {
+        return None;
+    }
+    if crate::ptx::plan::ir::use_count(k, r) != 1 {
+        return None;
+    }
+    for &o in &ops[i + 1..] {
+        let u = &k.dfg.ops[o];
+        if u.opcode == Opcode::Store && u.operands.first() == Some(&r) {
+            return Some(src);
+        }
+        if !u.regions.is_empty()
+            || u.operands.contains(&r)
+            || matches!(u.opcode, Opcode::Dot | Opcode::DotAsync)
+        {
+            return None;
+        }
+    }
+    None
+}

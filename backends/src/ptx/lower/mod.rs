@@ -1,0 +1,68 @@
+//! The lowering layer of the PTX backend: one module per concern, each turning the ops of a
+//! specialized kernel into [`crate::ptx::emit::PtxInst`]s on the kernel's builder, reading the
+//! kernel's [`crate::ptx::plan`]. `kernel` lowers one `.entry`; `dispatch` sends each op to its
+//! concern: `arith`/`lazy`/`statics` (scalar and elementwise work), `memory`/`cp_rows`/`mma_store`/
+//! `store_order`/`tile` (global and shared memory, shape ops), `dot`/`wgmma` (with ping-pong)/`rescale`
+//! (dots), `reduce` (reductions), `control` (loops and ifs), `sched` (the cp.async stage rings of
+//! scheduled IR), `tma`/`tma_rows` (TMA rings and mbarriers), `ws` (warp specialization), and
+//! `report` (the decisions, for `--report`).
+
+mod arith;
+mod control;
+mod cp_rows;
+mod ctx;
+mod dispatch;
+mod dot;
+mod elem;
+pub mod kernel;
+mod lazy;
+mod memory;
+mod mma_store;
+mod notes;
+mod reduce;
+pub mod report;
+mod rescale;
+mod rows;
+mod sched;
+mod stages;
+mod state;
+mod statics;
+mod store_order;
+mod tile;
+pub mod tma;
+mod tma_rows;
+mod vector;
+mod wgmma;
+mod ws;
+
+use kir_ir::Span;
+
+/// A lowering failure: names the op (by span) or the kernel, and the target.
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+#[error("{message}")]
+pub struct PtxError {
+    pub message: String,
+    pub span: Option<Span>,
+    /// The kernel needs more shared memory than a block may use (a shallower ring may fit).
+    pub over_shared: bool,
+}
+
+impl PtxError {
+    /// An error at an op.
+    pub fn at(span: Span, message: impl Into<String>) -> PtxError {
+        PtxError {
+            message: message.into(),
+            span: Some(span),
+            over_shared: false,
+        }
+    }
+
+    /// An error without a location.
+    pub fn plain(message: impl Into<String>) -> PtxError {
+        PtxError {
+            message: message.into(),
+            span: None,
+            over_shared: false,
+        }
+    }
+}

@@ -1,0 +1,193 @@
+//! The per-concern state that [`super::ctx::Ctx`] groups: values, params, thread coordinates,
+//! memory, and asynchronous work (TMA, warp specialization, wgmma). Each struct is the state one
+//! concern of the lowering keeps while it emits a kernel.
+
+use crate::ptx::emit::Reg;
+use crate::ptx::plan::layout::Layout;
+use kir_ir::{Dtype, Op, Value};
+use std::collections::{HashMap, HashSet};
+
+/// What each IR value lowered to.
+#[derive(Default)]
+pub struct ValueState {
+    pub vals: HashMap<Value, Val>,
+    /// Cheap integer/mask tiles (iota and index arithmetic) that are recomputed at each use
+    /// instead of living in registers across loops.
+    pub lazy: HashMap<Value, kir_ir::Op>,
+    /// i32/i1 scalars whose values are known while lowering: integer constants, the stage
+    /// index of the copy of an unrolled ring loop being lowered, and what folds from them.
+    pub statics: HashMap<Value, i64>,
+    /// Prologue registers holding known scalars, by (is a predicate, value).
+    pub imms: HashMap<(bool, i64), Reg>,
+}
+
+/// Kernel params in registers (loaded in the prologue).
+#[derive(Default)]
+pub struct Params {
+    pub tensors: HashMap<String, TensorInfo>,
+    pub dims: HashMap<String, Reg>,
+    pub scalars: HashMap<String, Reg>,
+}
+
+/// Thread coordinates (computed in the prologue or on first use) and the barrier of the
+/// threads running the code being lowered.
+pub struct ThreadRegs {
+    pub tid: Reg,
+    pub warp: Reg,
+    pub g: Reg,
+    pub colbase: Reg,
+    pub quad_leader: Reg,
+    /// The barrier that synchronizes the threads running the code being lowered: `None` is the
+    /// whole block (`bar.sync 0`); `Some((id, threads))` a named barrier, inside a
+    /// warp-specialized partition whose other warps never reach it.
+    pub block_bar: Option<(u32, u32)>,
+    pub(super) rowbases: HashMap<usize, Reg>,
+    pub(super) gridbases: HashMap<(usize, usize), (Reg, Reg)>,
+    pub(super) ldm_lane: Option<(Reg, Reg, Reg)>,
+}
+
+/// Shared memory (its base register, the allocation top, the scratch region, stage buffers)
+/// and the order of global stores.
+pub struct MemState {
+    pub smem: Reg,
+    pub smem_top: u32,
+    /// The scratch region (conversions, reductions) as an offset ≥ [`super::ctx::SCRATCH_BASE`].
+    pub scratch_off: u32,
+    /// Whether any instruction addressed the scratch region.
+    pub scratch_used: bool,
+    /// Bytes of the largest tile spilled to the scratch region (its size; `tile::spill` is its
+    /// only writer and reads stay inside the spilled tile).
+    pub scratch_peak: u32,
+    /// Stage buffers (`smem_alloc` results) and where their stages live (see `sched.rs`).
+    pub smem_bufs: HashMap<Value, StageBuf>,
+    /// A `smem_release` was lowered and no `bar.sync` since: a copy into shared memory must
+    /// synchronize the block first (another thread may still read the released stage).
+    pub release_pending: bool,
+    /// Per tensor, how its last store since the last block barrier was spread (store_order.rs).
+    pub stores: State,
+    /// Casts a store converts itself: cast result → its f32 source (mma_store.rs).
+    pub store_casts: HashMap<Value, Value>,
+}
+
+/// Asynchronous work: TMA rings and mbarriers, warp specialization, and wgmma groups.
+#[derive(Default)]
+pub struct AsyncState {
+    /// Tensor maps and mbarriers (tma.rs).
+    pub tma: TmaState,
+    /// Warp specialization: the launch's thread index and the deferred ops (ws.rs).
+    pub ws: WsState,
+    /// A wgmma group left in flight by a held dot (see `wgmma.rs`): the enclosing loop waits
+    /// for it when it ends.
+    pub wgmma_in_flight: bool,
+}
+
+/// How an IR value is held during lowering.
+#[derive(Clone, Debug)]
+pub enum Val {
+    /// One register, the same in every thread.
+    Scalar(Reg),
+    /// One register per slot of `layout`.
+    Tile {
+        layout: Layout,
+        shape: Vec<usize>,
+        dtype: Dtype,
+        regs: Vec<Reg>,
+    },
+    /// A rank-2 tile in shared memory at byte offset `off` (element (i, j) at
+    /// `off + (i·row_stride + j·col_stride)·elem_bytes`; both strides 0: the core-matrix layout
+    /// of a wgmma operand, see `wgmma.rs`), plus `dyn_off` bytes known only at run time (a stage
+    /// of a ring that is not unrolled, read by wgmma alone: sched.rs).
+    Shared {
+        off: u32,
+        dyn_off: Option<Reg>,
+        shape: [usize; 2],
+        dtype: Dtype,
+        row_stride: usize,
+        col_stride: usize,
+    },
+}
+
+/// A tensor param: its base pointer, dtype, dims and element strides.
+#[derive(Clone, Debug)]
+pub struct TensorInfo {
+    pub ptr: Reg,
+    pub dtype: Dtype,
+    pub dims: Vec<Reg>,
+    pub strides: Vec<Reg>,
+    /// True when the last dim has stride 1 (C order, or declared strides ending in literal 1),
+    /// which vectorized access needs.
+    pub contiguous_last: bool,
+}
+
+/// Where the stages of one `smem_alloc` live.
+#[derive(Clone, Debug)]
+pub struct StageBuf {
+    /// Offset of stage 0; stage h at `off + h · stride`.
+    pub off: u32,
+    pub stride: u32,
+    pub stages: usize,
+    /// One stage: [rows, cols].
+    pub shape: [usize; 2],
+    pub dtype: Dtype,
+    /// The core-matrix layout of wgmma operands (else rows padded by 16 bytes).
+    pub core: bool,
+}
+
+/// How one access spreads over the block's threads.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Dist {
+    /// One element, from every thread (loads) or thread 0 (stores).
+    Scalar,
+    /// Each element of a register tile from the thread that holds it.
+    Tile(Layout, Vec<usize>),
+    /// Unknown: different distributions on different paths.
+    Mixed,
+}
+
+/// The distribution of each tensor's last store since the last block barrier.
+pub type State = HashMap<String, Dist>;
+
+/// One `mbar_alloc`: its shared offset and stage count.
+#[derive(Clone, Copy, Debug)]
+pub struct MbarBuf {
+    pub off: u32,
+    pub stages: usize,
+    /// The per-stage count of rows a row-prefix-masked fill delivers (`tma_rows.rs`), for a
+    /// barrier such fills complete on: one 32-bit word per stage.
+    pub rows_off: Option<u32>,
+}
+
+/// What the TMA lowering keeps per kernel.
+#[derive(Clone, Debug, Default)]
+pub struct TmaState {
+    /// Generic addresses of the tensor-map params, by (tensor param, box).
+    pub maps: HashMap<(String, Vec<u32>), Reg>,
+    /// The barriers allocated so far.
+    pub bars: HashMap<Value, MbarBuf>,
+    /// The filling thread (lane 0 of the last warp), made on first use.
+    pub(super) elected: Option<Reg>,
+    /// `lane == 0`, made on first use.
+    pub(super) lane0: Option<Reg>,
+    /// Lowering a producer block (already on the filling thread alone).
+    pub in_producer: bool,
+    /// Lowering a warp-specialized producer whose warps copy without tensor maps (ws.rs).
+    pub by_warps: bool,
+    /// Lowering the body of a ring that is not unrolled (stage indices may be registers).
+    pub dynamic_ring: bool,
+    /// Empty-barrier arrivals a warp-specialized consumer defers while a held wgmma reads the
+    /// stage: per barrier, the register holding the stage still owed (−1: none).
+    pub owed: Vec<(Value, Reg)>,
+}
+
+/// What the lowering keeps for a warp-specialized kernel.
+#[derive(Clone, Debug, Default)]
+pub struct WsState {
+    /// `%tid.x` (the consumer's `Ctx::tid` counts from its first warp).
+    pub raw_tid: Option<Reg>,
+    /// Ops before `warp_specialize` lowered in the consumer partition instead of in place.
+    pub deferred: HashSet<Op>,
+    /// The deferred ops in program order.
+    pub(super) order: Vec<Op>,
+    /// Whether every tensor the kernel copies with TMA admits a tensor map (made on first use).
+    pub(super) tma_ok: Option<Reg>,
+}

@@ -1,0 +1,337 @@
+//! Warp specialization on the PTX backend (targets with `has_setmaxnreg`, `has_tma` and
+//! `has_mbarrier_tx`): the `warp_specialize` op of scheduled IR (docs/ir.md) with one consumer
+//! partition.
+//!
+//! - The block has `producer_warps + consumer_warps` warps; the producer warps come first. Every
+//!   layout, warp grid and wgmma decision is made for the consumer's warps alone
+//!   (`plan::plan`), and the consumer's code sees a thread index counted from its first warp
+//!   (`Ctx::tid`; the launch's own is `WsState::raw_tid`), so it is the code a block of
+//!   `consumer_warps` warps would run.
+//! - The kernel declares `.maxnreg` = ⌊65536 / threads / 8⌋ · 8, the register count at entry
+//!   that `setmaxnreg` needs to take effect; the verifier has checked that the budgets fit.
+//! - The ops before `warp_specialize` run on every thread, except those with tile results (a
+//!   tile load, say): only the consumer uses tiles, so they are lowered at the start of the
+//!   consumer partition instead ([`WsState::deferred`]).
+//! - Producer: `setmaxnreg.dec` to its budget, then thread 0 alone runs the region (waits on the
+//!   empty barriers, `expect_tx` arrivals and tensor copies; tma.rs) while the other producer
+//!   threads leave; the region may hold only scalar ops, loops and ifs over them, and those.
+//!   When a copied tensor admits no tensor map (its address, a stride or its innermost dim;
+//!   [`tma_ok`], the rule the launcher applies before passing zeros instead), every producer
+//!   thread runs the region instead: each copy goes element by element (loads and shared
+//!   stores: the tensor broke the 16-byte rules) into the stage's swizzled layout, is fenced
+//!   for the async proxy by each thread, then one arrival per warp on the
+//!   full barrier, whose count the kernel picks at run time ([`fallback_arrivals`]).
+//! - Consumer: `setmaxnreg.inc` to its budget, then the region with every block-wide barrier a
+//!   named barrier over the consumer's threads (`Ctx::sync_block`), its stage indices in
+//!   registers (the ring is not unrolled, so every stage read must be a wgmma operand: sched.rs,
+//!   `dynamic_ring`), and its empty-barrier arrivals one per warp (tma.rs).
+
+use super::ctx::{Ctx, Val};
+use super::PtxError;
+use crate::ptx::emit::isa::Isa;
+use crate::ptx::emit::{Operand, PtxInst, Reg, RegClass};
+use crate::ptx::plan::roles::{ws_op, WsAttrs};
+use kir_ir::{Kernel, OpData, Opcode};
+
+/// The named barrier of the consumer partition (ids 1.. are ping-pong's, wgmma.rs).
+pub const CONSUMER_BARRIER: u32 = 15;
+
+/// Sets up the thread index of a warp-specialized kernel (in the prologue: `tid` becomes the
+/// consumer's, counted from its first warp) and the ops deferred to the consumer partition
+/// (tile ops before `warp_specialize`, except index tiles, which are lazy everywhere).
+pub fn setup(c: &mut Ctx, a: &WsAttrs) {
+    let (raw, tid) = (c.b.reg(RegClass::B32), c.thread.tid);
+    let skip = a.producer_warps * 32;
+    c.b.in_prologue(|b| {
+        b.ins(
+            PtxInst::new("mov.u32")
+                .op(raw)
+                .op(Operand::Special("%tid.x")),
+        );
+        b.ins(PtxInst::new("sub.u32").op(tid).op(raw).op(skip));
+    });
+    c.asyncs.ws.raw_tid = Some(raw);
+    let k = c.k;
+    for &o in &k.dfg.blocks[k.body].ops {
+        let od = &k.dfg.ops[o];
+        if od.opcode == Opcode::WarpSpecialize {
+            break;
+        }
+        let tile = od
+            .results
+            .iter()
+            .any(|&r| !k.dfg.ty(r).is_scalar() && !k.dfg.ty(r).is_resource());
+        if tile && od.opcode == Opcode::Iota && super::lazy::lazy_ok(c, od) {
+            // An index tile is computed where it is used: the producer's fallback copy
+            // evaluates causal attention's key masks from one per element.
+            c.values.lazy.insert(od.results[0], o);
+        } else if tile {
+            c.asyncs.ws.deferred.insert(o);
+            c.asyncs.ws.order.push(o);
+        }
+    }
+}
+
+/// Whether the producer region `b` holds only what thread 0 can run alone (module doc).
+fn producer_ok(k: &Kernel, b: kir_ir::Block) -> Result<(), String> {
+    // Tile ops that only build the copies' masks (causal attention's `keys < hi`): a tensor
+    // copy never evaluates them, and the warps' fallback copy evaluates them per element.
+    let mask_only = super::tma::mask_only_values(k, &k.dfg.blocks[b].ops);
+    for &o in &k.dfg.blocks[b].ops {
+        let od = &k.dfg.ops[o];
+        let ok = match od.opcode {
+            Opcode::Yield | Opcode::MbarWait => true,
+            Opcode::MbarArrive => od.attr("tx").is_some(),
+            Opcode::AsyncCopy => od.attr("bar").is_some(),
+            Opcode::For | Opcode::If => od.results.iter().all(|&r| k.dfg.ty(r).is_scalar()),
+            // An index tile is lazy (computed where it is used, lazy.rs); every op that could
+            // use it here is checked on its own (a persistent producer's tile loop holds the
+            // iota of the key masks built in its ring loop).
+            Opcode::Iota => true,
+            _ => {
+                super::tma::scalar_pure(k, od)
+                    || !od.results.is_empty() && od.results.iter().all(|r| mask_only.contains(r))
+            }
+        };
+        if !ok {
+            return Err(format!(
+                "the producer partition runs on one thread, which cannot lower `{}`",
+                od.opcode.name()
+            ));
+        }
+        for &r in &od.regions {
+            producer_ok(k, r)?;
+        }
+    }
+    Ok(())
+}
+
+/// The predicate (in the prologue) that every tensor copied with TMA has a 16-byte aligned
+/// address, byte strides that are multiples of 16 and a contiguous innermost dim: exactly when
+/// the launcher encodes its tensor maps rather than passing zeros (abi.rs, `fallback`).
+pub fn tma_ok(c: &mut Ctx) -> Reg {
+    if let Some(p) = c.asyncs.ws.tma_ok {
+        return p;
+    }
+    let ok = c.b.reg(RegClass::Pred);
+    let mut params: Vec<String> = crate::abi::tma_copies(c.k)
+        .into_iter()
+        .map(|(p, _, _)| p)
+        .collect();
+    params.dedup();
+    let infos: Vec<_> = params
+        .iter()
+        .filter_map(|p| c.params.tensors.get(p).cloned())
+        .collect();
+    let mut lines = vec![PtxInst::new("setp.eq.u32").op(ok).op(0).op(0)];
+    for info in &infos {
+        if !info.contiguous_last {
+            lines.push(PtxInst::new("setp.ne.u32").op(ok).op(0).op(0));
+            continue;
+        }
+        let vec = 16 / info.dtype.size_bytes().max(1);
+        let t = c.b.reg(RegClass::B64);
+        lines.push(PtxInst::new("and.b64").op(t).op(info.ptr).op(15));
+        lines.push(PtxInst::new("setp.eq.and.u64").op(ok).op(t).op(0).op(ok));
+        for &st in &info.strides[..info.strides.len().saturating_sub(1)] {
+            let m = c.b.reg(RegClass::B32);
+            lines.push(PtxInst::new("and.b32").op(m).op(st).op(vec - 1));
+            lines.push(PtxInst::new("setp.eq.and.u32").op(ok).op(m).op(0).op(ok));
+        }
+    }
+    c.b.in_prologue(|b| {
+        for l in lines {
+            b.ins(l);
+        }
+    });
+    c.asyncs.ws.tma_ok = Some(ok);
+    ok
+}
+
+/// The arrivals per phase of full barrier `m` when the producer's warps copy (no tensor map):
+/// one per warp and copy of a loop iteration (every loop that fills `m` copies equally often),
+/// or per copy outside any loop (a one-stage operand the producer fills once, warp_spec_stage).
+pub fn fallback_arrivals(c: &Ctx, m: kir_ir::Value) -> Result<u64, String> {
+    let k = c.k;
+    let Some((_, a)) = ws_op(k) else {
+        return Err("internal: no warp_specialize".into());
+    };
+    fn walk(k: &Kernel, b: kir_ir::Block, m: kir_ir::Value, counts: &mut Vec<usize>) -> usize {
+        let mut here = 0;
+        for &o in &k.dfg.blocks[b].ops {
+            let od = &k.dfg.ops[o];
+            if od.opcode == Opcode::AsyncCopy
+                && matches!(od.attr("bar"), Some(kir_ir::Attr::Value(v)) if *v == m)
+            {
+                here += 1;
+            }
+            for &r in &od.regions {
+                let n = walk(k, r, m, counts);
+                if od.opcode == Opcode::For && n > 0 {
+                    counts.push(n);
+                } else {
+                    here += n;
+                }
+            }
+        }
+        here
+    }
+    let mut counts = Vec::new();
+    let outside = walk(k, k.body, m, &mut counts);
+    counts.dedup();
+    match (outside, counts.as_slice()) {
+        (0, &[n]) | (n @ 1.., []) => Ok(u64::from(a.producer_warps) * n as u64),
+        _ => Err(
+            "the producer's loops fill one barrier with different numbers of copies, which the \
+             copies without a tensor map cannot count"
+                .into(),
+        ),
+    }
+}
+
+/// `async_copy … bar %m` run by the producer's warps when the tensor maps are zeros: the tile
+/// into its stage of wgmma's layout element by element (memory.rs: the tensor broke the 16-byte
+/// rules, so no vector copy applies), then each thread fences its shared-memory stores for the
+/// async proxy (wgmma reads the stage), and lane 0 of each warp arrives on `m[s]`.
+pub fn copy_by_warps(
+    c: &mut Ctx,
+    op: &OpData,
+    shape: [usize; 2],
+    off: u32,
+    dyn_off: Option<Reg>,
+) -> Result<(), PtxError> {
+    let sp = op.span;
+    let (Some(kir_ir::Attr::Value(m)), Some(&s)) = (op.attr("bar"), op.operands.get(1)) else {
+        return Err(PtxError::at(
+            sp,
+            "internal: a tensor copy without its barrier",
+        ));
+    };
+    let saved = c.mem.smem;
+    if let Some(d) = dyn_off {
+        let base = c.b.reg(RegClass::B32);
+        c.b.ins(PtxInst::new("add.u32").op(base).op(saved).op(d));
+        c.mem.smem = base;
+    }
+    let r = super::memory::copy_into_stage(c, op, &shape, off, true);
+    c.mem.smem = saved;
+    r?;
+    c.b.need(Isa::FENCE_PROXY_ASYNC)
+        .ins(PtxInst::new("fence.proxy.async.shared::cta"));
+    super::tma::warp_arrive(c, *m, s, sp)
+}
+
+/// Lowers `warp_specialize` (module doc).
+pub fn lower_ws(c: &mut Ctx, op: &OpData) -> Result<(), PtxError> {
+    let sp = op.span;
+    let t = c.target;
+    if !(t.has_setmaxnreg() && t.has_tma() && t.has_mbarrier_tx()) {
+        return Err(PtxError::at(
+            sp,
+            format!(
+                "`warp_specialize` needs setmaxnreg, TMA and mbarrier transaction counts, which {} \
+                 lacks",
+                t.name()
+            ),
+        ));
+    }
+    let (_, a) = ws_op(c.k).ok_or_else(|| {
+        PtxError::at(
+            sp,
+            "the PTX backend lowers `warp_specialize` only at the top level of a kernel, with \
+             literal warp counts and budgets",
+        )
+    })?;
+    if a.consumers != 1 {
+        return Err(PtxError::at(
+            sp,
+            format!(
+                "the PTX backend lowers `warp_specialize` with one consumer partition; this one \
+                 has {} (consumers that split the grid would each need their own shared tiles)",
+                a.consumers
+            ),
+        ));
+    }
+    let (Some(&prod), Some(&cons)) = (op.regions.first(), op.regions.get(1)) else {
+        return Err(PtxError::at(
+            sp,
+            "internal: warp_specialize needs two regions",
+        ));
+    };
+    producer_ok(c.k, prod).map_err(|m| PtxError::at(sp, m))?;
+    let raw =
+        c.asyncs.ws.raw_tid.ok_or_else(|| {
+            PtxError::at(sp, "internal: warp_specialize without its thread setup")
+        })?;
+    let (is_prod, not_first) = (c.b.reg(RegClass::Pred), c.b.reg(RegClass::Pred));
+    let (consumer, exit) = (c.b.label("ws_consumer"), c.b.label("ws_exit"));
+    c.b.ins(
+        PtxInst::new("setp.lt.u32")
+            .op(is_prod)
+            .op(raw)
+            .op(a.producer_warps * 32),
+    );
+    c.b.ins_if(is_prod, true, PtxInst::new("bra.uni").op(&consumer));
+    // Producer: give registers back, then thread 0 alone issues the tensor copies, or, when
+    // the launcher could not encode the maps, every producer thread copies.
+    c.b.need(Isa::SETMAXNREG)
+        .ins(PtxInst::new("setmaxnreg.dec.sync.aligned.u32").op(a.producer_regs));
+    let ok = tma_ok(c);
+    let by_warps = c.b.label("ws_by_warps");
+    c.b.ins_if(ok, true, PtxInst::new("bra.uni").op(&by_warps));
+    c.b.ins(PtxInst::new("setp.ne.u32").op(not_first).op(raw).op(0));
+    c.b.ins_if(not_first, false, PtxInst::new("bra").op(&exit));
+    let (was_prod, was_dyn) = (c.asyncs.tma.in_producer, c.asyncs.tma.dynamic_ring);
+    c.asyncs.tma.in_producer = true;
+    c.asyncs.tma.dynamic_ring = true;
+    let r = super::dispatch::block(c, prod);
+    c.asyncs.tma.in_producer = was_prod;
+    r?;
+    c.b.ins(PtxInst::new("bra").op(&exit));
+    c.b.place(&by_warps);
+    let (tid, blk) = (c.thread.tid, c.plan.blk);
+    c.thread.tid = raw;
+    c.plan.blk = crate::ptx::plan::Block {
+        threads: a.producer_warps * 32,
+        warps: a.producer_warps,
+    };
+    c.asyncs.tma.in_producer = true;
+    c.asyncs.tma.by_warps = true;
+    let r = super::dispatch::block(c, prod);
+    c.asyncs.tma.in_producer = was_prod;
+    c.asyncs.tma.by_warps = false;
+    (c.thread.tid, c.plan.blk) = (tid, blk);
+    r?;
+    c.b.ins(PtxInst::new("bra").op(&exit));
+    // Consumer.
+    c.b.place(&consumer);
+    c.b.need(Isa::SETMAXNREG)
+        .ins(PtxInst::new("setmaxnreg.inc.sync.aligned.u32").op(a.consumer_regs));
+    if let Some(&wg) = c.k.dfg.blocks[cons].args.first() {
+        let zero = c.b.imm32(0);
+        c.values.vals.insert(wg, Val::Scalar(zero));
+        c.values.statics.insert(wg, 0);
+    }
+    let was_bar = c
+        .thread
+        .block_bar
+        .replace((CONSUMER_BARRIER, a.consumer_warps * 32));
+    let r = (|| {
+        for o in c.asyncs.ws.order.clone() {
+            let k = c.k;
+            let od = &k.dfg.ops[o];
+            match od.results.first() {
+                Some(&r) if super::lazy::lazy_ok(c, od) => {
+                    c.values.lazy.insert(r, o);
+                }
+                _ => super::dispatch::lower_op(c, od)?,
+            }
+        }
+        super::dispatch::block(c, cons)
+    })();
+    c.thread.block_bar = was_bar;
+    c.asyncs.tma.dynamic_ring = was_dyn;
+    r?;
+    c.b.place(&exit);
+    Ok(())
+}

@@ -1,0 +1,119 @@
+//! Warp roles planned before lowering: warp specialization's partitions (the attributes of a
+//! `warp_specialize` op, [`ws_op`]) and the ping-pong turns of wgmma dots ([`pingpong`]; the
+//! barriers that enforce them are in `lower/wgmma.rs`).
+
+use super::block::Block;
+use super::ir::lit;
+use crate::target::Target;
+use kir_ir::{Kernel, Op, OpData, Opcode, Value};
+use std::collections::HashMap;
+
+/// The attributes of a `warp_specialize` op.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct WsAttrs {
+    pub producer_warps: u32,
+    pub producer_regs: u32,
+    pub consumers: u32,
+    pub consumer_warps: u32,
+    pub consumer_regs: u32,
+}
+
+impl WsAttrs {
+    /// Threads of the launch: the producer's and every consumer's.
+    pub fn threads(&self) -> u32 {
+        (self.producer_warps + self.consumers * self.consumer_warps) * 32
+    }
+
+    /// The block one consumer's code is planned for.
+    pub fn consumer_block(&self) -> Block {
+        Block {
+            threads: self.consumer_warps * 32,
+            warps: self.consumer_warps,
+        }
+    }
+
+    /// The register count at entry: the register file shared evenly, in multiples of 8.
+    pub fn entry_regs(&self) -> u32 {
+        (65536 / self.threads() / 8 * 8).min(255 / 8 * 8)
+    }
+}
+
+fn int_attr(op: &OpData, name: &str) -> Option<u32> {
+    lit(op.attr(name)).map(|x| x as u32)
+}
+
+/// The top-level `warp_specialize` op of `k` and its attributes, if it has one.
+pub fn ws_op(k: &Kernel) -> Option<(Op, WsAttrs)> {
+    let o = *k.dfg.blocks[k.body]
+        .ops
+        .iter()
+        .find(|&&o| k.dfg.ops[o].opcode == Opcode::WarpSpecialize)?;
+    let od = &k.dfg.ops[o];
+    Some((
+        o,
+        WsAttrs {
+            producer_warps: int_attr(od, "producer_warps")?,
+            producer_regs: int_attr(od, "producer_regs")?,
+            consumers: int_attr(od, "consumers")?,
+            consumer_warps: int_attr(od, "consumer_warps")?,
+            consumer_regs: int_attr(od, "consumer_regs")?,
+        },
+    ))
+}
+
+/// A dot's place in its loop's ping-pong: its index among the loop body's wgmma dots and their
+/// count.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Turn {
+    pub index: usize,
+    pub count: usize,
+}
+
+/// The ping-pong turns of the wgmma dots of `k` (by result value): for a block of exactly two
+/// warpgroups, every `for` body that issues 2 to 7 wgmma dots directly (and none nested deeper)
+/// gets one turn per dot, in program order. Empty otherwise.
+pub fn pingpong(k: &Kernel, b: Block, target: Target) -> HashMap<Value, Turn> {
+    let mut out = HashMap::new();
+    if b.warps != 8 || !target.has_wgmma() {
+        return out;
+    }
+    let is_wgmma = |o: &kir_ir::OpData| super::wgmma::wgmma_dot(k, o, b, target).is_some();
+    for op in k.dfg.ops.values().filter(|o| o.opcode == Opcode::For) {
+        let Some(&body) = op.regions.first() else {
+            continue;
+        };
+        let direct: Vec<Value> = k.dfg.blocks[body]
+            .ops
+            .iter()
+            .map(|&o| &k.dfg.ops[o])
+            .filter(|o| is_wgmma(o))
+            .filter_map(|o| o.results.first().copied())
+            .collect();
+        let nested = k.dfg.blocks[body]
+            .ops
+            .iter()
+            .any(|&o| !k.dfg.ops[o].regions.is_empty() && region_has_wgmma(k, o, &is_wgmma));
+        if (2..=7).contains(&direct.len()) && !nested {
+            for (index, &v) in direct.iter().enumerate() {
+                out.insert(
+                    v,
+                    Turn {
+                        index,
+                        count: direct.len(),
+                    },
+                );
+            }
+        }
+    }
+    out
+}
+
+/// True if any op inside the regions of `o` (at any depth) is a wgmma dot.
+fn region_has_wgmma(k: &Kernel, o: kir_ir::Op, is_wgmma: &dyn Fn(&kir_ir::OpData) -> bool) -> bool {
+    k.dfg.ops[o].regions.iter().any(|&r| {
+        k.dfg.blocks[r]
+            .ops
+            .iter()
+            .any(|&x| is_wgmma(&k.dfg.ops[x]) || region_has_wgmma(k, x, is_wgmma))
+    })
+}
