@@ -208,79 +208,64 @@ const ROWS: &[Row] = &[
     // 163 KB not attention_fwd at d256 (213,760) or causal attention_bwd (170,496). These rows
     // take smaller query and key blocks that fit with every feature (fit checked by
     // tests/tests/configs.rs; the parity backend is checked for results, not timed).
-    Row {
-        cuda: true,
-        op: "attention_fwd",
-        target: Target::Sm120a,
-        when: |v| v.int("HEAD_DIM").is_some_and(|d| d <= 128),
-        set: &[("BLOCK_M", "32"), ("BLOCK_N", "32")],
-        warps: None,
-        stages: None,
-        warp_specialize: false,
-        persistent: false,
-        overlap: false,
-    },
-    Row {
-        cuda: true,
-        op: "attention_fwd",
-        target: Target::Sm120a,
-        when: |_| true,
-        set: &[("BLOCK_M", "16"), ("BLOCK_N", "16")],
-        warps: None,
-        stages: None,
-        warp_specialize: false,
-        persistent: false,
-        overlap: false,
-    },
-    Row {
-        cuda: true,
-        op: "attention_fwd",
-        target: Target::Sm80,
-        when: |v| v.int("HEAD_DIM").is_some_and(|d| d > 128) && v.int("CAUSAL") == Some(0),
-        set: &[("BLOCK_M", "32")],
-        warps: None,
-        stages: None,
-        warp_specialize: false,
-        persistent: false,
-        overlap: false,
-    },
-    Row {
-        cuda: true,
-        op: "attention_fwd",
-        target: Target::Sm80,
-        when: |v| v.int("HEAD_DIM").is_some_and(|d| d > 128),
-        set: &[("BLOCK_M", "32"), ("BLOCK_N", "32")],
-        warps: None,
-        stages: None,
-        warp_specialize: false,
-        persistent: false,
-        overlap: false,
-    },
-    Row {
-        cuda: true,
-        op: "attention_bwd",
-        target: Target::Sm120a,
-        when: |_| true,
-        set: &[("BLOCK_M", "32"), ("BLOCK_N", "16"), ("BLOCK_KV", "16")],
-        warps: None,
-        stages: None,
-        warp_specialize: false,
-        persistent: false,
-        overlap: false,
-    },
-    Row {
-        cuda: true,
-        op: "attention_bwd",
-        target: Target::Sm80,
-        when: |v| v.int("CAUSAL") == Some(1),
-        set: &[("BLOCK_M", "32")],
-        warps: None,
-        stages: None,
-        warp_specialize: false,
-        persistent: false,
-        overlap: false,
-    },
+    cuda_row(
+        "attention_fwd",
+        Target::Sm120a,
+        |v| v.int("HEAD_DIM").is_some_and(|d| d <= 128),
+        &[("BLOCK_M", "32"), ("BLOCK_N", "32")],
+    ),
+    cuda_row(
+        "attention_fwd",
+        Target::Sm120a,
+        |_| true,
+        &[("BLOCK_M", "16"), ("BLOCK_N", "16")],
+    ),
+    cuda_row(
+        "attention_fwd",
+        Target::Sm80,
+        |v| v.int("HEAD_DIM").is_some_and(|d| d > 128) && v.int("CAUSAL") == Some(0),
+        &[("BLOCK_M", "32")],
+    ),
+    cuda_row(
+        "attention_fwd",
+        Target::Sm80,
+        |v| v.int("HEAD_DIM").is_some_and(|d| d > 128),
+        &[("BLOCK_M", "32"), ("BLOCK_N", "32")],
+    ),
+    cuda_row(
+        "attention_bwd",
+        Target::Sm120a,
+        |_| true,
+        &[("BLOCK_M", "32"), ("BLOCK_N", "16"), ("BLOCK_KV", "16")],
+    ),
+    cuda_row(
+        "attention_bwd",
+        Target::Sm80,
+        |v| v.int("CAUSAL") == Some(1),
+        &[("BLOCK_M", "32")],
+    ),
 ];
+
+/// A row of the CUDA-C backend: tiles only (it has no warps, rings or warp roles).
+const fn cuda_row(
+    op: &'static str,
+    target: Target,
+    when: fn(&Values) -> bool,
+    set: &'static [(&'static str, &'static str)],
+) -> Row {
+    Row {
+        cuda: true,
+        op,
+        target,
+        when,
+        set,
+        warps: None,
+        stages: None,
+        warp_specialize: false,
+        persistent: false,
+        overlap: false,
+    }
+}
 
 /// The configuration for built-in op `op` on `target` (for the CUDA-C backend when `cuda`) with
 /// constant `values`, given the

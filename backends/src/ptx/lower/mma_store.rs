@@ -321,7 +321,7 @@ pub(super) fn store_cast(c: &Ctx, ops: &[kir_ir::Op], i: usize) -> Option<kir_ir
     {
         return None;
     }
-    if crate::ptx::plan::ir::use_count(k, r) != 1 {
+    if kir_ir::edit::use_count(&k.dfg, r) != 1 {
         return None;
     }
     for &o in &ops[i + 1..] {

@@ -74,7 +74,7 @@ pub(super) fn skip_unit_rescale(
         Some("the scaled tile is not carried by a loop, so it does not own its registers")
     } else if c.values.lazy.contains_key(&x) {
         Some("the scaled tile is recomputed at each use")
-    } else if crate::ptx::plan::ir::use_count(c.k, x) != 1 {
+    } else if kir_ir::edit::use_count(&c.k.dfg, x) != 1 {
         Some("the scaled tile has another use")
     } else {
         None

@@ -255,7 +255,7 @@ pub fn stage_ring(c: &Ctx, op: &OpData) -> Option<Ring> {
         let unused = op
             .results
             .get(ci)
-            .is_some_and(|&r| crate::ptx::plan::ir::use_count(k, r) == 0);
+            .is_some_and(|&r| kir_ir::edit::use_count(&k.dfg, r) == 0);
         let Some(&next) = yielded.get(ci) else {
             continue;
         };
@@ -283,11 +283,7 @@ pub fn stage_ring(c: &Ctx, op: &OpData) -> Option<Ring> {
 /// True if `b` (or a region nested in it) has an op of opcode `opc` that block barriers order
 /// (not a TMA ring's copies and releases, which its mbarriers order).
 pub fn contains(k: &Kernel, b: Block, opc: Opcode) -> bool {
-    k.dfg.blocks[b].ops.iter().any(|&o| {
-        let od = &k.dfg.ops[o];
-        (od.opcode == opc && !barrier_ordered(k, od))
-            || od.regions.iter().any(|&r| contains(k, r, opc))
-    })
+    kir_ir::edit::contains(&k.dfg, b, &|od| od.opcode == opc && !barrier_ordered(k, od))
 }
 
 /// A copy or release of a TMA ring: ordered by the ring's mbarriers, not by block barriers.

@@ -48,9 +48,9 @@ use super::ctx::{Ctx, Val};
 use super::PtxError;
 use crate::ptx::emit::isa::Isa;
 use crate::ptx::emit::{Operand, PtxInst, Reg, RegClass};
-use crate::ptx::plan::ir::def_op;
 use crate::ptx::plan::roles::Turn;
 use crate::ptx::plan::wgmma::{core_tile_bytes, WgmmaDot, CORE_ALIGN};
+use kir_ir::edit::def_data;
 use kir_ir::{Dtype, Kernel, Opcode, Span, Value, ValueDef};
 use std::collections::HashSet;
 
@@ -145,7 +145,7 @@ pub fn held(c: &Ctx, op: &kir_ir::OpData, w: &WgmmaDot, acc_regs: &[Reg]) -> boo
     let body = l.regions[0];
     let bd = &k.dfg.blocks[body];
     let carried = bd.args[1..].contains(&acc);
-    let yielded_only = crate::ptx::plan::ir::use_count(k, r) == 1
+    let yielded_only = kir_ir::edit::use_count(&k.dfg, r) == 1
         && bd
             .ops
             .last()
@@ -160,7 +160,7 @@ pub fn held(c: &Ctx, op: &kir_ir::OpData, w: &WgmmaDot, acc_regs: &[Reg]) -> boo
         let stage_reads =
             w.a.into_iter()
                 .chain([w.b])
-                .all(|v| def_op(k, v).is_some_and(|o| o.opcode == Opcode::SmemRead));
+                .all(|v| def_data(&k.dfg, v).is_some_and(|o| o.opcode == Opcode::SmemRead));
         let empty_arrival = bd.ops.iter().any(|&o| {
             let od = &k.dfg.ops[o];
             od.opcode == Opcode::MbarArrive && od.attr("tx").is_none()
@@ -171,7 +171,7 @@ pub fn held(c: &Ctx, op: &kir_ir::OpData, w: &WgmmaDot, acc_regs: &[Reg]) -> boo
     let reads: Vec<(Value, i64)> =
         w.a.into_iter()
             .chain([w.b])
-            .filter_map(|v| def_op(k, v))
+            .filter_map(|v| def_data(&k.dfg, v))
             .filter(|o| o.opcode == Opcode::SmemRead)
             .filter_map(|o| {
                 Some((
@@ -222,7 +222,7 @@ fn acc_in_place(c: &Ctx, v: Value, regs: &[Reg]) -> bool {
         None => false,
     };
     let distinct = regs.iter().collect::<HashSet<_>>().len() == regs.len();
-    owner && distinct && crate::ptx::plan::ir::use_count(c.k, v) == 1
+    owner && distinct && kir_ir::edit::use_count(&c.k.dfg, v) == 1
 }
 
 /// Stores a register tile (any layout) into a fresh core-layout [rows, cols] region, for a

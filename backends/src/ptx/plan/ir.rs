@@ -1,23 +1,7 @@
-//! Facts read off the IR that planning and lowering share: a value's defining op, its use count,
-//! an attribute's literal, and which operand tiles a wgmma can read from shared memory.
+//! Facts read off the IR that planning and lowering share: an attribute's literal, and which
+//! operand tiles a wgmma can read from shared memory (def-use queries are `kir_ir::edit`'s).
 
-use kir_ir::{Attr, ExprKind, Kernel, OpData, Opcode, Value, ValueDef};
-
-pub fn def_op(k: &Kernel, v: Value) -> Option<&OpData> {
-    match k.dfg.values.get(v)?.def {
-        ValueDef::Result(o, _) => Some(&k.dfg.ops[o]),
-        ValueDef::Arg(..) => None,
-    }
-}
-
-/// How many operands (including attribute values) of the kernel's ops are `v`.
-pub fn use_count(k: &kir_ir::Kernel, v: Value) -> usize {
-    k.dfg
-        .ops
-        .values()
-        .map(|o| o.uses().iter().filter(|&&u| u == v).count())
-        .sum()
-}
+use kir_ir::{Attr, ExprKind, Kernel, OpData, Opcode, Value};
 
 /// The literal value of an `Attr::Expr`.
 pub fn lit(a: Option<&Attr>) -> Option<f64> {

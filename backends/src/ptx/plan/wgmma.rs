@@ -3,8 +3,9 @@
 //! layout ([`core_tiles`]), with the layout's size and alignment.
 
 use super::block::Block;
-use super::ir::{def_op, lit, tile_source, unmasked, use_count};
+use super::ir::{lit, tile_source, unmasked};
 use crate::target::Target;
+use kir_ir::edit::{def_data, use_count};
 use kir_ir::{Dtype, Kernel, OpData, Opcode, Value};
 use std::collections::HashSet;
 
@@ -57,7 +58,7 @@ pub fn wgmma_dot(k: &Kernel, op: &OpData, b: Block, target: Target) -> Option<Wg
         && tr.dtype() == Some(Dtype::F32);
     // A: a core-layout tile (SS), or a register tile converted from f32 in this kernel (RS: the
     // FlashAttention P·V form, P packed from the accumulator layout).
-    let a_def = def_op(k, a)?;
+    let a_def = def_data(&k.dfg, a)?;
     let a_smem = if tile_source(k, a_def) {
         if !(unmasked(k, a_def) && copy_ok(kd, 32 * b.warps as usize)) {
             return None;
@@ -73,14 +74,14 @@ pub fn wgmma_dot(k: &Kernel, op: &OpData, b: Block, target: Target) -> Option<Wg
         return None;
     };
     // B: the transpose of a K-major [N, K] load, or an N-major [K, N] load used directly.
-    let b_def = def_op(k, bv)?;
+    let b_def = def_data(&k.dfg, bv)?;
     let (b_src, b_n_major) = match b_def.opcode {
         Opcode::Transpose => (*b_def.operands.first()?, false),
         Opcode::Load | Opcode::SmemRead => (bv, true),
         _ => return None,
     };
-    let b_load = def_op(k, b_src).filter(|o| tile_source(k, o))?;
-    let only_here = |v: Value| use_count(k, v) == 1;
+    let b_load = def_data(&k.dfg, b_src).filter(|o| tile_source(k, o))?;
+    let only_here = |v: Value| use_count(&k.dfg, v) == 1;
     // A shared A tile may feed several dots (`dot_overlap`'s peeled first dot and its
     // `dot_async`): every use must be the A operand of a dot, which reads the same core layout.
     let a_uses_ok = |v: Value| match a_smem {
@@ -95,7 +96,7 @@ pub fn wgmma_dot(k: &Kernel, op: &OpData, b: Block, target: Target) -> Option<Wg
     let zero_init = op
         .operands
         .get(2)
-        .and_then(|&acc| def_op(k, acc))
+        .and_then(|&acc| def_data(&k.dfg, acc))
         .is_some_and(|o| o.opcode == Opcode::Const && lit(o.lead.as_ref()) == Some(0.0));
     let threads = 32 * b.warps as usize;
     let copies_ok = copy_ok(if b_n_major { n } else { kd }, threads);
