@@ -12,14 +12,21 @@
 #   3. `kirc bench` for attention_fwd (HEAD_DIM 128, B 4, H 16, S 4096, causal 0 and 1), gemm
 #      8192³ and rmsnorm_fwd 16384×4096 (bf16, the defaults).
 #
-# usage: scripts/gpu_runtime_check.sh [KIRC] [OUT_DIR]
-#   KIRC defaults to $KIRC, else target/release/kirc; OUT_DIR to out/gpu_runtime.
+#   4. the compile plan's per-target choices on real hardware: attention_fwd at head dim 256
+#      compiled for sm_80 (whose 163 KB of shared memory hold no 2-stage ring: the schedule
+#      search keeps the plain loop; the sm_80 PTX runs on any later GPU), and warp
+#      specialization with the paired overlap (`--warp-specialize on --overlap on`, sm_90a).
+#
+# usage: scripts/gpu_runtime_check.sh [KIRC] [OUT_DIR] [--no-bench]
+#   KIRC defaults to $KIRC, else target/release/kirc; OUT_DIR to out/gpu_runtime; --no-bench
+#   skips part 3.
 # Build the binary where Rust is: cargo build --release --features cuda -p kir-compiler
 # Exit code: 0 when every comparison passes, the negative control fails and every bench runs.
 set -euo pipefail
 
 kirc=${1:-${KIRC:-target/release/kirc}}
 out=${2:-out/gpu_runtime}
+no_bench=${3:-}
 [ -x "$kirc" ] || { echo "gpu_runtime_check.sh: no kirc at $kirc" >&2; exit 1; }
 rm -rf "$out"
 mkdir -p "$out"
@@ -52,6 +59,8 @@ EOF
 
 # case_ NAME OP "DEFINES" "SCALARS" INPUT=SHAPE[:RANDN_OPTIONS] | INPUT=@FILE.npy ...
 #   RANDN_OPTIONS: extra `kirc randn` options with `,` for spaces (e.g. `--dtype,u8,--high,256`).
+#   $gpu_flags (default none): extra flags of the GPU run only (`--target`, lowering flags).
+gpu_flags=""
 case_() {
   local name=$1 op=$2 defines=$3 scalars=$4
   shift 4
@@ -73,8 +82,9 @@ case_() {
     args+=(--arg "$iname=$dir/in/$iname.npy")
   done
   "$kirc" run "$op" "${dflags[@]}" "${args[@]}" --device cpu --out "$dir/cpu" >/dev/null
-  "$kirc" run "$op" "${dflags[@]}" "${args[@]}" --device cuda --out "$dir/cuda" >/dev/null
-  echo "$name ($op ${defines:-default}):"
+  # shellcheck disable=SC2086
+  "$kirc" run "$op" "${dflags[@]}" "${args[@]}" --device cuda $gpu_flags --out "$dir/cuda" >/dev/null
+  echo "$name ($op ${defines:-default} ${gpu_flags}):"
   if compare "$dir/cuda" "$dir/cpu"; then echo "  PASS"; else echo "  FAIL"; failed+=("$name"); fi
 }
 
@@ -94,6 +104,18 @@ case_ layernorm_bwd layernorm_bwd "" "" x=@$l/in/x.npy w=@$l/in/w.npy dy=37x1000
   mean=@$l/cpu/mean.npy rstd=@$l/cpu/rstd.npy
 case_ swiglu swiglu "" "" gate=33x1500 up=33x1500
 
+# The compile plan's per-target choices (part 4).
+s256=0.0625
+s64=0.125
+gpu_flags="--target sm_80"
+case_ attention_fwd_d256_sm80 attention_fwd "HEAD_DIM=256" "scale=$s256" q=2x4x130x256 k=2x2x97x256 v=2x2x97x256
+for c in 0 1; do
+  gpu_flags="--target sm_90a --warp-specialize on --overlap on"
+  case_ "ws_overlap_d64_causal$c" attention_fwd "HEAD_DIM=64 CAUSAL=$c" "scale=$s64" q=2x4x300x64 k=2x2x300x64 v=2x2x300x64
+  case_ "ws_overlap_d128_causal$c" attention_fwd "HEAD_DIM=128 CAUSAL=$c" "scale=$s128" q=2x4x300x128 k=2x2x300x128 v=2x2x300x128
+done
+gpu_flags=""
+
 # Negative control: the GPU runs attention with scale 0.05, the CPU with 1/sqrt(128).
 neg="$out/negative_control"
 "$kirc" run attention_fwd --arg q="$a/in/q.npy" --arg k="$a/in/k.npy" --arg v="$a/in/v.npy" \
@@ -101,6 +123,10 @@ neg="$out/negative_control"
 echo "negative_control (scale 0.05 on the GPU vs $s128 on the CPU, must fail):"
 if compare "$neg" "$a/cpu"; then echo "  PASSED (the check cannot fail!)"; failed+=(negative_control); else echo "  FAIL, as it must"; fi
 
+if [ "$no_bench" = --no-bench ]; then
+  if [ ${#failed[@]} -eq 0 ]; then echo "gpu_runtime_check.sh: all checks passed (no bench)"; exit 0; fi
+  echo "gpu_runtime_check.sh: FAILED: ${failed[*]}"; exit 1
+fi
 echo
 echo "== kirc bench"
 bench() {
