@@ -5,11 +5,13 @@
 //! [`oplib`]), verify it, specialize it with `-D NAME=VALUE` overrides and verify the result.
 
 pub mod compile;
+pub mod compiled;
 pub mod configs;
 pub mod egraph;
 pub mod limits;
 pub mod npy;
 pub mod oplib;
+pub mod options;
 pub mod outfile;
 pub mod pass;
 pub mod passes;

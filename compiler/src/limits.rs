@@ -4,10 +4,10 @@
 //!
 //! - A source (`.kir`) may have at most [`MAX_SOURCE_BYTES`] bytes; it is read with one byte
 //!   to spare, so a longer input is noticed after that many bytes, never read to its end.
-//! - An `.npy` input is read in three bounded steps ([`read_npy_bytes`]): its first bytes (the
-//!   magic and the header length), its header (at most [`MAX_NPY_HEADER_BYTES`]), and then
-//!   exactly the data bytes its header declares (at most [`MAX_NPY_DATA_BYTES`]) plus one, so
-//!   a file longer than its header says is still reported as such by [`crate::npy::parse`].
+//! - An `.npy` input is read in three bounded steps (`crate::npy::read_npy_bytes`): its first
+//!   bytes (the magic and the header length), its header (at most [`MAX_NPY_HEADER_BYTES`]),
+//!   and then exactly the data bytes its header declares (at most [`MAX_NPY_DATA_BYTES`]) plus
+//!   one, so a file longer than its header says is still reported as such by `crate::npy::parse`.
 
 use std::io::Read;
 use std::path::Path;
@@ -58,57 +58,6 @@ pub fn read_source(path: &Path) -> Result<String, String> {
     String::from_utf8(bytes).map_err(|_| "stream did not contain valid UTF-8".to_string())
 }
 
-/// The bytes of an `.npy` file, read without going past what its header declares (see the
-/// module doc). The error is the message to show after the path; a file that is not an `.npy`
-/// (a wrong magic, an unknown version) is returned as read so far, for
-/// [`crate::npy::parse`] to say what is wrong with it.
-pub fn read_npy_bytes(path: &Path) -> Result<Vec<u8>, String> {
-    let mut f = std::fs::File::open(path).map_err(|e| format!("cannot read: {e}"))?;
-    let mut bytes = Vec::new();
-    (&mut f)
-        .take(12)
-        .read_to_end(&mut bytes)
-        .map_err(|e| format!("cannot read: {e}"))?;
-    let hlen = match (bytes.get(..6), bytes.get(6)) {
-        (Some(m), Some(1)) if m == crate::npy::MAGIC => bytes
-            .get(8..10)
-            .map(|b| u16::from_le_bytes([b[0], b[1]]) as u64),
-        (Some(m), Some(2 | 3)) if m == crate::npy::MAGIC => bytes
-            .get(8..12)
-            .map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]) as u64),
-        _ => return Ok(bytes),
-    };
-    let Some(hlen) = hlen else { return Ok(bytes) };
-    if hlen > MAX_NPY_HEADER_BYTES {
-        return Err(format!(
-            "its header claims {hlen} bytes, over the limit of {} for an .npy header",
-            bytes_text(MAX_NPY_HEADER_BYTES)
-        ));
-    }
-    let start = if bytes[6] == 1 { 10 } else { 12 };
-    // Version 1's header starts at byte 10: two bytes of it were read already.
-    let have = (bytes.len() - start) as u64;
-    (&mut f)
-        .take(hlen - have.min(hlen))
-        .read_to_end(&mut bytes)
-        .map_err(|e| format!("cannot read: {e}"))?;
-    let Some(nbytes) = crate::npy::declared_data_bytes(&bytes) else {
-        // A truncated or malformed header: parse says which.
-        return Ok(bytes);
-    };
-    if nbytes > MAX_NPY_DATA_BYTES {
-        return Err(format!(
-            "its header declares {nbytes} data bytes, over the limit of {} for an .npy input",
-            bytes_text(MAX_NPY_DATA_BYTES)
-        ));
-    }
-    // One byte more than declared: enough for parse to report a file that is too long.
-    f.take(nbytes + 1)
-        .read_to_end(&mut bytes)
-        .map_err(|e| format!("cannot read: {e}"))?;
-    Ok(bytes)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -125,8 +74,5 @@ mod tests {
     fn an_endless_source_stops_at_the_limit() {
         let e = read_source(Path::new("/dev/zero")).unwrap_err();
         assert!(e.contains("limit of 8 MiB"), "{e}");
-        // Not an .npy: the first 12 bytes are enough to say so.
-        let b = read_npy_bytes(Path::new("/dev/zero")).unwrap();
-        assert_eq!(b.len(), 12);
     }
 }

@@ -6,8 +6,10 @@
 //! Every malformed input (truncated, garbage, Fortran order, big-endian) is an [`NpyError`]
 //! naming the file and the problem; nothing here panics on input.
 
+use crate::limits;
 use kir_backends::interp::HostData;
 use std::fmt;
+use std::io::Read;
 use std::path::Path;
 
 /// An element type of an `.npy` file.
@@ -153,7 +155,7 @@ pub(crate) const MAGIC: &[u8] = b"\x93NUMPY";
 /// [`crate::limits`].
 pub fn read(path: &Path) -> Result<NpyArray, NpyError> {
     let file = path.display().to_string();
-    let bytes = crate::limits::read_npy_bytes(path).map_err(|message| NpyError {
+    let bytes = read_npy_bytes(path).map_err(|message| NpyError {
         file: file.clone(),
         message,
     })?;
@@ -466,4 +468,69 @@ pub fn write(
         file: e.path,
         message: e.message,
     })
+}
+
+/// The bytes of an `.npy` file, read without going past what its header declares (the steps of
+/// `crate::limits`' module doc). The error is the message to show after the path; a file that
+/// is not an `.npy` (a wrong magic, an unknown version) is returned as read so far, for
+/// [`parse`] to say what is wrong with it.
+pub fn read_npy_bytes(path: &Path) -> Result<Vec<u8>, String> {
+    let mut f = std::fs::File::open(path).map_err(|e| format!("cannot read: {e}"))?;
+    let mut bytes = Vec::new();
+    (&mut f)
+        .take(12)
+        .read_to_end(&mut bytes)
+        .map_err(|e| format!("cannot read: {e}"))?;
+    let hlen = match (bytes.get(..6), bytes.get(6)) {
+        (Some(m), Some(1)) if m == MAGIC => bytes
+            .get(8..10)
+            .map(|b| u16::from_le_bytes([b[0], b[1]]) as u64),
+        (Some(m), Some(2 | 3)) if m == MAGIC => bytes
+            .get(8..12)
+            .map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]) as u64),
+        _ => return Ok(bytes),
+    };
+    let Some(hlen) = hlen else { return Ok(bytes) };
+    if hlen > limits::MAX_NPY_HEADER_BYTES {
+        return Err(format!(
+            "its header claims {hlen} bytes, over the limit of {} for an .npy header",
+            limits::bytes_text(limits::MAX_NPY_HEADER_BYTES)
+        ));
+    }
+    let start = if bytes[6] == 1 { 10 } else { 12 };
+    // Version 1's header starts at byte 10: two bytes of it were read already.
+    let have = (bytes.len() - start) as u64;
+    (&mut f)
+        .take(hlen - have.min(hlen))
+        .read_to_end(&mut bytes)
+        .map_err(|e| format!("cannot read: {e}"))?;
+    let Some(nbytes) = declared_data_bytes(&bytes) else {
+        // A truncated or malformed header: parse says which.
+        return Ok(bytes);
+    };
+    if nbytes > limits::MAX_NPY_DATA_BYTES {
+        return Err(format!(
+            "its header declares {nbytes} data bytes, over the limit of {} for an .npy input",
+            limits::bytes_text(limits::MAX_NPY_DATA_BYTES)
+        ));
+    }
+    // One byte more than declared: enough for parse to report a file that is too long.
+    f.take(nbytes + 1)
+        .read_to_end(&mut bytes)
+        .map_err(|e| format!("cannot read: {e}"))?;
+    Ok(bytes)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[cfg(unix)]
+    #[test]
+    fn an_endless_file_is_not_an_npy_after_12_bytes() {
+        // Not an .npy: the first 12 bytes are enough to say so.
+        let b = read_npy_bytes(Path::new("/dev/zero")).unwrap();
+        assert_eq!(b.len(), 12);
+        assert!(parse(&b, "zero.npy").is_err());
+    }
 }

@@ -17,7 +17,7 @@
 //! shows the IR a backend lowered (`kirc compile/run --dump-after PASS`), and [`dump_after_with`]
 //! the IR with a pass forced to run (`kirc check --dump-after PASS [--target T]`, snapshot tests).
 
-use crate::compile::{check_ptx_size, specialization_suffix, CompileError, Compiled, Emit, Stage};
+use crate::compiled::{check_ptx_size, specialization_suffix, CompileError, Compiled, Emit, Stage};
 use crate::pass::{PassManager, Phase};
 use crate::passes;
 use crate::plan::{CompilePlan, Judge};
@@ -25,6 +25,8 @@ use crate::search;
 use kir_backends::backend::{Backend, CudaCBackend, InterpBackend, PtxBackend};
 use kir_ir::{text, Diagnostics, Module};
 use std::sync::LazyLock;
+
+pub use crate::options::{ws_plans, Defines, DumpError, Frontend, ScheduleOptions, WsChoice};
 
 /// The passes in pipeline order, by the name `--dump-after` takes: `parse` and the passes of
 /// [`PassManager::standard`] (the registry, `pass/registry.rs`, is the one list).
@@ -39,51 +41,6 @@ pub static SCHEDULE_PASSES: LazyLock<Vec<&'static str>> = LazyLock::new(|| {
         .collect()
 });
 
-/// Whether and how `warp_specialize` runs.
-#[derive(Clone, Debug, Default, PartialEq)]
-pub enum WsChoice {
-    /// It does not run (a compilation asks for it through its plan: the per-target
-    /// configuration or `--warp-specialize on`).
-    #[default]
-    Off,
-    /// The target's plans in order of preference ([`ws_plans`]); the first that applies.
-    Auto,
-    /// This plan, or its error.
-    Plan(passes::WsPlan),
-}
-
-/// What the scheduling passes may use and are asked for.
-#[derive(Clone, Debug, Default, PartialEq)]
-pub struct ScheduleOptions {
-    /// The target whose shared-memory budget bounds the rings; `None` skips scheduling.
-    pub target: Option<kir_backends::Target>,
-    /// Pipeline stages requested (`--stages`); `None` lets the pass choose.
-    pub stages: Option<usize>,
-    /// Warp specialization after pipelining.
-    pub warp_specialize: WsChoice,
-    /// Keep cp.async rings where the target could take TMA rings (the compile driver's choice
-    /// when the backend would not lay the ring's buffers out for tensor copies).
-    pub no_tma_rings: bool,
-    /// Make kernels persistent over this many programs (`persistent` pass) before pipelining;
-    /// `None` leaves grids as they are.
-    pub persistent: Option<u32>,
-    /// Pair each TMA ring loop's fresh stage dot with the previous block's accumulating dot
-    /// (`dot_overlap`), after pipelining or, in a warp-specialized kernel, in its consumer.
-    pub overlap: bool,
-}
-
-/// The warp-specialization plans of a target, most preferred first: FA3's two ping-pong consumer
-/// warpgroups with `setmaxnreg` budgets, then one producer and one consumer warpgroup, where
-/// the target has an asynchronous warpgroup MMA and `setmaxnreg` (sm_90a, sm_100a); two
-/// producer warps and six consumer warps (one budget) elsewhere.
-pub fn ws_plans(t: kir_backends::Target) -> Vec<passes::WsPlan> {
-    if t.has_async_mma() && t.has_setmaxnreg() {
-        vec![passes::WsPlan::FA3, passes::WsPlan::GEMM]
-    } else {
-        vec![passes::WsPlan::P2C6]
-    }
-}
-
 /// Runs the scheduling passes on the front end's final module for `opts.target` (none without
 /// a target), verifying after each and calling `observe(pass, module)`.
 pub fn schedule_observed(
@@ -92,26 +49,6 @@ pub fn schedule_observed(
     observe: &mut dyn FnMut(&str, &Module),
 ) -> Result<Module, Diagnostics> {
     PassManager::standard().run_schedule(m, opts, observe)
-}
-
-/// `-D NAME=VALUE` overrides, in command-line order (the last one of a name wins).
-pub type Defines = [(String, String)];
-
-/// What the front end produces.
-#[derive(Clone, Debug, PartialEq)]
-pub struct Frontend {
-    /// The module as parsed (constants, `static_if`s and conditional params still present).
-    pub generic: Module,
-    /// The module after specialization: no constants, all dtypes known.
-    pub specialized: Module,
-    /// The specialized module after e-graph rewriting (`egraph` pass).
-    pub optimized: Module,
-    /// The optimized module after kernel-graph fusion (`fusion` pass); equal to `optimized`
-    /// for modules without a program or without fusible patterns.
-    pub fused: Module,
-    /// The fused module after mask-block splitting (`mask_split` pass), the last pass: what
-    /// `kirc run`, `kirc compile`, `kirc bench` and the backends consume.
-    pub output: Module,
 }
 
 /// Runs every pass in order, verifying after each one that changes the IR, and calls
@@ -209,20 +146,6 @@ pub fn compile_observed(
     })
 }
 
-/// Why [`dump_after`] produced no text.
-#[derive(Clone, Debug, PartialEq, thiserror::Error)]
-pub enum DumpError {
-    /// The pass name is not in [`PASSES`].
-    #[error("unknown pass `{0}` (passes: {passes})", passes = PASSES.join(", "))]
-    UnknownPass(String),
-    /// A scheduling pass was asked for without a target.
-    #[error("pass `{0}` schedules for a target: add --target (sm_80, sm_90a, sm_100a or sm_120a)")]
-    NeedsTarget(String),
-    /// The input failed before or in the pass.
-    #[error("{0}")]
-    Failed(Diagnostics),
-}
-
 /// The canonical IR text right after `pass` (one of [`PASSES`] but the scheduling ones).
 pub fn dump_after(src: &str, defines: &Defines, pass: &str) -> Result<String, DumpError> {
     dump_after_with(src, defines, pass, &ScheduleOptions::default())
@@ -261,7 +184,7 @@ mod tests {
         assert!(spec.contains("tile<8xf32>"), "{spec}");
         assert!(spec.contains("cdiv(R, 8)"), "{spec}");
         let err = dump_after(SRC, &[], "no-such-pass").unwrap_err();
-        assert!(matches!(err, DumpError::UnknownPass(_)));
+        assert!(matches!(err, DumpError::UnknownPass(..)));
         // The message lists every pass.
         let msg = err.to_string();
         for p in PASSES.iter() {

@@ -8,10 +8,10 @@
 //! compilation, [`explore`] for `kirc check`'s forced dumps); the search over candidate
 //! schedules that asks a backend which one fits lives in [`crate::search`].
 
-use crate::compile::{CompileError, Emit, Stage};
+use crate::compiled::{CompileError, Emit, Stage};
 use crate::configs::{self, Config};
+use crate::options::{ScheduleOptions, WsChoice};
 use crate::passes::{const_values, WsPlan};
-use crate::pipeline::{ScheduleOptions, WsChoice};
 use kir_backends::ptx::{PtxOptions, PIPELINE_STAGES};
 use kir_backends::Target;
 

@@ -13,7 +13,8 @@
 //!
 //! Every candidate tried, and why it was left, is kept in [`Searched::tried`].
 
-use crate::pipeline::{self, ScheduleOptions};
+use crate::options::{ScheduleOptions, WsChoice};
+use crate::pass::PassManager;
 use crate::plan::{CompilePlan, WsWant};
 use kir_backends::backend::{Backend, LowerError, Lowered, Rejection};
 use kir_ir::{Diagnostic, Diagnostics, Module, Opcode};
@@ -182,15 +183,16 @@ fn candidate(
     opts: ScheduleOptions,
 ) -> Result<Searched, Left> {
     let mut passes = Vec::new();
-    let m = pipeline::schedule_observed(spec, &opts, &mut |p, m| {
-        passes.push((p.to_string(), m.clone()))
-    })
-    .map_err(Left::Schedule)?;
+    let m = PassManager::standard()
+        .run_schedule(spec, &opts, &mut |p, m| {
+            passes.push((p.to_string(), m.clone()))
+        })
+        .map_err(Left::Schedule)?;
     if plan.flags.warp_specialize == Some(true) {
         not_specialized(&m).map_err(|d| Left::Failed(SearchError::Source(d)))?;
     }
     // Warp-specialized modules and cp.async rings take no tensor-copy layout check.
-    if matches!(opts.warp_specialize, pipeline::WsChoice::Off) && !opts.no_tma_rings {
+    if matches!(opts.warp_specialize, WsChoice::Off) && !opts.no_tma_rings {
         backend.accepts(&m).map_err(Left::Rejected)?;
     }
     lower(backend, m, suffix, passes)
@@ -249,4 +251,13 @@ fn has_op(k: &kir_ir::Kernel, b: kir_ir::Block, opcode: Opcode) -> bool {
         let op = &k.dfg.ops[o];
         op.opcode == opcode || op.regions.iter().any(|&r| has_op(k, r, opcode))
     })
+}
+
+impl From<SearchError> for crate::compiled::CompileError {
+    fn from(e: SearchError) -> crate::compiled::CompileError {
+        match e {
+            SearchError::Source(d) => crate::compiled::CompileError::Source(d),
+            SearchError::Plain(m) => crate::compiled::CompileError::Plain(m),
+        }
+    }
 }

@@ -2,7 +2,7 @@
 
 use super::registry;
 use super::types::{Pass, PassContext, Phase};
-use crate::pipeline::{Defines, DumpError, Frontend, ScheduleOptions};
+use crate::options::{Defines, DumpError, Frontend, ScheduleOptions};
 use kir_ir::{text, verifier, Diagnostics, Module};
 
 /// The passes of a pipeline in order. [`PassManager::standard`] is the compiler's; a caller may
@@ -162,7 +162,10 @@ impl PassManager {
             .then_some(Phase::Frontend)
             .or_else(|| self.get(pass).map(|p| p.phase()))
         else {
-            return Err(DumpError::UnknownPass(pass.to_string()));
+            return Err(DumpError::UnknownPass(
+                pass.to_string(),
+                self.names().join(", "),
+            ));
         };
         if phase == Phase::Schedule && opts.target.is_none() {
             return Err(DumpError::NeedsTarget(pass.to_string()));

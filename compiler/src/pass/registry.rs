@@ -5,8 +5,8 @@
 //! (when asked).
 
 use super::types::{Level, Pass, PassContext, Phase, Preserves};
+use crate::options::{ws_plans, WsChoice};
 use crate::passes;
-use crate::pipeline::{ws_plans, WsChoice};
 use kir_ir::{Diagnostics, Module};
 
 /// The passes in pipeline order (after `parse`).

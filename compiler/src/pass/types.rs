@@ -1,7 +1,7 @@
 //! The types of the pass manager: the [`Pass`] trait every pass implements, the IR [`Level`]s
 //! and [`Phase`]s it is placed by, what it [`Preserves`], and the [`PassContext`] it reads.
 
-use crate::pipeline::{Defines, ScheduleOptions};
+use crate::options::{Defines, ScheduleOptions};
 use kir_ir::{Diagnostics, Module};
 
 /// The IR level a pass takes or leaves.

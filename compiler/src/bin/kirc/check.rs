@@ -63,7 +63,7 @@ pub fn main(a: Args) -> Result<ExitCode, CliError> {
         let opts = kir_compiler::plan::explore(target, pass, a.stages, ws, a.persistent);
         let text =
             pipeline::dump_after_with(&src.text, &a.defines, pass, &opts).map_err(|e| match e {
-                DumpError::UnknownPass(_) | DumpError::NeedsTarget(_) => {
+                DumpError::UnknownPass(..) | DumpError::NeedsTarget(_) => {
                     CliError::Plain(e.to_string())
                 }
                 DumpError::Failed(d) => CliError::located(&src, d),

@@ -330,7 +330,7 @@ pub fn dump_lowered(
     if !pipeline::PASSES.contains(&pass) {
         return Err(CliError::Plain(format!(
             "{} (and `layout` for kirc compile)",
-            pipeline::DumpError::UnknownPass(pass.to_string())
+            pipeline::DumpError::UnknownPass(pass.to_string(), pipeline::PASSES.join(", "))
         )));
     }
     let mut dump = None;

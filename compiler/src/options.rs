@@ -1,0 +1,87 @@
+//! The options the pipeline runs with and the values it hands between its stages, in a leaf
+//! module that the pass manager ([`crate::pass`]), the plan, the search and the driver
+//! ([`crate::pipeline`]) all build on: the `-D` overrides ([`Defines`]), what the scheduling
+//! passes are asked for ([`ScheduleOptions`], built only by `crate::plan`), the front end's
+//! modules ([`Frontend`]) and why a dump failed ([`DumpError`]).
+
+use crate::passes;
+use kir_ir::{Diagnostics, Module};
+
+/// `-D NAME=VALUE` overrides, in command-line order (the last one of a name wins).
+pub type Defines = [(String, String)];
+
+/// What the front end produces.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Frontend {
+    /// The module as parsed (constants, `static_if`s and conditional params still present).
+    pub generic: Module,
+    /// The module after specialization: no constants, all dtypes known.
+    pub specialized: Module,
+    /// The specialized module after e-graph rewriting (`egraph` pass).
+    pub optimized: Module,
+    /// The optimized module after kernel-graph fusion (`fusion` pass); equal to `optimized`
+    /// for modules without a program or without fusible patterns.
+    pub fused: Module,
+    /// The fused module after mask-block splitting (`mask_split` pass), the last pass: what
+    /// `kirc run`, `kirc compile`, `kirc bench` and the backends consume.
+    pub output: Module,
+}
+
+/// Whether and how `warp_specialize` runs.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub enum WsChoice {
+    /// It does not run (a compilation asks for it through its plan: the per-target
+    /// configuration or `--warp-specialize on`).
+    #[default]
+    Off,
+    /// The target's plans in order of preference ([`ws_plans`]); the first that applies.
+    Auto,
+    /// This plan, or its error.
+    Plan(passes::WsPlan),
+}
+
+/// What the scheduling passes may use and are asked for.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct ScheduleOptions {
+    /// The target whose shared-memory budget bounds the rings; `None` skips scheduling.
+    pub target: Option<kir_backends::Target>,
+    /// Pipeline stages requested (`--stages`); `None` lets the pass choose.
+    pub stages: Option<usize>,
+    /// Warp specialization after pipelining.
+    pub warp_specialize: WsChoice,
+    /// Keep cp.async rings where the target could take TMA rings (the compile driver's choice
+    /// when the backend would not lay the ring's buffers out for tensor copies).
+    pub no_tma_rings: bool,
+    /// Make kernels persistent over this many programs (`persistent` pass) before pipelining;
+    /// `None` leaves grids as they are.
+    pub persistent: Option<u32>,
+    /// Pair each TMA ring loop's fresh stage dot with the previous block's accumulating dot
+    /// (`dot_overlap`), after pipelining or, in a warp-specialized kernel, in its consumer.
+    pub overlap: bool,
+}
+
+/// The warp-specialization plans of a target, most preferred first: FA3's two ping-pong consumer
+/// warpgroups with `setmaxnreg` budgets, then one producer and one consumer warpgroup, where
+/// the target has an asynchronous warpgroup MMA and `setmaxnreg` (sm_90a, sm_100a); two
+/// producer warps and six consumer warps (one budget) elsewhere.
+pub fn ws_plans(t: kir_backends::Target) -> Vec<passes::WsPlan> {
+    if t.has_async_mma() && t.has_setmaxnreg() {
+        vec![passes::WsPlan::FA3, passes::WsPlan::GEMM]
+    } else {
+        vec![passes::WsPlan::P2C6]
+    }
+}
+
+/// Why a dump (`crate::pipeline::dump_after`) produced no text.
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+pub enum DumpError {
+    /// The pass name is not a registered pass; the second field lists the registered ones.
+    #[error("unknown pass `{0}` (passes: {1})")]
+    UnknownPass(String, String),
+    /// A scheduling pass was asked for without a target.
+    #[error("pass `{0}` schedules for a target: add --target (sm_80, sm_90a, sm_100a or sm_120a)")]
+    NeedsTarget(String),
+    /// The input failed before or in the pass.
+    #[error("{0}")]
+    Failed(Diagnostics),
+}
