@@ -50,6 +50,7 @@ pub fn compile_stage(
         persistent: opts.persistent,
         overlap: opts.overlap,
         ws_plan: None,
+        fusion: Default::default(),
     };
     let plan = CompilePlan::resolve(src, defines, target, emit, flags)?
         .with_kernel(kernel)

@@ -50,6 +50,9 @@ pub struct Compiled {
     pub reports: Vec<kir_backends::ptx::PtxReport>,
     /// The candidate schedules the search left before the one lowered, and why.
     pub tried: Vec<String>,
+    /// How fusion was decided, when the program had something to fuse: the two estimates
+    /// of the cost model (`crate::cost`) and the one taken, or the flag that chose.
+    pub fusion: Option<String>,
 }
 
 /// Why compilation failed.

@@ -7,6 +7,7 @@
 pub mod compile;
 pub mod compiled;
 pub mod configs;
+pub mod cost;
 pub mod egraph;
 pub mod limits;
 pub mod npy;

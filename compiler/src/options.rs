@@ -27,6 +27,20 @@ pub struct Frontend {
     pub output: Module,
 }
 
+/// Whether the `fusion` pass's rewrites are lowered.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Fusion {
+    /// Lower the fused program where the cost model (`crate::cost`) estimates it faster on the
+    /// target than the unfused one, both as the schedule search would lower them; the fused
+    /// program where there is no target to cost for (the interpreter without `--target`).
+    #[default]
+    Auto,
+    /// Lower the fused program wherever the pass applies (`--fuse`).
+    On,
+    /// Skip the `fusion` pass (`--no-fuse`).
+    Off,
+}
+
 /// Whether and how `warp_specialize` runs.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub enum WsChoice {

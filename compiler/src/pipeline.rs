@@ -17,7 +17,9 @@
 //! shows the IR a backend lowered (`kirc compile/run --dump-after PASS`), and [`dump_after_with`]
 //! the IR with a pass forced to run (`kirc check --dump-after PASS [--target T]`, snapshot tests).
 
+use crate::cost;
 use crate::compiled::{check_ptx_size, specialization_suffix, CompileError, Compiled, Emit, Stage};
+use crate::options::Fusion;
 use crate::pass::{PassManager, Phase};
 use crate::passes;
 use crate::plan::{CompilePlan, Judge};
@@ -90,7 +92,76 @@ pub fn compile_observed(
     plan: &CompilePlan,
     observe: &mut dyn FnMut(&str, &Module),
 ) -> Result<Compiled, CompileError> {
-    let f = run_observed(src, &plan.defines, observe).map_err(CompileError::Source)?;
+    let frontend = |pm: PassManager, seen: &mut Vec<(String, Module)>| {
+        pm.run_frontend(src, &plan.defines, &mut |p, m| seen.push((p.to_string(), m.clone())))
+            .map_err(CompileError::Source)
+    };
+    let mut seen = vec![];
+    let manager = match plan.flags.fusion {
+        Fusion::Off => PassManager::standard().without("fusion"),
+        Fusion::Auto | Fusion::On => PassManager::standard(),
+    };
+    let f = frontend(manager, &mut seen)?;
+    let fused = f.fused != f.optimized;
+    let weigh = plan.flags.fusion == Fusion::Auto
+        && fused
+        && plan.judge == Judge::Ptx
+        && plan.emit == Emit::Ptx
+        && plan.stage == Stage::Output;
+    let mut out = lower(f, plan, &mut seen)?;
+    if weigh {
+        let mut seen_unfused = vec![];
+        let g = frontend(PassManager::standard().without("fusion"), &mut seen_unfused)?;
+        let unfused = lower(g, plan, &mut seen_unfused)?;
+        let cost = |c: &Compiled, seen: &[(String, Module)]| {
+            let spec = seen.iter().rev().find(|(p, _)| p == "mask_split").map(|x| &x.1)?;
+            cost::estimate(spec, &c.module, &c.reports, plan.target)
+        };
+        let (a, b) = (cost(&out, &seen), cost(&unfused, &seen_unfused));
+        let take_unfused = match (&a, &b) {
+            (Some(a), Some(b)) => b.seconds < a.seconds,
+            _ => false,
+        };
+        let text = |e: &Option<cost::Estimate>| match e {
+            Some(e) => format!("{:.3} ms ({})", e.seconds * 1e3, e.launches.join("; ")),
+            None => "unknown".to_string(),
+        };
+        let note = format!(
+            "{} (estimates with every dim = {}: fused {}, unfused {})",
+            if take_unfused {
+                "not taken, the unfused kernels are estimated faster"
+            } else {
+                "taken"
+            },
+            passes::NOMINAL_DIM,
+            text(&a),
+            text(&b)
+        );
+        if take_unfused {
+            (out, seen) = (unfused, seen_unfused);
+        }
+        out.fusion = Some(note);
+    } else if fused {
+        out.fusion = Some(match plan.flags.fusion {
+            Fusion::On => "taken (--fuse)".to_string(),
+            _ => "taken (no target to estimate for)".to_string(),
+        });
+    } else if plan.flags.fusion == Fusion::Off {
+        out.fusion = Some("not run (--no-fuse)".to_string());
+    }
+    for (p, m) in &seen {
+        observe(p, m);
+    }
+    Ok(out)
+}
+
+/// Lowers the front end's module `f` as `plan` asks, pushing each scheduling pass's module of
+/// the candidate lowered onto `seen`.
+fn lower(
+    f: Frontend,
+    plan: &CompilePlan,
+    seen: &mut Vec<(String, Module)>,
+) -> Result<Compiled, CompileError> {
     let spec = match plan.stage {
         Stage::Specialized => f.specialized,
         Stage::Optimized => f.optimized,
@@ -109,6 +180,7 @@ pub fn compile_observed(
                 module: spec,
                 reports: Vec::new(),
                 tried: Vec::new(),
+                fusion: None,
             })
         }
         (_, Judge::CudaC) => Box::new(CudaCBackend { target }),
@@ -122,9 +194,7 @@ pub fn compile_observed(
         }
     };
     let found = search::search(plan, &spec, &*backend, &suffix)?;
-    for (pass, m) in &found.passes {
-        observe(pass, m);
-    }
+    seen.extend(found.passes.iter().map(|(p, m)| (p.to_string(), m.clone())));
     if plan.judge == Judge::Ptx {
         check_ptx_size(&found.module, target, &found.lowered)?;
     }
@@ -143,6 +213,7 @@ pub fn compile_observed(
         module: found.module,
         reports: found.lowered.reports,
         tried: found.tried,
+        fusion: None,
     })
 }
 

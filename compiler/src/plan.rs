@@ -10,7 +10,7 @@
 
 use crate::compiled::{CompileError, Emit, Stage};
 use crate::configs::{self, Config};
-use crate::options::{ScheduleOptions, WsChoice};
+use crate::options::{Fusion, ScheduleOptions, WsChoice};
 use crate::passes::{const_values, WsPlan};
 use kir_backends::ptx::{PtxOptions, PIPELINE_STAGES};
 use kir_backends::Target;
@@ -35,6 +35,8 @@ pub struct Flags {
     /// the target in order, or one by name. Such modules are judged by the interpreter, not a
     /// code generator.
     pub ws_plan: Option<WsChoice>,
+    /// Whether fusion is lowered (`--fuse`, `--no-fuse`; by default the cost model decides).
+    pub fusion: Fusion,
 }
 
 impl Flags {

@@ -1,4 +1,5 @@
-//! Global bytes moved by a program: the cost model of the `fusion` pass and its report.
+//! Global bytes moved and tensor-core FLOPs of a program: the byte estimate of the `fusion`
+//! pass and its report, and the work that `crate::cost` turns into time.
 //!
 //! For every launch, every load, store and atomic in its kernel moves its whole tile (the bytes
 //! issued, masked or not) once per program instance of the grid and per iteration of each
@@ -31,6 +32,18 @@ pub fn launch_bytes(
     k: &Kernel,
     dim: &dyn Fn(&str) -> Option<i64>,
 ) -> Option<u64> {
+    let dims = launch_dims(p, l, k, dim)?;
+    let lookup = |n: &str| dims.iter().find(|(d, _)| d == n).map(|&(_, v)| v);
+    kernel_bytes(k, &lookup)
+}
+
+/// Each kernel dim of launch `l` with the value of the program dim of the buffer bound to it.
+fn launch_dims(
+    p: &Program,
+    l: &Launch,
+    k: &Kernel,
+    dim: &dyn Fn(&str) -> Option<i64>,
+) -> Option<Vec<(String, i64)>> {
     // Kernel dim → program dim value, through the bound buffers' declared dims.
     let mut dims: Vec<(String, i64)> = vec![];
     for a in &l.args {
@@ -55,28 +68,104 @@ pub fn launch_bytes(
             dims.push((format!("{kd}"), v));
         }
     }
-    let lookup = |n: &str| dims.iter().find(|(d, _)| d == n).map(|&(_, v)| v);
-    kernel_bytes(k, &lookup)
+    Some(dims)
 }
 
 /// Bytes moved by one launch of `k` with its dims from `dim`.
 pub fn kernel_bytes(k: &Kernel, dim: &dyn Fn(&str) -> Option<i64>) -> Option<u64> {
+    kernel_sum(k, dim, &op_bytes)
+}
+
+/// Tensor-core work of one launch of `k` with its dims from `dim`: 2·m·n·k FLOPs per `dot`
+/// executed (a batched dot counts each of its batch entries).
+pub fn kernel_dot_flops(k: &Kernel, dim: &dyn Fn(&str) -> Option<i64>) -> Option<u64> {
+    kernel_sum(k, dim, &op_dot_flops)
+}
+
+/// Dot FLOPs of launch `l` of program `p` (dims bound as in [`launch_bytes`]).
+pub fn launch_dot_flops(
+    p: &Program,
+    l: &Launch,
+    k: &Kernel,
+    dim: &dyn Fn(&str) -> Option<i64>,
+) -> Option<u64> {
+    let dims = launch_dims(p, l, k, dim)?;
+    let lookup = |n: &str| dims.iter().find(|(d, _)| d == n).map(|&(_, v)| v);
+    kernel_dot_flops(k, &lookup)
+}
+
+/// Bytes of the tensors a launch's kernel binds (each once, however often its tiles are
+/// issued): what reaches memory when the caches serve every re-read. Dims from `dim` as in
+/// [`launch_bytes`]; a kernel alone (no program) binds its own tensor params.
+pub fn kernel_footprint(k: &Kernel, dim: &dyn Fn(&str) -> Option<i64>) -> Option<u64> {
+    let mut total = 0u64;
+    for p in &k.params {
+        let ParamKind::Tensor(_, t) = &p.kind else {
+            continue;
+        };
+        let mut n = t.elem.known()?.size_bytes() as u64;
+        for d in &t.dims {
+            n = n.checked_mul(d.eval_int(&|x| dim(x).map(EvalVal::Int)).ok()?.max(0) as u64)?;
+        }
+        total = total.checked_add(n)?;
+    }
+    Some(total)
+}
+
+/// [`kernel_footprint`] of launch `l` of program `p`.
+pub fn launch_footprint(
+    p: &Program,
+    l: &Launch,
+    k: &Kernel,
+    dim: &dyn Fn(&str) -> Option<i64>,
+) -> Option<u64> {
+    let dims = launch_dims(p, l, k, dim)?;
+    let lookup = |n: &str| dims.iter().find(|(d, _)| d == n).map(|&(_, v)| v);
+    kernel_footprint(k, &lookup)
+}
+
+/// What one op counts, once per execution.
+type PerOp = dyn Fn(&Dfg, &kir_ir::OpData) -> Option<u64>;
+
+/// `per_op` summed over every op executed by one launch of `k`: once per program of its grid
+/// and per trip of each enclosing `for`.
+fn kernel_sum(k: &Kernel, dim: &dyn Fn(&str) -> Option<i64>, per_op: &PerOp) -> Option<u64> {
     let mut grid = 1u64;
     for g in &k.grid {
         grid = grid.checked_mul(g.eval_int(&|n| dim(n).map(EvalVal::Int)).ok()?.max(0) as u64)?;
     }
-    grid.checked_mul(block_bytes(&k.dfg, k.body, dim)?)
+    grid.checked_mul(block_sum(&k.dfg, k.body, dim, per_op)?)
 }
 
-fn block_bytes(d: &Dfg, b: Block, dim: &dyn Fn(&str) -> Option<i64>) -> Option<u64> {
+/// Bytes a load, store or atomic moves: its whole tile.
+fn op_bytes(d: &Dfg, od: &kir_ir::OpData) -> Option<u64> {
+    match od.opcode {
+        Opcode::Load => tile_bytes(d, od.results[0]),
+        Opcode::Store | Opcode::AtomicAdd => tile_bytes(d, od.operands[0]),
+        _ => Some(0),
+    }
+}
+
+/// FLOPs of a `dot`: 2 · (elements of its result) · (its operands' reduction depth).
+fn op_dot_flops(d: &Dfg, od: &kir_ir::OpData) -> Option<u64> {
+    if od.opcode != Opcode::Dot {
+        return Some(0);
+    }
+    let out: usize = d.ty(od.results[0]).shape()?.iter().product();
+    let depth = *d.ty(od.operands[0]).shape()?.last()?;
+    (2 * out as u64).checked_mul(depth as u64)
+}
+
+fn block_sum(
+    d: &Dfg,
+    b: Block,
+    dim: &dyn Fn(&str) -> Option<i64>,
+    per_op: &PerOp,
+) -> Option<u64> {
     let mut total = 0u64;
     for &o in &d.blocks[b].ops {
         let od = &d.ops[o];
         match od.opcode {
-            Opcode::Load => total = total.checked_add(tile_bytes(d, od.results[0])?)?,
-            Opcode::Store | Opcode::AtomicAdd => {
-                total = total.checked_add(tile_bytes(d, od.operands[0])?)?
-            }
             Opcode::For => {
                 let lo = scalar(d, od.operands[0], dim)?;
                 let hi = scalar(d, od.operands[1], dim)?;
@@ -90,18 +179,18 @@ fn block_bytes(d: &Dfg, b: Block, dim: &dyn Fn(&str) -> Option<i64>) -> Option<u
                 } else {
                     0
                 };
-                let body = (trips as u64).checked_mul(block_bytes(d, od.regions[0], dim)?)?;
+                let body = (trips as u64).checked_mul(block_sum(d, od.regions[0], dim, per_op)?)?;
                 total = total.checked_add(body)?;
             }
             Opcode::If => {
                 // The larger branch: an upper bound.
                 let mut best = 0;
                 for &r in &od.regions {
-                    best = best.max(block_bytes(d, r, dim)?);
+                    best = best.max(block_sum(d, r, dim, per_op)?);
                 }
                 total = total.checked_add(best)?;
             }
-            _ => {}
+            _ => total = total.checked_add(per_op(d, od)?)?,
         }
     }
     Some(total)

@@ -33,6 +33,13 @@ impl PassManager {
             .collect()
     }
 
+    /// This pipeline without the pass called `name` (unchanged if there is none): `--no-fuse`
+    /// runs the front end without `fusion`.
+    pub fn without(mut self, name: &str) -> PassManager {
+        self.passes.retain(|p| p.name() != name);
+        self
+    }
+
     /// The pass called `name`.
     pub fn get(&self, name: &str) -> Option<&dyn Pass> {
         self.passes.iter().find(|p| p.name() == name).map(|p| &**p)

@@ -9,7 +9,7 @@ pub mod schedule;
 
 pub use frontend::{
     const_values, egraph, egraph_explained, egraph_with, fusion, fusion_with_report, mask_split,
-    specialize, FusionReport,
+    specialize, FusionReport, NOMINAL_DIM,
 };
 pub use schedule::{
     dot_overlap, persistent, pipelining, warp_specialize, warp_specialize_within, PipelineConfig,

@@ -2,6 +2,7 @@
 //! `-D NAME=VALUE` parsing, the front end, rendering errors, and writing to stdout and stderr
 //! (a closed stdout ends the command quietly, as [`CliError::BrokenPipe`]).
 
+use kir_compiler::pass::PassManager;
 use kir_compiler::{oplib, pipeline};
 use kir_ir::{Diagnostic, Diagnostics, Span};
 use std::io::Write;
@@ -235,7 +236,20 @@ pub fn frontend(
     src: &Source,
     defines: &[(String, String)],
 ) -> Result<pipeline::Frontend, CliError> {
-    pipeline::run_observed(&src.text, defines, &mut |_, _| {})
+    frontend_with(src, defines, kir_compiler::options::Fusion::Auto)
+}
+
+/// [`frontend`] with the `fusion` pass skipped when `fusion` is `Off` (`--no-fuse`).
+pub fn frontend_with(
+    src: &Source,
+    defines: &[(String, String)],
+    fusion: kir_compiler::options::Fusion,
+) -> Result<pipeline::Frontend, CliError> {
+    let pm = match fusion {
+        kir_compiler::options::Fusion::Off => PassManager::standard().without("fusion"),
+        _ => PassManager::standard(),
+    };
+    pm.run_frontend(&src.text, defines, &mut |_, _| {})
         .map_err(|d| CliError::located(src, d))
 }
 
@@ -268,6 +282,14 @@ pub struct PtxFlags {
     /// choice
     #[arg(long, value_name = "on|off")]
     pub overlap: Option<WsFlag>,
+    /// Lower the `fusion` pass's fused program wherever the pass applies. Default: the fused
+    /// program where the cost model estimates it faster on the target than the unfused kernels
+    /// (both as they would be scheduled; `--report` shows the two estimates)
+    #[arg(long, conflicts_with = "no_fuse")]
+    pub fuse: bool,
+    /// Skip the `fusion` pass: every kernel of the program runs as written
+    #[arg(long)]
+    pub no_fuse: bool,
 }
 
 /// Parses `--persistent`: a program count from 1 to 65535, or `off` (0).
@@ -298,10 +320,22 @@ impl PtxFlags {
             persistent: self.persistent,
             overlap: self.overlap.map(|w| w == WsFlag::On),
             ws_plan,
+            fusion: self.fusion(),
         }
     }
 
-    /// Whether any lowering flag was given.
+    /// The fusion choice of `--fuse` / `--no-fuse`.
+    pub fn fusion(&self) -> kir_compiler::options::Fusion {
+        use kir_compiler::options::Fusion;
+        match (self.fuse, self.no_fuse) {
+            (true, _) => Fusion::On,
+            (_, true) => Fusion::Off,
+            _ => Fusion::Auto,
+        }
+    }
+
+    /// Whether any lowering flag was given (`--fuse` and `--no-fuse` choose the program, not
+    /// its lowering, and are not counted).
     pub fn any(&self) -> bool {
         self.warps.is_some()
             || self.stages.is_some()

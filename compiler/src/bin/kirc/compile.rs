@@ -41,10 +41,6 @@ pub struct Args {
     /// or with `--report=FILE` write them to FILE. Needs `--emit ptx`.
     #[arg(long, value_name = "FILE", num_args = 0..=1, require_equals = true, default_missing_value = "-")]
     report: Option<String>,
-    /// Accepted for old scripts and ignored: fusion is part of the pipeline, so the module
-    /// lowered is always the fused one (unless `--stage` names an earlier pass).
-    #[arg(long, hide = true)]
-    fuse: bool,
     /// Lower the module right after this pass instead of the pipeline's output (specialize,
     /// egraph, fusion, mask_split) — for comparing what a pass changes in the generated code.
     #[arg(long, value_name = "PASS")]
@@ -120,6 +116,9 @@ pub fn main(a: Args) -> Result<ExitCode, CliError> {
         // The schedule search's candidates that the backend did not take, and why.
         for t in &out.tried {
             text += &format!("schedule search: passed over {t}\n");
+        }
+        if let Some(f) = &out.fusion {
+            text += &format!("fusion: {f}\n");
         }
         (dest.clone(), text)
     });

@@ -322,7 +322,7 @@ pub fn main(a: Args) -> Result<ExitCode, CliError> {
                 .into(),
         ));
     }
-    let f = common::frontend(&src, &a.defines)?;
+    let f = common::frontend_with(&src, &a.defines, a.ptx.fusion())?;
     let m = entry_module(f.output, a.kernel.as_deref())?;
     check_outputs(out_dir, &output_names(&m))?;
     let args = host_args(&src, &m, &a.args)?;

@@ -9,6 +9,6 @@ pub mod mask_split;
 pub mod specialize;
 
 pub use egraph::{egraph, egraph_explained, egraph_with};
-pub use fusion::{fusion, fusion_with_report, FusionReport};
+pub use fusion::{fusion, fusion_with_report, FusionReport, NOMINAL_DIM};
 pub use mask_split::mask_split;
 pub use specialize::{const_values, specialize};
