@@ -168,7 +168,7 @@ def main():
                     {"q": qb, "k": kb, "v": vb, "o": o_, "do": rng.standard_normal(o_.shape).astype(f32), "lse": lse_},
                     {"scale": 0.125})
 
-    # Fusion: the unfused program and its fused form (kirc compile --fuse), checked and timed.
+    # Fusion: the unfused program (--no-fuse) and its fused form (--fuse), checked and timed.
     fdef = {"DTYPE": "bf16", "BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 32}
     for prog in ["gate_up_swiglu", "rmsnorm_gemm"]:
         path = f"tests/in/fusion/{prog}.kir"
@@ -182,7 +182,7 @@ def main():
             ins = {"x": rng.standard_normal((130, 96)).astype(f32), "w": rng.standard_normal(96).astype(f32),
                    "wm": rng.standard_normal((96, 70)).astype(f32)}
             sc = {"eps": 1e-5}
-        for tag, extra in [("unfused", ()), ("fused", ("--fuse",))]:
+        for tag, extra in [("unfused", ("--no-fuse",)), ("fused", ("--fuse",))]:
             correctness(f"fuse_{prog}_{tag}", path, fdef, ins, sc, extra)
             tname = f"time_fuse_{prog}_{tag}"
             compile_case(a.kirc, a.out, tname, path, fdef, a.target, extra)

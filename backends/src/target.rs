@@ -142,6 +142,31 @@ impl Target {
         }
     }
 
+    /// Dense 16-bit (bf16/f16 operands, f32 accumulation) tensor-core throughput of the
+    /// reference part of each target, in FLOP/s, from the vendors' data sheets: sm_80 the A100
+    /// (312 TFLOP/s), sm_90a the H100/H200 SXM (989), sm_100a the B200 (2,250), sm_120a the
+    /// RTX 5090 (209.5). A scale for cost estimates (`kir_compiler::cost`), not a promise.
+    pub fn dense_tensor_flops(self) -> f64 {
+        match self {
+            Target::Sm80 => 312e12,
+            Target::Sm90a => 989e12,
+            Target::Sm100a => 2250e12,
+            Target::Sm120a => 209.5e12,
+        }
+    }
+
+    /// Global-memory bandwidth of the same reference parts, in bytes/s, as a device-to-device
+    /// copy reaches it: the H200's measured 3.95 TB/s (docs/benchmarks.md, "copy"), and for the
+    /// others 80% of the data sheet (A100 SXM 2.04 TB/s, B200 8 TB/s, RTX 5090 1.79 TB/s).
+    pub fn dram_bytes_per_s(self) -> f64 {
+        match self {
+            Target::Sm80 => 1.63e12,
+            Target::Sm90a => 3.95e12,
+            Target::Sm100a => 6.4e12,
+            Target::Sm120a => 1.43e12,
+        }
+    }
+
     /// The lowest PTX ISA version (major, minor) that accepts this `.target`:
     /// sm_80 needs 7.0, sm_90a 8.0, sm_100a 8.6, sm_120a 8.7.
     pub fn min_ptx_version(self) -> (u32, u32) {

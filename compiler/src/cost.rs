@@ -3,7 +3,7 @@
 //! of the path its dots took (wgmma in a warp-specialized kernel, wgmma, mma.sync, FMA) and its
 //! global traffic at the target's bandwidth, plus a launch overhead. Work and traffic come from
 //! [`crate::traffic`] with every program dim at the fusion pass's nominal size; the rates are
-//! fractions of [`Target::dense_tensor_flops`] measured on the H200 (docs/benchmarks.md,
+//! fractions of [`Target::dense_tensor_flops`] measured on the H200 (docs/passes.md,
 //! "Fusion by cost"), and the bandwidth is [`Target::dram_bytes_per_s`].
 //!
 //! The model compares two lowerings of one program (fused and unfused) on one target; its
@@ -35,7 +35,7 @@ fn path_efficiency(path: DotPath, warp_specialized: bool) -> f64 {
 /// global `load` of the same trip rather than from a pipelining ring: the load stalls every
 /// trip. The fused RMSNorm→GEMM on the H200 (its A operand `cast(x·w)`, B on a ring) ran at 54
 /// TFLOP/s where the unfused matmul (both operands on rings) ran at 137 (M = 8192, K = N = 4096,
-/// 2026-12-03; docs/benchmarks.md, "Fusion by cost").
+/// 2026-12-03; docs/passes.md, "Fusion by cost").
 const UNRINGED_OPERAND: f64 = 0.4;
 
 /// What starting one kernel costs beside its work (launch and tail, seconds).

@@ -17,8 +17,8 @@
 //! shows the IR a backend lowered (`kirc compile/run --dump-after PASS`), and [`dump_after_with`]
 //! the IR with a pass forced to run (`kirc check --dump-after PASS [--target T]`, snapshot tests).
 
-use crate::cost;
 use crate::compiled::{check_ptx_size, specialization_suffix, CompileError, Compiled, Emit, Stage};
+use crate::cost;
 use crate::options::Fusion;
 use crate::pass::{PassManager, Phase};
 use crate::passes;
@@ -93,8 +93,10 @@ pub fn compile_observed(
     observe: &mut dyn FnMut(&str, &Module),
 ) -> Result<Compiled, CompileError> {
     let frontend = |pm: PassManager, seen: &mut Vec<(String, Module)>| {
-        pm.run_frontend(src, &plan.defines, &mut |p, m| seen.push((p.to_string(), m.clone())))
-            .map_err(CompileError::Source)
+        pm.run_frontend(src, &plan.defines, &mut |p, m| {
+            seen.push((p.to_string(), m.clone()))
+        })
+        .map_err(CompileError::Source)
     };
     let mut seen = vec![];
     let manager = match plan.flags.fusion {
@@ -114,7 +116,11 @@ pub fn compile_observed(
         let g = frontend(PassManager::standard().without("fusion"), &mut seen_unfused)?;
         let unfused = lower(g, plan, &mut seen_unfused)?;
         let cost = |c: &Compiled, seen: &[(String, Module)]| {
-            let spec = seen.iter().rev().find(|(p, _)| p == "mask_split").map(|x| &x.1)?;
+            let spec = seen
+                .iter()
+                .rev()
+                .find(|(p, _)| p == "mask_split")
+                .map(|x| &x.1)?;
             cost::estimate(spec, &c.module, &c.reports, plan.target)
         };
         let (a, b) = (cost(&out, &seen), cost(&unfused, &seen_unfused));

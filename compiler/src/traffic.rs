@@ -156,12 +156,7 @@ fn op_dot_flops(d: &Dfg, od: &kir_ir::OpData) -> Option<u64> {
     (2 * out as u64).checked_mul(depth as u64)
 }
 
-fn block_sum(
-    d: &Dfg,
-    b: Block,
-    dim: &dyn Fn(&str) -> Option<i64>,
-    per_op: &PerOp,
-) -> Option<u64> {
+fn block_sum(d: &Dfg, b: Block, dim: &dyn Fn(&str) -> Option<i64>, per_op: &PerOp) -> Option<u64> {
     let mut total = 0u64;
     for &o in &d.blocks[b].ops {
         let od = &d.ops[o];

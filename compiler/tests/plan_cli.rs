@@ -147,3 +147,45 @@ fn flags_are_validated_alike_by_run_and_compile() {
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn fusion_flags_choose_the_program_on_compile_and_run() {
+    let prog = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../tests/in/fusion/gate_up_swiglu.kir"
+    );
+    // --no-fuse: the fusion pass does not run, so it has nothing to dump; with --fuse it does.
+    let base = ["--target", "sm_90a", "--dump-after", "fusion"];
+    for cmd in ["compile", "run"] {
+        let mut args = vec![cmd, prog, "--no-fuse"];
+        args.extend_from_slice(&base);
+        let o = kirc(&args);
+        assert_eq!(o.status.code(), Some(2), "{cmd}: {}", stderr(&o));
+        assert!(stderr(&o).contains("does not run"), "{cmd}: {}", stderr(&o));
+        let mut args = vec![cmd, prog, "--fuse"];
+        args.extend_from_slice(&base);
+        let o = kirc(&args);
+        assert!(o.status.success(), "{cmd}: {}", stderr(&o));
+        assert!(
+            stdout(&o).contains("kernel @gate_proj_up_proj_swiglu"),
+            "{cmd}: {}",
+            stdout(&o)
+        );
+    }
+    let o = kirc(&["compile", prog, "--fuse", "--no-fuse"]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    // The report states the decision.
+    let dir = scratch("plan_cli", "fusion_flags");
+    let out = dir.join("p.ptx");
+    let o = kirc(&[
+        "compile",
+        prog,
+        "--target",
+        "sm_80",
+        "-o",
+        s(&out),
+        "--report",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(stderr(&o).contains("\nfusion: "), "{}", stderr(&o));
+}
