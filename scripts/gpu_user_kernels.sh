@@ -1,0 +1,102 @@
+#!/usr/bin/env bash
+# A user's kernels on the fast path, timed on a GPU machine beside kir's built-in ops and cuBLAS
+# in one call (kir's default flags; bf16; medians of CUDA-event timings after warm-up, by
+# `kirc bench` and, for the peers, scripts/peers.py's median_ms):
+#   1. copies of built-in ops (a comment added, the module renamed): gemm 8192³ and
+#      attention_fwd d128 at 16k tokens, each beside the built-in;
+#   2. a user's own matmul (tests/in/user/matmul_leaky_relu.kir, when present) at 8192³;
+#   3. the fusion programs of tests/in/fusion at M = 8192, K = N = 4096: as kir runs them by
+#      default, with --fuse and with --no-fuse, beside the same work through the built-in ops;
+#   4. the built-in GEMM on the shapes of issue 24 beside torch.mm (cuBLAS).
+# Correctness of the same kernels is checked by scripts/gpu_runtime_check.sh (part 5).
+#
+# usage: scripts/gpu_user_kernels.sh [KIRC] [OUT_DIR]
+# Build the binary where Rust is: cargo build --release --features cuda -p kir-compiler
+set -uo pipefail
+
+kirc=${1:-${KIRC:-target/release/kirc}}
+out=${2:-out/gpu_user_kernels}
+[ -x "$kirc" ] || { echo "gpu_user_kernels.sh: no kirc at $kirc" >&2; exit 1; }
+rm -rf "$out"
+mkdir -p "$out"
+here=$(cd "$(dirname "$0")" && pwd)
+failed=()
+
+bench() {
+  echo "\$ kirc bench $*"
+  "$kirc" bench "$@" --iters 30 || failed+=("bench $1")
+}
+
+# 1. Copies of built-in ops.
+for op in gemm attention_fwd; do
+  { echo "// A user's copy of $op, renamed."; sed "s/^module $op\$/module my_$op/" "compiler/ops/$op.kir"; } \
+    >"$out/my_$op.kir"
+done
+echo "== copies of built-in ops"
+g="--shape a=1x8192x8192 --shape b=1x8192x8192 --arg alpha=1"
+# shellcheck disable=SC2086
+bench gemm $g
+# shellcheck disable=SC2086
+bench "$out/my_gemm.kir" $g --flops "2*Bt*M*N*K"
+qkv="--shape q=1x16x16384x128 --shape k=1x16x16384x128 --shape v=1x16x16384x128 --arg scale=0.08838834764831845"
+# shellcheck disable=SC2086
+bench attention_fwd $qkv
+# shellcheck disable=SC2086
+bench "$out/my_attention_fwd.kir" $qkv --flops "4*B*Hq*Sq*Sk*HEAD_DIM"
+
+# 2. A user's own matmul.
+user=tests/in/user/matmul_leaky_relu.kir
+if [ -f "$user" ]; then
+  echo "== a user's matmul"
+  "$kirc" compile "$user" --target sm_90a -o "$out/user.ptx" --report 2>&1 | grep -E "^configuration|warps|ring|dot" | head -8
+  params=$(grep -oE '^  [a-z_0-9]+: in tensor' "$user" | awk '{print $1}' | tr -d ':')
+  echo "  (inputs: $params)"
+  # shellcheck disable=SC2086
+  bench "$user" --shape a=8192x8192 --shape b=8192x8192 --flops "2*M*N*K"
+fi
+
+# 3. The fusion programs.
+echo "== fusion programs (M = 8192, K = N = 4096)"
+rg=tests/in/fusion/rmsnorm_gemm.kir
+rgs="--shape x=8192x4096 --shape w=4096 --shape wm=4096x4096 --arg eps=1e-5"
+for f in "" --fuse --no-fuse; do
+  # shellcheck disable=SC2086
+  bench "$rg" $rgs --flops "2*M*N*K" $f
+done
+bench rmsnorm_fwd --shape x=8192x4096 --shape w=4096 --arg eps=1e-5
+bench gemm --shape a=1x8192x4096 --shape b=1x4096x4096 --arg alpha=1
+gs=tests/in/fusion/gate_up_swiglu.kir
+gss="--shape x=8192x4096 --shape wg=4096x4096 --shape wu=4096x4096"
+for f in "" --fuse --no-fuse; do
+  # shellcheck disable=SC2086
+  bench "$gs" $gss --flops "4*M*N*K" $f
+done
+bench gemm -D EPILOGUE=swiglu --shape a=1x8192x4096 --shape b=1x4096x4096 --shape b2=1x4096x4096 --arg alpha=1
+
+# 4. GEMM shapes (M x N x K) beside cuBLAS.
+echo "== gemm by shape (kir defaults) beside torch.mm"
+shapes="16x14336x4096 128x14336x4096 1024x4096x4096 2048x2048x2048 8192x1024x8192 4096x128256x4096 8192x8192x8192 16384x14336x4096"
+for s in $shapes; do
+  IFS=x read -r m n k <<<"$s"
+  bench gemm --shape "a=1x${m}x${k}" --shape "b=1x${k}x${n}" --arg alpha=1
+done
+python3 - "$here" $shapes <<'EOF'
+import sys
+sys.path.insert(0, sys.argv[1])
+import torch
+from peers import median_ms
+for s in sys.argv[2:]:
+    m, n, k = map(int, s.split("x"))
+    a = torch.randn(m, k, device="cuda", dtype=torch.bfloat16)
+    b = torch.randn(k, n, device="cuda", dtype=torch.bfloat16)
+    t = median_ms(lambda: torch.mm(a, b), 30)
+    print(f"cuBLAS {s}: {t:.4f} ms, {2 * m * n * k / t / 1e9:.1f} TFLOP/s")
+x = torch.randn(8192, 4096, device="cuda", dtype=torch.bfloat16)
+w = torch.randn(4096, device="cuda", dtype=torch.bfloat16)
+wm = torch.randn(4096, 4096, device="cuda", dtype=torch.bfloat16)
+f = lambda: torch.mm(torch.nn.functional.rms_norm(x, (4096,), w, 1e-5), wm)
+print(f"torch rms_norm + mm (8192x4096 @ 4096x4096): {median_ms(f, 30):.4f} ms")
+EOF
+
+echo
+if [ ${#failed[@]} -eq 0 ]; then echo "gpu_user_kernels.sh: every bench ran"; else echo "gpu_user_kernels.sh: FAILED: ${failed[*]}"; exit 1; fi
