@@ -18,6 +18,9 @@ python3 scripts/kir_launch.py --selftest
 
 # Snapshots are never written by this command: a changed output fails (docs/testing.md).
 export INSTA_UPDATE=no
+# The on-disk cache (docs/cache.md) is off for every kirc the tests start, so the user's cache
+# is never read or written; the cache's own tests give each test a directory of its own.
+export KIR_CACHE_DIR=off
 t=$SECONDS
 cargo test --workspace --release
 echo "test.sh: cargo test --workspace --release took $((SECONDS - t))s"

@@ -1,9 +1,11 @@
 //! kir-compiler: the passes, the pipeline that orders them, the built-in op library, `.npy`
-//! I/O, atomic output files ([`outfile`]) and the `kirc` command line.
+//! I/O, atomic output files ([`outfile`]), the on-disk cache ([`cache`]) and the `kirc` command
+//! line.
 //!
 //! The entry point for frameworks is [`pipeline`]: parse a module (or take a built-in op from
 //! [`oplib`]), verify it, specialize it with `-D NAME=VALUE` overrides and verify the result.
 
+pub mod cache;
 pub mod compile;
 pub mod compiled;
 pub mod configs;

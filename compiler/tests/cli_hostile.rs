@@ -30,6 +30,7 @@ fn user_error(o: &Output, want: &str) {
 /// limit: a command that does not end in time fails the test instead of hanging it.
 fn kirc_redirected(dir: &Path, args: &[&str], redir: &str) -> Output {
     let mut child = Command::new("sh")
+        .env("KIR_CACHE_DIR", "off")
         .arg("-c")
         .arg(format!("exec \"$0\" \"$@\" {redir}"))
         .arg(env!("CARGO_BIN_EXE_kirc"))

@@ -40,6 +40,7 @@ fn user_error(o: &Output, want: &str) {
 /// Runs kirc with stdout to a pipe that is closed after `keep` bytes were read.
 fn closed_pipe(args: &[&str], keep: usize) -> Output {
     let mut child = Command::new(env!("CARGO_BIN_EXE_kirc"))
+        .env("KIR_CACHE_DIR", "off")
         .args(args)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -59,6 +60,7 @@ fn full_stdout(args: &[&str]) -> Output {
         .open("/dev/full")
         .expect("/dev/full");
     Command::new(env!("CARGO_BIN_EXE_kirc"))
+        .env("KIR_CACHE_DIR", "off")
         .args(args)
         .stdout(Stdio::from(full))
         .output()

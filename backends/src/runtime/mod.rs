@@ -5,7 +5,9 @@
 //!   (`cudarc` with dynamic loading); a machine without a driver gets
 //!   [`RuntimeError::NoDriver`], never a panic.
 //! - **Loading.** `cuModuleLoadDataEx` (the driver JIT-compiles the PTX for the device; a JIT
-//!   error carries the driver's log), one function per META kernel by its `symbol`, with
+//!   error carries the driver's log), or from a cubin ([`Image::Cubin`]: what [`cubin`] had the
+//!   driver's linker produce from the PTX, kept by kir's on-disk cache so that a later process
+//!   loads it with `cuModuleLoadData` and no JIT), one function per META kernel by its `symbol`, with
 //!   `CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES` raised when `shared_bytes` > 48 KB. The
 //!   META params of each kernel are checked against the launch ABI of the module's kernel.
 //! - **Binding.** The interpreter's own binding code (`interp::bind`) over device buffers: the
@@ -56,6 +58,23 @@ pub fn fill_ptx() -> String {
     fill::ptx()
 }
 
+/// What a [`Program`] is loaded from.
+#[derive(Clone, Copy, Debug)]
+pub enum Image<'a> {
+    /// PTX text, JIT-compiled by the driver for the device (`cuModuleLoadDataEx`).
+    Ptx(&'a str),
+    /// A cubin the driver produced for this device (see [`cubin`]), loaded as it is
+    /// (`cuModuleLoadData`).
+    Cubin(&'a [u8]),
+}
+
+/// Compiles `ptx` for `gpu` with the driver's linker (`cuLinkCreate`, `cuLinkAddData` of the
+/// PTX, `cuLinkComplete`) and returns the cubin, for [`Image::Cubin`]. A JIT failure carries
+/// the driver's log.
+pub fn cubin(gpu: &Gpu, ptx: &str) -> Result<Vec<u8>, RuntimeError> {
+    driver::link_cubin(gpu, ptx)
+}
+
 /// The kir target matching a compute capability (`None` for devices kir does not target).
 pub fn target_for(capability: (i32, i32)) -> Option<Target> {
     Target::from_compute_capability(capability.0, capability.1)
@@ -71,7 +90,18 @@ pub fn run(
     module: &Module,
     args: &BTreeMap<String, HostArg>,
 ) -> Result<BTreeMap<String, HostTensor>, RuntimeError> {
-    let mut p = Program::load(gpu, ptx, meta, module)?;
+    run_image(gpu, Image::Ptx(ptx), meta, module, args)
+}
+
+/// [`run`] from PTX or a cubin ([`Image`]).
+pub fn run_image(
+    gpu: &Gpu,
+    image: Image<'_>,
+    meta: &serde_json::Value,
+    module: &Module,
+    args: &BTreeMap<String, HostArg>,
+) -> Result<BTreeMap<String, HostTensor>, RuntimeError> {
+    let mut p = Program::load_image(gpu, image, meta, module)?;
     let mut b = p.bind(args, &BTreeSet::new(), 0)?;
     p.launch(&mut b)?;
     p.outputs(&b)

@@ -5,7 +5,7 @@
 
 use super::driver::{encode_tensor_map, launch, CuModule, DevMem, Gpu, KernelArg, TensorMapBytes};
 use super::fill::Filler;
-use super::RuntimeError;
+use super::{Image, RuntimeError};
 use crate::abi::{kernel_abi, AbiArg};
 use crate::interp::bind::{alloc, bind_entry, bind_launch, EntryEnv, NewBuf, Shaped};
 use crate::interp::memory::{contiguous_strides, native_bits, native_width, storage_len, Buffer};
@@ -166,8 +166,22 @@ impl<'g> Program<'g> {
         meta: &Value,
         module: &Module,
     ) -> Result<Program<'g>, RuntimeError> {
+        Program::load_image(gpu, Image::Ptx(ptx), meta, module)
+    }
+
+    /// [`Program::load`] from PTX (JIT-compiled by the driver) or from a cubin the driver
+    /// produced earlier for this GPU ([`super::cubin`]; no JIT).
+    pub fn load_image(
+        gpu: &'g Gpu,
+        image: Image<'_>,
+        meta: &Value,
+        module: &Module,
+    ) -> Result<Program<'g>, RuntimeError> {
         check_specialized(module).map_err(RuntimeError::Bind)?;
-        let cu = CuModule::load(gpu, ptx)?;
+        let cu = match image {
+            Image::Ptx(ptx) => CuModule::load(gpu, ptx)?,
+            Image::Cubin(bytes) => CuModule::load_cubin(gpu, bytes)?,
+        };
         let list = meta
             .get("kernels")
             .and_then(Value::as_array)

@@ -1,6 +1,7 @@
 //! `kirc bench FILE [--kernel NAME] [-D NAME=VALUE]... --shape NAME=AxBxC ... [--arg
-//! NAME=NUMBER|PATH.npy]... [--warmup N] [--iters N] [--flops EXPR | --bytes EXPR] [--target T]`:
-//! times a module's entry on the GPU (feature `cuda`).
+//! NAME=NUMBER|PATH.npy]... [--warmup N] [--iters N] [--flops EXPR | --bytes EXPR] [--target T]
+//! [--no-cache]`: times a module's entry on the GPU (feature `cuda`), compiled and loaded through
+//! the on-disk cache of docs/cache.md unless `--no-cache` is given.
 //!
 //! Tensors named by `--shape` get random values generated on the device (floats uniform in
 //! [-1, 1), u8 any byte, i32/i64/i1 0 or 1); the others come from `--arg` `.npy` files, as for
@@ -60,6 +61,9 @@ pub struct Args {
     seed: u32,
     #[command(flatten)]
     ptx: common::PtxFlags,
+    /// Compile and load without the on-disk cache (docs/cache.md).
+    #[arg(long)]
+    no_cache: bool,
 }
 
 /// Parses `NAME=AxBxC` (dims separated by `x` or `,`).
@@ -225,7 +229,7 @@ fn work(
 pub fn main(a: Args) -> Result<ExitCode, CliError> {
     use crate::device;
     use kir_backends::interp::{HostArg, HostTensor};
-    use kir_backends::runtime::{self, Program};
+    use kir_backends::runtime;
     use kir_ir::{EvalVal, ParamKind};
     use std::collections::BTreeSet;
 
@@ -260,6 +264,7 @@ pub fn main(a: Args) -> Result<ExitCode, CliError> {
         args.insert(name.clone(), HostArg::Tensor(t));
     }
     let gpu = device::open_gpu(&src)?;
+    let cache = common::cache(a.no_cache);
     let c = device::compile_for(
         &src,
         &a.defines,
@@ -267,9 +272,10 @@ pub fn main(a: Args) -> Result<ExitCode, CliError> {
         a.target.as_deref(),
         a.ptx.flags(None),
         &gpu,
+        cache.as_ref(),
     )?;
-    let rt = |e| device::runtime_error(&src, e);
-    let mut p = Program::load(&gpu, &c.text, device::meta(&c)?, &c.module).map_err(rt)?;
+    let rt = |e| device::runtime_error(&c.src, e);
+    let mut p = device::load(&gpu, &c, cache.as_ref())?;
     let mut b = p.bind(&args, &random, a.seed).map_err(rt)?;
     let t = runtime::bench(&p, &mut b, a.warmup, a.iters).map_err(rt)?;
     let mut names: BTreeMap<String, f64> =

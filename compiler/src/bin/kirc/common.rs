@@ -1,6 +1,7 @@
 //! What the subcommands share: loading a module's source (a path or a built-in op name),
-//! `-D NAME=VALUE` parsing, the front end, rendering errors, and writing to stdout and stderr
-//! (a closed stdout ends the command quietly, as [`CliError::BrokenPipe`]).
+//! `-D NAME=VALUE` parsing, the front end, the on-disk cache of `--no-cache` commands, rendering
+//! errors, and writing to stdout and stderr (a closed stdout ends the command quietly, as
+//! [`CliError::BrokenPipe`]).
 
 use kir_compiler::pass::PassManager;
 use kir_compiler::{oplib, pipeline};
@@ -383,4 +384,13 @@ pub fn dump_lowered(
             plan.target.name()
         ))
     })
+}
+
+/// The on-disk cache a command uses: the one the environment names (docs/cache.md), unless
+/// `--no-cache` was given or it is off (`KIR_CACHE_DIR=off`).
+pub fn cache(no_cache: bool) -> Option<kir_compiler::cache::Cache> {
+    if no_cache {
+        return None;
+    }
+    kir_compiler::cache::Cache::from_env()
 }

@@ -1,6 +1,11 @@
 //! `kirc compile FILE [--kernel NAME] [-D NAME=VALUE]... --target T --emit ptx|cuda|ir -o OUT
-//! [--meta META.json] [--report[=FILE]]`: compile a module and write the code, its launch
-//! metadata, and (PTX) the backend's lowering decisions.
+//! [--meta META.json] [--report[=FILE]] [--no-cache]`: compile a module and write the code, its
+//! launch metadata, and (PTX) the backend's lowering decisions.
+//!
+//! The compilation goes through the on-disk cache (docs/cache.md) unless `--no-cache` is given
+//! or the cache is off: a hit writes the stored output, byte for byte what compiling writes.
+//! The report's last line says what the cache did: `cache: hit KEY`, `cache: stored KEY` or
+//! `cache: off`. `--dump-after` never uses the cache (it shows the passes as they run).
 //!
 //! The output paths and the flag combination are checked before anything is compiled, and the
 //! outputs are written all or nothing (compiler/src/outfile.rs): a failed compile, an unwritable
@@ -47,6 +52,9 @@ pub struct Args {
     stage: Option<String>,
     #[command(flatten)]
     ptx: common::PtxFlags,
+    /// Compile without the on-disk cache (neither read nor written).
+    #[arg(long)]
+    no_cache: bool,
     /// Print the IR right after a pass instead of compiling: parse, specialize, egraph, fusion,
     /// mask_split, or layout (the PTX backend's layout assignment of the pipeline's output,
     /// shown as a comment on each op).
@@ -93,11 +101,14 @@ pub fn main(a: Args) -> Result<ExitCode, CliError> {
             ))
         })?,
     };
-    let out = kir_compiler::pipeline::compile(
+    let cache = common::cache(a.no_cache);
+    let cached = kir_compiler::cache::compile(
         &src.text,
         &plan(&a, &src, target, emit)?.with_stage(stage),
+        cache.as_ref(),
     )
     .map_err(|e| common::compile_error(&src, e))?;
+    let out = &cached.compiled;
     let meta = match (&a.meta, &out.meta) {
         (Some(path), Some(json)) => {
             let text = serde_json::to_string_pretty(json)
@@ -108,11 +119,7 @@ pub fn main(a: Args) -> Result<ExitCode, CliError> {
         (None, _) => None,
     };
     let report = a.report.as_ref().map(|dest| {
-        let mut text: String = out
-            .reports
-            .iter()
-            .map(|r| r.render(Some(&src.text)))
-            .collect();
+        let mut text = cached.report.clone();
         // The schedule search's candidates that the backend did not take, and why.
         for t in &out.tried {
             text += &format!("schedule search: passed over {t}\n");
@@ -120,6 +127,7 @@ pub fn main(a: Args) -> Result<ExitCode, CliError> {
         if let Some(f) = &out.fusion {
             text += &format!("fusion: {f}\n");
         }
+        text += &format!("{}\n", cached.outcome.line());
         (dest.clone(), text)
     });
     let report_file = report

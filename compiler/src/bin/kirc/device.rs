@@ -1,5 +1,7 @@
 //! `--device cpu|cuda` for `kirc run` and `kirc bench`: compiling a module to PTX for the GPU
-//! that is present and turning runtime errors into `kirc` errors (exit code 2).
+//! that is present, loading it (through the on-disk cache, docs/cache.md: the compilation and
+//! the cubin the driver made of its PTX for this GPU, so a second process neither compiles nor
+//! JIT-compiles), and turning runtime errors into `kirc` errors (exit code 2).
 //!
 //! Built without the cargo feature `cuda`, `--device cuda` and `kirc bench` fail with an error
 //! that says how to build them.
@@ -8,8 +10,9 @@ use crate::common::CliError;
 #[cfg(feature = "cuda")]
 use crate::common::Source;
 #[cfg(feature = "cuda")]
-use kir_backends::runtime::{self, Gpu, RuntimeError};
+use kir_backends::runtime::{self, Gpu, Image, Program, RuntimeError};
 #[cfg(feature = "cuda")]
+use kir_compiler::cache::{Cache, GpuId};
 #[cfg(feature = "cuda")]
 use kir_compiler::compile::{Compiled, Emit};
 #[cfg(feature = "cuda")]
@@ -66,8 +69,20 @@ pub fn open_gpu(src: &Source) -> Result<Gpu, CliError> {
     Ok(gpu)
 }
 
-/// Compiles `src` to PTX with the lowering `flags` for `target` (by name), or for the target matching `gpu`.
+/// A compilation for the GPU, and the source its module's spans point into.
 #[cfg(feature = "cuda")]
+pub struct ForGpu {
+    /// The compilation.
+    pub compiled: Compiled,
+    /// The source runtime errors are located in: the module's own on a miss, or on a cache hit
+    /// the canonical text of the compiled module (which the stored module was parsed from).
+    pub src: Source,
+}
+
+/// Compiles `src` to PTX with the lowering `flags` for `target` (by name), or for the target
+/// matching `gpu`, through `cache` when given.
+#[cfg(feature = "cuda")]
+#[allow(clippy::too_many_arguments)]
 pub fn compile_for(
     src: &Source,
     defines: &[(String, String)],
@@ -75,7 +90,8 @@ pub fn compile_for(
     target: Option<&str>,
     flags: kir_compiler::plan::Flags,
     gpu: &Gpu,
-) -> Result<Compiled, CliError> {
+    cache: Option<&Cache>,
+) -> Result<ForGpu, CliError> {
     let target = match target {
         Some(t) => crate::common::target(t)?,
         None => runtime::target_for(gpu.capability).ok_or_else(|| {
@@ -90,8 +106,71 @@ pub fn compile_for(
         kir_compiler::plan::CompilePlan::resolve(&src.text, defines, target, Emit::Ptx, flags)
             .map_err(|e| crate::common::compile_error(src, e))?
             .with_kernel(kernel);
-    kir_compiler::pipeline::compile(&src.text, &plan)
-        .map_err(|e| crate::common::compile_error(src, e))
+    let c = kir_compiler::cache::compile(&src.text, &plan, cache)
+        .map_err(|e| crate::common::compile_error(src, e))?;
+    let located = match c.outcome {
+        kir_compiler::cache::Outcome::Hit(_) => Source {
+            name: format!("{} (as compiled, from the kir cache)", src.name),
+            text: kir_ir::text::print(&c.compiled.module),
+        },
+        _ => Source {
+            name: src.name.clone(),
+            text: src.text.clone(),
+        },
+    };
+    Ok(ForGpu {
+        compiled: c.compiled,
+        src: located,
+    })
+}
+
+/// The cache's name for `gpu`.
+#[cfg(feature = "cuda")]
+fn gpu_id(gpu: &Gpu) -> GpuId {
+    GpuId {
+        name: gpu.name.clone(),
+        capability: gpu.capability,
+        driver: gpu.driver_version,
+    }
+}
+
+/// The cubin of `c`'s PTX for `gpu`: the cache's, else the driver's linker's (then stored).
+/// `None` without a cache, or when the linker fails (loading the PTX then reports the error
+/// with the driver's log).
+#[cfg(feature = "cuda")]
+fn cubin(gpu: &Gpu, c: &Compiled, cache: Option<&Cache>) -> Option<(Vec<u8>, bool)> {
+    let cache = cache?;
+    let id = gpu_id(gpu);
+    if let Some(bin) = cache.lookup_cubin(&c.text, &id) {
+        return Some((bin, true));
+    }
+    let bin = runtime::cubin(gpu, &c.text).ok()?;
+    if let Err(why) = cache.store_cubin(&c.text, &id, &c.module.name, &bin) {
+        cache.warn(&format!("warning: kir cache: cubin not stored: {why}"));
+    }
+    Some((bin, false))
+}
+
+/// Loads `c` on `gpu`: from the cubin of the cache (no JIT) or one the driver's linker just
+/// made (and the cache keeps), or without a cache from the PTX. A stored cubin the driver
+/// refuses is passed over with a warning and the PTX loaded instead.
+#[cfg(feature = "cuda")]
+pub fn load<'g>(gpu: &'g Gpu, c: &ForGpu, cache: Option<&Cache>) -> Result<Program<'g>, CliError> {
+    let (compiled, src) = (&c.compiled, &c.src);
+    let meta = meta(compiled)?;
+    if let Some((bin, stored)) = cubin(gpu, compiled, cache) {
+        match Program::load_image(gpu, Image::Cubin(&bin), meta, &compiled.module) {
+            Ok(p) => return Ok(p),
+            Err(RuntimeError::Cuda(m)) if stored => {
+                let first = m.lines().next().unwrap_or("");
+                crate::common::note(&format!(
+                    "warning: kir cache: the stored cubin did not load ({first}); loading the PTX\n"
+                ));
+            }
+            Err(e) => return Err(runtime_error(src, e)),
+        }
+    }
+    Program::load(gpu, &compiled.text, meta, &compiled.module).map_err(|e| runtime_error(src, e))
 }
 
 /// The META.json of a PTX compilation (always present for `Emit::Ptx`).

@@ -8,6 +8,7 @@
 //! new output file (compiler/src/outfile.rs).
 
 mod bench;
+mod cache;
 mod check;
 mod common;
 mod compile;
@@ -47,6 +48,8 @@ enum Command {
     Randn(randn::Args),
     /// List the built-in ops.
     Ops(ops::Args),
+    /// The on-disk cache of compilations and cubins: print its directory, list or clear it.
+    Cache(cache::Args),
 }
 
 fn main() -> ExitCode {
@@ -63,6 +66,7 @@ fn main() -> ExitCode {
         Command::Bench(a) => bench::main(a),
         Command::Randn(a) => randn::main(a),
         Command::Ops(a) => ops::main(a),
+        Command::Cache(a) => cache::main(a),
     };
     match result {
         Ok(code) => code,

@@ -1,9 +1,9 @@
 //! `kirc run FILE [--kernel NAME] [-D NAME=VALUE]... --arg NAME=PATH.npy|NUMBER ... --out DIR
-//! [--device cpu|cuda] [--target T] [--ws PLAN] [--seed N]`: runs a module's entry (its program,
+//! [--device cpu|cuda] [--target T] [--ws PLAN] [--seed N] [--no-cache]`: runs a module's entry (its program,
 //! its single kernel, or the kernel `--kernel` names) on the CPU interpreter (`--device cpu`, the
 //! default; with `--target`, the scheduled IR for that target under scheduler seed `--seed`) or
 //! on the GPU (`--device cuda`: its PTX through the CUDA runtime, for `--target` or the target
-//! of the GPU present) and writes every `out`/`inout` tensor to `DIR/NAME.npy` (the fixed
+//! of the GPU present; through the on-disk cache of docs/cache.md unless `--no-cache`) and writes every `out`/`inout` tensor to `DIR/NAME.npy` (the fixed
 //! contract of the CLI). Both devices take the same arguments and write the same files.
 //!
 //! Inputs: each tensor param takes a C-order `.npy`; its shape binds the symbolic dims and its
@@ -67,6 +67,9 @@ pub struct Args {
     seed: u64,
     #[command(flatten)]
     ptx: common::PtxFlags,
+    /// With `--device cuda`: compile and load without the on-disk cache (docs/cache.md).
+    #[arg(long)]
+    no_cache: bool,
     /// With `--target`: print the IR right after this pass of the compilation for that target
     /// (the same module `kirc compile --dump-after PASS` shows and PTX lowers) instead of
     /// running.
@@ -249,6 +252,7 @@ fn run_cuda(
     args: &BTreeMap<String, HostArg>,
 ) -> Result<BTreeMap<String, HostTensor>, CliError> {
     let gpu = device::open_gpu(src)?;
+    let cache = common::cache(a.no_cache);
     let c = device::compile_for(
         src,
         &a.defines,
@@ -256,9 +260,15 @@ fn run_cuda(
         a.target.as_deref(),
         a.ptx.flags(None),
         &gpu,
+        cache.as_ref(),
     )?;
-    kir_backends::runtime::run(&gpu, &c.text, device::meta(&c)?, &c.module, args)
-        .map_err(|e| device::runtime_error(src, e))
+    let mut p = device::load(&gpu, &c, cache.as_ref())?;
+    let rt = |e| device::runtime_error(&c.src, e);
+    let mut b = p
+        .bind(args, &std::collections::BTreeSet::new(), 0)
+        .map_err(rt)?;
+    p.launch(&mut b).map_err(rt)?;
+    p.outputs(&b).map_err(rt)
 }
 
 /// `--device cuda` in a kirc built without the runtime: an error saying how to build it.
