@@ -16,6 +16,8 @@
 #      compiled for sm_80 (whose 163 KB of shared memory hold no 2-stage ring: the schedule
 #      search keeps the plain loop; the sm_80 PTX runs on any later GPU), and warp
 #      specialization with the paired overlap (`--warp-specialize on --overlap on`, sm_90a).
+#   5. a user's kernels (copies of built-in ops, a user's matmul, the fusion programs by default,
+#      --fuse and --no-fuse) and the kir cache (stored, hit, damaged cubins), against the CPU.
 #
 # usage: scripts/gpu_runtime_check.sh [KIRC] [OUT_DIR] [--no-bench]
 #   KIRC defaults to $KIRC, else target/release/kirc; OUT_DIR to out/gpu_runtime; --no-bench
@@ -115,6 +117,43 @@ for c in 0 1; do
   case_ "ws_overlap_d128_causal$c" attention_fwd "HEAD_DIM=128 CAUSAL=$c" "scale=$s128" q=2x4x300x128 k=2x2x300x128 v=2x2x300x128
 done
 gpu_flags=""
+
+# Part 5: a user's kernels and the kir cache. Copies of built-in ops (a comment added, the
+# module renamed), a user's own matmul, and the fusion programs as kir runs them by default, with
+# --fuse and with --no-fuse; then attention through the kir cache: stored, then hit (the cached
+# cubin, no JIT), then with every cached cubin damaged (a warning, the PTX loaded instead).
+for op in gemm attention_fwd; do
+  { echo "// A user's copy of $op."; sed "s/^module $op\$/module my_$op/" "compiler/ops/$op.kir"; } >"$out/my_$op.kir"
+done
+export KIR_CACHE_DIR=off
+case_ copy_gemm "$out/my_gemm.kir" "" "alpha=0.5" a=1x200x96 b=1x96x130
+case_ copy_attention_fwd "$out/my_attention_fwd.kir" "" "scale=$s128" q=2x4x130x128 k=2x2x97x128 v=2x2x97x128
+if [ -f tests/in/user/matmul_leaky_relu.kir ]; then
+  case_ user_matmul tests/in/user/matmul_leaky_relu.kir "" "" a=200x96 b=96x130
+fi
+for f in "" --fuse --no-fuse; do
+  gpu_flags="$f"
+  case_ "rmsnorm_gemm${f}" tests/in/fusion/rmsnorm_gemm.kir "" "eps=1e-5" x=130x96:--scale,3 w=96 wm=96x70
+  case_ "gate_up_swiglu${f}" tests/in/fusion/gate_up_swiglu.kir "" "" x=130x96 wg=96x70 wu=96x70
+done
+gpu_flags=""
+export KIR_CACHE_DIR="$out/kir_cache"
+a="$out/attention_fwd"
+for round in stored hit; do
+  "$kirc" run attention_fwd --arg q="$a/in/q.npy" --arg k="$a/in/k.npy" --arg v="$a/in/v.npy" \
+    --arg scale=$s128 --device cuda --out "$out/cache_$round" >/dev/null
+  echo "cache_$round (attention_fwd through the kir cache):"
+  if compare "$out/cache_$round" "$a/cpu"; then echo "  PASS"; else echo "  FAIL"; failed+=("cache_$round"); fi
+done
+"$kirc" cache list
+for f in "$KIR_CACHE_DIR"/*.cubin; do printf 'damaged' | dd of="$f" bs=1 seek=200 conv=notrunc 2>/dev/null; done
+"$kirc" run attention_fwd --arg q="$a/in/q.npy" --arg k="$a/in/k.npy" --arg v="$a/in/v.npy" \
+  --arg scale=$s128 --device cuda --out "$out/cache_damaged" >/dev/null 2>"$out/cache_damaged.err"
+echo "cache_damaged (every cubin damaged: a warning, then the right outputs):"
+sed 's/^/    /' "$out/cache_damaged.err"
+if grep -q "warning: kir cache" "$out/cache_damaged.err" && compare "$out/cache_damaged" "$a/cpu"; then
+  echo "  PASS"; else echo "  FAIL"; failed+=(cache_damaged); fi
+export KIR_CACHE_DIR=off
 
 # Negative control: the GPU runs attention with scale 0.05, the CPU with 1/sqrt(128).
 neg="$out/negative_control"

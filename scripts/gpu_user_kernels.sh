@@ -7,7 +7,9 @@
 #   2. a user's own matmul (tests/in/user/matmul_leaky_relu.kir, when present) at 8192³;
 #   3. the fusion programs of tests/in/fusion at M = 8192, K = N = 4096: as kir runs them by
 #      default, with --fuse and with --no-fuse, beside the same work through the built-in ops;
-#   4. the built-in GEMM on the shapes of issue 24 beside torch.mm (cuBLAS).
+#   4. the built-in GEMM on the shapes of issue 24 beside torch.mm (cuBLAS);
+#   5. the first launch of attention_fwd, attention_bwd and gemm: cold (no driver JIT cache),
+#      with the kir cache off, into an empty kir cache, and from it.
 # Correctness of the same kernels is checked by scripts/gpu_runtime_check.sh (part 5).
 #
 # usage: scripts/gpu_user_kernels.sh [KIRC] [OUT_DIR]
@@ -97,6 +99,33 @@ wm = torch.randn(4096, 4096, device="cuda", dtype=torch.bfloat16)
 f = lambda: torch.mm(torch.nn.functional.rms_norm(x, (4096,), w, 1e-5), wm)
 print(f"torch rms_norm + mm (8192x4096 @ 4096x4096): {median_ms(f, 30):.4f} ms")
 EOF
+
+# 5. First launch (compile, module load, bind, first run; the GPU context is up before timing)
+#    with the driver's JIT cache off (CUDA_CACHE_DISABLE=1), each in a fresh process: without
+#    the kir cache (the PTX through the driver's JIT), then into an empty kir cache (compiled, a
+#    cubin linked and stored), then from it (the stored cubin: no compile, no JIT). Three rounds.
+echo "== first launch"
+s128=0.08838834764831845
+att="--shape q=1x16x4096x128 --shape k=1x16x4096x128 --shape v=1x16x4096x128 --arg scale=$s128"
+bwd="$att --shape o=1x16x4096x128 --shape do=1x16x4096x128 --shape lse=1x16x4096"
+first() {
+  local name=$1; shift
+  for round in 1 2 3; do
+    local kc="$out/first_cache_${name}_$round"
+    for mode in off store hit; do
+      local dir=off
+      [ "$mode" != off ] && dir=$kc
+      # shellcheck disable=SC2068
+      line=$(CUDA_CACHE_DISABLE=1 KIR_CACHE_DIR=$dir "$kirc" bench $@ --iters 3 --warmup 1 2>&1 | grep "first launch" || echo "  (failed)")
+      echo "$name round $round, kir cache $mode:$line"
+    done
+  done
+}
+# shellcheck disable=SC2086
+first attention_fwd attention_fwd $att
+# shellcheck disable=SC2086
+first attention_bwd attention_bwd $bwd --flops "10*16*4096*4096*128"
+first gemm gemm --shape a=1x4096x4096 --shape b=1x4096x4096 --arg alpha=1
 
 echo
 if [ ${#failed[@]} -eq 0 ]; then echo "gpu_user_kernels.sh: every bench ran"; else echo "gpu_user_kernels.sh: FAILED: ${failed[*]}"; exit 1; fi

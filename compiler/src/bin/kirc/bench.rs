@@ -265,6 +265,7 @@ pub fn main(a: Args) -> Result<ExitCode, CliError> {
     }
     let gpu = device::open_gpu(&src)?;
     let cache = common::cache(a.no_cache);
+    let t0 = std::time::Instant::now();
     let c = device::compile_for(
         &src,
         &a.defines,
@@ -274,9 +275,30 @@ pub fn main(a: Args) -> Result<ExitCode, CliError> {
         &gpu,
         cache.as_ref(),
     )?;
+    let t1 = std::time::Instant::now();
     let rt = |e| device::runtime_error(&c.src, e);
-    let mut p = device::load(&gpu, &c, cache.as_ref())?;
+    let (mut p, image) = device::load(&gpu, &c, cache.as_ref())?;
+    let t2 = std::time::Instant::now();
     let mut b = p.bind(&args, &random, a.seed).map_err(rt)?;
+    let t3 = std::time::Instant::now();
+    p.launch(&mut b).map_err(rt)?;
+    p.synchronize().map_err(rt)?;
+    let t4 = std::time::Instant::now();
+    let ms = |d: std::time::Duration| d.as_secs_f64() * 1e3;
+    let first = format!(
+        "  first launch {:.1} ms: compile {:.1} ms ({}), load {:.1} ms ({image}), bind {:.1} ms, \
+         first run {:.1} ms\n",
+        ms(t4 - t0),
+        ms(t1 - t0),
+        match (c.hit, cache.is_some()) {
+            (true, _) => "kir cache hit",
+            (false, true) => "compiled, now cached",
+            (false, false) => "compiled; kir cache off",
+        },
+        ms(t2 - t1),
+        ms(t3 - t2),
+        ms(t4 - t3),
+    );
     let t = runtime::bench(&p, &mut b, a.warmup, a.iters).map_err(rt)?;
     let mut names: BTreeMap<String, f64> =
         b.dims.iter().map(|(k, &v)| (k.clone(), v as f64)).collect();
@@ -308,7 +330,7 @@ pub fn main(a: Args) -> Result<ExitCode, CliError> {
         ),
     };
     crate::common::out(&format!(
-        "{} [{}] on {}\n  {:.4} ms median of {} runs (min {:.4}, max {:.4}; {} warm-up)\n{rate}\n",
+        "{} [{}] on {}\n  {:.4} ms median of {} runs (min {:.4}, max {:.4}; {} warm-up)\n{rate}\n{first}",
         src.name,
         dims.join(", "),
         gpu.name,

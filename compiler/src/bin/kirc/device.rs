@@ -77,6 +77,8 @@ pub struct ForGpu {
     /// The source runtime errors are located in: the module's own on a miss, or on a cache hit
     /// the canonical text of the compiled module (which the stored module was parsed from).
     pub src: Source,
+    /// Whether the compilation came from the kir cache.
+    pub hit: bool,
 }
 
 /// Compiles `src` to PTX with the lowering `flags` for `target` (by name), or for the target
@@ -108,6 +110,7 @@ pub fn compile_for(
             .with_kernel(kernel);
     let c = kir_compiler::cache::compile(&src.text, &plan, cache)
         .map_err(|e| crate::common::compile_error(src, e))?;
+    let hit = matches!(c.outcome, kir_compiler::cache::Outcome::Hit(_));
     let located = match c.outcome {
         kir_compiler::cache::Outcome::Hit(_) => Source {
             name: format!("{} (as compiled, from the kir cache)", src.name),
@@ -121,6 +124,7 @@ pub fn compile_for(
     Ok(ForGpu {
         compiled: c.compiled,
         src: located,
+        hit,
     })
 }
 
@@ -153,14 +157,24 @@ fn cubin(gpu: &Gpu, c: &Compiled, cache: Option<&Cache>) -> Option<(Vec<u8>, boo
 
 /// Loads `c` on `gpu`: from the cubin of the cache (no JIT) or one the driver's linker just
 /// made (and the cache keeps), or without a cache from the PTX. A stored cubin the driver
-/// refuses is passed over with a warning and the PTX loaded instead.
+/// refuses is passed over with a warning and the PTX loaded instead. Also says which image
+/// was loaded.
 #[cfg(feature = "cuda")]
-pub fn load<'g>(gpu: &'g Gpu, c: &ForGpu, cache: Option<&Cache>) -> Result<Program<'g>, CliError> {
+pub fn load<'g>(
+    gpu: &'g Gpu,
+    c: &ForGpu,
+    cache: Option<&Cache>,
+) -> Result<(Program<'g>, &'static str), CliError> {
     let (compiled, src) = (&c.compiled, &c.src);
     let meta = meta(compiled)?;
     if let Some((bin, stored)) = cubin(gpu, compiled, cache) {
+        let how = if stored {
+            "the cubin of the kir cache"
+        } else {
+            "a cubin the driver's linker made, now cached"
+        };
         match Program::load_image(gpu, Image::Cubin(&bin), meta, &compiled.module) {
-            Ok(p) => return Ok(p),
+            Ok(p) => return Ok((p, how)),
             Err(RuntimeError::Cuda(m)) if stored => {
                 let first = m.lines().next().unwrap_or("");
                 crate::common::note(&format!(
@@ -170,7 +184,9 @@ pub fn load<'g>(gpu: &'g Gpu, c: &ForGpu, cache: Option<&Cache>) -> Result<Progr
             Err(e) => return Err(runtime_error(src, e)),
         }
     }
-    Program::load(gpu, &compiled.text, meta, &compiled.module).map_err(|e| runtime_error(src, e))
+    Program::load(gpu, &compiled.text, meta, &compiled.module)
+        .map(|p| (p, "the PTX, through the driver's JIT"))
+        .map_err(|e| runtime_error(src, e))
 }
 
 /// The META.json of a PTX compilation (always present for `Emit::Ptx`).

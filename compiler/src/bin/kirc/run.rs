@@ -262,7 +262,7 @@ fn run_cuda(
         &gpu,
         cache.as_ref(),
     )?;
-    let mut p = device::load(&gpu, &c, cache.as_ref())?;
+    let (mut p, _) = device::load(&gpu, &c, cache.as_ref())?;
     let rt = |e| device::runtime_error(&c.src, e);
     let mut b = p
         .bind(args, &std::collections::BTreeSet::new(), 0)
