@@ -3,6 +3,7 @@
 //! nearest even after every op, as the interpreter does.
 
 use super::ctx::{Ctx, Val};
+use super::region::Regions;
 use super::PtxError;
 use crate::ptx::emit::{Operand, PtxInst, Reg, RegClass};
 use crate::ptx::plan::layout::{Layout, Place};
@@ -14,8 +15,21 @@ pub fn lower_body(c: &mut Ctx) -> Result<(), PtxError> {
     block(c, body).map(|_| ())
 }
 
+/// The dispatcher as the concerns see it: how they lower the regions of their ops.
+struct Dispatcher;
+
+impl Regions for Dispatcher {
+    fn block(&self, c: &mut Ctx, b: Block) -> Result<Vec<Value>, PtxError> {
+        block(c, b)
+    }
+
+    fn op(&self, c: &mut Ctx, op: &OpData) -> Result<(), PtxError> {
+        lower_op(c, op)
+    }
+}
+
 /// Lowers the ops of a block; returns the operands of its final `yield`.
-pub fn block(c: &mut Ctx, b: Block) -> Result<Vec<Value>, PtxError> {
+fn block(c: &mut Ctx, b: Block) -> Result<Vec<Value>, PtxError> {
     let ops = c.k.dfg.blocks[b].ops.clone();
     // An `async_wait` after the copies that refill the ring is emitted before them (sched.rs).
     let hoist = super::sched::hoisted_wait(c.k, &ops);
@@ -108,7 +122,7 @@ fn def(c: &mut Ctx, v: Value, val: Val) {
 }
 
 /// Lowers one op.
-pub fn lower_op(c: &mut Ctx, op: &OpData) -> Result<(), PtxError> {
+fn lower_op(c: &mut Ctx, op: &OpData) -> Result<(), PtxError> {
     let sp = op.span;
     c.b.at(sp);
     let res = op.results.first().copied();
@@ -186,8 +200,8 @@ pub fn lower_op(c: &mut Ctx, op: &OpData) -> Result<(), PtxError> {
         Opcode::Dot | Opcode::DotAsync => super::dot::lower_dot(c, op)?,
         Opcode::DotWait => super::dot::lower_dot_wait(c, op)?,
         kir_ir::elementwise_ops!() => elementwise(c, op)?,
-        Opcode::For => lower_for(c, op)?,
-        Opcode::If => lower_if(c, op)?,
+        Opcode::For => lower_for(c, op, &Dispatcher)?,
+        Opcode::If => lower_if(c, op, &Dispatcher)?,
         Opcode::StaticIf => {
             return Err(PtxError::at(
                 sp,
@@ -203,7 +217,7 @@ pub fn lower_op(c: &mut Ctx, op: &OpData) -> Result<(), PtxError> {
         Opcode::MbarAlloc if c.target.has_mbarrier_tx() => super::tma::lower_alloc(c, op)?,
         Opcode::MbarArrive if c.target.has_mbarrier_tx() => super::tma::lower_arrive(c, op)?,
         Opcode::MbarWait if c.target.has_mbarrier_tx() => super::tma::lower_wait(c, op)?,
-        Opcode::WarpSpecialize => super::ws::lower_ws(c, op)?,
+        Opcode::WarpSpecialize => super::ws::lower_ws(c, op, &Dispatcher)?,
         // The async-dot ops.
         kir_ir::schedule_ops!() => {
             return Err(PtxError::at(

@@ -20,6 +20,7 @@ mod memory;
 mod mma_store;
 mod notes;
 mod reduce;
+mod region;
 pub mod report;
 mod rescale;
 mod rows;

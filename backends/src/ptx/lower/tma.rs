@@ -28,6 +28,7 @@
 //! [`AbiArg::TensorMap`]: crate::abi::AbiArg::TensorMap
 
 use super::ctx::Ctx;
+use super::region::Regions;
 pub use super::state::MbarBuf;
 use super::PtxError;
 use crate::abi::TMA_BOX_COLS;
@@ -551,12 +552,16 @@ pub fn scalar_pure(k: &Kernel, od: &OpData) -> bool {
 }
 
 /// Lowers a producer block on the filling thread alone; returns its (empty) yield.
-pub fn lower_producer_block(c: &mut Ctx, b: kir_ir::Block) -> Result<Vec<Value>, PtxError> {
+pub fn lower_producer_block(
+    c: &mut Ctx,
+    b: kir_ir::Block,
+    lower: &dyn Regions,
+) -> Result<Vec<Value>, PtxError> {
     let e = elected(c);
     let skip = c.b.label("producer_end");
     c.b.ins_if(e, true, PtxInst::new("bra").op(&skip));
     let was = std::mem::replace(&mut c.asyncs.tma.in_producer, true);
-    let r = super::dispatch::block(c, b);
+    let r = lower.block(c, b);
     c.asyncs.tma.in_producer = was;
     c.b.place(&skip);
     r

@@ -27,6 +27,7 @@
 //!   `dynamic_ring`), and its empty-barrier arrivals one per warp (tma.rs).
 
 use super::ctx::{Ctx, Val};
+use super::region::Regions;
 use super::PtxError;
 use crate::ptx::emit::isa::Isa;
 use crate::ptx::emit::{Operand, PtxInst, Reg, RegClass};
@@ -222,7 +223,7 @@ pub fn copy_by_warps(
 }
 
 /// Lowers `warp_specialize` (module doc).
-pub fn lower_ws(c: &mut Ctx, op: &OpData) -> Result<(), PtxError> {
+pub fn lower_ws(c: &mut Ctx, op: &OpData, lower: &dyn Regions) -> Result<(), PtxError> {
     let sp = op.span;
     let t = c.target;
     if !(t.has_setmaxnreg() && t.has_tma() && t.has_mbarrier_tx()) {
@@ -284,7 +285,7 @@ pub fn lower_ws(c: &mut Ctx, op: &OpData) -> Result<(), PtxError> {
     let (was_prod, was_dyn) = (c.asyncs.tma.in_producer, c.asyncs.tma.dynamic_ring);
     c.asyncs.tma.in_producer = true;
     c.asyncs.tma.dynamic_ring = true;
-    let r = super::dispatch::block(c, prod);
+    let r = lower.block(c, prod);
     c.asyncs.tma.in_producer = was_prod;
     r?;
     c.b.ins(PtxInst::new("bra").op(&exit));
@@ -297,7 +298,7 @@ pub fn lower_ws(c: &mut Ctx, op: &OpData) -> Result<(), PtxError> {
     };
     c.asyncs.tma.in_producer = true;
     c.asyncs.tma.by_warps = true;
-    let r = super::dispatch::block(c, prod);
+    let r = lower.block(c, prod);
     c.asyncs.tma.in_producer = was_prod;
     c.asyncs.tma.by_warps = false;
     (c.thread.tid, c.plan.blk) = (tid, blk);
@@ -324,10 +325,10 @@ pub fn lower_ws(c: &mut Ctx, op: &OpData) -> Result<(), PtxError> {
                 Some(&r) if super::lazy::lazy_ok(c, od) => {
                     c.values.lazy.insert(r, o);
                 }
-                _ => super::dispatch::lower_op(c, od)?,
+                _ => lower.op(c, od)?,
             }
         }
-        super::dispatch::block(c, cons)
+        lower.block(c, cons)
     })();
     c.thread.block_bar = was_bar;
     c.asyncs.tma.dynamic_ring = was_dyn;
