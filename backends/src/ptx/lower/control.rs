@@ -4,9 +4,9 @@
 
 use super::ctx::{dtype, place, shape};
 use super::ctx::{Ctx, Val};
-use super::dispatch::regs_in;
 use super::region::Regions;
 use super::sched::{contains, stage_ring, Ring};
+use super::values::regs_in;
 use super::PtxError;
 use crate::ptx::emit::isa::Isa;
 use crate::ptx::emit::{PtxInst, Reg, RegClass};

@@ -9,6 +9,7 @@
 
 mod arith;
 mod control;
+mod convert;
 mod cp_rows;
 mod ctx;
 mod dispatch;
@@ -32,6 +33,7 @@ mod store_order;
 mod tile;
 pub mod tma;
 mod tma_rows;
+mod values;
 mod vector;
 mod wgmma;
 mod ws;

@@ -4,10 +4,10 @@
 //! the scratch region, where each output element folds its line in ascending order. Also the
 //! combine / identity / butterfly-shuffle steps the other reductions share.
 
+use super::convert::{convert, read_scratch, spill};
 use super::ctx::round;
 use super::ctx::{class_of, Ctx, Val};
-use super::dispatch::regs_in;
-use super::tile::{convert, read_scratch, spill};
+use super::values::regs_in;
 use super::PtxError;
 use crate::ptx::emit::isa::Isa;
 use crate::ptx::emit::{Operand, PtxInst, Reg, RegClass};

@@ -2,11 +2,12 @@
 //! exchange of partials, results that every thread holds whole (`tile::replicated`), and
 //! broadcasts whose sources are in the same thread.
 
+use super::convert::sty;
 use super::ctx::round;
 use super::ctx::{Ctx, Val};
-use super::dispatch::regs_in;
 use super::reduce::{combine, identity, shfl_combine};
-use super::tile::{in_loop, replicated, sty};
+use super::tile::{in_loop, replicated};
+use super::values::regs_in;
 use super::PtxError;
 use crate::ptx::emit::{PtxInst, Reg, RegClass};
 use crate::ptx::plan::layout::{self, Layout, Place};

@@ -1,158 +1,17 @@
-//! Shape ops (iota, splat, broadcast, reshape, transpose) and layout conversions (reductions are
-//! in `reduce`).
+//! Shape ops (iota, splat, broadcast, reshape, transpose; reductions are in `reduce`).
 //! Register-only fast paths cover the FlashAttention-2 layout (row reductions with quad
-//! shuffles, row broadcasts in place) and, in `vector`, the `Blocked` layout (row reductions
+//! shuffles, row broadcasts in place) and, in `rows`, the `Blocked` layout (row reductions
 //! with warp shuffles and one exchange, broadcasts within a thread); everything else goes
-//! through the scratch region of shared memory, reading and writing each element at its
-//! row-major position.
+//! through the scratch region of shared memory (`convert.rs`), reading and writing each element
+//! at its row-major position.
 
-use super::ctx::{class_of, Ctx, Val};
+use super::convert::{convert, read_scratch, slot_live, spill};
+use super::ctx::{Ctx, Val};
+use super::values::{iota_val, result_layout};
 use super::PtxError;
-use crate::ptx::emit::isa::Isa;
-use crate::ptx::emit::{PtxInst, Reg, RegClass};
+use crate::ptx::emit::Reg;
 use crate::ptx::plan::layout::{self, Layout, Place};
 use kir_ir::{Attr, Dtype, ExprKind, OpData, Opcode, Span, Value};
-
-pub(super) fn sty(d: Dtype) -> &'static str {
-    match class_of(d) {
-        RegClass::F32 => "f32",
-        RegClass::B64 => "b64",
-        _ => "b32",
-    }
-}
-
-fn ebytes(d: Dtype) -> usize {
-    if d == Dtype::I64 {
-        8
-    } else {
-        4
-    }
-}
-
-/// Writes a register tile to the scratch region at row-major positions (after a barrier).
-pub(super) fn spill(c: &mut Ctx, layout: Layout, shape: &[usize], d: Dtype, regs: &[Reg]) {
-    let bytes = shape.iter().product::<usize>() * ebytes(d) as usize;
-    c.mem.scratch_peak = c.mem.scratch_peak.max(bytes as u32);
-    let coords = c.coords(layout, shape);
-    c.sync_block();
-    let owner_only = layout == Layout::RowMma && layout::rows_cols(shape).1 == 1;
-    for (s, (sc, &r)) in coords.iter().zip(regs).enumerate() {
-        if !slot_live(c, layout, shape, s) {
-            continue;
-        }
-        let lin = c.linear(&sc.idx, shape);
-        let a = c.smem_addr(c.mem.scratch_off, &[lin], 1, 0, ebytes(d));
-        let (val, t) = if d == Dtype::I1 {
-            let t = c.b.reg(RegClass::B32);
-            c.b.ins(PtxInst::new("selp.b32").op(t).op(1).op(0).op(r));
-            (t, "b32")
-        } else {
-            (r, sty(d))
-        };
-        let valid = match (sc.valid, owner_only) {
-            (Some(v), _) => Some(v),
-            (None, true) => Some(c.thread.quad_leader),
-            (None, false) => None,
-        };
-        c.b.ins_if_opt(valid, PtxInst::new("st.shared").m(t).addr(a).op(val));
-    }
-    c.sync_block();
-}
-
-/// Reads one element of dtype `d` at scratch linear index `lin` into a fresh register; slots
-/// that hold no element (`valid` false) read nothing and keep 0.
-pub(super) fn read_scratch(c: &mut Ctx, d: Dtype, lin: Reg, valid: Option<Reg>) -> Reg {
-    let a = c.smem_addr(c.mem.scratch_off, &[lin], 1, 0, ebytes(d));
-    let r = super::ctx::constant(c, d, 0.0);
-    if d == Dtype::I1 {
-        let t = c.b.reg(RegClass::B32);
-        c.b.ins(PtxInst::new("mov.b32").op(t).op(0));
-        c.b.ins_if_opt(valid, PtxInst::new("ld.shared.b32").op(t).addr(a));
-        c.b.ins(PtxInst::new("setp.ne.u32").op(r).op(t).op(0));
-    } else {
-        c.b.ins_if_opt(valid, PtxInst::new("ld.shared").m(sty(d)).op(r).addr(a));
-    }
-    r
-}
-
-/// Converts a value to registers in `to` (same shape).
-pub fn convert(c: &mut Ctx, v: &Val, to: Layout, sp: Span) -> Result<Val, PtxError> {
-    match v {
-        Val::Scalar(_) => Err(PtxError::at(sp, "internal: convert of a scalar")),
-        Val::Tile {
-            layout,
-            shape,
-            dtype,
-            regs,
-        } => {
-            if *layout == to {
-                return Ok(v.clone());
-            }
-            spill(c, *layout, shape, *dtype, regs);
-            let coords = c.coords(to, shape);
-            let mut out = Vec::new();
-            for (s, sc) in coords.iter().enumerate() {
-                if !slot_live(c, to, shape, s) {
-                    out.push(super::ctx::constant(c, *dtype, 0.0));
-                    continue;
-                }
-                let lin = c.linear(&sc.idx, shape);
-                out.push(read_scratch(c, *dtype, lin, sc.valid));
-            }
-            Ok(Val::Tile {
-                layout: to,
-                shape: shape.clone(),
-                dtype: *dtype,
-                regs: out,
-            })
-        }
-        Val::Shared {
-            off,
-            dyn_off,
-            shape,
-            dtype,
-            row_stride,
-            col_stride,
-        } => {
-            let coords = c.coords(to, &shape[..]);
-            let eb = super::ctx::smem_bytes(*dtype);
-            let mut out = Vec::new();
-            for sc in &coords {
-                let a = c.smem_addr(*off, &sc.idx, *row_stride, *col_stride, eb);
-                let a = c.plus_dyn(a, *dyn_off);
-                let r = super::ctx::constant(c, *dtype, 0.0);
-                match dtype {
-                    Dtype::F16 | Dtype::Bf16 => {
-                        let h = c.b.reg(RegClass::B16);
-                        c.b.ins(PtxInst::new("mov.b16").op(h).op(0));
-                        c.b.ins_if_opt(sc.valid, PtxInst::new("ld.shared.b16").op(h).addr(a));
-                        let t = if *dtype == Dtype::F16 { "f16" } else { "bf16" };
-                        c.b.need(Isa::cvt_to_f32(*dtype))
-                            .ins(PtxInst::new("cvt.f32").m(t).op(r).op(h));
-                    }
-                    _ => c.b.ins_if_opt(
-                        sc.valid,
-                        PtxInst::new("ld.shared").m(sty(*dtype)).op(r).addr(a),
-                    ),
-                }
-                out.push(r);
-            }
-            Ok(Val::Tile {
-                layout: to,
-                shape: shape.to_vec(),
-                dtype: *dtype,
-                regs: out,
-            })
-        }
-    }
-}
-
-fn result_layout(c: &Ctx, v: Value, sp: Span) -> Result<Layout, PtxError> {
-    match c.plan.places.get(&v) {
-        Some(Place::Reg(l)) => Ok(*l),
-        _ => Err(PtxError::at(sp, "internal: expected a register tile")),
-    }
-}
 
 /// Lowers iota, splat, broadcast, reshape, transpose and reduce.
 pub fn lower_shape_op(c: &mut Ctx, op: &OpData) -> Result<(), PtxError> {
@@ -285,42 +144,6 @@ pub fn lower_shape_op(c: &mut Ctx, op: &OpData) -> Result<(), PtxError> {
     Ok(())
 }
 
-/// An iota tile in its assigned layout.
-pub fn iota_val(c: &mut Ctx, op: &OpData) -> Result<Val, PtxError> {
-    let sp = op.span;
-    let v = *op
-        .results
-        .first()
-        .ok_or_else(|| PtxError::at(sp, "missing result"))?;
-    let d = c.k.dfg.ty(v).dtype().unwrap_or(Dtype::I32);
-    let shape = c.k.dfg.ty(v).shape().unwrap_or_default();
-    let l = result_layout(c, v, sp)?;
-    let axis = match op.attr("axis") {
-        Some(Attr::Expr(e)) => e.as_int().unwrap_or(0) as usize,
-        _ => 0,
-    };
-    let coords = c.coords(l, &shape);
-    let regs = coords
-        .iter()
-        .map(|sc| {
-            let i = sc.idx.get(axis).copied().unwrap_or(sc.idx[0]);
-            if d == Dtype::I64 {
-                let r = c.b.reg(RegClass::B64);
-                c.b.ins(PtxInst::new("cvt.u64.u32").op(r).op(i));
-                r
-            } else {
-                i
-            }
-        })
-        .collect();
-    Ok(Val::Tile {
-        layout: l,
-        shape,
-        dtype: d,
-        regs,
-    })
-}
-
 /// broadcast / reshape / transpose through the scratch region.
 fn generic_shape(
     c: &mut Ctx,
@@ -382,14 +205,6 @@ fn generic_shape(
         out.push(read_scratch(c, d, lin, sc.valid));
     }
     Ok(out)
-}
-
-/// True if slot `s` of a tile of `shape` in `layout` holds an element in some thread (a
-/// `Blocked` tile smaller than the block leaves trailing slots empty everywhere).
-pub(super) fn slot_live(c: &Ctx, layout: Layout, shape: &[usize], s: usize) -> bool {
-    let v = crate::ptx::plan::VEC;
-    layout != Layout::Blocked
-        || (s / v) * c.plan.blk.threads as usize * v + s % v < shape.iter().product::<usize>()
 }
 
 /// True if `v` is defined inside the body of a `for` (so its op may run more than once).
