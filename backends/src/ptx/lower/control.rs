@@ -371,8 +371,8 @@ pub(super) fn lower_if(c: &mut Ctx, op: &OpData, lower: &dyn Regions) -> Result<
     for (i, &r) in regions.iter().enumerate() {
         c.mem.release_pending = pending_in;
         c.mem.stores = stores_in.clone();
-        let y = if super::tma::producer_block(c.k, &c.k.dfg.blocks[r].ops) {
-            super::tma::lower_producer_block(c, r, lower)?
+        let y = if super::producer::producer_block(c.k, &c.k.dfg.blocks[r].ops) {
+            super::producer::lower_producer_block(c, r, lower)?
         } else {
             lower.block(c, r)?
         };

@@ -1,7 +1,7 @@
 //! The op dispatcher: the walk over a block's ops (skipping folded, deferred and lazy ones) and
 //! one exhaustive match over opcodes that lowers the scalar sources (program ids, dims, params,
 //! constants) and elementwise ops here and sends every other op to its concern. The concerns
-//! that hold regions (`control`, `tma`, `ws`) lower them through the dispatcher's
+//! that hold regions (`control`, `producer`, `ws`) lower them through the dispatcher's
 //! [`Regions`] (`region.rs`), so no concern imports this module.
 
 use super::control::{lower_for, lower_if};

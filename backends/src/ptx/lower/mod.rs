@@ -20,6 +20,7 @@ mod lazy;
 mod memory;
 mod mma_store;
 mod notes;
+mod producer;
 mod reduce;
 mod region;
 pub mod report;
