@@ -273,6 +273,7 @@ pub(super) fn res_of(r: Option<Value>, sp: Span) -> Result<Value, PtxError> {
     r.ok_or_else(|| PtxError::at(sp, "internal: op has no result"))
 }
 
+/// The register layout the plan gives result `v` (an error for a value not in registers).
 pub(super) fn result_layout(c: &Ctx, v: Value, sp: Span) -> Result<Layout, PtxError> {
     match c.plan.places.get(&v) {
         Some(Place::Reg(l)) => Ok(*l),
