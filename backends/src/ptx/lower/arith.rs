@@ -1,12 +1,14 @@
 //! Elementwise arithmetic on one register per element: float ops in f32 with f16/bf16 rounding
-//! after each op, integer wrap-around, casts and comparisons with the interpreter's rules.
+//! after each op, integer wrap-around, casts and comparisons with the interpreter's rules; and
+//! the steps every reduction path shares (combine, identity, butterfly shuffle; `reduce.rs`,
+//! `rows.rs`).
 
 use super::ctx::round;
 use super::ctx::{class_of, Ctx};
 use super::PtxError;
 use crate::ptx::emit::isa::Isa;
 use crate::ptx::emit::{f32_lit, Operand, PtxInst, Reg, RegClass};
-use kir_ir::{CmpPred, Dtype, Expr, ExprKind, OpData, Opcode};
+use kir_ir::{CmpPred, Dtype, Expr, ExprKind, OpData, Opcode, ReduceKind};
 
 fn ity(d: Dtype) -> &'static str {
     if d == Dtype::I64 {
@@ -438,4 +440,71 @@ impl Ctx<'_> {
             }
         })
     }
+}
+
+/// Folds `x` into `acc` with the combine step of reduction `kind` (`acc = acc ⊕ x`).
+pub(super) fn combine(c: &mut Ctx, kind: ReduceKind, d: Dtype, acc: Reg, x: Reg) {
+    let t = match d {
+        Dtype::F32 | Dtype::F16 | Dtype::Bf16 => "f32",
+        Dtype::I64 => "s64",
+        Dtype::U8 => "u32",
+        _ => "s32",
+    };
+    if d == Dtype::I1 {
+        let w = if kind == ReduceKind::Min { "and" } else { "or" };
+        c.b.ins(PtxInst::new(w).m("pred").op(acc).op(acc).op(x));
+        return;
+    }
+    let m = match (kind, d.is_float()) {
+        (ReduceKind::Sum, _) => PtxInst::new("add").m(t),
+        (ReduceKind::Max, true) => PtxInst::new("max.NaN.f32"),
+        (ReduceKind::Min, true) => PtxInst::new("min.NaN.f32"),
+        (ReduceKind::Max, false) => PtxInst::new("max").m(t),
+        (ReduceKind::Min, false) => PtxInst::new("min").m(t),
+    };
+    if d.is_float() && kind != ReduceKind::Sum {
+        c.b.need(Isa::MINMAX_NAN);
+    }
+    c.b.ins(m.op(acc).op(acc).op(x));
+}
+
+/// The identity of reduction `kind` on `d` in a fresh register.
+pub(super) fn identity(c: &mut Ctx, kind: ReduceKind, d: Dtype) -> Reg {
+    let v = match (kind, d.is_float()) {
+        (ReduceKind::Sum, _) => 0.0,
+        (ReduceKind::Max, true) => f64::NEG_INFINITY,
+        (ReduceKind::Min, true) => f64::INFINITY,
+        (ReduceKind::Max, false) => i32::MIN as f64,
+        (ReduceKind::Min, false) => i32::MAX as f64,
+    };
+    super::ctx::constant(c, d, v)
+}
+
+/// Folds into `acc` the `acc` of the lane `mask` away (a butterfly shuffle step of reduction
+/// `kind`).
+pub(super) fn shfl_combine(c: &mut Ctx, kind: ReduceKind, d: Dtype, acc: Reg, mask: usize) {
+    let t = c.reg(d);
+    if class_of(d) == RegClass::F32 {
+        let (x, y) = (c.b.reg(RegClass::B32), c.b.reg(RegClass::B32));
+        c.b.ins(PtxInst::new("mov.b32").op(y).op(acc));
+        c.b.need(Isa::SHFL_SYNC).ins(
+            PtxInst::new("shfl.sync.bfly.b32")
+                .op(x)
+                .op(y)
+                .op(mask)
+                .op(31)
+                .op(Operand::Hex(0xffffffff)),
+        );
+        c.b.ins(PtxInst::new("mov.b32").op(t).op(x));
+    } else {
+        c.b.need(Isa::SHFL_SYNC).ins(
+            PtxInst::new("shfl.sync.bfly.b32")
+                .op(t)
+                .op(acc)
+                .op(mask)
+                .op(31)
+                .op(Operand::Hex(0xffffffff)),
+        );
+    }
+    combine(c, kind, d, acc, t);
 }

@@ -4,8 +4,9 @@
 
 use super::ctx::{dtype, place, shape};
 use super::ctx::{Ctx, Val};
-use super::dispatch::{block, regs_in};
+use super::region::Regions;
 use super::sched::{contains, stage_ring, Ring};
+use super::values::regs_in;
 use super::PtxError;
 use crate::ptx::emit::isa::Isa;
 use crate::ptx::emit::{PtxInst, Reg, RegClass};
@@ -82,7 +83,7 @@ fn assign(c: &mut Ctx, dst: &Val, src: Value, sp: Span) -> Result<(), PtxError> 
     }
 }
 
-pub(super) fn lower_for(c: &mut Ctx, op: &OpData) -> Result<(), PtxError> {
+pub(super) fn lower_for(c: &mut Ctx, op: &OpData, lower: &dyn Regions) -> Result<(), PtxError> {
     let sp = op.span;
     let body = *op
         .regions
@@ -143,7 +144,7 @@ pub(super) fn lower_for(c: &mut Ctx, op: &OpData) -> Result<(), PtxError> {
     c.mem.release_pending |= releases;
     if let Some(ring) = ring {
         let arg = args[ring.carried + 1];
-        lower_ring(c, op, body, iv, hi, step, &carried, ring, arg)?;
+        lower_ring(c, op, body, iv, hi, step, &carried, ring, arg, lower)?;
     } else {
         let bound = bound_in_shared(c, op, dynamic, hi);
         let (top, end) = (c.b.label("for"), c.b.label("endfor"));
@@ -159,7 +160,7 @@ pub(super) fn lower_for(c: &mut Ctx, op: &OpData) -> Result<(), PtxError> {
         };
         c.b.ins(PtxInst::new("setp.ge.s32").op(p).op(iv).op(hi));
         c.b.ins_if(p, false, PtxInst::new("bra.uni").op(&end));
-        iteration(c, body, iv, step, &carried, sp)?;
+        iteration(c, body, iv, step, &carried, sp, lower)?;
         c.b.ins(PtxInst::new("bra.uni").op(&top));
         c.b.place(&end);
     }
@@ -221,8 +222,9 @@ fn iteration(
     step: Reg,
     carried: &[Option<Val>],
     sp: Span,
+    lower: &dyn Regions,
 ) -> Result<(), PtxError> {
-    let yielded = block(c, body)?;
+    let yielded = lower.block(c, body)?;
     // The yield is a parallel copy: a carried argument yielded into another carried slot
     // (`dot_overlap`'s stage of the pending block, `yield …, %stage`) is read before any
     // carried register is overwritten, so it is copied aside first.
@@ -267,6 +269,7 @@ fn lower_ring(
     carried: &[Option<Val>],
     ring: Ring,
     arg: Value,
+    lower: &dyn Regions,
 ) -> Result<(), PtxError> {
     let sp = op.span;
     let releases = contains(c.k, body, Opcode::SmemRelease);
@@ -281,7 +284,7 @@ fn lower_ring(
         let done = c.b.reg(RegClass::Pred);
         c.b.ins(PtxInst::new("setp.ge.s32").op(done).op(iv).op(hi));
         c.b.ins_if(done, false, PtxInst::new("bra.uni").op(&end));
-        iteration(c, body, iv, step, carried, sp)?;
+        iteration(c, body, iv, step, carried, sp, lower)?;
     }
     c.b.ins(PtxInst::new("bra.uni").op(&top));
     c.b.place(&end);
@@ -296,7 +299,7 @@ fn scalar(c: &mut Ctx, v: Value, sp: Span) -> Result<Reg, PtxError> {
     }
 }
 
-pub(super) fn lower_if(c: &mut Ctx, op: &OpData) -> Result<(), PtxError> {
+pub(super) fn lower_if(c: &mut Ctx, op: &OpData, lower: &dyn Regions) -> Result<(), PtxError> {
     let sp = op.span;
     // An `if` with code in it joins branches under the group (one holding only releases, which
     // emit nothing, does not).
@@ -368,10 +371,10 @@ pub(super) fn lower_if(c: &mut Ctx, op: &OpData) -> Result<(), PtxError> {
     for (i, &r) in regions.iter().enumerate() {
         c.mem.release_pending = pending_in;
         c.mem.stores = stores_in.clone();
-        let y = if super::tma::producer_block(c.k, &c.k.dfg.blocks[r].ops) {
-            super::tma::lower_producer_block(c, r)?
+        let y = if super::producer::producer_block(c.k, &c.k.dfg.blocks[r].ops) {
+            super::producer::lower_producer_block(c, r, lower)?
         } else {
-            block(c, r)?
+            lower.block(c, r)?
         };
         pending_out |= c.mem.release_pending;
         stores_out = Some(match &stores_out {

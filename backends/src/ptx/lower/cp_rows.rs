@@ -168,7 +168,7 @@ pub(super) fn cp_async_rows(
         c.b.ins(PtxInst::new("and.pred").op(p).op(p).op(lead_ok));
         if let Some(m) = mask {
             let (last, zero) = (c.b.imm32(rows as i64 - 1), c.b.imm32(0));
-            let mv = super::lazy::coord_value(c, m, &[last, zero], sp)?;
+            let mv = super::values::coord_value(c, m, &[last, zero], sp)?;
             c.b.ins(PtxInst::new("and.pred").op(p).op(p).op(mv));
         }
         c.b.ins_if(p, true, PtxInst::new("bra.uni").op(&checked));
@@ -210,7 +210,7 @@ pub(super) fn cp_async_rows(
         if let Some(m) = mask {
             let lc = c.b.reg(RegClass::B32);
             c.b.ins(PtxInst::new("mul.lo.s32").op(lc).op(colv).op(vec));
-            let mv = super::lazy::coord_value(c, m, &[lr, lc], sp)?;
+            let mv = super::values::coord_value(c, m, &[lr, lc], sp)?;
             c.b.ins(PtxInst::new("and.pred").op(p).op(p).op(mv));
         }
         c.b.ins(PtxInst::new("selp.b32").op(n).op(ncol).op(0).op(p));

@@ -1,12 +1,20 @@
-//! The op dispatcher (one exhaustive match over opcodes), structured control flow, and
-//! elementwise arithmetic. Floats live in f32 registers; f16/bf16 results are rounded to
-//! nearest even after every op, as the interpreter does.
+//! The op dispatcher: the walk over a block's ops (skipping folded, deferred and lazy ones) and
+//! one exhaustive match over opcodes that lowers the scalar sources (program ids, dims, params,
+//! constants) and elementwise ops here and sends every other op to its concern. The concerns
+//! that hold regions (`control`, `producer`, `ws`) lower them through the dispatcher's
+//! [`Regions`] (`region.rs`), so no concern imports this module.
 
+use super::control::{lower_for, lower_if};
+use super::ctx::{constant, dtype, place, shape};
 use super::ctx::{Ctx, Val};
+use super::lazy::lazy_ok;
+use super::region::Regions;
+use super::values::{elementwise_operands, res_of};
 use super::PtxError;
-use crate::ptx::emit::{Operand, PtxInst, Reg, RegClass};
+use crate::ptx::emit::{Operand, PtxInst, RegClass};
+use crate::ptx::plan::ir::lit;
 use crate::ptx::plan::layout::{Layout, Place};
-use kir_ir::{Attr, Block, OpData, Opcode, Span, Value};
+use kir_ir::{Attr, Block, OpData, Opcode, Value};
 
 /// Lowers the kernel body.
 pub fn lower_body(c: &mut Ctx) -> Result<(), PtxError> {
@@ -14,8 +22,21 @@ pub fn lower_body(c: &mut Ctx) -> Result<(), PtxError> {
     block(c, body).map(|_| ())
 }
 
+/// The dispatcher as the concerns see it: how they lower the regions of their ops.
+struct Dispatcher;
+
+impl Regions for Dispatcher {
+    fn block(&self, c: &mut Ctx, b: Block) -> Result<Vec<Value>, PtxError> {
+        block(c, b)
+    }
+
+    fn op(&self, c: &mut Ctx, op: &OpData) -> Result<(), PtxError> {
+        lower_op(c, op)
+    }
+}
+
 /// Lowers the ops of a block; returns the operands of its final `yield`.
-pub fn block(c: &mut Ctx, b: Block) -> Result<Vec<Value>, PtxError> {
+fn block(c: &mut Ctx, b: Block) -> Result<Vec<Value>, PtxError> {
     let ops = c.k.dfg.blocks[b].ops.clone();
     // An `async_wait` after the copies that refill the ring is emitted before them (sched.rs).
     let hoist = super::sched::hoisted_wait(c.k, &ops);
@@ -57,58 +78,12 @@ pub fn block(c: &mut Ctx, b: Block) -> Result<Vec<Value>, PtxError> {
     Ok(yielded)
 }
 
-use super::arith::scalar_op;
-use super::control::{lower_for, lower_if};
-use super::ctx::{constant, dtype, place, shape};
-use super::lazy::lazy_ok;
-pub use super::lazy::{coord_value, lazy_uniform_along, slot_value};
-use crate::ptx::plan::ir::lit;
-
-/// The registers of `v` in `layout` with the result's `shape` (scalars replicate; tiles in
-/// another layout or in shared memory are converted).
-pub fn regs_in(
-    c: &mut Ctx,
-    v: Value,
-    layout: Layout,
-    shape: &[usize],
-    span: Span,
-) -> Result<Vec<Reg>, PtxError> {
-    let n = crate::ptx::plan::layout::slots(layout, shape, c.plan.blk);
-    // A lazy index/mask tile is computed directly in the layout asked for: no conversion.
-    if c.values.lazy.contains_key(&v) && c.k.dfg.ty(v).shape().as_deref() == Some(shape) {
-        let coords = c.coords(layout, shape);
-        return coords
-            .iter()
-            .map(|sc| coord_value(c, v, &sc.idx, span))
-            .collect();
-    }
-    match c.val(v, span)? {
-        Val::Scalar(r) => Ok(vec![r; n]),
-        Val::Tile {
-            layout: l,
-            shape: s,
-            regs,
-            ..
-        } if l == layout && s == shape => Ok(regs),
-        other => {
-            let t = super::tile::convert(c, &other, layout, span)?;
-            match t {
-                Val::Tile { regs, .. } => Ok(regs),
-                _ => Err(PtxError::at(
-                    span,
-                    "internal: conversion did not give registers",
-                )),
-            }
-        }
-    }
-}
-
 fn def(c: &mut Ctx, v: Value, val: Val) {
     c.values.vals.insert(v, val);
 }
 
 /// Lowers one op.
-pub fn lower_op(c: &mut Ctx, op: &OpData) -> Result<(), PtxError> {
+fn lower_op(c: &mut Ctx, op: &OpData) -> Result<(), PtxError> {
     let sp = op.span;
     c.b.at(sp);
     let res = op.results.first().copied();
@@ -186,8 +161,8 @@ pub fn lower_op(c: &mut Ctx, op: &OpData) -> Result<(), PtxError> {
         Opcode::Dot | Opcode::DotAsync => super::dot::lower_dot(c, op)?,
         Opcode::DotWait => super::dot::lower_dot_wait(c, op)?,
         kir_ir::elementwise_ops!() => elementwise(c, op)?,
-        Opcode::For => lower_for(c, op)?,
-        Opcode::If => lower_if(c, op)?,
+        Opcode::For => lower_for(c, op, &Dispatcher)?,
+        Opcode::If => lower_if(c, op, &Dispatcher)?,
         Opcode::StaticIf => {
             return Err(PtxError::at(
                 sp,
@@ -203,7 +178,7 @@ pub fn lower_op(c: &mut Ctx, op: &OpData) -> Result<(), PtxError> {
         Opcode::MbarAlloc if c.target.has_mbarrier_tx() => super::tma::lower_alloc(c, op)?,
         Opcode::MbarArrive if c.target.has_mbarrier_tx() => super::tma::lower_arrive(c, op)?,
         Opcode::MbarWait if c.target.has_mbarrier_tx() => super::tma::lower_wait(c, op)?,
-        Opcode::WarpSpecialize => super::ws::lower_ws(c, op)?,
+        Opcode::WarpSpecialize => super::ws::lower_ws(c, op, &Dispatcher)?,
         // The async-dot ops.
         kir_ir::schedule_ops!() => {
             return Err(PtxError::at(
@@ -220,63 +195,18 @@ pub fn lower_op(c: &mut Ctx, op: &OpData) -> Result<(), PtxError> {
     Ok(())
 }
 
-fn res_of(r: Option<Value>, sp: Span) -> Result<Value, PtxError> {
-    r.ok_or_else(|| PtxError::at(sp, "internal: op has no result"))
-}
-
 fn elementwise(c: &mut Ctx, op: &OpData) -> Result<(), PtxError> {
     let v = res_of(op.results.first().copied(), op.span)?;
-    let val = elementwise_val(c, op)?;
+    let ins = elementwise_operands(c, op)?;
+    // An exact no-op rescale of an accumulator tile is skipped behind a warp vote (rescale.rs).
+    let skipped = match ins.layout {
+        Some(Layout::RowMma) => super::rescale::skip_unit_rescale(c, op, &ins.shape, &ins.ins)?,
+        _ => None,
+    };
+    let val = match skipped {
+        Some(val) => val,
+        None => ins.apply(c, op)?,
+    };
     def(c, v, val);
     Ok(())
-}
-
-pub(super) fn elementwise_val(c: &mut Ctx, op: &OpData) -> Result<Val, PtxError> {
-    let sp = op.span;
-    let v = res_of(op.results.first().copied(), sp)?;
-    let rd = dtype(c, v);
-    let od = op.operands.first().map(|&a| dtype(c, a)).unwrap_or(rd);
-    let (layout, s, n) = match place(c, v) {
-        Place::Scalar => (None, vec![], 1),
-        Place::Reg(l) => {
-            let s = shape(c, v);
-            let n = crate::ptx::plan::layout::slots(l, &s, c.plan.blk);
-            (Some(l), s, n)
-        }
-        Place::Shared => {
-            return Err(PtxError::at(
-                sp,
-                "internal: elementwise result in shared memory",
-            ))
-        }
-    };
-    let mut ins: Vec<Vec<Reg>> = Vec::new();
-    for &a in &op.operands {
-        ins.push(match layout {
-            None => match c.val(a, sp)? {
-                Val::Scalar(r) => vec![r],
-                _ => return Err(PtxError::at(sp, "internal: tile operand of a scalar op")),
-            },
-            Some(l) => regs_in(c, a, l, &s, sp)?,
-        });
-    }
-    if layout == Some(Layout::RowMma) {
-        if let Some(val) = super::rescale::skip_unit_rescale(c, op, &s, &ins)? {
-            return Ok(val);
-        }
-    }
-    let mut out = Vec::with_capacity(n);
-    for i in 0..n {
-        let args: Vec<Reg> = ins.iter().map(|r| r[i]).collect();
-        out.push(scalar_op(c, op, od, rd, &args)?);
-    }
-    Ok(match layout {
-        None => Val::Scalar(out[0]),
-        Some(l) => Val::Tile {
-            layout: l,
-            shape: s,
-            dtype: rd,
-            regs: out,
-        },
-    })
 }

@@ -4,7 +4,7 @@
 //! shared-memory operands.
 
 use super::ctx::{smem_bytes, Ctx, Val};
-use super::dispatch::regs_in;
+use super::values::regs_in;
 use super::PtxError;
 use crate::ptx::emit::isa::Isa;
 use crate::ptx::emit::{Operand, PtxInst, Reg, RegClass};

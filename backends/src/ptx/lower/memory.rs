@@ -5,11 +5,11 @@
 //! (or 0 when the op has no `other`) and is skipped by stores. The interpreter reports such
 //! unguarded accesses as errors; on the GPU they are suppressed, never undefined.
 
+use super::convert::slot_live;
 use super::ctx::round;
 use super::ctx::{smem_bytes, Ctx, SlotCoord, TensorInfo, Val};
-use super::dispatch::regs_in;
 use super::elem::{and_pred, element, gty, load_elem, offsets, store_bits};
-use super::tile::slot_live;
+use super::values::regs_in;
 use super::vector::{blocked_vec_access, cp_async_tile, vec_ok, vector_alignment_ok, Access};
 use super::PtxError;
 use crate::ptx::emit::isa::Isa;
@@ -164,7 +164,7 @@ pub fn lower_memory_op(c: &mut Ctx, op: &OpData) -> Result<(), PtxError> {
                         (regs, coords, owner, shape)
                     }
                     other @ Val::Shared { .. } => {
-                        let t = super::tile::convert(c, &other, Layout::Blocked, sp)?;
+                        let t = super::convert::convert(c, &other, Layout::Blocked, sp)?;
                         let Val::Tile { regs, shape, .. } = t else {
                             return Err(PtxError::at(sp, "internal: conversion"));
                         };
@@ -381,7 +381,7 @@ pub fn copy_tile(
         let inb = match lazy_mask {
             // A mask computed from indices is evaluated for this element only.
             Some(m) => {
-                let mv = super::dispatch::coord_value(c, m, &[i, j], sp)?;
+                let mv = super::values::coord_value(c, m, &[i, j], sp)?;
                 and_pred(c, inb, Some(mv))
             }
             None => inb,

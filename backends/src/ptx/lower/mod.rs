@@ -1,14 +1,19 @@
 //! The lowering layer of the PTX backend: one module per concern, each turning the ops of a
 //! specialized kernel into [`crate::ptx::emit::PtxInst`]s on the kernel's builder, reading the
 //! kernel's [`crate::ptx::plan`]. `kernel` lowers one `.entry`; `dispatch` sends each op to its
-//! concern: `arith`/`lazy`/`statics` (scalar and elementwise work), `memory`/`cp_rows`/`mma_store`/
-//! `store_order`/`tile` (global and shared memory, shape ops), `dot`/`wgmma` (with ping-pong)/`rescale`
-//! (dots), `reduce` (reductions), `control` (loops and ifs), `sched` (the cp.async stage rings of
-//! scheduled IR), `tma`/`tma_rows` (TMA rings and mbarriers), `ws` (warp specialization), and
-//! `report` (the decisions, for `--report`).
+//! concern: `arith`/`lazy`/`statics` (scalar and elementwise work), `memory`/`cp_rows`/`vector`/
+//! `mma_store`/`store_order`/`tile`/`rows` (global and shared memory, shape ops), `dot`/`wgmma`
+//! (with ping-pong)/`rescale` (dots), `reduce` (reductions), `control` (loops and ifs), `sched`
+//! (the cp.async stage rings of scheduled IR), `tma`/`tma_rows`/`producer` (TMA rings, mbarriers
+//! and the blocks one thread runs), `ws` (warp specialization), and `report` (the decisions, for
+//! `--report`). Every concern reads values through `values` (`Ctx::val`, `regs_in`, lazy tiles)
+//! and `convert` (layout conversions); the concerns that hold regions lower them through
+//! `region`'s `Regions`, which `dispatch` implements. The files import each other in layers,
+//! never in a cycle (`layers_test.rs`).
 
 mod arith;
 mod control;
+mod convert;
 mod cp_rows;
 mod ctx;
 mod dispatch;
@@ -19,7 +24,9 @@ mod lazy;
 mod memory;
 mod mma_store;
 mod notes;
+mod producer;
 mod reduce;
+mod region;
 pub mod report;
 mod rescale;
 mod rows;
@@ -31,6 +38,7 @@ mod store_order;
 mod tile;
 pub mod tma;
 mod tma_rows;
+mod values;
 mod vector;
 mod wgmma;
 mod ws;

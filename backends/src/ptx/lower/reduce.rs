@@ -1,44 +1,20 @@
 //! `reduce`: the row reduction of an mma-accumulator (`RowMma`) tile in registers with two quad
 //! shuffles (FlashAttention-2's softmax statistics), the `Blocked` row reduction of
-//! `vector::reduce_blocked_rows` (warp shuffles and one exchange), and the generic path through
-//! the scratch region, where each output element folds its line in ascending order. Also the
-//! combine / identity / butterfly-shuffle steps the other reductions share.
+//! `rows::reduce_blocked_rows` (warp shuffles and one exchange), and the generic path through
+//! the scratch region, where each output element folds its line in ascending order. The
+//! combine / identity / butterfly-shuffle steps they share are in `arith.rs`.
 
+use super::arith::{combine, shfl_combine};
+use super::convert::{convert, read_scratch, spill};
 use super::ctx::round;
 use super::ctx::{class_of, Ctx, Val};
-use super::dispatch::regs_in;
-use super::tile::{convert, read_scratch, spill};
+use super::values::regs_in;
 use super::PtxError;
-use crate::ptx::emit::isa::Isa;
-use crate::ptx::emit::{Operand, PtxInst, Reg, RegClass};
+use crate::ptx::emit::{PtxInst, Reg, RegClass};
 use crate::ptx::plan::layout::{self, Layout};
-use kir_ir::{Dtype, OpData, ReduceKind};
+use kir_ir::{Dtype, OpData};
 
-pub(super) fn combine(c: &mut Ctx, kind: ReduceKind, d: Dtype, acc: Reg, x: Reg) {
-    let t = match d {
-        Dtype::F32 | Dtype::F16 | Dtype::Bf16 => "f32",
-        Dtype::I64 => "s64",
-        Dtype::U8 => "u32",
-        _ => "s32",
-    };
-    if d == Dtype::I1 {
-        let w = if kind == ReduceKind::Min { "and" } else { "or" };
-        c.b.ins(PtxInst::new(w).m("pred").op(acc).op(acc).op(x));
-        return;
-    }
-    let m = match (kind, d.is_float()) {
-        (ReduceKind::Sum, _) => PtxInst::new("add").m(t),
-        (ReduceKind::Max, true) => PtxInst::new("max.NaN.f32"),
-        (ReduceKind::Min, true) => PtxInst::new("min.NaN.f32"),
-        (ReduceKind::Max, false) => PtxInst::new("max").m(t),
-        (ReduceKind::Min, false) => PtxInst::new("min").m(t),
-    };
-    if d.is_float() && kind != ReduceKind::Sum {
-        c.b.need(Isa::MINMAX_NAN);
-    }
-    c.b.ins(m.op(acc).op(acc).op(x));
-}
-
+/// The registers of the result of `reduce` op `op` along `axis`, a tile of `shape` in `l`.
 pub(super) fn reduce(
     c: &mut Ctx,
     op: &OpData,
@@ -134,42 +110,4 @@ pub(super) fn reduce(
         out.push(acc);
     }
     Ok(out)
-}
-
-pub(super) fn identity(c: &mut Ctx, kind: ReduceKind, d: Dtype) -> Reg {
-    let v = match (kind, d.is_float()) {
-        (ReduceKind::Sum, _) => 0.0,
-        (ReduceKind::Max, true) => f64::NEG_INFINITY,
-        (ReduceKind::Min, true) => f64::INFINITY,
-        (ReduceKind::Max, false) => i32::MIN as f64,
-        (ReduceKind::Min, false) => i32::MAX as f64,
-    };
-    super::ctx::constant(c, d, v)
-}
-
-pub(super) fn shfl_combine(c: &mut Ctx, kind: ReduceKind, d: Dtype, acc: Reg, mask: usize) {
-    let t = c.reg(d);
-    if class_of(d) == RegClass::F32 {
-        let (x, y) = (c.b.reg(RegClass::B32), c.b.reg(RegClass::B32));
-        c.b.ins(PtxInst::new("mov.b32").op(y).op(acc));
-        c.b.need(Isa::SHFL_SYNC).ins(
-            PtxInst::new("shfl.sync.bfly.b32")
-                .op(x)
-                .op(y)
-                .op(mask)
-                .op(31)
-                .op(Operand::Hex(0xffffffff)),
-        );
-        c.b.ins(PtxInst::new("mov.b32").op(t).op(x));
-    } else {
-        c.b.need(Isa::SHFL_SYNC).ins(
-            PtxInst::new("shfl.sync.bfly.b32")
-                .op(t)
-                .op(acc)
-                .op(mask)
-                .op(31)
-                .op(Operand::Hex(0xffffffff)),
-        );
-    }
-    combine(c, kind, d, acc, t);
 }

@@ -6,7 +6,7 @@
 //! including ±0, ±inf and NaN, up to NaN payloads).
 
 use super::ctx::{Ctx, Val};
-use super::dispatch::regs_in;
+use super::values::regs_in;
 use super::PtxError;
 use crate::ptx::emit::isa::Isa;
 use crate::ptx::emit::{Operand, PtxInst, Reg, RegClass};

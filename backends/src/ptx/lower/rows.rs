@@ -1,16 +1,16 @@
 //! The `Blocked` layout's register fast paths: row reductions with warp shuffles and one
-//! exchange of partials, results that every thread holds whole (`tile::replicated`), and
+//! exchange of partials, results that every thread holds whole ([`replicated`]), and
 //! broadcasts whose sources are in the same thread.
 
+use super::arith::{combine, identity, shfl_combine};
+use super::convert::sty;
 use super::ctx::round;
 use super::ctx::{Ctx, Val};
-use super::dispatch::regs_in;
-use super::reduce::{combine, identity, shfl_combine};
-use super::tile::{in_loop, replicated, sty};
+use super::values::regs_in;
 use super::PtxError;
 use crate::ptx::emit::{PtxInst, Reg, RegClass};
 use crate::ptx::plan::layout::{self, Layout, Place};
-use kir_ir::{Dtype, OpData, ReduceKind, Span, Value};
+use kir_ir::{Attr, Dtype, OpData, Opcode, ReduceKind, Span, Value};
 
 /// True if a row reduction of `a` (a [R, C] tile, `axis` 1) runs in registers plus one exchange
 /// of partials: both in `Blocked`, rows of whole chunks (C a multiple of VEC), C/VEC and the
@@ -256,4 +256,81 @@ pub(super) fn blocked_broadcast(
         return Some((0..n).map(|s| regs[s / v * t / cpr]).collect());
     }
     None
+}
+
+/// True if `v` is defined inside the body of a `for` (so its op may run more than once).
+pub(super) fn in_loop(c: &Ctx, v: Value) -> bool {
+    fn defines(dfg: &kir_ir::Dfg, b: kir_ir::Block, v: Value) -> bool {
+        dfg.blocks[b].ops.iter().any(|&o| {
+            dfg.ops[o].results.contains(&v)
+                || dfg.ops[o].regions.iter().any(|&r| defines(dfg, r, v))
+        })
+    }
+    let dfg = &c.k.dfg;
+    dfg.ops
+        .values()
+        .any(|o| o.opcode == Opcode::For && o.regions.iter().any(|&r| defines(dfg, r, v)))
+}
+
+/// True if `v` is a `Blocked` tile of at most VEC elements held whole by every thread (slot i =
+/// element i, as in thread 0): constants and splats, the result of a row reduction that
+/// `vector::reduce_blocked_rows` leaves whole, and elementwise ops, reshapes and register broadcasts
+/// of such tiles.
+pub(super) fn replicated(c: &Ctx, v: Value, depth: usize) -> bool {
+    let dfg = &c.k.dfg;
+    let ty = dfg.ty(v);
+    if ty.is_scalar() {
+        return true;
+    }
+    let numel = |v: Value| dfg.ty(v).shape().map_or(usize::MAX, |s| s.iter().product());
+    if depth > 32
+        || numel(v) > crate::ptx::plan::VEC
+        || c.plan.places.get(&v) != Some(&Place::Reg(Layout::Blocked))
+    {
+        return false;
+    }
+    let Some(kir_ir::ValueDef::Result(o, _)) = dfg.values.get(v).map(|d| d.def) else {
+        return false;
+    };
+    let op = &dfg.ops[o];
+    let all = || op.operands.iter().all(|&a| replicated(c, a, depth + 1));
+    match op.opcode {
+        Opcode::Const | Opcode::Splat => true,
+        Opcode::Reshape => all(),
+        Opcode::Broadcast => {
+            all()
+                && op
+                    .operands
+                    .first()
+                    .is_some_and(|&a| dfg.ty(a).is_scalar() || numel(a) == 1 || dfg.ty(a) == ty)
+        }
+        Opcode::Reduce => {
+            let Some(&a) = op.operands.first() else {
+                return false;
+            };
+            let ss = dfg.ty(a).shape().unwrap_or_default();
+            let axis = match op.attr("axis") {
+                Some(Attr::Expr(e)) => e.as_int().unwrap_or(0) as usize,
+                _ => 0,
+            };
+            let d = ty.dtype().unwrap_or(Dtype::F32);
+            rows_fit(c, a, axis, Layout::Blocked, &ss, d) && ss[0] <= crate::ptx::plan::VEC
+        }
+        kir_ir::elementwise_ops!() => all(),
+        Opcode::ProgramId
+        | Opcode::NumPrograms
+        | Opcode::Dim
+        | Opcode::Param
+        | Opcode::Iota
+        | Opcode::Transpose
+        | Opcode::Load
+        | Opcode::Store
+        | Opcode::AtomicAdd
+        | Opcode::Dot
+        | Opcode::For
+        | Opcode::If
+        | Opcode::StaticIf
+        | Opcode::Yield => false,
+        kir_ir::schedule_ops!() => false,
+    }
 }

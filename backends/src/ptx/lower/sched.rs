@@ -93,7 +93,7 @@ pub fn lower_sched_op(c: &mut Ctx, op: &OpData) -> Result<(), PtxError> {
             let v = buf.stage(c, ix);
             let v = match place {
                 Place::Shared => v,
-                Place::Reg(l) if !buf.core => super::tile::convert(c, &v, l, sp)?,
+                Place::Reg(l) if !buf.core => super::convert::convert(c, &v, l, sp)?,
                 _ => {
                     return Err(PtxError::at(
                         sp,

@@ -55,7 +55,7 @@ pub struct MemState {
     pub scratch_off: u32,
     /// Whether any instruction addressed the scratch region.
     pub scratch_used: bool,
-    /// Bytes of the largest tile spilled to the scratch region (its size; `tile::spill` is its
+    /// Bytes of the largest tile spilled to the scratch region (its size; `convert::spill` is its
     /// only writer and reads stay inside the spilled tile).
     pub scratch_peak: u32,
     /// Stage buffers (`smem_alloc` results) and where their stages live (see `sched.rs`).

@@ -19,11 +19,8 @@
 //!   tensor map of that tensor and box (abi.rs, [`AbiArg::TensorMap`]); the box lands at
 //!   stage offset + (j / 64) · rows · 128, exactly the core layout, and completes its bytes on
 //!   `m[s]`. TMA writes through the async proxy and the barrier's completion publishes them.
-//! - A *producer block* (the body of the ring's `if` that starts a fill: waits, an arrival with
-//!   `tx`, tensor copies, the scalar ops that address them and the tile ops of their masks) runs
-//!   on the filling thread alone, so only the thread that refills a stage waits for its release;
-//!   the other threads go on to the stage they read (a block-wide wait there would hold every
-//!   warpgroup to the slowest one each iteration and end their ping-pong).
+//! - A *producer block* (the body of the ring's `if` that starts a fill) runs on the filling
+//!   thread alone (`producer.rs`).
 //!
 //! [`AbiArg::TensorMap`]: crate::abi::AbiArg::TensorMap
 
@@ -33,8 +30,8 @@ use super::PtxError;
 use crate::abi::TMA_BOX_COLS;
 use crate::ptx::emit::isa::Isa;
 use crate::ptx::emit::{Operand, PtxInst, Reg, RegClass};
-use kir_ir::{Kernel, Op, OpData, Opcode, ParamKind, Span, Value};
-use std::collections::HashSet;
+use crate::ptx::plan::roles::ws_op;
+use kir_ir::{Kernel, OpData, Opcode, ParamKind, Span, Value};
 
 /// The predicate of the thread that fills the ring: lane 0 of the block's last warp (in the
 /// prologue). With two ping-ponging warpgroups the second one finishes each stage last, so its
@@ -155,8 +152,8 @@ pub fn lower_alloc(c: &mut Ctx, op: &OpData) -> Result<(), PtxError> {
     // A warp-specialized kernel's full barrier counts the producer warps' arrivals instead when
     // its tensors admit no map (ws.rs).
     let count = if with_tx && c.asyncs.ws.raw_tid.is_some() {
-        let fb = super::ws::fallback_arrivals(c, m).map_err(|msg| PtxError::at(sp, msg))?;
-        let (ok, r) = (super::ws::tma_ok(c), c.b.reg(RegClass::B32));
+        let fb = fallback_arrivals(c, m).map_err(|msg| PtxError::at(sp, msg))?;
+        let (ok, r) = (tma_ok(c), c.b.reg(RegClass::B32));
         c.b.ins(PtxInst::new("selp.u32").op(r).op(count).op(fb).op(ok));
         Operand::from(r)
     } else {
@@ -467,101 +464,6 @@ pub fn lower_copy(
     Ok(())
 }
 
-/// Whether the ops of a block form a producer block (see the module doc): at least one tensor
-/// copy, and nothing but waits, arrivals with `tx`, tensor copies, scalar ops without effects
-/// or regions, and the tile ops of the copies' masks. A tensor copy reads its whole box and
-/// never evaluates its mask (the reader zeroes the rows it excludes, `tma_rows.rs`), so a pure
-/// tile op whose results only reach `mask`s of the block's tensor copies (directly or through
-/// other such ops) lowers to nothing the block's threads must share — causal attention's
-/// row-prefix key masks `keys < hi`.
-pub fn producer_block(k: &Kernel, ops: &[Op]) -> bool {
-    let mask_only = mask_only_values(k, ops);
-    let mut copies = 0;
-    for &o in ops {
-        let od = &k.dfg.ops[o];
-        let ok = match od.opcode {
-            Opcode::Yield => od.operands.is_empty(),
-            Opcode::MbarWait => true,
-            Opcode::MbarArrive => od.attr("tx").is_some(),
-            Opcode::AsyncCopy if od.attr("bar").is_some() => {
-                copies += 1;
-                true
-            }
-            _ => scalar_pure(k, od) || od.results.iter().all(|r| mask_only.contains(r)),
-        };
-        if !ok {
-            return false;
-        }
-    }
-    copies > 0
-}
-
-/// The results of the pure tile ops among `ops` that only reach `mask`s of tensor copies among
-/// them (directly or through other such ops): a tensor copy never evaluates its mask.
-pub fn mask_only_values(k: &Kernel, ops: &[Op]) -> HashSet<Value> {
-    // Found from the end of the block backwards.
-    let mut mask_only: HashSet<Value> = HashSet::new();
-    for &o in ops.iter().rev() {
-        let od = &k.dfg.ops[o];
-        let pure_tile = od.regions.is_empty()
-            && od.tensor.is_none()
-            && !od.opcode.has_side_effects()
-            && !od.results.is_empty()
-            && od.results.iter().all(|&r| !k.dfg.ty(r).is_scalar());
-        if pure_tile
-            && od
-                .results
-                .iter()
-                .all(|&r| reaches_masks_only(k, ops, r, &mask_only))
-        {
-            mask_only.extend(od.results.iter().copied());
-        }
-    }
-    mask_only
-}
-
-/// Whether every use of `v` among `ops` is the `mask` of a tensor copy or an operand of an op
-/// whose results are in `mask_only`, and `v` has at least one use there.
-fn reaches_masks_only(k: &Kernel, ops: &[Op], v: Value, mask_only: &HashSet<Value>) -> bool {
-    let mut used = false;
-    for &o in ops {
-        let od = &k.dfg.ops[o];
-        let as_mask = matches!(od.attr("mask"), Some(kir_ir::Attr::Value(m)) if *m == v);
-        let as_operand = od.operands.contains(&v);
-        if !as_mask && !as_operand {
-            continue;
-        }
-        used = true;
-        let copy_mask = od.opcode == Opcode::AsyncCopy && od.attr("bar").is_some() && !as_operand;
-        let into_mask = !od.results.is_empty() && od.results.iter().all(|r| mask_only.contains(r));
-        if !(copy_mask || into_mask) {
-            return false;
-        }
-    }
-    used
-}
-
-/// An op one thread can run for the whole block: scalar results, no tensor access, no effects,
-/// no regions.
-pub fn scalar_pure(k: &Kernel, od: &OpData) -> bool {
-    od.regions.is_empty()
-        && od.tensor.is_none()
-        && !od.opcode.has_side_effects()
-        && od.results.iter().all(|&r| k.dfg.ty(r).is_scalar())
-}
-
-/// Lowers a producer block on the filling thread alone; returns its (empty) yield.
-pub fn lower_producer_block(c: &mut Ctx, b: kir_ir::Block) -> Result<Vec<Value>, PtxError> {
-    let e = elected(c);
-    let skip = c.b.label("producer_end");
-    c.b.ins_if(e, true, PtxInst::new("bra").op(&skip));
-    let was = std::mem::replace(&mut c.asyncs.tma.in_producer, true);
-    let r = super::dispatch::block(c, b);
-    c.asyncs.tma.in_producer = was;
-    c.b.place(&skip);
-    r
-}
-
 /// Whether buffer `b` is filled by tensor copies (its releases are the ring's empty-barrier
 /// arrivals, so a release orders nothing by itself).
 pub fn tma_filled(k: &Kernel, b: Value) -> bool {
@@ -595,4 +497,87 @@ pub fn tma_rings_lowerable(
         let plan = crate::ptx::plan::plan(k, target, warps);
         target.has_tma() && copies.iter().all(|b| plan.core.contains(b))
     })
+}
+
+/// The predicate (in the prologue) that every tensor copied with TMA has a 16-byte aligned
+/// address, byte strides that are multiples of 16 and a contiguous innermost dim: exactly when
+/// the launcher encodes its tensor maps rather than passing zeros (abi.rs, `fallback`).
+pub fn tma_ok(c: &mut Ctx) -> Reg {
+    if let Some(p) = c.asyncs.ws.tma_ok {
+        return p;
+    }
+    let ok = c.b.reg(RegClass::Pred);
+    let mut params: Vec<String> = crate::abi::tma_copies(c.k)
+        .into_iter()
+        .map(|(p, _, _)| p)
+        .collect();
+    params.dedup();
+    let infos: Vec<_> = params
+        .iter()
+        .filter_map(|p| c.params.tensors.get(p).cloned())
+        .collect();
+    let mut lines = vec![PtxInst::new("setp.eq.u32").op(ok).op(0).op(0)];
+    for info in &infos {
+        if !info.contiguous_last {
+            lines.push(PtxInst::new("setp.ne.u32").op(ok).op(0).op(0));
+            continue;
+        }
+        let vec = 16 / info.dtype.size_bytes().max(1);
+        let t = c.b.reg(RegClass::B64);
+        lines.push(PtxInst::new("and.b64").op(t).op(info.ptr).op(15));
+        lines.push(PtxInst::new("setp.eq.and.u64").op(ok).op(t).op(0).op(ok));
+        for &st in &info.strides[..info.strides.len().saturating_sub(1)] {
+            let m = c.b.reg(RegClass::B32);
+            lines.push(PtxInst::new("and.b32").op(m).op(st).op(vec - 1));
+            lines.push(PtxInst::new("setp.eq.and.u32").op(ok).op(m).op(0).op(ok));
+        }
+    }
+    c.b.in_prologue(|b| {
+        for l in lines {
+            b.ins(l);
+        }
+    });
+    c.asyncs.ws.tma_ok = Some(ok);
+    ok
+}
+
+/// The arrivals per phase of full barrier `m` when the producer's warps copy (no tensor map):
+/// one per warp and copy of a loop iteration (every loop that fills `m` copies equally often),
+/// or per copy outside any loop (a one-stage operand the producer fills once, warp_spec_stage).
+pub fn fallback_arrivals(c: &Ctx, m: kir_ir::Value) -> Result<u64, String> {
+    let k = c.k;
+    let Some((_, a)) = ws_op(k) else {
+        return Err("internal: no warp_specialize".into());
+    };
+    fn walk(k: &Kernel, b: kir_ir::Block, m: kir_ir::Value, counts: &mut Vec<usize>) -> usize {
+        let mut here = 0;
+        for &o in &k.dfg.blocks[b].ops {
+            let od = &k.dfg.ops[o];
+            if od.opcode == Opcode::AsyncCopy
+                && matches!(od.attr("bar"), Some(kir_ir::Attr::Value(v)) if *v == m)
+            {
+                here += 1;
+            }
+            for &r in &od.regions {
+                let n = walk(k, r, m, counts);
+                if od.opcode == Opcode::For && n > 0 {
+                    counts.push(n);
+                } else {
+                    here += n;
+                }
+            }
+        }
+        here
+    }
+    let mut counts = Vec::new();
+    let outside = walk(k, k.body, m, &mut counts);
+    counts.dedup();
+    match (outside, counts.as_slice()) {
+        (0, &[n]) | (n @ 1.., []) => Ok(u64::from(a.producer_warps) * n as u64),
+        _ => Err(
+            "the producer's loops fill one barrier with different numbers of copies, which the \
+             copies without a tensor map cannot count"
+                .into(),
+        ),
+    }
 }

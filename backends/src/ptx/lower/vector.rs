@@ -2,9 +2,9 @@
 //! (zero-filled edges, chunk-uniform masks), the alignment check that guards them, and 16-byte
 //! vector loads and stores of blocked register tiles (the register fast paths: `rows.rs`).
 
+use super::convert::slot_live;
 use super::ctx::{Ctx, TensorInfo};
 use super::elem::{and_pred, element, gty, load_elem, store_bits};
-use super::tile::slot_live;
 use super::PtxError;
 use crate::ptx::emit::isa::Isa;
 use crate::ptx::emit::{Operand, PtxInst, Reg, RegClass};
@@ -95,16 +95,16 @@ pub(super) fn cp_async_tile(
         // fully on copies, fully off zero-fills, mixed goes element by element below.
         let mixed = match mask {
             None => None,
-            Some(m) if super::dispatch::lazy_uniform_along(c, m, shape.len() - 1, 0) => {
+            Some(m) if super::lazy::lazy_uniform_along(c, m, shape.len() - 1, 0) => {
                 // Constant along the row: the chunk's first element decides the whole chunk.
-                let m0 = super::dispatch::slot_value(c, m, Layout::Blocked, shape, it * vec, sp)?;
+                let m0 = super::values::slot_value(c, m, Layout::Blocked, shape, it * vec, sp)?;
                 c.b.ins(PtxInst::new("selp.b32").op(n).op(n).op(0).op(m0));
                 None
             }
             Some(m) => {
                 let mut ms = Vec::with_capacity(vec);
                 for k in 0..vec {
-                    ms.push(super::dispatch::slot_value(
+                    ms.push(super::values::slot_value(
                         c,
                         m,
                         Layout::Blocked,

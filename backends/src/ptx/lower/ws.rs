@@ -16,22 +16,25 @@
 //!   empty barriers, `expect_tx` arrivals and tensor copies; tma.rs) while the other producer
 //!   threads leave; the region may hold only scalar ops, loops and ifs over them, and those.
 //!   When a copied tensor admits no tensor map (its address, a stride or its innermost dim;
-//!   [`tma_ok`], the rule the launcher applies before passing zeros instead), every producer
+//!   [`tma_ok`], tma.rs, the rule the launcher applies before passing zeros instead), every producer
 //!   thread runs the region instead: each copy goes element by element (loads and shared
 //!   stores: the tensor broke the 16-byte rules) into the stage's swizzled layout, is fenced
 //!   for the async proxy by each thread, then one arrival per warp on the
-//!   full barrier, whose count the kernel picks at run time ([`fallback_arrivals`]).
+//!   full barrier, whose count the kernel picks at run time (`tma::fallback_arrivals`).
 //! - Consumer: `setmaxnreg.inc` to its budget, then the region with every block-wide barrier a
 //!   named barrier over the consumer's threads (`Ctx::sync_block`), its stage indices in
 //!   registers (the ring is not unrolled, so every stage read must be a wgmma operand: sched.rs,
 //!   `dynamic_ring`), and its empty-barrier arrivals one per warp (tma.rs).
 
 use super::ctx::{Ctx, Val};
+use super::producer::producer_ok;
+use super::region::Regions;
+use super::tma::tma_ok;
 use super::PtxError;
 use crate::ptx::emit::isa::Isa;
 use crate::ptx::emit::{Operand, PtxInst, Reg, RegClass};
 use crate::ptx::plan::roles::{ws_op, WsAttrs};
-use kir_ir::{Kernel, OpData, Opcode};
+use kir_ir::{OpData, Opcode};
 
 /// The named barrier of the consumer partition (ids 1.. are ping-pong's, wgmma.rs).
 pub const CONSUMER_BARRIER: u32 = 15;
@@ -72,123 +75,6 @@ pub fn setup(c: &mut Ctx, a: &WsAttrs) {
     }
 }
 
-/// Whether the producer region `b` holds only what thread 0 can run alone (module doc).
-fn producer_ok(k: &Kernel, b: kir_ir::Block) -> Result<(), String> {
-    // Tile ops that only build the copies' masks (causal attention's `keys < hi`): a tensor
-    // copy never evaluates them, and the warps' fallback copy evaluates them per element.
-    let mask_only = super::tma::mask_only_values(k, &k.dfg.blocks[b].ops);
-    for &o in &k.dfg.blocks[b].ops {
-        let od = &k.dfg.ops[o];
-        let ok = match od.opcode {
-            Opcode::Yield | Opcode::MbarWait => true,
-            Opcode::MbarArrive => od.attr("tx").is_some(),
-            Opcode::AsyncCopy => od.attr("bar").is_some(),
-            Opcode::For | Opcode::If => od.results.iter().all(|&r| k.dfg.ty(r).is_scalar()),
-            // An index tile is lazy (computed where it is used, lazy.rs); every op that could
-            // use it here is checked on its own (a persistent producer's tile loop holds the
-            // iota of the key masks built in its ring loop).
-            Opcode::Iota => true,
-            _ => {
-                super::tma::scalar_pure(k, od)
-                    || !od.results.is_empty() && od.results.iter().all(|r| mask_only.contains(r))
-            }
-        };
-        if !ok {
-            return Err(format!(
-                "the producer partition runs on one thread, which cannot lower `{}`",
-                od.opcode.name()
-            ));
-        }
-        for &r in &od.regions {
-            producer_ok(k, r)?;
-        }
-    }
-    Ok(())
-}
-
-/// The predicate (in the prologue) that every tensor copied with TMA has a 16-byte aligned
-/// address, byte strides that are multiples of 16 and a contiguous innermost dim: exactly when
-/// the launcher encodes its tensor maps rather than passing zeros (abi.rs, `fallback`).
-pub fn tma_ok(c: &mut Ctx) -> Reg {
-    if let Some(p) = c.asyncs.ws.tma_ok {
-        return p;
-    }
-    let ok = c.b.reg(RegClass::Pred);
-    let mut params: Vec<String> = crate::abi::tma_copies(c.k)
-        .into_iter()
-        .map(|(p, _, _)| p)
-        .collect();
-    params.dedup();
-    let infos: Vec<_> = params
-        .iter()
-        .filter_map(|p| c.params.tensors.get(p).cloned())
-        .collect();
-    let mut lines = vec![PtxInst::new("setp.eq.u32").op(ok).op(0).op(0)];
-    for info in &infos {
-        if !info.contiguous_last {
-            lines.push(PtxInst::new("setp.ne.u32").op(ok).op(0).op(0));
-            continue;
-        }
-        let vec = 16 / info.dtype.size_bytes().max(1);
-        let t = c.b.reg(RegClass::B64);
-        lines.push(PtxInst::new("and.b64").op(t).op(info.ptr).op(15));
-        lines.push(PtxInst::new("setp.eq.and.u64").op(ok).op(t).op(0).op(ok));
-        for &st in &info.strides[..info.strides.len().saturating_sub(1)] {
-            let m = c.b.reg(RegClass::B32);
-            lines.push(PtxInst::new("and.b32").op(m).op(st).op(vec - 1));
-            lines.push(PtxInst::new("setp.eq.and.u32").op(ok).op(m).op(0).op(ok));
-        }
-    }
-    c.b.in_prologue(|b| {
-        for l in lines {
-            b.ins(l);
-        }
-    });
-    c.asyncs.ws.tma_ok = Some(ok);
-    ok
-}
-
-/// The arrivals per phase of full barrier `m` when the producer's warps copy (no tensor map):
-/// one per warp and copy of a loop iteration (every loop that fills `m` copies equally often),
-/// or per copy outside any loop (a one-stage operand the producer fills once, warp_spec_stage).
-pub fn fallback_arrivals(c: &Ctx, m: kir_ir::Value) -> Result<u64, String> {
-    let k = c.k;
-    let Some((_, a)) = ws_op(k) else {
-        return Err("internal: no warp_specialize".into());
-    };
-    fn walk(k: &Kernel, b: kir_ir::Block, m: kir_ir::Value, counts: &mut Vec<usize>) -> usize {
-        let mut here = 0;
-        for &o in &k.dfg.blocks[b].ops {
-            let od = &k.dfg.ops[o];
-            if od.opcode == Opcode::AsyncCopy
-                && matches!(od.attr("bar"), Some(kir_ir::Attr::Value(v)) if *v == m)
-            {
-                here += 1;
-            }
-            for &r in &od.regions {
-                let n = walk(k, r, m, counts);
-                if od.opcode == Opcode::For && n > 0 {
-                    counts.push(n);
-                } else {
-                    here += n;
-                }
-            }
-        }
-        here
-    }
-    let mut counts = Vec::new();
-    let outside = walk(k, k.body, m, &mut counts);
-    counts.dedup();
-    match (outside, counts.as_slice()) {
-        (0, &[n]) | (n @ 1.., []) => Ok(u64::from(a.producer_warps) * n as u64),
-        _ => Err(
-            "the producer's loops fill one barrier with different numbers of copies, which the \
-             copies without a tensor map cannot count"
-                .into(),
-        ),
-    }
-}
-
 /// `async_copy … bar %m` run by the producer's warps when the tensor maps are zeros: the tile
 /// into its stage of wgmma's layout element by element (memory.rs: the tensor broke the 16-byte
 /// rules, so no vector copy applies), then each thread fences its shared-memory stores for the
@@ -222,7 +108,7 @@ pub fn copy_by_warps(
 }
 
 /// Lowers `warp_specialize` (module doc).
-pub fn lower_ws(c: &mut Ctx, op: &OpData) -> Result<(), PtxError> {
+pub fn lower_ws(c: &mut Ctx, op: &OpData, lower: &dyn Regions) -> Result<(), PtxError> {
     let sp = op.span;
     let t = c.target;
     if !(t.has_setmaxnreg() && t.has_tma() && t.has_mbarrier_tx()) {
@@ -284,7 +170,7 @@ pub fn lower_ws(c: &mut Ctx, op: &OpData) -> Result<(), PtxError> {
     let (was_prod, was_dyn) = (c.asyncs.tma.in_producer, c.asyncs.tma.dynamic_ring);
     c.asyncs.tma.in_producer = true;
     c.asyncs.tma.dynamic_ring = true;
-    let r = super::dispatch::block(c, prod);
+    let r = lower.block(c, prod);
     c.asyncs.tma.in_producer = was_prod;
     r?;
     c.b.ins(PtxInst::new("bra").op(&exit));
@@ -297,7 +183,7 @@ pub fn lower_ws(c: &mut Ctx, op: &OpData) -> Result<(), PtxError> {
     };
     c.asyncs.tma.in_producer = true;
     c.asyncs.tma.by_warps = true;
-    let r = super::dispatch::block(c, prod);
+    let r = lower.block(c, prod);
     c.asyncs.tma.in_producer = was_prod;
     c.asyncs.tma.by_warps = false;
     (c.thread.tid, c.plan.blk) = (tid, blk);
@@ -324,10 +210,10 @@ pub fn lower_ws(c: &mut Ctx, op: &OpData) -> Result<(), PtxError> {
                 Some(&r) if super::lazy::lazy_ok(c, od) => {
                     c.values.lazy.insert(r, o);
                 }
-                _ => super::dispatch::lower_op(c, od)?,
+                _ => lower.op(c, od)?,
             }
         }
-        super::dispatch::block(c, cons)
+        lower.block(c, cons)
     })();
     c.thread.block_bar = was_bar;
     c.asyncs.tma.dynamic_ring = was_dyn;
