@@ -167,11 +167,17 @@ pub fn ptxas(ptx: &str, arch: &str) -> Result<String, String> {
          (nvidia-cuda-nvcc==13.0.88) and sets it"
             .to_string()
     })?;
+    assemble(&exe, ptx, arch).map(|(_, report)| report)
+}
+
+/// Assembles `ptx` into a cubin with the ptxas at `exe` (`-arch=ARCH -v`, a whole program, as
+/// the driver's JIT compiles a module): the cubin and ptxas's report, or its error output.
+pub fn assemble(exe: &str, ptx: &str, arch: &str) -> Result<(Vec<u8>, String), String> {
     let n = SEQ.fetch_add(1, Ordering::Relaxed);
     let base = std::env::temp_dir().join(format!("kir-ptxas-{}-{n}", std::process::id()));
     let (ptx_path, out_path) = (base.with_extension("ptx"), base.with_extension("cubin"));
     std::fs::write(&ptx_path, ptx).map_err(|e| format!("{}: {e}", ptx_path.display()))?;
-    let res = Command::new(&exe)
+    let res = Command::new(exe)
         .arg(format!("-arch={arch}"))
         .arg("-v")
         .arg(&ptx_path)
@@ -179,13 +185,14 @@ pub fn ptxas(ptx: &str, arch: &str) -> Result<String, String> {
         .arg(&out_path)
         .output();
     let _ = std::fs::remove_file(&ptx_path);
+    let cubin = std::fs::read(&out_path);
     let _ = std::fs::remove_file(&out_path);
     let out = res.map_err(|e| format!("cannot run {exe}: {e}"))?;
     let text =
         String::from_utf8_lossy(&out.stderr).into_owned() + &String::from_utf8_lossy(&out.stdout);
-    if out.status.success() {
-        Ok(text)
-    } else {
-        Err(format!("ptxas -arch={arch} failed:\n{text}"))
+    if !out.status.success() {
+        return Err(format!("ptxas -arch={arch} failed:\n{text}"));
     }
+    let cubin = cubin.map_err(|e| format!("ptxas wrote no cubin: {e}"))?;
+    Ok((cubin, text))
 }

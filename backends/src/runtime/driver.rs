@@ -1,6 +1,5 @@
 //! A small safe layer over the CUDA driver API (through `cudarc`'s raw bindings, loaded at run
-//! time): opening a device, loading PTX (or compiling it to a cubin with the driver's linker,
-//! and loading a cubin), device memory, tensor maps, launches and events. Every
+//! time): opening a device, loading PTX (or a cubin), device memory, tensor maps, launches and events. Every
 //! call returns a [`RuntimeError`]; nothing here panics. The driver library is looked up before
 //! the first call, and every entry point used is checked to exist, so a machine without a driver
 //! (or with one too old) gets an error saying so instead of a panic inside the bindings
@@ -16,7 +15,7 @@ use cudarc::driver::sys::{self, CUresult};
 use std::ffi::{c_void, CStr, CString};
 
 /// Every driver entry point the runtime calls (checked at [`Gpu::open`]).
-const SYMBOLS: [&str; 34] = [
+const SYMBOLS: [&str; 30] = [
     "cuInit",
     "cuDriverGetVersion",
     "cuDeviceGetCount",
@@ -29,10 +28,6 @@ const SYMBOLS: [&str; 34] = [
     "cuCtxSynchronize",
     "cuModuleLoadDataEx",
     "cuModuleLoadData",
-    "cuLinkCreate_v2",
-    "cuLinkAddData_v2",
-    "cuLinkComplete",
-    "cuLinkDestroy",
     "cuModuleUnload",
     "cuModuleGetFunction",
     "cuFuncSetAttribute",
@@ -231,7 +226,7 @@ impl CuModule {
         Ok(CuModule(m))
     }
 
-    /// Loads a `cubin` the driver produced for this device ([`link_cubin`]): no JIT.
+    /// Loads a `cubin` assembled for this device (`crate::runtime::cubin`): no JIT.
     pub(crate) fn load_cubin(_gpu: &Gpu, cubin: &[u8]) -> Result<CuModule, RuntimeError> {
         if cubin.is_empty() {
             return Err(RuntimeError::Cuda("the cubin is empty".into()));
@@ -290,82 +285,6 @@ impl Drop for CuModule {
             sys::cuModuleUnload(self.0);
         }
     }
-}
-
-/// Compiles `ptx` for `gpu` with the driver's linker (`cuLinkCreate`, `cuLinkAddData` of
-/// `CU_JIT_INPUT_PTX`, `cuLinkComplete`) and returns the cubin it produced, to be loaded with
-/// [`CuModule::load_cubin`] now and by later processes. The linker compiles for the current
-/// context's device, as `cuModuleLoadDataEx` does. A JIT failure carries its log.
-pub(crate) fn link_cubin(_gpu: &Gpu, ptx: &str) -> Result<Vec<u8>, RuntimeError> {
-    let text =
-        CString::new(ptx).map_err(|_| RuntimeError::Cuda("the PTX contains a NUL byte".into()))?;
-    let mut log = vec![0u8; 16384];
-    let mut opts = [
-        sys::CUjit_option::CU_JIT_ERROR_LOG_BUFFER,
-        sys::CUjit_option::CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES,
-    ];
-    let mut vals = [log.as_mut_ptr() as *mut c_void, log.len() as *mut c_void];
-    let with_log = |e: RuntimeError, log: &[u8]| {
-        let end = log.iter().position(|&b| b == 0).unwrap_or(log.len());
-        let log = String::from_utf8_lossy(&log[..end]);
-        RuntimeError::Cuda(format!("{e}\n{}", log.trim_end()))
-    };
-    let mut state = std::ptr::null_mut();
-    // SAFETY: the options point at live buffers of the stated sizes, which outlive the link
-    // state (destroyed below before they are dropped).
-    check(
-        unsafe {
-            sys::cuLinkCreate_v2(
-                opts.len() as u32,
-                opts.as_mut_ptr(),
-                vals.as_mut_ptr(),
-                &mut state,
-            )
-        },
-        "starting the driver's linker (cuLinkCreate)",
-    )?;
-    let name = c"kir.ptx";
-    let bytes = text.as_bytes_with_nul();
-    // SAFETY: `state` is a live link state; the PTX is NUL-terminated and `bytes.len()` long;
-    // the driver copies what it keeps.
-    let added = check(
-        unsafe {
-            sys::cuLinkAddData_v2(
-                state,
-                sys::CUjitInputType::CU_JIT_INPUT_PTX,
-                bytes.as_ptr() as *mut c_void,
-                bytes.len(),
-                name.as_ptr(),
-                0,
-                std::ptr::null_mut(),
-                std::ptr::null_mut(),
-            )
-        },
-        "compiling the PTX (cuLinkAddData)",
-    );
-    let linked = added.and_then(|()| {
-        let mut cubin = std::ptr::null_mut();
-        let mut size = 0usize;
-        // SAFETY: `state` is live; the out-pointers are valid. The cubin is owned by the link
-        // state, so it is copied out before the state is destroyed.
-        check(
-            unsafe { sys::cuLinkComplete(state, &mut cubin, &mut size) },
-            "linking the cubin (cuLinkComplete)",
-        )?;
-        if cubin.is_null() || size == 0 {
-            return Err(RuntimeError::Cuda(
-                "the driver's linker produced an empty cubin".into(),
-            ));
-        }
-        // SAFETY: the driver returned `size` readable bytes at `cubin`, alive until
-        // `cuLinkDestroy`.
-        Ok(unsafe { std::slice::from_raw_parts(cubin as *const u8, size) }.to_vec())
-    });
-    // SAFETY: `state` was created above and is destroyed once.
-    unsafe {
-        sys::cuLinkDestroy(state);
-    }
-    linked.map_err(|e| with_log(e, &log))
 }
 
 /// A device allocation of `bytes` bytes (at least one byte is allocated, so the pointer is

@@ -5,8 +5,8 @@
 //!   (`cudarc` with dynamic loading); a machine without a driver gets
 //!   [`RuntimeError::NoDriver`], never a panic.
 //! - **Loading.** `cuModuleLoadDataEx` (the driver JIT-compiles the PTX for the device; a JIT
-//!   error carries the driver's log), or from a cubin ([`Image::Cubin`]: what [`cubin`] had the
-//!   driver's linker produce from the PTX, kept by kir's on-disk cache so that a later process
+//!   error carries the driver's log), or from a cubin ([`Image::Cubin`]: what [`cubin`] had ptxas
+//!   assemble from the PTX, kept by kir's on-disk cache so that a later process
 //!   loads it with `cuModuleLoadData` and no JIT), one function per META kernel by its `symbol`, with
 //!   `CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES` raised when `shared_bytes` > 48 KB. The
 //!   META params of each kernel are checked against the launch ABI of the module's kernel.
@@ -68,11 +68,22 @@ pub enum Image<'a> {
     Cubin(&'a [u8]),
 }
 
-/// Compiles `ptx` for `gpu` with the driver's linker (`cuLinkCreate`, `cuLinkAddData` of the
-/// PTX, `cuLinkComplete`) and returns the cubin, for [`Image::Cubin`]. A JIT failure carries
-/// the driver's log.
-pub fn cubin(gpu: &Gpu, ptx: &str) -> Result<Vec<u8>, RuntimeError> {
-    driver::link_cubin(gpu, ptx)
+/// Assembles `ptx` (of `target`) for `gpu` into a cubin for [`Image::Cubin`], with ptxas
+/// (`$KIR_PTXAS`, else `ptxas` on the `PATH`) as a whole program, for the GPU's own
+/// architecture (`sm_90a` when the PTX is sm_90a's and the GPU is compute capability 9.0, else
+/// `sm_XY` of the GPU). Not the driver's linker: `cuLinkAddData` compiles PTX as relocatable
+/// code, which spilled 2,168 bytes in attention_fwd's d128 default that the whole-program JIT
+/// keeps in registers, and ran it 8× slower on the H200 (docs/cache.md).
+pub fn cubin(gpu: &Gpu, ptx: &str, target: Target) -> Result<Vec<u8>, RuntimeError> {
+    let exe = std::env::var("KIR_PTXAS").unwrap_or_else(|_| "ptxas".to_string());
+    let (major, minor) = gpu.capability;
+    let arch = match Target::from_compute_capability(major, minor) {
+        Some(t) if t == target => t.name().to_string(),
+        _ => format!("sm_{major}{minor}"),
+    };
+    crate::nvrtc::assemble(&exe, ptx, &arch)
+        .map(|(bin, _)| bin)
+        .map_err(RuntimeError::Cuda)
 }
 
 /// The kir target matching a compute capability (`None` for devices kir does not target).

@@ -79,6 +79,8 @@ pub struct ForGpu {
     pub src: Source,
     /// Whether the compilation came from the kir cache.
     pub hit: bool,
+    /// The target the PTX was compiled for.
+    pub target: kir_backends::Target,
 }
 
 /// Compiles `src` to PTX with the lowering `flags` for `target` (by name), or for the target
@@ -125,6 +127,7 @@ pub fn compile_for(
         compiled: c.compiled,
         src: located,
         hit,
+        target,
     })
 }
 
@@ -138,25 +141,27 @@ fn gpu_id(gpu: &Gpu) -> GpuId {
     }
 }
 
-/// The cubin of `c`'s PTX for `gpu`: the cache's, else the driver's linker's (then stored).
-/// `None` without a cache, or when the linker fails (loading the PTX then reports the error
-/// with the driver's log).
+/// The cubin of `c`'s PTX for `gpu`: the cache's, else one ptxas assembles (then stored).
+/// `None` without a cache, or when there is no ptxas or it fails (the PTX is then loaded
+/// through the driver's JIT, which reports any error with its log).
 #[cfg(feature = "cuda")]
-fn cubin(gpu: &Gpu, c: &Compiled, cache: Option<&Cache>) -> Option<(Vec<u8>, bool)> {
+fn cubin(gpu: &Gpu, c: &ForGpu, cache: Option<&Cache>) -> Option<(Vec<u8>, bool)> {
     let cache = cache?;
     let id = gpu_id(gpu);
+    let c_target = c.target;
+    let c = &c.compiled;
     if let Some(bin) = cache.lookup_cubin(&c.text, &id) {
         return Some((bin, true));
     }
-    let bin = runtime::cubin(gpu, &c.text).ok()?;
+    let bin = runtime::cubin(gpu, &c.text, c_target).ok()?;
     if let Err(why) = cache.store_cubin(&c.text, &id, &c.module.name, &bin) {
         cache.warn(&format!("warning: kir cache: cubin not stored: {why}"));
     }
     Some((bin, false))
 }
 
-/// Loads `c` on `gpu`: from the cubin of the cache (no JIT) or one the driver's linker just
-/// made (and the cache keeps), or without a cache from the PTX. A stored cubin the driver
+/// Loads `c` on `gpu`: from the cubin of the cache (no JIT) or one ptxas just assembled (and
+/// the cache keeps), or without a cache or a ptxas from the PTX. A stored cubin the driver
 /// refuses is passed over with a warning and the PTX loaded instead. Also says which image
 /// was loaded.
 #[cfg(feature = "cuda")]
@@ -167,11 +172,11 @@ pub fn load<'g>(
 ) -> Result<(Program<'g>, &'static str), CliError> {
     let (compiled, src) = (&c.compiled, &c.src);
     let meta = meta(compiled)?;
-    if let Some((bin, stored)) = cubin(gpu, compiled, cache) {
+    if let Some((bin, stored)) = cubin(gpu, c, cache) {
         let how = if stored {
             "the cubin of the kir cache"
         } else {
-            "a cubin the driver's linker made, now cached"
+            "a cubin ptxas assembled, now cached"
         };
         match Program::load_image(gpu, Image::Cubin(&bin), meta, &compiled.module) {
             Ok(p) => return Ok((p, how)),
