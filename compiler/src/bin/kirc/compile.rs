@@ -97,11 +97,9 @@ pub fn main(a: Args) -> Result<ExitCode, CliError> {
             ))
         })?,
     };
-    let out = kir_compiler::pipeline::compile(
-        &src.text,
-        &plan(&a, &src, target, emit)?.with_stage(stage),
-    )
-    .map_err(|e| common::compile_error(&src, e))?;
+    let plan = plan(&a, &src, target, emit)?.with_stage(stage);
+    let out = kir_compiler::pipeline::compile(&src.text, &plan)
+        .map_err(|e| common::compile_error(&src, e))?;
     let meta = match (&a.meta, &out.meta) {
         (Some(path), Some(json)) => {
             let text = serde_json::to_string_pretty(json)
@@ -120,6 +118,11 @@ pub fn main(a: Args) -> Result<ExitCode, CliError> {
         // The schedule search's candidates that the backend did not take, and why.
         for t in &out.tried {
             text += &format!("schedule search: passed over {t}\n");
+        }
+        // Which configuration row applied and why, or why none did (compiler/src/configs.rs).
+        if !plan.config.report.is_empty() {
+            text += &plan.config.report;
+            text.push('\n');
         }
         (dest.clone(), text)
     });
