@@ -30,7 +30,12 @@
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
-const DOCS: &[&str] = &["docs/architecture.md", "docs/backends.md", "docs/passes.md"];
+const DOCS: &[&str] = &[
+    "docs/architecture.md",
+    "docs/backends.md",
+    "docs/passes.md",
+    "docs/configs.md",
+];
 const SOURCE_DIRS: &[&str] = &["ir", "backends", "compiler", "tests", "docs", "scripts"];
 const EXTENSIONS: &[&str] = &[".rs", ".md", ".kir", ".py", ".sh", ".toml"];
 
