@@ -21,7 +21,7 @@
 //! This is the seam where measured (autotuned) configurations will be looked up first.
 
 use crate::passes::const_values;
-use crate::structure::{Class, Features, Role, Structure};
+use crate::structure::{Class, Features, NoRole, Role, Structure};
 use kir_backends::Target;
 use kir_ir::Module;
 
@@ -309,13 +309,13 @@ pub fn target_config(
     for (role, value) in row.set {
         let c = match s.role(*role) {
             Ok(c) => c,
-            Err("none in the kernel") => {
+            Err(NoRole::Absent) => {
                 parts.push(format!("{} skipped (none in the kernel)", role.name()));
                 continue;
             }
-            Err(why) => {
+            Err(NoRole::NotConstant) => {
                 return Config::none(format!(
-                    "the {what} sets the {}, which is {why} in the kernel",
+                    "the {what} sets the {}, which is not a constant in the kernel",
                     role.name()
                 ))
             }

@@ -15,7 +15,7 @@
 
 use kir_backends::interp;
 use kir_backends::Target;
-use kir_compiler::compile::{Emit, Stage};
+use kir_compiler::compile::Emit;
 use kir_compiler::plan::{CompilePlan, Flags};
 use kir_tests::{compare, round, t, tolerance, Rng};
 use std::collections::BTreeMap;
@@ -347,6 +347,18 @@ fn user_choices_stand_and_a_too_large_one_names_the_bytes() {
         "{}",
         plan.config.report
     );
+    // A literal tile cannot be set: the row is kept out, and the report says why.
+    let literal = src.replace("tile<BM x", "tile<64 x");
+    let plan = CompilePlan::resolve(&literal, &[], Target::Sm90a, Emit::Ptx, Flags::default())
+        .expect("plan");
+    assert!(plan.config.defines.is_empty());
+    assert!(
+        plan.config
+            .report
+            .contains("the M tile, which is not a constant"),
+        "{}",
+        plan.config.report
+    );
     // A user tile too large for the target's shared memory is an error naming the bytes.
     for (s, d, target) in [
         (
@@ -397,7 +409,6 @@ fn fused_programs_report_each_kernel() {
         }
         // Each matmul kernel alone gets the dot-loop row.
         let m = kir_ir::text::parse(&src).expect("parses");
-        let _ = Stage::Output;
         for k in m.kernels.values() {
             let alone = kir_ir::Module {
                 kernels: [(k.clone())].into_iter().collect(),

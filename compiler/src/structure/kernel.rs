@@ -38,18 +38,13 @@ fn classify(v: &View) -> Found {
     if with_dots.is_empty() {
         return other("no loop with a dot");
     }
+    // Attention backward's dK/dV kernel nests its query loop in a loop over heads: the loop
+    // with the dots is the one classified.
     if let [(l, dots)] = &with_dots[..] {
         if let Some(f) = dot_loop(v, *l, dots) {
             return f;
         }
         if let Some(f) = softmax_loop(v, *l, dots) {
-            return f;
-        }
-    }
-    if let Some(f) = with_dots.iter().find_map(|(l, d)| softmax_loop(v, *l, d)) {
-        // Attention backward's dK/dV kernel nests its query loop in a loop over heads; the
-        // loop with the dots is the one classified.
-        if with_dots.len() == 1 {
             return f;
         }
     }
@@ -131,9 +126,8 @@ fn dot_loop(v: &View, l: Op, dots: &[Op]) -> Option<Found> {
         if v.dtype(dd.results[0]).as_deref() != Some("f32") || !accumulates(v, l, d) {
             return None;
         }
-        if v.opcode(dd.operands[2]).is_some_and(|o| o != Opcode::Const)
-            && !is_arg(v, dd.operands[2])
-        {
+        // The accumulator is the carried value itself (not rescaled, as attention's is).
+        if !is_arg(v, dd.operands[2]) {
             return None;
         }
         let (ta, la) = loaded_in(v, dd.operands[0], b)?;

@@ -13,7 +13,7 @@ pub mod kernel;
 pub mod types;
 pub mod view;
 
-pub use types::{Class, Features, KernelKind, KernelShape, Role, Structure};
+pub use types::{Class, Features, KernelKind, KernelShape, NoRole, Role, Structure};
 
 use kir_ir::{EvalVal, Module};
 

@@ -122,6 +122,15 @@ impl Features {
     }
 }
 
+/// Why a kernel has no constant for a role.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum NoRole {
+    /// The kernel has no such part (no group constant): a row's value for it is skipped.
+    Absent,
+    /// The part is there but its tile is not a bare constant (a literal): a row cannot set it.
+    NotConstant,
+}
+
 /// One kernel's analysis.
 #[derive(Clone, Debug, PartialEq)]
 pub struct KernelShape {
@@ -145,12 +154,12 @@ pub struct Structure {
 }
 
 impl Structure {
-    /// The constant playing `role`: `Err` with why when the kernel has none.
-    pub fn role(&self, role: Role) -> Result<&str, &'static str> {
+    /// The constant playing `role`, or why there is none.
+    pub fn role(&self, role: Role) -> Result<&str, NoRole> {
         match self.roles.iter().find(|(r, _)| *r == role) {
             Some((_, Some(c))) => Ok(c),
-            Some((_, None)) => Err("not a constant"),
-            None => Err("none in the kernel"),
+            Some((_, None)) => Err(NoRole::NotConstant),
+            None => Err(NoRole::Absent),
         }
     }
 
