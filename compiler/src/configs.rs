@@ -1,18 +1,29 @@
-//! Per-target default configurations of the built-in ops: the tile constants and warps that
-//! `kirc compile/run/bench` use when the user gives none, chosen per target, dtype and head dim
-//! from H200 measurements (docs/benchmarks.md; the calls behind each row in
-//! docs/history/benchmarks-log.md). An op's `.kir` file keeps the defaults that fit
-//! every target (and the CUDA-C parity backend, which never takes these rows); a row here
-//! replaces them on the targets it names.
+//! Per-target default configurations: the tile constants, warps, ring depth, warp specialization
+//! and persistence that `kirc compile/run/bench` use when the user gives none, chosen per
+//! (kernel structure, specialization, target, backend) from H200 measurements
+//! (docs/benchmarks.md; the calls behind each row in docs/history/benchmarks-log.md). A kernel's
+//! `.kir` file keeps the defaults that fit every target; a row here replaces them on the targets
+//! it names. docs/configs.md describes the model and how to add a row.
 //!
-//! Rule: the first row whose op, target and condition match is applied, unless the user set
-//! any of the row's constants, `--warps` or `--stages` — then the user's tile choice stands as given and
-//! no row is applied, so a row never mixes with a partial user choice. Rows apply only to the
-//! built-in op of that name (a user file whose module is called `attention_fwd` gets none).
+//! Rows are keyed by what a kernel IS, as compiler/src/structure/ reads it from the IR: a class
+//! ([`Class`]: dot loop, attention, attention backward), a condition on its structural
+//! [`Features`] (operand dtype, head dim, causal, additive mask, transposed A, dots in the loop)
+//! and values for ROLES ([`Role`]: M/N/K tile, query/key block, group), which the analysis maps
+//! to the kernel's own constants. Built-in ops and users' kernels of the same structure get the
+//! same row; names of modules, kernels and constants are never read.
+//!
+//! Rule: the first row whose class, target, backend and condition match is the candidate. It
+//! applies unless the user set, with `-D`, a constant playing one of its roles, or gave `--warps`
+//! or `--stages` (a row never mixes with a partial user choice), or a role's constant is a
+//! literal tile rather than a constant, or a role's constant's `where` clause rejects the row's
+//! value. A role the kernel lacks (no group constant) is skipped. [`Config::report`] says which
+//! row applied and why, or why none did (`kirc compile --report`).
 //! This is the seam where measured (autotuned) configurations will be looked up first.
 
+use crate::passes::const_values;
+use crate::structure::{Class, Features, NoRole, Role, Structure};
 use kir_backends::Target;
-use kir_ir::EvalVal;
+use kir_ir::Module;
 
 /// What a row sets: tile constants (as `-D` values) and the warps per block.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -31,52 +42,26 @@ pub struct Config {
     pub persistent: bool,
     /// Pair the TMA rings' q·kᵀ of block j with the p·v of block j − 1 (`dot_overlap`).
     pub overlap: bool,
+    /// Which row applied and why, or why none did: the `configuration:` line of
+    /// `kirc compile --report` (empty where no configuration was looked up).
+    pub report: String,
 }
 
 /// One row of the table.
 struct Row {
-    op: &'static str,
+    class: Class,
     target: Target,
     /// A row of the CUDA-C parity backend (tiles only) rather than of PTX and IR emission.
     cuda: bool,
-    /// The condition on the op's constant values (user `-D`s and declared defaults).
-    when: fn(&Values) -> bool,
-    set: &'static [(&'static str, &'static str)],
+    /// The condition on the kernel's structural features.
+    when: fn(&Features) -> bool,
+    /// Values by role, in the order they are defined.
+    set: &'static [(Role, i64)],
     warps: Option<u32>,
     stages: Option<usize>,
     warp_specialize: bool,
     persistent: bool,
     overlap: bool,
-}
-
-/// The constant values of one specialization, by name.
-pub struct Values<'a>(pub &'a [(String, EvalVal)]);
-
-impl Values<'_> {
-    fn int(&self, name: &str) -> Option<i64> {
-        self.0
-            .iter()
-            .find(|(n, _)| n == name)
-            .and_then(|(_, v)| match v {
-                EvalVal::Int(i) => Some(*i),
-                _ => None,
-            })
-    }
-
-    fn sym(&self, name: &str) -> Option<&str> {
-        self.0
-            .iter()
-            .find(|(n, _)| n == name)
-            .and_then(|(_, v)| match v {
-                EvalVal::Sym(s) => Some(s.as_str()),
-                _ => None,
-            })
-    }
-
-    /// bf16 or f16 (the dtypes the matrix units take).
-    fn half(&self) -> bool {
-        matches!(self.sym("DTYPE"), Some("bf16" | "f16"))
-    }
 }
 
 /// The table (H200 measurements of 2026-12-01 and 12-02, docs/history/benchmarks-log.md "Hopper
@@ -108,15 +93,10 @@ impl Values<'_> {
 const ROWS: &[Row] = &[
     Row {
         cuda: false,
-        op: "attention_fwd",
+        class: Class::Attention,
         target: Target::Sm90a,
-        when: |v| {
-            v.half()
-                && v.int("HEAD_DIM") == Some(128)
-                && v.int("CAUSAL") == Some(0)
-                && v.int("MASK") == Some(0)
-        },
-        set: &[("BLOCK_M", "192"), ("BLOCK_N", "128")],
+        when: |f| f.half() && f.head_dim == Some(128) && !f.causal && !f.mask,
+        set: &[(Role::QueryBlock, 192), (Role::KeyBlock, 128)],
         warps: Some(12),
         stages: Some(2),
         warp_specialize: true,
@@ -127,10 +107,10 @@ const ROWS: &[Row] = &[
     // the unspecialized tile, two blocks of two warpgroups per SM.
     Row {
         cuda: false,
-        op: "attention_fwd",
+        class: Class::Attention,
         target: Target::Sm90a,
-        when: |v| v.half() && v.int("HEAD_DIM") == Some(128) && v.int("CAUSAL") == Some(0),
-        set: &[("BLOCK_M", "128"), ("BLOCK_N", "64")],
+        when: |f| f.half() && f.head_dim == Some(128) && !f.causal,
+        set: &[(Role::QueryBlock, 128), (Role::KeyBlock, 64)],
         warps: Some(8),
         stages: None,
         warp_specialize: false,
@@ -139,10 +119,10 @@ const ROWS: &[Row] = &[
     },
     Row {
         cuda: false,
-        op: "attention_fwd",
+        class: Class::Attention,
         target: Target::Sm90a,
-        when: |v| v.half() && v.int("HEAD_DIM") == Some(128) && v.int("CAUSAL") == Some(1),
-        set: &[("BLOCK_M", "128"), ("BLOCK_N", "128")],
+        when: |f| f.half() && f.head_dim == Some(128) && f.causal,
+        set: &[(Role::QueryBlock, 128), (Role::KeyBlock, 128)],
         warps: Some(8),
         stages: None,
         warp_specialize: false,
@@ -151,10 +131,10 @@ const ROWS: &[Row] = &[
     },
     Row {
         cuda: false,
-        op: "attention_fwd",
+        class: Class::Attention,
         target: Target::Sm90a,
-        when: |v| v.half() && v.int("HEAD_DIM") == Some(64) && v.int("CAUSAL") == Some(0),
-        set: &[("BLOCK_M", "128"), ("BLOCK_N", "128")],
+        when: |f| f.half() && f.head_dim == Some(64) && !f.causal,
+        set: &[(Role::QueryBlock, 128), (Role::KeyBlock, 128)],
         warps: Some(8),
         stages: None,
         warp_specialize: false,
@@ -163,38 +143,42 @@ const ROWS: &[Row] = &[
     },
     Row {
         cuda: false,
-        op: "attention_fwd",
+        class: Class::Attention,
         target: Target::Sm90a,
-        when: |v| v.half() && v.int("HEAD_DIM") == Some(64) && v.int("CAUSAL") == Some(1),
-        set: &[("BLOCK_M", "128"), ("BLOCK_N", "128"), ("GROUP_H", "2")],
-        warps: Some(8),
-        stages: None,
-        warp_specialize: false,
-        persistent: false,
-        overlap: false,
-    },
-    Row {
-        cuda: false,
-        op: "attention_fwd",
-        target: Target::Sm90a,
-        when: |v| v.half() && v.int("HEAD_DIM") == Some(256),
-        set: &[("BLOCK_M", "128"), ("BLOCK_N", "64")],
-        warps: Some(8),
-        stages: None,
-        warp_specialize: false,
-        persistent: false,
-        overlap: false,
-    },
-    Row {
-        cuda: false,
-        op: "gemm",
-        target: Target::Sm90a,
-        when: |v| v.half() && v.sym("EPILOGUE") != Some("swiglu") && v.int("TRANS_A") == Some(0),
+        when: |f| f.half() && f.head_dim == Some(64) && f.causal,
         set: &[
-            ("BLOCK_M", "128"),
-            ("BLOCK_N", "256"),
-            ("BLOCK_K", "64"),
-            ("GROUP_M", "8"),
+            (Role::QueryBlock, 128),
+            (Role::KeyBlock, 128),
+            (Role::Group, 2),
+        ],
+        warps: Some(8),
+        stages: None,
+        warp_specialize: false,
+        persistent: false,
+        overlap: false,
+    },
+    Row {
+        cuda: false,
+        class: Class::Attention,
+        target: Target::Sm90a,
+        when: |f| f.half() && f.head_dim == Some(256),
+        set: &[(Role::QueryBlock, 128), (Role::KeyBlock, 64)],
+        warps: Some(8),
+        stages: None,
+        warp_specialize: false,
+        persistent: false,
+        overlap: false,
+    },
+    Row {
+        cuda: false,
+        class: Class::DotLoop,
+        target: Target::Sm90a,
+        when: |f| f.half() && f.dots == 1 && !f.trans_a,
+        set: &[
+            (Role::MTile, 128),
+            (Role::NTile, 256),
+            (Role::KTile, 64),
+            (Role::Group, 8),
         ],
         warps: Some(8),
         stages: Some(4),
@@ -209,53 +193,58 @@ const ROWS: &[Row] = &[
     // take smaller query and key blocks that fit with every feature (fit checked by
     // tests/tests/configs.rs; the parity backend is checked for results, not timed).
     cuda_row(
-        "attention_fwd",
+        Class::Attention,
         Target::Sm120a,
-        |v| v.int("HEAD_DIM").is_some_and(|d| d <= 128),
-        &[("BLOCK_M", "32"), ("BLOCK_N", "32")],
+        |f| f.head_dim.is_some_and(|d| d <= 128),
+        &[(Role::QueryBlock, 32), (Role::KeyBlock, 32)],
     ),
     cuda_row(
-        "attention_fwd",
-        Target::Sm120a,
-        |_| true,
-        &[("BLOCK_M", "16"), ("BLOCK_N", "16")],
-    ),
-    cuda_row(
-        "attention_fwd",
-        Target::Sm80,
-        |v| v.int("HEAD_DIM").is_some_and(|d| d > 128) && v.int("CAUSAL") == Some(0),
-        &[("BLOCK_M", "32")],
-    ),
-    cuda_row(
-        "attention_fwd",
-        Target::Sm80,
-        |v| v.int("HEAD_DIM").is_some_and(|d| d > 128),
-        &[("BLOCK_M", "32"), ("BLOCK_N", "32")],
-    ),
-    cuda_row(
-        "attention_bwd",
+        Class::Attention,
         Target::Sm120a,
         |_| true,
-        &[("BLOCK_M", "32"), ("BLOCK_N", "16"), ("BLOCK_KV", "16")],
+        &[(Role::QueryBlock, 16), (Role::KeyBlock, 16)],
     ),
     cuda_row(
-        "attention_bwd",
+        Class::Attention,
         Target::Sm80,
-        |v| v.int("CAUSAL") == Some(1),
-        &[("BLOCK_M", "32")],
+        |f| f.head_dim.is_some_and(|d| d > 128) && !f.causal,
+        &[(Role::QueryBlock, 32)],
+    ),
+    cuda_row(
+        Class::Attention,
+        Target::Sm80,
+        |f| f.head_dim.is_some_and(|d| d > 128),
+        &[(Role::QueryBlock, 32), (Role::KeyBlock, 32)],
+    ),
+    cuda_row(
+        Class::AttentionBwd,
+        Target::Sm120a,
+        |_| true,
+        &[
+            (Role::QueryBlock, 32),
+            (Role::QueryStep, 32),
+            (Role::KeyBlock, 16),
+            (Role::KvBlock, 16),
+        ],
+    ),
+    cuda_row(
+        Class::AttentionBwd,
+        Target::Sm80,
+        |f| f.causal,
+        &[(Role::QueryBlock, 32), (Role::QueryStep, 32)],
     ),
 ];
 
 /// A row of the CUDA-C backend: tiles only (it has no warps, rings or warp roles).
 const fn cuda_row(
-    op: &'static str,
+    class: Class,
     target: Target,
-    when: fn(&Values) -> bool,
-    set: &'static [(&'static str, &'static str)],
+    when: fn(&Features) -> bool,
+    set: &'static [(Role, i64)],
 ) -> Row {
     Row {
         cuda: true,
-        op,
+        class,
         target,
         when,
         set,
@@ -267,35 +256,117 @@ const fn cuda_row(
     }
 }
 
-/// The configuration for built-in op `op` on `target` (for the CUDA-C backend when `cuda`) with
-/// constant `values`, given the
-/// constants the user defined and whether the user chose the warps or the stages. Empty when no
-/// row applies.
+impl Config {
+    /// No row, and why.
+    pub fn none(why: impl std::fmt::Display) -> Config {
+        Config {
+            report: format!("configuration: none ({why})"),
+            ..Config::default()
+        }
+    }
+}
+
+/// The configuration for a module of structure `s` (the generic module `generic`, whose `where`
+/// clauses the row's values must pass) on `target` (for the CUDA-C backend when `cuda`), given
+/// the constants the user defined and whether the user chose the warps or the stages. Without a
+/// row, only [`Config::report`] is set.
 pub fn target_config(
-    op: &str,
+    s: &Structure,
+    generic: &Module,
     target: Target,
     cuda: bool,
-    values: &[(String, EvalVal)],
     user_defines: &[(String, String)],
     user_tiles: bool,
 ) -> Config {
-    let vals = Values(values);
-    let Some(row) = ROWS
-        .iter()
-        .find(|r| r.op == op && r.target == target && r.cuda == cuda && (r.when)(&vals))
-    else {
-        return Config::default();
+    let Some(class) = s.class else {
+        let kernels: Vec<String> = s
+            .kernels
+            .iter()
+            .map(|k| format!("kernel `{}`: {}", k.name, k.kind))
+            .collect();
+        return Config::none(kernels.join("; "));
     };
-    let user_set = |n: &str| user_defines.iter().any(|(u, _)| u == n);
-    if user_tiles || row.set.iter().any(|(n, _)| user_set(n)) {
-        return Config::default();
+    let backend = if cuda { "CUDA-C " } else { "" };
+    let what = format!("{} {backend}{} row", target.name(), class.name());
+    let Some(row) = ROWS.iter().find(|r| {
+        r.class == class && r.target == target && r.cuda == cuda && (r.when)(&s.features)
+    }) else {
+        return Config::none(format!(
+            "no {} {backend}{} row matches: {}",
+            target.name(),
+            class.name(),
+            s.describe()
+        ));
+    };
+    if user_tiles {
+        return Config::none(format!(
+            "--warps or --stages given, so the {what} is not applied: a row never mixes with a \
+             partial user choice"
+        ));
+    }
+    let mut defines: Vec<(String, String)> = vec![];
+    let mut parts: Vec<String> = vec![];
+    for (role, value) in row.set {
+        let c = match s.role(*role) {
+            Ok(c) => c,
+            Err(NoRole::Absent) => {
+                parts.push(format!("{} skipped (none in the kernel)", role.name()));
+                continue;
+            }
+            Err(NoRole::NotConstant) => {
+                return Config::none(format!(
+                    "the {what} sets the {}, which is not a constant in the kernel",
+                    role.name()
+                ))
+            }
+        };
+        if user_defines.iter().any(|(u, _)| u == c) {
+            return Config::none(format!(
+                "-D {c} given, the {} of the {what}: a row never mixes with a partial user choice",
+                role.name()
+            ));
+        }
+        match defines.iter().find(|(n, _)| n == c) {
+            Some((_, v)) if *v != value.to_string() => {
+                return Config::none(format!(
+                    "the {what} sets {c} to both {v} and {value} (it plays two roles)"
+                ))
+            }
+            Some(_) => parts.push(format!("{c}={value} ({})", role.name())),
+            None => {
+                defines.push((c.to_string(), value.to_string()));
+                parts.push(format!("{c}={value} ({})", role.name()));
+            }
+        }
+    }
+    let mut all = user_defines.to_vec();
+    all.extend(defines.iter().cloned());
+    if let Err(d) = const_values(generic, &all) {
+        let msg = d.0.first().map(|d| d.message.clone()).unwrap_or_default();
+        return Config::none(format!("the {what} does not fit the constants: {msg}"));
+    }
+    if let Some(w) = row.warps {
+        parts.push(format!("warps {w}"));
+    }
+    if let Some(st) = row.stages {
+        parts.push(format!("stages {st}"));
+    }
+    if row.warp_specialize {
+        parts.push("warp-specialized".into());
+    }
+    if row.persistent {
+        parts.push("persistent".into());
+    }
+    if row.overlap {
+        parts.push("overlap".into());
     }
     Config {
-        defines: row
-            .set
-            .iter()
-            .map(|(n, v)| (n.to_string(), v.to_string()))
-            .collect(),
+        report: format!(
+            "configuration: {what}: {} — matched: {}",
+            parts.join(", "),
+            s.describe()
+        ),
+        defines,
         warps: row.warps,
         stages: row.stages,
         warp_specialize: row.warp_specialize,

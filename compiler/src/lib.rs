@@ -21,4 +21,5 @@ pub mod passes;
 pub mod pipeline;
 pub mod plan;
 pub mod search;
+pub mod structure;
 pub mod traffic;

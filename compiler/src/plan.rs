@@ -323,8 +323,9 @@ fn options(
     }
 }
 
-/// The configuration row for `src` if it is a built-in op whose source is unchanged; the user's
-/// tile choices (`-D` of a row's constant, `--warps`, `--stages`) keep every row out.
+/// The configuration row for what `src`'s kernels are (compiler/src/structure/, keyed by class
+/// and structural features, not by names); the user's tile choices (`-D` of a row's constant,
+/// `--warps`, `--stages`) keep every row out.
 fn target_config(
     src: &str,
     defines: &[(String, String)],
@@ -333,19 +334,17 @@ fn target_config(
     flags: &Flags,
 ) -> Config {
     let Ok(generic) = kir_ir::text::parse(src) else {
-        return Config::default();
+        return Config::none("the source does not parse");
     };
-    if crate::oplib::builtin(&generic.name) != Some(src) {
-        return Config::default();
-    }
     let Ok(values) = const_values(&generic, defines) else {
-        return Config::default();
+        return Config::none("the constants do not specialize");
     };
+    let structure = crate::structure::analyze(&generic, &values);
     configs::target_config(
-        &generic.name,
+        &structure,
+        &generic,
         target,
         cuda,
-        &values,
         defines,
         flags.warps.is_some() || flags.stages.is_some(),
     )

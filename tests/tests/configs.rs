@@ -1,7 +1,7 @@
 //! Per-target default configurations (compiler/src/configs.rs): with no tile flags, a built-in
 //! op compiled for sm_90a takes the table's tile constants, warps and ring depth; other targets,
-//! the CUDA-C backend, user tile choices and user modules that merely share an op's name keep the
-//! op's own defaults. The chosen configuration shows in the kernel symbol and in META.json.
+//! the CUDA-C backend and user tile choices keep the op's own defaults, and a user's copy of an
+//! op gets the op's row (rows follow the kernel's structure: tests/tests/structure_configs.rs). The chosen configuration shows in the kernel symbol and in META.json.
 
 use kir_backends::ptx::PtxOptions;
 use kir_backends::Target;
@@ -158,11 +158,12 @@ fn other_targets_and_user_choices_keep_the_op_defaults() {
 }
 
 #[test]
-fn a_user_module_named_like_an_op_gets_no_row() {
+fn a_user_copy_of_an_op_gets_the_same_row() {
+    // Rows follow what a kernel is (compiler/src/structure/), not its source text or names.
     let src = op("attention_fwd").replace("// attention_fwd: flash", "// a user's copy: flash");
     let (syms, _) = ptx(&src, &[], Target::Sm90a, PtxOptions::default());
     assert!(
-        syms[0].ends_with("BLOCK_M_64_BLOCK_N_64_GROUP_H_1"),
+        syms[0].ends_with("BLOCK_M_192_BLOCK_N_128_GROUP_H_1_WARPS_12"),
         "{}",
         syms[0]
     );

@@ -35,6 +35,7 @@ const DOCS: &[&str] = &[
     "docs/backends.md",
     "docs/passes.md",
     "docs/cache.md",
+    "docs/configs.md",
 ];
 const SOURCE_DIRS: &[&str] = &["ir", "backends", "compiler", "tests", "docs", "scripts"];
 const EXTENSIONS: &[&str] = &[".rs", ".md", ".kir", ".py", ".sh", ".toml"];

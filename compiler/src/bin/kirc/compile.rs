@@ -102,12 +102,9 @@ pub fn main(a: Args) -> Result<ExitCode, CliError> {
         })?,
     };
     let cache = common::cache(a.no_cache);
-    let cached = kir_compiler::cache::compile(
-        &src.text,
-        &plan(&a, &src, target, emit)?.with_stage(stage),
-        cache.as_ref(),
-    )
-    .map_err(|e| common::compile_error(&src, e))?;
+    let plan = plan(&a, &src, target, emit)?.with_stage(stage);
+    let cached = kir_compiler::cache::compile(&src.text, &plan, cache.as_ref())
+        .map_err(|e| common::compile_error(&src, e))?;
     let out = &cached.compiled;
     let meta = match (&a.meta, &out.meta) {
         (Some(path), Some(json)) => {
@@ -123,6 +120,11 @@ pub fn main(a: Args) -> Result<ExitCode, CliError> {
         // The schedule search's candidates that the backend did not take, and why.
         for t in &out.tried {
             text += &format!("schedule search: passed over {t}\n");
+        }
+        // Which configuration row applied and why, or why none did (compiler/src/configs.rs).
+        if !plan.config.report.is_empty() {
+            text += &plan.config.report;
+            text.push('\n');
         }
         if let Some(f) = &out.fusion {
             text += &format!("fusion: {f}\n");

@@ -1,0 +1,341 @@
+//! The classification of one kernel (docs/configs.md, "Classes"): which loop carries its dots,
+//! where their operands come from, and from that its kind, the roles of its constants and its
+//! features. Only the IR's structure is read, never a name of the module, kernel or constants.
+
+use super::types::{Features, KernelKind, KernelShape, Role};
+use super::view::{yielded, View};
+use kir_ir::{Attr, Block, Expr, Offset, Op, Opcode, ReduceKind, Value};
+use std::collections::BTreeSet;
+
+/// Classifies `v`'s kernel.
+pub fn analyze(v: &View) -> KernelShape {
+    let (kind, roles, features) = classify(v);
+    KernelShape {
+        name: v.kernel.name.clone(),
+        kind,
+        roles,
+        features,
+    }
+}
+
+type Found = (KernelKind, Vec<(Role, Option<String>)>, Features);
+
+fn other(why: &str) -> Found {
+    (
+        KernelKind::Other(why.to_string()),
+        vec![],
+        Features::default(),
+    )
+}
+
+fn classify(v: &View) -> Found {
+    let with_dots: Vec<(Op, Vec<Op>)> = v
+        .loops()
+        .into_iter()
+        .map(|l| (l, dots_in(v, body(v, l))))
+        .filter(|(_, d)| !d.is_empty())
+        .collect();
+    if with_dots.is_empty() {
+        return other("no loop with a dot");
+    }
+    // Attention backward's dK/dV kernel nests its query loop in a loop over heads: the loop
+    // with the dots is the one classified.
+    if let [(l, dots)] = &with_dots[..] {
+        if let Some(f) = dot_loop(v, *l, dots) {
+            return f;
+        }
+        if let Some(f) = softmax_loop(v, *l, dots) {
+            return f;
+        }
+    }
+    if with_dots.len() > 1 {
+        return other("more than one loop with dots");
+    }
+    other("a loop with dots of another shape (an operand computed, not loaded)")
+}
+
+fn body(v: &View, l: Op) -> Block {
+    v.op(l).regions[0]
+}
+
+fn dots_in(v: &View, b: Block) -> Vec<Op> {
+    v.ops(b)
+        .iter()
+        .copied()
+        .filter(|o| v.op(*o).opcode == Opcode::Dot)
+        .collect()
+}
+
+/// Where a dot operand comes from: `Some(transposed)` when it is a tile load of a tensor in
+/// block `b` (possibly through one `transpose`).
+fn loaded_in(v: &View, x: Value, b: Block) -> Option<(bool, Op)> {
+    let (op, d) = v.def(x)?;
+    match d.opcode {
+        Opcode::Load if v.ops(b).contains(&op) => Some((false, op)),
+        Opcode::Transpose => {
+            let (inner, di) = v.def(d.operands[0])?;
+            (di.opcode == Opcode::Load && v.ops(b).contains(&inner)).then_some((true, inner))
+        }
+        _ => None,
+    }
+}
+
+/// The constant a dim expression names (`None` for a literal or a compound expression).
+fn role(v: &View, e: Option<&Expr>) -> Option<String> {
+    e.and_then(|e| v.const_name(e))
+}
+
+/// A `for` loop's step as the constant it names.
+fn step_const(v: &View, l: Op) -> (Option<String>, Option<i64>) {
+    let step = v.op(l).operands[2];
+    match v.def(step) {
+        Some((_, d)) if d.opcode == Opcode::Const => match &d.lead {
+            Some(Attr::Expr(e)) => (v.const_name(e), v.int(e)),
+            _ => (None, None),
+        },
+        _ => (None, None),
+    }
+}
+
+/// Whether a carried value `x` of loop body `b` flows into dot `d`'s accumulator and the dot's
+/// result is yielded back in its place.
+fn accumulates(v: &View, l: Op, d: Op) -> bool {
+    let b = body(v, l);
+    let dd = v.op(d);
+    let r = dd.results[0];
+    let acc = dd.operands[2];
+    let slice = v.slice(acc);
+    let dfg = &v.kernel.dfg;
+    (1..dfg.blocks[b].args.len()).any(|i| {
+        let arg = dfg.blocks[b].args[i];
+        slice.contains(&arg) && yielded(dfg, b, i - 1).map(|y| v.resolve(y)) == Some(r)
+    })
+}
+
+/// GEMM-like: every dot of the loop accumulates into a carried f32 tile and takes both operands
+/// straight from tile loads in the loop indexed by the induction variable; one dot, or two
+/// sharing A.
+fn dot_loop(v: &View, l: Op, dots: &[Op]) -> Option<Found> {
+    let b = body(v, l);
+    let induction = v.kernel.dfg.blocks[b].args[0];
+    let mut trans = (false, false);
+    let mut a_ops = BTreeSet::new();
+    let mut loads = vec![];
+    for &d in dots {
+        let dd = v.op(d);
+        if v.dtype(dd.results[0]).as_deref() != Some("f32") || !accumulates(v, l, d) {
+            return None;
+        }
+        // The accumulator is the carried value itself (not rescaled, as attention's is).
+        if !is_arg(v, dd.operands[2]) {
+            return None;
+        }
+        let (ta, la) = loaded_in(v, dd.operands[0], b)?;
+        let (tb, lb) = loaded_in(v, dd.operands[1], b)?;
+        for ld in [la, lb] {
+            let walks = offsets(v, ld)
+                .iter()
+                .any(|o| v.slice(*o).contains(&induction));
+            if !walks {
+                return None;
+            }
+        }
+        trans = (trans.0 || ta, trans.1 || tb);
+        a_ops.insert(v.resolve(dd.operands[0]));
+        loads.extend([la, lb]);
+    }
+    if dots.len() > 2 || a_ops.len() != 1 {
+        return None;
+    }
+    let first = v.op(dots[0]);
+    let out = v.dims(first.results[0]);
+    let a = v.resolve(first.operands[0]);
+    // The operand is M×K (a transpose's result included); its K is the loop step.
+    let k_dims = v.dims(a);
+    let (_, step_val) = step_const(v, l);
+    let k_tile = role(v, k_dims.get(1));
+    if step_val.is_none() || k_dims.get(1).and_then(|e| v.int(e)) != step_val {
+        return None;
+    }
+    let mut roles = vec![
+        (Role::MTile, role(v, out.first())),
+        (Role::NTile, role(v, out.get(1))),
+        (Role::KTile, k_tile),
+    ];
+    let offs: Vec<Value> = loads.iter().flat_map(|ld| offsets(v, *ld)).collect();
+    if let Some(g) = group(v, &offs, &roles) {
+        roles.push((Role::Group, Some(g)));
+    }
+    let dtype = v.dtype(a).unwrap_or_default();
+    let features = Features {
+        dtype,
+        dots: dots.len(),
+        trans_a: trans.0,
+        trans_b: trans.1,
+        ..Features::default()
+    };
+    Some((KernelKind::DotLoop, roles, features))
+}
+
+fn is_arg(v: &View, x: Value) -> bool {
+    v.arg_of(x).is_some()
+}
+
+/// The SSA offsets of a memory op.
+fn offsets(v: &View, op: Op) -> Vec<Value> {
+    v.op(op)
+        .tensor
+        .iter()
+        .flat_map(|t| t.offsets.iter())
+        .filter_map(|o| match o {
+            Offset::Value(x) => Some(*x),
+            Offset::Expr(_) => None,
+        })
+        .collect()
+}
+
+/// The program-order group: the one integer constant, besides the tiles, that feeds the block
+/// offsets `offs` (through any `static_if` region).
+fn group(v: &View, offs: &[Value], roles: &[(Role, Option<String>)]) -> Option<String> {
+    let mut names = BTreeSet::new();
+    for o in offs {
+        names.extend(v.consts_feeding(*o));
+    }
+    for (_, c) in roles {
+        if let Some(c) = c {
+            names.remove(c);
+        }
+    }
+    (names.len() == 1)
+        .then(|| names.into_iter().next())
+        .flatten()
+}
+
+/// A score dot: `x · transpose(k)` into a constant (zero) accumulator.
+fn is_score_dot(v: &View, d: Op) -> bool {
+    let dd = v.op(d);
+    v.opcode(dd.operands[2]) == Some(Opcode::Const)
+        && v.opcode(dd.operands[1]) == Some(Opcode::Transpose)
+}
+
+/// Attention: a loop with a score dot, exp of the scores and dots accumulating into carried
+/// values. Two dots and a row max: the forward's online softmax; three or more and no row
+/// max: a backward kernel, dK/dV when its accumulators' rows are the score columns (keys), dQ
+/// when they are the score rows (queries).
+fn softmax_loop(v: &View, l: Op, dots: &[Op]) -> Option<Found> {
+    let b = body(v, l);
+    let ops = v.ops(b);
+    let score = *dots.iter().find(|d| is_score_dot(v, **d))?;
+    let s = v.op(score).results[0];
+    let accs: Vec<Op> = dots
+        .iter()
+        .copied()
+        .filter(|d| accumulates(v, l, *d))
+        .collect();
+    let acc = *accs.first()?;
+    let has = |pred: &dyn Fn(&kir_ir::OpData) -> bool| ops.iter().any(|o| pred(v.op(*o)));
+    let exp_of_scores = ops.iter().any(|o| {
+        let d = v.op(*o);
+        matches!(d.opcode, Opcode::Exp | Opcode::Exp2) && v.slice(d.results[0]).contains(&s)
+    });
+    if !exp_of_scores {
+        return None;
+    }
+    let row_max = has(&|d| d.opcode == Opcode::Reduce && d.reduce_kind() == Some(ReduceKind::Max));
+    let s_dims = v.dims(s);
+    let a_dims = v.dims(v.op(acc).results[0]);
+    let q = v.op(score).operands[0];
+    let dtype = v.dtype(v.resolve(q)).unwrap_or_default();
+    let features = Features {
+        dtype,
+        dots: dots.len(),
+        head_dim: a_dims.get(1).and_then(|e| v.int(e)),
+        causal: causal(v, b),
+        mask: mask(v, b, dots, &s),
+        ..Features::default()
+    };
+    let same = |x: Option<&Expr>, y: Option<&Expr>| match (x, y) {
+        (Some(x), Some(y)) => match (v.const_name(x), v.const_name(y)) {
+            (Some(a), Some(b)) => a == b,
+            (None, None) => v.int(x).is_some() && v.int(x) == v.int(y),
+            _ => false,
+        },
+        _ => false,
+    };
+    let (step, _) = step_const(v, l);
+    if dots.len() == 2 && row_max && accs.len() == 1 {
+        let mut roles = vec![
+            (Role::QueryBlock, role(v, a_dims.first())),
+            (Role::KeyBlock, role(v, s_dims.get(1))),
+        ];
+        let mut offs = vec![];
+        if let Some((qop, qd)) = v.def(q) {
+            if qd.opcode == Opcode::Load {
+                offs = offsets(v, qop);
+            }
+        }
+        if let Some(g) = group(v, &offs, &roles) {
+            roles.push((Role::Group, Some(g)));
+        }
+        return Some((KernelKind::Attention, roles, features));
+    }
+    if dots.len() >= 3 && !row_max {
+        if same(a_dims.first(), s_dims.get(1)) {
+            let roles = vec![
+                (Role::KvBlock, role(v, a_dims.first())),
+                (Role::QueryStep, step),
+            ];
+            return Some((KernelKind::AttentionBwdKv, roles, features));
+        }
+        if same(a_dims.first(), s_dims.first()) {
+            let roles = vec![
+                (Role::QueryBlock, role(v, a_dims.first())),
+                (Role::KeyBlock, step),
+            ];
+            return Some((KernelKind::AttentionBwdQ, roles, features));
+        }
+    }
+    None
+}
+
+/// Whether a comparison in loop body `b` reads both the row and the column index of a tile
+/// (`iota axis 0` and `iota axis 1`): the score mask compares query and key positions.
+fn causal(v: &View, b: Block) -> bool {
+    v.ops(b).iter().any(|o| {
+        let d = v.op(*o);
+        if d.opcode != Opcode::Cmp {
+            return false;
+        }
+        let mut axes = BTreeSet::new();
+        for x in v.slice(d.results[0]) {
+            if let Some((_, xd)) = v.def(x) {
+                if xd.opcode == Opcode::Iota {
+                    if let Some(Attr::Expr(e)) = xd.attr("axis") {
+                        axes.extend(v.int(e));
+                    }
+                }
+            }
+        }
+        axes.contains(&0) && axes.contains(&1)
+    })
+}
+
+/// Whether loop body `b` loads a score-shaped tile that no dot takes (an additive mask).
+fn mask(v: &View, b: Block, dots: &[Op], s: &Value) -> bool {
+    let mut operand_loads = BTreeSet::new();
+    for d in dots {
+        for &x in &v.op(*d).operands[..2] {
+            if let Some((_, ld)) = loaded_in(v, x, b) {
+                operand_loads.insert(ld);
+            }
+        }
+    }
+    let s_shape = v.shape(*s);
+    v.ops(b).iter().any(|o| {
+        let d = v.op(*o);
+        d.opcode == Opcode::Load
+            && !operand_loads.contains(o)
+            && s_shape.is_some()
+            && v.shape(d.results[0]) == s_shape
+    })
+}

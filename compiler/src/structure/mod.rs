@@ -1,0 +1,73 @@
+//! The structural analysis behind the configuration rows (docs/configs.md): what a module's
+//! kernels are, read from the IR — a dot loop (GEMM-like), attention forward (an online-softmax
+//! key loop), attention backward (dK/dV and dQ loops) — which of its constants play which role
+//! (the M, N and K tiles, the query and key blocks, the program-order group) and the features
+//! the rows' conditions read (operand dtype, transposed A, head dim, causal, additive mask).
+//!
+//! The analysis walks the generic module with each `static_if` resolved by the constant values
+//! ([`view::View`]), so conditions read the specialization while roles keep the constants'
+//! names. It never matches a name of the module, its kernels or its constants, nor source text:
+//! a user's copy of a built-in op, renamed, is the same structure.
+
+pub mod kernel;
+pub mod types;
+pub mod view;
+
+pub use types::{Class, Features, KernelKind, KernelShape, NoRole, Role, Structure};
+
+use kir_ir::{EvalVal, Module};
+
+/// Analyzes every kernel of `m` specialized with constant `values` and classifies the module.
+pub fn analyze(m: &Module, values: &[(String, EvalVal)]) -> Structure {
+    let kernels: Vec<KernelShape> = m
+        .kernels
+        .values()
+        .map(|k| kernel::analyze(&view::View::new(m, k, values)))
+        .collect();
+    let none = |kernels: Vec<KernelShape>| Structure {
+        class: None,
+        roles: vec![],
+        features: Features::default(),
+        kernels,
+    };
+    if let [k] = &kernels[..] {
+        let class = match k.kind {
+            KernelKind::DotLoop => Class::DotLoop,
+            KernelKind::Attention => Class::Attention,
+            _ => return none(kernels),
+        };
+        return Structure {
+            class: Some(class),
+            roles: k.roles.clone(),
+            features: k.features.clone(),
+            kernels,
+        };
+    }
+    // Attention backward: one dK/dV kernel, at most one dQ kernel, the rest unclassified.
+    let count = |kind: &KernelKind| kernels.iter().filter(|k| &k.kind == kind).count();
+    let others = kernels
+        .iter()
+        .filter(|k| matches!(k.kind, KernelKind::Other(_)))
+        .count();
+    let kv = count(&KernelKind::AttentionBwdKv);
+    let q = count(&KernelKind::AttentionBwdQ);
+    if kv == 1 && q <= 1 && kv + q + others == kernels.len() {
+        let kvk = kernels
+            .iter()
+            .find(|k| k.kind == KernelKind::AttentionBwdKv)
+            .expect("counted");
+        let mut roles = kvk.roles.clone();
+        let mut features = kvk.features.clone();
+        if let Some(qk) = kernels.iter().find(|k| k.kind == KernelKind::AttentionBwdQ) {
+            roles.extend(qk.roles.iter().cloned());
+            features.causal |= qk.features.causal;
+        }
+        return Structure {
+            class: Some(Class::AttentionBwd),
+            roles,
+            features,
+            kernels,
+        };
+    }
+    none(kernels)
+}

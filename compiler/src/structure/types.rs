@@ -1,0 +1,204 @@
+//! What the structural analysis finds (compiler/src/structure/): the class of a module's kernel
+//! or kernels, the roles its constants play and the features the configuration rows'
+//! conditions read. A leaf: the analysis and the configuration table (compiler/src/configs.rs)
+//! both import it.
+
+use std::fmt;
+
+/// What a kernel is, read from its IR (docs/configs.md, "Classes").
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum KernelKind {
+    /// A loop over K whose body loads an M×K and a K×N tile (possibly through `transpose`) and
+    /// accumulates `dot`s into f32 carried values: one dot (GEMM-like), or two sharing A
+    /// (SwiGLU-like).
+    DotLoop,
+    /// A key loop with a score dot (q·kᵀ into a zero accumulator), exp, a row max and a second
+    /// dot into a carried accumulator (online softmax): attention forward.
+    Attention,
+    /// A query loop accumulating key-block gradients (dK, dV): attention backward.
+    AttentionBwdKv,
+    /// A key loop accumulating a query-block gradient (dQ): attention backward.
+    AttentionBwdQ,
+    /// Anything else (why, in words: "no dot", "a dot whose B operand is computed", ...).
+    Other(String),
+}
+
+impl fmt::Display for KernelKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            KernelKind::DotLoop => f.write_str("a dot loop"),
+            KernelKind::Attention => f.write_str("attention (online softmax)"),
+            KernelKind::AttentionBwdKv => f.write_str("attention backward, dK/dV"),
+            KernelKind::AttentionBwdQ => f.write_str("attention backward, dQ"),
+            KernelKind::Other(why) => write!(f, "no class ({why})"),
+        }
+    }
+}
+
+/// The class of a whole module, which the configuration rows are keyed by.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Class {
+    /// One dot-loop kernel.
+    DotLoop,
+    /// One attention-forward kernel.
+    Attention,
+    /// A dK/dV kernel and a dQ kernel (with any number of unclassified helpers).
+    AttentionBwd,
+}
+
+impl Class {
+    /// The class as the report names it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Class::DotLoop => "dot-loop",
+            Class::Attention => "attention",
+            Class::AttentionBwd => "attention-backward",
+        }
+    }
+}
+
+/// The part a constant plays, which a row sets a value for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Role {
+    /// Dot loop: the accumulator's rows.
+    MTile,
+    /// Dot loop: the accumulator's columns.
+    NTile,
+    /// Dot loop: the contraction tile (the loop step).
+    KTile,
+    /// The program-order group (a constant feeding the block indices besides the tiles: GEMM's
+    /// grouped tile order, causal attention's head groups).
+    Group,
+    /// Attention: the query rows of a block (the accumulator's rows; attention backward: the dQ
+    /// kernel's).
+    QueryBlock,
+    /// Attention: the keys of one loop step (attention backward: the dQ kernel's).
+    KeyBlock,
+    /// Attention backward: the key rows of the dK/dV kernel's accumulators.
+    KvBlock,
+    /// Attention backward: the queries of one step of the dK/dV kernel's loop.
+    QueryStep,
+}
+
+impl Role {
+    /// The role as the report names it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Role::MTile => "M tile",
+            Role::NTile => "N tile",
+            Role::KTile => "K tile",
+            Role::Group => "group",
+            Role::QueryBlock => "query block",
+            Role::KeyBlock => "key block",
+            Role::KvBlock => "dK/dV key block",
+            Role::QueryStep => "dK/dV query step",
+        }
+    }
+}
+
+/// The structural facts the rows' conditions read.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Features {
+    /// The dtype of the dot operands (the score dot's for attention), by name.
+    pub dtype: String,
+    /// Dots accumulating in the loop (dot loop: 1, or 2 sharing A).
+    pub dots: usize,
+    /// The dot loop's A operand is a transposed load.
+    pub trans_a: bool,
+    /// The dot loop's B operand is a transposed load.
+    pub trans_b: bool,
+    /// Attention: the head dim (the accumulator's columns).
+    pub head_dim: Option<i64>,
+    /// Attention: the score mask compares query and key positions.
+    pub causal: bool,
+    /// Attention: the key loop loads an extra tile into the scores (an additive mask).
+    pub mask: bool,
+}
+
+impl Features {
+    /// bf16 or f16 operands (the dtypes the matrix units take).
+    pub fn half(&self) -> bool {
+        matches!(self.dtype.as_str(), "bf16" | "f16")
+    }
+}
+
+/// Why a kernel has no constant for a role.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum NoRole {
+    /// The kernel has no such part (no group constant): a row's value for it is skipped.
+    Absent,
+    /// The part is there but its tile is not a bare constant (a literal): a row cannot set it.
+    NotConstant,
+}
+
+/// One kernel's analysis.
+#[derive(Clone, Debug, PartialEq)]
+pub struct KernelShape {
+    /// The kernel's name (for the report only; never matched on).
+    pub name: String,
+    pub kind: KernelKind,
+    /// Each role found, with the constant that plays it (`None`: the tile is not a bare
+    /// constant, e.g. a literal).
+    pub roles: Vec<(Role, Option<String>)>,
+    pub features: Features,
+}
+
+/// A module's analysis: its class (when its kernels make one), the roles of its constants and
+/// the features, plus every kernel's own analysis for the report.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Structure {
+    pub class: Option<Class>,
+    pub roles: Vec<(Role, Option<String>)>,
+    pub features: Features,
+    pub kernels: Vec<KernelShape>,
+}
+
+impl Structure {
+    /// The constant playing `role`, or why there is none.
+    pub fn role(&self, role: Role) -> Result<&str, NoRole> {
+        match self.roles.iter().find(|(r, _)| *r == role) {
+            Some((_, Some(c))) => Ok(c),
+            Some((_, None)) => Err(NoRole::NotConstant),
+            None => Err(NoRole::Absent),
+        }
+    }
+
+    /// The facts the report gives after "matched:".
+    pub fn describe(&self) -> String {
+        let f = &self.features;
+        let mut parts = vec![];
+        match self.class {
+            Some(Class::DotLoop) => {
+                parts.push(match f.dots {
+                    1 => "one dot loop".to_string(),
+                    n => format!("a dot loop of {n} dots sharing A"),
+                });
+                parts.push(format!("{} operands", f.dtype));
+                parts.push(format!(
+                    "A {}transposed",
+                    if f.trans_a { "" } else { "not " }
+                ));
+                if f.trans_b {
+                    parts.push("B transposed".into());
+                }
+            }
+            Some(Class::Attention) | Some(Class::AttentionBwd) => {
+                parts.push(if self.class == Some(Class::Attention) {
+                    "an online-softmax key loop".to_string()
+                } else {
+                    "dK/dV and dQ loops".to_string()
+                });
+                parts.push(format!("{} operands", f.dtype));
+                if let Some(d) = f.head_dim {
+                    parts.push(format!("head dim {d}"));
+                }
+                parts.push(if f.causal { "causal" } else { "not causal" }.into());
+                if f.mask {
+                    parts.push("an additive mask".into());
+                }
+            }
+            None => {}
+        }
+        parts.join(", ")
+    }
+}
