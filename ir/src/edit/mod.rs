@@ -1,6 +1,6 @@
 //! The IR editing toolkit for passes that restructure kernels: building ops and blocks
 //! ([`build`]), cloning ops between kernels with renaming ([`clone`]), def-use queries and use
-//! rewriting ([`uses`]), and clean-ups — common-subexpression elimination, dead-code elimination
+//! rewriting ([`uses`]), constant folding of integer scalars ([`fold`]), and clean-ups — common-subexpression elimination, dead-code elimination
 //! and merging sibling loops ([`cleanup`]).
 //!
 //! Every helper keeps the kernel well formed as long as its stated preconditions hold; callers
@@ -9,6 +9,7 @@
 pub mod build;
 pub mod cleanup;
 pub mod clone;
+pub mod fold;
 pub mod uses;
 
 pub use build::{add_carried, append_if, iconst, insert_op, op2, simple, yield_block};

@@ -31,12 +31,12 @@
 use super::ctx::{Ctx, Val};
 use super::stages::{buffer, StageIx};
 pub use super::state::StageBuf;
-use super::statics::{eval, int_scalar};
 use super::PtxError;
 use crate::ptx::emit::isa::Isa;
 use crate::ptx::emit::PtxInst;
 use crate::ptx::plan::ir::lit;
 use crate::ptx::plan::layout::Place;
+use kir_ir::edit::fold::{eval, int_scalar};
 use kir_ir::{Block, Dtype, Kernel, OpData, Opcode, Value};
 
 /// Lowers a scheduling op.
