@@ -189,3 +189,36 @@ fn fusion_flags_choose_the_program_on_compile_and_run() {
     assert!(o.status.success(), "{}", stderr(&o));
     assert!(stderr(&o).contains("\nfusion: "), "{}", stderr(&o));
 }
+
+#[test]
+fn the_layout_dump_shows_the_ping_pong_plan() {
+    // d64 attention on sm_90a: two warpgroups, both dots of the key loop on wgmma, in turns.
+    let o = kirc(&[
+        "compile",
+        "attention_fwd",
+        "-D",
+        "HEAD_DIM=64",
+        "--target",
+        "sm_90a",
+        "--dump-after",
+        "layout",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let text = stdout(&o);
+    for turn in ["ping-pong: turn 1 of 2", "ping-pong: turn 2 of 2"] {
+        assert_eq!(text.matches(turn).count(), 1, "{turn}:\n{text}");
+    }
+    // On sm_80 there is no wgmma, so no turns.
+    let o = kirc(&[
+        "compile",
+        "attention_fwd",
+        "-D",
+        "HEAD_DIM=64",
+        "--target",
+        "sm_80",
+        "--dump-after",
+        "layout",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(!stdout(&o).contains("ping-pong"), "{}", stdout(&o));
+}

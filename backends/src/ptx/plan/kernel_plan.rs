@@ -68,7 +68,7 @@ pub fn plan(k: &Kernel, target: Target, warps: Option<u32>) -> KernelPlan {
 /// carry a comment naming the layout of each tile they define, as the backend assigns them for
 /// `target` with `warps[kernel name]` warps per block (a kernel not listed: the backend's
 /// policy) — what `kirc compile --dump-after layout` prints. Shared tiles that wgmma reads are
-/// shown in its swizzled layout.
+/// shown in its swizzled layout, and wgmma dots that take ping-pong turns their turn.
 pub fn annotate(
     m: &kir_ir::Module,
     target: crate::target::Target,
@@ -81,6 +81,7 @@ pub fn annotate(
             blk: b,
             places,
             core,
+            pingpong,
             ..
         } = plan(k, target, warps.get(&k.name).copied());
         let names = kir_ir::text::printer::value_names(k);
@@ -114,6 +115,17 @@ pub fn annotate(
                 .collect();
             if !parts.is_empty() {
                 notes.push((o, format!("layout: {}", parts.join(", "))));
+            }
+            for t in op.results.iter().filter_map(|r| pingpong.get(r)) {
+                notes.push((
+                    o,
+                    format!(
+                        "ping-pong: turn {} of {} (the two warpgroups take this loop's wgmma \
+                         dots in turns)",
+                        t.index + 1,
+                        t.count
+                    ),
+                ));
             }
         }
         for (o, n) in notes {
