@@ -19,3 +19,4 @@ pub mod pipeline;
 pub mod plan;
 pub mod search;
 pub mod traffic;
+pub mod tune;

@@ -63,7 +63,7 @@ pub struct Args {
 }
 
 /// Parses `NAME=AxBxC` (dims separated by `x` or `,`).
-fn parse_shape(s: &str) -> Result<(String, Vec<usize>), String> {
+pub fn parse_shape(s: &str) -> Result<(String, Vec<usize>), String> {
     let err = || format!("expected NAME=AxBxC (e.g. --shape q=4x16x4096x128), found `{s}`");
     let (n, v) = s.split_once('=').ok_or_else(err)?;
     if !common::is_name(n) {
@@ -85,7 +85,7 @@ enum Work {
 
 /// Evaluates `+ - * /` arithmetic with parentheses over `names`.
 #[cfg_attr(not(feature = "cuda"), allow(dead_code))]
-fn eval_expr(src: &str, names: &BTreeMap<String, f64>) -> Result<f64, String> {
+pub fn eval_expr(src: &str, names: &BTreeMap<String, f64>) -> Result<f64, String> {
     struct P<'a> {
         s: &'a [u8],
         i: usize,

@@ -17,6 +17,7 @@ mod fmt;
 mod ops;
 mod randn;
 mod run;
+mod tune;
 
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
@@ -47,6 +48,8 @@ enum Command {
     Randn(randn::Args),
     /// List the built-in ops.
     Ops(ops::Args),
+    /// Search a module's tunable constants and lowering flags for the fastest on the GPU.
+    Tune(tune::Args),
 }
 
 fn main() -> ExitCode {
@@ -63,6 +66,7 @@ fn main() -> ExitCode {
         Command::Bench(a) => bench::main(a),
         Command::Randn(a) => randn::main(a),
         Command::Ops(a) => ops::main(a),
+        Command::Tune(a) => tune::main(a),
     };
     match result {
         Ok(code) => code,
