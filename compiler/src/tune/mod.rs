@@ -29,8 +29,8 @@ pub mod types;
 
 pub use check::SMALL_DIM;
 pub use types::{
-    Candidate, Dropped, Event, Measure, Prepared, Progress, Shapes, Timed, TuneError, TuneOptions,
-    TuneResult,
+    Axes, Candidate, Dropped, Event, Measure, Prepared, Progress, Shapes, Timed, TuneError,
+    TuneOptions, TuneResult,
 };
 
 use crate::compiled::{CompileError, Compiled, Emit};

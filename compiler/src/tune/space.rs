@@ -6,7 +6,7 @@
 //! declaration order, then warps, stages and warp specialization, each in the order of its
 //! values, so a run is reproducible and ties go to the earlier candidate.
 
-use super::types::{Candidate, TuneError};
+use super::types::{Axes, Candidate, TuneError};
 use crate::plan::Flags;
 use kir_backends::Target;
 use kir_ir::Module;
@@ -38,12 +38,8 @@ impl Axis {
 
     /// The axis's name and its values as text.
     fn describe(&self) -> (String, Vec<String>) {
-        let s = |v: &[String]| v.to_vec();
         match self {
-            Axis::Const(n, v) => (
-                n.clone(),
-                s(&v.iter().map(i64::to_string).collect::<Vec<_>>()),
-            ),
+            Axis::Const(n, v) => (n.clone(), v.iter().map(i64::to_string).collect()),
             Axis::Warps(v) => ("warps".into(), v.iter().map(u32::to_string).collect()),
             Axis::Stages(v) => ("stages".into(), v.iter().map(usize::to_string).collect()),
             Axis::WarpSpecialize(v) => (
@@ -75,7 +71,7 @@ pub fn enumerate(
     target: Target,
     fixed: &Flags,
     limit: usize,
-) -> Result<(Vec<(String, Vec<String>)>, Vec<Candidate>), TuneError> {
+) -> Result<(Axes, Vec<Candidate>), TuneError> {
     let mut axes = Vec::new();
     for c in &generic.consts {
         let Some(t) = &c.tune else { continue };
@@ -98,7 +94,7 @@ pub fn enumerate(
     if fixed.warp_specialize.is_none() && target.has_wgmma() && target.has_setmaxnreg() {
         axes.push(Axis::WarpSpecialize(vec![false, true]));
     }
-    let described: Vec<(String, Vec<String>)> = axes.iter().map(Axis::describe).collect();
+    let described: Axes = axes.iter().map(Axis::describe).collect();
     let size = axes
         .iter()
         .try_fold(1usize, |n, a| n.checked_mul(a.len()))

@@ -13,6 +13,9 @@ use std::time::Duration;
 /// Tensor shapes by entry param name (`--shape NAME=AxB`).
 pub type Shapes = [(String, Vec<usize>)];
 
+/// The axes of a search space: a constant's or flag's name, and its values as text.
+pub type Axes = Vec<(String, Vec<String>)>;
+
 /// One point of the search space: a value for every tuned constant and the lowering flags.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Candidate {
@@ -157,7 +160,7 @@ impl Default for TuneOptions {
 #[derive(Clone, Debug, PartialEq)]
 pub struct Prepared {
     /// The axes searched: constant or flag name, and its values.
-    pub axes: Vec<(String, Vec<String>)>,
+    pub axes: Axes,
     /// Every candidate, in enumeration order.
     pub candidates: Vec<Candidate>,
     /// The shapes of the interpreter check.
@@ -223,7 +226,7 @@ pub struct Timed {
 #[derive(Clone, Debug, PartialEq)]
 pub struct TuneResult {
     /// The tuned axes: constant or flag name, and the values searched.
-    pub axes: Vec<(String, Vec<String>)>,
+    pub axes: Axes,
     /// Every candidate in the space, in enumeration order.
     pub space: usize,
     /// The candidates that were not timed, and why.
