@@ -187,6 +187,22 @@ fn empty_and_oversized_spaces_are_errors() {
         m.contains("36 candidates") && m.contains("A {1, 2, 4}"),
         "{m}"
     );
+    // A limit above the cap is the cap; a product that overflows is refused, not allocated.
+    let mut wide = String::from("module wide\n");
+    for i in 0..25 {
+        wide += &format!("const C{i}: int = 1 tune {{1, 2, 3, 4, 5, 6, 7, 8, 9}}\n");
+    }
+    wide += "kernel @k(x: in tensor<f32>[N]) grid [1, 1, 1] {\n  yield\n}\n";
+    let huge = TuneOptions {
+        limit: usize::MAX,
+        ..TuneOptions::default()
+    };
+    let e = tune::prepare(&wide, &[], Target::Sm80, &sh, &huge).unwrap_err();
+    let m = e.to_string();
+    assert!(
+        m.contains("has more candidates than the limit of 1000000"),
+        "{m}"
+    );
     // A flag the target does not have is refused before anything runs.
     let ws = TuneOptions {
         flags: Flags {
@@ -217,6 +233,13 @@ fn shapes_must_name_each_input_once_with_its_rank() {
     assert!(e.to_string().contains("no input tensor `q`"), "{e}");
     let e = tune::prepare(DOT, &[], t, &shapes(&[("a", &[4]), ("b", &[4, 4])]), &o).unwrap_err();
     assert!(e.to_string().contains("has 2 dims"), "{e}");
+    let mut big = fixed();
+    big.check_shapes = shapes(&[("a", &[1 << 20, 1 << 20]), ("b", &[4, 4])]);
+    let e = tune::prepare(DOT, &[], t, &dot_shapes(), &big).unwrap_err();
+    assert!(
+        e.to_string().contains("too many for the interpreter check"),
+        "{e}"
+    );
     let mut o2 = fixed();
     o2.scalars = vec![("eps".into(), 1.0)];
     let e = tune::prepare(DOT, &[], t, &dot_shapes(), &o2).unwrap_err();

@@ -8,6 +8,9 @@ use kir_backends::interp::{HostArg, HostData, HostTensor};
 use kir_ir::{Access, Dtype, EvalVal, ExprKind, Module, ParamKind};
 use std::collections::BTreeMap;
 
+/// The most elements one tensor of the interpreter check may have (`--check-shape`).
+pub const MAX_CHECK_ELEMENTS: usize = 1 << 24;
+
 /// Dims up to this size are kept in the check; larger ones are shrunk ([`shrink`]).
 pub const SMALL_DIM: usize = 160;
 
@@ -55,6 +58,13 @@ pub fn check_shapes_fit(m: &Module, shapes: &Shapes, what: &str) -> Result<(), T
     for (i, (name, shape)) in shapes.iter().enumerate() {
         if shapes[..i].iter().any(|(n, _)| n == name) {
             return Err(TuneError::Input(format!("{what} {name} is given twice")));
+        }
+        let elements = shape.iter().try_fold(1usize, |n, &d| n.checked_mul(d));
+        if what == "--check-shape" && elements.is_none_or(|n| n > MAX_CHECK_ELEMENTS) {
+            return Err(TuneError::Input(format!(
+                "{what} {name}: more than {MAX_CHECK_ELEMENTS} elements, too many for the \
+                 interpreter check"
+            )));
         }
         match ins.iter().find(|(n, _, _)| n == name) {
             Some((_, _, dims)) if dims.len() != shape.len() => {

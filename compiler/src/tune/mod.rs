@@ -27,7 +27,8 @@ pub mod report;
 pub mod space;
 pub mod types;
 
-pub use check::SMALL_DIM;
+pub use check::{MAX_CHECK_ELEMENTS, SMALL_DIM};
+pub use space::MAX_SPACE;
 pub use types::{
     Axes, Candidate, Dropped, Event, Measure, Prepared, Progress, Shapes, Timed, TuneError,
     TuneOptions, TuneResult,
@@ -36,8 +37,9 @@ pub use types::{
 use crate::compiled::{CompileError, Compiled, Emit};
 use crate::pipeline;
 use crate::plan::CompilePlan;
-use kir_backends::interp;
+use kir_backends::interp::{self, HostArg, HostTensor};
 use kir_backends::Target;
+use std::collections::BTreeMap;
 use std::time::Instant;
 
 /// Tunes `src` for `target` with the user's `defines` fixed, timing on `shapes`, with the
@@ -207,10 +209,10 @@ pub fn prepare(
 fn check_and_time(
     c: &Candidate,
     compiled: &Compiled,
-    args: &std::collections::BTreeMap<String, kir_backends::interp::HostArg>,
-    want: &std::collections::BTreeMap<String, kir_backends::interp::HostTensor>,
+    args: &BTreeMap<String, HostArg>,
+    want: &BTreeMap<String, HostTensor>,
     shapes: &Shapes,
-    scalars: &std::collections::BTreeMap<String, kir_backends::interp::HostArg>,
+    scalars: &BTreeMap<String, HostArg>,
     measure: &mut dyn Measure,
 ) -> Result<f64, Dropped> {
     let got = measure

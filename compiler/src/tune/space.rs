@@ -17,6 +17,9 @@ pub const WARPS: [u32; 2] = [4, 8];
 /// Ring depths searched when `--stages` is not given.
 pub const STAGES: [usize; 3] = [2, 3, 4];
 
+/// The largest space enumerated whatever the limit asked for (a million candidates).
+pub const MAX_SPACE: usize = 1_000_000;
+
 /// One axis of the space.
 #[derive(Clone, Debug, PartialEq)]
 enum Axis {
@@ -113,10 +116,17 @@ pub fn enumerate(
             generic.name
         )));
     }
+    let limit = limit.min(MAX_SPACE);
     if size > limit {
+        let size = if size == usize::MAX {
+            "more candidates than".to_string()
+        } else {
+            format!("{size} candidates, more than")
+        };
         return Err(TuneError::Space(format!(
-            "the search space has {size} candidates, more than the limit of {limit}: {}; fix \
-             some with -D NAME=VALUE or --warps/--stages/--warp-specialize, or raise --limit",
+            "the search space has {size} the limit of {limit}: {}; fix \
+             some with -D NAME=VALUE or --warps/--stages/--warp-specialize, or raise --limit \
+             (at most {MAX_SPACE})",
             list()
         )));
     }
