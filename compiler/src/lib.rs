@@ -23,3 +23,4 @@ pub mod plan;
 pub mod search;
 pub mod structure;
 pub mod traffic;
+pub mod tune;

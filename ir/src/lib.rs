@@ -26,7 +26,7 @@ pub use error::{Diagnostic, Diagnostics};
 pub use expr::{BinOp, EvalError, EvalVal, Expr, ExprKind, Func, UnOp};
 pub use module::{
     Access, ArgBinding, BlockData, ConstDecl, ConstKind, ConstValues, Dfg, Kernel, Launch, Module,
-    Offset, OpData, Param, ParamKind, Program, TempDecl, TensorRef, ValueData, ValueDef,
+    Offset, OpData, Param, ParamKind, Program, TempDecl, TensorRef, TuneSet, ValueData, ValueDef,
 };
 pub use ops::{
     Arity, Attr, AttrKind, BinaryOp, CmpPred, Effect, ElemTypes, Elementwise, OpClass, OpInfo,

@@ -17,17 +17,34 @@ pub enum ConstKind {
     Enum(Vec<String>),
 }
 
-/// `const NAME: KIND = DEFAULT [where COND]` — a specialization constant, overridable with `-D`.
+/// `const NAME: KIND = DEFAULT [tune {V, …}] [where COND]` — a specialization constant,
+/// overridable with `-D`.
 #[derive(Clone, Debug, PartialEq)]
 pub struct ConstDecl {
     pub name: String,
     pub kind: ConstKind,
     /// May refer to earlier constants.
     pub default: Expr,
+    /// The values a tuner tries for this constant (`tune {32, 64, 128}`; int constants only,
+    /// docs/tuning.md). `None`: not tunable.
+    pub tune: Option<TuneSet>,
     /// A condition every value must satisfy (checked at specialization).
     pub require: Option<Expr>,
     /// Comment lines written directly above the declaration.
     pub doc: Vec<String>,
+    pub span: Span,
+}
+
+/// `tune {V0, V1, …}` on an int constant: the values `kirc tune` tries for it, in the order
+/// written. The verifier requires a non-empty set of distinct values, each satisfying the
+/// constant's `where` with the earlier constants at their defaults.
+#[derive(Clone, Debug, PartialEq)]
+pub struct TuneSet {
+    /// The values, in the order written.
+    pub values: Vec<i64>,
+    /// The span of each value (same length as `values`).
+    pub spans: Vec<Span>,
+    /// From `tune` to the closing `}`.
     pub span: Span,
 }
 

@@ -27,6 +27,10 @@ pub fn print(m: &Module) -> String {
             ConstKind::Enum(v) => format!("{{{}}}", v.join(", ")),
         };
         write!(s, "const {}: {kind} = {}", c.name, c.default).ok();
+        if let Some(t) = &c.tune {
+            let vs: Vec<String> = t.values.iter().map(i64::to_string).collect();
+            write!(s, " tune {{{}}}", vs.join(", ")).ok();
+        }
         if let Some(r) = &c.require {
             write!(s, " where {r}").ok();
         }

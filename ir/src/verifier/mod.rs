@@ -14,6 +14,7 @@
 //!   conformance of each op to its row of the op table;
 //! - `rules` (with `rules_memory` and `rules_compute`): the type rule of every opcode, dispatched
 //!   by one exhaustive `match`;
+//! - `tune`: the `tune {…}` sets of int constants (non-empty, distinct, within the `where`);
 //! - `limits`: the resource limits of tiles (element count, bytes against a block's registers);
 //! - `common`: the diagnostics helpers and decidable facts (`dim_eq`, `ty_eq`, ...) every check
 //!   uses.
@@ -35,6 +36,9 @@ mod table;
 mod tests;
 #[cfg(test)]
 mod tests_more;
+#[cfg(test)]
+mod tests_tune;
+mod tune;
 mod walk;
 
 use crate::error::Diagnostics;
@@ -48,6 +52,7 @@ use crate::module::Module;
 pub fn verify(m: &Module) -> Result<(), Diagnostics> {
     let mut errs = Vec::new();
     names::check_module(m, &mut errs);
+    tune::check_tune(m, &mut errs);
     for (_, k) in m.kernels.iter() {
         let dims = names::kernel_dims(m, k);
         names::check_kernel_signature(m, k, &dims, &mut errs);

@@ -439,6 +439,7 @@ fn generic_kernel_with_symbolic_types_verifies() {
             name: "DTYPE".into(),
             kind: ConstKind::Enum(vec!["f32".into(), "bf16".into()]),
             default: Expr::ident("bf16"),
+            tune: None,
             require: None,
             doc: vec![],
             span: Span::default(),
@@ -447,6 +448,7 @@ fn generic_kernel_with_symbolic_types_verifies() {
             name: "B".into(),
             kind: ConstKind::Int,
             default: Expr::int(64),
+            tune: None,
             require: Some(Expr {
                 kind: crate::expr::ExprKind::Binary(
                     crate::BinOp::Ge,

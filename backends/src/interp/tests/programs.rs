@@ -243,6 +243,7 @@ fn unspecialized_modules_are_rejected() {
         name: "BLOCK".into(),
         kind: ConstKind::Int,
         default: Expr::int(4),
+        tune: None,
         require: None,
         doc: vec![],
         span: Span::default(),

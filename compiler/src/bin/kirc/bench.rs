@@ -67,7 +67,7 @@ pub struct Args {
 }
 
 /// Parses `NAME=AxBxC` (dims separated by `x` or `,`).
-fn parse_shape(s: &str) -> Result<(String, Vec<usize>), String> {
+pub fn parse_shape(s: &str) -> Result<(String, Vec<usize>), String> {
     let err = || format!("expected NAME=AxBxC (e.g. --shape q=4x16x4096x128), found `{s}`");
     let (n, v) = s.split_once('=').ok_or_else(err)?;
     if !common::is_name(n) {
@@ -89,7 +89,7 @@ enum Work {
 
 /// Evaluates `+ - * /` arithmetic with parentheses over `names`.
 #[cfg_attr(not(feature = "cuda"), allow(dead_code))]
-fn eval_expr(src: &str, names: &BTreeMap<String, f64>) -> Result<f64, String> {
+pub fn eval_expr(src: &str, names: &BTreeMap<String, f64>) -> Result<f64, String> {
     struct P<'a> {
         s: &'a [u8],
         i: usize,
@@ -266,12 +266,35 @@ pub fn main(a: Args) -> Result<ExitCode, CliError> {
     let gpu = device::open_gpu(&src)?;
     let cache = common::cache(a.no_cache);
     let t0 = std::time::Instant::now();
+    // A configuration `kirc tune` found for this source, defines, target, shape bucket and GPU
+    // applies unless the user chose lowering flags themselves.
+    let mut defines = a.defines.clone();
+    let mut flags = a.ptx.flags(None);
+    let mut tuned_note = String::new();
+    if let (Some(c), false) = (&cache, a.ptx.any()) {
+        let target = device::target_of(a.target.as_deref(), &gpu)?;
+        let bucket = device::shape_bucket(&a.shapes);
+        if let Some(t) = c.lookup_tuned(
+            &src.text,
+            &a.defines,
+            target,
+            &bucket,
+            Some(&device::gpu_id(&gpu)),
+        ) {
+            let set: Vec<String> = t.defines.iter().map(|(n, v)| format!("{n}={v}")).collect();
+            tuned_note = format!("  tuned configuration (kir cache): {}\n", set.join(" "));
+            defines.extend(t.defines.iter().cloned());
+            let fusion = flags.fusion;
+            flags = t.flags();
+            flags.fusion = fusion;
+        }
+    }
     let c = device::compile_for(
         &src,
-        &a.defines,
+        &defines,
         a.kernel.as_deref(),
         a.target.as_deref(),
-        a.ptx.flags(None),
+        flags,
         &gpu,
         cache.as_ref(),
     )?;
@@ -330,7 +353,7 @@ pub fn main(a: Args) -> Result<ExitCode, CliError> {
         ),
     };
     crate::common::out(&format!(
-        "{} [{}] on {}\n  {:.4} ms median of {} runs (min {:.4}, max {:.4}; {} warm-up)\n{rate}\n{first}",
+        "{} [{}] on {}\n  {:.4} ms median of {} runs (min {:.4}, max {:.4}; {} warm-up)\n{rate}\n{first}{tuned_note}",
         src.name,
         dims.join(", "),
         gpu.name,

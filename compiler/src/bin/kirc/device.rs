@@ -69,6 +69,81 @@ pub fn open_gpu(src: &Source) -> Result<Gpu, CliError> {
     Ok(gpu)
 }
 
+/// The target named by `--target`, or the one matching `gpu`.
+#[cfg(feature = "cuda")]
+pub fn target_of(target: Option<&str>, gpu: &Gpu) -> Result<kir_backends::Target, CliError> {
+    match target {
+        Some(t) => crate::common::target(t),
+        None => runtime::target_for(gpu.capability).ok_or_else(|| {
+            CliError::Plain(format!(
+                "the GPU has compute capability {}.{}, which no kir target covers; pass \
+                 --target explicitly",
+                gpu.capability.0, gpu.capability.1
+            ))
+        }),
+    }
+}
+
+/// `kirc tune`'s measurements on a GPU: a candidate's check run through the runtime, and its
+/// time as `kirc bench` takes it (random inputs filled on the device, CUDA events, the median
+/// after warm-up).
+#[cfg(feature = "cuda")]
+pub struct GpuMeasure<'g> {
+    pub gpu: &'g Gpu,
+    pub warmup: usize,
+    pub iters: usize,
+    pub seed: u32,
+}
+
+#[cfg(feature = "cuda")]
+impl kir_compiler::tune::Measure for GpuMeasure<'_> {
+    fn run(
+        &mut self,
+        _: &kir_compiler::tune::Candidate,
+        c: &Compiled,
+        args: &std::collections::BTreeMap<String, kir_backends::interp::HostArg>,
+    ) -> Result<std::collections::BTreeMap<String, kir_backends::interp::HostTensor>, String> {
+        let meta = c.meta.as_ref().ok_or("a PTX compilation without META")?;
+        runtime::run(self.gpu, &c.text, meta, &c.module, args).map_err(|e| e.to_string())
+    }
+
+    fn time(
+        &mut self,
+        _: &kir_compiler::tune::Candidate,
+        c: &Compiled,
+        shapes: &kir_compiler::tune::Shapes,
+        scalars: &std::collections::BTreeMap<String, kir_backends::interp::HostArg>,
+    ) -> Result<f64, String> {
+        use kir_backends::interp::{HostArg, HostData, HostTensor};
+        let meta = c.meta.as_ref().ok_or("a PTX compilation without META")?;
+        let mut args = scalars.clone();
+        let mut random = std::collections::BTreeSet::new();
+        let params = c.module.entry_params().unwrap_or(&[]);
+        for (name, shape) in shapes {
+            let dtype = match params.iter().find(|p| &p.name == name).map(|p| &p.kind) {
+                Some(kir_ir::ParamKind::Tensor(_, tt)) => {
+                    tt.elem.known().unwrap_or(kir_ir::Dtype::F32)
+                }
+                _ => return Err(format!("the entry has no tensor param `{name}`")),
+            };
+            let t = HostTensor {
+                dtype,
+                shape: shape.clone(),
+                data: HostData::F64(Vec::new()),
+            };
+            args.insert(name.clone(), HostArg::Tensor(t));
+            random.insert(name.clone());
+        }
+        let s = |e: RuntimeError| e.to_string();
+        let mut p = runtime::Program::load(self.gpu, &c.text, meta, &c.module).map_err(s)?;
+        let mut b = p.bind(&args, &random, self.seed).map_err(s)?;
+        let t = runtime::bench(&p, &mut b, self.warmup, self.iters).map_err(s)?;
+        Ok(t.median_ms)
+    }
+}
+
+/// Compiles `src` to PTX with the lowering `flags` for `target` (by name), or for the target matching `gpu`.
+
 /// A compilation for the GPU, and the source its module's spans point into.
 #[cfg(feature = "cuda")]
 pub struct ForGpu {
@@ -96,16 +171,7 @@ pub fn compile_for(
     gpu: &Gpu,
     cache: Option<&Cache>,
 ) -> Result<ForGpu, CliError> {
-    let target = match target {
-        Some(t) => crate::common::target(t)?,
-        None => runtime::target_for(gpu.capability).ok_or_else(|| {
-            CliError::Plain(format!(
-                "the GPU has compute capability {}.{}, which no kir target covers; pass \
-                 --target explicitly",
-                gpu.capability.0, gpu.capability.1
-            ))
-        })?,
-    };
+    let target = target_of(target, gpu)?;
     let plan =
         kir_compiler::plan::CompilePlan::resolve(&src.text, defines, target, Emit::Ptx, flags)
             .map_err(|e| crate::common::compile_error(src, e))?
@@ -131,9 +197,24 @@ pub fn compile_for(
     })
 }
 
+/// The shape bucket of tensor shapes given by input name (`--shape a=…`): each extent as a
+/// dim `a[i]`, rounded up to a power of two (`kir_compiler::cache::ShapeBucket`). What
+/// `kirc tune` stores its winner under and `kirc bench` looks it up by.
+pub fn shape_bucket(shapes: &[(String, Vec<usize>)]) -> kir_compiler::cache::ShapeBucket {
+    let dims: Vec<(String, u64)> = shapes
+        .iter()
+        .flat_map(|(n, s)| {
+            s.iter()
+                .enumerate()
+                .map(move |(i, &v)| (format!("{n}[{i}]"), v as u64))
+        })
+        .collect();
+    kir_compiler::cache::ShapeBucket::from_dims(&dims)
+}
+
 /// The cache's name for `gpu`.
 #[cfg(feature = "cuda")]
-fn gpu_id(gpu: &Gpu) -> GpuId {
+pub fn gpu_id(gpu: &Gpu) -> GpuId {
     GpuId {
         name: gpu.name.clone(),
         capability: gpu.capability,

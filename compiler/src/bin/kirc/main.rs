@@ -18,6 +18,7 @@ mod fmt;
 mod ops;
 mod randn;
 mod run;
+mod tune;
 
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
@@ -50,6 +51,8 @@ enum Command {
     Ops(ops::Args),
     /// The on-disk cache of compilations and cubins: print its directory, list or clear it.
     Cache(cache::Args),
+    /// Search a module's tunable constants and lowering flags for the fastest on the GPU.
+    Tune(tune::Args),
 }
 
 fn main() -> ExitCode {
@@ -67,6 +70,7 @@ fn main() -> ExitCode {
         Command::Randn(a) => randn::main(a),
         Command::Ops(a) => ops::main(a),
         Command::Cache(a) => cache::main(a),
+        Command::Tune(a) => tune::main(a),
     };
     match result {
         Ok(code) => code,

@@ -258,6 +258,11 @@ impl Parser {
         };
         self.expect_punct("=")?;
         let default = self.expr()?;
+        let tune = if self.is_kw("tune") {
+            Some(self.tune_set()?)
+        } else {
+            None
+        };
         let require = if self.eat_kw("where") {
             Some(self.expr()?)
         } else {
@@ -268,9 +273,35 @@ impl Parser {
             name,
             kind,
             default,
+            tune,
             require,
             doc,
             span,
+        })
+    }
+
+    /// `tune {V, …}`: integer literals, each optionally negated (an empty set parses; the
+    /// verifier reports it).
+    fn tune_set(&mut self) -> PResult<TuneSet> {
+        let start = self.expect_kw("tune")?;
+        self.expect_punct("{")?;
+        let items = self.comma_list("}", |p| {
+            let neg = p.is_punct("-");
+            let sign = if neg { Some(p.bump().span) } else { None };
+            match p.peek().clone() {
+                Tok::Int(v) => {
+                    let sp = p.bump().span;
+                    let sp = sign.map_or(sp, |s| s.to(sp));
+                    Ok((if neg { -v } else { v }, sp))
+                }
+                _ => p.err("an integer literal (a tune value)"),
+            }
+        })?;
+        let (values, spans) = items.into_iter().unzip();
+        Ok(TuneSet {
+            values,
+            spans,
+            span: start.to(self.prev_span()),
         })
     }
 
