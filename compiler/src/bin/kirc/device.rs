@@ -200,6 +200,7 @@ pub fn compile_for(
 /// The shape bucket of tensor shapes given by input name (`--shape a=…`): each extent as a
 /// dim `a[i]`, rounded up to a power of two (`kir_compiler::cache::ShapeBucket`). What
 /// `kirc tune` stores its winner under and `kirc bench` looks it up by.
+#[cfg(feature = "cuda")]
 pub fn shape_bucket(shapes: &[(String, Vec<usize>)]) -> kir_compiler::cache::ShapeBucket {
     let dims: Vec<(String, u64)> = shapes
         .iter()
