@@ -266,17 +266,19 @@ pub fn main(a: Args) -> Result<ExitCode, CliError> {
     let gpu = device::open_gpu(&src)?;
     let cache = common::cache(a.no_cache);
     let t0 = std::time::Instant::now();
-    // A configuration `kirc tune` found for this source, defines, target, shape bucket and GPU
-    // applies unless the user chose lowering flags themselves.
+    // A configuration `kirc tune` found for this source, specialization (the defines of
+    // untunable constants), target, shape bucket and GPU applies unless the user chose lowering
+    // flags or tunable constants themselves.
     let mut defines = a.defines.clone();
     let mut flags = a.ptx.flags(None);
     let mut tuned_note = String::new();
-    if let (Some(c), false) = (&cache, a.ptx.any()) {
+    let (spec, user_tiles) = device::split_tunable(&src.text, &a.defines);
+    if let (Some(c), false, true) = (&cache, a.ptx.any(), user_tiles.is_empty()) {
         let target = device::target_of(a.target.as_deref(), &gpu)?;
         let bucket = device::shape_bucket(&a.shapes);
         if let Some(t) = c.lookup_tuned(
             &src.text,
-            &a.defines,
+            &spec,
             target,
             &bucket,
             Some(&device::gpu_id(&gpu)),

@@ -213,6 +213,21 @@ pub fn shape_bucket(shapes: &[(String, Vec<usize>)]) -> kir_compiler::cache::Sha
     kir_compiler::cache::ShapeBucket::from_dims(&dims)
 }
 
+/// `defines` split into those of constants without a tune set (the specialization a tuned
+/// configuration is kept for) and those of tunable constants (part of a configuration). A
+/// source that does not parse keeps every define in the first list.
+#[cfg(feature = "cuda")]
+pub fn split_tunable(
+    src: &str,
+    defines: &[(String, String)],
+) -> (Vec<(String, String)>, Vec<(String, String)>) {
+    let tunable = |n: &str| {
+        kir_ir::text::parse(src)
+            .is_ok_and(|m| m.consts.iter().any(|c| c.name == n && c.tune.is_some()))
+    };
+    defines.iter().cloned().partition(|(n, _)| !tunable(n))
+}
+
 /// The cache's name for `gpu`.
 #[cfg(feature = "cuda")]
 pub fn gpu_id(gpu: &Gpu) -> GpuId {

@@ -261,8 +261,12 @@ fn gpu_main(a: &Args, src: &common::Source) -> Result<ExitCode, CliError> {
     // `kirc bench` finds it (docs/tuning.md, "The winner").
     if let Some(cache) = common::cache(a.no_cache) {
         let w = &r.winner().candidate;
+        // Kept for the specialization (the defines of untunable constants); the tunable
+        // constants the user fixed belong to the configuration, with the winner's.
+        let (spec, mut fixed) = crate::device::split_tunable(&src.text, &a.defines);
+        fixed.extend(w.defines());
         let config = kir_compiler::cache::TunedConfig {
-            defines: w.defines(),
+            defines: fixed,
             warps: w.flags.warps,
             stages: w.flags.stages,
             warp_specialize: w.flags.warp_specialize,
@@ -274,7 +278,7 @@ fn gpu_main(a: &Args, src: &common::Source) -> Result<ExitCode, CliError> {
         match cache.store_tuned(
             &src.text,
             &src.name,
-            &a.defines,
+            &spec,
             target,
             &bucket,
             Some(&id),
