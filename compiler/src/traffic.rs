@@ -32,9 +32,20 @@ pub fn launch_bytes(
     k: &Kernel,
     dim: &dyn Fn(&str) -> Option<i64>,
 ) -> Option<u64> {
+    per_launch(p, l, k, dim, kernel_bytes)
+}
+
+/// `count` of kernel `k` with its dims bound as launch `l` of program `p` binds them.
+fn per_launch(
+    p: &Program,
+    l: &Launch,
+    k: &Kernel,
+    dim: &dyn Fn(&str) -> Option<i64>,
+    count: fn(&Kernel, &dyn Fn(&str) -> Option<i64>) -> Option<u64>,
+) -> Option<u64> {
     let dims = launch_dims(p, l, k, dim)?;
     let lookup = |n: &str| dims.iter().find(|(d, _)| d == n).map(|&(_, v)| v);
-    kernel_bytes(k, &lookup)
+    count(k, &lookup)
 }
 
 /// Each kernel dim of launch `l` with the value of the program dim of the buffer bound to it.
@@ -89,9 +100,7 @@ pub fn launch_dot_flops(
     k: &Kernel,
     dim: &dyn Fn(&str) -> Option<i64>,
 ) -> Option<u64> {
-    let dims = launch_dims(p, l, k, dim)?;
-    let lookup = |n: &str| dims.iter().find(|(d, _)| d == n).map(|&(_, v)| v);
-    kernel_dot_flops(k, &lookup)
+    per_launch(p, l, k, dim, kernel_dot_flops)
 }
 
 /// Bytes of the tensors a launch's kernel binds (each once, however often its tiles are
@@ -119,9 +128,7 @@ pub fn launch_footprint(
     k: &Kernel,
     dim: &dyn Fn(&str) -> Option<i64>,
 ) -> Option<u64> {
-    let dims = launch_dims(p, l, k, dim)?;
-    let lookup = |n: &str| dims.iter().find(|(d, _)| d == n).map(|&(_, v)| v);
-    kernel_footprint(k, &lookup)
+    per_launch(p, l, k, dim, kernel_footprint)
 }
 
 /// What one op counts, once per execution.

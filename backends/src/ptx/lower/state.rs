@@ -1,4 +1,4 @@
-//! The per-concern state that [`super::ctx::Ctx`] groups: values, params, thread coordinates,
+//! The per-concern state that `Ctx` (ctx.rs) groups: values, params, thread coordinates,
 //! memory, and asynchronous work (TMA, warp specialization, wgmma). Each struct is the state one
 //! concern of the lowering keeps while it emits a kernel.
 
@@ -51,7 +51,7 @@ pub struct ThreadRegs {
 pub struct MemState {
     pub smem: Reg,
     pub smem_top: u32,
-    /// The scratch region (conversions, reductions) as an offset ≥ [`super::ctx::SCRATCH_BASE`].
+    /// The scratch region (conversions, reductions) as an offset ≥ `SCRATCH_BASE` (ctx.rs).
     pub scratch_off: u32,
     /// Whether any instruction addressed the scratch region.
     pub scratch_used: bool,
