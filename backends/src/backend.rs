@@ -13,7 +13,7 @@
 use crate::meta::KernelMeta;
 use crate::ptx::{self, PtxOptions, PtxReport};
 use crate::target::Target;
-use kir_ir::{Module, Span};
+use kir_ir::{Kernel, Module, Span};
 
 /// Why a backend turned a candidate module down; the search tries the next candidate.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -123,29 +123,42 @@ impl Backend for PtxBackend {
 
     /// Errors name the target: `… (target sm_90a)`.
     fn lower(&self, m: &Module, suffix: &str) -> Result<Lowered, LowerError> {
-        let named = |message: String| format!("{message} (target {})", self.target.name());
-        match ptx::compile_module_with(m, self.target, suffix, &self.opts) {
-            Ok(out) => Ok(Lowered {
-                text: out.text,
-                version: out.version,
-                kernels: out.kernels,
-                reports: out.reports,
-                instructions: out.instructions,
-            }),
-            Err(e) if e.over_shared => Err(LowerError::Rejected(Rejection::OverShared {
-                kernel: m
-                    .kernels
-                    .values()
-                    .find(|k| Some(k.span) == e.span)
-                    .map_or_else(String::new, |k| k.name.clone()),
-                message: named(e.message),
-                span: e.span,
-            })),
-            Err(e) => Err(LowerError::Failed {
-                message: named(e.message),
-                span: e.span,
-            }),
-        }
+        let kernels: Vec<(&Kernel, &str, PtxOptions)> =
+            m.kernels.values().map(|k| (k, suffix, self.opts)).collect();
+        lower_ptx(&m.name, self.target, &kernels)
+    }
+}
+
+/// Lowers `kernels` (each with its symbol suffix and lowering options) into one PTX module
+/// named after module `name`: the module of a program whose kernels the compile driver
+/// scheduled one by one, each with its own configuration. Errors name the target, as
+/// [`PtxBackend::lower`]'s do.
+pub fn lower_ptx(
+    name: &str,
+    target: Target,
+    kernels: &[(&Kernel, &str, PtxOptions)],
+) -> Result<Lowered, LowerError> {
+    let named = |message: String| format!("{message} (target {})", target.name());
+    match ptx::compile_kernels(name, target, kernels) {
+        Ok(out) => Ok(Lowered {
+            text: out.text,
+            version: out.version,
+            kernels: out.kernels,
+            reports: out.reports,
+            instructions: out.instructions,
+        }),
+        Err(e) if e.over_shared => Err(LowerError::Rejected(Rejection::OverShared {
+            kernel: kernels
+                .iter()
+                .find(|(k, _, _)| Some(k.span) == e.span)
+                .map_or_else(String::new, |(k, _, _)| k.name.clone()),
+            message: named(e.message),
+            span: e.span,
+        })),
+        Err(e) => Err(LowerError::Failed {
+            message: named(e.message),
+            span: e.span,
+        }),
     }
 }
 

@@ -50,7 +50,8 @@ pub struct Config {
 /// One row of the table.
 struct Row {
     class: Class,
-    target: Target,
+    /// The targets the row is for.
+    targets: &'static [Target],
     /// A row of the CUDA-C parity backend (tiles only) rather than of PTX and IR emission.
     cuda: bool,
     /// The condition on the kernel's structural features.
@@ -94,7 +95,7 @@ const ROWS: &[Row] = &[
     Row {
         cuda: false,
         class: Class::Attention,
-        target: Target::Sm90a,
+        targets: &[Target::Sm90a],
         when: |f| f.half() && f.head_dim == Some(128) && !f.causal && !f.mask,
         set: &[(Role::QueryBlock, 192), (Role::KeyBlock, 128)],
         warps: Some(12),
@@ -108,7 +109,7 @@ const ROWS: &[Row] = &[
     Row {
         cuda: false,
         class: Class::Attention,
-        target: Target::Sm90a,
+        targets: &[Target::Sm90a],
         when: |f| f.half() && f.head_dim == Some(128) && !f.causal,
         set: &[(Role::QueryBlock, 128), (Role::KeyBlock, 64)],
         warps: Some(8),
@@ -120,7 +121,7 @@ const ROWS: &[Row] = &[
     Row {
         cuda: false,
         class: Class::Attention,
-        target: Target::Sm90a,
+        targets: &[Target::Sm90a],
         when: |f| f.half() && f.head_dim == Some(128) && f.causal,
         set: &[(Role::QueryBlock, 128), (Role::KeyBlock, 128)],
         warps: Some(8),
@@ -132,7 +133,7 @@ const ROWS: &[Row] = &[
     Row {
         cuda: false,
         class: Class::Attention,
-        target: Target::Sm90a,
+        targets: &[Target::Sm90a],
         when: |f| f.half() && f.head_dim == Some(64) && !f.causal,
         set: &[(Role::QueryBlock, 128), (Role::KeyBlock, 128)],
         warps: Some(8),
@@ -144,7 +145,7 @@ const ROWS: &[Row] = &[
     Row {
         cuda: false,
         class: Class::Attention,
-        target: Target::Sm90a,
+        targets: &[Target::Sm90a],
         when: |f| f.half() && f.head_dim == Some(64) && f.causal,
         set: &[
             (Role::QueryBlock, 128),
@@ -160,7 +161,7 @@ const ROWS: &[Row] = &[
     Row {
         cuda: false,
         class: Class::Attention,
-        target: Target::Sm90a,
+        targets: &[Target::Sm90a],
         when: |f| f.half() && f.head_dim == Some(256),
         set: &[(Role::QueryBlock, 128), (Role::KeyBlock, 64)],
         warps: Some(8),
@@ -172,7 +173,7 @@ const ROWS: &[Row] = &[
     Row {
         cuda: false,
         class: Class::DotLoop,
-        target: Target::Sm90a,
+        targets: &[Target::Sm90a],
         when: |f| f.half() && f.dots == 1 && !f.trans_a,
         set: &[
             (Role::MTile, 128),
@@ -186,6 +187,25 @@ const ROWS: &[Row] = &[
         persistent: true,
         overlap: false,
     },
+    // Row reductions (norm statistics), H200 at 16,384 rows (docs/benchmarks.md "Per-kernel
+    // configurations"): a kernel that keeps a row in one chunk when it fits is fastest with
+    // chunks as long as the row (rmsnorm_fwd at 4096 columns: 4096-column chunks 0.080 ms,
+    // 1024 0.089; at 1024 columns 1024 is fastest), so it takes 4096, a common hidden size;
+    // one that keeps running sums over chunks is fastest with 1024 columns at every width
+    // measured (layernorm_fwd at 1024, 4096 and 8192 columns: 0.046, 0.109, 0.198 ms against
+    // 0.197, 0.167, 0.252 with 4096). One row per tile fits every target's registers.
+    tile_row(
+        Class::RowReduce,
+        |f| f.whole_row,
+        &[(Role::ColumnBlock, 4096)],
+    ),
+    tile_row(Class::RowReduce, |_| true, &[(Role::ColumnBlock, 1024)]),
+    // Elementwise tiles: the built-in swiglu's 4×1024.
+    tile_row(
+        Class::Elementwise,
+        |_| true,
+        &[(Role::RowBlock, 4), (Role::ColumnBlock, 1024)],
+    ),
     // CUDA C stores every live tile as 32-bit values in shared memory, so the op's default
     // tiles outgrow the smaller targets (`Target::smem_per_block`): sm_120a's 99 KB does not
     // hold attention_fwd at d128 (119,296 bytes) or attention_bwd's dK/dV (165,888), sm_80's
@@ -194,31 +214,31 @@ const ROWS: &[Row] = &[
     // tests/tests/configs.rs; the parity backend is checked for results, not timed).
     cuda_row(
         Class::Attention,
-        Target::Sm120a,
+        &[Target::Sm120a],
         |f| f.head_dim.is_some_and(|d| d <= 128),
         &[(Role::QueryBlock, 32), (Role::KeyBlock, 32)],
     ),
     cuda_row(
         Class::Attention,
-        Target::Sm120a,
+        &[Target::Sm120a],
         |_| true,
         &[(Role::QueryBlock, 16), (Role::KeyBlock, 16)],
     ),
     cuda_row(
         Class::Attention,
-        Target::Sm80,
+        &[Target::Sm80],
         |f| f.head_dim.is_some_and(|d| d > 128) && !f.causal,
         &[(Role::QueryBlock, 32)],
     ),
     cuda_row(
         Class::Attention,
-        Target::Sm80,
+        &[Target::Sm80],
         |f| f.head_dim.is_some_and(|d| d > 128),
         &[(Role::QueryBlock, 32), (Role::KeyBlock, 32)],
     ),
     cuda_row(
         Class::AttentionBwd,
-        Target::Sm120a,
+        &[Target::Sm120a],
         |_| true,
         &[
             (Role::QueryBlock, 32),
@@ -229,23 +249,40 @@ const ROWS: &[Row] = &[
     ),
     cuda_row(
         Class::AttentionBwd,
-        Target::Sm80,
+        &[Target::Sm80],
         |f| f.causal,
         &[(Role::QueryBlock, 32), (Role::QueryStep, 32)],
     ),
 ];
 
+/// A row of PTX and IR emission on every target that sets tiles only (the backend's policy
+/// chooses the warps; no ring, warp roles or persistence).
+const fn tile_row(class: Class, when: fn(&Features) -> bool, set: &'static [(Role, i64)]) -> Row {
+    Row {
+        cuda: false,
+        class,
+        targets: &Target::ALL,
+        when,
+        set,
+        warps: None,
+        stages: None,
+        warp_specialize: false,
+        persistent: false,
+        overlap: false,
+    }
+}
+
 /// A row of the CUDA-C backend: tiles only (it has no warps, rings or warp roles).
 const fn cuda_row(
     class: Class,
-    target: Target,
+    target: &'static [Target],
     when: fn(&Features) -> bool,
     set: &'static [(Role, i64)],
 ) -> Row {
     Row {
         cuda: true,
         class,
-        target,
+        targets: target,
         when,
         set,
         warps: None,
@@ -289,7 +326,7 @@ pub fn target_config(
     let backend = if cuda { "CUDA-C " } else { "" };
     let what = format!("{} {backend}{} row", target.name(), class.name());
     let Some(row) = ROWS.iter().find(|r| {
-        r.class == class && r.target == target && r.cuda == cuda && (r.when)(&s.features)
+        r.class == class && r.targets.contains(&target) && r.cuda == cuda && (r.when)(&s.features)
     }) else {
         return Config::none(format!(
             "no {} {backend}{} row matches: {}",
@@ -373,4 +410,68 @@ pub fn target_config(
         persistent: row.persistent,
         overlap: row.overlap,
     }
+}
+
+/// The configurations of a module whose kernels make no class together (a program of a norm
+/// and a GEMM), kernel by kernel: each kernel's row by its own structure
+/// ([`crate::structure::of_kernel`]), applied under the same rules as a module's. The rows'
+/// tile constants are merged into the module's one set of defines: a constant that an earlier
+/// kernel's row set to another value (kernels sharing a tile constant) keeps that value, and
+/// the later kernel gets no row, as does one whose values break a `where` clause together with
+/// the earlier rows'. Empty unless the module has two or more kernels and no class, or for the
+/// CUDA-C backend (which lowers a module as one).
+pub fn kernel_configs(
+    s: &Structure,
+    generic: &Module,
+    target: Target,
+    cuda: bool,
+    user_defines: &[(String, String)],
+    user_tiles: bool,
+) -> Vec<(String, Config)> {
+    if s.class.is_some() || s.kernels.len() < 2 || cuda {
+        return vec![];
+    }
+    // (constant, value, the kernel whose row set it)
+    let mut merged: Vec<(String, String, String)> = vec![];
+    let mut out = vec![];
+    for k in &s.kernels {
+        let ks = crate::structure::of_kernel(k);
+        let mut c = if ks.class.is_none() {
+            Config::none(&k.kind)
+        } else {
+            target_config(&ks, generic, target, cuda, user_defines, user_tiles)
+        };
+        let clash = c.defines.iter().find_map(|(n, v)| {
+            merged
+                .iter()
+                .find(|(m, w, _)| m == n && w != v)
+                .map(|(_, w, other)| {
+                    format!("its row sets {n}={v}, but kernel `{other}`'s row set {n}={w}")
+                })
+        });
+        let mut all = user_defines.to_vec();
+        all.extend(merged.iter().map(|(n, v, _)| (n.clone(), v.clone())));
+        all.extend(c.defines.iter().cloned());
+        let why = clash.or_else(|| {
+            const_values(generic, &all).err().map(|d| {
+                let msg = d.0.first().map(|d| d.message.clone()).unwrap_or_default();
+                format!("its row and the earlier kernels' rows do not fit the constants: {msg}")
+            })
+        });
+        if let Some(why) = why {
+            c = Config::none(why);
+        }
+        for (n, v) in &c.defines {
+            if !merged.iter().any(|(m, _, _)| m == n) {
+                merged.push((n.clone(), v.clone(), k.name.clone()));
+            }
+        }
+        c.report = c.report.replacen(
+            "configuration: ",
+            &format!("configuration: kernel `{}`: ", k.name),
+            1,
+        );
+        out.push((k.name.clone(), c));
+    }
+    out
 }

@@ -21,6 +21,7 @@ pub mod passes;
 pub mod pipeline;
 pub mod plan;
 pub mod search;
+pub mod split;
 pub mod structure;
 pub mod traffic;
 pub mod tune;

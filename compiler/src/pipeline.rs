@@ -24,11 +24,13 @@ use crate::pass::{PassManager, Phase};
 use crate::passes;
 use crate::plan::{CompilePlan, Judge};
 use crate::search;
+use crate::split;
 use kir_backends::backend::{Backend, CudaCBackend, InterpBackend, PtxBackend};
 use kir_ir::{text, Diagnostics, Module};
 use std::sync::LazyLock;
 
 pub use crate::options::{ws_plans, Defines, DumpError, Frontend, ScheduleOptions, WsChoice};
+pub use crate::split::entry_module;
 
 /// The passes in pipeline order, by the name `--dump-after` takes: `parse` and the passes of
 /// [`PassManager::standard`] (the registry, `pass/registry.rs`, is the one list).
@@ -178,6 +180,23 @@ fn lower(
     let values = passes::const_values(&f.generic, &plan.defines).map_err(CompileError::Source)?;
     let mut suffix = specialization_suffix(&values);
     let target = plan.target;
+    // A module configured kernel by kernel: one kernel of it takes its own configuration, and
+    // two or more are scheduled one by one ([`split`]).
+    let one;
+    let plan = match plan.kernel.as_deref() {
+        Some(k) if !plan.kernel_configs.is_empty() => {
+            one = plan.for_kernel(k);
+            &one
+        }
+        _ => plan,
+    };
+    if plan.judge == Judge::Ptx
+        && plan.emit != Emit::Ir
+        && !plan.kernel_configs.is_empty()
+        && spec.kernels.len() > 1
+    {
+        return split::lower(&spec, plan, &suffix, seen);
+    }
     let backend: Box<dyn Backend> = match (plan.emit, plan.judge) {
         (Emit::Ir, _) => {
             return Ok(Compiled {
@@ -287,43 +306,4 @@ mod tests {
             }
         }
     }
-}
-
-/// The module whose entry runs or compiles: `m` itself, or (with `kernel`) a module holding just
-/// that kernel, which becomes the entry. A module with several kernels and no program needs one.
-pub fn entry_module(m: Module, kernel: Option<&str>) -> Result<Module, String> {
-    let names = || {
-        m.kernels
-            .values()
-            .map(|k| k.name.as_str())
-            .collect::<Vec<_>>()
-            .join(", ")
-    };
-    let Some(name) = kernel else {
-        if m.entry_params().is_none() {
-            return Err(format!(
-                "module `{}` has {} kernels and no program: choose one with --kernel ({})",
-                m.name,
-                m.kernels.len(),
-                names()
-            ));
-        }
-        return Ok(m);
-    };
-    let Some((_, k)) = m.kernel(name) else {
-        return Err(format!(
-            "--kernel {name}: module `{}` has no such kernel (kernels: {})",
-            m.name,
-            names()
-        ));
-    };
-    let mut kernels = cranelift_entity::PrimaryMap::new();
-    kernels.push(k.clone());
-    Ok(Module {
-        doc: m.doc.clone(),
-        name: m.name.clone(),
-        consts: vec![],
-        kernels,
-        program: None,
-    })
 }

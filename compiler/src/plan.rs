@@ -131,6 +131,10 @@ pub struct CompilePlan {
     pub flags: Flags,
     /// The per-target configuration row that applied (empty when none did).
     pub config: Config,
+    /// A module whose kernels make no class together: each kernel's own configuration, by
+    /// kernel name (their tile constants are in [`CompilePlan::defines`]; their warps, rings
+    /// and warp roles apply to that kernel only). Empty otherwise.
+    pub kernel_configs: Vec<(String, Config)>,
     /// Which backend judges candidate schedules.
     pub judge: Judge,
 }
@@ -149,13 +153,20 @@ impl CompilePlan {
         flags: Flags,
     ) -> Result<CompilePlan, CompileError> {
         flags.validate(target, emit).map_err(CompileError::Plain)?;
-        let config = if flags.ws_plan.is_some() {
-            Config::default()
+        let (config, kernel_configs) = if flags.ws_plan.is_some() {
+            (Config::default(), vec![])
         } else {
             target_config(src, defines, target, emit == Emit::Cuda, &flags)
         };
         let mut all = defines.to_vec();
         all.extend(config.defines.iter().cloned());
+        for (_, c) in &kernel_configs {
+            for d in &c.defines {
+                if !all.iter().any(|(n, _)| *n == d.0) {
+                    all.push(d.clone());
+                }
+            }
+        }
         let judge = match (emit, &flags.ws_plan) {
             (Emit::Cuda, _) => Judge::CudaC,
             (_, Some(_)) => Judge::Interp,
@@ -169,8 +180,38 @@ impl CompilePlan {
             defines: all,
             flags,
             config,
+            kernel_configs,
             judge,
         })
+    }
+
+    /// The plan of kernel `name` of a module configured kernel by kernel: its own
+    /// configuration (none where it has no row) in place of the module's.
+    pub fn for_kernel(&self, name: &str) -> CompilePlan {
+        let config = self
+            .kernel_configs
+            .iter()
+            .find(|(k, _)| k == name)
+            .map(|(_, c)| c.clone())
+            .unwrap_or_default();
+        CompilePlan {
+            config,
+            kernel_configs: vec![],
+            ..self.clone()
+        }
+    }
+
+    /// The `configuration:` lines of `--report`: the module's, or one per kernel.
+    pub fn config_report(&self) -> String {
+        if self.kernel_configs.is_empty() {
+            return self.config.report.clone();
+        }
+        let lines: Vec<&str> = self
+            .kernel_configs
+            .iter()
+            .map(|(_, c)| c.report.as_str())
+            .collect();
+        lines.join("\n")
     }
 
     /// The plan for only `kernel` of the module.
@@ -324,28 +365,29 @@ fn options(
 }
 
 /// The configuration row for what `src`'s kernels are (compiler/src/structure/, keyed by class
-/// and structural features, not by names); the user's tile choices (`-D` of a row's constant,
-/// `--warps`, `--stages`) keep every row out.
+/// and structural features, not by names), or for a module whose kernels make no class
+/// together, each kernel's ([`configs::kernel_configs`]); the user's tile choices (`-D` of a
+/// row's constant, `--warps`, `--stages`) keep every row out.
 fn target_config(
     src: &str,
     defines: &[(String, String)],
     target: Target,
     cuda: bool,
     flags: &Flags,
-) -> Config {
+) -> (Config, Vec<(String, Config)>) {
     let Ok(generic) = kir_ir::text::parse(src) else {
-        return Config::none("the source does not parse");
+        return (Config::none("the source does not parse"), vec![]);
     };
     let Ok(values) = const_values(&generic, defines) else {
-        return Config::none("the constants do not specialize");
+        return (Config::none("the constants do not specialize"), vec![]);
     };
     let structure = crate::structure::analyze(&generic, &values);
-    configs::target_config(
-        &structure,
-        &generic,
-        target,
-        cuda,
-        defines,
-        flags.warps.is_some() || flags.stages.is_some(),
-    )
+    let user_tiles = flags.warps.is_some() || flags.stages.is_some();
+    let per_kernel =
+        configs::kernel_configs(&structure, &generic, target, cuda, defines, user_tiles);
+    if !per_kernel.is_empty() {
+        return (Config::default(), per_kernel);
+    }
+    let config = configs::target_config(&structure, &generic, target, cuda, defines, user_tiles);
+    (config, vec![])
 }

@@ -64,7 +64,7 @@ fn gate_up_swiglu_fuses_where_the_model_says_it_pays_and_no_fuse_keeps_three_ker
             .parse()
             .expect("ms")
     };
-    let (fused, unfused) = (ms("fused "), ms("unfused "));
+    let (fused, unfused) = (ms(": fused "), ms(", unfused "));
     if fused <= unfused {
         assert_eq!(names.len(), 1, "{note}");
         assert!(note.starts_with("taken"), "{note}");

@@ -10,8 +10,8 @@
 //!   module is warp-specialized on a TMA ring, the PTX has wgmma, and the scheduled module's
 //!   results on the interpreter match an f64 oracle on ragged shapes with outputs poisoned.
 //! - A user's `-D` stands, and one that cannot fit the target's shared memory is an error naming
-//!   the bytes; a role the kernel lacks is skipped and reported; the fused programs' kernels are
-//!   reported one by one.
+//!   the bytes; a role the kernel lacks is skipped and reported. (Programs whose kernels make
+//!   no class together are configured kernel by kernel: tests/tests/kernel_configs.rs.)
 
 use kir_backends::interp;
 use kir_backends::Target;
@@ -378,57 +378,6 @@ fn user_choices_stand_and_a_too_large_one_names_the_bytes() {
             err.contains("bytes of shared memory") && err.contains(target.name()),
             "{err}"
         );
-    }
-}
-
-#[test]
-fn fused_programs_report_each_kernel() {
-    for (file, kernels) in [
-        (
-            "rmsnorm_gemm.kir",
-            &["`rmsnorm`: no class", "`matmul`: a dot loop"][..],
-        ),
-        (
-            "gate_up_swiglu.kir",
-            &[
-                "`gate_proj`: a dot loop",
-                "`up_proj`: a dot loop",
-                "`swiglu`: no class",
-            ][..],
-        ),
-    ] {
-        let path = format!("{}/in/fusion/{file}", env!("CARGO_MANIFEST_DIR"));
-        let src = std::fs::read_to_string(&path).expect("a fusion program");
-        let plan = CompilePlan::resolve(&src, &[], Target::Sm90a, Emit::Ptx, Flags::default())
-            .expect("plan");
-        let r = &plan.config.report;
-        assert!(r.starts_with("configuration: none ("), "{r}");
-        assert!(plan.config.defines.is_empty(), "{r}");
-        for k in kernels {
-            assert!(r.contains(k), "{file}: {k}\n{r}");
-        }
-        // Each matmul kernel alone gets the dot-loop row.
-        let m = kir_ir::text::parse(&src).expect("parses");
-        for k in m.kernels.values() {
-            let alone = kir_ir::Module {
-                kernels: [(k.clone())].into_iter().collect(),
-                program: None,
-                ..m.clone()
-            };
-            let text = kir_ir::text::print(&alone);
-            let p = CompilePlan::resolve(&text, &[], Target::Sm90a, Emit::Ptx, Flags::default())
-                .expect("plan");
-            let dot = kernels
-                .iter()
-                .any(|d| d.contains(&format!("`{}`: a dot loop", k.name)));
-            assert_eq!(
-                p.config.report.contains("sm_90a dot-loop row"),
-                dot,
-                "{}: {}",
-                k.name,
-                p.config.report
-            );
-        }
     }
 }
 

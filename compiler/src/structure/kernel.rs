@@ -2,7 +2,7 @@
 //! where their operands come from, and from that its kind, the roles of its constants and its
 //! features. Only the IR's structure is read, never a name of the module, kernel or constants.
 
-use super::types::{Features, KernelKind, KernelShape, Role};
+use super::types::{Features, Found, KernelKind, KernelShape, Role};
 use super::view::{yielded, View};
 use kir_ir::{Attr, Block, Expr, Offset, Op, Opcode, ReduceKind, Value};
 use std::collections::BTreeSet;
@@ -17,8 +17,6 @@ pub fn analyze(v: &View) -> KernelShape {
         features,
     }
 }
-
-type Found = (KernelKind, Vec<(Role, Option<String>)>, Features);
 
 fn other(why: &str) -> Found {
     (
@@ -36,7 +34,9 @@ fn classify(v: &View) -> Found {
         .filter(|(_, d)| !d.is_empty())
         .collect();
     if with_dots.is_empty() {
-        return other("no loop with a dot");
+        return super::rows::classify(v).unwrap_or_else(|| {
+            other("no loop with a dot, and not a row reduction or an elementwise tile")
+        });
     }
     // Attention backward's dK/dV kernel nests its query loop in a loop over heads: the loop
     // with the dots is the one classified.

@@ -1,8 +1,11 @@
 //! The structural analysis behind the configuration rows (docs/configs.md): what a module's
 //! kernels are, read from the IR — a dot loop (GEMM-like), attention forward (an online-softmax
-//! key loop), attention backward (dK/dV and dQ loops) — which of its constants play which role
-//! (the M, N and K tiles, the query and key blocks, the program-order group) and the features
-//! the rows' conditions read (operand dtype, transposed A, head dim, causal, additive mask).
+//! key loop), attention backward (dK/dV and dQ loops), a row reduction (a norm), an elementwise
+//! tile — which of its constants play which role (the M, N and K tiles, the query and key
+//! blocks, the program-order group, the row and column blocks) and the features the rows'
+//! conditions read (operand dtype, transposed A, head dim, causal, additive mask). A module
+//! whose kernels make no class together (a program of a norm and a GEMM) is configured kernel
+//! by kernel ([`of_kernel`]).
 //!
 //! The analysis walks the generic module with each `static_if` resolved by the constant values
 //! ([`view::View`]), so conditions read the specialization while roles keep the constants'
@@ -10,6 +13,7 @@
 //! a user's copy of a built-in op, renamed, is the same structure.
 
 pub mod kernel;
+pub mod rows;
 pub mod types;
 pub mod view;
 
@@ -31,17 +35,7 @@ pub fn analyze(m: &Module, values: &[(String, EvalVal)]) -> Structure {
         kernels,
     };
     if let [k] = &kernels[..] {
-        let class = match k.kind {
-            KernelKind::DotLoop => Class::DotLoop,
-            KernelKind::Attention => Class::Attention,
-            _ => return none(kernels),
-        };
-        return Structure {
-            class: Some(class),
-            roles: k.roles.clone(),
-            features: k.features.clone(),
-            kernels,
-        };
+        return of_kernel(k);
     }
     // Attention backward: one dK/dV kernel, at most one dQ kernel, the rest unclassified.
     let count = |kind: &KernelKind| kernels.iter().filter(|k| &k.kind == kind).count();
@@ -70,4 +64,31 @@ pub fn analyze(m: &Module, values: &[(String, EvalVal)]) -> Structure {
         };
     }
     none(kernels)
+}
+
+/// The structure of one kernel on its own: its class where its kind makes one, its roles and
+/// its features. A module whose kernels make no class together gets a configuration per kernel
+/// from these (`crate::configs::kernel_configs`).
+pub fn of_kernel(k: &KernelShape) -> Structure {
+    let class = match k.kind {
+        KernelKind::DotLoop => Some(Class::DotLoop),
+        KernelKind::Attention => Some(Class::Attention),
+        KernelKind::RowReduce => Some(Class::RowReduce),
+        KernelKind::Elementwise => Some(Class::Elementwise),
+        KernelKind::AttentionBwdKv | KernelKind::AttentionBwdQ | KernelKind::Other(_) => None,
+    };
+    Structure {
+        class,
+        roles: if class.is_some() {
+            k.roles.clone()
+        } else {
+            vec![]
+        },
+        features: if class.is_some() {
+            k.features.clone()
+        } else {
+            Features::default()
+        },
+        kernels: vec![k.clone()],
+    }
 }

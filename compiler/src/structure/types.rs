@@ -19,6 +19,12 @@ pub enum KernelKind {
     AttentionBwdKv,
     /// A key loop accumulating a query-block gradient (dQ): attention backward.
     AttentionBwdQ,
+    /// No dot; one row per program, walked in column chunks whose tiles (one row of a chunk's
+    /// columns) are summed along the row: a norm's statistics (RMSNorm, LayerNorm forward).
+    RowReduce,
+    /// No dot, no loop and no reduction: one 2-D tile per program, loaded, combined elementwise
+    /// and stored (SwiGLU, activations).
+    Elementwise,
     /// Anything else (why, in words: "no dot", "a dot whose B operand is computed", ...).
     Other(String),
 }
@@ -30,10 +36,16 @@ impl fmt::Display for KernelKind {
             KernelKind::Attention => f.write_str("attention (online softmax)"),
             KernelKind::AttentionBwdKv => f.write_str("attention backward, dK/dV"),
             KernelKind::AttentionBwdQ => f.write_str("attention backward, dQ"),
+            KernelKind::RowReduce => f.write_str("a row reduction"),
+            KernelKind::Elementwise => f.write_str("an elementwise tile"),
             KernelKind::Other(why) => write!(f, "no class ({why})"),
         }
     }
 }
+
+/// One kernel's classification: its kind, the constant playing each role (`None`: not a bare
+/// constant) and its features.
+pub type Found = (KernelKind, Vec<(Role, Option<String>)>, Features);
 
 /// The class of a whole module, which the configuration rows are keyed by.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -44,6 +56,10 @@ pub enum Class {
     Attention,
     /// A dK/dV kernel and a dQ kernel (with any number of unclassified helpers).
     AttentionBwd,
+    /// One row-reduction kernel.
+    RowReduce,
+    /// One elementwise kernel.
+    Elementwise,
 }
 
 impl Class {
@@ -53,6 +69,8 @@ impl Class {
             Class::DotLoop => "dot-loop",
             Class::Attention => "attention",
             Class::AttentionBwd => "attention-backward",
+            Class::RowReduce => "row-reduction",
+            Class::Elementwise => "elementwise",
         }
     }
 }
@@ -78,6 +96,11 @@ pub enum Role {
     KvBlock,
     /// Attention backward: the queries of one step of the dK/dV kernel's loop.
     QueryStep,
+    /// Row reduction, elementwise: the rows of a program's tile.
+    RowBlock,
+    /// Row reduction: the columns of one chunk (the column loop's step); elementwise: the
+    /// columns of a program's tile.
+    ColumnBlock,
 }
 
 impl Role {
@@ -92,6 +115,8 @@ impl Role {
             Role::KeyBlock => "key block",
             Role::KvBlock => "dK/dV key block",
             Role::QueryStep => "dK/dV query step",
+            Role::RowBlock => "row block",
+            Role::ColumnBlock => "column block",
         }
     }
 }
@@ -103,6 +128,11 @@ pub struct Features {
     pub dtype: String,
     /// Dots accumulating in the loop (dot loop: 1, or 2 sharing A).
     pub dots: usize,
+    /// Row reduction, elementwise: tensors the program loads tiles of.
+    pub inputs: usize,
+    /// Row reduction: some reduction takes one chunk of a row on its own (the row kept in one
+    /// tile when it fits a chunk), not a loop's running sum over the row's chunks.
+    pub whole_row: bool,
     /// The dot loop's A operand is a transposed load.
     pub trans_a: bool,
     /// The dot loop's B operand is a transposed load.
@@ -195,6 +225,22 @@ impl Structure {
                 parts.push(if f.causal { "causal" } else { "not causal" }.into());
                 if f.mask {
                     parts.push("an additive mask".into());
+                }
+            }
+            Some(Class::RowReduce) | Some(Class::Elementwise) => {
+                parts.push(if self.class == Some(Class::RowReduce) {
+                    "one row per program, reduced in column chunks".to_string()
+                } else {
+                    "one 2-D tile per program, elementwise".to_string()
+                });
+                parts.push(format!("{} tiles", f.dtype));
+                parts.push(format!("{} tensors loaded", f.inputs));
+                if self.class == Some(Class::RowReduce) {
+                    parts.push(if f.whole_row {
+                        "a row in one chunk reduced on its own".into()
+                    } else {
+                        "running sums over chunks".into()
+                    });
                 }
             }
             None => {}

@@ -122,8 +122,9 @@ pub fn main(a: Args) -> Result<ExitCode, CliError> {
             text += &format!("schedule search: passed over {t}\n");
         }
         // Which configuration row applied and why, or why none did (compiler/src/configs.rs).
-        if !plan.config.report.is_empty() {
-            text += &plan.config.report;
+        let config = plan.config_report();
+        if !config.is_empty() {
+            text += &config;
             text.push('\n');
         }
         if let Some(f) = &out.fusion {

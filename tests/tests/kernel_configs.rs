@@ -1,0 +1,326 @@
+//! Configurations kernel by kernel (compiler/src/configs.rs `kernel_configs`,
+//! compiler/src/split.rs, docs/configs.md): a program whose kernels make no class together gets
+//! each kernel's row by that kernel's structure, and each kernel is scheduled as it would be on
+//! its own.
+//!
+//! - The fusion programs (tests/in/fusion): the RMSNorm kernel takes the row-reduction row, the
+//!   matmuls the sm_90a dot-loop row (warp-specialized, persistent), the SwiGLU kernel the
+//!   elementwise row; each kernel's PTX in the program's module is the PTX of that kernel
+//!   compiled alone, with its own block size.
+//! - The scheduled programs on the interpreter match f64 oracles on ragged shapes (outputs are
+//!   never passed in, so nothing stale can pass).
+//! - Two kernels whose rows set a shared constant to different values: the first keeps it, the
+//!   second gets no row and the report says why.
+//! - The built-in norms and SwiGLU are classified as row reductions and elementwise tiles whose
+//!   rows keep their own defaults.
+
+use kir_backends::interp;
+use kir_backends::Target;
+use kir_compiler::compile::Emit;
+use kir_compiler::options::Fusion;
+use kir_compiler::pipeline;
+use kir_compiler::plan::{CompilePlan, Flags};
+use kir_ir::Dtype;
+use kir_tests::{compare, round, t, tolerance, Rng};
+use std::collections::BTreeMap;
+
+fn source(name: &str) -> String {
+    let path = format!("{}/in/fusion/{name}.kir", env!("CARGO_MANIFEST_DIR"));
+    std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"))
+}
+
+fn unfused() -> Flags {
+    Flags {
+        fusion: Fusion::Off,
+        ..Flags::default()
+    }
+}
+
+/// The `.entry` of `symbol` in PTX `text`, from its line to the `}` closing its body.
+fn entry<'a>(text: &'a str, symbol: &str) -> &'a str {
+    let at = text
+        .find(&format!(".entry {symbol}("))
+        .unwrap_or_else(|| panic!("no entry {symbol}"));
+    let rest = &text[at..];
+    let end = rest.find("\n}\n").map_or(rest.len(), |e| e + 3);
+    &rest[..end]
+}
+
+#[test]
+fn programs_are_configured_kernel_by_kernel() {
+    let cases: [(&str, &[(&str, &str)]); 2] = [
+        (
+            "rmsnorm_gemm",
+            &[
+                ("rmsnorm", "row-reduction row: BLOCK=1024 (column block)"),
+                (
+                    "matmul",
+                    "dot-loop row: BLOCK_M=128 (M tile), BLOCK_N=256 (N tile)",
+                ),
+            ],
+        ),
+        (
+            "gate_up_swiglu",
+            &[
+                (
+                    "gate_proj",
+                    "dot-loop row: BLOCK_M=128 (M tile), BLOCK_N=256 (N tile)",
+                ),
+                ("up_proj", "dot-loop row: BLOCK_M=128"),
+                (
+                    "swiglu",
+                    "elementwise row: BLOCK_R=4 (row block), BLOCK_C=1024",
+                ),
+            ],
+        ),
+    ];
+    for (name, rows) in cases {
+        let src = source(name);
+        let plan =
+            CompilePlan::resolve(&src, &[], Target::Sm90a, Emit::Ptx, unfused()).expect("plan");
+        let names: Vec<&str> = plan
+            .kernel_configs
+            .iter()
+            .map(|(k, _)| k.as_str())
+            .collect();
+        let want: Vec<&str> = rows.iter().map(|(k, _)| *k).collect();
+        assert_eq!(names, want, "{name}");
+        let report = plan.config_report();
+        for (k, row) in rows {
+            let line = format!("configuration: kernel `{k}`: sm_90a {row}");
+            assert!(report.contains(&line), "{line}\n{report}");
+        }
+        for (c, v) in [("BLOCK_M", "128"), ("BLOCK_N", "256"), ("BLOCK_K", "64")] {
+            assert!(
+                plan.defines.contains(&(c.to_string(), v.to_string())),
+                "{name}: {c}={v} in {:?}",
+                plan.defines
+            );
+        }
+        let out = pipeline::compile(&src, &plan).expect("compiles");
+        let meta = out.meta.as_ref().expect("meta");
+        let kernels = meta["kernels"].as_array().expect("kernels");
+        assert_eq!(kernels.len(), rows.len(), "{name}");
+        for k in kernels {
+            let kname = k["name"].as_str().expect("name");
+            let symbol = k["symbol"].as_str().expect("symbol");
+            // The kernel compiled alone: the same code and block.
+            let one = pipeline::compile(&src, &plan.clone().with_kernel(Some(kname)))
+                .expect("one kernel compiles");
+            let one_meta = &one.meta.as_ref().expect("meta")["kernels"][0];
+            assert_eq!(one_meta["symbol"], k["symbol"], "{kname}");
+            assert_eq!(one_meta["block"], k["block"], "{kname}");
+            assert_eq!(
+                entry(&out.text, symbol),
+                entry(&one.text, symbol),
+                "{kname}"
+            );
+            let dot = rows
+                .iter()
+                .any(|(r, row)| *r == kname && row.starts_with("dot"));
+            let threads = k["block"][0].as_u64().expect("threads");
+            // The matmuls: a producer warpgroup and two consumer warpgroups.
+            assert_eq!(threads == 384, dot, "{kname}: {threads} threads");
+        }
+        let scheduled = kir_ir::text::print(&out.module);
+        assert!(scheduled.contains("warp_specialize"), "{scheduled}");
+        assert!(out.text.contains("wgmma.mma_async"), "{name}: wgmma");
+    }
+}
+
+/// `c = (x · rstd · w rounded) · wm`, rstd = 1 / sqrt(mean(x²) + eps), rounded like the
+/// program's bf16 temporary.
+fn rmsnorm_gemm_oracle(x: &[f64], w: &[f64], wm: &[f64], m: usize, k: usize, n: usize) -> Vec<f64> {
+    let eps = 1e-5;
+    let mut y = vec![0.0; m * k];
+    for i in 0..m {
+        let ss: f64 = (0..k).map(|j| x[i * k + j] * x[i * k + j]).sum();
+        let r = 1.0 / (ss / k as f64 + eps).sqrt();
+        for j in 0..k {
+            y[i * k + j] = round(Dtype::Bf16, x[i * k + j] * r * w[j]);
+        }
+    }
+    matmul(&y, wm, m, k, n)
+}
+
+fn matmul(a: &[f64], b: &[f64], m: usize, k: usize, n: usize) -> Vec<f64> {
+    let mut c = vec![0.0; m * n];
+    for i in 0..m {
+        for j in 0..n {
+            c[i * n + j] = (0..k).map(|kk| a[i * k + kk] * b[kk * n + j]).sum();
+        }
+    }
+    c
+}
+
+#[test]
+fn the_scheduled_programs_stay_correct() {
+    let dt = Dtype::Bf16;
+    let mut rng = Rng::fresh("kernel configs");
+    let rg = source("rmsnorm_gemm");
+    let gs = source("gate_up_swiglu");
+    let compiled = |src: &str| {
+        let plan =
+            CompilePlan::resolve(src, &[], Target::Sm90a, Emit::Ptx, unfused()).expect("plan");
+        pipeline::compile(src, &plan).expect("compiles").module
+    };
+    let (rgm, gsm) = (compiled(&rg), compiled(&gs));
+    for (m, k, n) in [(130, 96, 70), (1, 33, 5), (257, 1100, 129)] {
+        let x = rng.tensor(m * k, 3.0, dt);
+        let w = rng.tensor(k, 2.0, dt);
+        let wm = rng.tensor(k * n, 2.0, dt);
+        let args: BTreeMap<String, interp::HostArg> = [
+            ("x".to_string(), t(dt, &[m, k], x.clone())),
+            ("w".to_string(), t(dt, &[k], w.clone())),
+            ("wm".to_string(), t(dt, &[k, n], wm.clone())),
+            ("eps".to_string(), interp::HostArg::Scalar(1e-5)),
+        ]
+        .into_iter()
+        .collect();
+        let res = interp::run(&rgm, &args).expect("runs");
+        let want: Vec<f64> = rmsnorm_gemm_oracle(&x, &w, &wm, m, k, n)
+            .into_iter()
+            .map(|v| round(dt, v))
+            .collect();
+        let c = res["c"].data.as_f64().expect("f64");
+        compare(
+            &format!("rmsnorm_gemm {m}x{k}x{n}"),
+            c,
+            &want,
+            tolerance(dt),
+        );
+
+        let wg = rng.tensor(k * n, 2.0, dt);
+        let args: BTreeMap<String, interp::HostArg> = [
+            ("x".to_string(), t(dt, &[m, k], x.clone())),
+            ("wg".to_string(), t(dt, &[k, n], wg.clone())),
+            ("wu".to_string(), t(dt, &[k, n], wm.clone())),
+        ]
+        .into_iter()
+        .collect();
+        let res = interp::run(&gsm, &args).expect("runs");
+        let (g, u) = (matmul(&x, &wg, m, k, n), matmul(&x, &wm, m, k, n));
+        let want: Vec<f64> = g
+            .iter()
+            .zip(&u)
+            .map(|(g, u)| {
+                let (g, u) = (round(dt, *g), round(dt, *u));
+                round(dt, g / (1.0 + (-g).exp()) * u)
+            })
+            .collect();
+        let out = res["out"].data.as_f64().expect("f64");
+        compare(
+            &format!("gate_up_swiglu {m}x{k}x{n}"),
+            out,
+            &want,
+            tolerance(dt),
+        );
+    }
+}
+
+/// A row reduction that keeps its row in one chunk (row 4096) and an elementwise kernel (row
+/// 1024) sharing the column constant.
+const SHARED: &str = "module shared\n\n\
+const BLOCK: int = 64 where BLOCK >= 1 && BLOCK <= 8192\n\
+const ROWS: int = 2 where ROWS >= 1 && ROWS <= 64\n\n\
+kernel @norm(x: in tensor<f32>[R, N], s: out tensor<f32>[R]) grid [R, 1, 1] {\n\
+\x20 %row = program_id 0 : i32\n\
+\x20 %zero = const 0 : i32\n\
+\x20 %xt = load x[%row, %zero] other 0.0 : tile<1 x BLOCK x f32>\n\
+\x20 %sq = mul %xt, %xt : tile<1 x BLOCK x f32>\n\
+\x20 %tot = reduce sum %sq axis 1 : tile<1x1xf32>\n\
+\x20 %t1 = reshape %tot : tile<1xf32>\n\
+\x20 store s[%row], %t1 guard\n\
+}\n\n\
+kernel @scale(x: in tensor<f32>[R, N], y: out tensor<f32>[R, N]) grid [cdiv(N, BLOCK), cdiv(R, ROWS), 1] {\n\
+\x20 %cb = program_id 0 : i32\n\
+\x20 %rb = program_id 1 : i32\n\
+\x20 %bc = const BLOCK : i32\n\
+\x20 %br = const ROWS : i32\n\
+\x20 %c0 = mul %cb, %bc : i32\n\
+\x20 %r0 = mul %rb, %br : i32\n\
+\x20 %xt = load x[%r0, %c0] other 0.0 : tile<ROWS x BLOCK x f32>\n\
+\x20 %y = add %xt, %xt : tile<ROWS x BLOCK x f32>\n\
+\x20 store y[%r0, %c0], %y guard\n\
+}\n\n\
+program(x: in tensor<f32>[R, N], s: out tensor<f32>[R], y: out tensor<f32>[R, N]) {\n\
+\x20 launch @norm(x, s)\n\
+\x20 launch @scale(x, y)\n\
+}\n";
+
+#[test]
+fn a_shared_constant_keeps_the_first_rows_value() {
+    let plan = CompilePlan::resolve(SHARED, &[], Target::Sm90a, Emit::Ptx, Flags::default())
+        .expect("plan");
+    let report = plan.config_report();
+    assert!(
+        report.contains("configuration: kernel `norm`: sm_90a row-reduction row: BLOCK=4096"),
+        "{report}"
+    );
+    assert!(
+        report.contains("a row in one chunk reduced on its own"),
+        "{report}"
+    );
+    assert!(
+        report.contains(
+            "configuration: kernel `scale`: none (its row sets BLOCK=1024, but kernel `norm`'s \
+             row set BLOCK=4096)"
+        ),
+        "{report}"
+    );
+    assert!(plan.defines.contains(&("BLOCK".into(), "4096".into())));
+    assert!(
+        !plan.defines.iter().any(|(c, _)| c == "ROWS"),
+        "{:?}",
+        plan.defines
+    );
+    // The user's -D of the constant keeps both rows out, and stands.
+    let d = vec![("BLOCK".to_string(), "256".to_string())];
+    let plan =
+        CompilePlan::resolve(SHARED, &d, Target::Sm90a, Emit::Ptx, Flags::default()).expect("plan");
+    assert_eq!(plan.defines, d);
+    let out = pipeline::compile(SHARED, &plan).expect("compiles");
+    assert!(
+        out.text.contains("BLOCK_256"),
+        "the symbols name the user's value"
+    );
+}
+
+#[test]
+fn builtin_norms_and_swiglu_keep_their_defaults() {
+    for (op, want) in [
+        (
+            "rmsnorm_fwd",
+            "configuration: sm_90a row-reduction row: BLOCK=4096 (column block)",
+        ),
+        (
+            "layernorm_fwd",
+            "configuration: sm_90a row-reduction row: BLOCK=1024 (column block)",
+        ),
+        (
+            "swiglu",
+            "configuration: sm_90a elementwise row: BLOCK_R=4 (row block), BLOCK_N=1024",
+        ),
+        (
+            "rmsnorm_bwd",
+            "configuration: kernel `rmsnorm_bwd_dx`: none (no class",
+        ),
+        (
+            "layernorm_bwd",
+            "configuration: kernel `layernorm_bwd_dwdb`: none (no class",
+        ),
+    ] {
+        let src = kir_compiler::oplib::builtin(op).expect("built-in");
+        let plan = CompilePlan::resolve(src, &[], Target::Sm90a, Emit::Ptx, Flags::default())
+            .expect("plan");
+        let report = plan.config_report();
+        assert!(report.contains(want), "{op}: {want}\n{report}");
+        // The rows' values are the ops' own defaults: nothing new is defined.
+        let generic = kir_ir::text::parse(src).expect("parses");
+        let defaults = kir_compiler::passes::const_values(&generic, &[]).expect("defaults");
+        for (c, v) in &plan.defines {
+            let d = defaults.iter().find(|(n, _)| n == c).expect("declared");
+            assert_eq!(d.1.to_string(), *v, "{op}: {c} is not the default");
+        }
+    }
+}
