@@ -127,6 +127,9 @@ for op in gemm attention_fwd; do
 done
 export KIR_CACHE_DIR=off
 case_ copy_gemm "$out/my_gemm.kir" "" "alpha=0.5" a=1x200x96 b=1x96x130
+# GEMMs with few rows: the compile plan sees the shapes and takes the small-M rows.
+case_ gemm_m16 gemm "" "alpha=0.5" a=1x16x200 b=1x200x300
+case_ gemm_m100 gemm "" "alpha=0.5" a=1x100x130 b=1x130x257
 case_ copy_attention_fwd "$out/my_attention_fwd.kir" "" "scale=$s128" q=2x4x130x128 k=2x2x97x128 v=2x2x97x128
 if [ -f tests/in/user/matmul_leaky_relu.kir ]; then
   case_ user_matmul tests/in/user/matmul_leaky_relu.kir "" "" a=200x96 b=96x130

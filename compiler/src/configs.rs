@@ -170,6 +170,45 @@ const ROWS: &[Row] = &[
         persistent: false,
         overlap: false,
     },
+    // Few rows (the problem's M known, from the shapes a plan is made for): the 128×256 tile
+    // leaves most SMs idle. H200, 2026-12-03 (docs/gpu-results/2026-12-03-gemm-shape-sweep.txt):
+    // M = 16, N = 14336, K = 4096: 64×128 on one warpgroup, six stages, 0.0411 ms against
+    // 0.0521 for the default row; M = 128: 128×128, five stages, 0.0404 against 0.0579. Both
+    // warp-specialized, on a grid of one program per tile (a persistent grid was slower).
+    Row {
+        cuda: false,
+        class: Class::DotLoop,
+        targets: &[Target::Sm90a],
+        when: |f| f.half() && f.dots == 1 && !f.trans_a && f.m.is_some_and(|m| m <= 64),
+        set: &[
+            (Role::MTile, 64),
+            (Role::NTile, 128),
+            (Role::KTile, 64),
+            (Role::Group, 8),
+        ],
+        warps: Some(4),
+        stages: Some(6),
+        warp_specialize: true,
+        persistent: false,
+        overlap: false,
+    },
+    Row {
+        cuda: false,
+        class: Class::DotLoop,
+        targets: &[Target::Sm90a],
+        when: |f| f.half() && f.dots == 1 && !f.trans_a && f.m.is_some_and(|m| m <= 128),
+        set: &[
+            (Role::MTile, 128),
+            (Role::NTile, 128),
+            (Role::KTile, 64),
+            (Role::Group, 8),
+        ],
+        warps: Some(8),
+        stages: Some(5),
+        warp_specialize: true,
+        persistent: false,
+        overlap: false,
+    },
     Row {
         cuda: false,
         class: Class::DotLoop,

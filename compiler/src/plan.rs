@@ -135,6 +135,9 @@ pub struct CompilePlan {
     /// kernel name (their tile constants are in [`CompilePlan::defines`]; their warps, rings
     /// and warp roles apply to that kernel only). Empty otherwise.
     pub kernel_configs: Vec<(String, Config)>,
+    /// The problem's runtime dims the configuration was chosen for (`M=16`), read from the
+    /// shapes of the entry's tensors when the caller knows them; empty otherwise.
+    pub dims: Vec<(String, u64)>,
     /// Which backend judges candidate schedules.
     pub judge: Judge,
 }
@@ -152,11 +155,28 @@ impl CompilePlan {
         emit: Emit,
         flags: Flags,
     ) -> Result<CompilePlan, CompileError> {
+        CompilePlan::resolve_for(src, defines, target, emit, flags, &[])
+    }
+
+    /// [`CompilePlan::resolve`] for a problem whose entry tensors have the given `shapes`
+    /// (`(param, extents)`): the runtime dims they bind (a param declared `[Bt, M, K]` with
+    /// extents `[1, 16, 4096]` gives `M = 16`) are features the configuration rows may read
+    /// (a GEMM with few rows takes smaller tiles). A shape that names no tensor param, or whose
+    /// rank differs, binds nothing.
+    pub fn resolve_for(
+        src: &str,
+        defines: &[(String, String)],
+        target: Target,
+        emit: Emit,
+        flags: Flags,
+        shapes: &[(String, Vec<usize>)],
+    ) -> Result<CompilePlan, CompileError> {
         flags.validate(target, emit).map_err(CompileError::Plain)?;
+        let dims = bound_dims(src, defines, shapes);
         let (config, kernel_configs) = if flags.ws_plan.is_some() {
             (Config::default(), vec![])
         } else {
-            target_config(src, defines, target, emit == Emit::Cuda, &flags)
+            target_config(src, defines, target, emit == Emit::Cuda, &flags, &dims)
         };
         let mut all = defines.to_vec();
         all.extend(config.defines.iter().cloned());
@@ -181,6 +201,7 @@ impl CompilePlan {
             flags,
             config,
             kernel_configs,
+            dims,
             judge,
         })
     }
@@ -374,6 +395,7 @@ fn target_config(
     target: Target,
     cuda: bool,
     flags: &Flags,
+    dims: &[(String, u64)],
 ) -> (Config, Vec<(String, Config)>) {
     let Ok(generic) = kir_ir::text::parse(src) else {
         return (Config::none("the source does not parse"), vec![]);
@@ -381,7 +403,7 @@ fn target_config(
     let Ok(values) = const_values(&generic, defines) else {
         return (Config::none("the constants do not specialize"), vec![]);
     };
-    let structure = crate::structure::analyze(&generic, &values);
+    let structure = crate::structure::analyze(&generic, &values).with_dims(dims);
     let user_tiles = flags.warps.is_some() || flags.stages.is_some();
     let per_kernel =
         configs::kernel_configs(&structure, &generic, target, cuda, defines, user_tiles);
@@ -390,4 +412,64 @@ fn target_config(
     }
     let config = configs::target_config(&structure, &generic, target, cuda, defines, user_tiles);
     (config, vec![])
+}
+
+/// The runtime dims that `shapes` (`(param, extents)` of the entry's tensors) bind: each
+/// extent whose declared dim is a bare name, in the order given, of the param variant whose
+/// condition holds with `defines` (a source that does not parse or specialize, an unknown
+/// param or a rank that differs binds nothing).
+fn bound_dims(
+    src: &str,
+    defines: &[(String, String)],
+    shapes: &[(String, Vec<usize>)],
+) -> Vec<(String, u64)> {
+    let Ok(m) = kir_ir::text::parse(src) else {
+        return vec![];
+    };
+    let Ok(values) = const_values(&m, defines) else {
+        return vec![];
+    };
+    let holds = |p: &kir_ir::Param| match &p.cond {
+        None => true,
+        Some(c) => {
+            // A constant's value, or an enum variant's name (`EPILOGUE == swiglu`).
+            let variant = |n: &str| {
+                m.consts.iter().any(
+                    |c| matches!(&c.kind, kir_ir::ConstKind::Enum(vs) if vs.iter().any(|v| v == n)),
+                )
+            };
+            let lookup = |n: &str| {
+                values
+                    .iter()
+                    .find(|(x, _)| x == n)
+                    .map(|(_, v)| v.clone())
+                    .or_else(|| variant(n).then(|| kir_ir::EvalVal::Sym(n.to_string())))
+            };
+            matches!(c.eval(&lookup, false), Ok(kir_ir::EvalVal::Bool(true)))
+        }
+    };
+    let params = match (m.entry_params(), m.kernels.values().next()) {
+        (Some(p), _) => p.to_vec(),
+        (None, Some(k)) if m.kernels.len() == 1 => k.params.clone(),
+        _ => return vec![],
+    };
+    let mut dims: Vec<(String, u64)> = vec![];
+    for (name, extents) in shapes {
+        for p in params.iter().filter(|p| &p.name == name && holds(p)) {
+            let kir_ir::ParamKind::Tensor(_, tt) = &p.kind else {
+                continue;
+            };
+            if tt.dims.len() != extents.len() {
+                continue;
+            }
+            for (d, &e) in tt.dims.iter().zip(extents) {
+                if let kir_ir::ExprKind::Ident(n) = &d.kind {
+                    if !dims.iter().any(|(x, _)| x == n) {
+                        dims.push((n.clone(), e as u64));
+                    }
+                }
+            }
+        }
+    }
+    dims
 }

@@ -172,9 +172,50 @@ fn dot_loop(v: &View, l: Op, dots: &[Op]) -> Option<Found> {
         dots: dots.len(),
         trans_a: trans.0,
         trans_b: trans.1,
+        m_dim: rows_dim(v, &out),
         ..Features::default()
     };
     Some((KernelKind::DotLoop, roles, features))
+}
+
+/// The runtime dim of the rows of the tensor a tile of dims `out` (the accumulator's) is stored
+/// to: the second-to-last dim of that tensor param, when it is a bare name.
+fn rows_dim(v: &View, out: &[Expr]) -> Option<String> {
+    let same = |a: &Expr, b: &Expr| match (v.const_name(a), v.const_name(b)) {
+        (Some(x), Some(y)) => x == y,
+        _ => v.int(a).is_some() && v.int(a) == v.int(b),
+    };
+    let mut found = None;
+    for b in v.blocks() {
+        for &o in v.ops(b) {
+            let d = v.op(o);
+            if d.opcode != Opcode::Store {
+                continue;
+            }
+            let dims = v.dims(d.operands[0]);
+            if dims.len() < 2 || out.len() != 2 {
+                continue;
+            }
+            let tail = &dims[dims.len() - 2..];
+            if !(same(&tail[0], &out[0]) && same(&tail[1], &out[1])) {
+                continue;
+            }
+            let param = d.tensor.as_ref().map(|t| t.param.as_str());
+            let p = v
+                .kernel
+                .params
+                .iter()
+                .find(|p| Some(p.name.as_str()) == param);
+            if let Some(kir_ir::ParamKind::Tensor(_, tt)) = p.map(|p| &p.kind) {
+                if tt.dims.len() >= 2 {
+                    if let kir_ir::ExprKind::Ident(n) = &tt.dims[tt.dims.len() - 2].kind {
+                        found = Some(n.clone());
+                    }
+                }
+            }
+        }
+    }
+    found
 }
 
 fn is_arg(v: &View, x: Value) -> bool {

@@ -130,6 +130,13 @@ pub struct Features {
     pub dots: usize,
     /// Row reduction, elementwise: tensors the program loads tiles of.
     pub inputs: usize,
+    /// Dot loop: the runtime dim of the output tensor's rows (the problem's M: `M` of
+    /// `c: out tensor<T>[Bt, M, N]`), where the accumulator is stored to a tensor whose
+    /// second-to-last dim is a bare name.
+    pub m_dim: Option<String>,
+    /// Dot loop: the problem's M, when the plan knows the shapes it is compiled for
+    /// (`kirc bench --shape`, `kirc run`'s inputs); `None` otherwise.
+    pub m: Option<u64>,
     /// Row reduction: some reduction takes one chunk of a row on its own (the row kept in one
     /// tile when it fits a chunk), not a loop's running sum over the row's chunks.
     pub whole_row: bool,
@@ -184,6 +191,20 @@ pub struct Structure {
 }
 
 impl Structure {
+    /// The structure with the problem's dims known (`(name, value)` of the entry's runtime
+    /// dims): each dot loop's [`Features::m`] is its rows dim's value.
+    pub fn with_dims(mut self, dims: &[(String, u64)]) -> Structure {
+        let m_of = |f: &Features| {
+            let d = f.m_dim.as_ref()?;
+            dims.iter().find(|(n, _)| n == d).map(|(_, v)| *v)
+        };
+        self.features.m = m_of(&self.features);
+        for k in &mut self.kernels {
+            k.features.m = m_of(&k.features);
+        }
+        self
+    }
+
     /// The constant playing `role`, or why there is none.
     pub fn role(&self, role: Role) -> Result<&str, NoRole> {
         match self.roles.iter().find(|(r, _)| *r == role) {
@@ -210,6 +231,9 @@ impl Structure {
                 ));
                 if f.trans_b {
                     parts.push("B transposed".into());
+                }
+                if let Some(m) = f.m {
+                    parts.push(format!("M = {m}"));
                 }
             }
             Some(Class::Attention) | Some(Class::AttentionBwd) => {

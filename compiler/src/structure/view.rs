@@ -170,6 +170,13 @@ impl<'a> View<'a> {
         &self.kernel.dfg.ops[op]
     }
 
+    /// Every block that runs (the body, loop and `if` regions), in entity order.
+    pub fn blocks(&self) -> Vec<Block> {
+        let mut b: Vec<Block> = self.live.keys().copied().collect();
+        b.sort();
+        b
+    }
+
     /// Every live `for` op, at any depth, in program order.
     pub fn loops(&self) -> Vec<Op> {
         let mut out = Vec::new();

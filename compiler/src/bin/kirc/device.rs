@@ -170,12 +170,19 @@ pub fn compile_for(
     flags: kir_compiler::plan::Flags,
     gpu: &Gpu,
     cache: Option<&Cache>,
+    shapes: &[(String, Vec<usize>)],
 ) -> Result<ForGpu, CliError> {
     let target = target_of(target, gpu)?;
-    let plan =
-        kir_compiler::plan::CompilePlan::resolve(&src.text, defines, target, Emit::Ptx, flags)
-            .map_err(|e| crate::common::compile_error(src, e))?
-            .with_kernel(kernel);
+    let plan = kir_compiler::plan::CompilePlan::resolve_for(
+        &src.text,
+        defines,
+        target,
+        Emit::Ptx,
+        flags,
+        shapes,
+    )
+    .map_err(|e| crate::common::compile_error(src, e))?
+    .with_kernel(kernel);
     let c = kir_compiler::cache::compile(&src.text, &plan, cache)
         .map_err(|e| crate::common::compile_error(src, e))?;
     let hit = matches!(c.outcome, kir_compiler::cache::Outcome::Hit(_));

@@ -1,0 +1,119 @@
+//! Configurations by problem shape (compiler/src/plan.rs `CompilePlan::resolve_for`,
+//! compiler/src/configs.rs, docs/configs.md): when the caller knows the shapes of the entry's
+//! tensors (`kirc bench --shape`, `kirc run`'s inputs), the runtime dims they bind are features
+//! the rows read. A GEMM with few rows (the problem's M, read from the output tensor's rows
+//! dim, never from a name) takes the small-M rows on sm_90a; unknown shapes keep the default
+//! row, and the scheduled small-M kernels stay correct on the interpreter.
+
+use kir_backends::interp;
+use kir_backends::Target;
+use kir_compiler::compile::Emit;
+use kir_compiler::pipeline;
+use kir_compiler::plan::{CompilePlan, Flags};
+use kir_ir::Dtype;
+use kir_tests::{compare, round, t, tolerance, Rng};
+use std::collections::BTreeMap;
+
+fn gemm() -> &'static str {
+    kir_compiler::oplib::builtin("gemm").expect("gemm")
+}
+
+fn shapes(m: usize, n: usize, k: usize) -> Vec<(String, Vec<usize>)> {
+    vec![("a".into(), vec![1, m, k]), ("b".into(), vec![1, k, n])]
+}
+
+fn plan(src: &str, d: &[(String, String)], s: &[(String, Vec<usize>)]) -> CompilePlan {
+    CompilePlan::resolve_for(src, d, Target::Sm90a, Emit::Ptx, Flags::default(), s).expect("plan")
+}
+
+#[test]
+fn few_rows_take_the_small_m_rows() {
+    for (m, want) in [
+        (
+            16,
+            "BLOCK_M=64 (M tile), BLOCK_N=128 (N tile), BLOCK_K=64 (K tile)",
+        ),
+        (64, "BLOCK_M=64 (M tile), BLOCK_N=128 (N tile)"),
+        (65, "BLOCK_M=128 (M tile), BLOCK_N=128 (N tile)"),
+        (128, "BLOCK_M=128 (M tile), BLOCK_N=128 (N tile)"),
+        (129, "BLOCK_M=128 (M tile), BLOCK_N=256 (N tile)"),
+        (8192, "BLOCK_M=128 (M tile), BLOCK_N=256 (N tile)"),
+    ] {
+        let p = plan(gemm(), &[], &shapes(m, 14336, 4096));
+        let r = &p.config.report;
+        assert!(r.contains(want), "M = {m}: {want}\n{r}");
+        assert!(r.contains(&format!("M = {m}")), "M = {m}: {r}");
+        assert!(
+            p.dims.contains(&("M".to_string(), m as u64)),
+            "{:?}",
+            p.dims
+        );
+    }
+    // Unknown shapes: the default row, and no M in the report.
+    let p = plan(gemm(), &[], &[]);
+    assert!(
+        p.config.report.contains("BLOCK_N=256"),
+        "{}",
+        p.config.report
+    );
+    assert!(!p.config.report.contains("M = "), "{}", p.config.report);
+    assert!(p.dims.is_empty());
+}
+
+#[test]
+fn the_rows_dim_follows_the_declared_shape_not_the_argument_order() {
+    // TRANS_A=1 declares a as [Bt, K, M]: M is the last extent of a. The row needs A not
+    // transposed, so none applies, but the bound dims say M = 16.
+    let d = vec![("TRANS_A".to_string(), "1".to_string())];
+    let s = vec![
+        ("a".into(), vec![1, 4096, 16]),
+        ("b".into(), vec![1, 4096, 512]),
+    ];
+    let p = plan(gemm(), &d, &s);
+    assert!(p.dims.contains(&("M".to_string(), 16)), "{:?}", p.dims);
+    assert!(p.dims.contains(&("K".to_string(), 4096)), "{:?}", p.dims);
+    // A user's matmul (tests/in/user/matmul_leaky_relu.kir: c is [M, N]) with few rows.
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/in/user/matmul_leaky_relu.kir");
+    let src = std::fs::read_to_string(path).expect("user matmul");
+    let s = vec![("a".into(), vec![40, 300]), ("b".into(), vec![300, 500])];
+    let p = plan(&src, &[], &s);
+    assert!(
+        p.config.report.contains("BM=64 (M tile), BN=128 (N tile)"),
+        "{}",
+        p.config.report
+    );
+    assert!(p.config.report.contains("M = 40"), "{}", p.config.report);
+    // A shape naming no param, or of another rank, binds nothing.
+    let s = vec![("zz".into(), vec![4, 4]), ("a".into(), vec![16, 4096])];
+    assert!(plan(gemm(), &[], &s).dims.is_empty());
+}
+
+#[test]
+fn the_small_m_kernels_stay_correct() {
+    let dt = Dtype::Bf16;
+    let mut rng = Rng::fresh("small m gemm");
+    for (m, n, k) in [(16, 300, 200), (100, 257, 130)] {
+        let p = plan(gemm(), &[], &shapes(m, n, k));
+        let out = pipeline::compile(gemm(), &p).expect("compiles");
+        assert!(out.text.contains("wgmma.mma_async"), "M = {m}: wgmma");
+        let a = rng.tensor(m * k, 3.0, dt);
+        let b = rng.tensor(k * n, 3.0, dt);
+        let args: BTreeMap<String, interp::HostArg> = [
+            ("a".to_string(), t(dt, &[1, m, k], a.clone())),
+            ("b".to_string(), t(dt, &[1, k, n], b.clone())),
+            ("alpha".to_string(), interp::HostArg::Scalar(1.5)),
+        ]
+        .into_iter()
+        .collect();
+        let res = interp::run(&out.module, &args).expect("runs");
+        let c = res["c"].data.as_f64().expect("f64");
+        let mut want = vec![0.0; m * n];
+        for i in 0..m {
+            for j in 0..n {
+                let s: f64 = (0..k).map(|kk| a[i * k + kk] * b[kk * n + j]).sum();
+                want[i * n + j] = round(dt, 1.5 * s);
+            }
+        }
+        compare(&format!("gemm {m}x{n}x{k}"), c, &want, tolerance(dt));
+    }
+}
