@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 /// Runs the `kirc` binary built for these tests with `args`, with the on-disk cache off
-/// (`KIR_CACHE_DIR=off`: the tests never read or write the user's cache; compiler/tests/cli_cache.rs
+/// (`KIR_CACHE_DIR=off`: the tests never read or write the user's cache; kirc/tests/cli_cache.rs
 /// tests the cache with directories of its own).
 pub fn kirc(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_kirc"))
