@@ -8,9 +8,9 @@ use std::process::{Command, Output};
 /// `kirc compile rmsnorm_fwd --emit ir -o -` (the e-graph phase runs on its one kernel) with
 /// `KIR_LOG` set to `log`, or removed when `None`.
 fn compile(log: Option<&str>) -> Output {
+    let args = "compile rmsnorm_fwd --target sm_80 --emit ir -o -";
     let mut c = Command::new(env!("CARGO_BIN_EXE_kirc"));
-    c.env("KIR_CACHE_DIR", "off")
-        .args(["compile", "rmsnorm_fwd", "--target", "sm_80", "--emit", "ir", "-o", "-"]);
+    c.env("KIR_CACHE_DIR", "off").args(args.split(' '));
     match log {
         Some(v) => c.env("KIR_LOG", v),
         None => c.env_remove("KIR_LOG"),
@@ -27,13 +27,24 @@ fn kir_log_debug_prints_the_egraph_line_and_nothing_without_it() {
     let quiet = compile(None);
     assert_eq!(quiet.status.code(), Some(0), "{}", text(&quiet.stderr));
     assert_eq!(text(&quiet.stderr), "", "nothing on stderr without KIR_LOG");
-    assert!(text(&quiet.stdout).contains("kernel @rmsnorm_fwd"), "{}", text(&quiet.stdout));
+    assert!(
+        text(&quiet.stdout).contains("kernel @rmsnorm_fwd"),
+        "{}",
+        text(&quiet.stdout)
+    );
 
-    for filter in ["debug", "kir_compiler::egraph=debug", "warn,kir_compiler=trace"] {
+    for filter in [
+        "debug",
+        "kir_compiler::egraph=debug",
+        "warn,kir_compiler=trace",
+    ] {
         let o = compile(Some(filter));
         assert_eq!(o.status.code(), Some(0), "{filter}: {}", text(&o.stderr));
         let err = text(&o.stderr);
-        let lines: Vec<&str> = err.lines().filter(|l| l.contains("egraph kernel=")).collect();
+        let lines: Vec<&str> = err
+            .lines()
+            .filter(|l| l.contains("egraph kernel="))
+            .collect();
         assert_eq!(lines.len(), 1, "KIR_LOG={filter}: one e-graph line:\n{err}");
         let l = lines[0];
         assert!(

@@ -39,7 +39,9 @@ const DOCS: &[&str] = &[
     "docs/configs.md",
     "docs/tuning.md",
 ];
-const SOURCE_DIRS: &[&str] = &["ir", "backends", "compiler", "kirc", "tests", "docs", "scripts"];
+const SOURCE_DIRS: &[&str] = &[
+    "ir", "backends", "compiler", "kirc", "tests", "docs", "scripts",
+];
 const EXTENSIONS: &[&str] = &[".rs", ".md", ".kir", ".py", ".sh", ".toml"];
 
 fn root() -> PathBuf {
