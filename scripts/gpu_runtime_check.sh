@@ -22,7 +22,7 @@
 # usage: scripts/gpu_runtime_check.sh [KIRC] [OUT_DIR] [--no-bench]
 #   KIRC defaults to $KIRC, else target/release/kirc; OUT_DIR to out/gpu_runtime; --no-bench
 #   skips part 3.
-# Build the binary where Rust is: cargo build --release --features cuda -p kir-compiler
+# Build the binary where Rust is: cargo build --release -p kirc --features cuda
 # Exit code: 0 when every comparison passes, the negative control fails and every bench runs.
 set -euo pipefail
 

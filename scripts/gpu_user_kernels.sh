@@ -13,7 +13,7 @@
 # Correctness of the same kernels is checked by scripts/gpu_runtime_check.sh (part 5).
 #
 # usage: scripts/gpu_user_kernels.sh [KIRC] [OUT_DIR]
-# Build the binary where Rust is: cargo build --release --features cuda -p kir-compiler
+# Build the binary where Rust is: cargo build --release -p kirc --features cuda
 set -uo pipefail
 
 kirc=${1:-${KIRC:-target/release/kirc}}

@@ -15,7 +15,7 @@ out=${1:-$root/out/gpu_artifacts}
 cd "$root"
 kirc=${KIRC:-${CARGO_TARGET_DIR:-$root/target}/release/kirc}
 if [ -z "${KIRC:-}" ]; then
-  cargo build --release -p kir-compiler --bin kirc >&2
+  cargo build --release -p kirc >&2
 fi
 [ -x "$kirc" ] || { echo "make_gpu_artifacts.sh: no kirc at $kirc" >&2; exit 1; }
 rm -rf "$out"

@@ -1,7 +1,11 @@
 #!/usr/bin/env bash
 # The one test command (CI runs exactly this): installs the pinned CUDA tools (ptxas, NVRTC)
 # under .tools/, points kir at them, and runs every test of the workspace in release mode (so
-# interpreter tests at real sizes are fast). No test skips for lack of a tool.
+# interpreter tests at real sizes are fast), with the `kirc` of the CLI tests built with the
+# CUDA runtime (`--features kirc/cuda`; no CUDA installation needed). No test skips for lack of
+# a tool. Then it checks that the crates can be published: `cargo package` of every published
+# crate, and that the workspace builds with the oldest Rust that Cargo.toml's `rust-version`
+# promises (installed with rustup, minimal profile, when absent).
 set -euo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -22,6 +26,26 @@ export INSTA_UPDATE=no
 # is never read or written; the cache's own tests give each test a directory of its own.
 export KIR_CACHE_DIR=off
 t=$SECONDS
-cargo test --workspace --release
-echo "test.sh: cargo test --workspace --release took $((SECONDS - t))s"
+cargo test --workspace --release --locked --features kirc/cuda
+echo "test.sh: cargo test --workspace --release --locked --features kirc/cuda took $((SECONDS - t))s"
+
+# Every crate but kir-tests (publish = false) packages: versions on its path dependencies, its
+# files and the license files inside it. (Without verification: building each package again
+# would take minutes; the workspace build above compiles the same sources.)
+t=$SECONDS
+cargo package --workspace --exclude kir-tests --no-verify --allow-dirty --locked
+echo "test.sh: cargo package took $((SECONDS - t))s"
+
+# The minimum supported Rust version: `rust-version` of [workspace.package], which every crate
+# inherits, must build the whole workspace (every target) with the locked dependencies. Its own
+# target directory, so the release build above is left alone.
+msrv=$(sed -n 's/^rust-version = "\([0-9.]*\)"$/\1/p' Cargo.toml)
+[ -n "$msrv" ] || { echo "test.sh: no rust-version in Cargo.toml" >&2; exit 1; }
+case "$msrv" in *.*.*) toolchain=$msrv ;; *) toolchain=$msrv.0 ;; esac
+t=$SECONDS
+if ! rustup toolchain list | grep -q "^$toolchain-"; then
+  rustup toolchain install "$toolchain" --profile minimal --no-self-update
+fi
+cargo "+$toolchain" check --workspace --all-targets --locked --target-dir target/msrv
+echo "test.sh: Rust $toolchain (rust-version $msrv) builds the workspace: checked in $((SECONDS - t))s"
 echo "test.sh: all tests passed in $((SECONDS - start))s"

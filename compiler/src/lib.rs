@@ -1,6 +1,6 @@
 //! kir-compiler: the passes, the pipeline that orders them, the built-in op library, `.npy`
-//! I/O, atomic output files ([`outfile`]), the on-disk cache ([`cache`]) and the `kirc` command
-//! line.
+//! I/O, atomic output files ([`outfile`]) and the on-disk cache ([`cache`]). The `kirc` command
+//! line is a crate of its own (kirc/), built on this one.
 //!
 //! The entry point for frameworks is [`pipeline`]: parse a module (or take a built-in op from
 //! [`oplib`]), verify it, specialize it with `-D NAME=VALUE` overrides and verify the result.

@@ -6,9 +6,9 @@
 //! What counts as a citation (simple rules, applied to the whole text, fenced blocks included):
 //!
 //! - **A source path**: a word that starts with one of the source directories (`ir/`,
-//!   `backends/`, `compiler/`, `tests/`, `docs/`, `scripts/`, optionally after `./`), in prose,
-//!   in backticks or in a fenced block. A shell command's `scripts/…` must exist; its output or
-//!   scratch paths (`out/…`, `/tmp/…`) are not source paths and are not checked. Trailing
+//!   `backends/`, `compiler/`, `kirc/`, `tests/`, `docs/`, `scripts/`, optionally after `./`),
+//!   in prose, in backticks or in a fenced block. A shell command's `scripts/…` must exist; its
+//!   output or scratch paths (`out/…`, `/tmp/…`) are not source paths and are not checked. Trailing
 //!   sentence punctuation (`.`, `,`, `:`, `;`) is not part of the path; `*` and `?` match within
 //!   one path segment, `{a,b}` lists alternatives (each must exist), a trailing `/` names a
 //!   directory.
@@ -39,7 +39,9 @@ const DOCS: &[&str] = &[
     "docs/configs.md",
     "docs/tuning.md",
 ];
-const SOURCE_DIRS: &[&str] = &["ir", "backends", "compiler", "tests", "docs", "scripts"];
+const SOURCE_DIRS: &[&str] = &[
+    "ir", "backends", "compiler", "kirc", "tests", "docs", "scripts",
+];
 const EXTENSIONS: &[&str] = &[".rs", ".md", ".kir", ".py", ".sh", ".toml"];
 
 fn root() -> PathBuf {

@@ -1,6 +1,6 @@
 //! Regression tests of the second hostile review, below the command line (items 11 to 16 of
 //! docs/testing.md, "Reliability"; the `kirc`-level ones are in
-//! compiler/tests/cli_hostile.rs), each rebuilt from its description:
+//! kirc/tests/cli_hostile.rs), each rebuilt from its description:
 //!
 //! 12. host values that overflow a float param's dtype (an integer for f16, `1e39` from an f64
 //!     `.npy` into f32, bf16 and f16 overflow) are errors naming the param and the value; an

@@ -17,8 +17,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
 /// The trees checked: (crate source directory, subdirectory), relative to the workspace root.
-/// An empty subdirectory is the whole library crate (its `bin/` targets are crates of their
-/// own and left out).
+/// An empty subdirectory is the whole library crate.
 const TREES: &[(&str, &str)] = &[("compiler/src", ""), ("ir/src", "")];
 
 /// One source file: its crate, its module path in that crate and its text.
@@ -61,9 +60,6 @@ fn files() -> Vec<File> {
         assert!(!paths.is_empty(), "no files under {krate}/{sub}");
         for p in paths {
             let rel = p.strip_prefix(&src).expect("under the crate source");
-            if rel.starts_with("bin") {
-                continue;
-            }
             let mut module: Vec<String> = rel
                 .with_extension("")
                 .iter()

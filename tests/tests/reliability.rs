@@ -1,7 +1,7 @@
 //! Regression tests for the crashes and silent errors found by trying kirc with hostile inputs
 //! that live below the command line, numbered as in docs/testing.md ("Reliability") and each
 //! rebuilt from its description (the `kirc`-level ones — closed or full stdout, partial
-//! outputs, number arguments — are in compiler/tests/cli_reliability.rs):
+//! outputs, number arguments — are in kirc/tests/cli_reliability.rs):
 //!
 //! 1. long flat chains of a binary operator are a located error, not a stack overflow;
 //! 2. `cdiv(i64::MIN, -1)` is an overflow error, not a panic;

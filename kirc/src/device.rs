@@ -32,7 +32,7 @@ pub enum Device {
 pub fn not_built(what: &str) -> CliError {
     CliError::Plain(format!(
         "{what} needs the CUDA runtime, and this kirc was built without it: build with \
-         `cargo build --release --features cuda -p kir-compiler` (no CUDA installation is \
+         `cargo build --release -p kirc --features cuda` (no CUDA installation is \
          needed to build; the driver is loaded at run time)"
     ))
 }

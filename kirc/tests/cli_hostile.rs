@@ -35,6 +35,7 @@ fn kirc_redirected(dir: &Path, args: &[&str], redir: &str) -> Output {
         .arg(format!("exec \"$0\" \"$@\" {redir}"))
         .arg(env!("CARGO_BIN_EXE_kirc"))
         .args(args)
+        .env_remove("KIR_LOG")
         .current_dir(dir)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())

@@ -6,11 +6,13 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 /// Runs the `kirc` binary built for these tests with `args`, with the on-disk cache off
-/// (`KIR_CACHE_DIR=off`: the tests never read or write the user's cache; compiler/tests/cli_cache.rs
-/// tests the cache with directories of its own).
+/// (`KIR_CACHE_DIR=off`: the tests never read or write the user's cache; kirc/tests/cli_cache.rs
+/// tests the cache with directories of its own) and no log on stderr (`KIR_LOG` removed;
+/// kirc/tests/cli_log.rs tests it).
 pub fn kirc(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_kirc"))
         .env("KIR_CACHE_DIR", "off")
+        .env_remove("KIR_LOG")
         .args(args)
         .output()
         .expect("kirc runs")

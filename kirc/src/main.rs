@@ -1,5 +1,6 @@
 //! `kirc`: the kir command line. One file per subcommand; `common` holds source loading, `-D`
-//! parsing and error reporting, `device` the GPU side of `run` and `bench` (feature `cuda`).
+//! parsing and error reporting, `device` the GPU side of `run` and `bench` (feature `cuda`),
+//! `log` the `KIR_LOG` logger.
 //!
 //! Exit codes: 0 on success, 2 on any user error (printed as `file:line:col: error: ...` with
 //! the source line and a caret when the error has a location, else `error: ...`), 1 only when
@@ -15,6 +16,7 @@ mod compile;
 mod device;
 mod explain;
 mod fmt;
+mod log;
 mod ops;
 mod randn;
 mod run;
@@ -56,6 +58,10 @@ enum Command {
 }
 
 fn main() -> ExitCode {
+    if let Err(e) = log::init() {
+        common::note(&e.render());
+        return ExitCode::from(2);
+    }
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(e) => return clap_exit(e),

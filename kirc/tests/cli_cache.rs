@@ -12,6 +12,7 @@ use std::process::{Command, Output};
 fn kirc_env(vars: &[(&str, &str)], args: &[&str]) -> Output {
     let mut c = Command::new(env!("CARGO_BIN_EXE_kirc"));
     c.env_remove("KIR_CACHE_DIR")
+        .env_remove("KIR_LOG")
         .env_remove("XDG_CACHE_HOME")
         .env_remove("HOME");
     for (k, v) in vars {

@@ -41,6 +41,7 @@ fn user_error(o: &Output, want: &str) {
 fn closed_pipe(args: &[&str], keep: usize) -> Output {
     let mut child = Command::new(env!("CARGO_BIN_EXE_kirc"))
         .env("KIR_CACHE_DIR", "off")
+        .env_remove("KIR_LOG")
         .args(args)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -61,6 +62,7 @@ fn full_stdout(args: &[&str]) -> Output {
         .expect("/dev/full");
     Command::new(env!("CARGO_BIN_EXE_kirc"))
         .env("KIR_CACHE_DIR", "off")
+        .env_remove("KIR_LOG")
         .args(args)
         .stdout(Stdio::from(full))
         .output()

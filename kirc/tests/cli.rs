@@ -495,9 +495,9 @@ fn run_argument_errors_are_located() {
 }
 
 /// `kirc run --device cuda` on a machine without a GPU is a clear error with exit code 2, never
-/// a panic: either the CUDA driver is missing (a kirc built with `--features cuda`, as the
-/// workspace test build is) or the runtime is not built in (`cargo test -p kir-compiler`
-/// alone). On a machine with a GPU the run succeeds and writes the outputs.
+/// a panic: either the CUDA driver is missing (a kirc built with `--features cuda`, as
+/// scripts/test.sh builds it) or the runtime is not built in (`cargo test -p kirc` without the
+/// feature). On a machine with a GPU the run succeeds and writes the outputs.
 #[test]
 fn run_on_cuda_without_a_gpu_is_a_clear_error() {
     let d = scratch("cli", "cuda");
