@@ -12,7 +12,7 @@
 # Correctness of the same kernels is checked by scripts/gpu_runtime_check.sh (part 5).
 #
 # usage: scripts/gpu_kernel_configs.sh [KIRC] [PARTS]   (PARTS: e.g. "1 3"; default all)
-# Build the binary where Rust is: cargo build --release --features cuda -p kir-compiler
+# Build the binary where Rust is: cargo build --release -p kirc --features cuda
 set -uo pipefail
 
 kirc=${1:-${KIRC:-target/release/kirc}}

@@ -96,6 +96,11 @@ case_ attention_fwd attention_fwd "" "scale=$s128" q=2x4x130x128 k=2x2x97x128 v=
 a="$out/attention_fwd"
 case_ attention_bwd attention_bwd "" "scale=$s128" q=@$a/in/q.npy k=@$a/in/k.npy v=@$a/in/v.npy \
   o=@$a/cpu/o.npy lse=@$a/cpu/lse.npy do=2x4x130x128
+# Head dim 64: the sm_90a attention-backward row's 64-row blocks.
+case_ attention_fwd_d64 attention_fwd "HEAD_DIM=64" "scale=0.125" q=2x4x130x64 k=2x2x97x64 v=2x2x97x64
+a="$out/attention_fwd_d64"
+case_ attention_bwd_d64 attention_bwd "HEAD_DIM=64" "scale=0.125" q=@$a/in/q.npy k=@$a/in/k.npy v=@$a/in/v.npy \
+  o=@$a/cpu/o.npy lse=@$a/cpu/lse.npy do=2x4x130x64
 case_ gemm gemm "" "alpha=0.5" a=1x200x96 b=1x96x130
 case_ gemm_nf4 gemm_nf4 "" "" a=70x128 codes=130x64:--dtype,u8,--high,256 scales=130x2:--scale,0.1
 case_ rmsnorm_fwd rmsnorm_fwd "" "eps=1e-5" x=37x1000:--scale,3 w=1000

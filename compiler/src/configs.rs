@@ -233,18 +233,57 @@ const ROWS: &[Row] = &[
     // one that keeps running sums over chunks is fastest with 1024 columns at every width
     // measured (layernorm_fwd at 1024, 4096 and 8192 columns: 0.046, 0.109, 0.198 ms against
     // 0.197, 0.167, 0.252 with 4096). One row per tile fits every target's registers.
+    // A block of rows per program (the norm backward's dx kernels): 8 rows of 1024-column
+    // chunks (call C5, docs/gpu-results/2026-12-03-c5-norm-bwd.txt, 16,384 × 4096: rmsnorm_bwd
+    // 1.546 ms against 2.299 for the op's 4 × 512, `kirc tune`'s best 1.505; layernorm_bwd
+    // 2.816 against 4.554). sm_90a, where it was measured; CUDA C keeps the op's tiles, which
+    // fit its shared memory.
+    Row {
+        targets: &[Target::Sm90a],
+        ..tile_row(
+            Class::RowReduce,
+            |f| f.row_block,
+            &[(Role::RowBlock, 8), (Role::ColumnBlock, 1024)],
+        )
+    },
     tile_row(
         Class::RowReduce,
-        |f| f.whole_row,
+        |f| !f.row_block && f.whole_row,
         &[(Role::ColumnBlock, 4096)],
     ),
-    tile_row(Class::RowReduce, |_| true, &[(Role::ColumnBlock, 1024)]),
+    tile_row(
+        Class::RowReduce,
+        |f| !f.row_block,
+        &[(Role::ColumnBlock, 1024)],
+    ),
     // Elementwise tiles: the built-in swiglu's 4×1024.
     tile_row(
         Class::Elementwise,
         |_| true,
         &[(Role::RowBlock, 4), (Role::ColumnBlock, 1024)],
     ),
+    // Attention backward at head dim 64 (H200, call C4, docs/gpu-results/
+    // 2026-12-03-c4-tune-vs-default.txt: `kirc tune` over the op's space at 4 warps, B = 2,
+    // H = 16, S = 4k): 64-row query and key blocks on both kernels, 1.955 ms against 2.328 for
+    // the op's 64/32/32 (at head dim 128 the op's tiles are within 0.95× of the best); causal
+    // 1.132 against 1.330 (call C5).
+    Row {
+        cuda: false,
+        class: Class::AttentionBwd,
+        targets: &[Target::Sm90a],
+        when: |f| f.half() && f.head_dim == Some(64),
+        set: &[
+            (Role::QueryBlock, 64),
+            (Role::KeyBlock, 64),
+            (Role::KvBlock, 64),
+            (Role::QueryStep, 64),
+        ],
+        warps: None,
+        stages: None,
+        warp_specialize: false,
+        persistent: false,
+        overlap: false,
+    },
     // CUDA C stores every live tile as 32-bit values in shared memory, so the op's default
     // tiles outgrow the smaller targets (`Target::smem_per_block`): sm_120a's 99 KB does not
     // hold attention_fwd at d128 (119,296 bytes) or attention_bwd's dK/dV (165,888), sm_80's
@@ -396,6 +435,13 @@ pub fn target_config(
                 ))
             }
         };
+        if interface_dim(generic, c) {
+            return Config::none(format!(
+                "the {what} sets the {}, which is `{c}`, a dim of the kernel's tensors (part of \
+                 its interface, not a tile)",
+                role.name()
+            ));
+        }
         if user_defines.iter().any(|(u, _)| u == c) {
             return Config::none(format!(
                 "-D {c} given, the {} of the {what}: a row never mixes with a partial user choice",
@@ -513,4 +559,29 @@ pub fn kernel_configs(
         out.push((k.name.clone(), c));
     }
     out
+}
+
+/// Whether constant `c` appears in a declared dim of some kernel's or the program's tensor
+/// params (`q: in tensor<T>[B, H, S, HEAD_DIM]`): such a constant is part of the interface, and
+/// a row never sets it.
+fn interface_dim(generic: &Module, c: &str) -> bool {
+    let names = |p: &kir_ir::Param| match &p.kind {
+        kir_ir::ParamKind::Tensor(_, tt) => tt.dims.iter().any(|d| mentions(d, c)),
+        kir_ir::ParamKind::Scalar(_) => false,
+    };
+    generic.kernels.values().any(|k| k.params.iter().any(names))
+        || generic
+            .entry_params()
+            .is_some_and(|ps| ps.iter().any(names))
+}
+
+/// Whether expression `e` names `c`.
+fn mentions(e: &kir_ir::Expr, c: &str) -> bool {
+    match &e.kind {
+        kir_ir::ExprKind::Ident(n) => n == c,
+        kir_ir::ExprKind::Unary(_, a) => mentions(a, c),
+        kir_ir::ExprKind::Binary(_, a, b) => mentions(a, c) || mentions(b, c),
+        kir_ir::ExprKind::Call(_, args) => args.iter().any(|a| mentions(a, c)),
+        kir_ir::ExprKind::Int(_) | kir_ir::ExprKind::Float(_) => false,
+    }
 }

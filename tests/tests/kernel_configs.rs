@@ -11,8 +11,9 @@
 //!   never passed in, so nothing stale can pass).
 //! - Two kernels whose rows set a shared constant to different values: the first keeps it, the
 //!   second gets no row and the report says why.
-//! - The built-in norms and SwiGLU are classified as row reductions and elementwise tiles whose
-//!   rows keep their own defaults.
+//! - The built-in norms and SwiGLU are classified as row reductions and elementwise tiles; the
+//!   forward norms' and SwiGLU's rows keep the ops' own defaults, the backward's dx kernels take
+//!   8 rows of 1024-column chunks (PTX only).
 
 use kir_backends::interp;
 use kir_backends::Target;
@@ -287,27 +288,23 @@ fn a_shared_constant_keeps_the_first_rows_value() {
 }
 
 #[test]
-fn builtin_norms_and_swiglu_keep_their_defaults() {
-    for (op, want) in [
-        (
-            "rmsnorm_fwd",
-            "configuration: sm_90a row-reduction row: BLOCK=4096 (column block)",
-        ),
-        (
-            "layernorm_fwd",
-            "configuration: sm_90a row-reduction row: BLOCK=1024 (column block)",
-        ),
-        (
-            "swiglu",
-            "configuration: sm_90a elementwise row: BLOCK_R=4 (row block), BLOCK_N=1024",
-        ),
+fn builtin_norms_and_swiglu_are_classified() {
+    // (op, a line of the report, whether the rows' values are the op's own defaults)
+    for (op, want, defaults) in [
+        ("rmsnorm_fwd", "configuration: sm_90a row-reduction row: BLOCK=4096 (column block)", true),
+        ("layernorm_fwd", "configuration: sm_90a row-reduction row: BLOCK=1024 (column block)", true),
+        ("swiglu", "configuration: sm_90a elementwise row: BLOCK_R=4 (row block), BLOCK_N=1024", true),
         (
             "rmsnorm_bwd",
-            "configuration: kernel `rmsnorm_bwd_dx`: none (no class",
+            "configuration: kernel `rmsnorm_bwd_dx`: sm_90a row-reduction row: ROWS=8 (row block), \
+             BLOCK=1024 (column block) — matched: a block of rows per program",
+            false,
         ),
+        ("rmsnorm_bwd", "configuration: kernel `rmsnorm_bwd_dw`: none (no class", false),
         (
             "layernorm_bwd",
-            "configuration: kernel `layernorm_bwd_dwdb`: none (no class",
+            "configuration: kernel `layernorm_bwd_dx`: sm_90a row-reduction row: ROWS=8",
+            false,
         ),
     ] {
         let src = kir_compiler::oplib::builtin(op).expect("built-in");
@@ -315,12 +312,56 @@ fn builtin_norms_and_swiglu_keep_their_defaults() {
             .expect("plan");
         let report = plan.config_report();
         assert!(report.contains(want), "{op}: {want}\n{report}");
-        // The rows' values are the ops' own defaults: nothing new is defined.
         let generic = kir_ir::text::parse(src).expect("parses");
-        let defaults = kir_compiler::passes::const_values(&generic, &[]).expect("defaults");
-        for (c, v) in &plan.defines {
-            let d = defaults.iter().find(|(n, _)| n == c).expect("declared");
-            assert_eq!(d.1.to_string(), *v, "{op}: {c} is not the default");
-        }
+        let defaults_of = kir_compiler::passes::const_values(&generic, &[]).expect("defaults");
+        let same = plan.defines.iter().all(|(c, v)| {
+            defaults_of
+                .iter()
+                .any(|(n, d)| n == c && d.to_string() == *v)
+        });
+        assert_eq!(same, defaults, "{op}: {:?}", plan.defines);
+        // CUDA C has no rows for these classes: the op's own tiles.
+        let cuda = CompilePlan::resolve(src, &[], Target::Sm120a, Emit::Cuda, Flags::default())
+            .expect("plan");
+        assert!(cuda.defines.is_empty(), "{op}: {:?}", cuda.defines);
     }
+}
+
+/// A row reduction whose chunk is a constant that also sizes a tensor (`D` in `[R, D]`): the
+/// row never sets it, since it is part of the kernel's interface.
+const INTERFACE: &str = "module iface\n\n\
+const D: int = 64 where D >= 1 && D <= 4096\n\n\
+kernel @sumsq(x: in tensor<f32>[R, D], s: out tensor<f32>[R]) grid [R, 1, 1] {\n\
+\x20 %row = program_id 0 : i32\n\
+\x20 %zero = const 0 : i32\n\
+\x20 %xt = load x[%row, %zero] other 0.0 : tile<1 x D x f32>\n\
+\x20 %sq = mul %xt, %xt : tile<1 x D x f32>\n\
+\x20 %tot = reduce sum %sq axis 1 : tile<1x1xf32>\n\
+\x20 %t1 = reshape %tot : tile<1xf32>\n\
+\x20 store s[%row], %t1 guard\n\
+}\n";
+
+#[test]
+fn an_interface_dim_is_never_set() {
+    let plan = CompilePlan::resolve(INTERFACE, &[], Target::Sm90a, Emit::Ptx, Flags::default())
+        .expect("plan");
+    let r = &plan.config.report;
+    assert!(
+        r.contains("the sm_90a row-reduction row sets the column block, which is `D`, a dim of the kernel's tensors"),
+        "{r}"
+    );
+    assert!(plan.defines.is_empty(), "{:?}", plan.defines);
+    // attention_bwd's delta preprocess is a row reduction over the head dim: the module keeps
+    // its attention-backward class, and no row touches HEAD_DIM.
+    let src = kir_compiler::oplib::builtin("attention_bwd").expect("attention_bwd");
+    let plan =
+        CompilePlan::resolve(src, &[], Target::Sm90a, Emit::Ptx, Flags::default()).expect("plan");
+    assert!(plan.kernel_configs.is_empty());
+    assert!(
+        plan.config
+            .report
+            .contains("attention-backward row matches"),
+        "{}",
+        plan.config.report
+    );
 }

@@ -37,11 +37,17 @@ pub fn analyze(m: &Module, values: &[(String, EvalVal)]) -> Structure {
     if let [k] = &kernels[..] {
         return of_kernel(k);
     }
-    // Attention backward: one dK/dV kernel, at most one dQ kernel, the rest unclassified.
+    // Attention backward: one dK/dV kernel, at most one dQ kernel, the rest helpers of any
+    // kind (the delta preprocess is a row reduction).
     let count = |kind: &KernelKind| kernels.iter().filter(|k| &k.kind == kind).count();
     let others = kernels
         .iter()
-        .filter(|k| matches!(k.kind, KernelKind::Other(_)))
+        .filter(|k| {
+            !matches!(
+                k.kind,
+                KernelKind::AttentionBwdKv | KernelKind::AttentionBwdQ
+            )
+        })
         .count();
     let kv = count(&KernelKind::AttentionBwdKv);
     let q = count(&KernelKind::AttentionBwdQ);

@@ -54,12 +54,16 @@ fn loads(v: &View, ops: &[Op]) -> (usize, String) {
     (tensors.len(), dtype.unwrap_or_default())
 }
 
-/// Row reduction: at least one reduction, every one of them along axis 1 of a one-row tile
-/// (rows the literal 1) whose columns are the same constant, which is the column block. A
-/// reduction of a loop's result is a running sum over the row's chunks; any other takes a
-/// chunk on its own ([`Features::whole_row`]).
+/// Row reduction: at least one reduction along axis 1, every one of them of a tile whose
+/// rows are the literal 1 (one row per program) or the same bare constant (the row block: rows
+/// per program) and whose columns are the same constant (the column block, a chunk of the
+/// row). Reductions along axis 0 of tiles of the same dims (a backward's partial column sums)
+/// may sit beside them. A reduction of a loop's result is a running sum over the row's chunks;
+/// any other takes a chunk on its own ([`Features::whole_row`]).
 fn row_reduce(v: &View, ops: &[Op]) -> Option<Found> {
-    let mut columns: Option<Option<String>> = None;
+    // (rows: None for the literal 1, else the constant; columns)
+    let mut tile: Option<(Option<String>, Option<String>)> = None;
+    let mut axis0: Vec<Vec<Expr>> = vec![];
     let mut whole_row = false;
     for &o in ops {
         let d = v.op(o);
@@ -71,30 +75,52 @@ fn row_reduce(v: &View, ops: &[Op]) -> Option<Found> {
             _ => None,
         };
         let dims = v.dims(d.operands[0]);
-        if axis != Some(1) || dims.len() != 2 || !literal_one(v, &dims[0]) {
+        if dims.len() != 2 {
             return None;
         }
+        match axis {
+            Some(1) => {}
+            Some(0) => {
+                axis0.push(dims);
+                continue;
+            }
+            _ => return None,
+        }
+        let rows = if literal_one(v, &dims[0]) {
+            None
+        } else {
+            Some(v.const_name(&dims[0])?)
+        };
         whole_row |= v.opcode(d.operands[0]) != Some(Opcode::For);
-        let c = v.const_name(&dims[1]);
-        match &columns {
-            None => columns = Some(c),
-            Some(prev) if *prev == c => {}
+        let this = (rows, v.const_name(&dims[1]));
+        match &tile {
+            None => tile = Some(this),
+            Some(prev) if *prev == this => {}
             Some(_) => return None,
         }
     }
-    let columns = columns?;
+    let (rows, columns) = tile?;
+    // Column sums only of the row tile itself.
+    let named = |e: &Expr| v.const_name(e);
+    if axis0
+        .iter()
+        .any(|d| named(&d[0]) != rows || named(&d[1]) != columns)
+    {
+        return None;
+    }
     let (inputs, dtype) = loads(v, ops);
     let features = Features {
         dtype,
         inputs,
         whole_row,
+        row_block: rows.is_some(),
         ..Features::default()
     };
-    Some((
-        KernelKind::RowReduce,
-        vec![(Role::ColumnBlock, columns)],
-        features,
-    ))
+    let mut roles = vec![(Role::ColumnBlock, columns)];
+    if let Some(r) = rows {
+        roles.insert(0, (Role::RowBlock, Some(r)));
+    }
+    Some((KernelKind::RowReduce, roles, features))
 }
 
 /// Elementwise: no loop and no reduction; every load and store moves a 2-D tile of the same

@@ -19,8 +19,9 @@ pub enum KernelKind {
     AttentionBwdKv,
     /// A key loop accumulating a query-block gradient (dQ): attention backward.
     AttentionBwdQ,
-    /// No dot; one row per program, walked in column chunks whose tiles (one row of a chunk's
-    /// columns) are summed along the row: a norm's statistics (RMSNorm, LayerNorm forward).
+    /// No dot; one row (or a block of rows) per program, walked in column chunks whose tiles
+    /// are summed along the row: a norm's statistics (RMSNorm and LayerNorm, forward, and the
+    /// backward's dx kernel).
     RowReduce,
     /// No dot, no loop and no reduction: one 2-D tile per program, loaded, combined elementwise
     /// and stored (SwiGLU, activations).
@@ -137,6 +138,8 @@ pub struct Features {
     /// Dot loop: the problem's M, when the plan knows the shapes it is compiled for
     /// (`kirc bench --shape`, `kirc run`'s inputs); `None` otherwise.
     pub m: Option<u64>,
+    /// Row reduction: a program takes a block of rows (a constant), not one row.
+    pub row_block: bool,
     /// Row reduction: some reduction takes one chunk of a row on its own (the row kept in one
     /// tile when it fits a chunk), not a loop's running sum over the row's chunks.
     pub whole_row: bool,
@@ -252,10 +255,14 @@ impl Structure {
                 }
             }
             Some(Class::RowReduce) | Some(Class::Elementwise) => {
-                parts.push(if self.class == Some(Class::RowReduce) {
-                    "one row per program, reduced in column chunks".to_string()
-                } else {
-                    "one 2-D tile per program, elementwise".to_string()
+                parts.push(match (self.class, f.row_block) {
+                    (Some(Class::RowReduce), true) => {
+                        "a block of rows per program, reduced in column chunks".to_string()
+                    }
+                    (Some(Class::RowReduce), false) => {
+                        "one row per program, reduced in column chunks".to_string()
+                    }
+                    _ => "one 2-D tile per program, elementwise".to_string(),
                 });
                 parts.push(format!("{} tiles", f.dtype));
                 parts.push(format!("{} tensors loaded", f.inputs));
