@@ -12,8 +12,8 @@
 //! - Two kernels whose rows set a shared constant to different values: the first keeps it, the
 //!   second gets no row and the report says why.
 //! - The built-in norms and SwiGLU are classified as row reductions and elementwise tiles; the
-//!   forward norms' and SwiGLU's rows keep the ops' own defaults, the backward's dx kernels take
-//!   8 rows of 1024-column chunks (PTX only).
+//!   forward norms' and SwiGLU's rows keep the ops' own defaults, RMSNorm backward's dx kernel
+//!   takes 8 rows of 1024-column chunks on 8 warps (sm_90a), LayerNorm backward's keeps its own.
 
 use kir_backends::interp;
 use kir_backends::Target;
@@ -297,14 +297,15 @@ fn builtin_norms_and_swiglu_are_classified() {
         (
             "rmsnorm_bwd",
             "configuration: kernel `rmsnorm_bwd_dx`: sm_90a row-reduction row: ROWS=8 (row block), \
-             BLOCK=1024 (column block) — matched: a block of rows per program",
+             BLOCK=1024 (column block), warps 8 — matched: a block of rows per program",
             false,
         ),
         ("rmsnorm_bwd", "configuration: kernel `rmsnorm_bwd_dw`: none (no class", false),
         (
             "layernorm_bwd",
-            "configuration: kernel `layernorm_bwd_dx`: sm_90a row-reduction row: ROWS=8",
-            false,
+            "configuration: kernel `layernorm_bwd_dx`: none (no sm_90a row-reduction row matches: \
+             a block of rows per program",
+            true,
         ),
     ] {
         let src = kir_compiler::oplib::builtin(op).expect("built-in");
