@@ -233,22 +233,11 @@ const ROWS: &[Row] = &[
     // one that keeps running sums over chunks is fastest with 1024 columns at every width
     // measured (layernorm_fwd at 1024, 4096 and 8192 columns: 0.046, 0.109, 0.198 ms against
     // 0.197, 0.167, 0.252 with 4096). One row per tile fits every target's registers.
-    // A block of rows per program (RMSNorm backward's dx kernel): 8 rows of 1024-column chunks
-    // on 8 warps (call C5, docs/gpu-results/2026-12-03-c5-norm-bwd.txt, 16,384 × 4096:
-    // rmsnorm_bwd 1.546 ms on the backend's 16 warps against 2.299 for the op's 4 × 512,
-    // `kirc tune`'s best 1.505; 8 warps on both kernels at 8 × 2048: 1.472). 16 warps spill 16
-    // bytes in the dx kernel, 8 none. A kernel loading more tensors per row (LayerNorm's dx
-    // kernel: mean and rstd besides x, dy and w) spills at 8 rows on 8 or 16 warps, so it keeps
-    // the op's tiles. sm_90a, where it was measured; CUDA C keeps the op's tiles.
-    Row {
-        targets: &[Target::Sm90a],
-        warps: Some(8),
-        ..tile_row(
-            Class::RowReduce,
-            |f| f.row_block && f.inputs <= 3,
-            &[(Role::RowBlock, 8), (Role::ColumnBlock, 1024)],
-        )
-    },
+    // A block of rows per program (the norm backward's dx kernels) has no row: 8 rows of
+    // 1024-column chunks ran faster on the H200 (call C5, docs/gpu-results/
+    // 2026-12-03-c5-norm-bwd.txt: rmsnorm_bwd 1.546 ms against 2.299, layernorm_bwd 2.816
+    // against 4.554) but spill on the backend's 16 warps (16 and 188 bytes), and LayerNorm's
+    // also on 8; the ops keep their own tiles until their rework (a parallel dw/db reduction).
     tile_row(
         Class::RowReduce,
         |f| !f.row_block && f.whole_row,
