@@ -14,7 +14,7 @@ use super::InterpError;
 use cranelift_entity::EntityRef;
 use kir_ir::{Attr, Block, Dtype, EvalVal, Kernel, Op, OpData, Opcode, Value};
 use std::collections::{BTreeMap, HashMap};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 /// Everything one launch of a kernel shares between its program instances (read-only, `Sync`).
 pub(crate) struct LaunchCtx<'a> {
@@ -56,6 +56,8 @@ pub(crate) struct Instance<'a> {
     pub(super) origins: HashMap<Value, (Value, usize)>,
     /// `dot_async` results not yet bound by `dot_wait`.
     pub(super) pending_dots: HashMap<Value, Arc<Tile>>,
+    /// What `print` ops wrote in this program instance (shared with its partitions).
+    pub(super) out: Arc<Mutex<String>>,
 }
 
 /// Evaluates a closed constant expression (a literal after specialization).
@@ -94,17 +96,19 @@ impl<'a> Instance<'a> {
             task: 0,
             origins: HashMap::new(),
             pending_dots: HashMap::new(),
+            out: Arc::default(),
         }
     }
 
-    /// A partition of a `warp_specialize`: the parent's values, its scheduler, task `task`.
+    /// A partition of a `warp_specialize`: the parent's values, its scheduler, task `task`, and
+    /// its `print` output.
     pub(super) fn child(
-        ctx: &'a LaunchCtx<'a>,
-        pid: [i64; 3],
+        parent: &Instance<'a>,
         env: Vec<Option<Arc<Tile>>>,
         sched: Arc<Sched>,
         task: usize,
     ) -> Instance<'a> {
+        let (ctx, pid) = (parent.ctx, parent.pid);
         Instance {
             ctx,
             pid,
@@ -113,7 +117,16 @@ impl<'a> Instance<'a> {
             task,
             origins: HashMap::new(),
             pending_dots: HashMap::new(),
+            out: parent.out.clone(),
         }
+    }
+
+    /// What `print` ops wrote in this program instance so far (taken: the buffer is left empty).
+    pub(crate) fn take_output(&mut self) -> String {
+        self.out
+            .lock()
+            .map(|mut s| std::mem::take(&mut *s))
+            .unwrap_or_default()
     }
 
     /// Runs the kernel body to completion; a scheduled kernel must not end with copies in flight.
@@ -225,6 +238,15 @@ impl<'a> Instance<'a> {
                 ),
             )),
         }
+    }
+
+    /// The three operands of `o` (`select`, `dot`, `fma`).
+    fn operands3(&self, o: &OpData) -> Result<[Arc<Tile>; 3], InterpError> {
+        Ok([
+            self.operand(o, 0)?,
+            self.operand(o, 1)?,
+            self.operand(o, 2)?,
+        ])
     }
 
     /// Operand `i` of `o`.
@@ -423,12 +445,13 @@ impl<'a> Instance<'a> {
                 self.set1(o, r)
             }
             Opcode::Select => {
-                let (c, x, y) = (
-                    self.operand(o, 0)?,
-                    self.operand(o, 1)?,
-                    self.operand(o, 2)?,
-                );
+                let [c, x, y] = self.operands3(o)?;
                 let r = self.m(o, math::select(&c, &x, &y))?;
+                self.set1(o, r)
+            }
+            Opcode::Fma => {
+                let [a, b, c] = self.operands3(o)?;
+                let r = self.m(o, math::fma(&a, &b, &c))?;
                 self.set1(o, r)
             }
             Opcode::Cmp => {
@@ -462,11 +485,7 @@ impl<'a> Instance<'a> {
                 self.set1(o, t)
             }
             Opcode::Dot => {
-                let (a, b, c) = (
-                    self.operand(o, 0)?,
-                    self.operand(o, 1)?,
-                    self.operand(o, 2)?,
-                );
+                let [a, b, c] = self.operands3(o)?;
                 let r = self.m(o, reduce::dot(&a, &b, &c))?;
                 self.set1(o, r)
             }
@@ -475,6 +494,7 @@ impl<'a> Instance<'a> {
                 let r = self.m(o, math::nf4(&x))?;
                 self.set1(o, r)
             }
+            Opcode::Print => self.exec_print(o),
             kir_ir::schedule_ops!() => self.exec_sched(o),
             Opcode::For => self.exec_for(o),
             Opcode::If => {

@@ -1,10 +1,13 @@
-//! Elementwise kernels on runtime tiles: unary and binary math, cmp, select, cast, bitcast and nf4.
+//! Elementwise kernels on runtime tiles: unary and binary math, cmp, select, fma, cast, bitcast
+//! and nf4.
 //!
 //! Every function is total: a dtype or shape that does not fit, a division by zero or a bad
 //! shift is an `Err(message)` that the dispatcher wraps with the op's span and program id.
-//! Float results are computed in f32 and rounded to the result dtype (nearest even).
+//! Float results are computed in f32 and rounded to the result dtype (nearest even); `erf` and
+//! `pow` are computed in f64 (`erf.rs`; the C library's `pow`) and rounded once to f32, so
+//! they are correctly rounded but for rare halfway cases, and `fma` rounds once in f32.
 
-use super::tile::{convert, int_bits, round_f32, wrap_int, Data, Scalar, Tile};
+use super::tile::{convert, int_bits, round_f32, type_name, wrap_int, Data, Scalar, Tile};
 use kir_ir::{Dtype, NF4_TABLE};
 
 // The op table's unary and binary ops and `cmp` predicates; `unary` and `binary` below match
@@ -96,6 +99,7 @@ pub(crate) fn unary(op: Un, t: &Tile) -> Result<Tile, String> {
                 Un::Silu => |x| x * (1.0 / (1.0 + (-x).exp())),
                 Un::Recip => |x| 1.0 / x,
                 Un::Floor => f32::floor,
+                Un::Erf => |x| super::erf::erf(x as f64) as f32,
                 Un::Not => return bad(),
             };
             Data::F(v.iter().map(|&x| round_f32(d, f(x))).collect())
@@ -115,7 +119,8 @@ pub(crate) fn unary(op: Un, t: &Tile) -> Result<Tile, String> {
                 | Un::Sigmoid
                 | Un::Silu
                 | Un::Recip
-                | Un::Floor => return bad(),
+                | Un::Floor
+                | Un::Erf => return bad(),
             };
             Data::I(v.iter().map(|&x| wrap_int(d, f(x))).collect())
         }
@@ -133,7 +138,8 @@ pub(crate) fn unary(op: Un, t: &Tile) -> Result<Tile, String> {
             | Un::Sigmoid
             | Un::Silu
             | Un::Recip
-            | Un::Floor => return bad(),
+            | Un::Floor
+            | Un::Erf => return bad(),
         },
     };
     Ok(Tile {
@@ -170,6 +176,7 @@ pub(crate) fn binary(op: Bin, a: &Tile, b: &Tile) -> Result<Tile, String> {
                 Bin::Div => |a, b| a / b,
                 Bin::Max => fmax,
                 Bin::Min => fmin,
+                Bin::Pow => |a, b| (a as f64).powf(b as f64) as f32,
                 Bin::Rem | Bin::And | Bin::Or | Bin::Xor | Bin::Shl | Bin::Shr => return Err(bad()),
             };
             Data::F(zip(x, y, |a, b| Ok(round_f32(d, f(a, b))))?)
@@ -198,6 +205,7 @@ pub(crate) fn binary(op: Bin, a: &Tile, b: &Tile) -> Result<Tile, String> {
                     Bin::Xor => a ^ b,
                     Bin::Shl => a.wrapping_shl(shift_ok(b)?),
                     Bin::Shr => a >> shift_ok(b)?,
+                    Bin::Pow => return Err(bad()),
                 };
                 Ok(wrap_int(d, r))
             })?)
@@ -215,7 +223,8 @@ pub(crate) fn binary(op: Bin, a: &Tile, b: &Tile) -> Result<Tile, String> {
                 | Bin::Max
                 | Bin::Min
                 | Bin::Shl
-                | Bin::Shr => return Err(bad()),
+                | Bin::Shr
+                | Bin::Pow => return Err(bad()),
             };
             Data::B(zip(x, y, |a, b| Ok(f(a, b)))?)
         }
@@ -307,6 +316,42 @@ pub(crate) fn select(c: &Tile, x: &Tile, y: &Tile) -> Result<Tile, String> {
         dtype: x.dtype,
         shape,
         data,
+    })
+}
+
+/// `a·b + c` elementwise with one rounding in f32 (then to the dtype); the operands share one
+/// float dtype, and a scalar broadcasts over the tiles, which share one shape.
+pub(crate) fn fma(a: &Tile, b: &Tile, c: &Tile) -> Result<Tile, String> {
+    if a.dtype != b.dtype || a.dtype != c.dtype {
+        return Err(format!(
+            "operand types differ: `{}`, `{}` and `{}`",
+            a.type_name(),
+            b.type_name(),
+            c.type_name()
+        ));
+    }
+    let tiles = [a, b, c].into_iter().filter(|t| !t.is_scalar());
+    let shape = tiles.clone().next().map_or(vec![], |t| t.shape.clone());
+    if let Some(t) = tiles.clone().find(|t| t.shape != shape) {
+        return Err(format!(
+            "operand shapes differ: `{}` and `{}`",
+            type_name(a.dtype, &shape),
+            t.type_name()
+        ));
+    }
+    let (Data::F(x), Data::F(y), Data::F(z)) = (&a.data, &b.data, &c.data) else {
+        return Err(format!("`fma` needs floats, found `{}`", a.type_name()));
+    };
+    let n: usize = shape.iter().product();
+    let at = |v: &[f32], i: usize| if v.len() == 1 { v[0] } else { v[i] };
+    let d = a.dtype;
+    let data = (0..n)
+        .map(|i| round_f32(d, at(x, i).mul_add(at(y, i), at(z, i))))
+        .collect();
+    Ok(Tile {
+        dtype: d,
+        shape,
+        data: Data::F(data),
     })
 }
 
