@@ -25,7 +25,7 @@
 //!   ([`run_printing`]), each launch's lines in program order.
 
 pub(crate) mod bind;
-mod erf;
+pub(crate) mod erf;
 mod exec;
 mod math;
 mod memops;

@@ -71,8 +71,8 @@ pub(super) fn scalar_op(
         }
         Opcode::Recip => c.b.ins(PtxInst::new("rcp.rn.f32").op(r).op(a[0])),
         Opcode::Floor => c.b.ins(PtxInst::new("cvt.rmi.f32.f32").op(r).op(a[0])),
-        Opcode::Erf => super::special::erf(c, r, a[0]),
-        Opcode::Pow => super::special::pow(c, r, a[0], a[1]),
+        Opcode::Erf => super::special::erf(&mut c.b, r, a[0]),
+        Opcode::Pow => super::special::pow(&mut c.b, r, a[0], a[1]),
         // One rounding, as the interpreter (then to the dtype below).
         Opcode::Fma => {
             c.b.ins(PtxInst::new("fma.rn.f32").op(r).op(a[0]).op(a[1]).op(a[2]))

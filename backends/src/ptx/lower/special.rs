@@ -18,9 +18,8 @@
 //! infinities of x and y need no case of their own: the logarithm and exponential of ±0 and ±∞
 //! give them.
 
-use super::ctx::Ctx;
 use crate::ptx::emit::isa::Isa;
-use crate::ptx::emit::{f32_lit, Operand, PtxInst, Reg, RegClass};
+use crate::ptx::emit::{f32_lit, Builder, Operand, PtxInst, Reg, RegClass};
 
 /// fdlibm's erf coefficients, constant term first (f32 bit patterns of the f64 values).
 const PP: [u32; 7] = [
@@ -101,20 +100,20 @@ const SB: [u32; 8] = [
 const ERX: u32 = 0x3F58_560B;
 const ONE: u32 = 0x3F80_0000;
 
-fn f(c: &mut Ctx) -> Reg {
-    c.b.reg(RegClass::F32)
+fn f(c: &mut Builder) -> Reg {
+    c.reg(RegClass::F32)
 }
 
-fn ins3(c: &mut Ctx, m: &str, d: Reg, a: impl Into<Operand>, b: impl Into<Operand>) {
-    c.b.ins(PtxInst::new(m).op(d).op(a).op(b));
+fn ins3(c: &mut Builder, m: &str, d: Reg, a: impl Into<Operand>, b: impl Into<Operand>) {
+    c.ins(PtxInst::new(m).op(d).op(a).op(b));
 }
 
 /// Σ cᵢuⁱ by Horner's rule with FMAs, where each coefficient is `lo[i]` in the lanes where `p`
 /// holds and `hi[i]` elsewhere; with `monic`, 1 + u·Σ cᵢuⁱ (the denominators).
-fn horner(c: &mut Ctx, u: Reg, p: Reg, lo: &[u32], hi: &[u32], monic: bool) -> Reg {
-    let coef = |c: &mut Ctx, i: usize| {
+fn horner(c: &mut Builder, u: Reg, p: Reg, lo: &[u32], hi: &[u32], monic: bool) -> Reg {
+    let coef = |c: &mut Builder, i: usize| {
         let k = f(c);
-        c.b.ins(
+        c.ins(
             PtxInst::new("selp.f32")
                 .op(k)
                 .op(Operand::F32(lo[i]))
@@ -127,23 +126,23 @@ fn horner(c: &mut Ctx, u: Reg, p: Reg, lo: &[u32], hi: &[u32], monic: bool) -> R
     let acc = coef(c, n - 1);
     for i in (0..n - 1).rev() {
         let k = coef(c, i);
-        c.b.ins(PtxInst::new("fma.rn.f32").op(acc).op(acc).op(u).op(k));
+        c.ins(PtxInst::new("fma.rn.f32").op(acc).op(acc).op(u).op(k));
     }
     if monic {
         let one = Operand::F32(ONE);
-        c.b.ins(PtxInst::new("fma.rn.f32").op(acc).op(acc).op(u).op(one));
+        c.ins(PtxInst::new("fma.rn.f32").op(acc).op(acc).op(u).op(one));
     }
     acc
 }
 
 /// r = erf(x) (see the module doc).
-pub(super) fn erf(c: &mut Ctx, r: Reg, x: Reg) {
+pub(super) fn erf(c: &mut Builder, r: Reg, x: Reg) {
     let a = f(c);
-    c.b.ins(PtxInst::new("abs.f32").op(a).op(x));
+    c.ins(PtxInst::new("abs.f32").op(a).op(x));
     // Below 1.25: a + a·P(a²)/Q(a²) below 0.84375, erx + P(a−1)/Q(a−1) above.
-    let small = c.b.reg(RegClass::Pred);
+    let small = c.reg(RegClass::Pred);
     let (sq, am1, u) = (f(c), f(c), f(c));
-    c.b.ins(
+    c.ins(
         PtxInst::new("setp.lt.f32")
             .op(small)
             .op(a)
@@ -151,22 +150,22 @@ pub(super) fn erf(c: &mut Ctx, r: Reg, x: Reg) {
     );
     ins3(c, "mul.f32", sq, a, a);
     ins3(c, "sub.f32", am1, a, Operand::F32(ONE));
-    c.b.ins(PtxInst::new("selp.f32").op(u).op(sq).op(am1).op(small));
+    c.ins(PtxInst::new("selp.f32").op(u).op(sq).op(am1).op(small));
     let p = horner(c, u, small, &PP, &PA, false);
     let q = horner(c, u, small, &QQ, &QA, true);
     ins3(c, "div.full.f32", p, p, q);
     let (ya, yab) = (f(c), f(c));
-    c.b.ins(PtxInst::new("fma.rn.f32").op(ya).op(a).op(p).op(a));
+    c.ins(PtxInst::new("fma.rn.f32").op(ya).op(a).op(p).op(a));
     ins3(c, "add.f32", yab, p, Operand::F32(ERX));
-    c.b.ins(PtxInst::new("selp.f32").op(yab).op(ya).op(yab).op(small));
+    c.ins(PtxInst::new("selp.f32").op(yab).op(ya).op(yab).op(small));
     // From 1.25 on: 1 − exp(−a² − 0.5625 + R(1/a²)/S(1/a²))/a, a clamped to 6.
     let (ac, sq2, s) = (f(c), f(c), f(c));
-    c.b.need(Isa::MINMAX_NAN)
+    c.need(Isa::MINMAX_NAN)
         .ins(PtxInst::new("min.NaN.f32").op(ac).op(a).op(f32_lit(6.0)));
     ins3(c, "mul.f32", sq2, ac, ac);
-    c.b.ins(PtxInst::new("rcp.approx.f32").op(s).op(sq2));
-    let mid = c.b.reg(RegClass::Pred);
-    c.b.ins(
+    c.ins(PtxInst::new("rcp.approx.f32").op(s).op(sq2));
+    let mid = c.reg(RegClass::Pred);
+    c.ins(
         PtxInst::new("setp.lt.f32")
             .op(mid)
             .op(ac)
@@ -177,74 +176,74 @@ pub(super) fn erf(c: &mut Ctx, r: Reg, x: Reg) {
     ins3(c, "div.full.f32", rr, rr, ss);
     // t = R/S − e − 0.5625 − p, where a² = p + e exactly.
     let (np, e, t) = (f(c), f(c), f(c));
-    c.b.ins(PtxInst::new("neg.f32").op(np).op(sq2));
-    c.b.ins(PtxInst::new("fma.rn.f32").op(e).op(ac).op(ac).op(np));
+    c.ins(PtxInst::new("neg.f32").op(np).op(sq2));
+    c.ins(PtxInst::new("fma.rn.f32").op(e).op(ac).op(ac).op(np));
     ins3(c, "sub.f32", t, rr, e);
     ins3(c, "add.f32", t, t, f32_lit(-0.5625));
     ins3(c, "sub.f32", t, t, sq2);
     ins3(c, "mul.f32", t, t, f32_lit(std::f32::consts::LOG2_E));
-    c.b.ins(PtxInst::new("ex2.approx.f32").op(t).op(t));
+    c.ins(PtxInst::new("ex2.approx.f32").op(t).op(t));
     ins3(c, "div.full.f32", t, t, ac);
     ins3(c, "sub.f32", t, Operand::F32(ONE), t);
-    let below = c.b.reg(RegClass::Pred);
-    c.b.ins(
+    let below = c.reg(RegClass::Pred);
+    c.ins(
         PtxInst::new("setp.lt.f32")
             .op(below)
             .op(a)
             .op(f32_lit(1.25)),
     );
-    c.b.ins(PtxInst::new("selp.f32").op(t).op(yab).op(t).op(below));
+    c.ins(PtxInst::new("selp.f32").op(t).op(yab).op(t).op(below));
     // copysign d, a, b: b with the sign of a.
-    c.b.ins(PtxInst::new("copysign.f32").op(r).op(x).op(t));
+    c.ins(PtxInst::new("copysign.f32").op(r).op(x).op(t));
 }
 
 /// r = pow(x, y) (see the module doc).
-pub(super) fn pow(c: &mut Ctx, r: Reg, x: Reg, y: Reg) {
-    let pred = |c: &mut Ctx| c.b.reg(RegClass::Pred);
+pub(super) fn pow(c: &mut Builder, r: Reg, x: Reg, y: Reg) {
+    let pred = |c: &mut Builder| c.reg(RegClass::Pred);
     let (ax, m) = (f(c), f(c));
-    c.b.ins(PtxInst::new("abs.f32").op(ax).op(x));
-    c.b.ins(PtxInst::new("lg2.approx.f32").op(m).op(ax));
+    c.ins(PtxInst::new("abs.f32").op(ax).op(x));
+    c.ins(PtxInst::new("lg2.approx.f32").op(m).op(ax));
     ins3(c, "mul.f32", m, y, m);
-    c.b.ins(PtxInst::new("ex2.approx.f32").op(m).op(m));
+    c.ins(PtxInst::new("ex2.approx.f32").op(m).op(m));
     // y an integer (±∞ counts: the C cases treat them so), odd when below 2²⁴.
     let (yi, ay) = (f(c), f(c));
     let (int, odd, big) = (pred(c), pred(c), pred(c));
-    c.b.ins(PtxInst::new("cvt.rzi.f32.f32").op(yi).op(y));
-    c.b.ins(PtxInst::new("setp.eq.f32").op(int).op(yi).op(y));
-    c.b.ins(PtxInst::new("abs.f32").op(ay).op(y));
-    c.b.ins(
+    c.ins(PtxInst::new("cvt.rzi.f32.f32").op(yi).op(y));
+    c.ins(PtxInst::new("setp.eq.f32").op(int).op(yi).op(y));
+    c.ins(PtxInst::new("abs.f32").op(ay).op(y));
+    c.ins(
         PtxInst::new("setp.lt.f32")
             .op(big)
             .op(ay)
             .op(f32_lit(16_777_216.0)),
     );
-    let k = c.b.reg(RegClass::B32);
-    c.b.ins(PtxInst::new("cvt.rzi.s32.f32").op(k).op(y));
+    let k = c.reg(RegClass::B32);
+    c.ins(PtxInst::new("cvt.rzi.s32.f32").op(k).op(y));
     ins3(c, "and.b32", k, k, 1);
-    c.b.ins(PtxInst::new("setp.eq.b32").op(odd).op(k).op(1));
+    c.ins(PtxInst::new("setp.eq.b32").op(odd).op(k).op(1));
     ins3(c, "and.pred", odd, odd, int);
     ins3(c, "and.pred", odd, odd, big);
     // A negative sign bit of x (−0 and −∞ included) with an odd y negates.
-    let (xb, neg) = (c.b.reg(RegClass::B32), pred(c));
-    c.b.ins(PtxInst::new("mov.b32").op(xb).op(x));
-    c.b.ins(PtxInst::new("setp.lt.s32").op(neg).op(xb).op(0));
+    let (xb, neg) = (c.reg(RegClass::B32), pred(c));
+    c.ins(PtxInst::new("mov.b32").op(xb).op(x));
+    c.ins(PtxInst::new("setp.lt.s32").op(neg).op(xb).op(0));
     ins3(c, "and.pred", neg, neg, odd);
     let mn = f(c);
-    c.b.ins(PtxInst::new("neg.f32").op(mn).op(m));
-    c.b.ins(PtxInst::new("selp.f32").op(m).op(mn).op(m).op(neg));
+    c.ins(PtxInst::new("neg.f32").op(mn).op(m));
+    c.ins(PtxInst::new("selp.f32").op(m).op(mn).op(m).op(neg));
     // A finite x < 0 with a non-integer y is NaN.
     let (lt0, fin) = (pred(c), pred(c));
-    c.b.ins(PtxInst::new("setp.lt.f32").op(lt0).op(x).op(f32_lit(0.0)));
-    c.b.ins(
+    c.ins(PtxInst::new("setp.lt.f32").op(lt0).op(x).op(f32_lit(0.0)));
+    c.ins(
         PtxInst::new("setp.gt.f32")
             .op(fin)
             .op(x)
             .op(f32_lit(f32::NEG_INFINITY)),
     );
     ins3(c, "and.pred", lt0, lt0, fin);
-    c.b.ins(PtxInst::new("not.pred").op(int).op(int));
+    c.ins(PtxInst::new("not.pred").op(int).op(int));
     ins3(c, "and.pred", lt0, lt0, int);
-    c.b.ins(
+    c.ins(
         PtxInst::new("selp.f32")
             .op(m)
             .op(Operand::F32(0x7FFF_FFFF))
@@ -253,11 +252,11 @@ pub(super) fn pow(c: &mut Ctx, r: Reg, x: Reg, y: Reg) {
     );
     // 1 for y = ±0, x = 1, and x = −1 with y = ±∞ (whatever the other operand, NaN included).
     let (one, p, q) = (pred(c), pred(c), pred(c));
-    c.b.ins(PtxInst::new("setp.eq.f32").op(one).op(y).op(f32_lit(0.0)));
-    c.b.ins(PtxInst::new("setp.eq.f32").op(p).op(x).op(f32_lit(1.0)));
+    c.ins(PtxInst::new("setp.eq.f32").op(one).op(y).op(f32_lit(0.0)));
+    c.ins(PtxInst::new("setp.eq.f32").op(p).op(x).op(f32_lit(1.0)));
     ins3(c, "or.pred", one, one, p);
-    c.b.ins(PtxInst::new("setp.eq.f32").op(p).op(x).op(f32_lit(-1.0)));
-    c.b.ins(
+    c.ins(PtxInst::new("setp.eq.f32").op(p).op(x).op(f32_lit(-1.0)));
+    c.ins(
         PtxInst::new("setp.eq.f32")
             .op(q)
             .op(ay)
@@ -265,7 +264,7 @@ pub(super) fn pow(c: &mut Ctx, r: Reg, x: Reg, y: Reg) {
     );
     ins3(c, "and.pred", p, p, q);
     ins3(c, "or.pred", one, one, p);
-    c.b.ins(
+    c.ins(
         PtxInst::new("selp.f32")
             .op(r)
             .op(f32_lit(1.0))
@@ -273,3 +272,7 @@ pub(super) fn pow(c: &mut Ctx, r: Reg, x: Reg, y: Reg) {
             .op(one),
     );
 }
+
+#[cfg(test)]
+#[path = "special_tests.rs"]
+mod tests;
