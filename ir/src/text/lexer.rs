@@ -197,17 +197,21 @@ fn lex_string(src: &str, i: &mut usize) -> Result<Tok, Diagnostic> {
                 text.push(c as char);
                 *i += 1;
             }
+            b'\n' | b'\r' => {
+                return Err(Diagnostic::new(
+                    Span::new(start, *i),
+                    "unterminated string (a string ends with `\"` on the same line)",
+                ))
+            }
             _ => {
                 let ch = src[*i..].chars().next().unwrap_or('?');
-                let what = if c == b'\n' {
-                    "unterminated string (a string ends with `\"` on the same line)".to_string()
-                } else {
+                return Err(Diagnostic::new(
+                    Span::new(*i, *i + ch.len_utf8()),
                     format!(
                         "character `{}` in a string: strings hold printable ASCII only",
                         ch.escape_default()
-                    )
-                };
-                return Err(Diagnostic::new(Span::new(*i, *i + ch.len_utf8()), what));
+                    ),
+                ));
             }
         }
     }
