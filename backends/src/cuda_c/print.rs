@@ -80,3 +80,48 @@ impl Emitter<'_> {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::c_string;
+    use crate::target::Target;
+
+    #[test]
+    fn c_strings_escape_quotes_backslashes_and_question_marks() {
+        assert_eq!(
+            c_string("a \"b\" \\ c??=\n"),
+            "a \\\"b\\\" \\\\ c\\?\\?=\\n"
+        );
+        assert_eq!(c_string("100%% done"), "100%% done");
+    }
+
+    /// A scalar and a rank-2 tile: thread 0 prints, every coordinate is declared, the values
+    /// pass as `double` and `long long`, and a barrier follows.
+    #[test]
+    fn prints_are_thread_0_loops_with_a_barrier() {
+        let src = "module m\n\
+            kernel @k(x: in tensor<f32>[2, 3]) grid [1, 1, 1] {\n\
+            \x20 %t = load x[0, 0] : tile<2x3xf32>\n\
+            \x20 %n = const 7 : i64\n\
+            \x20 print \"t \\\"q\\\" 5%\" %t, %n\n\
+            }\n";
+        let m = kir_ir::text::parse(src).expect("parse");
+        kir_ir::verifier::verify(&m).expect("verify");
+        let cu = crate::cuda_c::lower(&m, Target::Sm80, "")
+            .expect("lower")
+            .source;
+        let at = cu.find("if (threadIdx.x == 0) {").expect("thread 0 prints");
+        let body = &cu[at..];
+        for want in [
+            "for (int e = 0; e < 6; ++e) {",
+            "const int e0 = e / 3, e1 = e % 3;",
+            "printf(\"(%d, %d, %d) t \\\"q\\\" 5%%#0[%d, %d]: %.9g\\n\", (int)blockIdx.x, \
+             (int)blockIdx.y, (int)blockIdx.z, e0, e1, (double)",
+            "printf(\"(%d, %d, %d) t \\\"q\\\" 5%%#1: %lld\\n\", (int)blockIdx.x, \
+             (int)blockIdx.y, (int)blockIdx.z, (long long)",
+            "__syncthreads();",
+        ] {
+            assert!(body.contains(want), "no `{want}` in:\n{body}");
+        }
+    }
+}

@@ -121,14 +121,6 @@ impl<'a> Instance<'a> {
         }
     }
 
-    /// What `print` ops wrote in this program instance so far (taken: the buffer is left empty).
-    pub(crate) fn take_output(&mut self) -> String {
-        self.out
-            .lock()
-            .map(|mut s| std::mem::take(&mut *s))
-            .unwrap_or_default()
-    }
-
     /// Runs the kernel body to completion; a scheduled kernel must not end with copies in flight.
     pub(crate) fn run(&mut self) -> Result<(), InterpError> {
         let span = self.ctx.kernel.span;
@@ -241,7 +233,7 @@ impl<'a> Instance<'a> {
     }
 
     /// The three operands of `o` (`select`, `dot`, `fma`).
-    fn operands3(&self, o: &OpData) -> Result<[Arc<Tile>; 3], InterpError> {
+    pub(super) fn operands3(&self, o: &OpData) -> Result<[Arc<Tile>; 3], InterpError> {
         Ok([
             self.operand(o, 0)?,
             self.operand(o, 1)?,
@@ -309,28 +301,6 @@ impl<'a> Instance<'a> {
     /// Wraps a math error with this op's context.
     pub(super) fn m<T>(&self, o: &OpData, r: Result<T, String>) -> Result<T, InterpError> {
         r.map_err(|e| self.fail(o.span, format!("`{}`: {e}", o.opcode.name())))
-    }
-
-    /// An elementwise unary op (`math::unary` has its semantics).
-    fn unary(&mut self, o: &OpData) -> Result<Flow, InterpError> {
-        let u = o
-            .opcode
-            .unary()
-            .ok_or_else(|| self.fail(o.span, "internal: not a unary op"))?;
-        let x = self.operand(o, 0)?;
-        let r = self.m(o, math::unary(u, &x))?;
-        self.set1(o, r)
-    }
-
-    /// An elementwise binary op (`math::binary` has its semantics).
-    fn binary(&mut self, o: &OpData) -> Result<Flow, InterpError> {
-        let b = o
-            .opcode
-            .binary()
-            .ok_or_else(|| self.fail(o.span, "internal: not a binary op"))?;
-        let (x, y) = (self.operand(o, 0)?, self.operand(o, 1)?);
-        let r = self.m(o, math::binary(b, &x, &y))?;
-        self.set1(o, r)
     }
 
     /// Executes one op.
@@ -431,8 +401,8 @@ impl<'a> Instance<'a> {
             Opcode::Load => self.load(o),
             Opcode::Store => self.store(o, false),
             Opcode::AtomicAdd => self.store(o, true),
-            kir_ir::unary_ops!() => self.unary(o),
-            kir_ir::binary_ops!() => self.binary(o),
+            kir_ir::unary_ops!() => self.exec_unary(o),
+            kir_ir::binary_ops!() => self.exec_binary(o),
             Opcode::Cast => {
                 let (_, d, _) = self.result_type(o)?;
                 let x = self.operand(o, 0)?;
@@ -449,11 +419,7 @@ impl<'a> Instance<'a> {
                 let r = self.m(o, math::select(&c, &x, &y))?;
                 self.set1(o, r)
             }
-            Opcode::Fma => {
-                let [a, b, c] = self.operands3(o)?;
-                let r = self.m(o, math::fma(&a, &b, &c))?;
-                self.set1(o, r)
-            }
+            Opcode::Fma => self.exec_fma(o),
             Opcode::Cmp => {
                 let p = match o.cmp_pred() {
                     Some(p) => p,

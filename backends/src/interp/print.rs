@@ -55,6 +55,14 @@ pub(crate) fn lines(pid: [i64; 3], prefix: &str, values: &[&Tile]) -> String {
 }
 
 impl Instance<'_> {
+    /// What `print` ops wrote in this program instance so far (taken: the buffer is left empty).
+    pub(crate) fn take_output(&mut self) -> String {
+        self.out
+            .lock()
+            .map(|mut s| std::mem::take(&mut *s))
+            .unwrap_or_default()
+    }
+
     /// `print "PREFIX" %v…`: appends its lines to this program instance's output.
     pub(super) fn exec_print(&mut self, o: &OpData) -> Result<Flow, InterpError> {
         let Some(Attr::Str(prefix)) = &o.lead else {

@@ -95,7 +95,10 @@ fn fma_and_print_rules() {
              %c = load h[0] : tile<64xf16>\n%s = const 2.0 : f32\n{body}\n}}\n"
         )
     };
-    assert_eq!(errs(&k("%f = fma %s, %a, %s : tile<64xf32>")), Vec::<String>::new());
+    assert_eq!(
+        errs(&k("%f = fma %s, %a, %s : tile<64xf32>")),
+        Vec::<String>::new()
+    );
     assert_eq!(errs(&k("%f = fma %s, %s, %s : f32")), Vec::<String>::new());
     assert_eq!(
         errs(&k("%f = fma %a, %b, %a : tile<64xf32>")),
@@ -114,8 +117,14 @@ fn fma_and_print_rules() {
     // Built by code: a prefix that is not printable ASCII, and one too long.
     let mut m = parse(&k("print \"x\" %a")).expect("parse");
     for (prefix, want) in [
-        ("tab\there", "the prefix of `print` holds `\\t`: it must be printable ASCII"),
-        (&"y".repeat(201)[..], "the prefix of `print` has 201 characters; at most 200 are allowed"),
+        (
+            "tab\there",
+            "the prefix of `print` holds `\\t`: it must be printable ASCII",
+        ),
+        (
+            &"y".repeat(201)[..],
+            "the prefix of `print` has 201 characters; at most 200 are allowed",
+        ),
     ] {
         let kern = m.kernels.values_mut().next().expect("kernel");
         for (_, od) in kern.dfg.ops.iter_mut() {
@@ -136,6 +145,20 @@ fn fma_and_print_rules() {
         let e = parse(&k(src)).expect_err(src);
         assert!(e.0[0].message.contains(want), "{src}: {}", e.0[0].message);
     }
+    // A `print` without values before an op with results (one, or several) does not take them.
+    let src = k(
+        "print \"here\"\n%f = fma %s, %s, %s : f32\nprint \"there\"\n// doc\n\
+                 %r, %q = for %i = %n to %n step %n iter(%u = %s, %w = %s) : f32, f32 {\n\
+                 yield %u, %w\n}",
+    );
+    let src = src.replace(
+        "%s = const 2.0 : f32",
+        "%s = const 2.0 : f32\n%n = const 1 : i32",
+    );
+    assert_eq!(errs(&src), Vec::<String>::new());
+    let text = crate::text::print(&parse(&src).expect("parse"));
+    assert!(text.contains("print \"here\"\n") && text.contains("print \"there\"\n"));
+    assert_eq!(crate::text::print(&parse(&text).expect("reparse")), text);
     // Escapes round-trip through the printer.
     let m = parse(&k(r#"print "say \"hi\" \\ 100%" %a"#)).expect("parse");
     let text = crate::text::print(&m);

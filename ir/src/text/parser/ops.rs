@@ -335,7 +335,10 @@ impl Parser {
                     op.operands.push(self.value_use(ks)?);
                 }
             }
-        } else if info.operands != Arity::Fixed(0) && matches!(self.peek(), Tok::Value(_)) {
+        } else if info.operands != Arity::Fixed(0)
+            && matches!(self.peek(), Tok::Value(_))
+            && !(info.operands == Arity::Variadic && self.at_results())
+        {
             op.operands.push(self.value_use(ks)?);
             while self.eat_punct(",") {
                 op.operands.push(self.value_use(ks)?);
