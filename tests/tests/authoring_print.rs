@@ -1,6 +1,7 @@
 //! `print` and the lowering of the authoring ops: the interpreter's lines (their text, program
 //! order whether instances run in parallel or not, the lines before a failure), `print` through
-//! the optimizer (its operands stay alive) and through the scheduling passes of every target
+//! the optimizer (its operands stay alive), through fusion (no print is dropped with a fused
+//! launch) and through the scheduling passes of every target
 //! (a GEMM printing its K offsets: the scheduled module prints the same lines and computes the
 //! same bits, and its PTX assembles), and the PTX and CUDA C that erf, pow, fma and print lower
 //! to on every target (tests/checks/authoring.check, ptxas; NVRTC is tests/tests/cuda_c.rs's).
@@ -144,6 +145,58 @@ fn lines_before_a_failure_are_written() {
             "(0, 0, 0) before: 0\n(0, 0, 0) after: 0\n(1, 0, 0) before: 1\n"
         );
     }
+}
+
+/// The fusion pass keeps every `print` of a program: tests/in/fusion/gate_up_swiglu.kir with a
+/// print in the gate GEMM's loop and one in the SwiGLU kernel (whose epilogue fusion would drop
+/// it, so the kernel stays a launch of its own) prints the same lines after fusion as before.
+#[test]
+fn fusion_keeps_the_prints() {
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/in/fusion/gate_up_swiglu.kir");
+    let src = std::fs::read_to_string(path).expect("read");
+    let (dot, cast) = (
+        "    %acc_n = dot %at, %bt, %acc_c : tile<BLOCK_M x BLOCK_N x f32>\n",
+        "  %o = cast %prod : tile<BLOCK_R x BLOCK_C x DTYPE>\n",
+    );
+    assert!(src.contains(dot) && src.contains(cast));
+    let src = src
+        .replace(dot, &format!("{dot}    print \"k\" %k0\n"))
+        .replace(cast, &format!("{cast}  print \"rc\" %rblk, %cblk\n"));
+    let (_, spec) = pipeline::frontend(&src, &[]).expect("front end");
+    let fused = specialized(&src);
+    assert!(fused
+        .program
+        .as_ref()
+        .is_some_and(|p| p.launches.len() == 2));
+    let mut rng = Rng::fresh("fusion print");
+    let (m, k, n) = (rng.range(1, 90), rng.range(1, 70), rng.range(1, 150));
+    let args = BTreeMap::from([
+        (
+            "x".to_string(),
+            t(Dtype::Bf16, &[m, k], rng.tensor(m * k, 2.0, Dtype::Bf16)),
+        ),
+        (
+            "wg".to_string(),
+            t(Dtype::Bf16, &[k, n], rng.tensor(k * n, 2.0, Dtype::Bf16)),
+        ),
+        (
+            "wu".to_string(),
+            t(Dtype::Bf16, &[k, n], rng.tensor(k * n, 2.0, Dtype::Bf16)),
+        ),
+    ]);
+    let (want, want_lines) = run(&spec, &args, true);
+    let (got, got_lines) = run(&fused, &args, true);
+    assert_eq!(
+        got.expect("fused")["out"].data.f64s(),
+        want.expect("spec")["out"].data.f64s()
+    );
+    let sorted = |s: &str| {
+        let mut v: Vec<String> = s.lines().map(str::to_string).collect();
+        v.sort();
+        v
+    };
+    assert!(want_lines.contains(" rc#1: "));
+    assert_eq!(sorted(&got_lines), sorted(&want_lines));
 }
 
 /// The user GEMM of tests/in/user with a `print` of the K offset in its loop.
