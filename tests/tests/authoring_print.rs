@@ -307,3 +307,22 @@ fn ptx_and_cuda_c_of_the_authoring_ops() {
         ptxas(&g.text, target.name()).unwrap_or_else(|e| panic!("gelu {target:?}: {e}"));
     }
 }
+
+/// A `print` in the producer partition of a warp-specialized kernel (which one thread runs) is
+/// an error naming it, not a silently dropped line.
+#[test]
+fn print_in_a_producer_partition_is_an_error() {
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/in/sched/ring_ws.kir");
+    let src = std::fs::read_to_string(path).expect("read");
+    let ws = "consumer_regs 232 {\n";
+    assert!(src.contains(ws));
+    let src = src.replacen(ws, &format!("{ws}    print \"producer\" %r\n"), 1);
+    let err = compile(&src, &[], None, Target::Sm90a, Emit::Ptx)
+        .err()
+        .expect("a print in the producer is refused")
+        .to_string();
+    assert!(
+        err.contains("the producer partition runs on one thread, which cannot lower `print`"),
+        "{err}"
+    );
+}
