@@ -1,7 +1,8 @@
 //! kir-backends: the targets that execute or lower kir modules: [`interp`], the CPU interpreter
 //! that runs the IR as written; the launch ABI and metadata shared by the GPU backends
 //! ([`abi`], [`meta`]), the encoding of the ABI's tensor maps ([`tensor_map`]) and the GPU
-//! [`target`]s; with the feature `cuda`, the `runtime` that loads PTX and runs programs on a GPU.
+//! [`target`]s; the text of the `print` op that every backend writes (`printf`); with the feature
+//! `cuda`, the `runtime` that loads PTX and runs programs on a GPU.
 
 pub mod abi;
 pub mod backend;
@@ -9,6 +10,7 @@ pub mod cuda_c;
 pub mod interp;
 pub mod meta;
 pub mod nvrtc;
+mod printf;
 pub mod ptx;
 #[cfg(feature = "cuda")]
 pub mod runtime;

@@ -29,6 +29,8 @@ pub enum AttrKind {
     Cmp,
     /// A reduction kind written as its name (`sum`).
     Reduce,
+    /// A double-quoted string of printable ASCII (`"acc"`), with `\"` and `\\` escapes.
+    Str,
 }
 
 /// An attribute value.
@@ -45,6 +47,8 @@ pub enum Attr {
     Cmp(CmpPred),
     /// The kind of `reduce`.
     Reduce(ReduceKind),
+    /// A string (the prefix of `print`), unescaped.
+    Str(String),
 }
 
 /// Declares a keyword enum with its text names, `ALL`, `name()` and `from_name()`.
@@ -134,8 +138,10 @@ pub enum OpClass {
     Unary,
     /// Elementwise, two operands of one type (a scalar operand broadcasts over a tile).
     Binary,
-    /// Everything else that computes (cast, bitcast, select, cmp, reduce, dot, nf4).
+    /// Everything else that computes (cast, bitcast, select, cmp, fma, reduce, dot, nf4).
     Compute,
+    /// Output for people: `print`.
+    Debug,
     /// Structured control flow.
     Control,
     /// Scheduled IR: shared-memory stage buffers, asynchronous copies, mbarriers, async dots and
@@ -161,6 +167,9 @@ pub enum Effect {
     /// Scheduled IR: reads or changes shared-memory stage, barrier, copy-group or partition
     /// state, so it is never moved, merged or removed.
     Schedule,
+    /// Writes to the host's output (`print`): never merged or removed, and kept in program
+    /// order with every other op that has an effect.
+    Output,
 }
 
 /// The dtypes an elementwise unary or binary op accepts (the verifier's type rule).
@@ -206,7 +215,7 @@ pub enum Elementwise {
     Unary(ElemTypes),
     /// Two operands of one dtype ([`BinaryOp`]); the dtypes they accept.
     Binary(ElemTypes),
-    /// Elementwise with its own type rule: `cast`, `bitcast`, `select`, `cmp`, `nf4`.
+    /// Elementwise with its own type rule: `cast`, `bitcast`, `select`, `cmp`, `fma`, `nf4`.
     Other,
 }
 
@@ -378,7 +387,7 @@ macro_rules! op_sets {
         }
 
         /// A pattern matching every elementwise [`Opcode`]: unary, binary and the others
-        /// (`cast`, `bitcast`, `select`, `cmp`, `nf4`), i.e. every row with an `elem=` other
+        /// (`cast`, `bitcast`, `select`, `cmp`, `nf4`, `fma`), i.e. every row with an `elem=` other
         /// than `None`. Arms before it may pick some of them out.
         #[macro_export]
         macro_rules! elementwise_ops {
@@ -415,6 +424,7 @@ const E: Option<AttrKind> = Some(AttrKind::Expr);
 const N: Option<AttrKind> = Some(AttrKind::Name);
 const P: Option<AttrKind> = Some(AttrKind::Cmp);
 const R: Option<AttrKind> = Some(AttrKind::Reduce);
+const S: Option<AttrKind> = Some(AttrKind::Str);
 
 op_table! {
     ProgramId "program_id" Source elem=None effect=Pure lead=E, tensor=false, operands=F(0), kw=[], results=F(1), regions=0,
@@ -456,6 +466,8 @@ op_table! {
     Silu "silu" Unary elem=Unary(Float) effect=Pure lead=None, tensor=false, operands=F(1), kw=[], results=F(1), regions=0, "x·sigmoid(x) (float).";
     Recip "recip" Unary elem=Unary(Float) effect=Pure lead=None, tensor=false, operands=F(1), kw=[], results=F(1), regions=0, "1/x (float).";
     Floor "floor" Unary elem=Unary(Float) effect=Pure lead=None, tensor=false, operands=F(1), kw=[], results=F(1), regions=0, "⌊x⌋ (float).";
+    Erf "erf" Unary elem=Unary(Float) effect=Pure lead=None, tensor=false, operands=F(1), kw=[], results=F(1), regions=0,
+        "The error function (2/√π)∫₀ˣ e^(−t²) dt (float).";
     Not "not" Unary elem=Unary(Logic) effect=Pure lead=None, tensor=false, operands=F(1), kw=[], results=F(1), regions=0, "Logical not (i1) or bitwise not (integers).";
     Add "add" Binary elem=Binary(Arith) effect=Pure lead=None, tensor=false, operands=F(2), kw=[], results=F(1), regions=0, "x + y.";
     Sub "sub" Binary elem=Binary(Arith) effect=Pure lead=None, tensor=false, operands=F(2), kw=[], results=F(1), regions=0, "x − y.";
@@ -466,6 +478,8 @@ op_table! {
         "Remainder with the sign of x (integers only).";
     Max "max" Binary elem=Binary(Arith) effect=Pure lead=None, tensor=false, operands=F(2), kw=[], results=F(1), regions=0, "max(x, y); NaN if either is NaN.";
     Min "min" Binary elem=Binary(Arith) effect=Pure lead=None, tensor=false, operands=F(2), kw=[], results=F(1), regions=0, "min(x, y); NaN if either is NaN.";
+    Pow "pow" Binary elem=Binary(Float) effect=Pure lead=None, tensor=false, operands=F(2), kw=[], results=F(1), regions=0,
+        "xʸ (float), with C's `powf` special cases (x < 0 needs an integer y; pow(x, ±0) = 1).";
     And "and" Binary elem=Binary(Logic) effect=Pure lead=None, tensor=false, operands=F(2), kw=[], results=F(1), regions=0, "Logical/bitwise and (i1 or integers).";
     Or "or" Binary elem=Binary(Logic) effect=Pure lead=None, tensor=false, operands=F(2), kw=[], results=F(1), regions=0, "Logical/bitwise or (i1 or integers).";
     Xor "xor" Binary elem=Binary(Logic) effect=Pure lead=None, tensor=false, operands=F(2), kw=[], results=F(1), regions=0, "Logical/bitwise xor (i1 or integers).";
@@ -486,6 +500,10 @@ op_table! {
         "acc + a·b for a [M,K], b [K,N], acc [M,N] f32; products and sums in f32, k ascending.";
     Nf4 "nf4" Compute elem=Other effect=Pure lead=None, tensor=false, operands=F(1), kw=[], results=F(1), regions=0,
         "Looks up the low 4 bits of each u8 in the NF4 codebook, giving f32.";
+    Fma "fma" Compute elem=Other effect=Pure lead=None, tensor=false, operands=F(3), kw=[], results=F(1), regions=0,
+        "a·b + c with one rounding (float; operands of the result's type, a scalar broadcasts).";
+    Print "print" Debug elem=None effect=Output lead=S, tensor=false, operands=V, kw=[], results=F(0), regions=0,
+        "Prints the program id, a prefix and every element of each value (scalars or tiles), one line per element.";
     SmemAlloc "smem_alloc" Schedule elem=None effect=Schedule lead=None, tensor=false, operands=F(0), kw=[], results=F(1), regions=0,
         "A shared-memory buffer of S stages, each a tile of the stage shape (`smem<S x R x C x dtype>`); stages start empty.";
     MbarAlloc "mbar_alloc" Schedule elem=None effect=Schedule lead=None, tensor=false, operands=F(0), kw=[("arrivals", Expr)], results=F(1), regions=0,
@@ -554,16 +572,17 @@ impl Opcode {
         self.info().elementwise
     }
 
-    /// True for elementwise ops: unary, binary, `cast`, `bitcast`, `select`, `cmp`, `nf4`.
+    /// True for elementwise ops: unary, binary, `cast`, `bitcast`, `select`, `cmp`, `nf4`, `fma`.
     pub fn is_elementwise(self) -> bool {
         self.elementwise().is_some()
     }
 
-    /// True if the op writes global memory, ends a region, or is a scheduled-IR op (which reads
-    /// or changes shared-memory, barrier or partition state, so it is never moved or merged).
+    /// True if the op writes global memory, ends a region, is a scheduled-IR op (which reads
+    /// or changes shared-memory, barrier or partition state, so it is never moved or merged),
+    /// or writes to the host's output (`print`).
     pub fn has_side_effects(self) -> bool {
         match self.effect() {
-            Effect::WritesMemory | Effect::Terminator | Effect::Schedule => true,
+            Effect::WritesMemory | Effect::Terminator | Effect::Schedule | Effect::Output => true,
             Effect::Pure | Effect::ReadsMemory | Effect::Control => false,
         }
     }
@@ -590,87 +609,5 @@ pub const NF4_TABLE: [f32; 16] = [
 ];
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// The effect and elementwise columns agree with the class column.
-    #[test]
-    fn columns_agree_with_class() {
-        for &op in Opcode::ALL {
-            let (class, effect, elem) = (op.class(), op.effect(), op.elementwise());
-            assert_eq!(
-                class == OpClass::Schedule,
-                effect == Effect::Schedule,
-                "{}",
-                op.name()
-            );
-            assert_eq!(
-                class == OpClass::Unary,
-                matches!(elem, Some(Elementwise::Unary(_))),
-                "{}",
-                op.name()
-            );
-            assert_eq!(
-                class == OpClass::Binary,
-                matches!(elem, Some(Elementwise::Binary(_))),
-                "{}",
-                op.name()
-            );
-            assert_eq!(
-                op.unary().map(UnaryOp::opcode),
-                elem.and_then(|e| matches!(e, Elementwise::Unary(_)).then_some(op))
-            );
-            assert_eq!(
-                op.binary().map(BinaryOp::opcode),
-                elem.and_then(|e| matches!(e, Elementwise::Binary(_)).then_some(op))
-            );
-            if op.is_elementwise() {
-                assert!(op.is_pure(), "{}", op.name());
-                assert_eq!(op.info().regions, 0);
-                assert!(!op.info().tensor);
-            }
-            // Scheduled-IR ops are never pure and always side-effecting.
-            if class == OpClass::Schedule {
-                assert!(!op.is_pure() && op.has_side_effects(), "{}", op.name());
-            }
-        }
-        let se: Vec<Opcode> = Opcode::ALL
-            .iter()
-            .copied()
-            .filter(|o| o.has_side_effects())
-            .collect();
-        assert!(
-            se.contains(&Opcode::Store)
-                && se.contains(&Opcode::AtomicAdd)
-                && se.contains(&Opcode::Yield)
-        );
-        assert!(!Opcode::Load.has_side_effects() && !Opcode::Load.is_pure());
-        assert!(!Opcode::For.has_side_effects() && !Opcode::For.is_pure());
-    }
-
-    /// The pattern macros cover exactly the sets the columns name.
-    #[test]
-    fn pattern_macros() {
-        for &op in Opcode::ALL {
-            assert_eq!(matches!(op, unary_ops!()), op.unary().is_some());
-            assert_eq!(matches!(op, binary_ops!()), op.binary().is_some());
-            assert_eq!(matches!(op, elementwise_ops!()), op.is_elementwise());
-            assert_eq!(matches!(op, non_elementwise_ops!()), !op.is_elementwise());
-        }
-    }
-
-    /// Names round-trip.
-    #[test]
-    fn named_enums() {
-        for &p in CmpPred::ALL {
-            assert_eq!(CmpPred::from_name(p.name()), Some(p));
-        }
-        for &k in ReduceKind::ALL {
-            assert_eq!(ReduceKind::from_name(k.name()), Some(k));
-        }
-        assert_eq!(CmpPred::from_name("less"), None);
-        assert_eq!(ReduceKind::from_name("prod"), None);
-        assert_eq!(CmpPred::ALL.len(), 6);
-        assert_eq!(ReduceKind::ALL.len(), 3);
-    }
-}
+#[path = "ops_tests.rs"]
+mod tests;

@@ -138,6 +138,7 @@ pub(crate) fn unary(op: UnaryOp, d: Dtype, x: &str) -> Result<String, String> {
             UnaryOp::Silu => format!("kir_silu({x})"),
             UnaryOp::Recip => format!("__fdiv_rn(1.0f, {x})"),
             UnaryOp::Floor => format!("floorf({x})"),
+            UnaryOp::Erf => format!("erff({x})"),
             UnaryOp::Not => return bad(op.name(), d),
         };
         return Ok(round_to(d, f));
@@ -161,6 +162,7 @@ pub(crate) fn binary(op: BinaryOp, d: Dtype, a: &str, b: &str) -> Result<String,
             BinaryOp::Div => "__fdiv_rn",
             BinaryOp::Max => "kir_fmax",
             BinaryOp::Min => "kir_fmin",
+            BinaryOp::Pow => "powf",
             BinaryOp::Rem
             | BinaryOp::And
             | BinaryOp::Or
@@ -192,6 +194,7 @@ pub(crate) fn binary(op: BinaryOp, d: Dtype, a: &str, b: &str) -> Result<String,
         BinaryOp::Xor => format!("({t})({a} ^ {b})"),
         BinaryOp::Shl => format!("kir_shl({a}, {b})"),
         BinaryOp::Shr => format!("kir_shr({a}, {b})"),
+        BinaryOp::Pow => return bad(op.name(), d),
     })
 }
 

@@ -478,6 +478,7 @@ impl Emitter<'_> {
             kir_ir::elementwise_ops!() => self.elementwise(op)?,
             Opcode::Reduce => self.reduce(op)?,
             Opcode::Dot => self.dot(op)?,
+            Opcode::Print => self.print(op)?,
             Opcode::For => self.for_op(op)?,
             Opcode::If => self.if_op(op)?,
             Opcode::StaticIf => {

@@ -26,6 +26,7 @@ mod memory;
 mod names;
 pub mod plan;
 mod prelude;
+mod print;
 mod tiles;
 
 use crate::abi::kernel_abi;

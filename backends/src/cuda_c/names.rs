@@ -233,6 +233,7 @@ pub(crate) fn op_text(k: &Kernel, ir: &SecondaryMap<Value, String>, op: &OpData)
                     let l: Vec<String> = l.iter().map(|e| e.to_string()).collect();
                     s += &format!(" [{}]", l.join(", "));
                 }
+                Some(Attr::Str(t)) => s += &format!(" {}", kir_ir::text::lexer::quote(t)),
                 Some(Attr::Flag) | None => {}
             }
             if let Some(t) = &op.tensor {
@@ -260,6 +261,7 @@ pub(crate) fn op_text(k: &Kernel, ir: &SecondaryMap<Value, String>, op: &OpData)
                     Attr::Cmp(p) => s += &format!(" {key} {p}"),
                     Attr::Reduce(k) => s += &format!(" {key} {k}"),
                     Attr::Value(v) => s += &format!(" {key} {}", vn(*v)),
+                    Attr::Str(t) => s += &format!(" {key} {}", kir_ir::text::lexer::quote(t)),
                     Attr::List(l) => {
                         let l: Vec<String> = l.iter().map(|e| e.to_string()).collect();
                         s += &format!(" {key} [{}]", l.join(", "));

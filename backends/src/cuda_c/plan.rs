@@ -406,7 +406,7 @@ impl Planner<'_> {
                     self.store_result(r, pos, &[*acc], &[*a, *b])?;
                 }
             }
-            Opcode::Store | Opcode::AtomicAdd | Opcode::Yield => {}
+            Opcode::Store | Opcode::AtomicAdd | Opcode::Print | Opcode::Yield => {}
             Opcode::For => self.for_op(o, pos, end)?,
             Opcode::If => {
                 for &r in &op.results {

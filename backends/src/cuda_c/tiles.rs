@@ -1,5 +1,5 @@
 //! Tile statements of the compute ops: shape ops that must be stored, elementwise ops (unary,
-//! binary, cast, select, cmp, nf4), `reduce` and `dot`. Each result element is computed by one
+//! binary, cast, select, cmp, fma, nf4), `reduce` and `dot`. Each result element is computed by one
 //! thread; reductions and dot products run in ascending index order, as the interpreter.
 
 use super::compute;
@@ -65,7 +65,7 @@ impl Emitter<'_> {
         Ok(())
     }
 
-    /// Elementwise ops (unary, binary, cast, select, cmp, nf4) on scalars or tiles.
+    /// Elementwise ops (unary, binary, cast, select, cmp, fma, nf4) on scalars or tiles.
     pub(crate) fn elementwise(&mut self, op: &OpData) -> Result<(), CudaError> {
         let Some(&r) = op.results.first() else {
             return Ok(());
@@ -95,6 +95,11 @@ impl Emitter<'_> {
                 Opcode::Select => Ok(format!("({} ? {} : {})", a[0], a[1], a[2])),
                 Opcode::Cmp => compute::cmp(pred, &a[0], &a[1]),
                 Opcode::Nf4 => Ok(format!("kir_nf4({})", a[0])),
+                // One rounding, as the interpreter's `fma` (then to the dtype).
+                Opcode::Fma => Ok(compute::round_to(
+                    rd,
+                    format!("__fmaf_rn({}, {}, {})", a[0], a[1], a[2]),
+                )),
                 kir_ir::unary_ops!() | kir_ir::binary_ops!() => {
                     match (opcode.unary(), opcode.binary()) {
                         (Some(u), _) => compute::unary(u, xd, &a[0]),

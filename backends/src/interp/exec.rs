@@ -14,7 +14,7 @@ use super::InterpError;
 use cranelift_entity::EntityRef;
 use kir_ir::{Attr, Block, Dtype, EvalVal, Kernel, Op, OpData, Opcode, Value};
 use std::collections::{BTreeMap, HashMap};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 /// Everything one launch of a kernel shares between its program instances (read-only, `Sync`).
 pub(crate) struct LaunchCtx<'a> {
@@ -56,6 +56,8 @@ pub(crate) struct Instance<'a> {
     pub(super) origins: HashMap<Value, (Value, usize)>,
     /// `dot_async` results not yet bound by `dot_wait`.
     pub(super) pending_dots: HashMap<Value, Arc<Tile>>,
+    /// What `print` ops wrote in this program instance (shared with its partitions).
+    pub(super) out: Arc<Mutex<String>>,
 }
 
 /// Evaluates a closed constant expression (a literal after specialization).
@@ -94,17 +96,19 @@ impl<'a> Instance<'a> {
             task: 0,
             origins: HashMap::new(),
             pending_dots: HashMap::new(),
+            out: Arc::default(),
         }
     }
 
-    /// A partition of a `warp_specialize`: the parent's values, its scheduler, task `task`.
+    /// A partition of a `warp_specialize`: the parent's values, its scheduler, task `task`, and
+    /// its `print` output.
     pub(super) fn child(
-        ctx: &'a LaunchCtx<'a>,
-        pid: [i64; 3],
+        parent: &Instance<'a>,
         env: Vec<Option<Arc<Tile>>>,
         sched: Arc<Sched>,
         task: usize,
     ) -> Instance<'a> {
+        let (ctx, pid) = (parent.ctx, parent.pid);
         Instance {
             ctx,
             pid,
@@ -113,6 +117,7 @@ impl<'a> Instance<'a> {
             task,
             origins: HashMap::new(),
             pending_dots: HashMap::new(),
+            out: parent.out.clone(),
         }
     }
 
@@ -227,6 +232,15 @@ impl<'a> Instance<'a> {
         }
     }
 
+    /// The three operands of `o` (`select`, `dot`, `fma`).
+    pub(super) fn operands3(&self, o: &OpData) -> Result<[Arc<Tile>; 3], InterpError> {
+        Ok([
+            self.operand(o, 0)?,
+            self.operand(o, 1)?,
+            self.operand(o, 2)?,
+        ])
+    }
+
     /// Operand `i` of `o`.
     pub(super) fn operand(&self, o: &OpData, i: usize) -> Result<Arc<Tile>, InterpError> {
         match o.operands.get(i) {
@@ -287,28 +301,6 @@ impl<'a> Instance<'a> {
     /// Wraps a math error with this op's context.
     pub(super) fn m<T>(&self, o: &OpData, r: Result<T, String>) -> Result<T, InterpError> {
         r.map_err(|e| self.fail(o.span, format!("`{}`: {e}", o.opcode.name())))
-    }
-
-    /// An elementwise unary op (`math::unary` has its semantics).
-    fn unary(&mut self, o: &OpData) -> Result<Flow, InterpError> {
-        let u = o
-            .opcode
-            .unary()
-            .ok_or_else(|| self.fail(o.span, "internal: not a unary op"))?;
-        let x = self.operand(o, 0)?;
-        let r = self.m(o, math::unary(u, &x))?;
-        self.set1(o, r)
-    }
-
-    /// An elementwise binary op (`math::binary` has its semantics).
-    fn binary(&mut self, o: &OpData) -> Result<Flow, InterpError> {
-        let b = o
-            .opcode
-            .binary()
-            .ok_or_else(|| self.fail(o.span, "internal: not a binary op"))?;
-        let (x, y) = (self.operand(o, 0)?, self.operand(o, 1)?);
-        let r = self.m(o, math::binary(b, &x, &y))?;
-        self.set1(o, r)
     }
 
     /// Executes one op.
@@ -409,8 +401,8 @@ impl<'a> Instance<'a> {
             Opcode::Load => self.load(o),
             Opcode::Store => self.store(o, false),
             Opcode::AtomicAdd => self.store(o, true),
-            kir_ir::unary_ops!() => self.unary(o),
-            kir_ir::binary_ops!() => self.binary(o),
+            kir_ir::unary_ops!() => self.exec_unary(o),
+            kir_ir::binary_ops!() => self.exec_binary(o),
             Opcode::Cast => {
                 let (_, d, _) = self.result_type(o)?;
                 let x = self.operand(o, 0)?;
@@ -423,14 +415,11 @@ impl<'a> Instance<'a> {
                 self.set1(o, r)
             }
             Opcode::Select => {
-                let (c, x, y) = (
-                    self.operand(o, 0)?,
-                    self.operand(o, 1)?,
-                    self.operand(o, 2)?,
-                );
+                let [c, x, y] = self.operands3(o)?;
                 let r = self.m(o, math::select(&c, &x, &y))?;
                 self.set1(o, r)
             }
+            Opcode::Fma => self.exec_fma(o),
             Opcode::Cmp => {
                 let p = match o.cmp_pred() {
                     Some(p) => p,
@@ -462,11 +451,7 @@ impl<'a> Instance<'a> {
                 self.set1(o, t)
             }
             Opcode::Dot => {
-                let (a, b, c) = (
-                    self.operand(o, 0)?,
-                    self.operand(o, 1)?,
-                    self.operand(o, 2)?,
-                );
+                let [a, b, c] = self.operands3(o)?;
                 let r = self.m(o, reduce::dot(&a, &b, &c))?;
                 self.set1(o, r)
             }
@@ -475,6 +460,7 @@ impl<'a> Instance<'a> {
                 let r = self.m(o, math::nf4(&x))?;
                 self.set1(o, r)
             }
+            Opcode::Print => self.exec_print(o),
             kir_ir::schedule_ops!() => self.exec_sched(o),
             Opcode::For => self.exec_for(o),
             Opcode::If => {

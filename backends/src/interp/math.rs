@@ -1,11 +1,16 @@
-//! Elementwise kernels on runtime tiles: unary and binary math, cmp, select, cast, bitcast and nf4.
+//! Elementwise kernels on runtime tiles: unary and binary math, cmp, select, fma, cast, bitcast
+//! and nf4; and the dispatcher's arms for the unary and binary ops and `fma`.
 //!
 //! Every function is total: a dtype or shape that does not fit, a division by zero or a bad
 //! shift is an `Err(message)` that the dispatcher wraps with the op's span and program id.
-//! Float results are computed in f32 and rounded to the result dtype (nearest even).
+//! Float results are computed in f32 and rounded to the result dtype (nearest even); `erf` and
+//! `pow` are computed in f64 (`erf.rs`; the C library's `pow`) and rounded once to f32, so
+//! they are correctly rounded but for rare halfway cases, and `fma` rounds once in f32.
 
-use super::tile::{convert, int_bits, round_f32, wrap_int, Data, Scalar, Tile};
-use kir_ir::{Dtype, NF4_TABLE};
+use super::exec::{Flow, Instance};
+use super::tile::{convert, int_bits, round_f32, type_name, wrap_int, Data, Scalar, Tile};
+use super::InterpError;
+use kir_ir::{Dtype, OpData, NF4_TABLE};
 
 // The op table's unary and binary ops and `cmp` predicates; `unary` and `binary` below match
 // them exhaustively, so a new table row lands here.
@@ -96,6 +101,7 @@ pub(crate) fn unary(op: Un, t: &Tile) -> Result<Tile, String> {
                 Un::Silu => |x| x * (1.0 / (1.0 + (-x).exp())),
                 Un::Recip => |x| 1.0 / x,
                 Un::Floor => f32::floor,
+                Un::Erf => |x| super::erf::erf(x as f64) as f32,
                 Un::Not => return bad(),
             };
             Data::F(v.iter().map(|&x| round_f32(d, f(x))).collect())
@@ -115,7 +121,8 @@ pub(crate) fn unary(op: Un, t: &Tile) -> Result<Tile, String> {
                 | Un::Sigmoid
                 | Un::Silu
                 | Un::Recip
-                | Un::Floor => return bad(),
+                | Un::Floor
+                | Un::Erf => return bad(),
             };
             Data::I(v.iter().map(|&x| wrap_int(d, f(x))).collect())
         }
@@ -133,7 +140,8 @@ pub(crate) fn unary(op: Un, t: &Tile) -> Result<Tile, String> {
             | Un::Sigmoid
             | Un::Silu
             | Un::Recip
-            | Un::Floor => return bad(),
+            | Un::Floor
+            | Un::Erf => return bad(),
         },
     };
     Ok(Tile {
@@ -170,6 +178,7 @@ pub(crate) fn binary(op: Bin, a: &Tile, b: &Tile) -> Result<Tile, String> {
                 Bin::Div => |a, b| a / b,
                 Bin::Max => fmax,
                 Bin::Min => fmin,
+                Bin::Pow => |a, b| (a as f64).powf(b as f64) as f32,
                 Bin::Rem | Bin::And | Bin::Or | Bin::Xor | Bin::Shl | Bin::Shr => return Err(bad()),
             };
             Data::F(zip(x, y, |a, b| Ok(round_f32(d, f(a, b))))?)
@@ -198,6 +207,7 @@ pub(crate) fn binary(op: Bin, a: &Tile, b: &Tile) -> Result<Tile, String> {
                     Bin::Xor => a ^ b,
                     Bin::Shl => a.wrapping_shl(shift_ok(b)?),
                     Bin::Shr => a >> shift_ok(b)?,
+                    Bin::Pow => return Err(bad()),
                 };
                 Ok(wrap_int(d, r))
             })?)
@@ -215,7 +225,8 @@ pub(crate) fn binary(op: Bin, a: &Tile, b: &Tile) -> Result<Tile, String> {
                 | Bin::Max
                 | Bin::Min
                 | Bin::Shl
-                | Bin::Shr => return Err(bad()),
+                | Bin::Shr
+                | Bin::Pow => return Err(bad()),
             };
             Data::B(zip(x, y, |a, b| Ok(f(a, b)))?)
         }
@@ -310,6 +321,42 @@ pub(crate) fn select(c: &Tile, x: &Tile, y: &Tile) -> Result<Tile, String> {
     })
 }
 
+/// `a·b + c` elementwise with one rounding in f32 (then to the dtype); the operands share one
+/// float dtype, and a scalar broadcasts over the tiles, which share one shape.
+pub(crate) fn fma(a: &Tile, b: &Tile, c: &Tile) -> Result<Tile, String> {
+    if a.dtype != b.dtype || a.dtype != c.dtype {
+        return Err(format!(
+            "operand types differ: `{}`, `{}` and `{}`",
+            a.type_name(),
+            b.type_name(),
+            c.type_name()
+        ));
+    }
+    let tiles = [a, b, c].into_iter().filter(|t| !t.is_scalar());
+    let shape = tiles.clone().next().map_or(vec![], |t| t.shape.clone());
+    if let Some(t) = tiles.clone().find(|t| t.shape != shape) {
+        return Err(format!(
+            "operand shapes differ: `{}` and `{}`",
+            type_name(a.dtype, &shape),
+            t.type_name()
+        ));
+    }
+    let (Data::F(x), Data::F(y), Data::F(z)) = (&a.data, &b.data, &c.data) else {
+        return Err(format!("`fma` needs floats, found `{}`", a.type_name()));
+    };
+    let n: usize = shape.iter().product();
+    let at = |v: &[f32], i: usize| if v.len() == 1 { v[0] } else { v[i] };
+    let d = a.dtype;
+    let data = (0..n)
+        .map(|i| round_f32(d, at(x, i).mul_add(at(y, i), at(z, i))))
+        .collect();
+    Ok(Tile {
+        dtype: d,
+        shape,
+        data: Data::F(data),
+    })
+}
+
 /// Converts every element to `to` (see [`convert`] for the rules).
 pub(crate) fn cast(t: &Tile, to: Dtype) -> Tile {
     let n = t.len();
@@ -398,5 +445,36 @@ pub(crate) fn nf4(t: &Tile) -> Result<Tile, String> {
             data: Data::F(v.iter().map(|&c| NF4_TABLE[(c & 15) as usize]).collect()),
         }),
         _ => Err(format!("nf4 needs u8 codes, found `{}`", t.type_name())),
+    }
+}
+
+impl Instance<'_> {
+    /// An elementwise unary op ([`unary`] has its semantics).
+    pub(super) fn exec_unary(&mut self, o: &OpData) -> Result<Flow, InterpError> {
+        let u = o
+            .opcode
+            .unary()
+            .ok_or_else(|| self.fail(o.span, "internal: not a unary op"))?;
+        let x = self.operand(o, 0)?;
+        let r = self.m(o, unary(u, &x))?;
+        self.set1(o, r)
+    }
+
+    /// An elementwise binary op ([`binary`] has its semantics).
+    pub(super) fn exec_binary(&mut self, o: &OpData) -> Result<Flow, InterpError> {
+        let b = o
+            .opcode
+            .binary()
+            .ok_or_else(|| self.fail(o.span, "internal: not a binary op"))?;
+        let (x, y) = (self.operand(o, 0)?, self.operand(o, 1)?);
+        let r = self.m(o, binary(b, &x, &y))?;
+        self.set1(o, r)
+    }
+
+    /// `fma a, b, c` ([`fma`] has its semantics).
+    pub(super) fn exec_fma(&mut self, o: &OpData) -> Result<Flow, InterpError> {
+        let [a, b, c] = self.operands3(o)?;
+        let r = self.m(o, fma(&a, &b, &c))?;
+        self.set1(o, r)
     }
 }

@@ -18,14 +18,19 @@
 //!
 //! Layout: `runner` (specialization check, launches, grid), `bind` (entry arguments, temps,
 //! launch bindings), `exec` (the op dispatcher) with `memops` (load/store/atomic_add),
-//! `math` (elementwise), `reduce` (reduce, dot), `shape` (iota, broadcast, transpose, reshape),
-//! `tile` (runtime values, rounding) and `memory` (global buffers, access addressing).
+//! `math` (elementwise; `erf` has the error function), `reduce` (reduce, dot), `shape` (iota,
+//! broadcast, transpose, reshape), `print` (the `print` op's lines), `tile` (runtime values,
+//! rounding) and `memory` (global buffers, access addressing).
+//! - `print` writes to standard error ([`run_with`]) or to a writer the caller gives
+//!   ([`run_printing`]), each launch's lines in program order.
 
 pub(crate) mod bind;
+pub(crate) mod erf;
 mod exec;
 mod math;
 mod memops;
 pub(crate) mod memory;
+mod print;
 mod reduce;
 pub(crate) mod runner;
 mod sched;
@@ -187,11 +192,25 @@ pub fn run(
     run_with(module, args, &RunOptions::default())
 }
 
-/// [`run`] with explicit options. Parallel and sequential runs give identical results.
+/// [`run`] with explicit options. Parallel and sequential runs give identical results. What
+/// `print` ops print goes to standard error.
 pub fn run_with(
     module: &Module,
     args: &BTreeMap<String, HostArg>,
     opts: &RunOptions,
 ) -> Result<BTreeMap<String, HostTensor>, InterpError> {
-    runner::run_module(module, args, opts)
+    runner::run_module(module, args, opts, &mut std::io::stderr())
+}
+
+/// [`run_with`], writing what `print` ops print to `out`: after each launch, the lines of its
+/// program instances in program order (x fastest), each instance's in the order it printed
+/// them (docs/ir.md, "print"). When an instance fails, the lines of the instances before it and
+/// its own lines up to the failure are written before the error is returned.
+pub fn run_printing(
+    module: &Module,
+    args: &BTreeMap<String, HostArg>,
+    opts: &RunOptions,
+    out: &mut dyn std::io::Write,
+) -> Result<BTreeMap<String, HostTensor>, InterpError> {
+    runner::run_module(module, args, opts, out)
 }

@@ -20,6 +20,7 @@ pub(crate) fn run_module(
     module: &Module,
     args: &BTreeMap<String, HostArg>,
     opts: &RunOptions,
+    out: &mut dyn std::io::Write,
 ) -> Result<BTreeMap<String, HostTensor>, InterpError> {
     check_specialized(module)?;
     let (params, span) = match (&module.program, module.kernels.len()) {
@@ -63,7 +64,7 @@ pub(crate) fn run_module(
                     e.kernel.get_or_insert_with(|| k.name.clone());
                     e
                 })?;
-                run_kernel(k, tensors, scalars, dims, opts)?;
+                run_kernel(k, tensors, scalars, dims, opts, out)?;
             }
         }
         None => {
@@ -74,6 +75,7 @@ pub(crate) fn run_module(
                     env.scalars.clone(),
                     env.dims.clone(),
                     opts,
+                    out,
                 )?;
             }
         }
@@ -306,6 +308,7 @@ fn run_kernel(
     scalars: BTreeMap<String, Arc<Tile>>,
     dims: BTreeMap<String, i64>,
     opts: &RunOptions,
+    out: &mut dyn std::io::Write,
 ) -> Result<(), InterpError> {
     let grid = launch_grid(k, &dims, &scalars)?;
     let kerr = |span: Span, msg: String| InterpError {
@@ -345,14 +348,49 @@ fn run_kernel(
         .checked_mul(gy)
         .and_then(|n| n.checked_mul(gz))
         .ok_or_else(|| kerr(k.span, "the grid is too large".into()))?;
-    let run_one = |lin: usize| -> Result<(), InterpError> {
-        let pid = [
+    let pid_of = |lin: usize| {
+        [
             (lin % gx) as i64,
             ((lin / gx) % gy) as i64,
             (lin / (gx * gy)) as i64,
-        ];
-        Instance::new(&ctx, pid).run()
+        ]
     };
+    let prints = ops
+        .iter()
+        .filter_map(|&o| k.dfg.ops.get(o))
+        .any(|o| o.opcode == Opcode::Print);
+    if prints {
+        // Each instance's lines, then its result; written in program order up to a failure.
+        let run_one = |lin: usize| {
+            let mut inst = Instance::new(&ctx, pid_of(lin));
+            let r = inst.run();
+            (inst.take_output(), r)
+        };
+        let done: Vec<(String, Result<(), InterpError>)> = if opts.parallel && !atomic {
+            (0..total).into_par_iter().map(run_one).collect()
+        } else {
+            let mut v = Vec::with_capacity(total);
+            for lin in 0..total {
+                let one = run_one(lin);
+                let failed = one.1.is_err();
+                v.push(one);
+                if failed {
+                    break;
+                }
+            }
+            v
+        };
+        for (text, r) in done {
+            out.write_all(text.as_bytes())
+                .map_err(|e| kerr(k.span, format!("cannot write the output of `print`: {e}")))?;
+            r?;
+        }
+        out.flush()
+            .map_err(|e| kerr(k.span, format!("cannot write the output of `print`: {e}")))?;
+        return Ok(());
+    }
+    let run_one =
+        |lin: usize| -> Result<(), InterpError> { Instance::new(&ctx, pid_of(lin)).run() };
     if opts.parallel && !atomic {
         if let Some(e) = (0..total)
             .into_par_iter()

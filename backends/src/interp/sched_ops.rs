@@ -237,7 +237,7 @@ impl Instance<'_> {
             let mut handles = Vec::new();
             for (i, &id) in ids.iter().enumerate() {
                 let sh = sh.clone();
-                let mut inst = Instance::child(ctx, pid, env.clone(), sh.clone(), id);
+                let mut inst = Instance::child(self, env.clone(), sh.clone(), id);
                 handles.push(s.spawn(move || -> Result<(), InterpError> {
                     if let Err(f) = sh.start(id) {
                         return Err(inst.fail(f.0.unwrap_or(span), f.1));

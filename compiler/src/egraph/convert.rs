@@ -55,6 +55,7 @@ fn attr_text(a: &Attr) -> Option<String> {
             .collect::<Vec<_>>()
             .join(","),
         Attr::Flag => String::new(),
+        Attr::Str(t) => kir_ir::text::lexer::quote(t),
         Attr::Value(_) => return None,
     })
 }

@@ -4,7 +4,8 @@
 //! scalar, which runs once per program rather than once per element). Weights count issued
 //! instructions: plain ALU ops 1, special-function ops (MUFU: `exp2`, `log2`, `rsqrt`, `recip`,
 //! `sqrt`) 4, ops that expand to a MUFU op plus ALU work (`exp`, `log`, `tanh`, `sigmoid`, `silu`)
-//! 6, and IEEE float division (a Newton sequence) 8; integer division and remainder 20. Ops that
+//! 6, and IEEE float division (a Newton sequence) 8; integer division and remainder 20; `pow`
+//! and `erf`, which expand to about 30 and 80 instructions, as much. Ops that
 //! only move data (`broadcast`, `reshape`, `transpose`) cost the bytes they move; sources cost 1.
 //! Leaves cost nothing (they are computed by anchors outside the e-graph).
 
@@ -22,11 +23,14 @@ pub fn weight(op: Opcode, is_float: bool) -> f64 {
         Opcode::Broadcast | Opcode::Reshape | Opcode::Transpose => 0.5,
         Opcode::Exp2 | Opcode::Log2 | Opcode::Rsqrt | Opcode::Recip | Opcode::Sqrt => 4.0,
         Opcode::Exp | Opcode::Log | Opcode::Tanh | Opcode::Sigmoid | Opcode::Silu => 6.0,
+        // Branch-free expansions with several divisions and a MUFU op (PTX, `special.rs`).
+        Opcode::Pow => 30.0,
+        Opcode::Erf => 80.0,
         Opcode::Div | Opcode::Rem if is_float => 8.0,
         Opcode::Div | Opcode::Rem => 20.0,
         Opcode::Nf4 => 2.0,
         // Every other elementwise op (neg, abs, floor, not, add, sub, mul, max, min, the logic
-        // and shift ops, cast, bitcast, select, cmp) is one ALU instruction; a new op lands here
+        // and shift ops, cast, bitcast, select, cmp, fma) is one ALU instruction; a new op lands here
         // until it gets an arm above.
         kir_ir::elementwise_ops!() => 1.0,
         Opcode::Reduce => 1.0,
@@ -39,6 +43,7 @@ pub fn weight(op: Opcode, is_float: bool) -> f64 {
         | Opcode::If
         | Opcode::StaticIf
         | Opcode::Yield
+        | Opcode::Print
         | kir_ir::schedule_ops!() => 1.0e6,
     }
 }

@@ -69,6 +69,7 @@ fn strip(a: &Attr) -> String {
             .collect::<Vec<_>>()
             .join(","),
         Attr::Flag => "flag".into(),
+        Attr::Str(t) => format!("{t:?}"),
     }
 }
 

@@ -16,7 +16,7 @@ pub use build::{add_carried, append_if, iconst, insert_op, op2, simple, yield_bl
 pub use cleanup::{cse, dce, merge_loops};
 pub use clone::{rename_expr, Cloner};
 pub use uses::{
-    contains, def_data, def_op, for_each_use, is_pure, ops_in, parent_block, reads_deep,
+    contains, def_data, def_op, for_each_use, is_pure, ops_in, parent_block, prints, reads_deep,
     region_inputs, replace_uses, slice_among, use_count, users, uses_deep, writes_memory,
 };
 

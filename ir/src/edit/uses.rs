@@ -73,9 +73,15 @@ pub fn writes_memory(dfg: &Dfg, b: Block) -> bool {
     })
 }
 
+/// True if block `b` (recursively) holds a `print` (an op with the `Output` effect), which a
+/// pass must keep even where the kernel's memory effects are not needed.
+pub fn prints(dfg: &Dfg, b: Block) -> bool {
+    contains(dfg, b, &|od| od.opcode.effect() == Effect::Output)
+}
+
 /// True for ops that CSE may merge and DCE may remove: the table's pure ops, and loads of tensors
-/// the kernel only reads. Stores, atomics, control flow and scheduled-IR ops (which read or change
-/// buffer, barrier or partition state) are never merged or removed.
+/// the kernel only reads. Stores, atomics, control flow, scheduled-IR ops (which read or change
+/// buffer, barrier or partition state) and `print` are never merged or removed.
 pub fn is_pure(k: &Kernel, od: &OpData) -> bool {
     match od.opcode.effect() {
         Effect::Pure => true,
@@ -83,7 +89,11 @@ pub fn is_pure(k: &Kernel, od: &OpData) -> bool {
             k.param(&t.param)
                 .is_some_and(|p| matches!(p.kind, ParamKind::Tensor(Access::In, _)))
         }),
-        Effect::WritesMemory | Effect::Control | Effect::Terminator | Effect::Schedule => false,
+        Effect::WritesMemory
+        | Effect::Control
+        | Effect::Terminator
+        | Effect::Schedule
+        | Effect::Output => false,
     }
 }
 

@@ -14,6 +14,8 @@ pub enum Tok {
     At(String),
     Int(i64),
     Float(f64),
+    /// `"text"`: a string of printable ASCII, unescaped (`\"` is `"`, `\\` is `\`).
+    Str(String),
     /// The `x` between tile dims when glued to an integer (`64x128xbf16`).
     X,
     /// `// text` (the text after the slashes, trailing space trimmed).
@@ -32,6 +34,7 @@ impl Tok {
             Tok::At(s) => format!("`@{s}`"),
             Tok::Int(i) => format!("`{i}`"),
             Tok::Float(x) => format!("`{x}`"),
+            Tok::Str(s) => format!("`{}`", quote(s)),
             Tok::X => "`x`".into(),
             Tok::Comment(_) => "a comment".into(),
             Tok::Punct(p) => format!("`{p}`"),
@@ -78,6 +81,8 @@ pub fn lex(src: &str) -> Result<Vec<Token>, Diagnostic> {
             }
             let text = src[start + 2..i].trim_end();
             Tok::Comment(text.strip_prefix(' ').unwrap_or(text).to_string())
+        } else if c == b'"' {
+            lex_string(src, &mut i)?
         } else if c.is_ascii_digit() {
             lex_number(src, &mut i)?
         } else if c == b'x'
@@ -138,6 +143,78 @@ pub fn lex(src: &str) -> Result<Vec<Token>, Diagnostic> {
         spaced: true,
     });
     Ok(out)
+}
+
+/// `s` as a string literal: in double quotes, with `"` and `\` escaped by a backslash (the
+/// printer's form, which [`lex`] reads back).
+pub fn quote(s: &str) -> String {
+    let mut out = String::with_capacity(s.len() + 2);
+    out.push('"');
+    for ch in s.chars() {
+        if ch == '"' || ch == '\\' {
+            out.push('\\');
+        }
+        out.push(ch);
+    }
+    out.push('"');
+    out
+}
+
+/// A string literal starting at the `"` at `*i`: printable ASCII up to the closing `"`, with
+/// the escapes `\"` and `\\`. A line break, another escape or a character outside printable
+/// ASCII is an error (strings name things in messages; they are not data).
+fn lex_string(src: &str, i: &mut usize) -> Result<Tok, Diagnostic> {
+    let b = src.as_bytes();
+    let start = *i;
+    *i += 1;
+    let mut text = String::new();
+    loop {
+        let Some(&c) = b.get(*i) else {
+            return Err(Diagnostic::new(
+                Span::new(start, *i),
+                "unterminated string (a string ends with `\"` on the same line)",
+            ));
+        };
+        match c {
+            b'"' => {
+                *i += 1;
+                return Ok(Tok::Str(text));
+            }
+            b'\\' => match b.get(*i + 1) {
+                Some(&e @ (b'"' | b'\\')) => {
+                    text.push(e as char);
+                    *i += 2;
+                }
+                _ => {
+                    let next = src[*i + 1..].chars().next().map_or(0, char::len_utf8);
+                    return Err(Diagnostic::new(
+                        Span::new(*i, *i + 1 + next),
+                        "unknown escape in a string (only `\\\"` and `\\\\` are escapes)",
+                    ));
+                }
+            },
+            b' '..=b'~' => {
+                text.push(c as char);
+                *i += 1;
+            }
+            b'\n' | b'\r' => {
+                return Err(Diagnostic::new(
+                    Span::new(start, *i),
+                    "unterminated string (a string ends with `\"` on the same line)",
+                ))
+            }
+            _ => {
+                let ch = src[*i..].chars().next().unwrap_or('?');
+                return Err(Diagnostic::new(
+                    Span::new(*i, *i + ch.len_utf8()),
+                    format!(
+                        "character `{}` in a string: strings hold printable ASCII only",
+                        ch.escape_default()
+                    ),
+                ));
+            }
+        }
+    }
 }
 
 fn lex_number(src: &str, i: &mut usize) -> Result<Tok, Diagnostic> {

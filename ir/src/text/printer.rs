@@ -378,5 +378,6 @@ fn attr_text(a: &Attr, names: &SecondaryMap<Value, String>) -> String {
         Attr::Value(v) => vname(names, *v),
         Attr::List(l) => format!("[{}]", join(l)),
         Attr::Flag => String::new(),
+        Attr::Str(t) => crate::text::lexer::quote(t),
     }
 }

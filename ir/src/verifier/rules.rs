@@ -33,6 +33,8 @@ pub(crate) fn check_op(b: &mut Body, _op: crate::entities::Op, d: &OpData) {
         Opcode::Reduce => rc::reduce(b, d),
         Opcode::Dot => rc::dot(b, d),
         Opcode::Nf4 => rc::nf4(b, d),
+        Opcode::Fma => rc::fma(b, d),
+        Opcode::Print => rc::print(b, d),
         crate::ops::schedule_ops!() => super::rules_sched::check(b, d),
         Opcode::For => rc::for_(b, d),
         Opcode::If => rc::if_(b, d),

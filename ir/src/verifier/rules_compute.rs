@@ -1,9 +1,9 @@
-//! Type rules, part 2: compute ops (cast, bitcast, select, cmp, reduce, dot, nf4) and structured control
-//! flow (`for`, `if`, `static_if`, with the values their regions `yield`).
+//! Type rules, part 2: compute ops (cast, bitcast, select, cmp, fma, reduce, dot, nf4), `print`,
+//! and structured control flow (`for`, `if`, `static_if`, with the values their regions `yield`).
 
 use super::body::Body;
 use super::body::{binary_operands, expect_ty, opd, res};
-use super::common::{dim_eq, dims_of, dtype_is, err, err_note, lit_int, shape_eq, ty_eq};
+use super::common::{dim_eq, dims_of, dtype_is, elem_eq, err, err_note, lit_int, shape_eq, ty_eq};
 use crate::dtype::Dtype;
 use crate::entities::Block;
 use crate::expr::Expr;
@@ -294,6 +294,69 @@ pub(crate) fn nf4(b: &mut Body, d: &OpData) {
             &with_dtype(x, Dtype::F32),
             r,
         );
+    }
+}
+
+/// `fma a, b, c`: three float operands of one dtype, each a scalar or a tile of one shape (a
+/// scalar broadcasts); the result has that dtype and the tiles' shape (a scalar when all are).
+pub(crate) fn fma(b: &mut Body, d: &OpData) {
+    let (Some(x), Some(y), Some(z)) = (opd(b, d, 0), opd(b, d, 1), opd(b, d, 2)) else {
+        return;
+    };
+    let combined = [x, y, z].into_iter().find(|t| !t.is_scalar()).unwrap_or(x);
+    for (i, t) in [x, y, z].into_iter().enumerate() {
+        if dtype_is(t, Dtype::is_float) == Some(false) {
+            err(
+                b.errs,
+                d.span,
+                format!("`fma` needs float operands, found {t} (operand {i})"),
+            );
+        } else if elem_eq(t.elem(), combined.elem()) == Some(false) {
+            err(
+                b.errs,
+                d.span,
+                format!("`fma` operands differ: {t} vs {combined} (use `cast`)"),
+            );
+        } else if !t.is_scalar() && ty_eq(t, combined) == Some(false) {
+            err(
+                b.errs,
+                d.span,
+                format!("`fma` operands differ: {t} vs {combined} (use `broadcast`)"),
+            );
+        }
+    }
+    if let Some(r) = res(b, d, 0) {
+        expect_ty(b.errs, d, "the result of `fma`", combined, r);
+    }
+}
+
+/// The longest prefix `print` takes (the PTX backend keeps it in a format string).
+pub const MAX_PRINT_PREFIX: usize = 200;
+
+/// `print "PREFIX" %v…`: a prefix of printable ASCII (at most [`MAX_PRINT_PREFIX`] characters)
+/// and any number of scalar or tile values (resources are rejected for every op).
+pub(crate) fn print(b: &mut Body, d: &OpData) {
+    if let Some(Attr::Str(s)) = &d.lead {
+        if let Some(c) = s.chars().find(|c| !(' '..='~').contains(c)) {
+            err(
+                b.errs,
+                d.span,
+                format!(
+                    "the prefix of `print` holds `{}`: it must be printable ASCII",
+                    c.escape_default()
+                ),
+            );
+        }
+        if s.len() > MAX_PRINT_PREFIX {
+            err(
+                b.errs,
+                d.span,
+                format!(
+                    "the prefix of `print` has {} characters; at most {MAX_PRINT_PREFIX} are allowed",
+                    s.len()
+                ),
+            );
+        }
     }
 }
 

@@ -134,7 +134,12 @@ impl Body<'_> {
             match a {
                 Attr::Expr(e) => self.check_op_expr(e, &ctx, key == "other"),
                 Attr::List(es) => es.iter().for_each(|e| self.check_op_expr(e, &ctx, false)),
-                Attr::Name(..) | Attr::Value(_) | Attr::Flag | Attr::Cmp(_) | Attr::Reduce(_) => {}
+                Attr::Name(..)
+                | Attr::Value(_)
+                | Attr::Flag
+                | Attr::Cmp(_)
+                | Attr::Reduce(_)
+                | Attr::Str(_) => {}
             }
         }
         if let Some(t) = &d.tensor {
@@ -158,6 +163,7 @@ fn attr_kind(a: &Attr) -> AttrKind {
         Attr::Flag => AttrKind::Flag,
         Attr::Cmp(_) => AttrKind::Cmp,
         Attr::Reduce(_) => AttrKind::Reduce,
+        Attr::Str(_) => AttrKind::Str,
     }
 }
 
@@ -171,6 +177,7 @@ fn kind_desc(k: AttrKind) -> &'static str {
         AttrKind::Flag => "a flag (no value)",
         // Written as names (`cmp lt`, `reduce sum`).
         AttrKind::Cmp | AttrKind::Reduce => "a name",
+        AttrKind::Str => "a string",
     }
 }
 

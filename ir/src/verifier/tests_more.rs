@@ -53,6 +53,10 @@ kernel @k(x: in tensor<f32>[R, 64], w: in tensor<bf16>[64, 64], q: in tensor<u8>
   %bits = xor %inb, %inb : tile<1x64xi1>
   %nb = not %bits : tile<1x64xi1>
   %sel = select %nb, %f, %red : tile<1x64xf32>
+  %er = erf %sel : tile<1x64xf32>
+  %pw = pow %er, %s : tile<1x64xf32>
+  %fm = fma %pw, %s, %sel : tile<1x64xf32>
+  print "fm, r" %fm, %r
   %one = const 1 : i32
   %four = const 4 : i32
   %big = cmp gt %rows, %four : i1
@@ -79,6 +83,87 @@ kernel @k(x: in tensor<f32>[R, 64], w: in tensor<bf16>[64, 64], q: in tensor<u8>
 #[test]
 fn kernel_using_every_op_verifies() {
     assert_eq!(errs(EVERY_OP), Vec::<String>::new());
+}
+
+/// The type rules of `fma` and `print`, and what the parser says of a bad string.
+#[test]
+fn fma_and_print_rules() {
+    let k = |body: &str| {
+        format!(
+            "module m\nkernel @k(x: in tensor<f32>[64], h: in tensor<f16>[64]) grid [1, 1, 1] {{\n\
+             %a = load x[0] : tile<64xf32>\n%b = load x[0] : tile<32xf32>\n\
+             %c = load h[0] : tile<64xf16>\n%s = const 2.0 : f32\n{body}\n}}\n"
+        )
+    };
+    assert_eq!(
+        errs(&k("%f = fma %s, %a, %s : tile<64xf32>")),
+        Vec::<String>::new()
+    );
+    assert_eq!(errs(&k("%f = fma %s, %s, %s : f32")), Vec::<String>::new());
+    assert_eq!(
+        errs(&k("%f = fma %a, %b, %a : tile<64xf32>")),
+        ["`fma` operands differ: tile<32xf32> vs tile<64xf32> (use `broadcast`)"]
+    );
+    assert_eq!(
+        errs(&k("%f = fma %a, %c, %a : tile<64xf32>")),
+        ["`fma` operands differ: tile<64xf16> vs tile<64xf32> (use `cast`)"]
+    );
+    assert_eq!(
+        errs(&k("%f = fma %s, %s, %a : f32")),
+        ["the result of `fma` must be tile<64xf32>, found f32"]
+    );
+    assert_eq!(errs(&k("print \"ok\" %a, %b, %s")), Vec::<String>::new());
+    assert_eq!(errs(&k("print \"\"")), Vec::<String>::new());
+    // Built by code: a prefix that is not printable ASCII, and one too long.
+    let mut m = parse(&k("print \"x\" %a")).expect("parse");
+    for (prefix, want) in [
+        (
+            "tab\there",
+            "the prefix of `print` holds `\\t`: it must be printable ASCII",
+        ),
+        (
+            &"y".repeat(201)[..],
+            "the prefix of `print` has 201 characters; at most 200 are allowed",
+        ),
+    ] {
+        let kern = m.kernels.values_mut().next().expect("kernel");
+        for (_, od) in kern.dfg.ops.iter_mut() {
+            if od.opcode == crate::ops::Opcode::Print {
+                od.lead = Some(Attr::Str(prefix.to_string()));
+            }
+        }
+        let d = verify(&m).expect_err("bad prefix");
+        assert_eq!(d.0.len(), 1);
+        assert_eq!(d.0[0].message, want);
+    }
+    for (src, want) in [
+        ("print \"a %a", "unterminated string"),
+        ("print \"a\\q\"", "unknown escape in a string"),
+        ("print \"caf\u{e9}\"", "strings hold printable ASCII only"),
+        ("print %a", "expected a string"),
+    ] {
+        let e = parse(&k(src)).expect_err(src);
+        assert!(e.0[0].message.contains(want), "{src}: {}", e.0[0].message);
+    }
+    // A `print` without values before an op with results (one, or several) does not take them.
+    let src = k(
+        "print \"here\"\n%f = fma %s, %s, %s : f32\nprint \"there\"\n// doc\n\
+                 %r, %q = for %i = %n to %n step %n iter(%u = %s, %w = %s) : f32, f32 {\n\
+                 yield %u, %w\n}",
+    );
+    let src = src.replace(
+        "%s = const 2.0 : f32",
+        "%s = const 2.0 : f32\n%n = const 1 : i32",
+    );
+    assert_eq!(errs(&src), Vec::<String>::new());
+    let text = crate::text::print(&parse(&src).expect("parse"));
+    assert!(text.contains("print \"here\"\n") && text.contains("print \"there\"\n"));
+    assert_eq!(crate::text::print(&parse(&text).expect("reparse")), text);
+    // Escapes round-trip through the printer.
+    let m = parse(&k(r#"print "say \"hi\" \\ 100%" %a"#)).expect("parse");
+    let text = crate::text::print(&m);
+    assert!(text.contains(r#"print "say \"hi\" \\ 100%" %a"#), "{text}");
+    assert_eq!(crate::text::print(&parse(&text).expect("reparse")), text);
 }
 
 #[test]

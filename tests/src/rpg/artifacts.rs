@@ -14,9 +14,10 @@
 //! exact-class output differs on the interpreter; the GPU check must report them.
 
 use super::bounds::{gpu_bounds, Bound};
+use super::check::run_with;
 use super::compare::first_difference;
 use super::{inputs, module};
-use kir_backends::interp::{run_with, HostArg, RunOptions};
+use kir_backends::interp::{HostArg, RunOptions};
 use kir_backends::nvrtc::Nvrtc;
 use kir_backends::Target;
 use kir_compiler::compile::{compile, Emit};

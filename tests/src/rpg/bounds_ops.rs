@@ -54,6 +54,17 @@ impl Walk<'_> {
                 }
             }
             Opcode::Log | Opcode::Log2 | Opcode::Tanh if gpu => Bound::UNBOUNDED,
+            // `pow` is 2^(y·lg2.approx|x|): lg2.approx's absolute error grows with |y|.
+            Opcode::Pow if gpu => Bound::UNBOUNDED,
+            // PTX's erf sequence is within 1.2 ulp, CUDA's `erff` within 2 (docs/ir.md); the
+            // condition number is at most 1.
+            Opcode::Erf if gpu => {
+                if inb.is_unbounded() {
+                    Bound::UNBOUNDED
+                } else {
+                    Bound::rel(inb.rel + 3.0 * ULP + rd.map_or(ULP, unit))
+                }
+            }
             Opcode::Add | Opcode::Sub if gpu && f32r && ins.iter().any(|i| i.product) => {
                 Bound::UNBOUNDED
             }
@@ -186,6 +197,27 @@ impl Walk<'_> {
                     round(inb)
                 }
             }
+            // erf's relative condition number |x·erf′(x)/erf(x)| is at most 1.
+            Opcode::Erf => {
+                if inb.rel == 0.0 {
+                    inb
+                } else {
+                    round(inb)
+                }
+            }
+            // The condition numbers of xʸ are |y| and |y·ln x|; pow(±0, y < 0) is ±∞.
+            Opcode::Pow => {
+                if inb.zero_sign {
+                    Bound::UNBOUNDED
+                } else {
+                    unb_if_inexact(inb)
+                }
+            }
+            // One rounding, exact on the GPU too (`fma.rn.f32`); it may cancel like `add`.
+            Opcode::Fma => Bound {
+                rel: unb_if_inexact(inb).rel,
+                zero_sign: inb.zero_sign,
+            },
             Opcode::Log | Opcode::Log2 | Opcode::Floor => unb_if_inexact(Bound {
                 rel: inb.rel,
                 zero_sign: false,
@@ -462,6 +494,7 @@ impl Walk<'_> {
             | Opcode::Sigmoid
             | Opcode::Recip
             | Opcode::Floor
+            | Opcode::Erf
             | Opcode::Max
             | Opcode::Min => through,
             _ => Nan::Any,

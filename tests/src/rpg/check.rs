@@ -28,7 +28,7 @@
 use super::bounds::{egraph_bounds, egraph_bounds_guarded, with_guards};
 use super::compare::compare;
 use super::rings::split_twin;
-use kir_backends::interp::{run_with, HostArg, HostTensor, RunOptions};
+use kir_backends::interp::{run_printing, HostArg, HostTensor, InterpError, RunOptions};
 use kir_backends::nvrtc::{ptxas, Nvrtc};
 use kir_backends::Target;
 use kir_compiler::compile::{compile, Emit};
@@ -38,6 +38,16 @@ use kir_compiler::passes::{self, PipelineConfig, WsPlan};
 use kir_ir::{Module, Opcode};
 use std::collections::BTreeMap;
 use std::panic::{catch_unwind, AssertUnwindSafe};
+
+/// Runs `m` on the interpreter, discarding what its `print` ops write (the checks compare
+/// outputs; tests/tests/authoring.rs checks the lines themselves).
+pub fn run_with(
+    m: &Module,
+    args: &BTreeMap<String, HostArg>,
+    opts: &RunOptions,
+) -> Result<BTreeMap<String, HostTensor>, InterpError> {
+    run_printing(m, args, opts, &mut std::io::sink())
+}
 
 /// The e-graph rules whose rewrites are not bit-exact (docs/passes.md gives their bounds).
 pub const INEXACT_RULES: &[&str] = &[

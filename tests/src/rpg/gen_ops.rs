@@ -1,6 +1,7 @@
 //! The pure ops of the kernel-body builder: unary and binary elementwise ops (with operands
 //! that cannot fail at run time), integer logic and shifts, comparisons, selects, casts,
-//! bitcasts, reductions, broadcasts, reshapes, transposes, `dot` and `nf4`. Each picks operands
+//! bitcasts, reductions, broadcasts, reshapes, transposes, `dot`, `nf4`, and the authoring ops
+//! `erf`, `pow`, `fma` (and `print`, which has an effect but no result). Each picks operands
 //! from the values in scope (or makes them) and keeps the f32 magnitude estimates of `gen`.
 
 use super::gen::{Kb, MAG_LIMIT};
@@ -25,6 +26,7 @@ impl Kb<'_> {
             85..=88 => self.dot(),
             89..=90 => self.nf4(),
             91..=95 => self.int_logic(),
+            96 => self.authoring(),
             _ => {
                 let ty = self.random_type();
                 Some(self.make(&ty))
@@ -61,6 +63,90 @@ impl Kb<'_> {
             _ => m,
         };
         self.set_mag(&v, nm.min(MAG_LIMIT));
+        Some(self.tame(v))
+    }
+
+    /// `erf`, `pow`, `fma` or `print`, equally often.
+    fn authoring(&mut self) -> Option<Val> {
+        match self.rng.range(0, 4) {
+            0 => {
+                let x = self.pick(|v| v.ty.dt().is_float())?;
+                let v = self.op(
+                    "erf",
+                    &format!("erf {}", x.r()),
+                    x.ty.clone(),
+                    Facts::default(),
+                );
+                self.set_mag(&v, 1.0);
+                Some(v)
+            }
+            1 => self.pow(),
+            2 => self.fma(),
+            _ => {
+                // Zero, one or two values of any type (a line per element of each).
+                let n = self.choose(&[0usize, 1, 1, 1, 2]);
+                let mut vals = Vec::new();
+                for _ in 0..n {
+                    vals.extend(self.pick(|_| true).map(|v| v.r()));
+                }
+                let prefix = self.fresh("p");
+                let args = if vals.is_empty() {
+                    String::new()
+                } else {
+                    format!(" {}", vals.join(", "))
+                };
+                self.line(format!("print \"{prefix}\"{args}"));
+                self.feats.add("print");
+                self.budget = self.budget.saturating_sub(1);
+                None
+            }
+        }
+    }
+
+    /// `pow b, e`: a base |x| + c (c ≥ 0.5) with a constant exponent in [−2, 3], or any base with
+    /// the exponent 2 or 3 (a negative base's sign follows the parity).
+    fn pow(&mut self) -> Option<Val> {
+        let x = self.pick(|v| v.ty.dt().is_float())?;
+        let d = x.ty.dt();
+        let (b, e) = if self.chance(0.3) {
+            (x, self.choose(&[2.0, 3.0]))
+        } else {
+            let b = self.safe_divisor(x);
+            (b, self.choose(&[-2.0, -0.5, 0.5, 1.5, 2.0, 3.0]))
+        };
+        let ty = if self.chance(0.7) {
+            Ty::Scalar(d)
+        } else {
+            b.ty.clone()
+        };
+        let k = self.konst(ty, e);
+        let m = self.mag(&b).max(2.0).powf(e.abs());
+        let v = self.op(
+            "pow",
+            &format!("pow {}, {}", b.r(), k.r()),
+            b.ty.clone(),
+            Facts::default(),
+        );
+        self.set_mag(&v, m.min(MAG_LIMIT));
+        Some(self.tame(v))
+    }
+
+    /// `fma a, b, c` on floats of one dtype (scalars broadcast over the tile operands).
+    fn fma(&mut self) -> Option<Val> {
+        let x = self.pick(|v| v.ty.dt().is_float())?;
+        let (y, z) = (self.partner(&x), self.partner(&x));
+        let ty = [&x, &y, &z]
+            .into_iter()
+            .find(|v| !v.ty.is_scalar())
+            .map_or(x.ty.clone(), |v| v.ty.clone());
+        let m = self.mag(&x) * self.mag(&y) + self.mag(&z);
+        let v = self.op(
+            "fma",
+            &format!("fma {}, {}, {}", x.r(), y.r(), z.r()),
+            ty,
+            Facts::default(),
+        );
+        self.set_mag(&v, m.min(MAG_LIMIT));
         Some(self.tame(v))
     }
 

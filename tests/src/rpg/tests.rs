@@ -171,9 +171,9 @@ fn a_divisor_without_a_floor_is_bounded_only_under_a_run_time_check() {
     let mut run = |s: f64| {
         args.insert("s".into(), kir_backends::interp::HostArg::Scalar(s));
         let opts = kir_backends::interp::RunOptions::default();
-        let plain = kir_backends::interp::run_with(&m, &args, &opts).expect("plain run");
+        let plain = super::check::run_with(&m, &args, &opts).expect("plain run");
         // (Debug text: NaNs print alike.)
-        kir_backends::interp::run_with(&g, &args, &opts)
+        super::check::run_with(&g, &args, &opts)
             .map(|o| assert_eq!(format!("{o:?}"), format!("{plain:?}")))
     };
     assert!(run(3.0).is_ok());

@@ -16,6 +16,8 @@ enum Line {
     Label(Label),
     /// A comment line at an indentation depth.
     Comment(usize, String),
+    /// A directive or brace line (not an instruction) at an indentation depth.
+    Directive(usize, &'static str),
 }
 
 /// Accumulates the body of one `.entry`.
@@ -120,6 +122,34 @@ impl Builder {
         }
     }
 
+    /// Calls the CUDA runtime's `vprintf(fmt, args)` (both generic addresses; the module
+    /// declares it, see `lower/print.rs`) in a scope of its own that declares the call's
+    /// parameters, as the PTX ABI wants.
+    pub fn call_vprintf(&mut self, fmt: Reg, args: Reg) {
+        let d = self.indent + 1;
+        self.body.push(Line::Directive(d, "{"));
+        self.body.push(Line::Directive(d, ".param .b64 param0;"));
+        self.ins(
+            PtxInst::new("st.param.b64")
+                .op(Operand::addr("param0"))
+                .op(fmt),
+        );
+        self.body.push(Line::Directive(d, ".param .b64 param1;"));
+        self.ins(
+            PtxInst::new("st.param.b64")
+                .op(Operand::addr("param1"))
+                .op(args),
+        );
+        self.body.push(Line::Directive(d, ".param .b32 retval0;"));
+        self.ins(
+            PtxInst::new("call.uni")
+                .op("(retval0)")
+                .op("vprintf")
+                .op("(param0, param1)"),
+        );
+        self.body.push(Line::Directive(d, "}"));
+    }
+
     /// Runs `f` with instructions going to the prologue (code at the kernel's start, before any
     /// control flow), e.g. thread coordinates that every later op may reuse.
     pub fn in_prologue<T>(&mut self, f: impl FnOnce(&mut Builder) -> T) -> T {
@@ -164,6 +194,9 @@ impl Builder {
                 }
                 Line::Comment(depth, text) => {
                     let _ = writeln!(s, "{}// {text}", "\t".repeat(depth));
+                }
+                Line::Directive(depth, text) => {
+                    let _ = writeln!(s, "{}{text}", "\t".repeat(depth));
                 }
             }
         }

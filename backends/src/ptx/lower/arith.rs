@@ -1,5 +1,6 @@
 //! Elementwise arithmetic on one register per element: float ops in f32 with f16/bf16 rounding
-//! after each op, integer wrap-around, casts and comparisons with the interpreter's rules; and
+//! after each op (`erf` and `pow` in `special.rs`), integer wrap-around, casts and comparisons
+//! with the interpreter's rules; and
 //! the steps every reduction path shares (combine, identity, butterfly shuffle; `reduce.rs`,
 //! `rows.rs`).
 
@@ -70,6 +71,12 @@ pub(super) fn scalar_op(
         }
         Opcode::Recip => c.b.ins(PtxInst::new("rcp.rn.f32").op(r).op(a[0])),
         Opcode::Floor => c.b.ins(PtxInst::new("cvt.rmi.f32.f32").op(r).op(a[0])),
+        Opcode::Erf => super::special::erf(&mut c.b, r, a[0]),
+        Opcode::Pow => super::special::pow(&mut c.b, r, a[0], a[1]),
+        // One rounding, as the interpreter (then to the dtype below).
+        Opcode::Fma => {
+            c.b.ins(PtxInst::new("fma.rn.f32").op(r).op(a[0]).op(a[1]).op(a[2]))
+        }
         Opcode::Not if od == Dtype::I1 => c.b.ins(PtxInst::new("not.pred").op(r).op(a[0])),
         Opcode::Not => c.b.ins(PtxInst::new("not").m(bits).op(r).op(a[0])),
         Opcode::Add | Opcode::Sub | Opcode::Mul | Opcode::Div | Opcode::Max | Opcode::Min if fl => {

@@ -1,7 +1,9 @@
 //! Per-kernel lowering state: params and dims in registers, where each IR value lives, thread
 //! coordinates of every layout, and the shared-memory plan.
 
-pub use super::state::{AsyncState, MemState, Params, TensorInfo, ThreadRegs, Val, ValueState};
+pub use super::state::{
+    AsyncState, MemState, Params, PrintState, TensorInfo, ThreadRegs, Val, ValueState,
+};
 use super::PtxError;
 use crate::ptx::emit::isa::Isa;
 use crate::ptx::emit::{f32_lit, Builder, Operand, PtxInst, Reg, RegClass};
@@ -36,6 +38,8 @@ pub struct Ctx<'a> {
     pub mem: MemState,
     /// TMA rings, warp specialization and wgmma groups in flight.
     pub asyncs: AsyncState,
+    /// The format strings and argument buffer of `print` ops.
+    pub prints: PrintState,
     /// Decisions recorded for the kernel's [`super::report::PtxReport`].
     pub(super) report: super::report::Notes,
 }

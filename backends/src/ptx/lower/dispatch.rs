@@ -161,6 +161,7 @@ fn lower_op(c: &mut Ctx, op: &OpData) -> Result<(), PtxError> {
         Opcode::Dot | Opcode::DotAsync => super::dot::lower_dot(c, op)?,
         Opcode::DotWait => super::dot::lower_dot_wait(c, op)?,
         kir_ir::elementwise_ops!() => elementwise(c, op)?,
+        Opcode::Print => super::print::lower_print(c, op)?,
         Opcode::For => lower_for(c, op, &Dispatcher)?,
         Opcode::If => lower_if(c, op, &Dispatcher)?,
         Opcode::StaticIf => {

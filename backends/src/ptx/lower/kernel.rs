@@ -2,7 +2,7 @@
 //! itself — params into registers, thread coordinates, the body, and the shared-memory plan
 //! (dot-operand regions first, the scratch region last and only when used).
 
-use super::ctx::{Ctx, Lowered, MemState, TensorInfo, ThreadRegs, SCRATCH_BASE};
+use super::ctx::{Ctx, Lowered, MemState, PrintState, TensorInfo, ThreadRegs, SCRATCH_BASE};
 use super::PtxError;
 use crate::abi::{AbiArg, KernelAbi};
 use crate::ptx::emit::isa::Isa;
@@ -61,6 +61,10 @@ pub fn lower_kernel(
             store_casts: HashMap::new(),
         },
         asyncs: Default::default(),
+        prints: PrintState {
+            symbol: symbol.to_string(),
+            ..Default::default()
+        },
         report: Default::default(),
     };
     let mut params = Vec::new();
@@ -179,8 +183,9 @@ pub fn lower_kernel(
         Some(a) => (a.threads(), format!(".maxnreg {}\n", a.entry_regs())),
         None => (blk.threads, String::new()),
     };
+    let (decls, locals) = super::print::declarations(&ctx.prints);
     let text = format!(
-        ".visible .entry {symbol}(\n\t{}\n)\n.maxntid {threads}, 1, 1\n{maxnreg}{{\n{body}}}\n",
+        "{decls}.visible .entry {symbol}(\n\t{}\n)\n.maxntid {threads}, 1, 1\n{maxnreg}{{\n{locals}{body}}}\n",
         params.join(",\n\t"),
     );
     let smem_align = if ctx.plan.core.is_empty() {

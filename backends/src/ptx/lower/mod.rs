@@ -1,7 +1,8 @@
 //! The lowering layer of the PTX backend: one module per concern, each turning the ops of a
 //! specialized kernel into [`crate::ptx::emit::PtxInst`]s on the kernel's builder, reading the
 //! kernel's [`crate::ptx::plan`]. `kernel` lowers one `.entry`; `dispatch` sends each op to its
-//! concern: `arith`/`lazy`/`statics` (scalar and elementwise work), `memory`/`cp_rows`/`vector`/
+//! concern: `arith`/`special`/`lazy`/`statics` (scalar and elementwise work; `erf` and `pow`),
+//! `print` (`vprintf`), `memory`/`cp_rows`/`vector`/
 //! `mma_store`/`store_order`/`tile`/`rows` (global and shared memory, shape ops), `dot`/`wgmma`
 //! (with ping-pong)/`rescale` (dots), `reduce` (reductions), `control` (loops and ifs), `sched`
 //! (the cp.async stage rings of scheduled IR), `tma`/`tma_rows`/`producer` (TMA rings, mbarriers
@@ -24,6 +25,7 @@ mod lazy;
 mod memory;
 mod mma_store;
 mod notes;
+mod print;
 mod producer;
 mod reduce;
 mod region;
@@ -31,6 +33,7 @@ pub mod report;
 mod rescale;
 mod rows;
 mod sched;
+mod special;
 mod stages;
 mod state;
 mod statics;

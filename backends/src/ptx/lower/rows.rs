@@ -330,6 +330,7 @@ pub(super) fn replicated(c: &Ctx, v: Value, depth: usize) -> bool {
         | Opcode::For
         | Opcode::If
         | Opcode::StaticIf
+        | Opcode::Print
         | Opcode::Yield => false,
         kir_ir::schedule_ops!() => false,
     }

@@ -191,3 +191,18 @@ pub struct WsState {
     /// Whether every tensor the kernel copies with TMA admits a tensor map (made on first use).
     pub(super) tma_ok: Option<Reg>,
 }
+
+/// What the kernel's `print` ops need from the module and the entry (print.rs): the format
+/// strings (the module declares each as `.global` bytes named after the kernel symbol), the
+/// size of the `.local` argument buffer, and its generic address once made.
+#[derive(Default)]
+pub struct PrintState {
+    /// The kernel's symbol, which names its format strings.
+    pub symbol: String,
+    /// The format strings, in order of first use.
+    pub formats: Vec<String>,
+    /// Bytes of the largest argument list (0: the kernel prints nothing).
+    pub args_bytes: u32,
+    /// The generic address of the argument buffer (set in the prologue at the first print).
+    pub args: Option<Reg>,
+}

@@ -298,6 +298,7 @@ pub fn assign_for(
             | Opcode::Load
             | Opcode::Store
             | Opcode::AtomicAdd
+            | Opcode::Print
             | Opcode::Yield => {}
             // No register tiles: a stage read is placed like a load (below); the ops the PTX
             // backend does not lower are rejected by `lower_op`.

@@ -470,7 +470,12 @@ impl Cx<'_> {
         match a {
             Attr::Expr(e) => Attr::Expr(self.expr(&e)),
             Attr::List(es) => Attr::List(es.iter().map(|e| self.expr(e)).collect()),
-            Attr::Value(_) | Attr::Name(..) | Attr::Flag | Attr::Cmp(_) | Attr::Reduce(_) => a,
+            Attr::Value(_)
+            | Attr::Name(..)
+            | Attr::Flag
+            | Attr::Cmp(_)
+            | Attr::Reduce(_)
+            | Attr::Str(_) => a,
         }
     }
 

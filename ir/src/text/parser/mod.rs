@@ -125,6 +125,31 @@ impl Parser {
         ))
     }
 
+    /// True if the tokens ahead are a result list `VALUE (, VALUE)* =`: the next op's results,
+    /// not operands (which a `print` without values would otherwise take).
+    fn at_results(&self) -> bool {
+        let tok = |i: usize| self.toks.get(i).map(|t| &t.tok);
+        let skip = |mut i: usize| {
+            while matches!(tok(i), Some(Tok::Comment(_))) {
+                i += 1;
+            }
+            i
+        };
+        let mut i = self.pos;
+        loop {
+            i = skip(i);
+            if !matches!(tok(i), Some(Tok::Value(_))) {
+                return false;
+            }
+            i = skip(i + 1);
+            match tok(i) {
+                Some(Tok::Punct(",")) => i += 1,
+                Some(Tok::Punct("=")) => return true,
+                _ => return false,
+            }
+        }
+    }
+
     fn is_punct(&mut self, p: &str) -> bool {
         matches!(self.peek(), Tok::Punct(q) if *q == p)
     }

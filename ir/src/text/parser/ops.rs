@@ -307,6 +307,7 @@ impl Parser {
                 op.lead = Some(Attr::Name(n, sp));
             }
             Some(k @ (AttrKind::Cmp | AttrKind::Reduce)) => op.lead = Some(self.keyword_attr(k)?),
+            Some(AttrKind::Str) => op.lead = Some(Attr::Str(self.string()?)),
             Some(_) => op.lead = Some(Attr::Expr(self.expr()?)),
             None => {}
         }
@@ -334,7 +335,10 @@ impl Parser {
                     op.operands.push(self.value_use(ks)?);
                 }
             }
-        } else if info.operands != Arity::Fixed(0) && matches!(self.peek(), Tok::Value(_)) {
+        } else if info.operands != Arity::Fixed(0)
+            && matches!(self.peek(), Tok::Value(_))
+            && !(info.operands == Arity::Variadic && self.at_results())
+        {
             op.operands.push(self.value_use(ks)?);
             while self.eat_punct(",") {
                 op.operands.push(self.value_use(ks)?);
@@ -361,6 +365,7 @@ impl Parser {
                 }
                 AttrKind::Flag => Attr::Flag,
                 AttrKind::Cmp | AttrKind::Reduce => self.keyword_attr(kind)?,
+                AttrKind::Str => Attr::Str(self.string()?),
             };
             op.attrs.push((key.to_string(), a));
         }
@@ -368,6 +373,17 @@ impl Parser {
         op.attrs
             .sort_by_key(|(k, _)| info.keywords.iter().position(|(kk, _)| kk == k));
         Ok(())
+    }
+
+    /// A string literal (`"acc"`), unescaped.
+    fn string(&mut self) -> PResult<String> {
+        match self.peek().clone() {
+            Tok::Str(s) => {
+                self.bump();
+                Ok(s)
+            }
+            _ => self.err("a string `\"...\"`"),
+        }
     }
 
     /// A `cmp` predicate or `reduce` kind: typed when known, else kept as a name (with its

@@ -1,6 +1,6 @@
 //! Epilogue fusion, part of the `fusion` pass: an elementwise consumer launch (straight-line,
-//! every load and the store at the same offsets, only elementwise ops) is re-instantiated on the
-//! producer's stored tiles right after its stores.
+//! every load and the store at the same offsets, only elementwise ops, no other effect such as
+//! a `print`) is re-instantiated on the producer's stored tiles right after its stores.
 
 use super::state::State;
 use kir_ir::edit;
@@ -46,6 +46,16 @@ impl State<'_> {
         let [&st] = stores[..] else {
             return Err("the consumer does not store exactly once".into());
         };
+        // Only the store's chain is re-instantiated: anything else with an effect would be lost.
+        if let Some(&o) = top.iter().find(|&&o| {
+            let op = d.ops[o].opcode;
+            op.has_side_effects() && !matches!(op, Opcode::Store | Opcode::Yield)
+        }) {
+            return Err(format!(
+                "the consumer has a `{}`, which the fused kernel would drop",
+                d.ops[o].opcode.name()
+            ));
+        }
         let so = &d.ops[st];
         let offs = format!("{:?}", so.tensor.as_ref().map(|t| &t.offsets));
         let tile = d.ty(so.operands[0]).shape().unwrap_or_default();

@@ -106,7 +106,7 @@ impl State<'_> {
     }
 
     /// Removes temps no launch reads: their stores, params and bindings; then launches that
-    /// write nothing any more.
+    /// write nothing any more (and print nothing: a `print` is kept with its launch).
     pub(super) fn eliminate_temps(&mut self) -> bool {
         let mut changed = false;
         for t in self.prog.temps.clone() {
@@ -145,7 +145,8 @@ impl State<'_> {
         }
         let mut i = 0;
         while i < self.kernels.len() {
-            if edit::writes_memory(&self.kernels[i].dfg, self.kernels[i].body) {
+            let k = &self.kernels[i];
+            if edit::writes_memory(&k.dfg, k.body) || edit::prints(&k.dfg, k.body) {
                 i += 1;
                 continue;
             }
