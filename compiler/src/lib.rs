@@ -4,6 +4,7 @@
 //!
 //! The entry point for frameworks is [`pipeline`]: parse a module (or take a built-in op from
 //! [`oplib`]), verify it, specialize it with `-D NAME=VALUE` overrides and verify the result.
+//! [`source`] loads a module by path or op name and renders its errors as `kirc` prints them.
 
 pub mod cache;
 pub mod compile;
@@ -21,6 +22,7 @@ pub mod passes;
 pub mod pipeline;
 pub mod plan;
 pub mod search;
+pub mod source;
 pub mod split;
 pub mod structure;
 pub mod traffic;

@@ -8,6 +8,7 @@
 
 use crate::limits;
 use kir_backends::interp::HostData;
+use kir_ir::Dtype;
 use std::fmt;
 use std::io::Read;
 use std::path::Path;
@@ -51,6 +52,18 @@ impl NpyDtype {
         NpyDtype::I8,
         NpyDtype::Bool,
     ];
+
+    /// The element type an `out` or `inout` tensor of `dtype` is written as (the `kirc run`
+    /// contract): `<f4` for every float dtype (holding exactly the kernel dtype's values),
+    /// `<i4` and `<i8` for i32 and i64, `|u1` for u8 and i1.
+    pub fn for_output(dtype: Dtype) -> NpyDtype {
+        match dtype {
+            Dtype::F32 | Dtype::F16 | Dtype::Bf16 => NpyDtype::F32,
+            Dtype::I32 => NpyDtype::I32,
+            Dtype::I64 => NpyDtype::I64,
+            Dtype::U8 | Dtype::I1 => NpyDtype::U8,
+        }
+    }
 
     /// The canonical descriptor NumPy writes (`<f4`, `|u1`).
     pub fn descr(self) -> &'static str {

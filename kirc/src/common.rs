@@ -4,17 +4,14 @@
 //! [`CliError::BrokenPipe`]).
 
 use kir_compiler::pass::PassManager;
-use kir_compiler::{oplib, pipeline};
-use kir_ir::{Diagnostic, Diagnostics, Span};
+use kir_compiler::pipeline;
+use kir_ir::Diagnostics;
 use std::io::Write;
 use std::path::Path;
 
-/// A module's source text and the name errors show for it.
-pub struct Source {
-    /// The path as given, or `<name>.kir` for a built-in op.
-    pub name: String,
-    pub text: String,
-}
+/// A module's source text and the name errors show for it (shared with the library, so a
+/// framework's errors read as kirc's).
+pub use kir_compiler::source::Source;
 
 /// Why a command stopped. `kirc` prints a user error and exits with code 2; a broken pipe
 /// ends it quietly with [`BROKEN_PIPE_EXIT`].
@@ -118,66 +115,16 @@ impl CliError {
             CliError::BrokenPipe => String::new(),
             CliError::Plain(m) => format!("error: {m}\n"),
             CliError::Located { file, src, diags } => {
-                let mut ds: Vec<&Diagnostic> = diags.0.iter().collect();
-                ds.sort_by_key(|d| d.span.start);
-                let mut out = String::new();
-                for d in ds {
-                    if d.span.start == 0 && d.span.end == 0 {
-                        // No location (e.g. an unknown -D name).
-                        out += &format!("error: {}\n", d.message);
-                        if let Some(n) = &d.note {
-                            out += &format!("      = note: {n}\n");
-                        }
-                    } else {
-                        out += &on_char_boundaries(d, src).render(file, src);
-                    }
-                }
-                out
+                kir_compiler::source::render(file, src, diags)
             }
         }
     }
 }
 
-/// `d` with its span moved onto char boundaries of `src` (rendering slices the text there).
-fn on_char_boundaries(d: &Diagnostic, src: &str) -> Diagnostic {
-    let fix = |mut i: usize| {
-        i = i.min(src.len());
-        while !src.is_char_boundary(i) {
-            i -= 1;
-        }
-        i
-    };
-    let mut d = d.clone();
-    d.span = Span::new(fix(d.span.start as usize), fix(d.span.end as usize));
-    d
-}
-
 /// Reads `file` (at most [`kir_compiler::limits::MAX_SOURCE_BYTES`]); if no such file exists,
 /// takes the built-in op of that name.
 pub fn load(file: &str) -> Result<Source, CliError> {
-    let path = Path::new(file);
-    if path.exists() {
-        let text = kir_compiler::limits::read_source(path)
-            .map_err(|e| CliError::Plain(format!("{file}: {e}")))?;
-        return Ok(Source {
-            name: file.to_string(),
-            text,
-        });
-    }
-    let op = file.strip_suffix(".kir").unwrap_or(file);
-    match oplib::builtin(op) {
-        Some(text) => Ok(Source {
-            name: format!("{op}.kir"),
-            text: text.to_string(),
-        }),
-        None => {
-            let names: Vec<&str> = oplib::builtins().map(|(n, _)| n).collect();
-            Err(CliError::Plain(format!(
-                "{file}: no such file, and no built-in op of that name (built-in ops: {})",
-                names.join(", ")
-            )))
-        }
-    }
+    Source::load(file).map_err(CliError::Plain)
 }
 
 /// Parses `NAME=VALUE` (the argument of `-D`).

@@ -210,16 +210,6 @@ fn check_outputs(dir: &Path, names: &[String]) -> Result<(), CliError> {
     outfile::check_paths(&flagged).map_err(|e| CliError::Plain(e.to_string()))
 }
 
-/// The `.npy` element type an output of `dtype` is written as.
-fn out_dtype(dtype: Dtype) -> NpyDtype {
-    match dtype {
-        Dtype::F32 | Dtype::F16 | Dtype::Bf16 => NpyDtype::F32,
-        Dtype::I32 => NpyDtype::I32,
-        Dtype::I64 => NpyDtype::I64,
-        Dtype::U8 | Dtype::I1 => NpyDtype::U8,
-    }
-}
-
 /// Runs the entry on the CPU interpreter.
 fn run_cpu(
     src: &Source,
@@ -355,7 +345,7 @@ pub fn main(a: Args) -> Result<ExitCode, CliError> {
     let mut report = String::new();
     for (name, t) in &outputs {
         let path = out_dir.join(format!("{name}.npy"));
-        let dtype = out_dtype(t.dtype);
+        let dtype = NpyDtype::for_output(t.dtype);
         report += &format!(
             "wrote {} ({} {:?}, as {dtype})\n",
             path.display(),
