@@ -3,7 +3,8 @@
 # under .tools/, points kir at them, and runs every test of the workspace in release mode (so
 # interpreter tests at real sizes are fast), with the `kirc` of the CLI tests built with the
 # CUDA runtime (`--features kirc/cuda`; no CUDA installation needed). No test skips for lack of
-# a tool. Then it checks that the crates can be published: `cargo package` of every published
+# a tool. Then it builds the Python package in a fresh venv and runs its tests (python/tests/).
+# Then it checks that the crates can be published: `cargo package` of every published
 # crate, and that the workspace builds with the oldest Rust that Cargo.toml's `rust-version`
 # promises (installed with rustup, minimal profile, when absent).
 set -euo pipefail
@@ -28,6 +29,24 @@ export KIR_CACHE_DIR=off
 t=$SECONDS
 cargo test --workspace --release --locked --features kirc/cuda
 echo "test.sh: cargo test --workspace --release --locked --features kirc/cuda took $((SECONDS - t))s"
+
+# The Python package (python/, docs/python.md), as a user installs it: a fresh venv, the pinned
+# maturin and NumPy, `pip install ./python` (one abi3 wheel built by maturin; its own workspace,
+# built in the workspace's target/ so the dependencies compiled above are reused where their
+# features agree), then its tests: NumPy oracles, and the kirc built above for the comparisons.
+t=$SECONDS
+venv="$root/.venv-test"
+rm -rf "$venv"
+python3 -m venv "$venv"
+"$venv/bin/pip" install --quiet --disable-pip-version-check maturin==1.16.0 numpy==2.4.6
+echo "test.sh: the venv with maturin and NumPy took $((SECONDS - t))s"
+t=$SECONDS
+PATH="$venv/bin:$PATH" CARGO_TARGET_DIR="$root/target" \
+  "$venv/bin/pip" install --quiet --disable-pip-version-check --no-build-isolation ./python
+echo "test.sh: pip install ./python (the wheel) took $((SECONDS - t))s"
+t=$SECONDS
+(cd python/tests && KIRC="$root/target/release/kirc" "$venv/bin/python" -m unittest discover -v)
+echo "test.sh: the Python tests took $((SECONDS - t))s"
 
 # Every crate but kir-tests (publish = false) packages: versions on its path dependencies, its
 # files and the license files inside it. (Without verification: building each package again
