@@ -1,17 +1,17 @@
 //! Keeps the design documents' references true: every repository path and every Rust type name
-//! that docs/architecture.md, docs/backends.md, docs/passes.md, docs/cache.md, docs/configs.md
-//! and docs/tuning.md cite must exist, and one failure lists every missing item of every
-//! document.
+//! that docs/architecture.md, docs/backends.md, docs/passes.md, docs/cache.md, docs/configs.md,
+//! docs/tuning.md and docs/python.md cite must exist, and one failure lists every missing item
+//! of every document.
 //!
 //! What counts as a citation (simple rules, applied to the whole text, fenced blocks included):
 //!
 //! - **A source path**: a word that starts with one of the source directories (`ir/`,
-//!   `backends/`, `compiler/`, `kirc/`, `tests/`, `docs/`, `scripts/`, optionally after `./`),
-//!   in prose, in backticks or in a fenced block. A shell command's `scripts/…` must exist; its
-//!   output or scratch paths (`out/…`, `/tmp/…`) are not source paths and are not checked. Trailing
-//!   sentence punctuation (`.`, `,`, `:`, `;`) is not part of the path; `*` and `?` match within
-//!   one path segment, `{a,b}` lists alternatives (each must exist), a trailing `/` names a
-//!   directory.
+//!   `backends/`, `compiler/`, `kirc/`, `tests/`, `docs/`, `scripts/`, `python/`, optionally
+//!   after `./`), in prose, in backticks or in a fenced block. A shell command's `scripts/…`
+//!   must exist; its output or scratch paths (`out/…`, `/tmp/…`) are not source paths and are
+//!   not checked. Trailing sentence punctuation (`.`, `,`, `:`, `;`) is not part of the path; `*`
+//!   and `?` match within one path segment, `{a,b}` lists alternatives (each must exist), a
+//!   trailing `/` names a directory.
 //! - **Any other path in backticks**: a backticked word of path characters that ends in `.rs`,
 //!   `.md`, `.kir`, `.py`, `.sh` or `.toml` after a non-empty name (so `.kir`, an extension, and
 //!   `kir-backends/cuda`, a cargo feature, are not paths). With a `/` it must exist relative to
@@ -38,9 +38,10 @@ const DOCS: &[&str] = &[
     "docs/cache.md",
     "docs/configs.md",
     "docs/tuning.md",
+    "docs/python.md",
 ];
 const SOURCE_DIRS: &[&str] = &[
-    "ir", "backends", "compiler", "kirc", "tests", "docs", "scripts",
+    "ir", "backends", "compiler", "kirc", "tests", "docs", "scripts", "python",
 ];
 const EXTENSIONS: &[&str] = &[".rs", ".md", ".kir", ".py", ".sh", ".toml"];
 
