@@ -32,8 +32,9 @@ echo "test.sh: cargo test --workspace --release --locked --features kirc/cuda to
 
 # The Python package (python/, docs/python.md), as a user installs it: a fresh venv, the pinned
 # maturin and NumPy, `pip install ./python` (one abi3 wheel built by maturin; its own workspace,
-# built in the workspace's target/ so the dependencies compiled above are reused where their
-# features agree), then its tests: NumPy oracles, and the kirc built above for the comparisons.
+# built in the workspace's target/, which reuses the third-party crates compiled above whose
+# features agree but not the kir crates: docs/python.md, "Tests"), then its tests: NumPy
+# oracles, and the kirc built above for the comparisons.
 t=$SECONDS
 venv="$root/.venv-test"
 rm -rf "$venv"
