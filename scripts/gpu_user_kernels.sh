@@ -5,9 +5,9 @@
 #   1. copies of built-in ops (a comment added, the module renamed): gemm 8192³ and
 #      attention_fwd d128 at 16k tokens, each beside the built-in;
 #   2. a user's own matmul (tests/in/user/matmul_leaky_relu.kir, when present) at 8192³;
-#   3. the fusion programs of tests/in/fusion at M = 8192, K = N = 4096: as kir runs them by
-#      default, with --fuse and with --no-fuse, beside the same work through the built-in ops;
-#   4. the built-in GEMM on the shapes of issue 24 beside torch.mm (cuBLAS);
+#   3. the fusion programs of tests/in/fusion at M = 8192, K = N = 4096 and 4. the built-in
+#      GEMM on the shapes of issue 24 beside torch.mm (cuBLAS): scripts/gpu_kernel_configs.sh
+#      parts 1 and 3;
 #   5. the first launch of attention_fwd, attention_bwd and gemm: cold (no driver JIT cache),
 #      with the kir cache off, into an empty kir cache, and from it.
 # Correctness of the same kernels is checked by scripts/gpu_runtime_check.sh (part 5).
@@ -57,48 +57,9 @@ if [ -f "$user" ]; then
   bench "$user" --shape a=8192x8192 --shape b=8192x8192 --flops "2*M*N*K"
 fi
 
-# 3. The fusion programs.
-echo "== fusion programs (M = 8192, K = N = 4096)"
-rg=tests/in/fusion/rmsnorm_gemm.kir
-rgs="--shape x=8192x4096 --shape w=4096 --shape wm=4096x4096 --arg eps=1e-5"
-for f in "" --fuse --no-fuse; do
-  # shellcheck disable=SC2086
-  bench "$rg" $rgs --flops "2*M*N*K" $f
-done
-bench rmsnorm_fwd --shape x=8192x4096 --shape w=4096 --arg eps=1e-5
-bench gemm --shape a=1x8192x4096 --shape b=1x4096x4096 --arg alpha=1
-gs=tests/in/fusion/gate_up_swiglu.kir
-gss="--shape x=8192x4096 --shape wg=4096x4096 --shape wu=4096x4096"
-for f in "" --fuse --no-fuse; do
-  # shellcheck disable=SC2086
-  bench "$gs" $gss --flops "4*M*N*K" $f
-done
-bench gemm -D EPILOGUE=swiglu --shape a=1x8192x4096 --shape b=1x4096x4096 --shape b2=1x4096x4096 --arg alpha=1
-
-# 4. GEMM shapes (M x N x K) beside cuBLAS.
-echo "== gemm by shape (kir defaults) beside torch.mm"
-shapes="16x14336x4096 128x14336x4096 1024x4096x4096 2048x2048x2048 8192x1024x8192 4096x128256x4096 8192x8192x8192 16384x14336x4096"
-for s in $shapes; do
-  IFS=x read -r m n k <<<"$s"
-  bench gemm --shape "a=1x${m}x${k}" --shape "b=1x${k}x${n}" --arg alpha=1
-done
-python3 - "$here" $shapes <<'EOF'
-import sys
-sys.path.insert(0, sys.argv[1])
-import torch
-from peers import median_ms
-for s in sys.argv[2:]:
-    m, n, k = map(int, s.split("x"))
-    a = torch.randn(m, k, device="cuda", dtype=torch.bfloat16)
-    b = torch.randn(k, n, device="cuda", dtype=torch.bfloat16)
-    t = median_ms(lambda: torch.mm(a, b), 30)
-    print(f"cuBLAS {s}: {t:.4f} ms, {2 * m * n * k / t / 1e9:.1f} TFLOP/s")
-x = torch.randn(8192, 4096, device="cuda", dtype=torch.bfloat16)
-w = torch.randn(4096, device="cuda", dtype=torch.bfloat16)
-wm = torch.randn(4096, 4096, device="cuda", dtype=torch.bfloat16)
-f = lambda: torch.mm(torch.nn.functional.rms_norm(x, (4096,), w, 1e-5), wm)
-print(f"torch rms_norm + mm (8192x4096 @ 4096x4096): {median_ms(f, 30):.4f} ms")
-EOF
+# 3 and 4. The fusion programs beside the built-in ops and torch, and the built-in GEMM by shape
+# beside cuBLAS: parts 1 and 3 of scripts/gpu_kernel_configs.sh (one copy of those benches).
+"$here/gpu_kernel_configs.sh" "$kirc" "1 3" || failed+=("gpu_kernel_configs.sh")
 
 # 5. First launch (compile, module load, bind, first run; the GPU context is up before timing)
 #    with the driver's JIT cache off (CUDA_CACHE_DISABLE=1), each in a fresh process: without

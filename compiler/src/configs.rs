@@ -569,11 +569,7 @@ fn interface_dim(generic: &Module, c: &str) -> bool {
 
 /// Whether expression `e` names `c`.
 fn mentions(e: &kir_ir::Expr, c: &str) -> bool {
-    match &e.kind {
-        kir_ir::ExprKind::Ident(n) => n == c,
-        kir_ir::ExprKind::Unary(_, a) => mentions(a, c),
-        kir_ir::ExprKind::Binary(_, a, b) => mentions(a, c) || mentions(b, c),
-        kir_ir::ExprKind::Call(_, args) => args.iter().any(|a| mentions(a, c)),
-        kir_ir::ExprKind::Int(_) | kir_ir::ExprKind::Float(_) => false,
-    }
+    let mut found = false;
+    e.for_each_ident(&mut |n, _| found |= n == c);
+    found
 }

@@ -432,20 +432,10 @@ fn bound_dims(
     let holds = |p: &kir_ir::Param| match &p.cond {
         None => true,
         Some(c) => {
-            // A constant's value, or an enum variant's name (`EPILOGUE == swiglu`).
-            let variant = |n: &str| {
-                m.consts.iter().any(
-                    |c| matches!(&c.kind, kir_ir::ConstKind::Enum(vs) if vs.iter().any(|v| v == n)),
-                )
-            };
-            let lookup = |n: &str| {
-                values
-                    .iter()
-                    .find(|(x, _)| x == n)
-                    .map(|(_, v)| v.clone())
-                    .or_else(|| variant(n).then(|| kir_ir::EvalVal::Sym(n.to_string())))
-            };
-            matches!(c.eval(&lookup, false), Ok(kir_ir::EvalVal::Bool(true)))
+            // A constant's value; any other name (an enum variant: `EPILOGUE == swiglu`) is
+            // itself.
+            let lookup = |n: &str| values.iter().find(|(x, _)| x == n).map(|(_, v)| v.clone());
+            matches!(c.eval(&lookup, true), Ok(kir_ir::EvalVal::Bool(true)))
         }
     };
     let params = match (m.entry_params(), m.kernels.values().next()) {

@@ -299,7 +299,7 @@ pub fn main(a: Args) -> Result<ExitCode, CliError> {
         flags,
         &gpu,
         cache.as_ref(),
-        &tensor_shapes(&args),
+        &device::tensor_shapes(&args),
     )?;
     let t1 = std::time::Instant::now();
     let rt = |e| device::runtime_error(&c.src, e);
@@ -396,18 +396,4 @@ mod tests {
         assert!(eval_expr("2*(M", &names).is_err());
         assert!(eval_expr("2 M", &names).is_err());
     }
-}
-
-/// The shapes of the tensor arguments by name (given with `--arg` or `--shape`): what the
-/// compile plan reads the problem's dims from.
-#[cfg(feature = "cuda")]
-pub fn tensor_shapes(
-    args: &BTreeMap<String, kir_backends::interp::HostArg>,
-) -> Vec<(String, Vec<usize>)> {
-    args.iter()
-        .filter_map(|(n, a)| match a {
-            kir_backends::interp::HostArg::Tensor(t) => Some((n.clone(), t.shape.clone())),
-            _ => None,
-        })
-        .collect()
 }

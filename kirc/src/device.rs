@@ -305,3 +305,17 @@ pub fn meta(c: &Compiled) -> Result<&serde_json::Value, CliError> {
         .as_ref()
         .ok_or_else(|| CliError::Plain("internal error: a PTX compilation without META".into()))
 }
+
+/// The shapes of the tensor arguments by name (given with `--arg` or `--shape`): what the
+/// compile plan reads the problem's dims from.
+#[cfg(feature = "cuda")]
+pub fn tensor_shapes(
+    args: &std::collections::BTreeMap<String, kir_backends::interp::HostArg>,
+) -> Vec<(String, Vec<usize>)> {
+    args.iter()
+        .filter_map(|(n, a)| match a {
+            kir_backends::interp::HostArg::Tensor(t) => Some((n.clone(), t.shape.clone())),
+            _ => None,
+        })
+        .collect()
+}

@@ -251,7 +251,7 @@ fn run_cuda(
         a.ptx.flags(None),
         &gpu,
         cache.as_ref(),
-        &crate::bench::tensor_shapes(args),
+        &device::tensor_shapes(args),
     )?;
     let (mut p, _) = device::load(&gpu, &c, cache.as_ref())?;
     let rt = |e| device::runtime_error(&c.src, e);

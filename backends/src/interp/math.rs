@@ -1,5 +1,5 @@
 //! Elementwise kernels on runtime tiles: unary and binary math, cmp, select, fma, cast, bitcast
-//! and nf4; and the dispatcher's arms for the unary and binary ops and `fma`.
+//! and nf4 (the dispatcher's arms that call them are in `elem_ops.rs`).
 //!
 //! Every function is total: a dtype or shape that does not fit, a division by zero or a bad
 //! shift is an `Err(message)` that the dispatcher wraps with the op's span and program id.
@@ -7,10 +7,8 @@
 //! `pow` are computed in f64 (`erf.rs`; the C library's `pow`) and rounded once to f32, so
 //! they are correctly rounded but for rare halfway cases, and `fma` rounds once in f32.
 
-use super::exec::{Flow, Instance};
 use super::tile::{convert, int_bits, round_f32, type_name, wrap_int, Data, Scalar, Tile};
-use super::InterpError;
-use kir_ir::{Dtype, OpData, NF4_TABLE};
+use kir_ir::{Dtype, NF4_TABLE};
 
 // The op table's unary and binary ops and `cmp` predicates; `unary` and `binary` below match
 // them exhaustively, so a new table row lands here.
@@ -445,36 +443,5 @@ pub(crate) fn nf4(t: &Tile) -> Result<Tile, String> {
             data: Data::F(v.iter().map(|&c| NF4_TABLE[(c & 15) as usize]).collect()),
         }),
         _ => Err(format!("nf4 needs u8 codes, found `{}`", t.type_name())),
-    }
-}
-
-impl Instance<'_> {
-    /// An elementwise unary op ([`unary`] has its semantics).
-    pub(super) fn exec_unary(&mut self, o: &OpData) -> Result<Flow, InterpError> {
-        let u = o
-            .opcode
-            .unary()
-            .ok_or_else(|| self.fail(o.span, "internal: not a unary op"))?;
-        let x = self.operand(o, 0)?;
-        let r = self.m(o, unary(u, &x))?;
-        self.set1(o, r)
-    }
-
-    /// An elementwise binary op ([`binary`] has its semantics).
-    pub(super) fn exec_binary(&mut self, o: &OpData) -> Result<Flow, InterpError> {
-        let b = o
-            .opcode
-            .binary()
-            .ok_or_else(|| self.fail(o.span, "internal: not a binary op"))?;
-        let (x, y) = (self.operand(o, 0)?, self.operand(o, 1)?);
-        let r = self.m(o, binary(b, &x, &y))?;
-        self.set1(o, r)
-    }
-
-    /// `fma a, b, c` ([`fma`] has its semantics).
-    pub(super) fn exec_fma(&mut self, o: &OpData) -> Result<Flow, InterpError> {
-        let [a, b, c] = self.operands3(o)?;
-        let r = self.m(o, fma(&a, &b, &c))?;
-        self.set1(o, r)
     }
 }

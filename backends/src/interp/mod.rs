@@ -25,6 +25,7 @@
 //!   ([`run_printing`]), each launch's lines in program order.
 
 pub(crate) mod bind;
+mod elem_ops;
 pub(crate) mod erf;
 mod exec;
 mod math;

@@ -43,76 +43,13 @@
 //! op-made NaN has no bound, in both models: the e-graph keeps `x` for `min(x, x)` where the
 //! interpreter makes a canonical NaN, and the GPU's canonical NaN (0x7FFFFFFF) is not the CPU's.
 
+pub use super::bound::{Bound, Model, ULP};
 use super::bounds_walk::{Nan, Walk};
 use kir_ir::edit::{insert_op, simple};
 use kir_ir::{
     Attr, CmpPred, Dtype, ElemType, Expr, ExprKind, Kernel, Module, Opcode, ParamKind, Type, Value,
 };
 use std::collections::{BTreeMap, BTreeSet, HashMap};
-
-/// One f32 unit in the last place, relative (2⁻²³).
-pub const ULP: f64 = 1.1920928955078125e-7;
-
-/// An error bound on a value or an output.
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub struct Bound {
-    /// Relative error bound: 0 exact, `f64::INFINITY` unbounded.
-    pub rel: f64,
-    /// May differ in the sign of a zero.
-    pub zero_sign: bool,
-}
-
-impl Bound {
-    /// Bit-identical.
-    pub const EXACT: Bound = Bound {
-        rel: 0.0,
-        zero_sign: false,
-    };
-    /// No bound.
-    pub const UNBOUNDED: Bound = Bound {
-        rel: f64::INFINITY,
-        zero_sign: false,
-    };
-
-    /// The larger of two bounds.
-    pub fn join(self, o: Bound) -> Bound {
-        Bound {
-            rel: self.rel.max(o.rel),
-            zero_sign: self.zero_sign || o.zero_sign,
-        }
-    }
-
-    /// True when nothing may differ (the sign of a zero included).
-    pub fn is_exact(self) -> bool {
-        self.rel == 0.0 && !self.zero_sign
-    }
-
-    /// True when there is no usable bound.
-    pub fn is_unbounded(self) -> bool {
-        self.rel.is_infinite()
-    }
-
-    /// A relative bound (not exact, not unbounded unless `rel` is infinite).
-    pub(super) fn rel(rel: f64) -> Bound {
-        Bound {
-            rel,
-            zero_sign: false,
-        }
-    }
-}
-
-/// Whose deviations from the interpreter a bound describes.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Model {
-    /// The `egraph` pass; `sites: false` means its exact rules only.
-    Egraph {
-        /// Whether the inexact rules run.
-        sites: bool,
-    },
-    /// The GPU running the backends' code (PTX or CUDA C) against the interpreter running the
-    /// same module: see [`gpu_bounds`].
-    Gpu,
-}
 
 /// The bound of every `out`/`inout` entry param of the specialized module `m` under the e-graph
 /// pass (see the module doc); with `sites` false, under its exact rules only (the sign of a

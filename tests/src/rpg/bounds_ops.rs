@@ -2,7 +2,7 @@
 //! e-graph's rules or of the GPU's approximations, how an error bound propagates through every
 //! other op, and which NaNs each op's result may hold (see the module doc of `bounds`).
 
-use super::bounds::{Bound, Model, ULP};
+use super::bound::{Bound, Model, ULP};
 use super::bounds_walk::{
     const_of, def, dt, is_scalar, may_be_special_divisor, other_nan, unit, Info, Nan, Walk,
 };

@@ -4,7 +4,7 @@
 //! the control-flow ops (`for` to a fixpoint, `if`), whose decisions on inexact values leave
 //! their results unbounded.
 
-use super::bounds::{Bound, Model, ULP};
+use super::bound::{Bound, Model, ULP};
 use kir_ir::{Attr, Block, Dtype, ExprKind, Kernel, Offset, OpData, Opcode, Value, ValueDef};
 use std::collections::{BTreeMap, HashMap};
 
@@ -67,7 +67,7 @@ pub(super) struct Walk<'a> {
     /// The NaNs each tensor param may hold (by kernel param name).
     pub(super) nans: BTreeMap<String, Nan>,
     /// With `Some`, a division site whose divisor has no proven floor is bounded and its
-    /// divisor recorded here, to be checked at run time (`bounds::egraph_bounds_guarded`).
+    /// divisor recorded here, to be checked at run time (the guarded analysis of bounds.rs).
     pub(super) guards: Option<Vec<Value>>,
 }
 

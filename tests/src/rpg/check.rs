@@ -27,6 +27,8 @@
 
 use super::bounds::{egraph_bounds, egraph_bounds_guarded, with_guards};
 use super::compare::compare;
+use super::outcome::fail;
+pub use super::outcome::{Failure, Stats, Verdict};
 use super::rings::split_twin;
 use kir_backends::interp::{run_printing, HostArg, HostTensor, InterpError, RunOptions};
 use kir_backends::nvrtc::{ptxas, Nvrtc};
@@ -91,55 +93,6 @@ impl Default for Config {
     }
 }
 
-/// A failed stage: which, and what happened.
-#[derive(Clone, Debug, PartialEq)]
-pub struct Failure {
-    /// The stage (`egraph`, `fusion`, `pipelining 2 held`, `ptx sm_80`, …).
-    pub stage: String,
-    /// What went wrong.
-    pub message: String,
-}
-
-impl Failure {
-    /// The stage without its variant (`pipelining 2 held` → `pipelining`): what a reduction
-    /// keeps failing.
-    pub fn class(&self) -> &str {
-        self.stage.split(' ').next().unwrap_or("")
-    }
-}
-
-/// The result of checking one program.
-#[derive(Clone, Debug, PartialEq)]
-pub enum Verdict {
-    /// Every stage agreed.
-    Pass,
-    /// The reference could not run (the reason); nothing was compared.
-    Skip(String),
-    /// A stage failed.
-    Fail(Failure),
-}
-
-/// Counters of what a check did (summed over a run by the driver).
-#[derive(Clone, Debug, Default, PartialEq)]
-pub struct Stats {
-    /// Counter name → count.
-    pub counts: BTreeMap<String, u64>,
-}
-
-impl Stats {
-    /// Adds `n` to counter `k`.
-    pub fn add(&mut self, k: impl Into<String>, n: u64) {
-        *self.counts.entry(k.into()).or_default() += n;
-    }
-
-    /// Adds every counter of `o`.
-    pub fn merge(&mut self, o: &Stats) {
-        for (k, v) in &o.counts {
-            self.add(k.clone(), *v);
-        }
-    }
-}
-
 /// The seed in a case text's first line (`// rpg seed S`).
 pub fn seed_of(text: &str) -> Option<u64> {
     text.lines()
@@ -165,14 +118,6 @@ fn guard<T>(stage: &str, f: impl FnOnce() -> T) -> Result<T, Failure> {
             message: format!("panicked: {msg}"),
         }
     })
-}
-
-/// A failure of `stage`.
-pub(crate) fn fail(stage: &str, message: impl Into<String>) -> Failure {
-    Failure {
-        stage: stage.into(),
-        message: message.into(),
-    }
 }
 
 fn verify(stage: &str, m: &Module) -> Result<(), Failure> {

@@ -4,7 +4,7 @@
 //! ±0 equal where the bound allows a zero's sign to differ. i64 data must be equal.
 
 use super::bounds::Bound;
-use super::check::{fail, Failure, Stats};
+use super::outcome::{fail, Failure, Stats};
 use kir_backends::interp::{HostData, HostTensor};
 use std::collections::BTreeMap;
 

@@ -17,6 +17,7 @@
 
 pub mod artifacts;
 pub mod attention;
+pub mod bound;
 pub mod bounds;
 mod bounds_ops;
 mod bounds_walk;
@@ -28,6 +29,7 @@ pub mod gen_ops;
 pub mod inputs;
 pub mod kernels;
 pub mod module;
+pub mod outcome;
 pub mod reduce;
 pub mod rings;
 pub mod ty;
