@@ -296,15 +296,27 @@ fn builtin_norms_and_swiglu_are_classified() {
         ("swiglu", "configuration: sm_90a elementwise row: BLOCK_R=4 (row block), BLOCK_N=1024", true),
         (
             "rmsnorm_bwd",
-            "configuration: kernel `rmsnorm_bwd_dx`: sm_90a row-reduction row: ROWS=8 (row block), \
-             BLOCK=1024 (column block) — matched: a block of rows per program",
-            false,
+            "configuration: kernel `rmsnorm_bwd_dx`: sm_90a row-reduction row: BLOCK=4096 (column \
+             block) — matched: one row per program, reduced in column chunks, bf16 tiles, 4 tensors \
+             loaded, a row in one chunk reduced on its own",
+            true,
         ),
-        ("rmsnorm_bwd", "configuration: kernel `rmsnorm_bwd_dw`: none (no class", false),
+        // The final sums' 64 lanes are a literal, so no row-reduction row sets them.
+        (
+            "rmsnorm_bwd",
+            "configuration: kernel `rmsnorm_bwd_dw`: none (the sm_90a row-reduction row sets the \
+             column block, which is not a constant in the kernel)",
+            true,
+        ),
         (
             "layernorm_bwd",
-            "configuration: kernel `layernorm_bwd_dx`: sm_90a row-reduction row: ROWS=8",
-            false,
+            "configuration: kernel `layernorm_bwd_dx`: sm_90a row-reduction row: BLOCK=4096",
+            true,
+        ),
+        (
+            "layernorm_bwd",
+            "configuration: kernel `layernorm_bwd_dwdb`: none (the sm_90a row-reduction row",
+            true,
         ),
     ] {
         let src = kir_compiler::oplib::builtin(op).expect("built-in");
@@ -325,6 +337,54 @@ fn builtin_norms_and_swiglu_are_classified() {
             .expect("plan");
         assert!(cuda.defines.is_empty(), "{op}: {:?}", cuda.defines);
     }
+}
+
+/// A row reduction over a block of rows per program (a tile of `ROWS` rows, its columns walked in
+/// chunks, as the norm backward's dx kernels once were): on sm_90a the row-block row (8 rows of
+/// 1024-column chunks).
+#[test]
+fn a_row_block_reduction_gets_the_row_block_row() {
+    let src = "module rb\n\n\
+const ROWS: int = 4 where ROWS >= 1 && ROWS <= 64\n\
+const BLOCK: int = 256 where BLOCK >= 1 && BLOCK <= 8192\n\n\
+kernel @sumsq(x: in tensor<bf16>[R, N], s: out tensor<f32>[R]) grid [cdiv(R, ROWS), 1, 1] {\n\
+\x20 %g = program_id 0 : i32\n\
+\x20 %rows = const ROWS : i32\n\
+\x20 %r0 = mul %g, %rows : i32\n\
+\x20 %n = dim N : i32\n\
+\x20 %zero = const 0 : i32\n\
+\x20 %step = const BLOCK : i32\n\
+\x20 %z = const 0.0 : tile<ROWS x BLOCK x f32>\n\
+\x20 %acc = for %c = %zero to %n step %step iter(%a = %z) : tile<ROWS x BLOCK x f32> {\n\
+\x20   %xt = load x[%r0, %c] other 0.0 : tile<ROWS x BLOCK x bf16>\n\
+\x20   %xf = cast %xt : tile<ROWS x BLOCK x f32>\n\
+\x20   %xx = mul %xf, %xf : tile<ROWS x BLOCK x f32>\n\
+\x20   %a1 = add %a, %xx : tile<ROWS x BLOCK x f32>\n\
+\x20   yield %a1\n\
+\x20 }\n\
+\x20 %t = reduce sum %acc axis 1 : tile<ROWS x 1 x f32>\n\
+\x20 %t1 = reshape %t : tile<ROWS x f32>\n\
+\x20 store s[%r0], %t1 guard\n\
+}\n";
+    let plan =
+        CompilePlan::resolve(src, &[], Target::Sm90a, Emit::Ptx, Flags::default()).expect("plan");
+    let report = plan.config_report();
+    assert!(
+        report.contains(
+            "configuration: sm_90a row-reduction row: ROWS=8 (row block), BLOCK=1024 (column \
+             block) — matched: a block of rows per program"
+        ),
+        "{report}"
+    );
+    let want: Vec<(String, String)> = [("ROWS", "8"), ("BLOCK", "1024")]
+        .iter()
+        .map(|(c, v)| (c.to_string(), v.to_string()))
+        .collect();
+    assert_eq!(plan.defines, want);
+    // Other targets keep the kernel's own tiles for a row block.
+    let plan =
+        CompilePlan::resolve(src, &[], Target::Sm80, Emit::Ptx, Flags::default()).expect("plan");
+    assert!(plan.defines.is_empty(), "{:?}", plan.defines);
 }
 
 /// A row reduction whose chunk is a constant that also sizes a tensor (`D` in `[R, D]`): the
