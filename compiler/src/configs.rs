@@ -233,11 +233,13 @@ const ROWS: &[Row] = &[
     // one that keeps running sums over chunks is fastest with 1024 columns at every width
     // measured (layernorm_fwd at 1024, 4096 and 8192 columns: 0.046, 0.109, 0.198 ms against
     // 0.197, 0.167, 0.252 with 4096). One row per tile fits every target's registers.
-    // A block of rows per program (the norm backward's dx kernels): 8 rows of 1024-column
-    // chunks (call C5, docs/gpu-results/2026-12-03-c5-norm-bwd.txt, 16,384 × 4096: rmsnorm_bwd
-    // 1.546 ms against 2.299 for the op's 4 × 512, `kirc tune`'s best 1.505; layernorm_bwd
-    // 2.816 against 4.554). sm_90a, where it was measured; CUDA C keeps the op's tiles, which
-    // fit its shared memory.
+    // A block of rows per program: 8 rows of 1024-column chunks, measured on the norm
+    // backward's dx kernels when they took a block of rows per program (call C5,
+    // docs/gpu-results/2026-12-03-c5-norm-bwd.txt, 16,384 × 4096: rmsnorm_bwd 1.546 ms against
+    // 2.299 for the op's 4 × 512, `kirc tune`'s best 1.505; layernorm_bwd 2.816 against 4.554).
+    // Those kernels now take one row at a time (the whole-row row below applies to them); a
+    // kernel of the earlier shape still gets this row. sm_90a, where it was measured; CUDA C
+    // keeps the kernel's tiles.
     Row {
         targets: &[Target::Sm90a],
         ..tile_row(
