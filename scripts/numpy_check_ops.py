@@ -49,14 +49,14 @@ def layernorm(kirc, rng, dt, mag, tmp):
     check(f"{name} rstd", out["rstd"], rstd, TOL["f32"])
     # Backward from the f32 statistics the forward saved.
     m32, r32 = round_to(mean, "f32"), round_to(rstd, "f32")
-    rows = int(rng.integers(1, 9))
-    out = run(kirc, "layernorm_bwd", {"DTYPE": dt, "ROWS": rows},
+    groups = int(rng.integers(1, 9))
+    out = run(kirc, "layernorm_bwd", {"DTYPE": dt, "GROUPS": groups},
               {"x": x, "w": w, "dy": dy, "mean": m32, "rstd": r32}, tmp)
     xh = (x - m32[:, None]) * r32[:, None]
     g = w * dy
     c1 = g.mean(-1, keepdims=True)
     c2 = (g * xh).mean(-1, keepdims=True)
-    name = f"layernorm_bwd {dt} {r}x{n} ROWS={rows} x{mag}"
+    name = f"layernorm_bwd {dt} {r}x{n} GROUPS={groups} x{mag}"
     scale = r32[:, None] * (np.abs(g) + np.abs(c1) + np.abs(xh * c2))
     check(f"{name} dx", out["dx"], r32[:, None] * (g - c1 - xh * c2), TOL[dt], scale)
     check(f"{name} dw", out["dw"], (dy * xh).sum(0), TOL[dt])

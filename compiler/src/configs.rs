@@ -233,11 +233,10 @@ const ROWS: &[Row] = &[
     // one that keeps running sums over chunks is fastest with 1024 columns at every width
     // measured (layernorm_fwd at 1024, 4096 and 8192 columns: 0.046, 0.109, 0.198 ms against
     // 0.197, 0.167, 0.252 with 4096). One row per tile fits every target's registers.
-    // A block of rows per program (the norm backward's dx kernels) has no row: 8 rows of
-    // 1024-column chunks ran faster on the H200 (call C5, docs/gpu-results/
-    // 2026-12-03-c5-norm-bwd.txt: rmsnorm_bwd 1.546 ms against 2.299, layernorm_bwd 2.816
-    // against 4.554) but spill on the backend's 16 warps (16 and 188 bytes), and LayerNorm's
-    // also on 8; the ops keep their own tiles until their rework (a parallel dw/db reduction).
+    // A block of rows per program has no row: 8 rows of 1024-column chunks ran faster on the
+    // H200 (call C5, docs/gpu-results/2026-12-03-c5-norm-bwd.txt: the norm backward's dx
+    // kernels of that time, rmsnorm_bwd 1.546 ms against 2.299) but spilled on the backend's 16
+    // warps. Those kernels now take one row per program (the whole-row row below applies).
     tile_row(
         Class::RowReduce,
         |f| !f.row_block && f.whole_row,

@@ -121,6 +121,43 @@ pub fn tolerance(dtype: Dtype) -> (f64, f64) {
     }
 }
 
+/// A column sum (a norm backward's dw or db) element by element against its f64 oracle summed
+/// in a fixed order and rounded once to `dtype`: each element may differ from the rounded
+/// reference by one unit in the last place of `dtype` (the kernel rounds its f32 sum, not the
+/// f64 one) plus `rel` times the sum of the absolute values of the column's terms (`abs_sum`,
+/// which bounds the f32 rounding of any summation order). A missing or doubled row group, or a
+/// column slice summed twice or never, is off by whole terms and fails.
+pub fn compare_column_sums(
+    name: &str,
+    out: &[f64],
+    reference: &[f64],
+    abs_sum: &[f64],
+    dtype: Dtype,
+    rel: f64,
+) {
+    assert_eq!(out.len(), reference.len(), "{name}: length");
+    assert_eq!(abs_sum.len(), reference.len(), "{name}: abs_sum length");
+    let bits = match dtype {
+        Dtype::F32 => 24,
+        Dtype::F16 => 11,
+        Dtype::Bf16 => 8,
+        other => panic!("{name}: column sums of {other:?}"),
+    };
+    for (i, ((&o, &r), &a)) in out.iter().zip(reference).zip(abs_sum).enumerate() {
+        let want = round(dtype, r);
+        let ulp = if want == 0.0 {
+            0.0
+        } else {
+            2f64.powi(want.abs().log2().floor() as i32 - (bits - 1))
+        };
+        let err = (o - want).abs();
+        assert!(
+            o.is_finite() && err <= ulp + rel * a,
+            "{name}[{i}]: got {o}, expected {want} (f64 {r}), error {err:.3e} > {ulp:.3e} + {rel:e}·{a:.3e}"
+        );
+    }
+}
+
 /// Relative L2 error and max abs error over max|ref|; fails on any non-finite mismatch
 /// (a poisoned element that was never written shows up here).
 pub fn compare(name: &str, out: &[f64], reference: &[f64], tol: (f64, f64)) {

@@ -68,7 +68,10 @@ fn cases() -> Vec<Case> {
         defs(&[("BLOCK_M", "16"), ("BLOCK_N", "8"), ("BLOCK_K", "5")]),
     ));
     v.push(("rmsnorm_fwd", defs(&[("BLOCK", "100")])));
-    v.push(("rmsnorm_bwd", defs(&[("ROWS", "1"), ("BLOCK", "96")])));
+    v.push((
+        "rmsnorm_bwd",
+        defs(&[("GROUPS", "3"), ("BLOCK", "96"), ("SUM_COLS", "24")]),
+    ));
     // The rest of the op library and the attention_fwd switches.
     for dt in ["f32", "bf16"] {
         v.push(("layernorm_fwd", defs(&[("DTYPE", dt)])));
@@ -291,8 +294,14 @@ fn meta_describes_the_cuda_kernels() {
     assert_eq!(meta["emit"], "cuda");
     let ks = meta["kernels"].as_array().expect("kernels");
     assert_eq!(ks.len(), 2);
-    assert_eq!(ks[0]["symbol"], "rmsnorm_bwd_dx_DTYPE_f16_ROWS_4_BLOCK_512");
-    assert_eq!(ks[1]["symbol"], "rmsnorm_bwd_dw_DTYPE_f16_ROWS_4_BLOCK_512");
+    assert_eq!(
+        ks[0]["symbol"],
+        "rmsnorm_bwd_dx_DTYPE_f16_BLOCK_4096_GROUPS_264_SUM_COLS_64"
+    );
+    assert_eq!(
+        ks[1]["symbol"],
+        "rmsnorm_bwd_dw_DTYPE_f16_BLOCK_4096_GROUPS_264_SUM_COLS_64"
+    );
     // Parameter order is the launch ABI: tensors, scalars, dims.
     let names: Vec<&str> = ks[0]["params"]
         .as_array()

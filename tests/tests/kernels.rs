@@ -6,7 +6,7 @@ use kir_backends::interp::{run_with, HostArg, RunOptions};
 use kir_ir::Dtype;
 use kir_tests::oracle::{self, AttnShape, Epilogue};
 use kir_tests::F64s;
-use kir_tests::{compare, compare_scaled, dtype, run_op, t, tolerance, Rng};
+use kir_tests::{compare, compare_column_sums, compare_scaled, dtype, run_op, t, tolerance, Rng};
 
 fn attention_case(dt: &str, d: usize, causal: bool, s: AttnShape, mag: f64) {
     let dty = dtype(dt);
@@ -159,7 +159,7 @@ fn rmsnorm_fwd_shapes() {
     rmsnorm_fwd_case("bf16", r, n, 3.0);
 }
 
-fn rmsnorm_bwd_case(dt: &str, rows: usize, n: usize, mag: f64) {
+fn rmsnorm_bwd_case(dt: &str, rows: usize, n: usize, mag: f64, defines: &[(&str, &str)]) {
     let dty = dtype(dt);
     let mut rng = Rng::fresh(&format!("rmsnorm_bwd {dt} {rows}x{n}"));
     let x = rng.tensor(rows * n, mag, dty);
@@ -167,14 +167,26 @@ fn rmsnorm_bwd_case(dt: &str, rows: usize, n: usize, mag: f64) {
     let dy = rng.tensor(rows * n, mag, dty);
     let eps = 1e-6;
     let (dx_ref, dw_ref, dx_scale) = oracle::rmsnorm_bwd(&x, &w, &dy, rows, n, eps as f32 as f64);
+    // Σ_rows |dy·x·rstd| per column: the size of dw's terms.
+    let mut dw_abs = vec![0.0; n];
+    for r in 0..rows {
+        let xr = &x[r * n..][..n];
+        let ms = xr.iter().map(|v| v * v).sum::<f64>() / n as f64;
+        let rs = 1.0 / (ms + eps as f32 as f64).sqrt();
+        for j in 0..n {
+            dw_abs[j] += (dy[r * n + j] * xr[j] * rs).abs();
+        }
+    }
     let args = vec![
         ("x", t(dty, &[rows, n], x)),
         ("w", t(dty, &[n], w)),
         ("dy", t(dty, &[rows, n], dy)),
         ("eps", HostArg::Scalar(eps)),
     ];
-    let out = run_op("rmsnorm_bwd", &[("DTYPE", dt)], args.clone());
-    let name = format!("rmsnorm_bwd {dt} {rows}x{n} mag {mag}");
+    let mut defs = vec![("DTYPE", dt)];
+    defs.extend_from_slice(defines);
+    let out = run_op("rmsnorm_bwd", &defs, args.clone());
+    let name = format!("rmsnorm_bwd {dt} {rows}x{n} mag {mag} {defines:?}");
     compare_scaled(
         &format!("{name}: dx"),
         out["dx"].data.f64s(),
@@ -188,6 +200,14 @@ fn rmsnorm_bwd_case(dt: &str, rows: usize, n: usize, mag: f64) {
         &dw_ref,
         tolerance(dty),
     );
+    compare_column_sums(
+        &format!("{name}: dw"),
+        out["dw"].data.f64s(),
+        &dw_ref,
+        &dw_abs,
+        dty,
+        1e-5,
+    );
 }
 
 #[test]
@@ -195,10 +215,29 @@ fn rmsnorm_bwd_shapes() {
     for dt in ["f32", "f16", "bf16"] {
         for (rows, n) in [(1, 1), (7, 896), (5, 4097), (37, 100)] {
             for mag in [1.0, 3.0] {
-                rmsnorm_bwd_case(dt, rows, n, mag);
+                rmsnorm_bwd_case(dt, rows, n, mag, &[]);
             }
         }
     }
+}
+
+/// The default row groups (min(R, GROUPS) programs, each over rows g, g + G, …) and column
+/// slices of the final sum, on shapes that divide neither: 1,000 rows in 264 groups of 3 or 4
+/// rows, 1,000 columns in 16 slices of 64 (the last one partial), 5,000 columns in two chunks
+/// of 4,096 (the two-pass path, its partial rows kept in memory), and 3 rows (3 groups).
+#[test]
+fn rmsnorm_bwd_row_groups_and_column_slices() {
+    for dt in ["f32", "bf16"] {
+        for (rows, n) in [(1000, 1000), (1000, 5000), (3, 5000), (3, 1000)] {
+            rmsnorm_bwd_case(dt, rows, n, 3.0, &[]);
+        }
+    }
+    rmsnorm_bwd_case("f16", 300, 700, 1.0, &[]);
+    // Small constants: many groups of a few rows, chunks and slices that do not divide N.
+    let small = [("GROUPS", "7"), ("BLOCK", "64"), ("SUM_COLS", "40")];
+    rmsnorm_bwd_case("f32", 50, 300, 3.0, &small);
+    rmsnorm_bwd_case("bf16", 50, 60, 3.0, &small);
+    rmsnorm_bwd_case("f32", 5, 130, 1.0, &small);
 }
 
 #[test]

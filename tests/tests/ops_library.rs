@@ -10,7 +10,9 @@ use kir_backends::interp::{run_with, HostArg, HostTensor, RunOptions};
 use kir_ir::Dtype;
 use kir_tests::oracle_ops as o;
 use kir_tests::F64s;
-use kir_tests::{compare, compare_scaled, dtype, run_op, t, tolerance, try_op, Rng};
+use kir_tests::{
+    compare, compare_column_sums, compare_scaled, dtype, run_op, t, tolerance, try_op, Rng,
+};
 use std::collections::BTreeMap;
 
 const DTYPES: [&str; 3] = ["f32", "f16", "bf16"];
@@ -147,6 +149,7 @@ fn layernorm_bwd_case(dt: &str, rows: usize, n: usize, mag: f64, defines: &[(&st
     );
     let mut defs = vec![("DTYPE", dt)];
     defs.extend_from_slice(defines);
+    let args_copy = args.clone();
     let out = run_op("layernorm_bwd", &defs, args);
     let name = format!("layernorm_bwd {dt} {rows}x{n} mag {mag} {defines:?}");
     let tol = tolerance(dty);
@@ -159,6 +162,20 @@ fn layernorm_bwd_case(dt: &str, rows: usize, n: usize, mag: f64, defines: &[(&st
     );
     compare(&format!("{name}: dw"), out["dw"].data.f64s(), &g.dw, tol);
     compare(&format!("{name}: db"), out["db"].data.f64s(), &g.db, tol);
+    // Element by element against the f64 sums rounded once, within the terms' size.
+    let (x, dy) = (data(&args_copy, "x"), data(&args_copy, "dy"));
+    let (mean, rstd) = (data(&args_copy, "mean"), data(&args_copy, "rstd"));
+    let (mut dw_abs, mut db_abs) = (vec![0.0; n], vec![0.0; n]);
+    for r in 0..rows {
+        for j in 0..n {
+            let i = r * n + j;
+            dw_abs[j] += (dy[i] * (x[i] - mean[r]) * rstd[r]).abs();
+            db_abs[j] += dy[i].abs();
+        }
+    }
+    let (dwo, dbo) = (out["dw"].data.f64s(), out["db"].data.f64s());
+    compare_column_sums(&format!("{name}: dw"), dwo, &g.dw, &dw_abs, dty, 1e-5);
+    compare_column_sums(&format!("{name}: db"), dbo, &g.db, &db_abs, dty, 1e-5);
 }
 
 #[test]
@@ -171,8 +188,31 @@ fn layernorm_bwd_shapes() {
         }
     }
     // Row groups and column chunks that do not divide the shape.
-    layernorm_bwd_case("f32", 13, 300, 1.0, &[("ROWS", "3"), ("BLOCK", "64")]);
-    layernorm_bwd_case("bf16", 2, 4097, 3.0, &[("ROWS", "8"), ("BLOCK", "1000")]);
+    layernorm_bwd_case(
+        "f32",
+        13,
+        300,
+        1.0,
+        &[("GROUPS", "3"), ("BLOCK", "64"), ("SUM_COLS", "24")],
+    );
+    layernorm_bwd_case("bf16", 2, 4097, 3.0, &[("GROUPS", "8"), ("BLOCK", "1000")]);
+}
+
+/// The default row groups (min(R, GROUPS) programs, each over rows g, g + G, …) and column
+/// slices of the final sums, on shapes that divide neither: 1,000 rows in 264 groups of 3 or 4
+/// rows, 1,000 columns in 16 slices of 64 (the last one partial), 5,000 columns in two chunks
+/// of 4,096 (the two-pass path, its partial rows kept in memory), and 3 rows (3 groups).
+#[test]
+fn layernorm_bwd_row_groups_and_column_slices() {
+    for dt in ["f32", "bf16"] {
+        for (rows, n) in [(1000, 1000), (1000, 5000), (3, 5000), (3, 1000)] {
+            layernorm_bwd_case(dt, rows, n, 3.0, &[]);
+        }
+    }
+    layernorm_bwd_case("f16", 300, 700, 1.0, &[]);
+    let small = [("GROUPS", "7"), ("BLOCK", "64"), ("SUM_COLS", "40")];
+    layernorm_bwd_case("f32", 50, 300, 3.0, &small);
+    layernorm_bwd_case("bf16", 50, 60, 3.0, &small);
 }
 
 #[test]
@@ -476,7 +516,7 @@ fn norm_errors_are_clear_and_located() {
 fn canonical_ir_snapshots() {
     let cases: &[(&str, &[(&str, &str)])] = &[
         ("layernorm_fwd", &[("DTYPE", "bf16"), ("BLOCK", "256")]),
-        ("layernorm_bwd", &[("DTYPE", "f32"), ("ROWS", "2")]),
+        ("layernorm_bwd", &[("DTYPE", "f32"), ("GROUPS", "2")]),
         ("swiglu", &[("DTYPE", "f16")]),
         ("gemm_nf4", &[("DTYPE", "bf16"), ("GATE_UP", "1")]),
         ("gemm_nf4", &[("DTYPE", "f32"), ("TRANSPOSE", "1")]),

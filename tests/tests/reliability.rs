@@ -344,12 +344,12 @@ fn ptx_that_unrolls_past_the_limit_is_an_error() {
     let limit = format!("over the limit of {MAX_PTX_INSTRUCTIONS} per kernel");
     let r = big(
         "layernorm_bwd",
-        &[("DTYPE", "f16"), ("ROWS", "4"), ("BLOCK", "8192")],
+        &[("DTYPE", "f16"), ("BLOCK", "16384")],
         1,
         2,
         Target::Sm100a,
     );
-    let e = compile_error(r, "layernorm_bwd BLOCK=8192 --warps 1");
+    let e = compile_error(r, "layernorm_bwd BLOCK=16384 --warps 1");
     assert!(e.contains(&limit) && e.contains("layernorm_bwd_dx"), "{e}");
     let r = big(
         "gemm_nf4",

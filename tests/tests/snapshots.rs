@@ -33,7 +33,7 @@ fn representative_specializations() {
             "gemm",
             &[("DTYPE", "f16"), ("TRANS_B", "1"), ("EPILOGUE", "swiglu")],
         ),
-        ("rmsnorm_bwd", &[("DTYPE", "f32"), ("ROWS", "2")]),
+        ("rmsnorm_bwd", &[("DTYPE", "f32"), ("GROUPS", "2")]),
     ];
     for (op, defs) in cases {
         let src = kir_compiler::oplib::builtin(op).expect("built-in op");

@@ -448,9 +448,9 @@ fn the_built_in_ops_declare_tune_sets_on_their_tiles() {
         ("attention_bwd", &["BLOCK_M", "BLOCK_N", "BLOCK_KV"]),
         ("gemm_nf4", &["BLOCK_M", "BLOCK_N", "BLOCK_K"]),
         ("rmsnorm_fwd", &["BLOCK", "ROWS"]),
-        ("rmsnorm_bwd", &["ROWS", "BLOCK"]),
+        ("rmsnorm_bwd", &["BLOCK"]),
         ("layernorm_fwd", &["BLOCK"]),
-        ("layernorm_bwd", &["ROWS", "BLOCK"]),
+        ("layernorm_bwd", &["BLOCK"]),
         ("swiglu", &["BLOCK_R", "BLOCK_N"]),
     ] {
         let src = kir_compiler::oplib::builtin(op).expect("built-in");
