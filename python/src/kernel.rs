@@ -29,6 +29,18 @@ pub struct Compiled {
     cached: Arc<Cached>,
 }
 
+impl Compiled {
+    /// What was emitted.
+    pub fn emit_kind(&self) -> Emit {
+        self.emit
+    }
+
+    /// The compilation (shared).
+    pub fn cached(&self) -> Arc<Cached> {
+        Arc::clone(&self.cached)
+    }
+}
+
 /// The name `kir.compile` takes for an emitted language.
 fn emit_name(emit: Emit) -> &'static str {
     match emit {

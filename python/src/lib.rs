@@ -7,7 +7,9 @@
 //! - `constants`: one module's specialization constants, as `kirc ops NAME`;
 //! - `compile`: `CompilePlan::resolve` + `kir_compiler::cache::compile`, as `kirc compile`
 //!   (kernel.rs);
-//! - `run`: the front end and the CPU interpreter on `.npy` bytes, as `kirc run` (interpret.rs).
+//! - `run`: the front end and the CPU interpreter on `.npy` bytes, as `kirc run` (interpret.rs);
+//! - `load`, `Loaded`: a compiled module on a GPU, launched on the caller's tensors and stream
+//!   (launch.rs; the launcher of `kir.torch`).
 //!
 //! Sources load through `kir_compiler::source` (a path, a built-in op's name, or the text of a
 //! module), and errors render there too, so an exception's text is kirc's message (errors.rs).
@@ -17,6 +19,7 @@
 mod errors;
 mod interpret;
 mod kernel;
+mod launch;
 
 use errors::{py_result, Class, Failure};
 use kir_compiler::oplib;
@@ -181,7 +184,10 @@ fn _kir(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(constants, m)?)?;
     m.add_function(wrap_pyfunction!(compile, m)?)?;
     m.add_function(wrap_pyfunction!(run, m)?)?;
+    m.add_function(wrap_pyfunction!(launch::load, m)?)?;
+    m.add_function(wrap_pyfunction!(launch::target_for, m)?)?;
     m.add_class::<kernel::Compiled>()?;
+    m.add_class::<launch::Loaded>()?;
     m.add("KIR_VERSION", kir_compiler::cache::KIR_VERSION)?;
     Ok(())
 }

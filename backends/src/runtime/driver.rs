@@ -12,6 +12,9 @@ use crate::tensor_map::{
     TENSOR_MAP_BYTES,
 };
 use cudarc::driver::sys::{self, CUresult};
+
+/// A CUDA stream handle of the driver API (`CUstream`); null is the default stream.
+pub use cudarc::driver::sys::CUstream;
 use std::ffi::{c_void, CStr, CString};
 
 /// Every driver entry point the runtime calls (checked at [`Gpu::open`]).
@@ -174,6 +177,14 @@ impl Gpu {
         }
     }
 
+    /// Makes the device's primary context (the one the CUDA runtime, and so PyTorch, uses)
+    /// current on the calling thread: a caller that launches from several threads (autograd's
+    /// backward runs on a thread of its own) calls this before launching.
+    pub fn make_current(&self) -> Result<(), RuntimeError> {
+        // SAFETY: the context was retained in `open` and lives as long as `self`.
+        check(unsafe { sys::cuCtxSetCurrent(self.ctx) }, "cuCtxSetCurrent")
+    }
+
     /// Waits for all work on the device; a kernel fault shows here.
     pub fn synchronize(&self) -> Result<(), RuntimeError> {
         // SAFETY: the context is current (set in `open`).
@@ -183,6 +194,12 @@ impl Gpu {
         )
     }
 }
+
+// SAFETY: the handles are the driver's, whose entry points are thread-safe; the primary
+// context is valid on every thread and `make_current` makes it current on the caller's.
+unsafe impl Send for Gpu {}
+// SAFETY: as above; no method mutates the struct.
+unsafe impl Sync for Gpu {}
 
 impl Drop for Gpu {
     fn drop(&mut self) {
@@ -277,6 +294,13 @@ impl CuModule {
         Ok(f)
     }
 }
+
+// SAFETY: a module handle is valid on any thread whose current context is the one it was
+// loaded in (a launch with another context current fails with a driver error, it is not
+// undefined behaviour); loading and unloading are thread-safe driver calls.
+unsafe impl Send for CuModule {}
+// SAFETY: as above; `function` only reads the handle.
+unsafe impl Sync for CuModule {}
 
 impl Drop for CuModule {
     fn drop(&mut self) {
@@ -478,13 +502,15 @@ pub(crate) fn encode_tensor_map(spec: &TensorMapSpec) -> Result<TensorMapBytes, 
     Ok(map)
 }
 
-/// Launches `f` on the default stream with one value per kernel param, in order.
+/// Launches `f` on `stream` (null: the default stream) with one value per kernel param, in
+/// order.
 pub(crate) fn launch(
     f: sys::CUfunction,
     grid: [u32; 3],
     block: [u32; 3],
     shared_bytes: u32,
     args: &mut [KernelArg],
+    stream: sys::CUstream,
     what: &str,
 ) -> Result<(), RuntimeError> {
     let mut ptrs: Vec<*mut c_void> = args
@@ -508,7 +534,7 @@ pub(crate) fn launch(
                 block[1],
                 block[2],
                 shared_bytes,
-                std::ptr::null_mut(),
+                stream,
                 ptrs.as_mut_ptr(),
                 std::ptr::null_mut(),
             )

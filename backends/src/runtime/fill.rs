@@ -110,6 +110,11 @@ pub(crate) struct Filler {
     funcs: Vec<(Dtype, CUfunction)>,
 }
 
+// SAFETY: function handles of a loaded module (see `CuModule`), never mutated.
+unsafe impl Send for Filler {}
+// SAFETY: as above.
+unsafe impl Sync for Filler {}
+
 impl Filler {
     /// Loads the fill kernels on `gpu`.
     pub(crate) fn load(gpu: &Gpu) -> Result<Filler, RuntimeError> {
@@ -150,6 +155,7 @@ impl Filler {
             [THREADS, 1, 1],
             0,
             &mut args,
+            std::ptr::null_mut(),
             "random input fill",
         )
     }

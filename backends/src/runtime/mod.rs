@@ -23,13 +23,18 @@
 //! - **Launching.** Every launch of the program in order on the default stream, parameters in
 //!   ABI order (`abi.rs`; a tensor map passed by value, 128 bytes), block and dynamic shared
 //!   memory from META.
+//! - **A caller's tensors and stream** (`external.rs`): [`Program::buffer_specs`],
+//!   [`Program::bind_device`] and [`Program::launch_on`] bind device memory the caller owns
+//!   (a framework's tensors) and launch on the caller's stream, with the same checks.
 //! - **Timing.** [`bench`]: warm-up runs, then each run between two CUDA events; the median.
 
 mod driver;
+mod external;
 mod fill;
 mod program;
 
-pub use driver::Gpu;
+pub use driver::{CUstream, Gpu};
+pub use external::{buffer_specs, BufferRole, BufferSpec, DeviceArg, DeviceTensor};
 pub use program::{Bound, Program};
 
 use crate::interp::{HostArg, HostTensor, InterpError};

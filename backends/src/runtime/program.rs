@@ -6,7 +6,7 @@
 use super::driver::{encode_tensor_map, launch, CuModule, DevMem, Gpu, KernelArg, TensorMapBytes};
 use super::fill::Filler;
 use super::{Image, RuntimeError};
-use crate::abi::{kernel_abi, AbiArg};
+use crate::abi::{kernel_abi, AbiArg, KernelAbi};
 use crate::interp::bind::{alloc, bind_entry, bind_launch, EntryEnv, NewBuf, Shaped};
 use crate::interp::memory::{contiguous_strides, native_bits, native_width, storage_len, Buffer};
 use crate::interp::runner::{check_specialized, launch_grid};
@@ -19,13 +19,15 @@ use serde_json::Value;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
-/// A tensor in device memory: the binding's view of it and its allocation.
+/// A tensor in device memory: the binding's view of it, its address, and its allocation when
+/// the runtime made it (`None` for a caller's tensor, which the caller keeps alive).
 pub(crate) struct DevBuf {
-    name: String,
-    dtype: Dtype,
-    shape: Vec<usize>,
-    strides: Vec<usize>,
-    mem: DevMem,
+    pub(super) name: String,
+    pub(super) dtype: Dtype,
+    pub(super) shape: Vec<usize>,
+    pub(super) strides: Vec<usize>,
+    pub(super) ptr: u64,
+    pub(super) mem: Option<DevMem>,
 }
 
 impl Shaped for DevBuf {
@@ -49,17 +51,25 @@ struct Loaded {
     symbol: String,
     block: [u32; 3],
     shared_bytes: u32,
+    /// The kernel's launch ABI, computed once at load (every binding uses it).
+    abi: KernelAbi,
 }
+
+// SAFETY: a function handle of a loaded module, valid on any thread with the module's context
+// current (see `CuModule`); never mutated.
+unsafe impl Send for Loaded {}
+// SAFETY: as above.
+unsafe impl Sync for Loaded {}
 
 /// One launch, ready to go: the function, its geometry and its argument values (tensor maps
 /// encoded, in storage that lives as long as the launch).
-struct Ready {
-    func: CUfunction,
-    symbol: String,
-    grid: [u32; 3],
-    block: [u32; 3],
-    shared_bytes: u32,
-    args: Vec<KernelArg>,
+pub(super) struct Ready {
+    pub(super) func: CUfunction,
+    pub(super) symbol: String,
+    pub(super) grid: [u32; 3],
+    pub(super) block: [u32; 3],
+    pub(super) shared_bytes: u32,
+    pub(super) args: Vec<KernelArg>,
 }
 
 /// Bytes of the zeroed buffer behind the tensor maps of empty tensors (one 16-byte aligned
@@ -70,8 +80,8 @@ const ZEROS_BYTES: usize = 64;
 /// again: `kirc bench` launches the same [`Bound`] many times). The tensor maps its launches
 /// pass hold the addresses of its buffers, which live as long as it does.
 pub struct Bound {
-    env: EntryEnv<DevBuf>,
-    ready: Vec<Ready>,
+    pub(super) env: EntryEnv<DevBuf>,
+    pub(super) ready: Vec<Ready>,
     /// Zeroed device bytes that the tensor maps of empty tensors point at (allocated only when a
     /// launch with a non-empty grid copies from an empty tensor).
     _zeros: Option<DevMem>,
@@ -98,10 +108,27 @@ impl Bound {
     }
 }
 
+/// The entry params of `m` (its program's, or its only kernel's) and the span errors about the
+/// entry point at.
+pub(super) fn entry_of(m: &Module) -> Result<(&[Param], Span), RuntimeError> {
+    match (&m.program, m.kernels.len()) {
+        (Some(p), _) => Ok((&p.params[..], p.span)),
+        (None, 1) => m
+            .kernels
+            .values()
+            .next()
+            .map(|k| (&k.params[..], k.span))
+            .ok_or_else(|| RuntimeError::Cuda("the module has no kernel".into())),
+        (None, n) => Err(RuntimeError::Cuda(format!(
+            "the module has no program and {n} kernels; it needs a program or exactly one kernel"
+        ))),
+    }
+}
+
 /// A module's PTX loaded on a GPU with the launch metadata of each kernel.
 pub struct Program<'g> {
-    gpu: &'g Gpu,
-    module: Module,
+    pub(super) gpu: &'g Gpu,
+    pub(super) module: Module,
     _cu: CuModule,
     kernels: BTreeMap<String, Loaded>,
     filler: Option<Filler>,
@@ -142,14 +169,7 @@ fn map_spec(
             .map(Some)
             .map_err(fail);
     }
-    match tensor_map_spec(
-        param,
-        buf.dtype,
-        &buf.shape,
-        &buf.strides,
-        boxes,
-        buf.mem.ptr,
-    ) {
+    match tensor_map_spec(param, buf.dtype, &buf.shape, &buf.strides, boxes, buf.ptr) {
         Ok(spec) => Ok(Some(spec)),
         Err(e) if fallback && e.rule.alignment() => Ok(None),
         Err(e) => Err(fail(e)),
@@ -255,6 +275,7 @@ impl<'g> Program<'g> {
                     symbol: symbol.to_string(),
                     block: b,
                     shared_bytes,
+                    abi,
                 },
             );
         }
@@ -268,13 +289,8 @@ impl<'g> Program<'g> {
     }
 
     /// The entry params and the span errors about the entry point at.
-    fn entry(&self) -> Result<(&[Param], Span), RuntimeError> {
-        let m = &self.module;
-        match (&m.program, m.kernels.len()) {
-            (Some(p), _) => Ok((&p.params[..], p.span)),
-            (None, 1) => m.kernels.values().next().map(|k| (&k.params[..], k.span)).ok_or_else(|| RuntimeError::Cuda("the module has no kernel".into())),
-            (None, n) => Err(RuntimeError::Cuda(format!("the module has no program and {n} kernels; it needs a program or exactly one kernel"))),
-        }
+    pub(super) fn entry(&self) -> Result<(&[Param], Span), RuntimeError> {
+        entry_of(&self.module)
     }
 
     /// Allocates and binds everything for one run: inputs from `args` (converted to the param
@@ -327,11 +343,22 @@ impl<'g> Program<'g> {
                 dtype: n.dtype,
                 shape: n.shape,
                 strides,
-                mem,
+                ptr: mem.ptr,
+                mem: Some(mem),
             })
         };
         let (params, span) = self.entry()?;
-        let mut env = bind_entry(params, args, span, &mut make).map_err(RuntimeError::Bind)?;
+        let env = bind_entry(params, args, span, &mut make).map_err(RuntimeError::Bind)?;
+        self.finish(env, &mut make)
+    }
+
+    /// The rest of a binding once the entry is bound: the program's temps made by `make`, then
+    /// every launch checked, its grid evaluated and its tensor maps encoded.
+    pub(super) fn finish(
+        &self,
+        mut env: EntryEnv<DevBuf>,
+        make: &mut dyn FnMut(NewBuf<'_>) -> Result<DevBuf, String>,
+    ) -> Result<Bound, RuntimeError> {
         let mut ready = Vec::new();
         let mut zeros = None;
         match &self.module.program {
@@ -343,7 +370,7 @@ impl<'g> Program<'g> {
                             format!("temp `{}` has the name of a program param", t.name),
                         )));
                     }
-                    let buf = alloc(&t.name, &t.ty, &env.dims, t.span, &mut make)
+                    let buf = alloc(&t.name, &t.ty, &env.dims, t.span, make)
                         .map_err(RuntimeError::Bind)?;
                     env.buffers.insert(t.name.clone(), Arc::new(buf));
                 }
@@ -402,7 +429,7 @@ impl<'g> Program<'g> {
                 ["x", "y", "z"][axis]
             )));
         }
-        let abi = kernel_abi(k).map_err(RuntimeError::Cuda)?;
+        let abi = &loaded.abi;
         let mut args = Vec::with_capacity(abi.args.len());
         for a in &abi.args {
             let missing = || {
@@ -414,7 +441,7 @@ impl<'g> Program<'g> {
             };
             args.push(match a {
                 AbiArg::Tensor { param, .. } => {
-                    KernelArg::Word(tensors.get(param).ok_or_else(missing)?.mem.ptr)
+                    KernelArg::Word(tensors.get(param).ok_or_else(missing)?.ptr)
                 }
                 AbiArg::TensorMap {
                     param,
@@ -465,6 +492,7 @@ impl<'g> Program<'g> {
     /// Launches every kernel of the program in order on the default stream (asynchronously;
     /// launches with an empty grid are skipped).
     pub fn launch(&self, b: &mut Bound) -> Result<(), RuntimeError> {
+        self.gpu.make_current()?;
         for r in &mut b.ready {
             if r.grid.contains(&0) {
                 continue;
@@ -475,6 +503,7 @@ impl<'g> Program<'g> {
                 r.block,
                 r.shared_bytes,
                 &mut r.args,
+                std::ptr::null_mut(),
                 &r.symbol,
             )?;
         }
@@ -498,7 +527,13 @@ impl<'g> Program<'g> {
                     let d = b.env.buffers.get(&p.name).ok_or_else(|| {
                         RuntimeError::Cuda(format!("internal error: no buffer for `{}`", p.name))
                     })?;
-                    let bytes = d.mem.download()?;
+                    let mem = d.mem.as_ref().ok_or_else(|| {
+                        RuntimeError::Cuda(format!(
+                            "`{}` is the caller's tensor: the caller reads it back",
+                            p.name
+                        ))
+                    })?;
+                    let bytes = mem.download()?;
                     let host = Buffer::from_native(
                         &d.name,
                         d.dtype,

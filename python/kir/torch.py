@@ -1,0 +1,382 @@
+"""PyTorch ops on kir's kernels: attention, RMSNorm, LayerNorm, GEMM and SwiGLU on CUDA tensors.
+
+Each op launches kir's built-in kernels through the CUDA driver on
+``torch.cuda.current_stream()``, with the tensors' own device memory: no copies (varlen
+attention aside, which pads its packed tokens), no extra synchronization. The kernels compile
+once per process per (op, specialization, device) for the device's target (``sm_90a`` on a
+Hopper GPU), and the driver loads them.
+
+Every op is a ``torch.library.custom_op`` (namespace ``kir``) with a fake implementation, so
+``torch.compile(fullgraph=True)`` traces through it (in eager mode the same implementation is
+called without the custom op's dispatch, which halves the host time of a call); attention, rms_norm, layer_norm, gemm
+(without an activation epilogue) and swiglu have autograd, the first three through kir's
+backward kernels. Inputs kir cannot take raise :class:`kir.InputError` (a ``ValueError``)
+naming the argument, before anything is launched.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Optional, Tuple
+
+import torch
+from torch import Tensor
+
+from . import _launch
+from ._errors import InputError
+
+from ._launch import Op
+from ._launch import check as _cuda, run_op as _run, same as _same
+
+
+# ---- attention -------------------------------------------------------------------------------
+
+
+def _attn_consts(q: Tensor, causal: bool, window: int, softcap: float, mask, total_lengths, past_lengths) -> dict:
+    return {
+        "DTYPE": _launch.DTYPES[q.dtype],
+        "HEAD_DIM": q.shape[-1],
+        "CAUSAL": int(causal),
+        "WINDOW": int(window > 0),
+        "SOFTCAP": int(softcap > 0.0),
+        "MASK": int(mask is not None),
+        "VARLEN": int(total_lengths is not None),
+        "KV_OFFSET": int(past_lengths is not None),
+    }
+
+
+def _attn_inputs(consts: dict, mask, total_lengths, past_lengths, window: int, softcap: float, scale: float):
+    inputs, scalars = {}, {"scale": scale}
+    if consts.get("VARLEN"):
+        inputs["total_lengths"] = total_lengths
+    if consts.get("KV_OFFSET"):
+        inputs["past_lengths"] = past_lengths
+    if consts.get("MASK"):
+        inputs["mask"] = mask
+    if consts.get("WINDOW"):
+        scalars["window"] = window
+    if consts.get("SOFTCAP"):
+        scalars["softcap"] = softcap
+    return inputs, scalars
+
+
+def _attention_fwd_impl(
+    q: Tensor,
+    k: Tensor,
+    v: Tensor,
+    causal: bool,
+    scale: float,
+    window: int,
+    softcap: float,
+    mask: Optional[Tensor],
+    total_lengths: Optional[Tensor],
+    past_lengths: Optional[Tensor],
+) -> Tuple[Tensor, Tensor]:
+    consts = _attn_consts(q, causal, window, softcap, mask, total_lengths, past_lengths)
+    inputs, scalars = _attn_inputs(consts, mask, total_lengths, past_lengths, window, softcap, scale)
+    inputs.update(q=q, k=k, v=v)
+    out = _run("attention_fwd", consts, inputs, scalars, q)
+    return out["o"], out["lse"]
+
+
+def _attention_fwd_fake(q, k, v, causal, scale, window, softcap, mask, total_lengths, past_lengths):
+    return torch.empty_like(q), q.new_empty(q.shape[:3], dtype=torch.float32)
+
+
+def _attention_bwd_impl(
+    do: Tensor,
+    q: Tensor,
+    k: Tensor,
+    v: Tensor,
+    o: Tensor,
+    lse: Tensor,
+    causal: bool,
+    scale: float,
+    window: int,
+    softcap: float,
+    mask: Optional[Tensor],
+    total_lengths: Optional[Tensor],
+    past_lengths: Optional[Tensor],
+) -> Tuple[Tensor, Tensor, Tensor]:
+    consts = _attn_consts(q, causal, window, softcap, mask, total_lengths, past_lengths)
+    # attention_bwd takes only the constants of the features in use (a backward without one
+    # of them is a compile error naming it).
+    consts = {n: c for n, c in consts.items() if n in ("DTYPE", "HEAD_DIM", "CAUSAL") or c}
+    inputs, scalars = _attn_inputs(consts, mask, total_lengths, past_lengths, window, softcap, scale)
+    inputs.update(q=q, k=k, v=v, o=o, do=do, lse=lse)
+    out = _run("attention_bwd", consts, inputs, scalars, q)
+    return out["dq"], out["dk"], out["dv"]
+
+
+def _attention_bwd_fake(do, q, k, v, o, lse, causal, scale, window, softcap, mask, total_lengths, past_lengths):
+    return torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
+
+
+_attention_bwd = Op("attention_bwd", _attention_bwd_impl, _attention_bwd_fake)
+
+
+def _attention_setup(ctx, inputs, output):
+    q, k, v, causal, scale, window, softcap, mask, total_lengths, past_lengths = inputs
+    o, lse = output
+    ctx.save_for_backward(q, k, v, o, lse, mask, total_lengths, past_lengths)
+    ctx.flags = (causal, scale, window, softcap)
+
+
+def _attention_backward(ctx, do, dlse):
+    q, k, v, o, lse, mask, total_lengths, past_lengths = ctx.saved_tensors
+    causal, scale, window, softcap = ctx.flags
+    dq, dk, dv = _attention_bwd(
+        do.contiguous(), q, k, v, o, lse, causal, scale, window, softcap, mask, total_lengths, past_lengths
+    )
+    return dq, dk, dv, None, None, None, None, None, None, None
+
+
+_attention_fwd = Op("attention_fwd", _attention_fwd_impl, _attention_fwd_fake, _attention_backward, _attention_setup)
+
+
+def _mask_planes(mask: Tensor, q: Tensor, sk: int) -> Tensor:
+    """An SDPA-style mask (bool: True attends; float: added to the scores) broadcastable to
+    [B, H, Sq, Sk], as the [P, Sq, Sk] planes of the kernel (P = 1, B or B·H)."""
+    b, h, sq = q.shape[0], q.shape[1], q.shape[2]
+    if mask.device != q.device:
+        raise InputError(f"mask: on {mask.device}, but q is on {q.device}", argument="mask")
+    m = mask
+    while m.dim() < 4:
+        m = m.unsqueeze(0)
+    if m.dim() != 4 or m.shape[2] != sq or m.shape[3] != sk:
+        raise InputError(f"mask: shape {tuple(mask.shape)} does not broadcast to [B, H, {sq}, {sk}] as [.., Sq, Sk]", argument="mask")
+    mb, mh = m.shape[0], m.shape[1]
+    if mb not in (1, b) or mh not in (1, h) or (mb == 1 and mh != 1):
+        raise InputError(f"mask: shape {tuple(mask.shape)}: kir takes one plane, one per batch or one per (batch, head)", argument="mask")
+    if m.dtype == torch.bool:
+        m = torch.zeros(m.shape, dtype=q.dtype, device=q.device).masked_fill(~m, float("-inf"))
+    elif m.dtype != q.dtype:
+        m = m.to(q.dtype)
+    return m.reshape(mb * mh, sq, sk).contiguous()
+
+
+def attention(
+    q: Tensor,
+    k: Tensor,
+    v: Tensor,
+    causal: bool = False,
+    scale: Optional[float] = None,
+    window: Optional[int] = None,
+    softcap: Optional[float] = None,
+    cu_seqlens: Optional[Tensor] = None,
+    mask: Optional[Tensor] = None,
+    kv_offset: Optional[Tensor] = None,
+    max_seqlen: Optional[int] = None,
+) -> Tensor:
+    """Scaled dot-product attention on kir's flash-attention kernels.
+
+    Args:
+        q, k, v: ``[B, H, S, D]`` as for ``torch.nn.functional.scaled_dot_product_attention``
+            (k and v with fewer heads, a divisor of q's, is grouped-query attention); or, with
+            ``cu_seqlens``, packed ``[total, H, D]`` tokens as FlashAttention's varlen
+            functions take them. bf16, f16 or f32, contiguous, on one CUDA device.
+        causal: each query sees the keys up to its own position (bottom-right aligned when the
+            key length exceeds the query length, as FlashAttention).
+        scale: the softmax scale, ``1/sqrt(D)`` by default; must be > 0.
+        window: each query sees only the ``window`` keys ending at its causal position.
+        softcap: scores become ``softcap * tanh(score / softcap)``.
+        cu_seqlens: int32 ``[B + 1]`` offsets of each sequence in the packed tokens
+            (self-attention: the same lengths for queries and keys). The tokens are padded to
+            ``max_seqlen`` (the longest sequence; computed, with one device sync, when not
+            given) and unpadded after.
+        mask: added to the scores (float) or selecting them (bool, True attends), broadcastable
+            to ``[B, H, Sq, Sk]`` with one plane, one per batch, or one per (batch, head).
+        kv_offset: int32 ``[B]``: the cached keys before query 0 of each batch (KV-cache
+            prefill); needs ``causal``.
+        max_seqlen: with ``cu_seqlens``, the longest sequence.
+
+    Returns:
+        The attention output, shaped like ``q``.
+
+    Autograd runs kir's attention backward kernels (causal and grouped-query attention; the
+    other features need an attention backward that has them, else the backward raises
+    :class:`kir.CompileError` naming the constant).
+    """
+    if cu_seqlens is not None:
+        return _varlen(q, k, v, causal, scale, window, softcap, cu_seqlens, mask, kv_offset, max_seqlen)
+    q = _cuda("q", q, ndim=(4,))
+    k = _cuda("k", k, ndim=(4,))
+    v = _cuda("v", v, ndim=(4,))
+    _same(["q", "k", "v"], [q, k, v])
+    if k.shape != v.shape:
+        raise InputError(f"v: shape {tuple(v.shape)}, but k is {tuple(k.shape)}", argument="v")
+    if k.shape[0] != q.shape[0] or k.shape[3] != q.shape[3] or q.shape[1] % k.shape[1] != 0:
+        raise InputError(
+            f"k: shape {tuple(k.shape)} does not fit q {tuple(q.shape)} (same B and D, and heads "
+            f"dividing q's)",
+            argument="k",
+        )
+    d = q.shape[3]
+    scale = 1.0 / math.sqrt(d) if scale is None else float(scale)
+    if not scale > 0.0:
+        raise InputError(f"scale: must be > 0, got {scale}", argument="scale")
+    if mask is not None:
+        mask = _mask_planes(mask, q, k.shape[2])
+    past = None
+    if kv_offset is not None:
+        if not causal:
+            raise InputError("kv_offset: needs causal=True", argument="kv_offset")
+        past = _cuda("kv_offset", kv_offset, dtypes=(torch.int32,), ndim=(1,))
+    w = int(window) if window else 0
+    sc = float(softcap) if softcap else 0.0
+    o, _ = _attention_fwd(q, k, v, bool(causal), scale, w, sc, mask, None, past)
+    return o
+
+
+def _varlen(q, k, v, causal, scale, window, softcap, cu_seqlens, mask, kv_offset, max_seqlen):
+    q = _cuda("q", q, ndim=(3,))
+    k = _cuda("k", k, ndim=(3,))
+    v = _cuda("v", v, ndim=(3,))
+    cu = _cuda("cu_seqlens", cu_seqlens, dtypes=(torch.int32,), ndim=(1,))
+    if mask is not None or kv_offset is not None:
+        arg = "mask" if mask is not None else "kv_offset"
+        raise InputError(f"{arg}: not supported with cu_seqlens", argument=arg)
+    if k.shape[0] != q.shape[0] or v.shape != k.shape:
+        raise InputError("k: with cu_seqlens, q, k and v hold the same tokens (self-attention)", argument="k")
+    b = cu.shape[0] - 1
+    lengths = cu[1:] - cu[:-1]
+    if max_seqlen is None:
+        max_seqlen = int(lengths.max().item()) if b > 0 else 0
+    total = q.shape[0]
+    batch = torch.repeat_interleave(torch.arange(b, device=q.device), lengths.long(), output_size=total)
+    pos = torch.arange(total, device=q.device) - cu[:-1].long()[batch]
+
+    def pad(t: Tensor) -> Tensor:
+        out = t.new_zeros(b, max_seqlen, t.shape[1], t.shape[2])
+        out = out.index_put((batch, pos), t)
+        return out.transpose(1, 2).contiguous()
+
+    qp, kp, vp = pad(q), pad(k), pad(v)
+    d = q.shape[2]
+    scale = 1.0 / math.sqrt(d) if scale is None else float(scale)
+    if not scale > 0.0:
+        raise InputError(f"scale: must be > 0, got {scale}", argument="scale")
+    # Queries past a sequence's length are padding: with causal, the kernel's KV offset of 0
+    # aligns each sequence's causal mask at its own first token.
+    past = torch.zeros(b, dtype=torch.int32, device=q.device) if causal else None
+    w = int(window) if window else 0
+    sc = float(softcap) if softcap else 0.0
+    o, _ = _attention_fwd(qp, kp, vp, bool(causal), scale, w, sc, None, lengths.contiguous(), past)
+    return o.transpose(1, 2)[batch, pos]
+
+
+# ---- norms -------------------------------------------------------------------------------------
+
+
+def _rms_norm_fwd_impl(x: Tensor, w: Tensor, eps: float) -> Tuple[Tensor, Tensor]:
+    out = _run("rmsnorm_fwd", {"DTYPE": _launch.DTYPES[x.dtype]}, {"x": x, "w": w}, {"eps": eps}, x)
+    return out["y"], out["rstd"]
+
+
+def _rms_norm_fwd_fake(x, w, eps):
+    return torch.empty_like(x), x.new_empty(x.shape[:1], dtype=torch.float32)
+
+
+def _rms_norm_bwd_impl(dy: Tensor, x: Tensor, w: Tensor, eps: float) -> Tuple[Tensor, Tensor]:
+    out = _run("rmsnorm_bwd", {"DTYPE": _launch.DTYPES[x.dtype]}, {"x": x, "w": w, "dy": dy}, {"eps": eps}, x)
+    return out["dx"], out["dw"]
+
+
+def _rms_norm_bwd_fake(dy, x, w, eps):
+    return torch.empty_like(x), torch.empty_like(w)
+
+
+_rms_norm_bwd = Op("rms_norm_bwd", _rms_norm_bwd_impl, _rms_norm_bwd_fake)
+
+
+def _rms_setup(ctx, inputs, output):
+    x, w, eps = inputs
+    ctx.save_for_backward(x, w)
+    ctx.eps = eps
+
+
+def _rms_backward(ctx, dy, drstd):
+    x, w = ctx.saved_tensors
+    dx, dw = _rms_norm_bwd(dy.contiguous(), x, w, ctx.eps)
+    return dx, dw, None
+
+
+_rms_norm_fwd = Op("rms_norm_fwd", _rms_norm_fwd_impl, _rms_norm_fwd_fake, _rms_backward, _rms_setup)
+
+
+def _rows(name: str, x: Tensor, weight: Tensor) -> Tensor:
+    x = _cuda(name, x)
+    weight = _cuda("weight", weight, ndim=(1,))
+    _same([name, "weight"], [x, weight])
+    if x.dim() == 0 or x.shape[-1] != weight.shape[0]:
+        raise InputError(f"weight: {weight.shape[0]} elements, but {name} has {tuple(x.shape)} (the last dim is normalized)", argument="weight")
+    return x.reshape(-1, x.shape[-1])
+
+
+def rms_norm(x: Tensor, weight: Tensor, eps: float = 1e-6) -> Tensor:
+    """RMSNorm over the last dim, as ``torch.nn.functional.rms_norm(x, (N,), weight, eps)``:
+    ``y = x / sqrt(mean(x²) + eps) * weight``. bf16, f16 or f32, contiguous. Autograd through
+    kir's rmsnorm_bwd (dx and dw; deterministic)."""
+    x2 = _rows("x", x, weight)
+    y, _ = _rms_norm_fwd(x2, weight, float(eps))
+    return y.view(x.shape)
+
+
+def _layer_norm_fwd_impl(x: Tensor, w: Tensor, b: Tensor, eps: float) -> Tuple[Tensor, Tensor, Tensor]:
+    out = _run("layernorm_fwd", {"DTYPE": _launch.DTYPES[x.dtype]}, {"x": x, "w": w, "b": b}, {"eps": eps}, x)
+    return out["y"], out["mean"], out["rstd"]
+
+
+def _layer_norm_fwd_fake(x, w, b, eps):
+    r = x.new_empty(x.shape[:1], dtype=torch.float32)
+    return torch.empty_like(x), r, torch.empty_like(r)
+
+
+def _layer_norm_bwd_impl(dy: Tensor, x: Tensor, w: Tensor, mean: Tensor, rstd: Tensor) -> Tuple[Tensor, Tensor, Tensor]:
+    inputs = {"x": x, "w": w, "dy": dy, "mean": mean, "rstd": rstd}
+    out = _run("layernorm_bwd", {"DTYPE": _launch.DTYPES[x.dtype]}, inputs, {}, x)
+    return out["dx"], out["dw"], out["db"]
+
+
+def _layer_norm_bwd_fake(dy, x, w, mean, rstd):
+    return torch.empty_like(x), torch.empty_like(w), torch.empty_like(w)
+
+
+_layer_norm_bwd = Op("layer_norm_bwd", _layer_norm_bwd_impl, _layer_norm_bwd_fake)
+
+
+def _ln_setup(ctx, inputs, output):
+    x, w, b, eps = inputs
+    _, mean, rstd = output
+    ctx.save_for_backward(x, w, mean, rstd)
+
+
+def _ln_backward(ctx, dy, dmean, drstd):
+    x, w, mean, rstd = ctx.saved_tensors
+    dx, dw, db = _layer_norm_bwd(dy.contiguous(), x, w, mean, rstd)
+    return dx, dw, db, None
+
+
+_layer_norm_fwd = Op("layer_norm_fwd", _layer_norm_fwd_impl, _layer_norm_fwd_fake, _ln_backward, _ln_setup)
+
+
+def layer_norm(x: Tensor, weight: Tensor, bias: Optional[Tensor] = None, eps: float = 1e-5) -> Tensor:
+    """LayerNorm over the last dim, as ``torch.nn.functional.layer_norm(x, (N,), weight, bias,
+    eps)``. bf16, f16 or f32, contiguous. Autograd through kir's layernorm_bwd (dx, dw, db;
+    deterministic)."""
+    x2 = _rows("x", x, weight)
+    if bias is None:
+        bias = torch.zeros_like(weight)
+    else:
+        bias = _cuda("bias", bias, ndim=(1,))
+        _same(["weight", "bias"], [weight, bias])
+        if bias.shape != weight.shape:
+            raise InputError(f"bias: shape {tuple(bias.shape)}, but weight is {tuple(weight.shape)}", argument="bias")
+    y, _, _ = _layer_norm_fwd(x2, weight, bias, float(eps))
+    return y.view(x.shape)
+
+
+from ._launch import launch  # noqa: E402  (a user's own kernels on PyTorch tensors)
+from ._torch_gemm import gemm, swiglu  # noqa: E402  (the GEMM and SwiGLU ops, same conventions)
+
+__all__ = ["attention", "rms_norm", "layer_norm", "gemm", "swiglu", "launch"]

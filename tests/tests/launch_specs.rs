@@ -1,0 +1,184 @@
+//! The buffers a caller provides to launch on its own memory (`kir_backends::runtime::
+//! buffer_specs`, what `kir.torch` allocates with PyTorch's allocator): for the built-in
+//! programs at random ragged shapes, every `out` param and temp with the dtype, shape and
+//! strides the ops document (compiler/ops/*.kir), written out here by hand; and the binding's
+//! errors for inputs that disagree. Needs no GPU: the specs come from the specialized module.
+
+use kir_backends::runtime::{self, BufferRole, BufferSpec, DeviceArg, DeviceTensor};
+use kir_backends::Target;
+use kir_compiler::compile::{compile, Emit};
+use kir_ir::{Dtype, Module};
+use kir_tests::Rng;
+use std::collections::BTreeMap;
+
+fn module(op: &str, defines: &[(&str, &str)]) -> Module {
+    let src = kir_compiler::oplib::builtin(op).expect("built-in op");
+    let d: Vec<(String, String)> = defines
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+    compile(src, &d, None, Target::Sm90a, Emit::Ptx)
+        .unwrap_or_else(|e| panic!("{op}: {e}"))
+        .module
+}
+
+fn c_order(shape: &[usize]) -> Vec<usize> {
+    let mut s = vec![1; shape.len()];
+    for i in (0..shape.len().saturating_sub(1)).rev() {
+        s[i] = s[i + 1] * shape[i + 1];
+    }
+    s
+}
+
+/// A tensor argument at a made-up address (nothing is dereferenced).
+fn t(dtype: Dtype, shape: &[usize]) -> DeviceArg {
+    DeviceArg::Tensor(DeviceTensor {
+        ptr: 0x1000,
+        dtype,
+        shape: shape.to_vec(),
+        strides: c_order(shape),
+    })
+}
+
+fn spec(name: &str, dtype: Dtype, shape: &[usize], role: BufferRole) -> BufferSpec {
+    BufferSpec {
+        name: name.to_string(),
+        dtype,
+        shape: shape.to_vec(),
+        strides: c_order(shape),
+        role,
+    }
+}
+
+fn args(list: Vec<(&str, DeviceArg)>) -> BTreeMap<String, DeviceArg> {
+    list.into_iter().map(|(k, v)| (k.to_string(), v)).collect()
+}
+
+#[test]
+fn attention_bwd_lists_its_gradients_and_temps() {
+    let mut rng = Rng::fresh("attention_bwd specs");
+    for deterministic in ["1", "0"] {
+        let b = rng.range(1, 4);
+        let hkv = rng.range(1, 4);
+        let hq = hkv * rng.range(1, 4);
+        let s = rng.range(17, 217);
+        let d = 64;
+        let m = module(
+            "attention_bwd",
+            &[("HEAD_DIM", "64"), ("DETERMINISTIC", deterministic)],
+        );
+        let (q, kv) = ([b, hq, s, d], [b, hkv, s, d]);
+        let inputs = args(vec![
+            ("q", t(Dtype::Bf16, &q)),
+            ("k", t(Dtype::Bf16, &kv)),
+            ("v", t(Dtype::Bf16, &kv)),
+            ("o", t(Dtype::Bf16, &q)),
+            ("do", t(Dtype::Bf16, &q)),
+            ("lse", t(Dtype::F32, &[b, hq, s])),
+            ("scale", DeviceArg::Scalar(0.125)),
+        ]);
+        let got = runtime::buffer_specs(&m, &inputs).expect("specs");
+        // The f32 dq accumulator has rows only in the atomic mode (DETERMINISTIC = 0).
+        let acc_b = if deterministic == "0" { b } else { 0 };
+        let want = vec![
+            spec("dq", Dtype::Bf16, &q, BufferRole::Out),
+            spec("dk", Dtype::Bf16, &kv, BufferRole::Out),
+            spec("dv", Dtype::Bf16, &kv, BufferRole::Out),
+            spec("delta", Dtype::F32, &[b, hq, s], BufferRole::Temp),
+            spec("dq_acc", Dtype::F32, &[acc_b, hq, s, d], BufferRole::Temp),
+        ];
+        assert_eq!(got, want, "DETERMINISTIC={deterministic}");
+    }
+}
+
+#[test]
+fn norm_backwards_list_their_row_group_partials() {
+    let mut rng = Rng::fresh("norm backward specs");
+    for _ in 0..4 {
+        // Row counts on both sides of the 264 row groups.
+        let r = rng.range(1, 601);
+        let n = rng.range(1, 5001);
+        let groups = r.min(264);
+        let m = module("rmsnorm_bwd", &[("DTYPE", "f16")]);
+        let inputs = args(vec![
+            ("x", t(Dtype::F16, &[r, n])),
+            ("w", t(Dtype::F16, &[n])),
+            ("dy", t(Dtype::F16, &[r, n])),
+            ("eps", DeviceArg::Scalar(1e-5)),
+        ]);
+        let want = vec![
+            spec("dx", Dtype::F16, &[r, n], BufferRole::Out),
+            spec("dw", Dtype::F16, &[n], BufferRole::Out),
+            spec("dw_part", Dtype::F32, &[groups, n], BufferRole::Temp),
+        ];
+        assert_eq!(runtime::buffer_specs(&m, &inputs).expect("specs"), want);
+        let m = module("layernorm_bwd", &[]);
+        let inputs = args(vec![
+            ("x", t(Dtype::Bf16, &[r, n])),
+            ("w", t(Dtype::Bf16, &[n])),
+            ("dy", t(Dtype::Bf16, &[r, n])),
+            ("mean", t(Dtype::F32, &[r])),
+            ("rstd", t(Dtype::F32, &[r])),
+        ]);
+        let want = vec![
+            spec("dx", Dtype::Bf16, &[r, n], BufferRole::Out),
+            spec("dw", Dtype::Bf16, &[n], BufferRole::Out),
+            spec("db", Dtype::Bf16, &[n], BufferRole::Out),
+            spec("dw_part", Dtype::F32, &[groups, n], BufferRole::Temp),
+            spec("db_part", Dtype::F32, &[groups, n], BufferRole::Temp),
+        ];
+        assert_eq!(runtime::buffer_specs(&m, &inputs).expect("specs"), want);
+    }
+}
+
+#[test]
+fn a_single_kernel_lists_its_outs_and_no_temps() {
+    let m = module("gemm", &[]);
+    let inputs = args(vec![
+        ("a", t(Dtype::Bf16, &[2, 37, 64])),
+        ("b", t(Dtype::Bf16, &[2, 64, 53])),
+        ("alpha", DeviceArg::Scalar(1.0)),
+    ]);
+    assert_eq!(
+        runtime::buffer_specs(&m, &inputs).expect("specs"),
+        vec![spec("c", Dtype::Bf16, &[2, 37, 53], BufferRole::Out)]
+    );
+}
+
+#[test]
+fn inputs_that_disagree_are_errors_naming_them() {
+    let m = module("rmsnorm_bwd", &[]);
+    let cases = [
+        (
+            args(vec![
+                ("x", t(Dtype::Bf16, &[8, 100])),
+                ("w", t(Dtype::Bf16, &[99])),
+                ("dy", t(Dtype::Bf16, &[8, 100])),
+                ("eps", DeviceArg::Scalar(1e-5)),
+            ]),
+            "dim `N` is 100 from `x` but 99 from `w`",
+        ),
+        (
+            args(vec![
+                ("x", t(Dtype::Bf16, &[8, 100])),
+                ("w", t(Dtype::Bf16, &[100])),
+                ("eps", DeviceArg::Scalar(1e-5)),
+            ]),
+            "missing argument `dy`",
+        ),
+        (
+            args(vec![
+                ("x", t(Dtype::Bf16, &[8, 100])),
+                ("w", t(Dtype::Bf16, &[100])),
+                ("dy", t(Dtype::Bf16, &[8, 100])),
+                ("eps", DeviceArg::Scalar(1e-5)),
+                ("dz", t(Dtype::Bf16, &[8, 100])),
+            ]),
+            "unknown argument `dz`",
+        ),
+    ];
+    for (inputs, want) in cases {
+        let e = runtime::buffer_specs(&m, &inputs).expect_err(want);
+        assert!(e.to_string().contains(want), "{e} (want {want})");
+    }
+}
