@@ -1,7 +1,7 @@
 //! Independent f64 references for the attention ops (plain loops; no IR, no interpreter):
 //! the forward with every feature of `attention_fwd` (GQA, causal, varlen, KV offset, mask,
-//! window, softcap, key capacity), the analytic backward, and central finite differences of the
-//! forward that validate the analytic backward.
+//! window, softcap, key capacity), the analytic backward with the same features, and central
+//! finite differences of the forward (at every coordinate or at one) that validate it.
 //!
 //! The visibility rule is written here from the documented contract of `attention_fwd.kir`:
 //! query i of batch b sees key j iff 0 ≤ j < L, j ≤ causal_max(i) and, with a positive window,
@@ -76,6 +76,13 @@ impl Problem {
             (None, true) => i as i64 + l - self.sq as i64,
             (None, false) => l - 1,
         }
+    }
+
+    /// How many keys of batch `bi` some query may see: min(L, causal_max(Sq − 1) + 1). Keys past
+    /// it are capacity the kernels never read.
+    pub fn keys_used(&self, bi: usize) -> usize {
+        let last = self.causal_max(bi, self.sq.max(1) - 1) + 1;
+        self.key_len(bi).min(last).max(0) as usize
     }
 
     /// Whether query `i` of batch `bi` sees key `j`.
@@ -279,8 +286,11 @@ pub fn attention_bwd(p: &Problem, q: &[f64], k: &[f64], v: &[f64], d_o: &[f64]) 
 /// Which input a finite difference perturbs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Input {
+    /// The queries q.
     Q,
+    /// The keys k.
     K,
+    /// The values v.
     V,
 }
 

@@ -45,17 +45,10 @@ fn defines(p: &Problem, dt: &str, deterministic: bool) -> Vec<(String, String)> 
     ]
 }
 
-/// The keys of batch `bi` some query sees at most: min(L, causal_max(Sq − 1) + 1). Keys past it
-/// are padding the kernel must never read (NaN in these tests).
-fn keys_used(p: &Problem, bi: usize) -> usize {
-    let last = p.causal_max(bi, p.sq.max(1) - 1) + 1;
-    p.key_len(bi).min(last).max(0) as usize
-}
-
 /// A mask [rows, Sq, cap]: values at `mag`, about one in ten −inf, NaN in the key columns no
 /// batch uses, and query 0 of mask row 0 −inf throughout (lse = −inf: no gradient).
 fn mask_values(p: &Problem, rows: usize, dty: Dtype, mag: f64, rng: &mut Rng) -> Vec<f64> {
-    let used = (0..p.b).map(|bi| keys_used(p, bi)).max().unwrap_or(0);
+    let used = (0..p.b).map(|bi| p.keys_used(bi)).max().unwrap_or(0);
     let mut m = rng.tensor(rows * p.sq * p.cap, mag, dty);
     for (idx, x) in m.iter_mut().enumerate() {
         if idx % p.cap >= used {
@@ -70,9 +63,9 @@ fn mask_values(p: &Problem, rows: usize, dty: Dtype, mag: f64, rng: &mut Rng) ->
     m
 }
 
-/// Fresh inputs of one case: q, do, and k, v with NaN past [`keys_used`], at magnitude `mag`;
-/// the mask (set into `p`) when `mask_rows` is given; o (rounded to the dtype) and lse (rounded
-/// to f32) from the f64 forward, as the forward kernel stores them; the lengths and scalars.
+/// Fresh inputs of one case: q, do, and k, v with NaN past `Problem::keys_used`, at magnitude
+/// `mag`; the mask (set into `p`) when `mask_rows` is given; o (rounded to the dtype) and lse
+/// (rounded to f32) from the f64 forward, as the forward kernel stores them; lengths, scalars.
 fn inputs(
     p: &mut Problem,
     dty: Dtype,
@@ -89,7 +82,7 @@ fn inputs(
         for bi in 0..p.b {
             for hk in 0..p.hkv {
                 let base = (bi * p.hkv + hk) * p.cap;
-                x[(base + keys_used(p, bi)) * p.d..(base + p.cap) * p.d].fill(f64::NAN);
+                x[(base + p.keys_used(bi)) * p.d..(base + p.cap) * p.d].fill(f64::NAN);
             }
         }
     }
@@ -155,21 +148,8 @@ fn check(out: &BTreeMap<String, HostTensor>, g: &oracle::Grads, tol: (f64, f64),
 /// One case: fresh inputs, the kernel on the interpreter, the analytic oracle.
 fn case(p: Problem, dt: &str, deterministic: bool, mask_rows: Option<usize>, mag: f64) {
     let dty = dtype(dt);
-    let name = format!(
-        "{BWD} {dt} deterministic={deterministic} B{} Hq{} Hkv{} Sq{} cap{} D{} causal={} \
-         varlen={:?} past={:?} P={mask_rows:?} window={:?} softcap={:?} mag {mag}",
-        p.b,
-        p.hq,
-        p.hkv,
-        p.sq,
-        p.cap,
-        p.d,
-        p.causal,
-        p.total_lengths,
-        p.past_lengths,
-        p.window,
-        p.softcap
-    );
+    // `p` has no mask yet: its Debug form is one short line.
+    let name = format!("{BWD} {dt} deterministic={deterministic} P={mask_rows:?} mag {mag} {p:?}");
     let mut rng = Rng::fresh(&name);
     let mut p = p;
     let args = inputs(&mut p, dty, mag, mask_rows, &mut rng);
@@ -383,7 +363,7 @@ fn oracle_matches_finite_differences() {
                 let batch_of = |idx: usize| idx / p.d / p.cap / p.hkv;
                 // Coordinates of rows some query may see (k and v past them are NaN).
                 let pool: Vec<usize> = (0..analytic.len())
-                    .filter(|&i| which == Input::Q || rows_of(i) < keys_used(&p, batch_of(i)))
+                    .filter(|&i| which == Input::Q || rows_of(i) < p.keys_used(batch_of(i)))
                     .collect();
                 let picks: Vec<usize> = (0..12).map(|_| pool[rng.range(0, pool.len())]).collect();
                 let a: Vec<f64> = picks.iter().map(|&i| analytic[i]).collect();
