@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Checks the CUDA runtime on a GPU machine with nothing but a kirc binary built with
 # `--features cuda` (no Rust there; the driver is loaded at run time) and python3 + numpy:
-#   1. every built-in op at its default specialization on small random inputs, run with
+#   1. every built-in op at its default specialization on small random inputs (and attention_bwd
+#      with each of the forward's features, both DETERMINISTIC modes), run with
 #      `kirc run --device cuda` and `kirc run --device cpu` (the interpreter) on the same .npy
 #      files; every output must match (same shape, same non-finite positions, relative L2
 #      error ≤ 2.4e-2, twice the bf16 tolerance of docs/testing.md: the PTX sums in another
@@ -101,6 +102,31 @@ case_ attention_fwd_d64 attention_fwd "HEAD_DIM=64" "scale=0.125" q=2x4x130x64 k
 a="$out/attention_fwd_d64"
 case_ attention_bwd_d64 attention_bwd "HEAD_DIM=64" "scale=0.125" q=@$a/in/q.npy k=@$a/in/k.npy v=@$a/in/v.npy \
   o=@$a/cpu/o.npy lse=@$a/cpu/lse.npy do=2x4x130x64
+# attention_bwd with each of the forward's features, in both DETERMINISTIC modes, on the CPU o and
+# lse of the forward with the same specialization (GQA 4/2, Sq 37, key capacity 53, head dim 64).
+# bwd_feature NAME "DEFINES" "SCALARS" [FEATURE_INPUT=SHAPE[:RANDN_OPTIONS] ...]
+bwd_feature() {
+  local name=$1 defines=$2 scalars=$3
+  shift 3
+  case_ "fwd_$name" attention_fwd "HEAD_DIM=64 $defines" "scale=0.125 $scalars" \
+    q=2x4x37x64 k=2x2x53x64 v=2x2x53x64 "$@"
+  local f="$out/fwd_$name" extra=() spec det
+  for spec in "$@"; do extra+=("${spec%%=*}=@$f/in/${spec%%=*}.npy"); done
+  for det in 1 0; do
+    case_ "bwd_${name}_det$det" attention_bwd "HEAD_DIM=64 DETERMINISTIC=$det $defines" \
+      "scale=0.125 $scalars" q=@$f/in/q.npy k=@$f/in/k.npy v=@$f/in/v.npy o=@$f/cpu/o.npy \
+      lse=@$f/cpu/lse.npy do=2x4x37x64 "${extra[@]}"
+  done
+}
+lengths=2:--dtype,i32,--low=0,--high=54
+past=2:--dtype,i32,--low=-5,--high=30
+bwd_feature varlen "VARLEN=1" "" total_lengths=$lengths
+bwd_feature kv_offset "CAUSAL=1 KV_OFFSET=1" "" past_lengths=$past
+bwd_feature mask "MASK=1 CAUSAL=1" "" mask=8x37x53:--scale,2
+bwd_feature window "WINDOW=1 CAUSAL=1" "window=17"
+bwd_feature softcap "SOFTCAP=1" "softcap=5.0"
+bwd_feature all "CAUSAL=1 VARLEN=1 KV_OFFSET=1 MASK=1 WINDOW=1 SOFTCAP=1" "window=20 softcap=8.0" \
+  total_lengths=$lengths past_lengths=$past mask=2x37x53:--scale,2
 case_ gemm gemm "" "alpha=0.5" a=1x200x96 b=1x96x130
 case_ gemm_nf4 gemm_nf4 "" "" a=70x128 codes=130x64:--dtype,u8,--high,256 scales=130x2:--scale,0.1
 case_ rmsnorm_fwd rmsnorm_fwd "" "eps=1e-5" x=37x1000:--scale,3 w=1000

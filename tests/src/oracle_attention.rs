@@ -1,7 +1,7 @@
 //! Independent f64 references for the attention ops (plain loops; no IR, no interpreter):
 //! the forward with every feature of `attention_fwd` (GQA, causal, varlen, KV offset, mask,
-//! window, softcap, key capacity), the analytic backward, and central finite differences of the
-//! forward that validate the analytic backward.
+//! window, softcap, key capacity), the analytic backward with the same features, and central
+//! finite differences of the forward (at every coordinate or at one) that validate it.
 //!
 //! The visibility rule is written here from the documented contract of `attention_fwd.kir`:
 //! query i of batch b sees key j iff 0 ≤ j < L, j ≤ causal_max(i) and, with a positive window,
@@ -76,6 +76,13 @@ impl Problem {
             (None, true) => i as i64 + l - self.sq as i64,
             (None, false) => l - 1,
         }
+    }
+
+    /// How many keys of batch `bi` some query may see: min(L, causal_max(Sq − 1) + 1). Keys past
+    /// it are capacity the kernels never read.
+    pub fn keys_used(&self, bi: usize) -> usize {
+        let last = self.causal_max(bi, self.sq.max(1) - 1) + 1;
+        self.key_len(bi).min(last).max(0) as usize
     }
 
     /// Whether query `i` of batch `bi` sees key `j`.
@@ -205,15 +212,13 @@ pub struct Grads {
     pub dk_terms: Vec<f64>,
 }
 
-/// Analytic gradients of L = Σ do ⊙ o. With P the softmax weights, dP = do·vᵀ,
-/// δ = Σ_j P·dP (= rowsum(do ⊙ o)), dS = P ⊙ (dP − δ): dv = Pᵀ·do, dq = scale·dS·k,
-/// dk = scale·dSᵀ·q. Supports causal, varlen, KV offset and window (the score is linear in
-/// q·k); not softcap or a mask.
+/// Analytic gradients of L = Σ do ⊙ o. With P the softmax weights of the final scores,
+/// dP = do·vᵀ, δ = Σ_j P·dP (= rowsum(do ⊙ o)), dS = P ⊙ (dP − δ) ⊙ c′, where c′ = ∂s/∂(scale·q·k)
+/// is 1 − tanh²(scale·q·k / softcap) under a positive soft cap and 1 otherwise (the additive mask
+/// does not depend on q or k): dv = Pᵀ·do, dq = scale·dS·k, dk = scale·dSᵀ·q. Covers every
+/// switch of [`Problem`]; keys a row does not see (padding included, which may hold NaN) take
+/// no part.
 pub fn attention_bwd(p: &Problem, q: &[f64], k: &[f64], v: &[f64], d_o: &[f64]) -> Grads {
-    assert!(
-        p.softcap.is_none() && p.mask.is_none(),
-        "the backward oracle covers scores linear in q·k"
-    );
     let mut g = Grads {
         dq: vec![0.0; q.len()],
         dk: vec![0.0; k.len()],
@@ -234,7 +239,12 @@ pub fn attention_bwd(p: &Problem, q: &[f64], k: &[f64], v: &[f64], d_o: &[f64]) 
                         dorow.iter().zip(vrow).map(|(a, b)| a * b).sum()
                     })
                     .collect();
-                let delta: f64 = w.iter().zip(&dp).map(|(a, b)| a * b).sum();
+                let delta: f64 = w
+                    .iter()
+                    .zip(&dp)
+                    .filter(|(&a, _)| a != 0.0)
+                    .map(|(a, b)| a * b)
+                    .sum();
                 // Σ_x |do_x·o_x| with o = Σ_j P_j v_j.
                 let delta_terms: f64 = (0..p.d)
                     .map(|x| {
@@ -245,10 +255,20 @@ pub fn attention_bwd(p: &Problem, q: &[f64], k: &[f64], v: &[f64], d_o: &[f64]) 
                         (dorow[x] * o).abs()
                     })
                     .sum();
+                let qrow = &q[qi..][..p.d];
                 for j in (0..p.cap).filter(|&j| w[j] != 0.0) {
                     let kj = p.k_at(bi, hk, j);
-                    let ds = w[j] * (dp[j] - delta);
-                    let ds_terms = w[j] * (dp[j].abs() + delta_terms);
+                    // The soft cap's derivative at this score (1 without a cap).
+                    let cap = match p.softcap.filter(|&c| c > 0.0) {
+                        Some(c) => {
+                            let x: f64 = qrow.iter().zip(&k[kj..][..p.d]).map(|(a, b)| a * b).sum();
+                            let t = (p.scale * x / c).tanh();
+                            1.0 - t * t
+                        }
+                        None => 1.0,
+                    };
+                    let ds = w[j] * (dp[j] - delta) * cap;
+                    let ds_terms = w[j] * (dp[j].abs() + delta_terms) * cap;
                     for x in 0..p.d {
                         g.dq[qi + x] += p.scale * ds * k[kj + x];
                         g.dk[kj + x] += p.scale * ds * q[qi + x];
@@ -263,8 +283,57 @@ pub fn attention_bwd(p: &Problem, q: &[f64], k: &[f64], v: &[f64], d_o: &[f64]) 
     g
 }
 
-/// Central finite differences in f64 of [`loss`] with respect to every element of q, k and v:
-/// (dq, dk, dv), each entry (L(x + ε) − L(x − ε)) / 2ε with ε = 1e-6·max(1, |x|).
+/// Which input a finite difference perturbs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Input {
+    /// The queries q.
+    Q,
+    /// The keys k.
+    K,
+    /// The values v.
+    V,
+}
+
+/// The derivative of [`loss`] with respect to element `idx` of input `which`, by central
+/// differences in f64 at steps h and 2h (h = 1e-4·max(1, |x|)) combined by Richardson
+/// extrapolation: truncation O(h⁴) instead of O(h²), so h can be large enough that rounding in
+/// the loss (~1e-16·|loss| / h) stays far below the tolerance. (With the plain central
+/// difference at h = 1e-6, steep softmax inputs of magnitude 3 left an error of 2e-7 relative
+/// to the gradient.)
+pub fn finite_difference(
+    p: &Problem,
+    q: &[f64],
+    k: &[f64],
+    v: &[f64],
+    d_o: &[f64],
+    which: Input,
+    idx: usize,
+) -> f64 {
+    let (mut q, mut k, mut v) = (q.to_vec(), k.to_vec(), v.to_vec());
+    let slot = |q: &mut Vec<f64>, k: &mut Vec<f64>, v: &mut Vec<f64>, x: f64| match which {
+        Input::Q => q[idx] = x,
+        Input::K => k[idx] = x,
+        Input::V => v[idx] = x,
+    };
+    let x = match which {
+        Input::Q => q[idx],
+        Input::K => k[idx],
+        Input::V => v[idx],
+    };
+    let h = 1e-4 * x.abs().max(1.0);
+    let mut central = |h: f64| {
+        slot(&mut q, &mut k, &mut v, x + h);
+        let up = loss(p, &q, &k, &v, d_o);
+        slot(&mut q, &mut k, &mut v, x - h);
+        let down = loss(p, &q, &k, &v, d_o);
+        slot(&mut q, &mut k, &mut v, x);
+        (up - down) / (2.0 * h)
+    };
+    let (d1, d2) = (central(h), central(2.0 * h));
+    (4.0 * d1 - d2) / 3.0
+}
+
+/// [`finite_difference`] at every element of q, k and v: (dq, dk, dv).
 pub fn finite_differences(
     p: &Problem,
     q: &[f64],
@@ -272,29 +341,14 @@ pub fn finite_differences(
     v: &[f64],
     d_o: &[f64],
 ) -> (Vec<f64>, Vec<f64>, Vec<f64>) {
-    let (mut q, mut k, mut v) = (q.to_vec(), k.to_vec(), v.to_vec());
-    let mut grads = [vec![0.0; q.len()], vec![0.0; k.len()], vec![0.0; v.len()]];
-    for (which, grad) in grads.iter_mut().enumerate() {
-        for (idx, g) in grad.iter_mut().enumerate() {
-            let x = [&q, &k, &v][which][idx];
-            // Central differences at steps h and 2h, combined by Richardson extrapolation:
-            // truncation O(h⁴) instead of O(h²), so h can be large enough that rounding in
-            // the loss (~1e-16·|loss| / h) stays far below the tolerance. With the plain
-            // central difference at h = 1e-6, steep softmax inputs of magnitude 3 left an
-            // error of 2e-7 relative to the gradient.
-            let h = 1e-4 * x.abs().max(1.0);
-            let mut central = |h: f64| {
-                [&mut q, &mut k, &mut v][which][idx] = x + h;
-                let up = loss(p, &q, &k, &v, d_o);
-                [&mut q, &mut k, &mut v][which][idx] = x - h;
-                let down = loss(p, &q, &k, &v, d_o);
-                [&mut q, &mut k, &mut v][which][idx] = x;
-                (up - down) / (2.0 * h)
-            };
-            let (d1, d2) = (central(h), central(2.0 * h));
-            *g = (4.0 * d1 - d2) / 3.0;
-        }
-    }
-    let [dq, dk, dv] = grads;
-    (dq, dk, dv)
+    let all = |which: Input, n: usize| -> Vec<f64> {
+        (0..n)
+            .map(|idx| finite_difference(p, q, k, v, d_o, which, idx))
+            .collect()
+    };
+    (
+        all(Input::Q, q.len()),
+        all(Input::K, k.len()),
+        all(Input::V, v.len()),
+    )
 }
