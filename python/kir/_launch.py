@@ -225,6 +225,23 @@ def run_op(op: str, consts: dict, inputs: dict, scalars: dict, like: Tensor) -> 
     return run(p, inputs, scalars, like.device)
 
 
+# The number of active TorchDispatchModes (tracing by make_fx or AOTAutograd, fake tensor
+# propagation): a private query PyTorch's own `torch.utils._python_dispatch` uses.
+_dispatch_modes = getattr(torch._C, "_len_torch_dispatch_stack", None)
+_PLAIN = (torch.Tensor, torch.nn.Parameter)
+
+
+def _eager(args) -> bool:
+    """Whether a call may skip the custom op: not under torch.compile, no dispatch mode
+    (tracing) active, and every tensor argument a plain tensor (not a fake or functional
+    one)."""
+    if torch.compiler.is_compiling():
+        return False
+    if _dispatch_modes is None or _dispatch_modes() != 0:
+        return False
+    return all(type(a) in _PLAIN for a in args if isinstance(a, Tensor))
+
+
 class _Eager(torch.autograd.Function):
     """The eager autograd path of an :class:`Op`: its implementation, then its own setup and
     backward, without the custom op's dispatch."""
@@ -255,7 +272,7 @@ class Op:
             self.custom.register_autograd(backward, setup_context=setup)
 
     def __call__(self, *args):
-        if torch.compiler.is_compiling():
+        if not _eager(args):
             return self.custom(*args)
         if (
             self.backward is not None
