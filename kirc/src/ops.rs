@@ -38,7 +38,8 @@ fn constants(name: &str) -> Result<ExitCode, CliError> {
     let Some(src) = oplib::builtin(name) else {
         let names: Vec<&str> = oplib::builtins().map(|(n, _)| n).collect();
         return Err(CliError::Plain(format!(
-            "no built-in op `{name}` (the built-in ops: {})",
+            "no built-in op `{name}`{} (the built-in ops: {})",
+            kir_compiler::suggest::did_you_mean(name, names.iter().copied()),
             names.join(", ")
         )));
     };
