@@ -1,5 +1,6 @@
 //! Build script of `kirc`: records the commit it is built from, for `kirc --version`, in the
-//! environment variable `KIRC_COMMIT` (a 12-digit abbreviated hash, or `unknown commit`).
+//! environment variable `KIRC_COMMIT`: `commit ` and a 12-digit abbreviated hash, or
+//! `unknown commit`.
 //!
 //! The commit comes from git when this crate's sources are tracked by the repository around
 //! them; else from `.cargo_vcs_info.json`, which `cargo package` writes into a packaged crate;
@@ -14,9 +15,10 @@ fn main() {
     let dir = Path::new(&dir);
     println!("cargo:rerun-if-changed=build.rs");
     println!("cargo:rerun-if-changed=.cargo_vcs_info.json");
-    let commit = from_git(dir)
-        .or_else(|| from_vcs_info(dir))
-        .unwrap_or_else(|| "unknown commit".to_string());
+    let commit = match from_git(dir).or_else(|| from_vcs_info(dir)) {
+        Some(hash) => format!("commit {hash}"),
+        None => "unknown commit".to_string(),
+    };
     println!("cargo:rustc-env=KIRC_COMMIT={commit}");
 }
 

@@ -2,22 +2,29 @@
 //! unknown op names, targets and `-D` constants, whose errors end `; did you mean `gemm`?` when a
 //! known name is close enough ([`did_you_mean`]), and say nothing more when none is.
 
-/// The Levenshtein distance between `a` and `b`, in characters: the fewest insertions,
-/// deletions and substitutions that turn one into the other.
+/// The edit distance between `a` and `b`, in characters: the fewest insertions, deletions,
+/// substitutions and swaps of two adjacent characters that turn one into the other, no
+/// character being edited twice (the optimal string alignment distance; `bf61` is one swap from
+/// `bf16`).
 pub fn edit_distance(a: &str, b: &str) -> usize {
-    let b: Vec<char> = b.chars().collect();
-    // `row[j]`: the distance between the prefix of `a` read so far and `b[..j]`.
-    let mut row: Vec<usize> = (0..=b.len()).collect();
-    for (i, ca) in a.chars().enumerate() {
-        let mut diag = row[0];
-        row[0] = i + 1;
-        for (j, &cb) in b.iter().enumerate() {
-            let sub = diag + usize::from(ca != cb);
-            diag = row[j + 1];
-            row[j + 1] = sub.min(row[j] + 1).min(diag + 1);
+    let (a, b): (Vec<char>, Vec<char>) = (a.chars().collect(), b.chars().collect());
+    // Three rows of the table: `d[i][j]` is the distance between `a[..i]` and `b[..j]`.
+    let mut before: Vec<usize> = Vec::new();
+    let mut prev: Vec<usize> = (0..=b.len()).collect();
+    for i in 1..=a.len() {
+        let mut row = vec![i; b.len() + 1];
+        for j in 1..=b.len() {
+            let mut d = (prev[j - 1] + usize::from(a[i - 1] != b[j - 1]))
+                .min(prev[j] + 1)
+                .min(row[j - 1] + 1);
+            if i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] {
+                d = d.min(before[j - 2] + 1);
+            }
+            row[j] = d;
         }
+        before = std::mem::replace(&mut prev, row);
     }
-    row[b.len()]
+    prev[b.len()]
 }
 
 /// The candidate closest to `name`, compared without regard to case, when it is close enough to
@@ -64,23 +71,21 @@ pub fn did_you_mean<'a>(name: &str, candidates: impl IntoIterator<Item = &'a str
 mod tests {
     use super::*;
 
-    /// The distance by the textbook recurrence over the whole table (an independent oracle).
-    fn table_distance(a: &str, b: &str) -> usize {
-        let (a, b): (Vec<char>, Vec<char>) = (a.chars().collect(), b.chars().collect());
-        let mut t = vec![vec![0usize; b.len() + 1]; a.len() + 1];
-        for (i, row) in t.iter_mut().enumerate() {
-            row[0] = i;
-        }
-        for j in 0..=b.len() {
-            t[0][j] = j;
-        }
-        for i in 1..=a.len() {
-            for j in 1..=b.len() {
-                let sub = t[i - 1][j - 1] + usize::from(a[i - 1] != b[j - 1]);
-                t[i][j] = sub.min(t[i - 1][j] + 1).min(t[i][j - 1] + 1);
+    /// The distance by its definition, recursively from the ends of the words, with no table
+    /// (exponential, for short words only: an independent oracle).
+    fn recursive_distance(a: &[char], b: &[char]) -> usize {
+        let (Some((&x, a1)), Some((&y, b1))) = (a.split_last(), b.split_last()) else {
+            return a.len() + b.len();
+        };
+        let mut d = (recursive_distance(a1, b1) + usize::from(x != y))
+            .min(recursive_distance(a1, b) + 1)
+            .min(recursive_distance(a, b1) + 1);
+        if let (Some((&x2, a2)), Some((&y2, b2))) = (a1.split_last(), b1.split_last()) {
+            if x == y2 && x2 == y {
+                d = d.min(recursive_distance(a2, b2) + 1);
             }
         }
-        t[a.len()][b.len()]
+        d
     }
 
     #[test]
@@ -93,10 +98,14 @@ mod tests {
         assert_eq!(edit_distance("sm90a", "sm_90a"), 1);
         assert_eq!(edit_distance("flaw", "lawn"), 2);
         assert_eq!(edit_distance("héad", "head"), 1);
+        assert_eq!(edit_distance("bf61", "bf16"), 1);
+        assert_eq!(edit_distance("ab", "ba"), 1);
+        // No character edited twice: `ca` to `abc` is 3, not 2.
+        assert_eq!(edit_distance("ca", "abc"), 3);
     }
 
     #[test]
-    fn matches_the_full_table_on_random_words() {
+    fn matches_the_definition_on_random_words() {
         // A small xorshift generator: fresh words from a 3-letter alphabet, so that edits overlap.
         let mut s = 0x9e37_79b9_7f4a_7c15u64
             ^ std::time::SystemTime::now()
@@ -115,8 +124,13 @@ mod tests {
                     .map(|_| ['a', 'b', 'é'][(next() % 3) as usize])
                     .collect()
             };
-            let (a, b) = (word(9), word(9));
-            assert_eq!(edit_distance(&a, &b), table_distance(&a, &b), "{a:?} {b:?}");
+            let (a, b) = (word(7), word(7));
+            let (ca, cb): (Vec<char>, Vec<char>) = (a.chars().collect(), b.chars().collect());
+            assert_eq!(
+                edit_distance(&a, &b),
+                recursive_distance(&ca, &cb),
+                "{a:?} {b:?}"
+            );
             assert_eq!(edit_distance(&a, &b), edit_distance(&b, &a), "{a:?} {b:?}");
         }
     }
@@ -138,6 +152,7 @@ mod tests {
         assert_eq!(closest("sm_80a", targets), Some("sm_80"));
         assert_eq!(closest("cuda", targets), None);
         assert_eq!(closest("HEADDIM", ["DTYPE", "HEAD_DIM"]), Some("HEAD_DIM"));
+        assert_eq!(closest("bf61", ["f32", "f16", "bf16"]), Some("bf16"));
     }
 
     #[test]
