@@ -14,12 +14,22 @@ fn main() {
     let dir = std::env::var("CARGO_MANIFEST_DIR").unwrap_or_else(|_| ".".into());
     let dir = Path::new(&dir);
     println!("cargo:rerun-if-changed=build.rs");
-    println!("cargo:rerun-if-changed=.cargo_vcs_info.json");
+    watch(&dir.join(".cargo_vcs_info.json"));
     let commit = match from_git(dir).or_else(|| from_vcs_info(dir)) {
         Some(hash) => format!("commit {hash}"),
         None => "unknown commit".to_string(),
     };
     println!("cargo:rustc-env=KIRC_COMMIT={commit}");
+}
+
+/// Asks cargo to rerun this script when `path` changes, if it exists (cargo takes a missing
+/// path as always changed, which would rebuild kirc on every build). Returns whether it does.
+fn watch(path: &Path) -> bool {
+    let exists = path.exists();
+    if exists {
+        println!("cargo:rerun-if-changed={}", path.display());
+    }
+    exists
 }
 
 /// Runs `git -C dir ARGS` and returns its trimmed output, or `None` if it fails.
@@ -50,26 +60,19 @@ fn from_git(dir: &Path) -> Option<String> {
         }
     };
     if let Some(git_dir) = git(dir, &["rev-parse", "--git-dir"]) {
-        println!(
-            "cargo:rerun-if-changed={}",
-            abs(git_dir).join("HEAD").display()
-        );
+        watch(&abs(git_dir).join("HEAD"));
     }
     if let (Some(common), Some(head_ref)) = (
         git(dir, &["rev-parse", "--git-common-dir"]),
         git(dir, &["rev-parse", "--symbolic-full-name", "HEAD"]),
     ) {
         let common = abs(common);
-        if head_ref.starts_with("refs/") {
-            println!(
-                "cargo:rerun-if-changed={}",
-                common.join(&head_ref).display()
-            );
+        // The branch's loose ref, or while it is packed, the folder a new commit writes it to.
+        let loose = common.join(&head_ref);
+        if head_ref.starts_with("refs/") && !watch(&loose) {
+            loose.parent().map(watch);
         }
-        println!(
-            "cargo:rerun-if-changed={}",
-            common.join("packed-refs").display()
-        );
+        watch(&common.join("packed-refs"));
     }
     Some(hash)
 }
