@@ -1,7 +1,8 @@
-//! `kirc`: the kir command line. One file per subcommand; `common` holds source loading, `-D`
-//! parsing and error reporting, `message` the JSON form of diagnostics and results
-//! (`--message-format json`), `progress` the progress line of interpreter runs, `device` the
-//! GPU side of `run` and `bench` (feature `cuda`), `log` the `KIR_LOG` logger.
+//! `kirc`: the kir command line. One file per subcommand (`bench_report` holds what `bench`
+//! reports); `common` holds source loading, `-D` parsing and error reporting, `message` the
+//! JSON form of diagnostics and results (`--message-format json`), `progress` the progress line
+//! of interpreter runs, `device` the GPU side of `run` and `bench` (feature `cuda`), `log` the
+//! `KIR_LOG` logger.
 //!
 //! Exit codes: 0 on success, 2 on any user error (printed as `file:line:col: error: ...` with
 //! the source line and a caret when the error has a location, else `error: ...`; one JSON
@@ -13,6 +14,7 @@
 //! nvcc's `-arch=sm_90a` and `-arch sm_90a` are taken as `--target sm_90a` ([`nvcc_arch`]).
 
 mod bench;
+mod bench_report;
 mod cache;
 mod check;
 mod common;
