@@ -25,5 +25,6 @@ pub mod search;
 pub mod source;
 pub mod split;
 pub mod structure;
+pub mod suggest;
 pub mod traffic;
 pub mod tune;

@@ -7,7 +7,8 @@
 //!   missing folders), and only [`Staged::commit`] renames them into place. A staged set that is
 //!   dropped without a commit (an error, a closed stdout) removes its temporary files and the
 //!   folders it created, so a failed command leaves no new file.
-//! - [`atomic_write`] is one file of that.
+//! - [`atomic_write`] is one file of that; [`stage_replacements`] stages new contents for files
+//!   that exist, keeping their permissions.
 //!
 //! A rename within one folder replaces the destination atomically, so a reader never sees a
 //! half-written file. Renames of several files are done one after another; only a failure of
@@ -220,6 +221,31 @@ pub fn atomic_write(path: &Path, bytes: Vec<u8>) -> Result<(), OutputError> {
     Staged::write(vec![(path.to_path_buf(), bytes)])?.commit()
 }
 
+/// New contents for existing files, staged as [`Staged::write`] does: [`Staged::commit`]
+/// replaces the files atomically (a rename onto each); what `kirc fmt --write` does. Each file
+/// keeps its permissions, and a symbolic link is followed, so the file it points to is replaced
+/// and the link stays. Every path must be an existing regular file (after links); on any
+/// failure nothing is staged.
+pub fn stage_replacements(files: Vec<(PathBuf, Vec<u8>)>) -> Result<Staged, OutputError> {
+    let mut real = Vec::with_capacity(files.len());
+    let mut perms = Vec::with_capacity(files.len());
+    for (path, bytes) in files {
+        let target = fs::canonicalize(&path).map_err(|e| out_err(&path, format!("{e}")))?;
+        let meta = fs::metadata(&target).map_err(|e| out_err(&path, format!("{e}")))?;
+        if !meta.is_file() {
+            return Err(out_err(&path, "not a regular file"));
+        }
+        perms.push(meta.permissions());
+        real.push((target, bytes));
+    }
+    let staged = Staged::write(real)?;
+    for ((tmp, dest), p) in staged.files.iter().zip(perms) {
+        fs::set_permissions(tmp, p)
+            .map_err(|e| out_err(dest, format!("cannot keep its permissions: {e}")))?;
+    }
+    Ok(staged)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -307,5 +333,47 @@ mod tests {
         assert!(e.message.contains("file name"), "{e}");
         assert!(check_paths(&[("-o", &x), ("--meta", &d.join("new/m.json"))]).is_ok());
         assert_eq!(listing(&d), vec!["dir", "file"]);
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn replacing_keeps_permissions_and_links_and_is_all_or_nothing() {
+        use std::os::unix::fs::PermissionsExt;
+        let d = scratch("replace");
+        fs::write(d.join("a.kir"), b"old a").unwrap();
+        fs::set_permissions(d.join("a.kir"), fs::Permissions::from_mode(0o750)).unwrap();
+        fs::write(d.join("b.kir"), b"old b").unwrap();
+        std::os::unix::fs::symlink("b.kir", d.join("link.kir")).unwrap();
+        fs::create_dir(d.join("dir")).unwrap();
+        // A directory among the files: nothing changes.
+        let e = stage_replacements(vec![
+            (d.join("a.kir"), b"new a".to_vec()),
+            (d.join("dir"), b"x".to_vec()),
+        ])
+        .err()
+        .unwrap();
+        assert!(e.message.contains("not a regular file"), "{e}");
+        let e = stage_replacements(vec![(d.join("none.kir"), b"x".to_vec())])
+            .err()
+            .unwrap();
+        assert!(e.path.ends_with("none.kir"), "{e}");
+        assert_eq!(fs::read(d.join("a.kir")).unwrap(), b"old a");
+        assert_eq!(listing(&d), vec!["a.kir", "b.kir", "dir", "link.kir"]);
+        let st = stage_replacements(vec![
+            (d.join("a.kir"), b"new a".to_vec()),
+            (d.join("link.kir"), b"new b".to_vec()),
+        ])
+        .unwrap();
+        assert_eq!(fs::read(d.join("a.kir")).unwrap(), b"old a");
+        st.commit().unwrap();
+        assert_eq!(fs::read(d.join("a.kir")).unwrap(), b"new a");
+        let mode = fs::metadata(d.join("a.kir")).unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o750);
+        assert!(fs::symlink_metadata(d.join("link.kir"))
+            .unwrap()
+            .file_type()
+            .is_symlink());
+        assert_eq!(fs::read(d.join("b.kir")).unwrap(), b"new b");
+        assert_eq!(listing(&d), vec!["a.kir", "b.kir", "dir", "link.kir"]);
     }
 }

@@ -37,7 +37,8 @@ impl Source {
             None => {
                 let names: Vec<&str> = oplib::builtins().map(|(n, _)| n).collect();
                 Err(format!(
-                    "{file}: no such file, and no built-in op of that name (built-in ops: {})",
+                    "{file}: no such file, and no built-in op of that name{} (built-in ops: {})",
+                    crate::suggest::did_you_mean(op, names.iter().copied()),
                     names.join(", ")
                 ))
             }

@@ -15,8 +15,15 @@
 //! FLOPs (halved when CAUSAL = 1), gemm 2·Bt·M·N·K (twice that with EPILOGUE = swiglu), and
 //! every other module the bytes of its entry tensors, each read or written once (inout twice):
 //! exactly the traffic of rmsnorm_fwd and layernorm_fwd.
+//!
+//! With `--message-format json` the report is one object, `{"type": "bench", ...}`, with the
+//! same figures ([`Report::json`], docs/cli.md).
 
+use crate::bench_report::Work;
+#[cfg(feature = "cuda")]
+use crate::bench_report::{FirstLaunch, Report};
 use crate::common::{self, CliError};
+use crate::message::MessageFormat;
 #[cfg(feature = "cuda")]
 use crate::run::host_args;
 use crate::run::parse_arg;
@@ -78,13 +85,6 @@ pub fn parse_shape(s: &str) -> Result<(String, Vec<usize>), String> {
         .map(|d| d.trim().parse::<usize>().map_err(|_| err()))
         .collect::<Result<Vec<_>, _>>()?;
     Ok((n.to_string(), dims))
-}
-
-/// What one run does, for the throughput line.
-#[cfg_attr(not(feature = "cuda"), allow(dead_code))]
-enum Work {
-    Flops(f64, String),
-    Bytes(f64, String),
 }
 
 /// Evaluates `+ - * /` arithmetic with parentheses over `names`.
@@ -226,7 +226,7 @@ fn work(
 
 /// Runs `kirc bench`.
 #[cfg(feature = "cuda")]
-pub fn main(a: Args) -> Result<ExitCode, CliError> {
+pub fn main(a: Args, format: MessageFormat) -> Result<ExitCode, CliError> {
     use crate::device;
     use kir_backends::interp::{HostArg, HostTensor};
     use kir_backends::runtime;
@@ -271,7 +271,7 @@ pub fn main(a: Args) -> Result<ExitCode, CliError> {
     // flags or tunable constants themselves.
     let mut defines = a.defines.clone();
     let mut flags = a.ptx.flags(None);
-    let mut tuned_note = String::new();
+    let mut tuned = Vec::new();
     let (spec, user_tiles) = device::split_tunable(&src.text, &a.defines);
     if let (Some(c), false, true) = (&cache, a.ptx.any(), user_tiles.is_empty()) {
         let target = device::target_of(a.target.as_deref(), &gpu)?;
@@ -283,8 +283,7 @@ pub fn main(a: Args) -> Result<ExitCode, CliError> {
             &bucket,
             Some(&device::gpu_id(&gpu)),
         ) {
-            let set: Vec<String> = t.defines.iter().map(|(n, v)| format!("{n}={v}")).collect();
-            tuned_note = format!("  tuned configuration (kir cache): {}\n", set.join(" "));
+            tuned = t.defines.clone();
             defines.extend(t.defines.iter().cloned());
             let fusion = flags.fusion;
             flags = t.flags();
@@ -311,20 +310,19 @@ pub fn main(a: Args) -> Result<ExitCode, CliError> {
     p.synchronize().map_err(rt)?;
     let t4 = std::time::Instant::now();
     let ms = |d: std::time::Duration| d.as_secs_f64() * 1e3;
-    let first = format!(
-        "  first launch {:.1} ms: compile {:.1} ms ({}), load {:.1} ms ({image}), bind {:.1} ms, \
-         first run {:.1} ms\n",
-        ms(t4 - t0),
-        ms(t1 - t0),
-        match (c.hit, cache.is_some()) {
-            (true, _) => "kir cache hit",
-            (false, true) => "compiled, now cached",
-            (false, false) => "compiled; kir cache off",
+    let first = FirstLaunch {
+        total_ms: ms(t4 - t0),
+        compile_ms: ms(t1 - t0),
+        cache: match (c.hit, cache.is_some()) {
+            (true, _) => "hit",
+            (false, true) => "compiled",
+            (false, false) => "off",
         },
-        ms(t2 - t1),
-        ms(t3 - t2),
-        ms(t4 - t3),
-    );
+        load_ms: ms(t2 - t1),
+        image,
+        bind_ms: ms(t3 - t2),
+        run_ms: ms(t4 - t3),
+    };
     let t = runtime::bench(&p, &mut b, a.warmup, a.iters).map_err(rt)?;
     let mut names: BTreeMap<String, f64> =
         b.dims.iter().map(|(k, &v)| (k.clone(), v as f64)).collect();
@@ -341,37 +339,29 @@ pub fn main(a: Args) -> Result<ExitCode, CliError> {
         .iter()
         .any(|(n, v)| n == "EPILOGUE" && v.to_string() == "swiglu");
     names.insert("SWIGLU".into(), swiglu as i32 as f64);
-    let work = work(&a, &m.name, &names, b.io_bytes())?;
-    let dims: Vec<String> = b.dims.iter().map(|(k, v)| format!("{k}={v}")).collect();
-    let rate = match work {
-        Work::Flops(n, how) => format!(
-            "  {:.1} TFLOP/s ({:.4e} FLOP: {how})",
-            n / t.median_ms / 1e9,
-            n
-        ),
-        Work::Bytes(n, how) => format!(
-            "  {:.3} TB/s ({:.4e} bytes: {how})",
-            n / t.median_ms / 1e9,
-            n
-        ),
+    let report = Report {
+        module: src.name.clone(),
+        dims: b.dims.clone(),
+        gpu: gpu.name.clone(),
+        median_ms: t.median_ms,
+        min_ms: t.min_ms,
+        max_ms: t.max_ms,
+        iters: t.iters,
+        warmup: a.warmup,
+        work: work(&a, &m.name, &names, b.io_bytes())?,
+        first,
+        tuned,
     };
-    crate::common::out(&format!(
-        "{} [{}] on {}\n  {:.4} ms median of {} runs (min {:.4}, max {:.4}; {} warm-up)\n{rate}\n{first}{tuned_note}",
-        src.name,
-        dims.join(", "),
-        gpu.name,
-        t.median_ms,
-        t.iters,
-        t.min_ms,
-        t.max_ms,
-        a.warmup
-    ))?;
+    crate::common::out(&match format {
+        MessageFormat::Human => report.human(),
+        MessageFormat::Json => crate::message::line(&report.json()),
+    })?;
     Ok(ExitCode::SUCCESS)
 }
 
 /// `kirc bench` in a kirc built without the runtime: an error saying how to build it.
 #[cfg(not(feature = "cuda"))]
-pub fn main(_a: Args) -> Result<ExitCode, CliError> {
+pub fn main(_a: Args, _format: MessageFormat) -> Result<ExitCode, CliError> {
     Err(crate::device::not_built("kirc bench"))
 }
 

@@ -1,7 +1,10 @@
 //! `kirc check FILE [-D NAME=VALUE]... [--dump-after PASS]`: run every pass of the pipeline,
 //! verifying after each; print `ok: <module> (<n> kernels of the output)`, or the IR after a pass.
+//! With `--message-format json` the result is one object: `{"type": "check", "module",
+//! "kernels": [names]}`, or `{"type": "dump", "pass", "ir"}` for `--dump-after` (docs/cli.md).
 
 use crate::common::{self, CliError};
+use crate::message::{self, MessageFormat};
 use kir_compiler::pipeline::{self, DumpError};
 use std::process::ExitCode;
 
@@ -37,7 +40,7 @@ pub struct Args {
 }
 
 /// Runs `kirc check`.
-pub fn main(a: Args) -> Result<ExitCode, CliError> {
+pub fn main(a: Args, format: MessageFormat) -> Result<ExitCode, CliError> {
     let src = common::load(&a.file)?;
     let target = a.target.as_deref().map(common::target).transpose()?;
     if target.is_none() && (a.stages.is_some() || a.ws.is_some() || a.persistent.is_some()) {
@@ -68,15 +71,32 @@ pub fn main(a: Args) -> Result<ExitCode, CliError> {
                 }
                 DumpError::Failed(d) => CliError::located(&src, d),
             })?;
+        let text = match format {
+            MessageFormat::Human => text,
+            MessageFormat::Json => {
+                message::line(&serde_json::json!({"type": "dump", "pass": pass, "ir": text}))
+            }
+        };
         common::out(&text)?;
         return Ok(ExitCode::SUCCESS);
     }
     let f = common::frontend(&src, &a.defines)?;
     let n = f.output.kernels.len();
-    common::out(&format!(
-        "ok: {} ({n} kernel{})\n",
-        f.output.name,
-        if n == 1 { "" } else { "s" }
-    ))?;
+    let text = match format {
+        MessageFormat::Human => format!(
+            "ok: {} ({n} kernel{})\n",
+            f.output.name,
+            if n == 1 { "" } else { "s" }
+        ),
+        MessageFormat::Json => {
+            let kernels: Vec<&str> = f.output.kernels.values().map(|k| k.name.as_str()).collect();
+            message::line(&serde_json::json!({
+                "type": "check",
+                "module": f.output.name,
+                "kernels": kernels,
+            }))
+        }
+    };
+    common::out(&text)?;
     Ok(ExitCode::SUCCESS)
 }

@@ -172,7 +172,8 @@ pub fn target(name: &str) -> Result<kir_backends::Target, CliError> {
     Target::from_name(name).ok_or_else(|| {
         let names: Vec<&str> = Target::ALL.iter().map(|t| t.name()).collect();
         CliError::Plain(format!(
-            "unknown target `{name}` (targets: {})",
+            "unknown target `{name}`{} (targets: {})",
+            kir_compiler::suggest::did_you_mean(name, names.iter().copied()),
             names.join(", ")
         ))
     })

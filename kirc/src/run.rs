@@ -210,7 +210,19 @@ fn check_outputs(dir: &Path, names: &[String]) -> Result<(), CliError> {
     outfile::check_paths(&flagged).map_err(|e| CliError::Plain(e.to_string()))
 }
 
-/// Runs the entry on the CPU interpreter.
+/// True when a kernel of `m` has a `print` op (whose lines go to standard error, where the
+/// progress line would mix with them).
+fn prints(m: &Module) -> bool {
+    m.kernels.values().any(|k| {
+        k.dfg
+            .ops
+            .values()
+            .any(|o| o.opcode == kir_ir::Opcode::Print)
+    })
+}
+
+/// Runs the entry on the CPU interpreter, with the progress line of [`crate::progress`] on a
+/// terminal unless the module prints.
 fn run_cpu(
     src: &Source,
     m: &Module,
@@ -222,7 +234,12 @@ fn run_cpu(
         parallel: !sequential,
         seed,
     };
-    interp::run_with(m, args, &opts).map_err(|e| {
+    let result = if prints(m) {
+        interp::run_with(m, args, &opts)
+    } else {
+        crate::progress::observe(|p| interp::run_observed(m, args, &opts, p))
+    };
+    result.map_err(|e| {
         let message = match &e.kernel {
             Some(k) if !e.message.contains(k.as_str()) => format!("in kernel @{k}: {}", e.message),
             _ => e.message.clone(),

@@ -124,7 +124,11 @@ pub fn target(name: &str) -> Result<Target, Failure> {
         let names: Vec<&str> = Target::ALL.iter().map(|t| t.name()).collect();
         Failure::input(
             "target",
-            format!("unknown target `{name}` (targets: {})", names.join(", ")),
+            format!(
+                "unknown target `{name}`{} (targets: {})",
+                kir_compiler::suggest::did_you_mean(name, names.iter().copied()),
+                names.join(", ")
+            ),
         )
     })
 }

@@ -20,7 +20,8 @@
 //! launch bindings), `exec` (the op dispatcher) with `memops` (load/store/atomic_add),
 //! `math` (elementwise; `erf` has the error function), `reduce` (reduce, dot), `shape` (iota,
 //! broadcast, transpose, reshape), `print` (the `print` op's lines), `tile` (runtime values,
-//! rounding) and `memory` (global buffers, access addressing).
+//! rounding), `memory` (global buffers, access addressing) and `progress` (how far a run has
+//! got, for [`run_observed`]).
 //! - `print` writes to standard error ([`run_with`]) or to a writer the caller gives
 //!   ([`run_printing`]), each launch's lines in program order.
 
@@ -32,6 +33,7 @@ mod math;
 mod memops;
 pub(crate) mod memory;
 mod print;
+pub mod progress;
 mod reduce;
 pub(crate) mod runner;
 mod sched;
@@ -200,7 +202,19 @@ pub fn run_with(
     args: &BTreeMap<String, HostArg>,
     opts: &RunOptions,
 ) -> Result<BTreeMap<String, HostTensor>, InterpError> {
-    runner::run_module(module, args, opts, &mut std::io::stderr())
+    runner::run_module(module, args, opts, &mut std::io::stderr(), None)
+}
+
+/// [`run_with`], counting in `progress` each launch as it starts and each program instance as
+/// it finishes, so that another thread can show how far the run has got
+/// ([`progress::Progress::snapshot`]). Results and errors are those of [`run_with`].
+pub fn run_observed(
+    module: &Module,
+    args: &BTreeMap<String, HostArg>,
+    opts: &RunOptions,
+    progress: &progress::Progress,
+) -> Result<BTreeMap<String, HostTensor>, InterpError> {
+    runner::run_module(module, args, opts, &mut std::io::stderr(), Some(progress))
 }
 
 /// [`run_with`], writing what `print` ops print to `out`: after each launch, the lines of its
@@ -213,5 +227,5 @@ pub fn run_printing(
     opts: &RunOptions,
     out: &mut dyn std::io::Write,
 ) -> Result<BTreeMap<String, HostTensor>, InterpError> {
-    runner::run_module(module, args, opts, out)
+    runner::run_module(module, args, opts, out, None)
 }

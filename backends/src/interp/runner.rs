@@ -5,6 +5,7 @@
 use super::bind::{alloc, bind_entry, bind_launch, host_buffer, lookup};
 use super::exec::{Instance, LaunchCtx};
 use super::memory::Buffer;
+use super::progress::Progress;
 use super::tile::Tile;
 use super::{HostArg, HostTensor, InterpError, RunOptions};
 use cranelift_entity::EntityRef;
@@ -15,12 +16,14 @@ use std::sync::Arc;
 /// Most elements one tile may have (a guard against absurd shapes; real tiles are far smaller).
 const MAX_TILE: usize = 1 << 26;
 
-/// Runs the entry of `module`; see [`super::run_with`].
+/// Runs the entry of `module`; see [`super::run_with`]. With `progress`, each launch and each
+/// finished program instance is counted there.
 pub(crate) fn run_module(
     module: &Module,
     args: &BTreeMap<String, HostArg>,
     opts: &RunOptions,
     out: &mut dyn std::io::Write,
+    progress: Option<&Progress>,
 ) -> Result<BTreeMap<String, HostTensor>, InterpError> {
     check_specialized(module)?;
     let (params, span) = match (&module.program, module.kernels.len()) {
@@ -56,7 +59,10 @@ pub(crate) fn run_module(
                 let buf = alloc(&t.name, &t.ty, &env.dims, t.span, &mut host_buffer)?;
                 env.buffers.insert(t.name.clone(), Arc::new(buf));
             }
-            for l in &p.launches {
+            if let Some(pr) = progress {
+                pr.set_launches(p.launches.len());
+            }
+            for (i, l) in p.launches.iter().enumerate() {
                 let (_, k) = module
                     .kernel(&l.kernel)
                     .ok_or_else(|| InterpError::at(l.span, format!("no kernel `@{}`", l.kernel)))?;
@@ -64,11 +70,18 @@ pub(crate) fn run_module(
                     e.kernel.get_or_insert_with(|| k.name.clone());
                     e
                 })?;
-                run_kernel(k, tensors, scalars, dims, opts, out)?;
+                let launch = Launch {
+                    index: i + 1,
+                    progress,
+                };
+                run_kernel(k, tensors, scalars, dims, opts, out, launch)?;
             }
         }
         None => {
             if let Some(k) = module.kernels.values().next() {
+                if let Some(pr) = progress {
+                    pr.set_launches(1);
+                }
                 run_kernel(
                     k,
                     env.buffers.clone(),
@@ -76,6 +89,7 @@ pub(crate) fn run_module(
                     env.dims.clone(),
                     opts,
                     out,
+                    Launch { index: 1, progress },
                 )?;
             }
         }
@@ -301,6 +315,13 @@ fn idents(e: &kir_ir::Expr, out: &mut Vec<String>) {
     }
 }
 
+/// Which launch of the entry a [`run_kernel`] is, and where to count its progress.
+struct Launch<'a> {
+    /// From 1.
+    index: usize,
+    progress: Option<&'a Progress>,
+}
+
 /// Runs one launch of `k`: checks `requires`, evaluates the grid and runs every program instance.
 fn run_kernel(
     k: &Kernel,
@@ -309,6 +330,7 @@ fn run_kernel(
     dims: BTreeMap<String, i64>,
     opts: &RunOptions,
     out: &mut dyn std::io::Write,
+    launch: Launch<'_>,
 ) -> Result<(), InterpError> {
     let grid = launch_grid(k, &dims, &scalars)?;
     let kerr = |span: Span, msg: String| InterpError {
@@ -348,6 +370,15 @@ fn run_kernel(
         .checked_mul(gy)
         .and_then(|n| n.checked_mul(gz))
         .ok_or_else(|| kerr(k.span, "the grid is too large".into()))?;
+    if let Some(pr) = launch.progress {
+        pr.start_launch(launch.index, total);
+    }
+    let counted = |r| {
+        if let Some(pr) = launch.progress {
+            pr.program_done();
+        }
+        r
+    };
     let pid_of = |lin: usize| {
         [
             (lin % gx) as i64,
@@ -363,7 +394,7 @@ fn run_kernel(
         // Each instance's lines, then its result; written in program order up to a failure.
         let run_one = |lin: usize| {
             let mut inst = Instance::new(&ctx, pid_of(lin));
-            let r = inst.run();
+            let r = counted(inst.run());
             (inst.take_output(), r)
         };
         let done: Vec<(String, Result<(), InterpError>)> = if opts.parallel && !atomic {
@@ -390,7 +421,7 @@ fn run_kernel(
         return Ok(());
     }
     let run_one =
-        |lin: usize| -> Result<(), InterpError> { Instance::new(&ctx, pid_of(lin)).run() };
+        |lin: usize| -> Result<(), InterpError> { counted(Instance::new(&ctx, pid_of(lin)).run()) };
     if opts.parallel && !atomic {
         if let Some(e) = (0..total)
             .into_par_iter()

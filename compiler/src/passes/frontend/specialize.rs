@@ -38,7 +38,10 @@ pub fn const_values(m: &Module, defines: &[(String, String)]) -> Result<ConstVal
             errs.push(
                 Diagnostic::new(
                     Span::default(),
-                    format!("-D {name}: unknown constant `{name}`"),
+                    format!(
+                        "-D {name}: unknown constant `{name}`{}",
+                        crate::suggest::did_you_mean(name, known.iter().copied())
+                    ),
                 )
                 .with_note(note),
             );
@@ -165,7 +168,11 @@ fn const_value(
             } else {
                 return Err(vec![Diagnostic::new(
                     c.span,
-                    format!("-D {name}={text}: `{text}` is not one of {{{}}}", vs.join(", ")),
+                    format!(
+                        "-D {name}={text}: `{text}` is not one of {{{}}}{}",
+                        vs.join(", "),
+                        crate::suggest::did_you_mean(text.trim(), vs.iter().map(String::as_str))
+                    ),
                 )])
             }
         }
