@@ -31,6 +31,7 @@
 mod driver;
 mod external;
 mod fill;
+mod maps;
 mod program;
 
 pub use driver::{CUstream, Gpu};

@@ -3,8 +3,9 @@
 //! buffers), poisoned outs and temps, the tensor maps of each launch encoded from its bound
 //! buffers, and the launches of the program in order.
 
-use super::driver::{encode_tensor_map, launch, CuModule, DevMem, Gpu, KernelArg, TensorMapBytes};
+use super::driver::{launch, CuModule, DevMem, Gpu, KernelArg, TensorMapBytes};
 use super::fill::Filler;
+use super::maps::encode_tensor_map;
 use super::{Image, RuntimeError};
 use crate::abi::{kernel_abi, AbiArg, KernelAbi};
 use crate::interp::bind::{alloc, bind_entry, bind_launch, EntryEnv, NewBuf, Shaped};
