@@ -2,7 +2,7 @@
 //! or one op's specialization constants: kind, default, tune set and `where`, as declared.
 
 use crate::common::{self, CliError};
-use kir_compiler::oplib;
+use kir_compiler::internal::oplib;
 use kir_ir::ConstKind;
 use std::fmt::Write;
 use std::process::ExitCode;
