@@ -17,7 +17,7 @@
 //!     .cache(false)
 //!     .compile()?;
 //! assert!(gemm.code().contains(".visible .entry"));
-//! let dims = [("M", 1000), ("N", 2048), ("K", 512)];
+//! let dims = [("Bt", 1), ("M", 1000), ("N", 2048), ("K", 512)];
 //! let grid = gemm.meta().grid(&dims)?;
 //! assert!(grid.iter().all(|&g| g >= 1));
 //! # Ok::<(), kir_compiler::Error>(())

@@ -91,10 +91,10 @@ impl KernelEntry {
     ///
     /// let k = Kernel::op("gemm").target(Target::Sm80).cache(false).compile()?;
     /// let gemm = &k.meta().kernels[0];
-    /// let grid = gemm.grid(&[("M", 1000), ("N", 300), ("K", 64)])?;
-    /// assert!(grid[0] >= 1 && grid[1] >= 1 && grid[2] == 1);
+    /// let grid = gemm.grid(&[("Bt", 1), ("M", 1000), ("N", 300), ("K", 64)])?;
+    /// assert!(grid.iter().all(|&g| g >= 1));
     /// // A dim the formulas need and the caller did not give is a typed error.
-    /// match gemm.grid(&[("N", 300), ("K", 64)]) {
+    /// match gemm.grid(&[("Bt", 1), ("N", 300), ("K", 64)]) {
     ///     Err(Error::MissingDim { dim, .. }) => assert_eq!(dim, "M"),
     ///     other => panic!("{other:?}"),
     /// }
