@@ -1,9 +1,9 @@
 //! Diagnostic logging: the `tracing` events of the kir crates (the e-graph's stop reason and
-//! costs per kernel, `kir_compiler::internal::egraph`) printed to stderr when `KIR_LOG` is set.
+//! costs per kernel, `kir_compiler::egraph`) printed to stderr when `KIR_LOG` is set.
 //!
 //! `KIR_LOG` takes the filter syntax of `tracing_subscriber::filter::Targets`: a level (`error`,
 //! `warn`, `info`, `debug`, `trace`) for every crate, or `TARGET=LEVEL` pairs separated by
-//! commas (`KIR_LOG=kir_compiler::internal::egraph=debug`). Unset or empty, nothing is logged and no
+//! commas (`KIR_LOG=kir_compiler::egraph=debug`). Unset or empty, nothing is logged and no
 //! subscriber is installed; a value that does not parse is a user error (exit code 2).
 
 use crate::common::CliError;

@@ -35,7 +35,7 @@ fn kir_log_debug_prints_the_egraph_line_and_nothing_without_it() {
 
     for filter in [
         "debug",
-        "kir_compiler::internal::egraph=debug",
+        "kir_compiler::egraph=debug",
         "warn,kir_compiler=trace",
     ] {
         let o = compile(Some(filter));
@@ -49,7 +49,7 @@ fn kir_log_debug_prints_the_egraph_line_and_nothing_without_it() {
         let l = lines[0];
         assert!(
             l.contains("DEBUG")
-                && l.contains("kir_compiler::internal::egraph")
+                && l.contains("kir_compiler::egraph")
                 && l.contains("kernel=rmsnorm_fwd")
                 && l.contains("stop=")
                 && l.contains("cost_before="),

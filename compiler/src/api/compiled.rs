@@ -1,14 +1,24 @@
-//! [`CompiledKernel`]: what [`crate::Kernel::compile`] returns — the code, its typed launch
+//! [`CompiledKernel`] and its [`Backend`]: what [`crate::Kernel::compile`] returns — the code, its typed launch
 //! metadata, the symbols, the specialization compiled in and the reports `kirc compile
 //! --report` prints — built from the compiler's internal result.
 
 use super::error::Error;
-use super::kernel::Backend;
 use super::meta::KernelMeta;
 use crate::cache::Cached;
 use crate::plan::CompilePlan;
 use crate::source::Source;
 use kir_backends::Target;
+
+/// The code a compilation emits.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum Backend {
+    /// PTX for the target, scheduled and tuned per target (`kirc compile --emit ptx`).
+    #[default]
+    Ptx,
+    /// One self-contained CUDA C file for NVRTC: scalar FP32, no warps, rings or warp roles
+    /// (`--emit cuda`).
+    Cuda,
+}
 
 /// A compiled module: PTX or CUDA C text, and everything needed to launch it.
 ///

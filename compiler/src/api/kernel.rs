@@ -3,7 +3,7 @@
 //! compile plan and compiles exactly as `kirc compile` does (the same plan, the same pipeline,
 //! the same on-disk cache), so the code and META.json are byte for byte kirc's.
 
-use super::compiled::CompiledKernel;
+use super::compiled::{Backend, CompiledKernel};
 use super::error::Error;
 use crate::cache;
 use crate::compiled::Emit;
@@ -12,17 +12,6 @@ use crate::plan::{CompilePlan, Flags};
 use crate::source::Source;
 use kir_backends::Target;
 use std::path::PathBuf;
-
-/// The code a compilation emits.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
-pub enum Backend {
-    /// PTX for the target, scheduled and tuned per target (`kirc compile --emit ptx`).
-    #[default]
-    Ptx,
-    /// One self-contained CUDA C file for NVRTC: scalar FP32, no warps, rings or warp roles
-    /// (`--emit cuda`).
-    Cuda,
-}
 
 /// Where the module comes from.
 #[derive(Clone, Debug, PartialEq, Eq)]

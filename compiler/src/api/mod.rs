@@ -10,8 +10,8 @@ mod grid;
 mod kernel;
 mod meta;
 
-pub use compiled::CompiledKernel;
+pub use compiled::{Backend, CompiledKernel};
 pub use error::{Axis, Error, Location};
 pub use grid::Dims;
-pub use kernel::{Backend, Kernel};
+pub use kernel::Kernel;
 pub use meta::{AbiParam, Access, Grid, KernelEntry, KernelMeta, Launch, Param, Temp, Unaligned};
