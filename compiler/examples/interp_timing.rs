@@ -8,11 +8,11 @@ use std::collections::BTreeMap;
 use std::time::Instant;
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let src =
-        kir_compiler::oplib::builtin("attention_fwd").ok_or("attention_fwd is not built in")?;
+    let src = kir_compiler::internal::oplib::builtin("attention_fwd")
+        .ok_or("attention_fwd is not built in")?;
     let defs = [("DTYPE", "bf16"), ("HEAD_DIM", "128"), ("CAUSAL", "0")]
         .map(|(a, b)| (a.to_string(), b.to_string()));
-    let (_, spec) = kir_compiler::pipeline::frontend(src, &defs)
+    let (_, spec) = kir_compiler::internal::pipeline::frontend(src, &defs)
         .map_err(|e| e.render("attention_fwd.kir", src))?;
     let (s, d) = (1024usize, 128usize);
     // A fixed, cheap pseudo-random fill (values in [-1, 1)).

@@ -1,30 +1,51 @@
-//! kir-compiler: the passes, the pipeline that orders them, the built-in op library, `.npy`
-//! I/O, atomic output files ([`outfile`]) and the on-disk cache ([`cache`]). The `kirc` command
-//! line is a crate of its own (kirc/), built on this one.
+//! kir-compiler: compile kir kernels (the built-in op library, or `.kir` source of your own) to
+//! PTX or CUDA C for an NVIDIA target, with the launch metadata a launcher needs.
 //!
-//! The entry point for frameworks is [`pipeline`]: parse a module (or take a built-in op from
-//! [`oplib`]), verify it, specialize it with `-D NAME=VALUE` overrides and verify the result.
-//! [`source`] loads a module by path or op name and renders its errors as `kirc` prints them.
+//! The front door is [`Kernel`]: choose the source ([`Kernel::op`], [`Kernel::path`],
+//! [`Kernel::source`]), set the constants, the [`Target`], the [`Backend`] and the lowering
+//! flags, then [`Kernel::compile`] returns a [`CompiledKernel`]: the code, its typed launch
+//! metadata [`KernelMeta`] (META.json, whose [`KernelMeta::grid`] evaluates the launch grid
+//! for the caller's dims) and the configuration report. Every failure is an [`Error`], which
+//! keeps the source location and renders the message `kirc` prints.
+//!
+//! ```
+//! use kir_compiler::{Backend, Kernel, Target};
+//!
+//! let gemm = Kernel::op("gemm")
+//!     .target(Target::Sm90a)
+//!     .backend(Backend::Ptx)
+//!     .cache(false)
+//!     .compile()?;
+//! assert!(gemm.code().contains(".visible .entry"));
+//! let dims = [("Bt", 1), ("M", 1000), ("N", 2048), ("K", 512)];
+//! let grid = gemm.meta().grid(&dims)?;
+//! assert!(grid.iter().all(|&g| g >= 1));
+//! # Ok::<(), kir_compiler::Error>(())
+//! ```
+//!
+//! Everything else is in [`internal`], which kir's own crates (the `kirc` command line, the
+//! tests, the Python package) use: it is hidden from the documentation and outside semver
+//! (docs/api.md).
+#![warn(missing_docs)]
 
-pub mod cache;
-pub mod compile;
-pub mod compiled;
-pub mod configs;
-pub mod cost;
-pub mod egraph;
-pub mod limits;
-pub mod npy;
-pub mod oplib;
-pub mod options;
-pub mod outfile;
-pub mod pass;
-pub mod passes;
-pub mod pipeline;
-pub mod plan;
-pub mod search;
-pub mod source;
-pub mod split;
-pub mod structure;
-pub mod suggest;
-pub mod traffic;
-pub mod tune;
+mod api;
+#[doc(hidden)]
+pub mod internal;
+
+mod configs;
+mod search;
+mod split;
+mod structure;
+
+// The internal modules under the names the crate's own code uses (`crate::plan`, ...).
+use internal::{
+    cache, compile, compiled, cost, egraph, limits, oplib, options, outfile, pass, passes,
+    pipeline, plan, source, suggest, traffic,
+};
+
+pub use api::{
+    AbiParam, Access, Axis, Backend, CompiledKernel, Dims, Error, Grid, Kernel, KernelEntry,
+    KernelMeta, Launch, Location, Param, Temp, Unaligned,
+};
+pub use internal::options::Fusion;
+pub use kir_backends::Target;

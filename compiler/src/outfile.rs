@@ -1,5 +1,5 @@
 //! Output files, written atomically and all or nothing: what `kirc compile`, `kirc run`, `kirc
-//! randn` and [`crate::npy::write`] write goes through here.
+//! randn` and [`crate::internal::npy::write`] write goes through here.
 //!
 //! - [`check_paths`] validates a command's output paths before anything is computed or written:
 //!   no path is a directory, no parent is a file, and no two paths name the same file.

@@ -13,7 +13,7 @@
 //! issued with the previous block's accumulating dot, in the consumer when warp-specialized);
 //! they need the target's shared-memory budget, so they run only with
 //! [`ScheduleOptions::target`] set. Which scheduling options a compilation uses is decided by the
-//! schedule search ([`crate::search`]) from the plan. Every pass can be dumped: [`compile_observed`]
+//! schedule search (`crate::search`) from the plan. Every pass can be dumped: [`compile_observed`]
 //! shows the IR a backend lowered (`kirc compile/run --dump-after PASS`), and [`dump_after_with`]
 //! the IR with a pass forced to run (`kirc check --dump-after PASS [--target T]`, snapshot tests).
 
@@ -79,7 +79,7 @@ pub fn output(src: &str, defines: &Defines) -> Result<Module, Diagnostics> {
 }
 
 /// Compiles `src` as `plan` says: the front end with the plan's defines, the module of the
-/// plan's stage (its entry kernel), then for PTX the schedule search ([`crate::search`]: the
+/// plan's stage (its entry kernel), then for PTX the schedule search (`crate::search`: the
 /// scheduling passes, candidate by candidate, until the backend accepts one), the backend, and
 /// META.json. What `kirc compile`, `run`, `bench` and the library all call.
 pub fn compile(src: &str, plan: &CompilePlan) -> Result<Compiled, CompileError> {

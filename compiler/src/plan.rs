@@ -6,7 +6,7 @@
 //!
 //! The plan also owns the one constructor of [`ScheduleOptions`] ([`CompilePlan::schedule`] for
 //! compilation, [`explore`] for `kirc check`'s forced dumps); the search over candidate
-//! schedules that asks a backend which one fits lives in [`crate::search`].
+//! schedules that asks a backend which one fits lives in `crate::search`.
 
 use crate::compiled::{CompileError, Emit, Stage};
 use crate::configs::{self, Config};

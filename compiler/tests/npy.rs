@@ -2,7 +2,7 @@
 //! hand-made headers of every version, and clear errors (never panics) on bad files.
 
 use kir_backends::interp::HostData;
-use kir_compiler::npy::{parse, to_bytes, NpyArray, NpyDtype};
+use kir_compiler::internal::npy::{parse, to_bytes, NpyArray, NpyDtype};
 
 /// Reading f64 data in tests.
 trait F64s {

@@ -2,8 +2,8 @@
 //! folding into types and expressions, param conditions, `static_if` removal, and the
 //! round trip `parse(print(specialized)) == specialized`, also for every built-in op.
 
-use kir_compiler::passes::{const_values, specialize};
-use kir_compiler::{oplib, pipeline};
+use kir_compiler::internal::passes::{const_values, specialize};
+use kir_compiler::internal::{oplib, pipeline};
 use kir_ir::{text, verifier, Attr, Dtype, EvalVal, Module, Opcode, ParamKind, Type};
 
 const SRC: &str = "module t

@@ -235,9 +235,9 @@ pub fn main(a: Args, format: MessageFormat) -> Result<ExitCode, CliError> {
 
     let src = common::load(&a.file)?;
     let f = common::frontend(&src, &a.defines)?;
-    let consts = kir_compiler::passes::const_values(&f.generic, &a.defines)
+    let consts = kir_compiler::internal::passes::const_values(&f.generic, &a.defines)
         .map_err(|d| CliError::located(&src, d))?;
-    let m = kir_compiler::pipeline::entry_module(f.output, a.kernel.as_deref())
+    let m = kir_compiler::internal::pipeline::entry_module(f.output, a.kernel.as_deref())
         .map_err(CliError::Plain)?;
     let mut args = host_args(&src, &m, &a.args)?;
     let mut random = BTreeSet::new();

@@ -11,7 +11,7 @@
 //! error saying so (exit code 2).
 
 use crate::common::{self, CliError};
-use kir_compiler::cache::{self, Cache, Location};
+use kir_compiler::internal::cache::{self, Cache, Location};
 use std::process::ExitCode;
 use std::time::SystemTime;
 

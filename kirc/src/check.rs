@@ -5,7 +5,7 @@
 
 use crate::common::{self, CliError};
 use crate::message::{self, MessageFormat};
-use kir_compiler::pipeline::{self, DumpError};
+use kir_compiler::internal::pipeline::{self, DumpError};
 use std::process::ExitCode;
 
 /// Arguments of `kirc check`.
@@ -52,18 +52,18 @@ pub fn main(a: Args, format: MessageFormat) -> Result<ExitCode, CliError> {
     }
     let ws = common::ws_choice(a.ws.as_deref())?;
     if let Some(t) = target {
-        let flags = kir_compiler::plan::Flags {
+        let flags = kir_compiler::internal::plan::Flags {
             stages: a.stages,
             persistent: a.persistent,
             ws_plan: (ws != pipeline::WsChoice::Off).then(|| ws.clone()),
             ..Default::default()
         };
         flags
-            .validate(t, kir_compiler::compile::Emit::Ptx)
+            .validate(t, kir_compiler::internal::compile::Emit::Ptx)
             .map_err(CliError::Plain)?;
     }
     if let Some(pass) = &a.dump_after {
-        let opts = kir_compiler::plan::explore(target, pass, a.stages, ws, a.persistent);
+        let opts = kir_compiler::internal::plan::explore(target, pass, a.stages, ws, a.persistent);
         let text =
             pipeline::dump_after_with(&src.text, &a.defines, pass, &opts).map_err(|e| match e {
                 DumpError::UnknownPass(..) | DumpError::NeedsTarget(_) => {

@@ -3,15 +3,15 @@
 //! errors, and writing to stdout and stderr (a closed stdout ends the command quietly, as
 //! [`CliError::BrokenPipe`]).
 
-use kir_compiler::pass::PassManager;
-use kir_compiler::pipeline;
+use kir_compiler::internal::pass::PassManager;
+use kir_compiler::internal::pipeline;
 use kir_ir::Diagnostics;
 use std::io::Write;
 use std::path::Path;
 
 /// A module's source text and the name errors show for it (shared with the library, so a
 /// framework's errors read as kirc's).
-pub use kir_compiler::source::Source;
+pub use kir_compiler::internal::source::Source;
 
 /// Why a command stopped. `kirc` prints a user error and exits with code 2; a broken pipe
 /// ends it quietly with [`BROKEN_PIPE_EXIT`].
@@ -115,13 +115,13 @@ impl CliError {
             CliError::BrokenPipe => String::new(),
             CliError::Plain(m) => format!("error: {m}\n"),
             CliError::Located { file, src, diags } => {
-                kir_compiler::source::render(file, src, diags)
+                kir_compiler::internal::source::render(file, src, diags)
             }
         }
     }
 }
 
-/// Reads `file` (at most [`kir_compiler::limits::MAX_SOURCE_BYTES`]); if no such file exists,
+/// Reads `file` (at most [`kir_compiler::internal::limits::MAX_SOURCE_BYTES`]); if no such file exists,
 /// takes the built-in op of that name.
 pub fn load(file: &str) -> Result<Source, CliError> {
     Source::load(file).map_err(CliError::Plain)
@@ -150,7 +150,7 @@ pub fn is_name(s: &str) -> bool {
 /// The warp-specialization choice of `--ws`: none, `auto` (the target's plans in order) or a
 /// named plan.
 pub fn ws_choice(ws: Option<&str>) -> Result<pipeline::WsChoice, CliError> {
-    use kir_compiler::passes::WsPlan;
+    use kir_compiler::internal::passes::WsPlan;
     match ws {
         None => Ok(pipeline::WsChoice::Off),
         Some("auto") => Ok(pipeline::WsChoice::Auto),
@@ -173,7 +173,7 @@ pub fn target(name: &str) -> Result<kir_backends::Target, CliError> {
         let names: Vec<&str> = Target::ALL.iter().map(|t| t.name()).collect();
         CliError::Plain(format!(
             "unknown target `{name}`{} (targets: {})",
-            kir_compiler::suggest::did_you_mean(name, names.iter().copied()),
+            kir_compiler::internal::suggest::did_you_mean(name, names.iter().copied()),
             names.join(", ")
         ))
     })
@@ -185,17 +185,17 @@ pub fn frontend(
     src: &Source,
     defines: &[(String, String)],
 ) -> Result<pipeline::Frontend, CliError> {
-    frontend_with(src, defines, kir_compiler::options::Fusion::Auto)
+    frontend_with(src, defines, kir_compiler::internal::options::Fusion::Auto)
 }
 
 /// [`frontend`] with the `fusion` pass skipped when `fusion` is `Off` (`--no-fuse`).
 pub fn frontend_with(
     src: &Source,
     defines: &[(String, String)],
-    fusion: kir_compiler::options::Fusion,
+    fusion: kir_compiler::internal::options::Fusion,
 ) -> Result<pipeline::Frontend, CliError> {
     let pm = match fusion {
-        kir_compiler::options::Fusion::Off => PassManager::standard().without("fusion"),
+        kir_compiler::internal::options::Fusion::Off => PassManager::standard().without("fusion"),
         _ => PassManager::standard(),
     };
     pm.run_frontend(&src.text, defines, &mut |_, _| {})
@@ -261,8 +261,11 @@ pub enum WsFlag {
 
 impl PtxFlags {
     /// The compile plan's flags, with the interpreter plan of `--ws` (`kirc run`) if any.
-    pub fn flags(&self, ws_plan: Option<pipeline::WsChoice>) -> kir_compiler::plan::Flags {
-        kir_compiler::plan::Flags {
+    pub fn flags(
+        &self,
+        ws_plan: Option<pipeline::WsChoice>,
+    ) -> kir_compiler::internal::plan::Flags {
+        kir_compiler::internal::plan::Flags {
             warps: self.warps,
             stages: self.stages,
             warp_specialize: self.warp_specialize.map(|w| w == WsFlag::On),
@@ -274,8 +277,8 @@ impl PtxFlags {
     }
 
     /// The fusion choice of `--fuse` / `--no-fuse`.
-    pub fn fusion(&self) -> kir_compiler::options::Fusion {
-        use kir_compiler::options::Fusion;
+    pub fn fusion(&self) -> kir_compiler::internal::options::Fusion {
+        use kir_compiler::internal::options::Fusion;
         match (self.fuse, self.no_fuse) {
             (true, _) => Fusion::On,
             (_, true) => Fusion::Off,
@@ -295,10 +298,10 @@ impl PtxFlags {
 }
 
 /// A compile error as `kirc` prints it (located in `src` when it has a place).
-pub fn compile_error(src: &Source, e: kir_compiler::compile::CompileError) -> CliError {
+pub fn compile_error(src: &Source, e: kir_compiler::internal::compile::CompileError) -> CliError {
     match e {
-        kir_compiler::compile::CompileError::Source(d) => CliError::located(src, d),
-        kir_compiler::compile::CompileError::Plain(m) => CliError::Plain(m),
+        kir_compiler::internal::compile::CompileError::Source(d) => CliError::located(src, d),
+        kir_compiler::internal::compile::CompileError::Plain(m) => CliError::Plain(m),
     }
 }
 
@@ -307,7 +310,7 @@ pub fn compile_error(src: &Source, e: kir_compiler::compile::CompileError) -> Cl
 /// that `kirc compile` lowers. A pass that did not run for it is an error saying so.
 pub fn dump_lowered(
     src: &Source,
-    plan: &kir_compiler::plan::CompilePlan,
+    plan: &kir_compiler::internal::plan::CompilePlan,
     pass: &str,
 ) -> Result<String, CliError> {
     if !pipeline::PASSES.contains(&pass) {
@@ -336,9 +339,9 @@ pub fn dump_lowered(
 
 /// The on-disk cache a command uses: the one the environment names (docs/cache.md), unless
 /// `--no-cache` was given or it is off (`KIR_CACHE_DIR=off`).
-pub fn cache(no_cache: bool) -> Option<kir_compiler::cache::Cache> {
+pub fn cache(no_cache: bool) -> Option<kir_compiler::internal::cache::Cache> {
     if no_cache {
         return None;
     }
-    kir_compiler::cache::Cache::from_env()
+    kir_compiler::internal::cache::Cache::from_env()
 }

@@ -12,9 +12,9 @@
 //! `--meta` or `--report` file or a closed stdout leaves no new file.
 
 use crate::common::{self, CliError};
-use kir_compiler::compile::{self, Emit};
-use kir_compiler::outfile::{self, Staged};
-use kir_compiler::plan::CompilePlan;
+use kir_compiler::internal::compile::{self, Emit};
+use kir_compiler::internal::outfile::{self, Staged};
+use kir_compiler::internal::plan::CompilePlan;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
@@ -74,9 +74,11 @@ pub fn main(a: Args) -> Result<ExitCode, CliError> {
             "layout" => {
                 // What the PTX backend lowers for this target: its configuration, the scheduled
                 // module and the warps each kernel got.
-                let out =
-                    kir_compiler::pipeline::compile(&src.text, &plan(&a, &src, target, Emit::Ptx)?)
-                        .map_err(|e| common::compile_error(&src, e))?;
+                let out = kir_compiler::internal::pipeline::compile(
+                    &src.text,
+                    &plan(&a, &src, target, Emit::Ptx)?,
+                )
+                .map_err(|e| common::compile_error(&src, e))?;
                 let warps = out
                     .reports
                     .iter()
@@ -103,7 +105,7 @@ pub fn main(a: Args) -> Result<ExitCode, CliError> {
     };
     let cache = common::cache(a.no_cache);
     let plan = plan(&a, &src, target, emit)?.with_stage(stage);
-    let cached = kir_compiler::cache::compile(&src.text, &plan, cache.as_ref())
+    let cached = kir_compiler::internal::cache::compile(&src.text, &plan, cache.as_ref())
         .map_err(|e| common::compile_error(&src, e))?;
     let out = &cached.compiled;
     let meta = match (&a.meta, &out.meta) {

@@ -12,9 +12,9 @@ use crate::common::Source;
 #[cfg(feature = "cuda")]
 use kir_backends::runtime::{self, Gpu, Image, Program, RuntimeError};
 #[cfg(feature = "cuda")]
-use kir_compiler::cache::{Cache, GpuId};
+use kir_compiler::internal::cache::{Cache, GpuId};
 #[cfg(feature = "cuda")]
-use kir_compiler::compile::{Compiled, Emit};
+use kir_compiler::internal::compile::{Compiled, Emit};
 #[cfg(feature = "cuda")]
 use kir_ir::Diagnostic;
 
@@ -96,10 +96,10 @@ pub struct GpuMeasure<'g> {
 }
 
 #[cfg(feature = "cuda")]
-impl kir_compiler::tune::Measure for GpuMeasure<'_> {
+impl kir_compiler::internal::tune::Measure for GpuMeasure<'_> {
     fn run(
         &mut self,
-        _: &kir_compiler::tune::Candidate,
+        _: &kir_compiler::internal::tune::Candidate,
         c: &Compiled,
         args: &std::collections::BTreeMap<String, kir_backends::interp::HostArg>,
     ) -> Result<std::collections::BTreeMap<String, kir_backends::interp::HostTensor>, String> {
@@ -109,9 +109,9 @@ impl kir_compiler::tune::Measure for GpuMeasure<'_> {
 
     fn time(
         &mut self,
-        _: &kir_compiler::tune::Candidate,
+        _: &kir_compiler::internal::tune::Candidate,
         c: &Compiled,
-        shapes: &kir_compiler::tune::Shapes,
+        shapes: &kir_compiler::internal::tune::Shapes,
         scalars: &std::collections::BTreeMap<String, kir_backends::interp::HostArg>,
     ) -> Result<f64, String> {
         use kir_backends::interp::{HostArg, HostData, HostTensor};
@@ -167,13 +167,13 @@ pub fn compile_for(
     defines: &[(String, String)],
     kernel: Option<&str>,
     target: Option<&str>,
-    flags: kir_compiler::plan::Flags,
+    flags: kir_compiler::internal::plan::Flags,
     gpu: &Gpu,
     cache: Option<&Cache>,
     shapes: &[(String, Vec<usize>)],
 ) -> Result<ForGpu, CliError> {
     let target = target_of(target, gpu)?;
-    let plan = kir_compiler::plan::CompilePlan::resolve_for(
+    let plan = kir_compiler::internal::plan::CompilePlan::resolve_for(
         &src.text,
         defines,
         target,
@@ -183,11 +183,11 @@ pub fn compile_for(
     )
     .map_err(|e| crate::common::compile_error(src, e))?
     .with_kernel(kernel);
-    let c = kir_compiler::cache::compile(&src.text, &plan, cache)
+    let c = kir_compiler::internal::cache::compile(&src.text, &plan, cache)
         .map_err(|e| crate::common::compile_error(src, e))?;
-    let hit = matches!(c.outcome, kir_compiler::cache::Outcome::Hit(_));
+    let hit = matches!(c.outcome, kir_compiler::internal::cache::Outcome::Hit(_));
     let located = match c.outcome {
-        kir_compiler::cache::Outcome::Hit(_) => Source {
+        kir_compiler::internal::cache::Outcome::Hit(_) => Source {
             name: format!("{} (as compiled, from the kir cache)", src.name),
             text: kir_ir::text::print(&c.compiled.module),
         },
@@ -205,10 +205,10 @@ pub fn compile_for(
 }
 
 /// The shape bucket of tensor shapes given by input name (`--shape a=…`): each extent as a
-/// dim `a[i]`, rounded up to a power of two (`kir_compiler::cache::ShapeBucket`). What
+/// dim `a[i]`, rounded up to a power of two (`kir_compiler::internal::cache::ShapeBucket`). What
 /// `kirc tune` stores its winner under and `kirc bench` looks it up by.
 #[cfg(feature = "cuda")]
-pub fn shape_bucket(shapes: &[(String, Vec<usize>)]) -> kir_compiler::cache::ShapeBucket {
+pub fn shape_bucket(shapes: &[(String, Vec<usize>)]) -> kir_compiler::internal::cache::ShapeBucket {
     let dims: Vec<(String, u64)> = shapes
         .iter()
         .flat_map(|(n, s)| {
@@ -217,7 +217,7 @@ pub fn shape_bucket(shapes: &[(String, Vec<usize>)]) -> kir_compiler::cache::Sha
                 .map(move |(i, &v)| (format!("{n}[{i}]"), v as u64))
         })
         .collect();
-    kir_compiler::cache::ShapeBucket::from_dims(&dims)
+    kir_compiler::internal::cache::ShapeBucket::from_dims(&dims)
 }
 
 /// `defines` split into those of constants without a tune set (the specialization a tuned

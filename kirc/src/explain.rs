@@ -6,9 +6,9 @@
 //! kernels and global bytes before and after.
 
 use crate::common::{self, CliError};
-use kir_compiler::egraph::rules::all_rules;
-use kir_compiler::egraph::{KernelReport, Limits};
-use kir_compiler::passes;
+use kir_compiler::internal::egraph::rules::all_rules;
+use kir_compiler::internal::egraph::{KernelReport, Limits};
+use kir_compiler::internal::passes;
 use std::fmt::Write;
 use std::process::ExitCode;
 

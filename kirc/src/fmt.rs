@@ -85,10 +85,12 @@ fn write(files: &[String]) -> Result<ExitCode, CliError> {
     for f in files {
         if !Path::new(f).exists() {
             let op = f.strip_suffix(".kir").unwrap_or(f);
-            return Err(CliError::Plain(match kir_compiler::oplib::builtin(op) {
-                Some(_) => format!("{f}: a built-in op, not a file (--write rewrites files)"),
-                None => format!("{f}: no such file"),
-            }));
+            return Err(CliError::Plain(
+                match kir_compiler::internal::oplib::builtin(op) {
+                    Some(_) => format!("{f}: a built-in op, not a file (--write rewrites files)"),
+                    None => format!("{f}: no such file"),
+                },
+            ));
         }
         let (src, canonical) = canonical(f)?;
         if canonical != src.text && !changed.iter().any(|(p, _)| p == Path::new(f)) {
@@ -100,8 +102,8 @@ fn write(files: &[String]) -> Result<ExitCode, CliError> {
         return Ok(ExitCode::SUCCESS);
     }
     // All or nothing: every file staged, the report written, then the files replaced.
-    let err = |e: kir_compiler::outfile::OutputError| CliError::Plain(e.to_string());
-    let staged = kir_compiler::outfile::stage_replacements(changed).map_err(err)?;
+    let err = |e: kir_compiler::internal::outfile::OutputError| CliError::Plain(e.to_string());
+    let staged = kir_compiler::internal::outfile::stage_replacements(changed).map_err(err)?;
     common::out(&report)?;
     staged.commit().map_err(err)?;
     Ok(ExitCode::SUCCESS)

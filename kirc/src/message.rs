@@ -78,8 +78,8 @@ pub fn line(v: &Value) -> String {
 
 /// The JSON diagnostic of `d`, an error in `src` (the source named `file`).
 fn located(file: &str, src: &str, d: &Diagnostic) -> Value {
-    let rendered = kir_compiler::source::render(file, src, &d.clone().into());
-    let source = kir_compiler::source::Source {
+    let rendered = kir_compiler::internal::source::render(file, src, &d.clone().into());
+    let source = kir_compiler::internal::source::Source {
         name: file.to_string(),
         text: src.to_string(),
     };

@@ -7,7 +7,7 @@
 
 use crate::common::{self, CliError};
 use crate::message::{self, MessageFormat};
-use kir_compiler::oplib;
+use kir_compiler::internal::oplib;
 use kir_ir::ConstKind;
 use serde_json::json;
 use std::fmt::Write;
@@ -57,7 +57,7 @@ fn constants(name: &str, format: MessageFormat) -> Result<ExitCode, CliError> {
         let names: Vec<&str> = oplib::builtins().map(|(n, _)| n).collect();
         return Err(CliError::Plain(format!(
             "no built-in op `{name}`{} (the built-in ops: {})",
-            kir_compiler::suggest::did_you_mean(name, names.iter().copied()),
+            kir_compiler::internal::suggest::did_you_mean(name, names.iter().copied()),
             names.join(", ")
         )));
     };

@@ -4,8 +4,8 @@
 
 use crate::common::{self, CliError};
 use kir_backends::interp::HostData;
-use kir_compiler::npy::{self, NpyDtype};
-use kir_compiler::outfile::{self, Staged};
+use kir_compiler::internal::npy::{self, NpyDtype};
+use kir_compiler::internal::outfile::{self, Staged};
 use std::path::PathBuf;
 use std::process::ExitCode;
 

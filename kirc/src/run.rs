@@ -20,11 +20,11 @@
 use crate::common::{self, CliError, Source};
 use crate::device::{self, Device};
 use kir_backends::interp::{self, HostArg, HostTensor, RunOptions};
-use kir_compiler::compile::Emit;
-use kir_compiler::npy::{self, NpyDtype};
-use kir_compiler::outfile::{self, Staged};
-use kir_compiler::pipeline;
-use kir_compiler::plan::CompilePlan;
+use kir_compiler::internal::compile::Emit;
+use kir_compiler::internal::npy::{self, NpyDtype};
+use kir_compiler::internal::outfile::{self, Staged};
+use kir_compiler::internal::pipeline;
+use kir_compiler::internal::plan::CompilePlan;
 use kir_ir::{Access, Diagnostic, Dtype, Module, ParamKind, Span};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};

@@ -2,7 +2,7 @@
 //! T] [--warmup N] [--iters N] [--flops EXPR] [--check-shape NAME=AxB]... [--limit N] [--list]`:
 //! searches the module's tunable constants (`tune {…}` sets) and the target's lowering flags
 //! for the fastest candidate on the GPU (docs/tuning.md; the library side is
-//! `kir_compiler::tune`).
+//! `kir_compiler::internal::tune`).
 //!
 //! Every candidate is compiled for the target (the compiler's rejections are counted), checked
 //! once against the interpreter on small ragged inputs (a wrong one is dropped with a warning
@@ -16,7 +16,7 @@
 use crate::bench::eval_expr;
 use crate::bench::parse_shape;
 use crate::common::{self, CliError};
-use kir_compiler::tune::{self, Event, TuneError, TuneOptions};
+use kir_compiler::internal::tune::{self, Event, TuneError, TuneOptions};
 use std::collections::BTreeMap;
 use std::fmt::Write;
 use std::process::ExitCode;
@@ -149,7 +149,7 @@ fn flop_names(
 ) -> Result<BTreeMap<String, f64>, CliError> {
     let mut names = BTreeMap::new();
     let f = common::frontend(src, &a.defines)?;
-    let consts = kir_compiler::passes::const_values(&f.generic, &a.defines)
+    let consts = kir_compiler::internal::passes::const_values(&f.generic, &a.defines)
         .map_err(|d| CliError::located(src, d))?;
     for (n, v) in consts {
         if let kir_ir::EvalVal::Int(i) = v {
@@ -265,7 +265,7 @@ fn gpu_main(a: &Args, src: &common::Source) -> Result<ExitCode, CliError> {
         // constants the user fixed belong to the configuration, with the winner's.
         let (spec, mut fixed) = crate::device::split_tunable(&src.text, &a.defines);
         fixed.extend(w.defines());
-        let config = kir_compiler::cache::TunedConfig {
+        let config = kir_compiler::internal::cache::TunedConfig {
             defines: fixed,
             warps: w.flags.warps,
             stages: w.flags.stages,

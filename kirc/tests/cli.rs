@@ -4,7 +4,7 @@
 mod common;
 use common::{kirc, s, scratch, stderr, stdout};
 use kir_backends::interp::HostData;
-use kir_compiler::npy::{self, NpyDtype};
+use kir_compiler::internal::npy::{self, NpyDtype};
 
 /// Reading f64 data in tests.
 trait F64s {

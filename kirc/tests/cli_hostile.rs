@@ -15,7 +15,7 @@
 mod common;
 use common::{kirc, s, scratch, stderr};
 use kir_backends::interp::HostData;
-use kir_compiler::npy::{self, NpyDtype};
+use kir_compiler::internal::npy::{self, NpyDtype};
 use std::path::Path;
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};

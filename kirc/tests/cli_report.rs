@@ -101,7 +101,7 @@ fn one_report_per_kernel_located_in_the_source() {
         .filter_map(|k| k["symbol"].as_str())
         .collect();
     assert_eq!(reported, symbols, "{e}");
-    let src = kir_compiler::oplib::builtin("attention_bwd").expect("a built-in op");
+    let src = kir_compiler::internal::oplib::builtin("attention_bwd").expect("a built-in op");
     let lines: Vec<&str> = src.lines().collect();
     let mut dots = 0;
     for l in e.lines().filter(|l| l.trim_start().starts_with("dot #")) {

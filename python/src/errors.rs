@@ -5,13 +5,13 @@
 //!
 //! The text of an exception (`str(e)`) is the message `kirc` prints for the same failure: for a
 //! located error `file:line:col: error: ...`, the source line and a caret (rendered by
-//! `kir_compiler::source`, the code kirc uses); for one with no place, the message alone
+//! `kir_compiler::internal::source`, the code kirc uses); for one with no place, the message alone
 //! (kirc prefixes it with `error: `). The attributes `message`, `file`, `line`, `column` and
 //! (for `InputError`) `argument` carry the parts.
 
 use kir_backends::interp::InterpError;
-use kir_compiler::compile::CompileError;
-use kir_compiler::source::Source;
+use kir_compiler::internal::compile::CompileError;
+use kir_compiler::internal::source::Source;
 use kir_ir::{Diagnostic, Diagnostics};
 use pyo3::prelude::*;
 use pyo3::types::PyDict;

@@ -1,10 +1,10 @@
 //! `kir.run`: a module's entry on the CPU interpreter, with the contract of `kirc run`.
 //!
 //! The front end runs with the constants (`-D NAME=VALUE`), the entry is the program, the single
-//! kernel, or the kernel `kernel` names (`kir_compiler::pipeline::entry_module`), and each
+//! kernel, or the kernel `kernel` names (`kir_compiler::internal::pipeline::entry_module`), and each
 //! input becomes the argument `kirc run --arg` would make of it:
 //! - a tensor arrives as the bytes of a C-order `.npy` (the Python side writes it with NumPy's
-//!   own writer) and is read by `kir_compiler::npy::parse`, the reader of `kirc run`; its shape
+//!   own writer) and is read by `kir_compiler::internal::npy::parse`, the reader of `kirc run`; its shape
 //!   binds the symbolic dims, and the interpreter rounds its values to the param's dtype (round
 //!   to nearest even);
 //! - a Python int is an exact integer ([`HostArg::Int`]), a float a float ([`HostArg::Scalar`]);
@@ -20,10 +20,10 @@
 
 use crate::errors::{Class, Failure};
 use kir_backends::interp::{self, HostArg, HostTensor, InterpError, RunOptions};
-use kir_compiler::npy::{self, NpyDtype};
-use kir_compiler::pass::PassManager;
-use kir_compiler::pipeline;
-use kir_compiler::source::Source;
+use kir_compiler::internal::npy::{self, NpyDtype};
+use kir_compiler::internal::pass::PassManager;
+use kir_compiler::internal::pipeline;
+use kir_compiler::internal::source::Source;
 use kir_ir::{Dtype, Module, Param, ParamKind, Span};
 use std::collections::BTreeMap;
 

@@ -1,19 +1,19 @@
 //! `kir.compile`: the compile path of `kirc compile` — one `CompilePlan::resolve` from the
-//! source, the constants, the target and what to emit, then `kir_compiler::cache::compile` (the
+//! source, the constants, the target and what to emit, then `kir_compiler::internal::cache::compile` (the
 //! on-disk cache of docs/cache.md where the environment enables it, `KIR_CACHE_DIR=off` or
 //! `cache=False` for none, which is `pipeline::compile` itself) — and [`Compiled`], what it
 //! returns to Python.
 //!
-//! [`Compiled`] keeps the whole compilation (`kir_compiler::cache::Cached`: the text,
+//! [`Compiled`] keeps the whole compilation (`kir_compiler::internal::cache::Cached`: the text,
 //! META.json, the module that was lowered, the backend's reports), not only its text, so that
 //! a launch on a caller's stream can be added to it later without compiling again.
 
 use crate::errors::Failure;
 use kir_backends::Target;
-use kir_compiler::cache::{self, Cached};
-use kir_compiler::compile::Emit;
-use kir_compiler::plan::{CompilePlan, Flags};
-use kir_compiler::source::Source;
+use kir_compiler::internal::cache::{self, Cached};
+use kir_compiler::internal::compile::Emit;
+use kir_compiler::internal::plan::{CompilePlan, Flags};
+use kir_compiler::internal::source::Source;
 use pyo3::prelude::*;
 use std::sync::Arc;
 
@@ -126,7 +126,7 @@ pub fn target(name: &str) -> Result<Target, Failure> {
             "target",
             format!(
                 "unknown target `{name}`{} (targets: {})",
-                kir_compiler::suggest::did_you_mean(name, names.iter().copied()),
+                kir_compiler::internal::suggest::did_you_mean(name, names.iter().copied()),
                 names.join(", ")
             ),
         )

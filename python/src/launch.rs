@@ -18,7 +18,7 @@ use crate::kernel::Compiled;
 use kir_backends::runtime::{
     self, BufferRole, CUstream, DeviceArg, DeviceTensor, Gpu, Program, RuntimeError,
 };
-use kir_compiler::compile::Emit;
+use kir_compiler::internal::compile::Emit;
 use kir_ir::Dtype;
 use pyo3::prelude::*;
 use pyo3::types::PyInt;

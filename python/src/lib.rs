@@ -3,15 +3,15 @@
 //!
 //! It is a thin layer over the libraries `kirc` drives, with the same entry points, so Python
 //! and the command line accept, refuse and produce the same things:
-//! - `ops`: the built-in ops (`kir_compiler::oplib`), as `kirc ops`;
+//! - `ops`: the built-in ops (`kir_compiler::internal::oplib`), as `kirc ops`;
 //! - `constants`: one module's specialization constants, as `kirc ops NAME`;
-//! - `compile`: `CompilePlan::resolve` + `kir_compiler::cache::compile`, as `kirc compile`
+//! - `compile`: `CompilePlan::resolve` + `kir_compiler::internal::cache::compile`, as `kirc compile`
 //!   (kernel.rs);
 //! - `run`: the front end and the CPU interpreter on `.npy` bytes, as `kirc run` (interpret.rs);
 //! - `load`, `Loaded`: a compiled module on a GPU, launched on the caller's tensors and stream
 //!   (launch.rs; the launcher of `kir.torch`).
 //!
-//! Sources load through `kir_compiler::source` (a path, a built-in op's name, or the text of a
+//! Sources load through `kir_compiler::internal::source` (a path, a built-in op's name, or the text of a
 //! module), and errors render there too, so an exception's text is kirc's message (errors.rs).
 //! Compilation and the interpreter run with the GIL released. Nothing here panics on user
 //! input: every failure is a Python exception.
@@ -22,8 +22,8 @@ mod kernel;
 mod launch;
 
 use errors::{py_result, Class, Failure};
-use kir_compiler::oplib;
-use kir_compiler::source::Source;
+use kir_compiler::internal::oplib;
+use kir_compiler::internal::source::Source;
 use kir_ir::{ConstKind, EvalVal};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList};
@@ -32,7 +32,7 @@ use pyo3::types::{PyBytes, PyDict, PyList};
 const INLINE_NAME: &str = "<source>";
 
 /// The module `source` names: its text when it holds a newline, else a path or a built-in op
-/// (`kir_compiler::source::Source::load`).
+/// (`kir_compiler::internal::source::Source::load`).
 fn load(source: &str) -> Result<Source, Failure> {
     if source.contains('\n') {
         return Ok(Source {
@@ -70,7 +70,7 @@ fn constants<'py>(py: Python<'py>, source: &str) -> PyResult<Bound<'py, PyDict>>
     )?;
     let values = py_result(
         py,
-        kir_compiler::passes::const_values(&m, &[])
+        kir_compiler::internal::passes::const_values(&m, &[])
             .map_err(|d| Failure::located(Class::Compile, &src, &d)),
     )?;
     let out = PyDict::new(py);
@@ -188,6 +188,6 @@ fn _kir(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(launch::target_for, m)?)?;
     m.add_class::<kernel::Compiled>()?;
     m.add_class::<launch::Loaded>()?;
-    m.add("KIR_VERSION", kir_compiler::cache::KIR_VERSION)?;
+    m.add("KIR_VERSION", kir_compiler::internal::cache::KIR_VERSION)?;
     Ok(())
 }

@@ -247,12 +247,13 @@ pub fn run_op(
     defines: &[(&str, &str)],
     args: Vec<(&str, HostArg)>,
 ) -> BTreeMap<String, HostTensor> {
-    let src = kir_compiler::oplib::builtin(name).unwrap_or_else(|| panic!("no built-in op {name}"));
+    let src = kir_compiler::internal::oplib::builtin(name)
+        .unwrap_or_else(|| panic!("no built-in op {name}"));
     let defs: Vec<(String, String)> = defines
         .iter()
         .map(|(a, b)| (a.to_string(), b.to_string()))
         .collect();
-    let spec = kir_compiler::pipeline::output(src, &defs)
+    let spec = kir_compiler::internal::pipeline::output(src, &defs)
         .unwrap_or_else(|e| panic!("{name} {defines:?}:\n{}", e.render(name, src)));
     let args: BTreeMap<String, HostArg> =
         args.into_iter().map(|(k, v)| (k.to_string(), v)).collect();
@@ -267,13 +268,15 @@ pub fn try_op(
     defines: &[(&str, &str)],
     args: Vec<(&str, HostArg)>,
 ) -> Result<BTreeMap<String, HostTensor>, String> {
-    let src = kir_compiler::oplib::builtin(name).ok_or_else(|| format!("no built-in op {name}"))?;
+    let src = kir_compiler::internal::oplib::builtin(name)
+        .ok_or_else(|| format!("no built-in op {name}"))?;
     let file = format!("{name}.kir");
     let defs: Vec<(String, String)> = defines
         .iter()
         .map(|(a, b)| (a.to_string(), b.to_string()))
         .collect();
-    let spec = kir_compiler::pipeline::output(src, &defs).map_err(|e| e.render(&file, src))?;
+    let spec =
+        kir_compiler::internal::pipeline::output(src, &defs).map_err(|e| e.render(&file, src))?;
     let args: BTreeMap<String, HostArg> =
         args.into_iter().map(|(k, v)| (k.to_string(), v)).collect();
     interp::run(&spec, &args).map_err(|e| match e.span {

@@ -11,12 +11,12 @@ use std::collections::BTreeMap;
 /// pipeline: after mask_split, attention's key ranges are per query block, its masks guarded).
 /// Panics with the rendered diagnostics if the op does not specialize.
 pub fn spec(name: &str, defs: &[(&str, &str)]) -> Module {
-    let src = kir_compiler::oplib::builtin(name).expect("op");
+    let src = kir_compiler::internal::oplib::builtin(name).expect("op");
     let d: Vec<(String, String)> = defs
         .iter()
         .map(|(a, b)| (a.to_string(), b.to_string()))
         .collect();
-    kir_compiler::pipeline::output(src, &d)
+    kir_compiler::internal::pipeline::output(src, &d)
         .unwrap_or_else(|e| panic!("{name}: {}", e.render(name, src)))
 }
 

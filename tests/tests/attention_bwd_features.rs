@@ -14,7 +14,7 @@
 
 use kir_backends::interp::{run_with, HostArg, HostTensor, RunOptions};
 use kir_backends::Target;
-use kir_compiler::compile::{compile, Emit};
+use kir_compiler::internal::compile::{compile, Emit};
 use kir_ir::{Diagnostic, Dtype};
 use kir_tests::oracle_attention::{self as oracle, Input, Problem};
 use kir_tests::F64s;
@@ -25,7 +25,7 @@ const BWD: &str = "attention_bwd";
 const DTYPES: [&str; 3] = ["f32", "f16", "bf16"];
 
 fn src() -> &'static str {
-    kir_compiler::oplib::builtin(BWD).expect("attention_bwd is built in")
+    kir_compiler::internal::oplib::builtin(BWD).expect("attention_bwd is built in")
 }
 
 /// The `-D` values that select `p`'s switches: the forward's names and values (CAUSAL is on
@@ -132,7 +132,7 @@ fn data<'a>(args: &'a BTreeMap<String, HostArg>, name: &str) -> &'a [f64] {
 /// The attention_bwd program for `p` as the pipeline outputs it (what runs).
 fn program(p: &Problem, dt: &str, deterministic: bool) -> kir_ir::Module {
     let defs = defines(p, dt, deterministic);
-    kir_compiler::pipeline::output(src(), &defs)
+    kir_compiler::internal::pipeline::output(src(), &defs)
         .unwrap_or_else(|e| panic!("{defs:?}:\n{}", e.render("attention_bwd.kir", src())))
 }
 
@@ -425,7 +425,7 @@ fn deterministic_is_bit_identical_with_every_feature() {
 #[test]
 fn constants_and_feature_params_match_the_forward() {
     let parse = |name: &str| {
-        let s = kir_compiler::oplib::builtin(name).expect("built in");
+        let s = kir_compiler::internal::oplib::builtin(name).expect("built in");
         kir_ir::text::parse(s).unwrap_or_else(|e| panic!("{name}: {e:?}"))
     };
     let (fwd, bwd) = (parse("attention_fwd"), parse(BWD));
@@ -481,9 +481,9 @@ fn feature_errors_are_clear_and_located() {
     };
     let bad = defs(&[("KV_OFFSET", "1")]);
     for op in ["attention_fwd", BWD] {
-        let s = kir_compiler::oplib::builtin(op).expect("built in");
+        let s = kir_compiler::internal::oplib::builtin(op).expect("built in");
         let file = format!("{op}.kir");
-        let err = kir_compiler::pipeline::frontend(s, &bad)
+        let err = kir_compiler::internal::pipeline::frontend(s, &bad)
             .expect_err("KV_OFFSET without CAUSAL must be rejected")
             .render(&file, s);
         assert!(err.starts_with(&format!("{file}:")), "{err}");

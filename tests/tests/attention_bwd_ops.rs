@@ -17,7 +17,7 @@ const BWD: &str = "attention_bwd";
 
 /// The attention_bwd program for `p` and `dt` as the pipeline outputs it (what runs).
 fn program(p: &Problem, dt: &str, deterministic: bool) -> kir_ir::Module {
-    let src = kir_compiler::oplib::builtin(BWD).expect("attention_bwd is built in");
+    let src = kir_compiler::internal::oplib::builtin(BWD).expect("attention_bwd is built in");
     let flag = |b: bool| if b { "1" } else { "0" }.to_string();
     let defs = vec![
         ("DTYPE".to_string(), dt.to_string()),
@@ -25,7 +25,7 @@ fn program(p: &Problem, dt: &str, deterministic: bool) -> kir_ir::Module {
         ("CAUSAL".to_string(), flag(p.causal)),
         ("DETERMINISTIC".to_string(), flag(deterministic)),
     ];
-    let spec = kir_compiler::pipeline::output(src, &defs)
+    let spec = kir_compiler::internal::pipeline::output(src, &defs)
         .unwrap_or_else(|e| panic!("{defs:?}:\n{}", e.render("attention_bwd.kir", src)));
     spec
 }

@@ -17,7 +17,7 @@ use std::collections::BTreeMap;
 const FWD: &str = "attention_fwd";
 
 fn fwd_src() -> &'static str {
-    kir_compiler::oplib::builtin(FWD).expect("attention_fwd is built in")
+    kir_compiler::internal::oplib::builtin(FWD).expect("attention_fwd is built in")
 }
 
 /// The `-D` values that select `p`'s switches.
@@ -92,7 +92,7 @@ fn run_fwd(
 ) -> BTreeMap<String, HostTensor> {
     let dty = dtype(dt);
     let defs = defines(p, dt, bshd);
-    let spec = kir_compiler::pipeline::output(src, &defs)
+    let spec = kir_compiler::internal::pipeline::output(src, &defs)
         .unwrap_or_else(|e| panic!("{defs:?}:\n{}", e.render("attention_fwd.kir", src)));
     let mut args = BTreeMap::new();
     let kv_shape = [p.b, p.hkv, p.cap, p.d];
@@ -472,7 +472,7 @@ fn specialization_errors_are_clear() {
             .map(|(a, b)| (a.to_string(), b.to_string()))
             .collect()
     };
-    let err = kir_compiler::pipeline::frontend(src, &defs(&[("HEAD_DIM", "100")]))
+    let err = kir_compiler::internal::pipeline::frontend(src, &defs(&[("HEAD_DIM", "100")]))
         .expect_err("HEAD_DIM = 100 must be rejected")
         .render(file, src);
     assert!(err.starts_with("attention_fwd.kir:"), "{err}");
@@ -488,7 +488,8 @@ fn specialization_errors_are_clear() {
     // MASK = 1 with no mask, and a mask whose P is none of 1, B, B·Hq.
     let mut p = pr(2, 2, 1, 5, 7, 64);
     p.mask = Some((2, vec![0.0; 2 * 5 * 7]));
-    let spec = kir_compiler::pipeline::output(src, &defines(&p, "f32", false)).expect("front end");
+    let spec = kir_compiler::internal::pipeline::output(src, &defines(&p, "f32", false))
+        .expect("front end");
     let inputs = qkv(&p, Dtype::F32, 1.0, &mut Rng::seeded(1));
     let mut args = BTreeMap::new();
     for (name, x, s) in [
@@ -549,7 +550,8 @@ fn canonical_ir_snapshot() {
     .iter()
     .map(|(a, b)| (a.to_string(), b.to_string()))
     .collect();
-    let (_, spec) = kir_compiler::pipeline::frontend(fwd_src(), &defs).expect("front end");
+    let (_, spec) =
+        kir_compiler::internal::pipeline::frontend(fwd_src(), &defs).expect("front end");
     insta::assert_snapshot!("attention_fwd__all_features", kir_ir::text::print(&spec));
 }
 

@@ -24,7 +24,7 @@ fn run_file(
         .iter()
         .map(|(a, b)| (a.to_string(), b.to_string()))
         .collect();
-    let m = kir_compiler::pipeline::output(&src, &defs)
+    let m = kir_compiler::internal::pipeline::output(&src, &defs)
         .unwrap_or_else(|e| panic!("{}", e.render(file, &src)));
     let args = args.into_iter().map(|(k, v)| (k.to_string(), v)).collect();
     let mut printed = Vec::new();

@@ -9,9 +9,9 @@
 use kir_backends::interp::{run_printing, HostArg, HostTensor, RunOptions};
 use kir_backends::nvrtc::ptxas;
 use kir_backends::Target;
-use kir_compiler::compile::{compile, Emit};
-use kir_compiler::pipeline;
-use kir_compiler::plan::{CompilePlan, Flags};
+use kir_compiler::internal::compile::{compile, Emit};
+use kir_compiler::internal::pipeline;
+use kir_compiler::internal::plan::{CompilePlan, Flags};
 use kir_ir::{Dtype, Module};
 use kir_tests::{filecheck, t, F64s, Rng};
 use std::collections::BTreeMap;

@@ -5,12 +5,12 @@
 //! bucket. Every test uses a directory of its own (no environment variable is read).
 
 use kir_backends::Target;
-use kir_compiler::cache::{
+use kir_compiler::internal::cache::{
     self, compile_key, decode, encode, Cache, Entry, GpuId, Header, Key, Kind, Outcome,
     ShapeBucket, TunedConfig,
 };
-use kir_compiler::compile::Emit;
-use kir_compiler::plan::{CompilePlan, Flags};
+use kir_compiler::internal::compile::Emit;
+use kir_compiler::internal::plan::{CompilePlan, Flags};
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
@@ -33,7 +33,7 @@ fn cache(dir: &PathBuf) -> (Cache, Arc<Mutex<Vec<String>>>) {
 }
 
 fn src(op: &str) -> &'static str {
-    kir_compiler::oplib::builtin(op).expect("a built-in op")
+    kir_compiler::internal::oplib::builtin(op).expect("a built-in op")
 }
 
 fn plan(
@@ -52,7 +52,7 @@ fn plan(
 
 /// `c` is byte for byte the fresh compilation of `plan`.
 fn same_as_fresh(src: &str, plan: &CompilePlan, c: &cache::Cached) {
-    let fresh = kir_compiler::pipeline::compile(src, plan).expect("compiles");
+    let fresh = kir_compiler::internal::pipeline::compile(src, plan).expect("compiles");
     assert_eq!(c.compiled.text, fresh.text, "code");
     assert_eq!(c.compiled.meta, fresh.meta, "META");
     let pretty = |m: &Option<serde_json::Value>| {
@@ -159,7 +159,8 @@ fn what_changes_the_output_misses() {
         ),
         (
             s.to_string(),
-            base.clone().with_stage(kir_compiler::compile::Stage::Fused),
+            base.clone()
+                .with_stage(kir_compiler::internal::compile::Stage::Fused),
         ),
     ];
     let mut keys = vec![compile_key(c.version(), s, &base)];

@@ -4,10 +4,10 @@
 //! and verifies like the built-in ones.
 
 use kir_backends::Target;
-use kir_compiler::compile::{compile, compile_stage, CompileError, Emit, Stage};
-use kir_compiler::pass::{Level, Pass, PassContext, PassManager, Phase, Preserves};
-use kir_compiler::pipeline::{self, ScheduleOptions};
-use kir_compiler::plan::{CompilePlan, Flags};
+use kir_compiler::internal::compile::{compile, compile_stage, CompileError, Emit, Stage};
+use kir_compiler::internal::pass::{Level, Pass, PassContext, PassManager, Phase, Preserves};
+use kir_compiler::internal::pipeline::{self, ScheduleOptions};
+use kir_compiler::internal::plan::{CompilePlan, Flags};
 use kir_ir::{Diagnostics, Module};
 
 /// Every kernel of META `meta` fits `target`'s shared memory.
@@ -26,7 +26,7 @@ fn fits(meta: &serde_json::Value, target: Target, what: &str) {
 
 #[test]
 fn every_default_fits_its_targets_shared_memory() {
-    for (name, src) in kir_compiler::oplib::builtins() {
+    for (name, src) in kir_compiler::internal::oplib::builtins() {
         for target in Target::ALL {
             for emit in [Emit::Ptx, Emit::Cuda] {
                 let c = compile(src, &[], None, target, emit)
@@ -73,7 +73,7 @@ fn every_default_fits_its_targets_shared_memory() {
             .iter()
             .map(|(a, b)| (a.to_string(), b.to_string()))
             .collect();
-        let src = kir_compiler::oplib::builtin(op).expect("op");
+        let src = kir_compiler::internal::oplib::builtin(op).expect("op");
         let c =
             compile(src, &d, None, *target, *emit).unwrap_or_else(|e| panic!("{op} {defs:?}: {e}"));
         fits(
@@ -86,7 +86,7 @@ fn every_default_fits_its_targets_shared_memory() {
 
 #[test]
 fn a_tile_over_the_targets_limit_is_an_error_naming_it() {
-    let src = kir_compiler::oplib::builtin("attention_fwd").expect("op");
+    let src = kir_compiler::internal::oplib::builtin("attention_fwd").expect("op");
     let d = vec![
         ("BLOCK_M".to_string(), "128".to_string()),
         ("BLOCK_N".to_string(), "128".to_string()),
@@ -157,7 +157,7 @@ fn the_dump_of_the_last_scheduling_pass_is_the_lowered_module() {
         ("attention_fwd", Target::Sm90a),
         ("attention_fwd", Target::Sm80),
     ] {
-        let src = kir_compiler::oplib::builtin(op).expect("op");
+        let src = kir_compiler::internal::oplib::builtin(op).expect("op");
         let plan =
             CompilePlan::resolve(src, &[], target, Emit::Ptx, Flags::default()).expect("plan");
         let mut last = None;
@@ -211,7 +211,7 @@ fn a_pass_registered_from_a_test_runs_and_dumps() {
     let names = pm.names();
     let at = names.iter().position(|n| *n == "stamp").expect("listed");
     assert_eq!(names[at - 1], "egraph");
-    let src = kir_compiler::oplib::builtin("rmsnorm_fwd").expect("op");
+    let src = kir_compiler::internal::oplib::builtin("rmsnorm_fwd").expect("op");
     let none = ScheduleOptions::default();
     let before = pm.dump_after(src, &[], "egraph", &none).expect("egraph");
     let after = pm.dump_after(src, &[], "stamp", &none).expect("stamp");
@@ -247,10 +247,15 @@ fn every_registered_pass_is_dumpable_and_named_once() {
     sorted.dedup();
     assert_eq!(sorted.len(), names.len(), "{names:?}");
     assert_eq!(names, *pipeline::PASSES);
-    let src = kir_compiler::oplib::builtin("attention_fwd").expect("op");
+    let src = kir_compiler::internal::oplib::builtin("attention_fwd").expect("op");
     for name in &names {
-        let opts =
-            kir_compiler::plan::explore(Some(Target::Sm90a), name, None, Default::default(), None);
+        let opts = kir_compiler::internal::plan::explore(
+            Some(Target::Sm90a),
+            name,
+            None,
+            Default::default(),
+            None,
+        );
         let text = pm
             .dump_after(src, &[], name, &opts)
             .unwrap_or_else(|e| panic!("{name}: {e}"));

@@ -5,8 +5,8 @@
 
 use kir_backends::ptx::PtxOptions;
 use kir_backends::Target;
-use kir_compiler::compile::{compile_stage, Emit, Stage};
-use kir_compiler::oplib::builtin;
+use kir_compiler::internal::compile::{compile_stage, Emit, Stage};
+use kir_compiler::internal::oplib::builtin;
 
 fn defs(d: &[(&str, &str)]) -> Vec<(String, String)> {
     d.iter()

@@ -9,7 +9,7 @@
 
 use kir_backends::nvrtc::{ptxas, Nvrtc};
 use kir_backends::Target;
-use kir_compiler::compile::{compile, Emit};
+use kir_compiler::internal::compile::{compile, Emit};
 use std::sync::Mutex;
 use std::time::Instant;
 
@@ -134,7 +134,7 @@ fn cases() -> Vec<Case> {
     let mut out: Vec<Case> = v
         .into_iter()
         .map(|(op, d)| {
-            let src = kir_compiler::oplib::builtin(op)
+            let src = kir_compiler::internal::oplib::builtin(op)
                 .expect("builtin op")
                 .to_string();
             (op.to_string(), src, d)
@@ -265,7 +265,7 @@ fn split_prelude(src: &str) -> (String, String) {
 #[test]
 fn golden_cuda_per_op() {
     let mut prelude = None;
-    for (name, src) in kir_compiler::oplib::builtins() {
+    for (name, src) in kir_compiler::internal::oplib::builtins() {
         // attention_bwd's default 64×64 tiles exceed 227 KB when every live tile is held as
         // 32-bit values (the parity backend's choice); its golden uses 32×32 tiles.
         let defs: Vec<(String, String)> = if name == "attention_bwd" {
@@ -287,7 +287,7 @@ fn golden_cuda_per_op() {
 
 #[test]
 fn meta_describes_the_cuda_kernels() {
-    let src = kir_compiler::oplib::builtin("rmsnorm_bwd").expect("op");
+    let src = kir_compiler::internal::oplib::builtin("rmsnorm_bwd").expect("op");
     let d = defs(&[("DTYPE", "f16")]);
     let c = compile(src, &d, None, Target::Sm80, Emit::Cuda).expect("compile");
     let meta = c.meta.expect("meta");
@@ -324,7 +324,7 @@ fn meta_describes_the_cuda_kernels() {
 
 #[test]
 fn too_much_shared_memory_is_a_clear_error() {
-    let src = kir_compiler::oplib::builtin("attention_fwd").expect("op");
+    let src = kir_compiler::internal::oplib::builtin("attention_fwd").expect("op");
     let d = defs(&[("HEAD_DIM", "256"), ("BLOCK_M", "256"), ("BLOCK_N", "256")]);
     let e = compile(src, &d, None, Target::Sm90a, Emit::Cuda).expect_err("must not fit");
     let msg = e.to_string();

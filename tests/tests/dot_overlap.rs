@@ -9,8 +9,10 @@
 
 use kir_backends::ptx::PtxOptions;
 use kir_backends::Target;
-use kir_compiler::compile::{compile_stage, Emit, Stage};
-use kir_compiler::passes::{dot_overlap, pipelining, warp_specialize, PipelineConfig, WsPlan};
+use kir_compiler::internal::compile::{compile_stage, Emit, Stage};
+use kir_compiler::internal::passes::{
+    dot_overlap, pipelining, warp_specialize, PipelineConfig, WsPlan,
+};
 use kir_ir::Opcode;
 use kir_tests::sched_diff::{count, differential, spec};
 use std::process::Command;
@@ -113,7 +115,7 @@ fn rotated_rings_lower_with_the_pv_group_under_the_softmax() {
     let Ok(ptxas) = std::env::var("KIR_PTXAS") else {
         panic!("KIR_PTXAS is not set: run ./scripts/test.sh (it installs the pinned ptxas)");
     };
-    let src = kir_compiler::oplib::builtin("attention_fwd").expect("op");
+    let src = kir_compiler::internal::oplib::builtin("attention_fwd").expect("op");
     for (d, causal) in [("64", "0"), ("64", "1"), ("128", "0"), ("128", "1")] {
         let what = format!("attention_fwd d{d} causal {causal} --overlap on");
         let defs: Vec<(String, String)> = [

@@ -4,9 +4,9 @@
 //! tolerance. A deliberately wrong rule is shown to be caught by the same comparison.
 
 use kir_backends::interp::{self, HostTensor};
-use kir_compiler::egraph::rules::{all_rules, rule, var, Rule};
-use kir_compiler::egraph::Limits;
-use kir_compiler::{passes, pipeline};
+use kir_compiler::internal::egraph::rules::{all_rules, rule, var, Rule};
+use kir_compiler::internal::egraph::Limits;
+use kir_compiler::internal::{passes, pipeline};
 use kir_ir::Module;
 use kir_tests::F64s;
 use kir_tests::{compare, inputs::inputs, tolerance, Rng};
@@ -43,7 +43,7 @@ fn corpus() -> Vec<Case> {
             .collect::<Vec<_>>()
     };
     let mut v = vec![];
-    for (name, src) in kir_compiler::oplib::builtins() {
+    for (name, src) in kir_compiler::internal::oplib::builtins() {
         let mut specs = vec![d(&[]), d(&[("DTYPE", "f32")])];
         match name {
             "attention_fwd" => {
@@ -107,7 +107,7 @@ fn every_kernel_agrees_before_and_after() {
 
 #[test]
 fn attention_fwd_phase_is_fast() {
-    let src = kir_compiler::oplib::builtin("attention_fwd").expect("op");
+    let src = kir_compiler::internal::oplib::builtin("attention_fwd").expect("op");
     let (_, spec) = pipeline::frontend(src, &[]).expect("frontend");
     let rules = all_rules();
     let mut best = f64::INFINITY;
@@ -124,7 +124,7 @@ fn attention_fwd_phase_is_fast() {
 fn broken_rule() -> Rule {
     rule("exp-to-exp2-broken", "(exp ?x)", |g, r, s| {
         let x = var(s, "?x")?;
-        Some(kir_compiler::egraph::rules::add_like(
+        Some(kir_compiler::internal::egraph::rules::add_like(
             g,
             kir_ir::Opcode::Exp2,
             r,
@@ -166,7 +166,7 @@ fn the_differential_test_catches_a_broken_rule() {
 fn snapshots_after_egraph() {
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
     let rules_src = std::fs::read_to_string(root.join("in/egraph_rules.kir")).expect("read");
-    let attn = kir_compiler::oplib::builtin("attention_fwd").expect("op");
+    let attn = kir_compiler::internal::oplib::builtin("attention_fwd").expect("op");
     for (name, src) in [
         ("egraph_rules", rules_src.as_str()),
         ("attention_fwd", attn),

@@ -6,7 +6,7 @@
 
 use kir_backends::interp::HostArg;
 use kir_backends::Target;
-use kir_compiler::compile::{compile, Emit};
+use kir_compiler::internal::compile::{compile, Emit};
 use kir_tests::oracle::{self, AttnShape};
 use kir_tests::F64s;
 use kir_tests::{compare, dtype, run_op, t, tolerance, Rng};
@@ -84,7 +84,7 @@ fn fa3_tile_plan_is_exact_on_the_interpreter() {
 
 #[test]
 fn shared_memory_budget_is_a_compile_error() {
-    let src = kir_compiler::oplib::builtin("attention_fwd").expect("built-in op");
+    let src = kir_compiler::internal::oplib::builtin("attention_fwd").expect("built-in op");
     let d = |v: &[(&str, &str)]| {
         v.iter()
             .map(|(a, b)| (a.to_string(), b.to_string()))
@@ -120,8 +120,10 @@ fn shared_memory_budget_is_a_compile_error() {
     .expect("a 256x256 plan at d = 256 must not fit");
     let msg = err.to_string();
     let rendered = match &err {
-        kir_compiler::compile::CompileError::Source(d) => d.render("attention_fwd.kir", src),
-        kir_compiler::compile::CompileError::Plain(m) => m.clone(),
+        kir_compiler::internal::compile::CompileError::Source(d) => {
+            d.render("attention_fwd.kir", src)
+        }
+        kir_compiler::internal::compile::CompileError::Plain(m) => m.clone(),
     };
     assert!(
         rendered.contains("attention_fwd")

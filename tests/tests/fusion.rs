@@ -6,8 +6,8 @@
 //! reason) where the cost model says it does not pay or the producer is not an RMSNorm.
 
 use kir_backends::interp::{self, HostArg};
-use kir_compiler::passes;
-use kir_compiler::traffic::bytes_moved;
+use kir_compiler::internal::passes;
+use kir_compiler::internal::traffic::bytes_moved;
 use kir_ir::{ExprKind, Module, ParamKind};
 use kir_tests::oracle::{self, Epilogue};
 use kir_tests::F64s;
@@ -22,7 +22,7 @@ fn source(name: &str) -> String {
 /// The module before the pass (after `egraph`) and after it.
 fn before_after(name: &str, defines: &[(String, String)]) -> (Module, Module) {
     let src = source(name);
-    let f = kir_compiler::pipeline::run_observed(&src, defines, &mut |_, _| {})
+    let f = kir_compiler::internal::pipeline::run_observed(&src, defines, &mut |_, _| {})
         .unwrap_or_else(|e| panic!("{}", e.render(name, &src)));
     (f.optimized, f.fused)
 }
@@ -113,7 +113,7 @@ fn gate_up_swiglu_fuses_into_one_kernel() {
 #[test]
 fn fusion_report_and_snapshot() {
     let src = source("gate_up_swiglu");
-    let (_, spec) = kir_compiler::pipeline::frontend(&src, &[]).unwrap();
+    let (_, spec) = kir_compiler::internal::pipeline::frontend(&src, &[]).unwrap();
     let (fused, rep) = passes::fusion_with_report(&spec);
     assert_eq!(rep.kernels, (3, 1));
     assert_eq!(
@@ -195,7 +195,7 @@ fn rmsnorm_gemm_is_not_fused_when_it_does_not_pay() {
 #[test]
 fn a_lookalike_rmsnorm_is_not_fused() {
     let src = source("rmsnorm_gemm").replace("%xn = mul %xf, %rb", "%xn = mul %xf, %xf");
-    let (_, m) = kir_compiler::pipeline::frontend(&src, &[]).expect("frontend");
+    let (_, m) = kir_compiler::internal::pipeline::frontend(&src, &[]).expect("frontend");
     let (out, rep) = passes::fusion_with_report(&m);
     assert_eq!(out, m);
     assert!(
@@ -209,7 +209,7 @@ fn a_lookalike_rmsnorm_is_not_fused() {
 #[test]
 fn rmsnorm_gemm_snapshot() {
     let src = source("rmsnorm_gemm");
-    let (_, spec) = kir_compiler::pipeline::frontend(&src, &[]).unwrap();
+    let (_, spec) = kir_compiler::internal::pipeline::frontend(&src, &[]).unwrap();
     let (fused, rep) = passes::fusion_with_report(&spec);
     assert_eq!(rep.kernels, (2, 1));
     assert_eq!(rep.buffers_eliminated, vec!["y".to_string()]);
@@ -235,8 +235,8 @@ fn a_fusion_without_the_rstd_scale_is_caught() {
 
 #[test]
 fn builtin_ops_are_unchanged() {
-    for (name, src) in kir_compiler::oplib::builtins() {
-        let f = kir_compiler::pipeline::run_observed(src, &[], &mut |_, _| {}).unwrap();
+    for (name, src) in kir_compiler::internal::oplib::builtins() {
+        let f = kir_compiler::internal::pipeline::run_observed(src, &[], &mut |_, _| {}).unwrap();
         assert_eq!(f.optimized, f.fused, "{name}");
     }
 }

@@ -1,14 +1,14 @@
-//! Fusion decided by what the kernels' schedules will be (`kir_compiler::cost`): the compile
+//! Fusion decided by what the kernels' schedules will be (`kir_compiler::internal::cost`): the compile
 //! driver lowers both the fused and the unfused program and keeps the one the model estimates
 //! faster; `--fuse` and `--no-fuse` (`Fusion::On` / `Off`) override it. Also the work counters
 //! the model rests on, against independent arithmetic on ragged shapes.
 
 use kir_backends::Target;
-use kir_compiler::compile::Emit;
-use kir_compiler::options::Fusion;
-use kir_compiler::pipeline;
-use kir_compiler::plan::{CompilePlan, Flags};
-use kir_compiler::traffic;
+use kir_compiler::internal::compile::Emit;
+use kir_compiler::internal::options::Fusion;
+use kir_compiler::internal::pipeline;
+use kir_compiler::internal::plan::{CompilePlan, Flags};
+use kir_compiler::internal::traffic;
 use kir_tests::Rng;
 
 fn source(name: &str) -> String {
@@ -79,7 +79,7 @@ fn gate_up_swiglu_fuses_where_the_model_says_it_pays_and_no_fuse_keeps_three_ker
 
 #[test]
 fn a_program_with_nothing_to_fuse_has_no_note() {
-    let src = kir_compiler::oplib::builtin("gemm").expect("gemm");
+    let src = kir_compiler::internal::oplib::builtin("gemm").expect("gemm");
     let (names, note) = compiled(src, Target::Sm90a, Fusion::Auto);
     assert_eq!(names.len(), 1);
     assert_eq!(note, None);
@@ -92,7 +92,7 @@ fn cdiv(a: i64, b: i64) -> i64 {
 
 #[test]
 fn dot_flops_and_footprint_count_the_issued_tiles_and_the_bound_tensors() {
-    let src = kir_compiler::oplib::builtin("gemm").expect("gemm");
+    let src = kir_compiler::internal::oplib::builtin("gemm").expect("gemm");
     let mut rng = Rng::fresh("fusion_cost counters");
     for _ in 0..6 {
         let (bm, bn, bk) = (

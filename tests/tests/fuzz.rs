@@ -113,10 +113,10 @@ fn check(src: &str, backends: bool) {
     };
     let _ = kir_ir::verifier::verify(&m);
     let _ = kir_ir::text::print(&m);
-    if let Ok((_, spec)) = kir_compiler::pipeline::frontend(src, &[]) {
+    if let Ok((_, spec)) = kir_compiler::internal::pipeline::frontend(src, &[]) {
         let _ = kir_ir::text::print(&spec);
         if backends {
-            use kir_compiler::compile::{compile, Emit};
+            use kir_compiler::internal::compile::{compile, Emit};
             for emit in [Emit::Ptx, Emit::Cuda] {
                 let _ = compile(src, &[], None, kir_backends::Target::Sm80, emit);
             }

@@ -10,7 +10,7 @@
 
 use kir_backends::interp::{self, HostArg, HostTensor};
 use kir_backends::runtime::{self, Gpu, RuntimeError};
-use kir_compiler::compile::{compile, Emit};
+use kir_compiler::internal::compile::{compile, Emit};
 use kir_ir::Dtype;
 use kir_tests::F64s;
 use kir_tests::{tolerance, Rng};
@@ -40,7 +40,7 @@ fn tensor(rng: &mut Rng, shape: &[usize], scale: f64) -> HostArg {
 
 /// Runs `op` (default specialization) on the GPU and on the interpreter; compares every output.
 fn parity(gpu: &Gpu, op: &str, args: Vec<(&str, HostArg)>) {
-    let src = kir_compiler::oplib::builtin(op).expect("built-in op");
+    let src = kir_compiler::internal::oplib::builtin(op).expect("built-in op");
     parity_src(gpu, op, src, args);
 }
 
@@ -162,7 +162,7 @@ fn random_fill_covers_every_element() {
     let Some(g) = gpu("random_fill_covers_every_element") else {
         return;
     };
-    let src = kir_compiler::oplib::builtin("rmsnorm_fwd").unwrap();
+    let src = kir_compiler::internal::oplib::builtin("rmsnorm_fwd").unwrap();
     let target = runtime::target_for(g.capability).unwrap();
     let c = compile(src, &[], None, target, Emit::Ptx).unwrap();
     let mut p = runtime::Program::load(&g, &c.text, c.meta.as_ref().unwrap(), &c.module).unwrap();
@@ -238,7 +238,7 @@ fn fill_kernels_assemble() {
 #[test]
 fn attention_tensor_maps_encode_from_meta() {
     use kir_backends::tensor_map::{tensor_map_spec, MapDataType};
-    let src = kir_compiler::oplib::builtin("attention_fwd").unwrap();
+    let src = kir_compiler::internal::oplib::builtin("attention_fwd").unwrap();
     let c = compile(src, &[], None, kir_backends::Target::Sm90a, Emit::Ptx).unwrap();
     let meta = c.meta.unwrap();
     let dim = |d: &str| d.parse::<usize>().unwrap_or(300);

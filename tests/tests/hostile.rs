@@ -26,7 +26,7 @@ fn run(
     seed: u64,
 ) -> Result<BTreeMap<String, HostTensor>, String> {
     let (_, spec) =
-        kir_compiler::pipeline::frontend(src, &[]).map_err(|e| e.render("t.kir", src))?;
+        kir_compiler::internal::pipeline::frontend(src, &[]).map_err(|e| e.render("t.kir", src))?;
     let args: BTreeMap<String, HostArg> =
         args.into_iter().map(|(n, a)| (n.to_string(), a)).collect();
     let opts = RunOptions {
@@ -403,9 +403,9 @@ fn the_scheduler_reports_duplicates_under_every_seed() {
 fn warp_specialized_overlap_lowers_and_matches_the_plain_kernel() {
     use kir_backends::ptx::PtxOptions;
     use kir_backends::Target;
-    use kir_compiler::compile::{compile_stage, Emit, Stage};
+    use kir_compiler::internal::compile::{compile_stage, Emit, Stage};
     let ptxas = std::env::var("KIR_PTXAS").ok();
-    let src = kir_compiler::oplib::builtin("attention_fwd").expect("op");
+    let src = kir_compiler::internal::oplib::builtin("attention_fwd").expect("op");
     for (d, causal) in [("64", "0"), ("64", "1"), ("128", "0"), ("128", "1")] {
         let what = format!("attention_fwd d{d} causal {causal} --warp-specialize on --overlap on");
         let defs: Vec<(String, String)> = [("HEAD_DIM", d), ("CAUSAL", causal)]

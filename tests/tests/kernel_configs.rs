@@ -17,10 +17,10 @@
 
 use kir_backends::interp;
 use kir_backends::Target;
-use kir_compiler::compile::Emit;
-use kir_compiler::options::Fusion;
-use kir_compiler::pipeline;
-use kir_compiler::plan::{CompilePlan, Flags};
+use kir_compiler::internal::compile::Emit;
+use kir_compiler::internal::options::Fusion;
+use kir_compiler::internal::pipeline;
+use kir_compiler::internal::plan::{CompilePlan, Flags};
 use kir_ir::Dtype;
 use kir_tests::{compare, round, t, tolerance, Rng};
 use std::collections::BTreeMap;
@@ -332,13 +332,13 @@ fn builtin_norms_and_swiglu_are_classified() {
             true,
         ),
     ] {
-        let src = kir_compiler::oplib::builtin(op).expect("built-in");
+        let src = kir_compiler::internal::oplib::builtin(op).expect("built-in");
         let plan = CompilePlan::resolve(src, &[], Target::Sm90a, Emit::Ptx, Flags::default())
             .expect("plan");
         let report = plan.config_report();
         assert!(report.contains(want), "{op}: {want}\n{report}");
         let generic = kir_ir::text::parse(src).expect("parses");
-        let defaults_of = kir_compiler::passes::const_values(&generic, &[]).expect("defaults");
+        let defaults_of = kir_compiler::internal::passes::const_values(&generic, &[]).expect("defaults");
         let same = plan.defines.iter().all(|(c, v)| {
             defaults_of
                 .iter()
@@ -419,7 +419,7 @@ fn an_interface_dim_is_never_set() {
     assert!(plan.defines.is_empty(), "{:?}", plan.defines);
     // attention_bwd's delta preprocess is a row reduction over the head dim: the module keeps
     // its attention-backward class, and no row touches HEAD_DIM.
-    let src = kir_compiler::oplib::builtin("attention_bwd").expect("attention_bwd");
+    let src = kir_compiler::internal::oplib::builtin("attention_bwd").expect("attention_bwd");
     let plan =
         CompilePlan::resolve(src, &[], Target::Sm90a, Emit::Ptx, Flags::default()).expect("plan");
     assert!(plan.kernel_configs.is_empty());

@@ -242,9 +242,11 @@ fn rmsnorm_bwd_row_groups_and_column_slices() {
 
 #[test]
 fn rmsnorm_bwd_is_bit_identical_across_runs() {
-    let src = kir_compiler::oplib::builtin("rmsnorm_bwd").expect("rmsnorm_bwd is built in");
-    let (_, spec) = kir_compiler::pipeline::frontend(src, &[("DTYPE".into(), "f32".into())])
-        .expect("front end");
+    let src =
+        kir_compiler::internal::oplib::builtin("rmsnorm_bwd").expect("rmsnorm_bwd is built in");
+    let (_, spec) =
+        kir_compiler::internal::pipeline::frontend(src, &[("DTYPE".into(), "f32".into())])
+            .expect("front end");
     let mut rng = Rng::fresh("rmsnorm_bwd determinism");
     let (rows, n) = (301, 777);
     let mut args = std::collections::BTreeMap::new();

@@ -6,13 +6,13 @@
 
 use kir_backends::runtime::{self, BufferRole, BufferSpec, DeviceArg, DeviceTensor};
 use kir_backends::Target;
-use kir_compiler::compile::{compile, Emit};
+use kir_compiler::internal::compile::{compile, Emit};
 use kir_ir::{Dtype, Module};
 use kir_tests::Rng;
 use std::collections::BTreeMap;
 
 fn module(op: &str, defines: &[(&str, &str)]) -> Module {
-    let src = kir_compiler::oplib::builtin(op).expect("built-in op");
+    let src = kir_compiler::internal::oplib::builtin(op).expect("built-in op");
     let d: Vec<(String, String)> = defines
         .iter()
         .map(|(k, v)| (k.to_string(), v.to_string()))

@@ -9,7 +9,7 @@
 //! snapshot.
 
 use kir_backends::interp::{self, HostArg};
-use kir_compiler::pipeline;
+use kir_compiler::internal::pipeline;
 use kir_ir::{Dtype, ExprKind, Module, ParamKind};
 use kir_tests::F64s;
 use kir_tests::{compare, tolerance, Rng};
@@ -78,7 +78,7 @@ fn defs(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
 /// Runs the module before and after `mask_split` on `rounds` fresh inputs and compares outputs;
 /// returns the text of the module after the pass.
 fn differential(op: &str, d: &[(String, String)], rounds: usize) -> String {
-    let src = kir_compiler::oplib::builtin(op).expect("built in");
+    let src = kir_compiler::internal::oplib::builtin(op).expect("built in");
     let f = pipeline::run_observed(src, d, &mut |_, _| {})
         .unwrap_or_else(|e| panic!("{op} {d:?}: {}", e.render(op, src)));
     let what = format!("{op} {d:?}");
@@ -201,7 +201,7 @@ fn attention_bwd_agrees_before_and_after() {
 
 #[test]
 fn attention_fwd_causal_snapshot() {
-    let src = kir_compiler::oplib::builtin("attention_fwd").expect("built in");
+    let src = kir_compiler::internal::oplib::builtin("attention_fwd").expect("built in");
     let text = pipeline::dump_after(src, &defs(&[("CAUSAL", "1")]), "mask_split").expect("dump");
     insta::assert_snapshot!("mask_split__attention_fwd_causal", text);
 }
@@ -211,7 +211,7 @@ fn attention_fwd_causal_snapshot() {
 /// selects, the GEMMs and the elementwise ops.
 #[test]
 fn other_ops_are_left_alone() {
-    for (op, src) in kir_compiler::oplib::builtins() {
+    for (op, src) in kir_compiler::internal::oplib::builtins() {
         if op.starts_with("attention") {
             continue;
         }

@@ -217,10 +217,12 @@ fn layernorm_bwd_row_groups_and_column_slices() {
 
 #[test]
 fn layernorm_bwd_is_bit_identical_across_runs() {
-    let src = kir_compiler::oplib::builtin("layernorm_bwd").expect("layernorm_bwd is built in");
+    let src =
+        kir_compiler::internal::oplib::builtin("layernorm_bwd").expect("layernorm_bwd is built in");
     for dt in ["f32", "bf16"] {
-        let (_, spec) = kir_compiler::pipeline::frontend(src, &[("DTYPE".into(), dt.into())])
-            .expect("front end");
+        let (_, spec) =
+            kir_compiler::internal::pipeline::frontend(src, &[("DTYPE".into(), dt.into())])
+                .expect("front end");
         let args: BTreeMap<String, HostArg> = layernorm_bwd_inputs(dt, 301, 777, 3.0)
             .into_iter()
             .map(|(k, v)| (k.to_string(), v))
@@ -532,12 +534,12 @@ fn canonical_ir_snapshots() {
         ),
     ];
     for (op, defs) in cases {
-        let src = kir_compiler::oplib::builtin(op).expect("built-in op");
+        let src = kir_compiler::internal::oplib::builtin(op).expect("built-in op");
         let d: Vec<(String, String)> = defs
             .iter()
             .map(|(a, b)| (a.to_string(), b.to_string()))
             .collect();
-        let (_, spec) = kir_compiler::pipeline::frontend(src, &d)
+        let (_, spec) = kir_compiler::internal::pipeline::frontend(src, &d)
             .unwrap_or_else(|e| panic!("{}", e.render(op, src)));
         let tag: Vec<String> = defs.iter().map(|(a, b)| format!("{a}={b}")).collect();
         insta::assert_snapshot!(

@@ -18,7 +18,7 @@ fn run_file(
         .iter()
         .map(|(a, b)| (a.to_string(), b.to_string()))
         .collect();
-    let (_, spec) = kir_compiler::pipeline::frontend(&src, &defs)
+    let (_, spec) = kir_compiler::internal::pipeline::frontend(&src, &defs)
         .unwrap_or_else(|e| panic!("{}", e.render(file, &src)));
     let args = args.into_iter().map(|(k, v)| (k.to_string(), v)).collect();
     run(&spec, &args).unwrap_or_else(|e| panic!("{file}: {e}"))

@@ -9,10 +9,10 @@
 
 use kir_backends::interp::{self, HostArg, HostTensor, RunOptions};
 use kir_backends::Target;
-use kir_compiler::compile::Emit;
-use kir_compiler::pass::{PassManager, Phase};
-use kir_compiler::pipeline;
-use kir_compiler::plan::{CompilePlan, Flags};
+use kir_compiler::internal::compile::Emit;
+use kir_compiler::internal::pass::{PassManager, Phase};
+use kir_compiler::internal::pipeline;
+use kir_compiler::internal::plan::{CompilePlan, Flags};
 use kir_ir::Module;
 use kir_tests::inputs::inputs;
 use kir_tests::{compare, tolerance, F64s, Rng};
@@ -54,7 +54,7 @@ fn every_front_end_pass_keeps_results() {
     let pm = PassManager::standard();
     let mut checked = BTreeMap::new();
     for (op, defs) in corpus() {
-        let src = kir_compiler::oplib::builtin(op).expect("op");
+        let src = kir_compiler::internal::oplib::builtin(op).expect("op");
         let mut seen: Vec<(String, Module)> = Vec::new();
         pm.run_frontend(src, &defs, &mut |pass, m| {
             seen.push((pass.to_string(), m.clone()))
@@ -101,7 +101,7 @@ fn every_scheduling_pass_the_plan_runs_keeps_results_exactly() {
     let mut checked = BTreeMap::new();
     for target in [Target::Sm90a, Target::Sm80] {
         for (op, defs) in corpus() {
-            let src = kir_compiler::oplib::builtin(op).expect("op");
+            let src = kir_compiler::internal::oplib::builtin(op).expect("op");
             let plan = CompilePlan::resolve(src, &defs, target, Emit::Ptx, Flags::default())
                 .expect("plan");
             let mut seen: Vec<(String, Module)> = Vec::new();

@@ -5,7 +5,7 @@
 //! match under 20 scheduler seeds, which also checks the copy/barrier protocol across tiles.
 //! Also: the verifier refuses register budgets over the block's entry allocation.
 
-use kir_compiler::passes::{
+use kir_compiler::internal::passes::{
     persistent, pipelining, warp_specialize, warp_specialize_within, PipelineConfig, WsPlan,
 };
 use kir_ir::{Module, Opcode};

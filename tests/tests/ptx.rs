@@ -6,7 +6,7 @@
 
 use kir_backends::ptx::PtxOptions;
 use kir_backends::Target;
-use kir_compiler::compile::{compile, compile_stage, Emit, Stage};
+use kir_compiler::internal::compile::{compile, compile_stage, Emit, Stage};
 use std::process::Command;
 
 fn ptxas() -> String {
@@ -144,10 +144,13 @@ fn cases() -> Vec<(&'static str, Vec<(&'static str, &'static str)>)> {
 /// `target` lets a block use (the error must name the target's own limit); any other error
 /// fails the test.
 fn or_over_limit(
-    r: Result<kir_compiler::compile::Compiled, kir_compiler::compile::CompileError>,
+    r: Result<
+        kir_compiler::internal::compile::Compiled,
+        kir_compiler::internal::compile::CompileError,
+    >,
     target: Target,
     what: &str,
-) -> Option<kir_compiler::compile::Compiled> {
+) -> Option<kir_compiler::internal::compile::Compiled> {
     match r {
         Ok(c) => Some(c),
         Err(e) => {
@@ -168,7 +171,7 @@ fn defs(d: &[(&str, &str)]) -> Vec<(String, String)> {
 fn every_op_assembles_for_every_target_without_spills() {
     let mut runs = 0;
     for (op, d) in cases() {
-        let src = kir_compiler::oplib::builtin(op).expect("built-in op");
+        let src = kir_compiler::internal::oplib::builtin(op).expect("built-in op");
         for target in Target::ALL {
             let r = compile(src, &defs(&d), None, target, Emit::Ptx);
             // attention_bwd's dK/dV kernel at head dim 256 needs 111,616 bytes: more than
@@ -216,7 +219,7 @@ fn every_op_assembles_for_every_target_without_spills() {
 /// sm_90a, causal or not, with every option named in the symbol and the block in META.
 #[test]
 fn four_warp_attention_tile_does_not_spill_on_sm90a() {
-    let src = kir_compiler::oplib::builtin("attention_fwd").expect("built-in op");
+    let src = kir_compiler::internal::oplib::builtin("attention_fwd").expect("built-in op");
     let opts = PtxOptions {
         warps: Some(4),
         ..Default::default()
@@ -256,7 +259,7 @@ fn four_warp_attention_tile_does_not_spill_on_sm90a() {
 /// other target keeps mma.sync for the same specialization.
 #[test]
 fn gemm_uses_wgmma_on_sm90a_only() {
-    let src = kir_compiler::oplib::builtin("gemm").expect("built-in op");
+    let src = kir_compiler::internal::oplib::builtin("gemm").expect("built-in op");
     for (trans_b, bk) in [("1", "64"), ("1", "128"), ("0", "64"), ("0", "128")] {
         let d = defs(&[
             ("DTYPE", "bf16"),
@@ -341,7 +344,7 @@ fn ptxas_report_of_hot_kernels() {
     ];
     let mut report = String::new();
     for (op, d) in hot {
-        let src = kir_compiler::oplib::builtin(op).expect("built-in op");
+        let src = kir_compiler::internal::oplib::builtin(op).expect("built-in op");
         let out = compile(src, &defs(d), None, Target::Sm90a, Emit::Ptx).expect("compile");
         let log = assemble(op, &out.text, Target::Sm90a);
         report += &format!("== {op} {d:?}\n");
@@ -365,7 +368,7 @@ fn ptxas_report_of_hot_kernels() {
 /// checks their other targets with check lines.
 #[test]
 fn golden_ptx() {
-    for (op, src) in kir_compiler::oplib::builtins() {
+    for (op, src) in kir_compiler::internal::oplib::builtins() {
         for target in Target::ALL {
             if kir_tests::filecheck::PTX_CHECKED_OPS.contains(&op) && target != Target::Sm80 {
                 continue;
@@ -408,7 +411,7 @@ fn pipelined_loops_lower_to_a_cp_async_ring_on_every_target() {
             ],
         ),
     ] {
-        let src = kir_compiler::oplib::builtin(op).expect("built-in op");
+        let src = kir_compiler::internal::oplib::builtin(op).expect("built-in op");
         for target in Target::ALL {
             for stages in [None, Some(1), Some(3), Some(4)] {
                 let what = format!("{op} {d:?} on {} with stages {stages:?}", target.name());
@@ -556,7 +559,7 @@ fn pipelined_loops_lower_to_a_cp_async_ring_on_every_target() {
 /// limit); an explicit depth that does not fit is an error naming the bytes.
 #[test]
 fn a_default_ring_that_does_not_fit_gets_shallower() {
-    let src = kir_compiler::oplib::builtin("gemm").expect("built-in op");
+    let src = kir_compiler::internal::oplib::builtin("gemm").expect("built-in op");
     let d = defs(&[
         ("DTYPE", "bf16"),
         ("BLOCK_M", "128"),

@@ -8,7 +8,7 @@
 //! stays reviewable), and no golden of a checked op is left for another target.
 
 use kir_backends::Target;
-use kir_compiler::compile::{compile, Emit};
+use kir_compiler::internal::compile::{compile, Emit};
 use kir_tests::filecheck::{self, FULL_GOLDEN_BYTES, PTX_CHECKED_OPS};
 use std::collections::BTreeMap;
 use std::process::Command;
@@ -49,14 +49,14 @@ const CHECKS: [(&str, &str); 11] = [
 
 /// The PTX of `op` at its defaults on `target`.
 fn ptx(op: &str, target: Target) -> String {
-    let src = kir_compiler::oplib::builtin(op).expect("built-in op");
+    let src = kir_compiler::internal::oplib::builtin(op).expect("built-in op");
     compile(src, &[], None, target, Emit::Ptx)
         .unwrap_or_else(|e| panic!("{op} on {target}: {e}"))
         .text
 }
 
 /// The PTX of the module `src` on `target` (panics naming the target on an error).
-fn compile_on(src: &str, target: Target) -> kir_compiler::compile::Compiled {
+fn compile_on(src: &str, target: Target) -> kir_compiler::internal::compile::Compiled {
     compile(src, &[], None, target, Emit::Ptx).unwrap_or_else(|e| panic!("{}: {e}", target.name()))
 }
 
@@ -195,7 +195,7 @@ fn attention_defaults_do_not_spill_with_any_feature() {
     let ptxas = ptxas();
     let dir = std::env::temp_dir().join(format!("kir-attn-spills-{}", std::process::id()));
     std::fs::create_dir_all(&dir).expect("temp dir");
-    let src = kir_compiler::oplib::builtin("attention_fwd").expect("built-in op");
+    let src = kir_compiler::internal::oplib::builtin("attention_fwd").expect("built-in op");
     let features: [&[(&str, &str)]; 7] = [
         &[],
         &[("VARLEN", "1")],
@@ -265,7 +265,7 @@ fn golden_policy() {
         }
     }
     let snapshots = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/snapshots");
-    for (op, _) in kir_compiler::oplib::builtins() {
+    for (op, _) in kir_compiler::internal::oplib::builtins() {
         for target in Target::ALL {
             let golden = format!("{snapshots}/ptx__ptx__{op}__{}.snap", target.name());
             let exists = std::path::Path::new(&golden).exists();
@@ -388,7 +388,7 @@ fn stores_of_one_tensor_by_different_threads_are_ordered() {
 /// stage's valid-row count there, before its `expect_tx` arrival.
 #[test]
 fn causal_ring_refills_on_the_filling_thread() {
-    let src = kir_compiler::oplib::builtin("attention_fwd").expect("built-in op");
+    let src = kir_compiler::internal::oplib::builtin("attention_fwd").expect("built-in op");
     for d in ["64", "128", "256"] {
         for causal in ["0", "1"] {
             let what = format!("attention_fwd d{d} causal {causal}");
@@ -540,7 +540,7 @@ fn no_branch_joins_under_a_wgmma_group_in_the_defaults() {
         }
     }
     for (op, defs) in cases {
-        let src = kir_compiler::oplib::builtin(op).expect("built-in op");
+        let src = kir_compiler::internal::oplib::builtin(op).expect("built-in op");
         let out = compile(src, &defs, None, Target::Sm90a, Emit::Ptx)
             .unwrap_or_else(|e| panic!("{op} {defs:?}: {e}"));
         for r in &out.reports {

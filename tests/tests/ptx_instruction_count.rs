@@ -4,13 +4,13 @@
 
 use kir_backends::ptx::{compile_module_with, PtxOptions};
 use kir_backends::Target;
-use kir_compiler::compile::{compile_stage, ptx_instructions, Emit, Stage};
+use kir_compiler::internal::compile::{compile_stage, ptx_instructions, Emit, Stage};
 
 #[test]
 fn counted_instructions_match_the_text() {
     for target in [Target::Sm80, Target::Sm90a, Target::Sm100a, Target::Sm120a] {
         for op in ["attention_fwd", "gemm", "layernorm_bwd", "swiglu"] {
-            let src = kir_compiler::oplib::builtin(op).expect("built-in op");
+            let src = kir_compiler::internal::oplib::builtin(op).expect("built-in op");
             let opts = PtxOptions::default();
             let c = compile_stage(src, &[], None, target, Emit::Ptx, Stage::Output, &opts)
                 .unwrap_or_else(|e| panic!("{op} on {target}: {e}"));

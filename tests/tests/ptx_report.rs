@@ -6,7 +6,7 @@
 use kir_backends::ptx::report::{DotPath, PtxReport, WarpsFrom};
 use kir_backends::ptx::PtxOptions;
 use kir_backends::{Feature, Target};
-use kir_compiler::compile::{compile_stage, Compiled, Emit, Stage};
+use kir_compiler::internal::compile::{compile_stage, Compiled, Emit, Stage};
 
 fn defs(d: &[(&str, &str)]) -> Vec<(String, String)> {
     d.iter()
@@ -15,7 +15,7 @@ fn defs(d: &[(&str, &str)]) -> Vec<(String, String)> {
 }
 
 fn build(op: &str, d: &[(&str, &str)], target: Target, opts: &PtxOptions) -> Compiled {
-    let src = kir_compiler::oplib::builtin(op).expect("built-in op");
+    let src = kir_compiler::internal::oplib::builtin(op).expect("built-in op");
     compile_stage(src, &defs(d), None, target, Emit::Ptx, Stage::Output, opts)
         .unwrap_or_else(|e| panic!("{op} {d:?} on {target}: {e}"))
 }

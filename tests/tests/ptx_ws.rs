@@ -9,7 +9,7 @@
 
 use kir_backends::ptx::PtxOptions;
 use kir_backends::Target;
-use kir_compiler::compile::{compile_stage, Emit, Stage};
+use kir_compiler::internal::compile::{compile_stage, Emit, Stage};
 use std::process::Command;
 
 fn ws_opts() -> PtxOptions {
@@ -69,7 +69,7 @@ fn attention_and_gemm_lower_warp_specialized_on_sm90a() {
                 .map(|(k, v)| format!("_{k}{v}"))
                 .collect::<String>()
         );
-        let src = kir_compiler::oplib::builtin(op).expect("built-in op");
+        let src = kir_compiler::internal::oplib::builtin(op).expect("built-in op");
         let out = compile_stage(
             src,
             &defs(&d),
@@ -130,7 +130,7 @@ fn attention_and_gemm_lower_warp_specialized_on_sm90a() {
 
 #[test]
 fn targets_without_the_features_name_themselves() {
-    let src = kir_compiler::oplib::builtin("gemm").expect("built-in op");
+    let src = kir_compiler::internal::oplib::builtin("gemm").expect("built-in op");
     for target in [Target::Sm80, Target::Sm100a, Target::Sm120a] {
         let e = compile_stage(src, &[], None, target, Emit::Ptx, Stage::Output, &ws_opts())
             .err()
@@ -149,7 +149,7 @@ fn targets_without_the_features_name_themselves() {
 /// H200 showed the fallback 24–49 % off the tensor-copy path, docs/gpu-validation.md).
 #[test]
 fn causal_attention_producers_store_row_counts() {
-    let src = kir_compiler::oplib::builtin("attention_fwd").expect("built-in op");
+    let src = kir_compiler::internal::oplib::builtin("attention_fwd").expect("built-in op");
     for persistent in [Some(0), Some(132)] {
         let opts = PtxOptions {
             persistent,

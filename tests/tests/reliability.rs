@@ -20,10 +20,10 @@
 use kir_backends::interp::{self, HostArg, HostData, HostTensor};
 use kir_backends::ptx::PtxOptions;
 use kir_backends::Target;
-use kir_compiler::compile::{
+use kir_compiler::internal::compile::{
     compile, compile_stage, ptx_instructions, CompileError, Emit, Stage, MAX_PTX_INSTRUCTIONS,
 };
-use kir_compiler::{npy, passes, pipeline};
+use kir_compiler::internal::{npy, passes, pipeline};
 use kir_ir::verifier::limits::{MAX_TILE_BYTES, MAX_TILE_ELEMENTS};
 use kir_ir::{Dtype, EvalVal};
 use kir_tests::oracle_attention::{self as oracle, Problem};
@@ -47,7 +47,10 @@ fn messages(r: Result<kir_ir::Module, kir_ir::Diagnostics>) -> Vec<String> {
 }
 
 /// The message of a compile error (panics on success).
-fn compile_error(r: Result<kir_compiler::compile::Compiled, CompileError>, what: &str) -> String {
+fn compile_error(
+    r: Result<kir_compiler::internal::compile::Compiled, CompileError>,
+    what: &str,
+) -> String {
     match r {
         Ok(_) => panic!("{what}: compiled, but must be an error"),
         Err(CompileError::Source(d)) => d.0.iter().map(|e| e.message.clone()).collect(),
@@ -329,7 +332,7 @@ fn kv_offset_extremes_match_the_oracle() {
 #[test]
 fn ptx_that_unrolls_past_the_limit_is_an_error() {
     let big = |op: &str, defines: &[(&str, &str)], warps, stages, target| {
-        let src = kir_compiler::oplib::builtin(op).unwrap();
+        let src = kir_compiler::internal::oplib::builtin(op).unwrap();
         let d: Vec<(String, String)> = defines
             .iter()
             .map(|(a, b)| (a.to_string(), b.to_string()))
@@ -368,7 +371,7 @@ fn ptx_that_unrolls_past_the_limit_is_an_error() {
         "gemm_nf4",
         "layernorm_bwd",
     ] {
-        let src = kir_compiler::oplib::builtin(op).unwrap();
+        let src = kir_compiler::internal::oplib::builtin(op).unwrap();
         let c = compile(src, &[], None, Target::Sm90a, Emit::Ptx).expect(op);
         let counts = ptx_instructions(&c.text);
         assert!(!counts.is_empty(), "{op}");
@@ -466,7 +469,7 @@ kernel @k(y: out tensor<f32>[1], a: f32) grid [1, 1, 1] {
 /// Compiling built-in `op` for sm_90a with each of `opts` is an error whose message holds one
 /// of `want`.
 fn options_are_errors(op: &str, emit: Emit, opts: &[PtxOptions], want: &[&str]) {
-    let src = kir_compiler::oplib::builtin(op).expect("built-in op");
+    let src = kir_compiler::internal::oplib::builtin(op).expect("built-in op");
     for o in opts {
         let r = compile_stage(src, &[], None, Target::Sm90a, emit, Stage::Output, o);
         let e = compile_error(r, &format!("{op} with {o:?}"));

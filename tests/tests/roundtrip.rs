@@ -36,8 +36,8 @@ fn every_file_round_trips() {
 
 #[test]
 fn specialized_ops_round_trip() {
-    for (name, src) in kir_compiler::oplib::builtins() {
-        let (_, spec) = kir_compiler::pipeline::frontend(src, &[])
+    for (name, src) in kir_compiler::internal::oplib::builtins() {
+        let (_, spec) = kir_compiler::internal::pipeline::frontend(src, &[])
             .unwrap_or_else(|e| panic!("{}", e.render(name, src)));
         let text = print(&spec);
         let again = parse(&text).unwrap_or_else(|e| panic!("{}", e.render(name, &text)));

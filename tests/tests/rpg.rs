@@ -12,9 +12,9 @@
 
 use kir_backends::nvrtc::Nvrtc;
 use kir_backends::Target;
-use kir_compiler::egraph::lang::TileNode;
-use kir_compiler::egraph::rules::{all_rules, rule, var};
-use kir_compiler::egraph::Limits;
+use kir_compiler::internal::egraph::lang::TileNode;
+use kir_compiler::internal::egraph::rules::{all_rules, rule, var};
+use kir_compiler::internal::egraph::Limits;
 use kir_ir::{CmpPred, Dtype, Module};
 use kir_tests::rpg::check::{check, Config, Failure, Stats, Verdict};
 use kir_tests::rpg::{module, reduce};
@@ -227,7 +227,7 @@ fn planted_egraph(m: &Module) -> Module {
         let f = g[r].data.clone();
         (same && f.dtype == Dtype::I1).then(|| g.add(TileNode::constant(1.0, Dtype::I1, &f.shape)))
     }));
-    kir_compiler::passes::egraph_with(m, &rules, &Limits::default()).0
+    kir_compiler::internal::passes::egraph_with(m, &rules, &Limits::default()).0
 }
 
 #[test]

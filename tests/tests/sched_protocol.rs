@@ -18,8 +18,8 @@ fn run(src: &str, x: &[f64], rows: usize, seed: u64) -> Result<Vec<f64>, String>
 }
 
 fn run_shaped(src: &str, x: &[f64], shape: &[usize], seed: u64) -> Result<Vec<f64>, String> {
-    let (_, spec) =
-        kir_compiler::pipeline::frontend(src, &[]).map_err(|e| e.render("ring_ws.kir", src))?;
+    let (_, spec) = kir_compiler::internal::pipeline::frontend(src, &[])
+        .map_err(|e| e.render("ring_ws.kir", src))?;
     let mut args = BTreeMap::new();
     args.insert("x".to_string(), t(Dtype::F32, shape, x.to_vec()));
     let opts = RunOptions {

@@ -4,7 +4,7 @@
 //! (the pass only moves data through shared memory). The scheduled output of attention_fwd,
 //! attention_bwd and gemm runs under 20 seeds, pipelined and warp-specialized with each plan.
 
-use kir_compiler::passes::{pipelining, warp_specialize, PipelineConfig, WsPlan};
+use kir_compiler::internal::passes::{pipelining, warp_specialize, PipelineConfig, WsPlan};
 use kir_ir::{Module, Opcode};
 use kir_tests::sched_diff::{count, differential, spec};
 
@@ -23,7 +23,7 @@ fn pipelining_and_warp_specialization_keep_every_op_library_kernel_exact() {
     let mut piped = 0;
     let mut specialized = 0;
     let mut tma_rings = 0;
-    for (name, _) in kir_compiler::oplib::builtins() {
+    for (name, _) in kir_compiler::internal::oplib::builtins() {
         let mut specs: Vec<Vec<(&str, &str)>> = vec![vec![], vec![("DTYPE", "f32")]];
         match name {
             "attention_fwd" => {
@@ -271,7 +271,7 @@ fn fa3_consumers_walk_the_union_of_their_ranges() {
 #[test]
 fn golden_scheduled_ir() {
     use kir_backends::Target;
-    use kir_compiler::pipeline::{dump_after_with, WsChoice};
+    use kir_compiler::internal::pipeline::{dump_after_with, WsChoice};
     let cases: &[(&str, &[(&str, &str)], &str, WsChoice)] = &[
         (
             "attention_fwd",
@@ -301,12 +301,18 @@ fn golden_scheduled_ir() {
         ),
     ];
     for (op, defs, pass, ws) in cases {
-        let src = kir_compiler::oplib::builtin(op).expect("op");
+        let src = kir_compiler::internal::oplib::builtin(op).expect("op");
         let d: Vec<(String, String)> = defs
             .iter()
             .map(|(a, b)| (a.to_string(), b.to_string()))
             .collect();
-        let opts = kir_compiler::plan::explore(Some(Target::Sm90a), pass, None, ws.clone(), None);
+        let opts = kir_compiler::internal::plan::explore(
+            Some(Target::Sm90a),
+            pass,
+            None,
+            ws.clone(),
+            None,
+        );
         let text =
             dump_after_with(src, &d, pass, &opts).unwrap_or_else(|e| panic!("{op} {pass}: {e}"));
         let tag: String = defs.iter().map(|(a, b)| format!("_{a}{b}")).collect();

@@ -7,15 +7,15 @@
 
 use kir_backends::interp;
 use kir_backends::Target;
-use kir_compiler::compile::Emit;
-use kir_compiler::pipeline;
-use kir_compiler::plan::{CompilePlan, Flags};
+use kir_compiler::internal::compile::Emit;
+use kir_compiler::internal::pipeline;
+use kir_compiler::internal::plan::{CompilePlan, Flags};
 use kir_ir::Dtype;
 use kir_tests::{compare, round, t, tolerance, Rng};
 use std::collections::BTreeMap;
 
 fn gemm() -> &'static str {
-    kir_compiler::oplib::builtin("gemm").expect("gemm")
+    kir_compiler::internal::oplib::builtin("gemm").expect("gemm")
 }
 
 fn shapes(m: usize, n: usize, k: usize) -> Vec<(String, Vec<usize>)> {

@@ -15,7 +15,7 @@ fn canonical_ir() {
         let name = stem(f);
         let m = kir_ir::text::parse(&src).unwrap_or_else(|e| panic!("{}", e.render(&name, &src)));
         insta::assert_snapshot!(format!("ir__{name}"), kir_ir::text::print(&m));
-        let (_, spec) = kir_compiler::pipeline::frontend(&src, &[])
+        let (_, spec) = kir_compiler::internal::pipeline::frontend(&src, &[])
             .unwrap_or_else(|e| panic!("{}", e.render(&name, &src)));
         insta::assert_snapshot!(format!("spec__{name}"), kir_ir::text::print(&spec));
     }
@@ -36,12 +36,12 @@ fn representative_specializations() {
         ("rmsnorm_bwd", &[("DTYPE", "f32"), ("GROUPS", "2")]),
     ];
     for (op, defs) in cases {
-        let src = kir_compiler::oplib::builtin(op).expect("built-in op");
+        let src = kir_compiler::internal::oplib::builtin(op).expect("built-in op");
         let d: Vec<(String, String)> = defs
             .iter()
             .map(|(a, b)| (a.to_string(), b.to_string()))
             .collect();
-        let (_, spec) = kir_compiler::pipeline::frontend(src, &d)
+        let (_, spec) = kir_compiler::internal::pipeline::frontend(src, &d)
             .unwrap_or_else(|e| panic!("{}", e.render(op, src)));
         let tag: Vec<String> = defs.iter().map(|(a, b)| format!("{a}={b}")).collect();
         insta::assert_snapshot!(
@@ -57,7 +57,7 @@ fn error_cases() {
     for f in kir_files().iter().filter(|p| is_error_case(p)) {
         let src = std::fs::read_to_string(f).expect("read");
         let name = format!("errors/{}.kir", stem(f));
-        let rendered = match kir_compiler::pipeline::frontend(&src, &[]) {
+        let rendered = match kir_compiler::internal::pipeline::frontend(&src, &[]) {
             Ok(_) => panic!("{name} is an error case but compiles cleanly"),
             Err(e) => e.render(&name, &src),
         };

@@ -15,8 +15,8 @@
 
 use kir_backends::interp;
 use kir_backends::Target;
-use kir_compiler::compile::Emit;
-use kir_compiler::plan::{CompilePlan, Flags};
+use kir_compiler::internal::compile::Emit;
+use kir_compiler::internal::plan::{CompilePlan, Flags};
 use kir_tests::{compare, round, t, tolerance, Rng};
 use std::collections::BTreeMap;
 
@@ -162,14 +162,16 @@ fn build(
 ) -> Result<(String, String, String), String> {
     let plan = CompilePlan::resolve(src, defines, target, emit, flags.clone())
         .map_err(|e| e.to_string())?;
-    let out = kir_compiler::pipeline::compile(src, &plan).map_err(|e| e.to_string())?;
+    let out = kir_compiler::internal::pipeline::compile(src, &plan).map_err(|e| e.to_string())?;
     let meta = out.meta.map(|m| m.to_string()).unwrap_or_default();
     Ok((out.text, meta, plan.config.report))
 }
 
 #[test]
 fn renamed_copies_of_every_builtin_compile_to_the_same_code() {
-    let ops: Vec<&str> = kir_compiler::oplib::builtins().map(|(n, _)| n).collect();
+    let ops: Vec<&str> = kir_compiler::internal::oplib::builtins()
+        .map(|(n, _)| n)
+        .collect();
     for op in &ops {
         assert!(
             VARIANTS.iter().any(|(o, _)| o == op),
@@ -178,7 +180,7 @@ fn renamed_copies_of_every_builtin_compile_to_the_same_code() {
     }
     let mut compared = 0;
     for (op, variant) in VARIANTS {
-        let src = kir_compiler::oplib::builtin(op).expect("a built-in op");
+        let src = kir_compiler::internal::oplib::builtin(op).expect("a built-in op");
         let names = renames(src);
         let user = copy(src, &names);
         assert_ne!(user, src);
@@ -280,7 +282,7 @@ fn a_user_matmul_gets_the_dot_loop_row_and_stays_correct() {
     ] {
         assert!(report.contains(want), "{want}\n{report}");
     }
-    let out = kir_compiler::pipeline::compile(&src, &plan).expect("compiles");
+    let out = kir_compiler::internal::pipeline::compile(&src, &plan).expect("compiles");
     let scheduled = kir_ir::text::print(&out.module);
     assert!(scheduled.contains("warp_specialize"), "{scheduled}");
     assert!(scheduled.contains("mbar_alloc"), "a TMA ring: {scheduled}");
@@ -367,7 +369,7 @@ fn user_choices_stand_and_a_too_large_one_names_the_bytes() {
             Target::Sm120a,
         ),
         (
-            kir_compiler::oplib::builtin("gemm").expect("gemm"),
+            kir_compiler::internal::oplib::builtin("gemm").expect("gemm"),
             defs(&[("BLOCK_M", "256"), ("BLOCK_N", "256"), ("BLOCK_K", "256")]),
             Target::Sm80,
         ),
@@ -435,7 +437,7 @@ fn a_user_attention_gets_the_attention_row_and_stays_correct() {
         let plan = CompilePlan::resolve(&src, &d, Target::Sm90a, Emit::Ptx, Flags::default())
             .expect("plan");
         assert_eq!(plan.config.report, want);
-        let out = kir_compiler::pipeline::compile(&src, &plan).expect("compiles");
+        let out = kir_compiler::internal::pipeline::compile(&src, &plan).expect("compiles");
         assert!(out.text.contains("wgmma.mma_async"), "wgmma");
         if hd == 128 {
             assert!(kir_ir::text::print(&out.module).contains("warp_specialize"));

@@ -1,4 +1,4 @@
-//! The autotuner (`kir_compiler::tune`, docs/tuning.md) with a deterministic [`Measure`]: the
+//! The autotuner (`kir_compiler::internal::tune`, docs/tuning.md) with a deterministic [`Measure`]: the
 //! space it enumerates (the product of the unfixed tune sets and lowering flags; `-D` and
 //! fixed flags remove axes), the compiler's pruning (a tile over shared memory), the
 //! interpreter check dropping a candidate whose outputs are wrong, duplicate code, winner
@@ -7,9 +7,9 @@
 
 use kir_backends::interp::{self, HostArg, HostTensor};
 use kir_backends::Target;
-use kir_compiler::compiled::Compiled;
-use kir_compiler::plan::Flags;
-use kir_compiler::tune::{
+use kir_compiler::internal::compiled::Compiled;
+use kir_compiler::internal::plan::Flags;
+use kir_compiler::internal::tune::{
     self, check, report, Candidate, Dropped, Event, Measure, Progress, TuneError, TuneOptions,
 };
 use std::collections::BTreeMap;
@@ -254,7 +254,7 @@ fn the_check_shrinks_large_dims_and_keeps_dim_expressions() {
     assert_eq!(check::shrink(4097), 161);
     assert_eq!(check::shrink(1000), 160 + 1000 % 32);
     // gemm_nf4: a is [M, 2 * KH], codes [N, KH]: the check keeps a's width twice KH's.
-    let src = kir_compiler::oplib::builtin("gemm_nf4").expect("gemm_nf4");
+    let src = kir_compiler::internal::oplib::builtin("gemm_nf4").expect("gemm_nf4");
     let sh = shapes(&[
         ("a", &[512, 1024]),
         ("codes", &[256, 512]),
@@ -453,7 +453,7 @@ fn the_built_in_ops_declare_tune_sets_on_their_tiles() {
         ("layernorm_bwd", &["BLOCK"]),
         ("swiglu", &["BLOCK_R", "BLOCK_N"]),
     ] {
-        let src = kir_compiler::oplib::builtin(op).expect("built-in");
+        let src = kir_compiler::internal::oplib::builtin(op).expect("built-in");
         let m = kir_ir::text::parse(src).expect("parses");
         let tuned: Vec<&str> = m
             .consts

@@ -181,7 +181,10 @@ fn run(k: &Kernel, rules: &[Rule], limits: &Limits, explain: bool) -> (Kernel, K
         }
     };
     rep.elapsed = start.elapsed();
+    // The target users filter on (`KIR_LOG=kir_compiler::egraph=debug`), kept as it was before
+    // the module moved under `internal`.
     tracing::debug!(
+        target: "kir_compiler::egraph",
         kernel = %rep.kernel,
         stop = %rep.stop_reason,
         iterations = rep.iterations,

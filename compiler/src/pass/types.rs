@@ -47,7 +47,7 @@ pub struct PassContext<'a> {
 /// A compiler pass. Implementations are deterministic: the same module and context give the
 /// same output, so dumps and snapshots are stable.
 pub trait Pass: Send + Sync {
-    /// The name `--dump-after` takes (snake_case, unique in a [`PassManager`]).
+    /// The name `--dump-after` takes (snake_case, unique in a [`crate::internal::pass::PassManager`]).
     fn name(&self) -> &'static str;
     /// The phase it runs in.
     fn phase(&self) -> Phase;

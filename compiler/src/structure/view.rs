@@ -319,11 +319,6 @@ impl<'a> View<'a> {
         }
     }
 
-    /// The loop owning region block `b`, when it is a `for` body.
-    pub fn owner(&self, b: Block) -> Option<Op> {
-        self.owner.get(&b).copied()
-    }
-
     /// The block of a value that is a block argument, and its index.
     pub fn arg_of(&self, v: Value) -> Option<(Block, u32)> {
         match self.kernel.dfg.values[self.resolve(v)].def {

@@ -16,7 +16,7 @@
 //!
 //! An [`Event::Progress`] follows every candidate. The winner is the fastest timed candidate
 //! ([`TuneResult::winner`]; ties go to the earlier one), as `-D` flags and as a
-//! [`crate::configs::Config`] value ([`Candidate::config`]). Nothing is stored on disk here.
+//! `crate::configs::Config` value ([`Candidate::config`]). Nothing is stored on disk here.
 //!
 //! Layout: `types` (the leaf: candidates, the [`Measure`] trait, results, errors), `space`
 //! (enumeration), `check` (inputs and comparison), `report` (progress line and table), this

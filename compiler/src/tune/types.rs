@@ -137,7 +137,7 @@ pub struct TuneOptions {
     /// Scalar params by name (default: 0.5 for floats, 1 for integers).
     pub scalars: Vec<(String, f64)>,
     /// The shapes of the interpreter check (default: the timed shapes, each dim above
-    /// [`crate::tune::SMALL_DIM`] shrunk).
+    /// [`crate::internal::tune::SMALL_DIM`] shrunk).
     pub check_shapes: Vec<(String, Vec<usize>)>,
     /// The seed of the check's random inputs.
     pub seed: u64,
@@ -157,7 +157,7 @@ impl Default for TuneOptions {
     }
 }
 
-/// A tuning run before any measurement ([`crate::tune::prepare`]).
+/// A tuning run before any measurement ([`crate::internal::tune::prepare`]).
 #[derive(Clone, Debug, PartialEq)]
 pub struct Prepared {
     /// The axes searched: constant or flag name, and its values.

@@ -4,5 +4,5 @@ pub mod lexer;
 pub mod parser;
 pub mod printer;
 
-pub use parser::parse;
+pub use parser::{parse, parse_expr};
 pub use printer::print;

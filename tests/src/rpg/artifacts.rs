@@ -20,8 +20,8 @@ use super::{inputs, module};
 use kir_backends::interp::{HostArg, RunOptions};
 use kir_backends::nvrtc::Nvrtc;
 use kir_backends::Target;
-use kir_compiler::compile::{compile, Emit};
-use kir_compiler::npy::{self, NpyDtype};
+use kir_compiler::internal::compile::{compile, Emit};
+use kir_compiler::internal::npy::{self, NpyDtype};
 use kir_ir::Dtype;
 use std::fmt::Write as _;
 use std::path::Path;
@@ -103,14 +103,14 @@ fn mutant(seed: u64) -> Option<(String, String)> {
     if text.contains(super::rings::TWIN_MARK) {
         return None;
     }
-    let m = kir_compiler::pipeline::output(&text, &[]).ok()?;
+    let m = kir_compiler::internal::pipeline::output(&text, &[]).ok()?;
     let args = inputs::args(&m, seed).ok()?;
     let want = run_with(&m, &args, &RunOptions::default()).ok()?;
     let bounds = gpu_bounds(&m);
     for (from, to) in MUTATIONS {
         let Some(i) = text.find(from) else { continue };
         let changed = format!("{}{to}{}", &text[..i], &text[i + from.len()..]);
-        let Ok(mm) = kir_compiler::pipeline::output(&changed, &[]) else {
+        let Ok(mm) = kir_compiler::internal::pipeline::output(&changed, &[]) else {
             continue;
         };
         let Ok(got) = run_with(&mm, &args, &RunOptions::default()) else {
@@ -145,7 +145,7 @@ fn one(dir: &Path, seed: u64, nv: &Nvrtc, kernel: Option<&str>) -> Result<Option
     if case.text.contains(super::rings::TWIN_MARK) {
         return Ok(None);
     }
-    let Ok(m) = kir_compiler::pipeline::output(&case.text, &[]) else {
+    let Ok(m) = kir_compiler::internal::pipeline::output(&case.text, &[]) else {
         return Ok(None);
     };
     let Ok(args) = inputs::args(&m, seed) else {

@@ -12,7 +12,7 @@ use kir_ir::Module;
 fn spec(src: &str) -> Module {
     let g = kir_ir::text::parse(src).expect("parse");
     kir_ir::verifier::verify(&g).expect("verify");
-    kir_compiler::passes::specialize(&g, &[]).expect("specialize")
+    kir_compiler::internal::passes::specialize(&g, &[]).expect("specialize")
 }
 
 /// A seed whose inputs have M, N ≥ 4 (so every kernel below does work).
@@ -186,7 +186,7 @@ fn a_divisor_without_a_floor_is_bounded_only_under_a_run_time_check() {
 
 /// A broken e-graph pass: every `max` becomes `min` after the real pass.
 fn broken(m: &Module) -> Module {
-    let mut out = kir_compiler::passes::egraph(m);
+    let mut out = kir_compiler::internal::passes::egraph(m);
     for k in out.kernels.values_mut() {
         for (_, op) in k.dfg.ops.iter_mut() {
             if op.opcode == kir_ir::Opcode::Max {

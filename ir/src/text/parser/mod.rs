@@ -5,6 +5,7 @@ use super::lexer::{lex, Tok, Token};
 use crate::dtype::Dtype;
 use crate::entities::Value;
 use crate::error::{Diagnostic, Diagnostics};
+use crate::expr::Expr;
 use crate::module::*;
 
 mod expr;
@@ -24,6 +25,23 @@ pub fn parse(src: &str) -> Result<Module, Diagnostics> {
         depth: 0,
     };
     p.module().map_err(Diagnostics::from)
+}
+
+/// Parses one expression of the module grammar (a grid formula `cdiv(M, 128)`, a requirement
+/// `Hq % Hkv == 0`) that makes up all of `src`, as META.json writes them. Spans are byte
+/// offsets into `src`. Never panics on any input.
+pub fn parse_expr(src: &str) -> Result<Expr, Diagnostics> {
+    let toks = lex(src)?;
+    let mut p = Parser {
+        toks,
+        pos: 0,
+        depth: 0,
+    };
+    let e = p.expr()?;
+    if !matches!(p.peek(), Tok::Eof) {
+        return Err(p.err::<()>("the end of the expression").unwrap_err().into());
+    }
+    Ok(e)
 }
 
 type PResult<T> = Result<T, Diagnostic>;

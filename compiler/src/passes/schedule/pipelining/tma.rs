@@ -60,7 +60,7 @@ fn copy_ok(k: &Kernel, l: Op, c: &Cand) -> bool {
 
 /// Whether load `od` of tile type `ty` is one a tensor copy makes exactly as `load` defines it
 /// (the module doc's rules); a `mask` must satisfy `mask_ok`.
-pub(in crate::passes::schedule) fn tensor_copy_ok(
+pub(in crate::internal::passes::schedule) fn tensor_copy_ok(
     k: &Kernel,
     od: &kir_ir::OpData,
     ty: &Type,
