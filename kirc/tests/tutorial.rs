@@ -39,22 +39,27 @@ struct Block {
     line: usize,
 }
 
-/// The fenced blocks of a Markdown text, in order.
+/// The fenced blocks of a Markdown text, in order. A fence may be indented (a block inside a
+/// list item); its lines lose the fence's indentation.
 fn blocks(md: &str) -> Vec<Block> {
     let mut out = Vec::new();
-    let mut open: Option<Block> = None;
+    let mut open: Option<(Block, usize)> = None;
     for (i, line) in md.lines().enumerate() {
-        match (&mut open, line.strip_prefix("```")) {
+        let trimmed = line.trim_start();
+        let indent = line.len() - trimmed.len();
+        match (&mut open, trimmed.strip_prefix("```")) {
             (None, Some(info)) => {
-                open = Some(Block {
+                let b = Block {
                     lang: info.trim().to_string(),
                     text: String::new(),
                     line: i + 1,
-                })
+                };
+                open = Some((b, indent));
             }
-            (Some(_), Some("")) => out.push(open.take().expect("an open block")),
-            (Some(b), _) => {
-                b.text.push_str(line);
+            (Some(_), Some("")) => out.push(open.take().expect("an open block").0),
+            (Some((b, ind)), _) => {
+                b.text
+                    .push_str(line.get(*ind..).unwrap_or("").trim_end_matches('\r'));
                 b.text.push('\n');
             }
             (None, None) => {}

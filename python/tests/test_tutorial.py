@@ -33,16 +33,18 @@ IGNORE = -100
 
 
 def blocks(md: str):
-    """The fenced blocks of a Markdown text: (info string, text, first line number)."""
+    """The fenced blocks of a Markdown text: (info string, text, first line number). A fence may
+    be indented (a block in a list item); its lines lose the fence's indentation."""
     out, cur = [], None
     for i, line in enumerate(md.splitlines(), 1):
-        if cur is None and line.startswith("```"):
-            cur = (line[3:].strip(), [], i)
-        elif cur is not None and line == "```":
+        stripped = line.lstrip()
+        if cur is None and stripped.startswith("```"):
+            cur = (stripped[3:].strip(), [], i, len(line) - len(stripped))
+        elif cur is not None and stripped == "```":
             out.append((cur[0], "\n".join(cur[1]) + "\n", cur[2]))
             cur = None
         elif cur is not None:
-            cur[1].append(line)
+            cur[1].append(line[cur[3]:])
     assert cur is None, "docs/tutorial.md: a fenced block is never closed"
     return out
 
