@@ -7,9 +7,10 @@ scale 4) with every 7th row labelled -100:
 
 - loss and lse are f32 tensors of shape [R] on the logits' device;
 - ignored rows have loss exactly 0; rows whose label is out of range (V, -1) have loss NaN and
-  a correct lse; every other element is finite and within 2e-5 of its scale (1 + |lse| +
-  |loss|) of the float64 reference on the same (bf16 or f32) values, and the whole output
-  within the project's f32 tolerance (relative L2 2e-5);
+  a correct lse; every other element is finite and within 2e-5 (the project's f32 tolerance)
+  of its scale 1 + |reference| from the float64 reference on the same (bf16 or f32) values,
+  and so is the L2 norm of the errors against that of the scales (the floor 1: a loss near 0
+  is log s with s near 1, which f32 knows only to about 1e-7 absolutely);
 - PyTorch's own f32 error on the same inputs is printed beside kir's, for context.
 
 It also checks that a dtype the kernel refuses (DTYPE=f32 on bf16 logits, int64 labels) raises
@@ -78,22 +79,19 @@ def case(dtype, r, v, gen):
         return
 
     line = [what]
-    for name, got, ref, rows, extra in (
-        ("loss", loss, ref_loss, good, ref_loss),
-        ("lse", lse, ref_lse, torch.ones_like(good), torch.zeros_like(ref_lse)),
-    ):
+    for name, got, ref, rows in (("loss", loss, ref_loss, good), ("lse", lse, ref_lse, torch.ones_like(good))):
         if not rows.any():
             continue
         g, rf = got[rows].double(), ref[rows]
         err = (g - rf).abs()
-        scale = 1.0 + ref_lse[rows].abs() + extra[rows].abs()
+        scale = 1.0 + rf.abs()
         worst = (err / scale).max().item()
-        l2 = (err.norm() / rf.norm().clamp_min(1e-300)).item()
-        line.append(f"{name} max err/scale {worst:.1e} rel L2 {l2:.1e}")
+        l2 = (err.norm() / scale.norm()).item()
+        line.append(f"{name} max err/scale {worst:.1e} L2 {l2:.1e}")
         if worst > 2e-5 or l2 > 2e-5:
-            fail(f"{what}: {name} error {worst:.2e} of its scale, relative L2 {l2:.2e} (bounds 2e-5)")
+            fail(f"{what}: {name} error {worst:.2e} of its scale, L2 {l2:.2e} (bounds 2e-5)")
     if good.any():
-        t_err = ((torch_loss[good].double() - ref_loss[good]).abs() / (1.0 + ref_lse[good].abs() + ref_loss[good].abs())).max().item()
+        t_err = ((torch_loss[good].double() - ref_loss[good]).abs() / (1.0 + ref_loss[good].abs())).max().item()
         line.append(f"(torch f32 loss {t_err:.1e})")
     print("  " + ", ".join(line))
 

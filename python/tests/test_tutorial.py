@@ -84,9 +84,11 @@ def oracle(x: np.ndarray, labels: np.ndarray):
 
 
 def check(test: unittest.TestCase, what: str, out: dict, ref_loss: np.ndarray, ref_lse: np.ndarray) -> None:
-    """The kernel's outputs against the oracle's: the same NaNs, infinities and zeros, each
-    finite element within 2e-5 of its scale (1 + |lse|, and + |loss| for loss), and the
-    project's f32 tolerance (relative L2 2e-5, max error 2e-4 of max |ref|)."""
+    """The kernel's outputs against the oracle's: the same NaNs, infinities and zeros, and
+    each finite element within 2e-5 (the project's f32 tolerance) of its scale 1 + |ref|, as is
+    the L2 norm of the errors against that of the scales. The floor 1 is f32's: a loss near 0
+    is log s with s ≈ 1, known in f32 only to about 1e-7 absolutely. Relative to the loss, not
+    lse: the kernel computes it as (m − x[label]) + log s, which does not cancel."""
     for name, ref in (("loss", ref_loss), ("lse", ref_lse)):
         got = out[name]
         test.assertEqual(got.dtype, np.float32, f"{what}: {name}")
@@ -98,16 +100,15 @@ def check(test: unittest.TestCase, what: str, out: dict, ref_loss: np.ndarray, r
         fin = np.isfinite(ref) & ~special
         if not fin.any():
             continue
-        scale = 1.0 + np.abs(ref_lse[fin]) + (np.abs(ref[fin]) if name == "loss" else 0.0)
+        scale = 1.0 + np.abs(ref[fin])
         err = np.abs(got[fin] - ref[fin])
         worst = int(np.argmax(err / scale))
         test.assertTrue(
             np.all(err <= 2e-5 * scale),
             f"{what}: {name} error {err[worst]:.3e} over {2e-5 * scale[worst]:.3e} (got {got[fin][worst]}, expected {ref[fin][worst]})",
         )
-        l2 = np.linalg.norm(err) / np.linalg.norm(ref[fin])
-        test.assertLessEqual(l2, 2e-5, f"{what}: {name} relative L2 error")
-        test.assertLessEqual(err.max(), 2e-4 * np.abs(ref[fin]).max(), f"{what}: {name} max error")
+        l2 = np.linalg.norm(err) / np.linalg.norm(scale)
+        test.assertLessEqual(l2, 2e-5, f"{what}: {name} L2 error of the scales'")
 
 
 class TutorialStep4(unittest.TestCase):

@@ -44,14 +44,17 @@ pub fn round_to(a: f32, dtype: &str) -> f64 {
 }
 
 /// The kernel's f32 `loss` and `lse` against the oracle's: the same NaNs and infinities, an
-/// exact 0 where the oracle's loss is 0 (ignored rows), and the finite elements within the
-/// project's f32 tolerance (docs/testing.md: relative L2 2e-5, max error 2e-4 of max |ref|) and
-/// each within 2e-5 of its own scale (1 + |lse| for lse; 1 + |lse| + |loss| for loss, the two
-/// terms it is the difference of).
+/// exact 0 where the oracle's loss is 0 (ignored rows), and every finite element within 2e-5
+/// (the project's f32 tolerance, docs/testing.md) of its scale 1 + |ref|, as is the L2 norm of
+/// the errors against that of the scales. The floor 1 is f32's: a loss near 0 (the label holds
+/// nearly all the mass) is log s with s ≈ 1, which f32 knows only to about 1e-7 absolutely,
+/// so a relative error of such a loss measures nothing. Relative to the loss itself, not to
+/// lse, because the kernel computes it as (m − x[label]) + log s (lse − x[label] would cancel
+/// for rows far from 0).
 pub fn check_outputs(what: &str, loss: &[f32], lse: &[f32], ref_loss: &[f64], ref_lse: &[f64]) {
     for (name, got, want) in [("loss", loss, ref_loss), ("lse", lse, ref_lse)] {
         assert_eq!(got.len(), want.len(), "{what}: {name} length");
-        let (mut d2, mut r2, mut dmax, mut rmax) = (0.0f64, 0.0f64, 0.0f64, 0.0f64);
+        let (mut d2, mut s2) = (0.0f64, 0.0f64);
         for (i, (&g, &w)) in got.iter().zip(want).enumerate() {
             let g = f64::from(g);
             if w.is_nan() {
@@ -63,7 +66,7 @@ pub fn check_outputs(what: &str, loss: &[f32], lse: &[f32], ref_loss: &[f64], re
                 continue;
             }
             assert!(g.is_finite(), "{what}: {name}[{i}] = {g}, expected {w}");
-            let scale = 1.0 + ref_lse[i].abs() + if name == "loss" { w.abs() } else { 0.0 };
+            let scale = 1.0 + w.abs();
             let d = (g - w).abs();
             assert!(
                 d <= 2e-5 * scale,
@@ -71,16 +74,13 @@ pub fn check_outputs(what: &str, loss: &[f32], lse: &[f32], ref_loss: &[f64], re
                 2e-5 * scale
             );
             d2 += d * d;
-            r2 += w * w;
-            dmax = dmax.max(d);
-            rmax = rmax.max(w.abs());
+            s2 += scale * scale;
         }
-        if r2 > 0.0 {
-            let l2 = (d2 / r2).sqrt();
-            assert!(l2 <= 2e-5, "{what}: {name} relative L2 error {l2:.3e}");
+        if s2 > 0.0 {
+            let l2 = (d2 / s2).sqrt();
             assert!(
-                dmax <= 2e-4 * rmax,
-                "{what}: {name} max error {dmax:.3e} of max |ref| {rmax:.3e}"
+                l2 <= 2e-5,
+                "{what}: {name} L2 error {l2:.3e} of the scales'"
             );
         }
     }
