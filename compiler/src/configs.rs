@@ -322,6 +322,15 @@ const ROWS: &[Row] = &[
         |f| f.causal,
         &[(Role::QueryBlock, 32), (Role::QueryStep, 32)],
     ),
+    // A row kept whole in 4096 columns outgrows sm_120a's 99 KB in CUDA C when the kernel also
+    // holds the next row (rmsnorm_bwd's prefetch: 147,472 bytes at 4096); 2048-column chunks
+    // fit (a row of 4096 then takes the two-pass path there).
+    cuda_row(
+        Class::RowReduce,
+        &[Target::Sm120a],
+        |f| !f.row_block && f.whole_row,
+        &[(Role::ColumnBlock, 2048)],
+    ),
 ];
 
 /// A row of PTX and IR emission on every target that sets tiles only (the backend's policy
@@ -494,8 +503,9 @@ pub fn target_config(
 /// tile constants are merged into the module's one set of defines: a constant that an earlier
 /// kernel's row set to another value (kernels sharing a tile constant) keeps that value, and
 /// the later kernel gets no row, as does one whose values break a `where` clause together with
-/// the earlier rows'. Empty unless the module has two or more kernels and no class, or for the
-/// CUDA-C backend (which lowers a module as one).
+/// the earlier rows'. Empty unless the module has two or more kernels and no class. For the
+/// CUDA-C backend (which lowers a module as one) only the merged tiles matter: it has no warps,
+/// rings or roles, and only its own rows (`cuda_row`) apply.
 pub fn kernel_configs(
     s: &Structure,
     generic: &Module,
@@ -504,7 +514,7 @@ pub fn kernel_configs(
     user_defines: &[(String, String)],
     user_tiles: bool,
 ) -> Vec<(String, Config)> {
-    if s.class.is_some() || s.kernels.len() < 2 || cuda {
+    if s.class.is_some() || s.kernels.len() < 2 {
         return vec![];
     }
     // (constant, value, the kernel whose row set it)

@@ -60,6 +60,7 @@ fn block(c: &mut Ctx, b: Block) -> Result<Vec<Value>, PtxError> {
             yielded = op.operands.clone();
             continue;
         }
+        super::deferred::before(c, op);
         if super::statics::fold(c, op) {
             continue;
         }
@@ -75,6 +76,7 @@ fn block(c: &mut Ctx, b: Block) -> Result<Vec<Value>, PtxError> {
         }
         lower_op(c, op)?;
     }
+    super::deferred::flush_all(c);
     Ok(yielded)
 }
 
@@ -84,6 +86,7 @@ fn def(c: &mut Ctx, v: Value, val: Val) {
 
 /// Lowers one op.
 fn lower_op(c: &mut Ctx, op: &OpData) -> Result<(), PtxError> {
+    super::deferred::before(c, op);
     let sp = op.span;
     c.b.at(sp);
     let res = op.results.first().copied();

@@ -69,6 +69,8 @@ pub fn lower_kernel(
     };
     let mut params = Vec::new();
     let ws = crate::ptx::plan::roles::ws_op(k).map(|(_, a)| a);
+    // Loads defer their 16-bit conversions except where partitions lower out of order.
+    ctx.values.defer_on = ws.is_none();
     match &ws {
         Some(a) => super::ws::setup(&mut ctx, a),
         None => ctx.b.in_prologue(|b| {

@@ -74,6 +74,7 @@ pub fn lower_memory_op(c: &mut Ctx, op: &OpData) -> Result<(), PtxError> {
                         && vec_ok(&info, &shape, d)
                         && op.attr("mask").is_none() =>
                 {
+                    super::deferred::start(c);
                     let regs = blocked_vec_access(
                         c,
                         &info,
@@ -83,7 +84,9 @@ pub fn lower_memory_op(c: &mut Ctx, op: &OpData) -> Result<(), PtxError> {
                         Access::Load(other),
                         None,
                         None,
-                    )?;
+                    );
+                    super::deferred::finish(c, v);
+                    let regs = regs?;
                     c.values.vals.insert(
                         v,
                         Val::Tile {

@@ -19,6 +19,15 @@ pub struct ValueState {
     pub statics: HashMap<Value, i64>,
     /// Prologue registers holding known scalars, by (is a predicate, value).
     pub imms: HashMap<(bool, i64), Reg>,
+    /// The unpacking and conversion to f32 of 16-bit tiles loaded but not yet used, by the
+    /// loaded value (`deferred.rs`): emitted before the first op that reads the value, so
+    /// consecutive loads are in flight together.
+    pub pending: Vec<(Value, Vec<crate::ptx::emit::PtxInst>)>,
+    /// While a load is lowered with deferral on, where its conversions go.
+    pub defer: Option<Vec<crate::ptx::emit::PtxInst>>,
+    /// Whether loads defer their conversions in this kernel (not in a warp-specialized one,
+    /// whose partitions are lowered out of program order).
+    pub defer_on: bool,
 }
 
 /// Kernel params in registers (loaded in the prologue).

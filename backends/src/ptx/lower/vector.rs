@@ -366,12 +366,13 @@ pub(super) fn blocked_vec_access(
         }
         c.b.place(&done);
         if half && matches!(access, Access::Load(_)) {
+            // Unpacked and converted where the tile is first read (deferred.rs).
             for (k, &word) in words.iter().enumerate() {
                 let (lo, hi) = (c.b.reg(RegClass::B16), c.b.reg(RegClass::B16));
-                c.b.ins(PtxInst::new("mov.b32").vec([lo, hi]).op(word));
-                c.b.need(Isa::cvt_to_f32(d))
-                    .ins(PtxInst::new("cvt.f32").m(t16).op(regs[2 * k]).op(lo));
-                c.b.ins(PtxInst::new("cvt.f32").m(t16).op(regs[2 * k + 1]).op(hi));
+                super::deferred::emit(c, PtxInst::new("mov.b32").vec([lo, hi]).op(word));
+                c.b.need(Isa::cvt_to_f32(d));
+                super::deferred::emit(c, PtxInst::new("cvt.f32").m(t16).op(regs[2 * k]).op(lo));
+                super::deferred::emit(c, PtxInst::new("cvt.f32").m(t16).op(regs[2 * k + 1]).op(hi));
             }
         }
         if matches!(access, Access::Load(_)) {
