@@ -253,16 +253,21 @@ const ROWS: &[Row] = &[
         |_| true,
         &[(Role::RowBlock, 4), (Role::ColumnBlock, 1024)],
     ),
-    // Attention backward at head dim 64 (H200, call C4, docs/gpu-results/
-    // 2026-12-03-c4-tune-vs-default.txt: `kirc tune` over the op's space at 4 warps, B = 2,
-    // H = 16, S = 4k): 64-row query and key blocks on both kernels, 1.955 ms against 2.328 for
-    // the op's 64/32/32 (at head dim 128 the op's tiles are within 0.95× of the best); causal
-    // 1.132 against 1.330 (call C5).
+    // Attention backward at head dims 64 and 128 on sm_90a (the measured ones): 64 keys per dK/dV program and
+    // 64-query steps, 64-row query and key blocks for dQ, on 4 warps, so that every dot of the
+    // key-major dK/dV kernel (sᵀ = k·qᵀ, dv += pᵀ·do, dpᵀ = v·doᵀ, dk += dsᵀ·q) and of the dQ
+    // kernel is one 64-row wgmma (call W1, docs/gpu-results/2026-12-04-w1-bwd-wgmma.txt, `kirc
+    // bench`, TFLOP/s: d128 S = 16k 349.6 against 147.4 for the op's 64/32/32 and 322.8 for
+    // 128 keys on 8 warps; causal 341.9 against 146.1; d64 B 4 S 4k 297.2 against 135.8;
+    // d128 B 16 S 1k 286.8 against 130.9). Before the key-major form, 64-row blocks were the
+    // tuner's best at d64 too (call C4: 1.955 ms against 2.328). With a soft cap the cap's
+    // derivative is one more [keys, queries] tile, and the 64-key dK/dV kernel spills (16 bytes
+    // at d128, 88 with every feature): it keeps the op's 32-key tiles, spill-free.
     Row {
         cuda: false,
         class: Class::AttentionBwd,
         targets: &[Target::Sm90a],
-        when: |f| f.half() && f.head_dim == Some(64),
+        when: |f| f.half() && matches!(f.head_dim, Some(64 | 128)) && !f.softcap,
         set: &[
             (Role::QueryBlock, 64),
             (Role::KeyBlock, 64),

@@ -436,8 +436,13 @@ fn an_interface_dim_is_never_set() {
     assert!(
         plan.config
             .report
-            .contains("attention-backward row matches"),
+            .contains("sm_90a attention-backward row: "),
         "{}",
         plan.config.report
+    );
+    assert!(
+        plan.defines.iter().all(|(name, _)| name != "HEAD_DIM"),
+        "{:?}",
+        plan.defines
     );
 }

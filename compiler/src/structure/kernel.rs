@@ -261,8 +261,9 @@ fn is_score_dot(v: &View, d: Op) -> bool {
 
 /// Attention: a loop with a score dot, exp of the scores and dots accumulating into carried
 /// values. Two dots and a row max: the forward's online softmax; three or more and no row
-/// max: a backward kernel, dK/dV when its accumulators' rows are the score columns (keys), dQ
-/// when they are the score rows (queries).
+/// max: a backward kernel, dK/dV when its accumulators' rows are the keys (the score columns,
+/// or the score rows of a key-major kernel with two accumulators), dQ when they are the score
+/// rows (queries) of its one accumulator.
 fn softmax_loop(v: &View, l: Op, dots: &[Op]) -> Option<Found> {
     let b = body(v, l);
     let ops = v.ops(b);
@@ -293,6 +294,7 @@ fn softmax_loop(v: &View, l: Op, dots: &[Op]) -> Option<Found> {
         head_dim: a_dims.get(1).and_then(|e| v.int(e)),
         causal: causal(v, b),
         mask: mask(v, b, dots, &s),
+        softcap: softcap(v, b, &s),
         ..Features::default()
     };
     let same = |x: Option<&Expr>, y: Option<&Expr>| match (x, y) {
@@ -321,7 +323,11 @@ fn softmax_loop(v: &View, l: Op, dots: &[Op]) -> Option<Found> {
         return Some((KernelKind::Attention, roles, features));
     }
     if dots.len() >= 3 && !row_max {
-        if same(a_dims.first(), s_dims.get(1)) {
+        // dK/dV: the accumulators' rows are the keys, the score columns of s = q·kᵀ, or the
+        // score rows of the key-major sᵀ = k·qᵀ, where dv and dk both accumulate (dQ has one).
+        let key_rows = same(a_dims.first(), s_dims.get(1))
+            || accs.len() >= 2 && same(a_dims.first(), s_dims.first());
+        if key_rows {
             let roles = vec![
                 (Role::KvBlock, role(v, a_dims.first())),
                 (Role::QueryStep, step),
@@ -372,11 +378,28 @@ fn mask(v: &View, b: Block, dots: &[Op], s: &Value) -> bool {
         }
     }
     let s_shape = v.shape(*s);
+    // The mask tile has the scores' shape, or its transpose in a key-major kernel (sᵀ = k·qᵀ).
+    let flipped = s_shape.clone().map(|mut x| {
+        x.reverse();
+        x
+    });
     v.ops(b).iter().any(|o| {
         let d = v.op(*o);
         d.opcode == Opcode::Load
             && !operand_loads.contains(o)
             && s_shape.is_some()
-            && v.shape(d.results[0]) == s_shape
+            && d.results
+                .first()
+                .is_some_and(|&r| [&s_shape, &flipped].contains(&&v.shape(r)))
+    })
+}
+
+/// Whether the scores pass through a `tanh` in loop body `b` or a region inside it (a logit
+/// soft cap, whose backward also keeps the cap's derivative: one more score-sized tile).
+fn softcap(v: &View, b: Block, s: &Value) -> bool {
+    v.ops(b).iter().any(|o| {
+        let d = v.op(*o);
+        (d.opcode == Opcode::Tanh && v.slice(d.results[0]).contains(s))
+            || d.regions.iter().any(|&r| softcap(v, r, s))
     })
 }

@@ -153,6 +153,8 @@ pub struct Features {
     pub causal: bool,
     /// Attention: the key loop loads an extra tile into the scores (an additive mask).
     pub mask: bool,
+    /// Attention: the scores pass through a `tanh` (a logit soft cap).
+    pub softcap: bool,
 }
 
 impl Features {
@@ -252,6 +254,9 @@ impl Structure {
                 parts.push(if f.causal { "causal" } else { "not causal" }.into());
                 if f.mask {
                     parts.push("an additive mask".into());
+                }
+                if f.softcap {
+                    parts.push("a soft cap".into());
                 }
             }
             Some(Class::RowReduce) | Some(Class::Elementwise) => {

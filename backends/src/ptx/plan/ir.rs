@@ -21,10 +21,10 @@ pub fn lit(a: Option<&Attr>) -> Option<f64> {
 pub fn tile_source(k: &Kernel, o: &OpData) -> bool {
     match o.opcode {
         Opcode::Load => true,
-        // Every read of the buffer must reach a dot the same way this one does (`dot_overlap`
+        // Every read of the buffer must reach dots the same ways this one does (`dot_overlap`
         // reads K's stages twice: its peeled first dot and its `dot_async`).
         Opcode::SmemRead => o.operands.first().is_some_and(|&buf| {
-            let role = |x: &OpData| x.results.first().and_then(|&r| dot_role(k, r));
+            let role = |x: &OpData| x.results.first().and_then(|&r| dot_reads(k, r));
             let mine = role(o);
             mine.is_some()
                 && k.dfg
@@ -37,51 +37,43 @@ pub fn tile_source(k: &Kernel, o: &OpData) -> bool {
     }
 }
 
-/// How a stage read `v` reaches a dot: (through a `transpose`, operand index), when its one use
-/// is a dot or `dot_async` operand, directly or through one single-use `transpose`.
-fn dot_role(k: &Kernel, v: Value) -> Option<(bool, usize)> {
-    let single_use = |v: Value| {
-        let mut uses =
-            k.dfg.ops.values().filter(|o| {
-                o.operands.contains(&v) || o.attr("mask") == Some(&kir_ir::Attr::Value(v))
-            });
-        let first = uses.next();
-        if uses.next().is_some() {
-            return None;
-        }
-        first
+/// How a tile `v` reaches dots: one (through a `transpose`, operand index) per use, sorted, when
+/// every use is operand 0 or 1 of a `dot` or `dot_async` (once per dot), directly or through a
+/// `transpose` whose one use is such an operand; `None` when some use is anything else. A tile
+/// may reach several dots in several ways (attention_bwd's q: the B of qᵀ through a transpose
+/// and the B of dSᵀ·q directly): the 128B-swizzled core layout of a [rows, cols] tile does not
+/// depend on how a dot reads it, only the descriptors do.
+pub fn dot_reads(k: &Kernel, v: Value) -> Option<Vec<(bool, usize)>> {
+    let users = |v: Value| -> Vec<&OpData> {
+        k.dfg
+            .ops
+            .values()
+            .filter(|o| o.uses().contains(&v))
+            .collect()
     };
-    // An A operand that several dots read alike (`dot_overlap`'s peeled dot and its
-    // `dot_async` on q read once in a warp-specialized consumer).
-    let users: Vec<&OpData> = k
-        .dfg
-        .ops
-        .values()
-        .filter(|o| o.uses().contains(&v))
-        .collect();
-    if users.len() > 1
-        && users.iter().all(|u| {
-            matches!(u.opcode, Opcode::Dot | Opcode::DotAsync)
-                && u.operands.first() == Some(&v)
-                && u.uses().iter().filter(|&&x| x == v).count() == 1
-        })
-    {
-        return Some((false, 0));
+    let as_operand = |u: &OpData, v: Value| -> Option<usize> {
+        let i = u.operands.iter().position(|&x| x == v)?;
+        (matches!(u.opcode, Opcode::Dot | Opcode::DotAsync)
+            && i < 2
+            && u.uses().iter().filter(|&&x| x == v).count() == 1)
+            .then_some(i)
+    };
+    let mut out = Vec::new();
+    for u in users(v) {
+        let read = match u.opcode {
+            Opcode::Transpose => {
+                let t = *u.results.first()?;
+                match users(t).as_slice() {
+                    [d] => (true, as_operand(d, t)?),
+                    _ => return None,
+                }
+            }
+            _ => (false, as_operand(u, v)?),
+        };
+        out.push(read);
     }
-    let u = single_use(v)?;
-    match u.opcode {
-        Opcode::Dot | Opcode::DotAsync => {
-            let i = u.operands.iter().position(|&x| x == v)?;
-            (i < 2).then_some((false, i))
-        }
-        Opcode::Transpose => {
-            let t = *u.results.first()?;
-            let d = single_use(t)?;
-            let i = d.operands.iter().position(|&x| x == t)?;
-            (matches!(d.opcode, Opcode::Dot | Opcode::DotAsync) && i < 2).then_some((true, i))
-        }
-        _ => None,
-    }
+    out.sort_unstable();
+    (!out.is_empty()).then_some(out)
 }
 
 /// A load without a mask, or a stage read whose buffer only unmasked copies fill.

@@ -3,11 +3,11 @@
 //! layout ([`core_tiles`]), with the layout's size and alignment.
 
 use super::block::Block;
-use super::ir::{lit, tile_source, unmasked};
+use super::ir::{dot_reads, lit, tile_source, unmasked};
 use crate::target::Target;
 use kir_ir::edit::{def_data, use_count};
 use kir_ir::{Dtype, Kernel, OpData, Opcode, Value};
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 
 /// A dot that lowers to wgmma: where A comes from (a `load` or `smem_read` whose tile uses the
 /// core layout — the SS form — or, when `a` is `None`, registers: the RS form), the B tile, whether
@@ -30,8 +30,73 @@ fn copy_ok(cols: usize, threads: usize) -> bool {
 }
 
 /// For a `dot` op that can use wgmma on `target` with block `b`: its operand loads and B's
-/// major-ness.
+/// major-ness. A shared operand tile may feed several dots (attention_bwd's q and do, each the B
+/// of two dots, once through a `transpose`): then every dot that reads it must take wgmma too,
+/// since the tile is stored in the core layout that only wgmma reads ([`eligible`]).
 pub fn wgmma_dot(k: &Kernel, op: &OpData, b: Block, target: Target) -> Option<WgmmaDot> {
+    let r = *op.results.first()?;
+    local(k, op, b, target)?;
+    eligible(k, b, target).remove(&r)
+}
+
+/// The dots of `k` that take wgmma, by result: the dots whose own shapes and operand forms
+/// qualify ([`local`]), less, until none is left to remove, every dot that shares a shared
+/// operand tile with a reader that does not (another op, or a dot that does not qualify).
+fn eligible(k: &Kernel, b: Block, target: Target) -> HashMap<Value, WgmmaDot> {
+    let mut dots: HashMap<Value, WgmmaDot> = k
+        .dfg
+        .ops
+        .values()
+        .filter_map(|o| Some((*o.results.first()?, local(k, o, b, target)?)))
+        .collect();
+    // Every op that reads a value, once.
+    let mut users: HashMap<Value, Vec<&OpData>> = HashMap::new();
+    for o in k.dfg.ops.values() {
+        let mut seen = HashSet::new();
+        for v in o.uses() {
+            if seen.insert(v) {
+                users.entry(v).or_default().push(o);
+            }
+        }
+    }
+    let is_dot = |dots: &HashMap<Value, WgmmaDot>, o: &OpData| {
+        o.results.first().is_some_and(|r| dots.contains_key(r))
+    };
+    // A shared tile's readers: wgmma dots, or transposes that only a wgmma dot reads.
+    let read_by_wgmma_only = |dots: &HashMap<Value, WgmmaDot>, v: Value| {
+        users.get(&v).into_iter().flatten().all(|u| match u.opcode {
+            Opcode::Transpose => u.results.first().is_some_and(|t| {
+                users
+                    .get(t)
+                    .into_iter()
+                    .flatten()
+                    .all(|d| is_dot(dots, d))
+            }),
+            _ => is_dot(dots, u),
+        })
+    };
+    loop {
+        let drop: Vec<Value> = dots
+            .iter()
+            .filter(|(_, w)| {
+                !w.a.into_iter()
+                    .chain([w.b])
+                    .all(|v| read_by_wgmma_only(&dots, v))
+            })
+            .map(|(&r, _)| r)
+            .collect();
+        if drop.is_empty() {
+            return dots;
+        }
+        for r in drop {
+            dots.remove(&r);
+        }
+    }
+}
+
+/// The conditions of one dot alone: target, shapes, dtypes, and operand forms (A a shared tile
+/// or a register tile cast from f32, B a shared tile read directly or through a transpose).
+fn local(k: &Kernel, op: &OpData, b: Block, target: Target) -> Option<WgmmaDot> {
     if !target.has_wgmma()
         || !matches!(op.opcode, Opcode::Dot | Opcode::DotAsync)
         || b.warps % 4 != 0
@@ -59,12 +124,18 @@ pub fn wgmma_dot(k: &Kernel, op: &OpData, b: Block, target: Target) -> Option<Wg
     // A: a core-layout tile (SS), or a register tile converted from f32 in this kernel (RS: the
     // FlashAttention P·V form, P packed from the accumulator layout).
     let a_def = def_data(&k.dfg, a)?;
+    let only_here = |v: Value| use_count(&k.dfg, v) == 1;
     let a_smem = if tile_source(k, a_def) {
-        if !(unmasked(k, a_def) && copy_ok(kd, 32 * b.warps as usize)) {
+        // A masked `load` is copied into the core layout with its masked elements zero-filled
+        // (memory.rs `copy_tile`, as B's masked tiles are: attention_bwd's k and v with
+        // VARLEN); a stage read's ring copies must be unmasked.
+        let copy_masks_ok = a_def.opcode == Opcode::Load || unmasked(k, a_def);
+        if !(copy_masks_ok && copy_ok(kd, 32 * b.warps as usize)) {
             return None;
         }
         Some(a)
     } else if a_def.opcode == Opcode::Cast
+        && only_here(a)
         && a_def.operands.first().is_some_and(|&s| {
             k.dfg.ty(s).dtype() == Some(Dtype::F32) && k.dfg.ty(s).shape() == ta.shape()
         })
@@ -81,18 +152,9 @@ pub fn wgmma_dot(k: &Kernel, op: &OpData, b: Block, target: Target) -> Option<Wg
         _ => return None,
     };
     let b_load = def_data(&k.dfg, b_src).filter(|o| tile_source(k, o))?;
-    let only_here = |v: Value| use_count(&k.dfg, v) == 1;
-    // A shared A tile may feed several dots (`dot_overlap`'s peeled first dot and its
-    // `dot_async`): every use must be the A operand of a dot, which reads the same core layout.
-    let a_uses_ok = |v: Value| match a_smem {
-        None => only_here(v),
-        Some(_) => k.dfg.ops.values().all(|o| {
-            !o.operands.contains(&v)
-                || matches!(o.opcode, Opcode::Dot | Opcode::DotAsync)
-                    && o.operands.first() == Some(&v)
-                    && o.operands[1..].iter().all(|&x| x != v)
-        }),
-    };
+    // Every read of a shared operand tile is an operand of a dot (which of them take wgmma is
+    // [`eligible`]'s question).
+    let reads_ok = |v: Value| dot_reads(k, v).is_some();
     let zero_init = op
         .operands
         .get(2)
@@ -103,9 +165,9 @@ pub fn wgmma_dot(k: &Kernel, op: &OpData, b: Block, target: Target) -> Option<Wg
     let ok = lowp
         && shapes_ok
         && copies_ok
-        && a_uses_ok(a)
-        && only_here(bv)
-        && only_here(b_src)
+        && a_smem.is_none_or(reads_ok)
+        && (b_n_major || only_here(bv))
+        && reads_ok(b_src)
         && b_load.results.len() == 1;
     ok.then_some(WgmmaDot {
         a: a_smem,

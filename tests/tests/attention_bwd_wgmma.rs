@@ -1,0 +1,151 @@
+//! attention_bwd's Hopper path and the register directive: on sm_90a the default dK/dV kernel
+//! (key-major: sᵀ = k·qᵀ, dv += pᵀ·do, dpᵀ = v·doᵀ, dk += dsᵀ·q) and the dQ kernel take wgmma
+//! for every dot, with the sm_90a attention-backward row, also where q and do each feed two
+//! dots (once through a transpose) and where k and v are masked loads (VARLEN); a soft cap keeps
+//! the op's tiles; the structure analysis reads the key-major kernel as dK/dV. And
+//! `.minnctapersm N` appears on exactly the kernels whose shared memory allows at most N blocks
+//! of at most 256 threads together, on every op's defaults and every target. Needs no tools.
+
+use kir_backends::ptx::report::DotPath;
+use kir_backends::Target;
+use kir_compiler::internal::compile::{compile, Emit};
+use kir_compiler::internal::pipeline;
+use kir_compiler::internal::plan::{CompilePlan, Flags};
+
+fn defs(d: &[(&str, &str)]) -> Vec<(String, String)> {
+    d.iter()
+        .map(|(a, b)| (a.to_string(), b.to_string()))
+        .collect()
+}
+
+fn bwd_plan(d: &[(&str, &str)], target: Target) -> (CompilePlan, String) {
+    let src = kir_compiler::internal::oplib::builtin("attention_bwd").expect("attention_bwd");
+    let plan = CompilePlan::resolve(src, &defs(d), target, Emit::Ptx, Flags::default())
+        .unwrap_or_else(|e| panic!("attention_bwd {d:?} on {target}: {e}"));
+    (plan, src.to_string())
+}
+
+/// The dot paths of each kernel of attention_bwd at `d` on sm_90a, by kernel name.
+fn dot_paths(d: &[(&str, &str)]) -> (Vec<(String, Vec<DotPath>)>, String) {
+    let (plan, src) = bwd_plan(d, Target::Sm90a);
+    let report = plan.config_report();
+    let out = pipeline::compile(&src, &plan).unwrap_or_else(|e| panic!("{d:?}: {e}"));
+    let paths = out
+        .reports
+        .iter()
+        .map(|r| (r.kernel.clone(), r.dots.iter().map(|x| x.path).collect()))
+        .collect();
+    (paths, report)
+}
+
+#[test]
+fn every_backward_dot_takes_wgmma_on_sm90a() {
+    let cases: [&[(&str, &str)]; 6] = [
+        &[],
+        &[("CAUSAL", "1")],
+        &[("HEAD_DIM", "64")],
+        &[("DTYPE", "f16"), ("HEAD_DIM", "64"), ("CAUSAL", "1")],
+        // k and v are masked loads here (keys past the length are never read): wgmma A tiles
+        // zero-filled in the core layout.
+        &[("VARLEN", "1")],
+        &[("CAUSAL", "1"), ("KV_OFFSET", "1"), ("MASK", "1"), ("WINDOW", "1")],
+    ];
+    for d in cases {
+        let (paths, report) = dot_paths(d);
+        assert!(
+            report.contains("sm_90a attention-backward row: BLOCK_M=64"),
+            "{d:?}: {report}"
+        );
+        let dkdv = paths
+            .iter()
+            .find(|(k, _)| k == "attention_bwd_dkdv")
+            .expect("dkdv");
+        let dq = paths
+            .iter()
+            .find(|(k, _)| k == "attention_bwd_dq")
+            .expect("dq");
+        assert_eq!(dkdv.1, [DotPath::Wgmma; 4], "{d:?}: {paths:?}");
+        assert_eq!(dq.1, [DotPath::Wgmma; 3], "{d:?}: {paths:?}");
+    }
+}
+
+#[test]
+fn a_soft_cap_keeps_the_op_tiles_and_a_shared_tile_falls_back_together() {
+    // The cap's derivative is one more [keys, queries] tile: the 64-key kernel would spill.
+    let (paths, report) = dot_paths(&[("SOFTCAP", "1")]);
+    assert!(
+        report.contains("no sm_90a attention-backward row matches")
+            && report.contains("a soft cap"),
+        "{report}"
+    );
+    // 32 keys on 4 warps: no dK/dV dot has wgmma's 64 rows, and q and do, which the 32-row
+    // dots read too, stay in the padded layout for all of them.
+    let dkdv = &paths
+        .iter()
+        .find(|(k, _)| k == "attention_bwd_dkdv")
+        .expect("dkdv")
+        .1;
+    assert_eq!(dkdv, &[DotPath::MmaSync; 4], "{paths:?}");
+    // f32 has no wgmma and no row: every dot on mma.sync's f32 fallback, not wgmma.
+    let (paths, _) = dot_paths(&[("DTYPE", "f32")]);
+    assert!(
+        paths
+            .iter()
+            .all(|(_, p)| p.iter().all(|x| *x != DotPath::Wgmma)),
+        "{paths:?}"
+    );
+}
+
+#[test]
+fn the_key_major_kernel_is_the_dkdv_kernel() {
+    for target in Target::ALL {
+        let (plan, _) = bwd_plan(&[("HEAD_DIM", "64")], target);
+        let r = plan.config_report();
+        assert!(
+            r.contains("dK/dV and dQ loops") && r.contains("head dim 64"),
+            "{target}: {r}"
+        );
+    }
+}
+
+/// `.minnctapersm N` is stated exactly when shared memory allows at most N blocks per SM and
+/// N · threads ≤ 256, with N = ⌊(limit + 1 KB) / (shared + 1 KB)⌋ (not warp-specialized).
+#[test]
+fn min_blocks_directive_follows_shared_memory() {
+    let mut stated = 0;
+    for (op, src) in kir_compiler::internal::oplib::builtins() {
+        for target in Target::ALL {
+            let Ok(out) = compile(src, &[], None, target, Emit::Ptx) else {
+                continue;
+            };
+            let meta = out.meta.expect("meta");
+            for k in meta["kernels"].as_array().expect("kernels") {
+                let symbol = k["symbol"].as_str().expect("symbol");
+                let shared = k["shared_bytes"].as_u64().expect("shared_bytes");
+                let threads = k["block"][0].as_u64().expect("block");
+                let start = out
+                    .text
+                    .find(&format!(".entry {symbol}("))
+                    .expect("entry");
+                let head = &out.text[start..];
+                let head = &head[..head.find('{').expect("body")];
+                let ws = head.contains(".maxnreg");
+                let n = (target.smem_per_block() + 1024) / (shared + 1024);
+                let want = (!ws && shared > 0 && n >= 1 && n * threads <= 256)
+                    .then(|| format!(".minnctapersm {n}\n"));
+                match want {
+                    Some(line) => {
+                        assert!(head.contains(&line), "{op} {symbol} on {target}: {head}");
+                        stated += 1;
+                    }
+                    None => assert!(
+                        !head.contains(".minnctapersm"),
+                        "{op} {symbol} on {target}: {head}"
+                    ),
+                }
+            }
+        }
+    }
+    // attention_bwd's dK/dV and dQ kernels on every target, attention_fwd on three.
+    assert!(stated >= 8, "{stated}");
+}
