@@ -262,12 +262,13 @@ const ROWS: &[Row] = &[
     // d128 B 16 S 1k 286.8 against 130.9). Before the key-major form, 64-row blocks were the
     // tuner's best at d64 too (call C4: 1.955 ms against 2.328). With a soft cap the cap's
     // derivative is one more [keys, queries] tile, and the 64-key dK/dV kernel spills (16 bytes
-    // at d128, 88 with every feature): it keeps the op's 32-key tiles, spill-free.
+    // at d128, 88 with every feature): it keeps the op's 32-key tiles, spill-free; so does the
+    // atomic mode (`DETERMINISTIC=0`), whose fifth dot (dS·k into dq) spills 16 bytes there.
     Row {
         cuda: false,
         class: Class::AttentionBwd,
         targets: &[Target::Sm90a],
-        when: |f| f.half() && matches!(f.head_dim, Some(64 | 128)) && !f.softcap,
+        when: |f| f.half() && matches!(f.head_dim, Some(64 | 128)) && !f.softcap && f.dots <= 4,
         set: &[
             (Role::QueryBlock, 64),
             (Role::KeyBlock, 64),

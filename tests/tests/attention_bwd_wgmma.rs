@@ -3,8 +3,9 @@
 //! for every dot, with the sm_90a attention-backward row, also where q and do each feed two
 //! dots (once through a transpose) and where k and v are masked loads (VARLEN); a soft cap keeps
 //! the op's tiles; the structure analysis reads the key-major kernel as dK/dV. And
-//! `.minnctapersm N` appears on exactly the kernels whose shared memory allows at most N blocks
-//! of at most 256 threads together, on every op's defaults and every target. Needs no tools.
+//! `.minnctapersm N` appears on exactly the 4-warp kernels whose shared memory allows at most N
+//! blocks of at most 256 threads together, on every op's defaults and every target. Needs no
+//! tools.
 
 use kir_backends::ptx::report::DotPath;
 use kir_backends::Target;
@@ -108,8 +109,9 @@ fn the_key_major_kernel_is_the_dkdv_kernel() {
     }
 }
 
-/// `.minnctapersm N` is stated exactly when shared memory allows at most N blocks per SM and
-/// N · threads ≤ 256, with N = ⌊(limit + 1 KB) / (shared + 1 KB)⌋ (not warp-specialized).
+/// `.minnctapersm N` is stated exactly when shared memory allows at most N blocks per SM of at
+/// most 128 threads and N · threads ≤ 256, with N = ⌊(limit + 1 KB) / (shared + 1 KB)⌋ (not
+/// warp-specialized).
 #[test]
 fn min_blocks_directive_follows_shared_memory() {
     let mut stated = 0;
@@ -131,7 +133,7 @@ fn min_blocks_directive_follows_shared_memory() {
                 let head = &head[..head.find('{').expect("body")];
                 let ws = head.contains(".maxnreg");
                 let n = (target.smem_per_block() + 1024) / (shared + 1024);
-                let want = (!ws && shared > 0 && n >= 1 && n * threads <= 256)
+                let want = (!ws && shared > 0 && n >= 1 && threads <= 128 && n * threads <= 256)
                     .then(|| format!(".minnctapersm {n}\n"));
                 match want {
                     Some(line) => {

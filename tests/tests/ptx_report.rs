@@ -121,26 +121,34 @@ fn declined_reasons_name_the_condition() {
         "{r}"
     );
     // Attention on sm_90a: both dots take wgmma (QKᵀ from shared memory, P·V with P from
-    // registers); attention_bwd's dQ kernel reads its K tile twice (Sᵀ and dQ), so S = Q·Kᵀ
-    // keeps mma.sync with the reason in operand-form terms, and dQ += dS·K has K = 32.
+    // registers); so do all three of attention_bwd's dQ kernel at its default 64-key blocks.
+    // With 32-key blocks dQ += dS·K has K = 32, and S = Q·Kᵀ, which reads the same K tile,
+    // keeps mma.sync with it, the reason in operand-form terms.
     let c = build("attention_fwd", &[], Target::Sm90a, &none);
     let r = only(&c);
     assert_eq!(r.dots.len(), 2, "{r}");
     assert_eq!(r.dots_on(DotPath::Wgmma).count(), 2, "{r}");
-    let c = build("attention_bwd", &[], Target::Sm90a, &none);
-    let dq = c
-        .reports
-        .iter()
-        .find(|r| r.kernel == "attention_bwd_dq")
-        .expect("dq");
-    let paths: Vec<DotPath> = dq.dots.iter().map(|d| d.path).collect();
+    let dq_paths = |d: &[(&str, &str)]| {
+        let c = build("attention_bwd", d, Target::Sm90a, &none);
+        let dq = c
+            .reports
+            .into_iter()
+            .find(|r| r.kernel == "attention_bwd_dq")
+            .expect("dq");
+        let paths: Vec<DotPath> = dq.dots.iter().map(|d| d.path).collect();
+        (paths, dq)
+    };
+    let (paths, dq) = dq_paths(&[]);
+    assert_eq!(paths, [DotPath::Wgmma; 3], "{dq}");
+    let (paths, dq) = dq_paths(&[("BLOCK_N", "32")]);
     assert_eq!(
         paths,
         [DotPath::MmaSync, DotPath::Wgmma, DotPath::MmaSync],
         "{dq}"
     );
     assert!(
-        dq.dots[0].declined[0].contains("operands are not in a form"),
+        dq.dots[0].declined[0].contains("operands are not in a form")
+            && dq.dots[0].declined[0].contains("every dot that reads a shared operand tile"),
         "{dq}"
     );
     assert!(

@@ -110,9 +110,10 @@ fn wgmma_declined(
     } else if crate::ptx::plan::wgmma::wgmma_dot(c.k, op, c.plan.blk, c.target).is_some() {
         format!("the accumulator is in the {layout:?} layout, not one 16-row fragment per warp")
     } else {
-        "the operands are not in a form wgmma reads (see wgmma_dot: tiles loaded or read \
-         from a stage, unmasked, copied in whole 128-byte rows, or an A converted from f32 \
-         registers; each used only by this dot)"
+        "the operands are not in a form wgmma reads (see wgmma_dot: tiles loaded, or an A \
+         read from a stage that unmasked copies fill, copied in whole 128-byte rows, or an A \
+         converted from f32 registers; every dot that reads a shared operand tile takes \
+         wgmma, or none does)"
             .to_string()
     };
     format!("wgmma: {why}")
