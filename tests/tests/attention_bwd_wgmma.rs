@@ -49,7 +49,12 @@ fn every_backward_dot_takes_wgmma_on_sm90a() {
         // k and v are masked loads here (keys past the length are never read): wgmma A tiles
         // zero-filled in the core layout.
         &[("VARLEN", "1")],
-        &[("CAUSAL", "1"), ("KV_OFFSET", "1"), ("MASK", "1"), ("WINDOW", "1")],
+        &[
+            ("CAUSAL", "1"),
+            ("KV_OFFSET", "1"),
+            ("MASK", "1"),
+            ("WINDOW", "1"),
+        ],
     ];
     for d in cases {
         let (paths, report) = dot_paths(d);
@@ -125,10 +130,7 @@ fn min_blocks_directive_follows_shared_memory() {
                 let symbol = k["symbol"].as_str().expect("symbol");
                 let shared = k["shared_bytes"].as_u64().expect("shared_bytes");
                 let threads = k["block"][0].as_u64().expect("block");
-                let start = out
-                    .text
-                    .find(&format!(".entry {symbol}("))
-                    .expect("entry");
+                let start = out.text.find(&format!(".entry {symbol}(")).expect("entry");
                 let head = &out.text[start..];
                 let head = &head[..head.find('{').expect("body")];
                 let ws = head.contains(".maxnreg");

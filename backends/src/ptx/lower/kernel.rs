@@ -183,7 +183,10 @@ pub fn lower_kernel(
     // count at entry (ws.rs).
     let (threads, maxnreg) = match &ws {
         Some(a) => (a.threads(), format!(".maxnreg {}\n", a.entry_regs())),
-        None => (blk.threads, min_blocks(ctx.target, shared_bytes, blk.threads)),
+        None => (
+            blk.threads,
+            min_blocks(ctx.target, shared_bytes, blk.threads),
+        ),
     };
     let (decls, locals) = super::print::declarations(&ctx.prints);
     let text = format!(

@@ -65,13 +65,10 @@ fn eligible(k: &Kernel, b: Block, target: Target) -> HashMap<Value, WgmmaDot> {
     // A shared tile's readers: wgmma dots, or transposes that only a wgmma dot reads.
     let read_by_wgmma_only = |dots: &HashMap<Value, WgmmaDot>, v: Value| {
         users.get(&v).into_iter().flatten().all(|u| match u.opcode {
-            Opcode::Transpose => u.results.first().is_some_and(|t| {
-                users
-                    .get(t)
-                    .into_iter()
-                    .flatten()
-                    .all(|d| is_dot(dots, d))
-            }),
+            Opcode::Transpose => u
+                .results
+                .first()
+                .is_some_and(|t| users.get(t).into_iter().flatten().all(|d| is_dot(dots, d))),
             _ => is_dot(dots, u),
         })
     };
