@@ -89,7 +89,44 @@ pub fn compile(src: &str, plan: &CompilePlan) -> Result<Compiled, CompileError> 
 /// [`compile`], calling `observe(pass, module)` after every front-end pass and after every
 /// scheduling pass of the candidate that was lowered: a dump of a pass is exactly the IR the
 /// backend went on to lower.
+///
+/// A kernel that fits its target's shared memory at no ring depth with the default tiles is
+/// compiled again with a default tile constant halved ([`CompilePlan::shrunk`]), until it fits
+/// or nothing is left to shrink; each step is a line of [`Compiled::tried`]. A tile the user set
+/// with `-D` (or `--warps`/`--stages`) is never changed: that error stands.
 pub fn compile_observed(
+    src: &str,
+    plan: &CompilePlan,
+    observe: &mut dyn FnMut(&str, &Module),
+) -> Result<Compiled, CompileError> {
+    let mut plan = plan.clone();
+    let mut shrunk: Vec<String> = vec![];
+    loop {
+        match compile_planned(src, &plan, observe) {
+            Err(e) if e.to_string().contains("bytes of shared memory") => {
+                let Some(smaller) = plan.shrunk(src) else {
+                    return Err(e);
+                };
+                let step = smaller
+                    .config
+                    .report
+                    .rsplit("; ")
+                    .next()
+                    .unwrap_or_default();
+                shrunk.push(format!("the default tiles, then {step}: {e}"));
+                plan = smaller;
+            }
+            Ok(mut out) => {
+                out.tried.extend(shrunk);
+                return Ok(out);
+            }
+            Err(e) => return Err(e),
+        }
+    }
+}
+
+/// [`compile_observed`] for one plan, with no shrinking.
+fn compile_planned(
     src: &str,
     plan: &CompilePlan,
     observe: &mut dyn FnMut(&str, &Module),

@@ -206,6 +206,67 @@ impl CompilePlan {
         })
     }
 
+    /// The plan with one default tile constant halved, for a kernel that does not fit its
+    /// target's shared memory at any ring depth: among the constants that play a tile role
+    /// (query, key, dK/dV, M/N/K, row and column blocks; compiler/src/structure/) and that the
+    /// user did not set, the largest, halved while it stays at 16 or more and its `where`
+    /// accepts it. `None` when none can shrink, or when the user chose `--warps` or `--stages`
+    /// (an explicit choice that does not fit stays an error naming the bytes).
+    pub fn shrunk(&self, src: &str) -> Option<CompilePlan> {
+        if self.flags.warps.is_some() || self.flags.stages.is_some() {
+            return None;
+        }
+        let generic = kir_ir::text::parse(src).ok()?;
+        let values = const_values(&generic, &self.defines).ok()?;
+        let s = crate::structure::analyze(&generic, &values);
+        // The user's own `-D`s: the plan's defines that no configuration set.
+        let chosen = |name: &str| {
+            self.config.defines.iter().any(|(n, _)| n == name)
+                || self
+                    .kernel_configs
+                    .iter()
+                    .any(|(_, c)| c.defines.iter().any(|(n, _)| n == name))
+        };
+        let user = |name: &str| self.defines.iter().any(|(n, _)| n == name) && !chosen(name);
+        let mut names: Vec<&str> = s
+            .roles
+            .iter()
+            .chain(s.kernels.iter().flat_map(|k| k.roles.iter()))
+            .filter_map(|(_, c)| c.as_deref())
+            .filter(|c| !user(c))
+            .collect();
+        names.sort_unstable();
+        names.dedup();
+        let value = |name: &str| match values.iter().find(|(n, _)| n == name) {
+            Some((_, kir_ir::EvalVal::Int(v))) => Some(*v),
+            _ => None,
+        };
+        let (name, v) = names
+            .iter()
+            .filter_map(|&n| Some((n, value(n)?)))
+            .filter(|&(n, v)| {
+                v / 2 >= 16 && {
+                    let mut d = self.defines.clone();
+                    d.push((n.to_string(), (v / 2).to_string()));
+                    const_values(&generic, &d).is_ok()
+                }
+            })
+            .max_by_key(|&(_, v)| v)?;
+        let mut plan = self.clone();
+        plan.defines.retain(|(n, _)| n != name);
+        plan.defines.push((name.to_string(), (v / 2).to_string()));
+        plan.config.report += &format!(
+            "{}shrunk to fit shared memory: {name} {v} -> {}",
+            if plan.config.report.is_empty() {
+                ""
+            } else {
+                "; "
+            },
+            v / 2
+        );
+        Some(plan)
+    }
+
     /// The plan of kernel `name` of a module configured kernel by kernel: its own
     /// configuration (none where it has no row) in place of the module's.
     pub fn for_kernel(&self, name: &str) -> CompilePlan {

@@ -173,23 +173,11 @@ fn every_op_assembles_for_every_target_without_spills() {
     for (op, d) in cases() {
         let src = kir_compiler::internal::oplib::builtin(op).expect("built-in op");
         for target in Target::ALL {
-            let r = compile(src, &defs(&d), None, target, Emit::Ptx);
-            // attention_bwd's dK/dV kernel at head dim 256 needs 110,848 bytes: more than
-            // sm_120a's 99 KB in any ring depth (an error naming the limit, not a kernel that
-            // cannot launch).
-            let too_big = op == "attention_bwd"
-                && d.contains(&("HEAD_DIM", "256"))
-                && target == Target::Sm120a;
+            // Defaults that fit no ring depth have their tiles shrunk until they fit
+            // (attention_bwd at head dim 256 on sm_120a's 99 KB): every case compiles.
             let what = format!("{op} {d:?} on {}", target.name());
-            let out = if too_big {
-                assert!(
-                    or_over_limit(r, target, &what).is_none(),
-                    "{what}: fits now"
-                );
-                continue;
-            } else {
-                r.unwrap_or_else(|e| panic!("{what}: {e}"))
-            };
+            let out = compile(src, &defs(&d), None, target, Emit::Ptx)
+                .unwrap_or_else(|e| panic!("{what}: {e}"));
             let (maj, min) = target.min_ptx_version();
             let version = out
                 .text

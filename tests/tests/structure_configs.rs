@@ -383,6 +383,47 @@ fn user_choices_stand_and_a_too_large_one_names_the_bytes() {
     }
 }
 
+#[test]
+fn default_tiles_that_do_not_fit_are_shrunk_and_a_users_stay_an_error() {
+    let src = kir_compiler::internal::oplib::builtin("attention_fwd").expect("attention_fwd");
+    // f32 at head dim 384: the op's 64×64 tiles need 316,160 bytes on sm_90a (227 KB), so the
+    // default key block is halved until the kernel fits; the schedule search says so.
+    let d = defs(&[("DTYPE", "f32"), ("HEAD_DIM", "384")]);
+    let plan =
+        CompilePlan::resolve(src, &d, Target::Sm90a, Emit::Ptx, Flags::default()).expect("plan");
+    let out = kir_compiler::internal::pipeline::compile(src, &plan).expect("shrunk to fit");
+    let step = out
+        .tried
+        .iter()
+        .find(|t| t.contains("shrunk to fit shared memory: BLOCK_N 64 -> 32"))
+        .unwrap_or_else(|| panic!("{:?}", out.tried));
+    assert!(step.contains("316160 bytes of shared memory"), "{step}");
+    let meta = out.meta.expect("meta");
+    let shared = meta["kernels"][0]["shared_bytes"].as_u64().expect("shared");
+    assert!(shared <= Target::Sm90a.smem_per_block(), "{shared}");
+    assert!(
+        meta["kernels"][0]["symbol"]
+            .as_str()
+            .is_some_and(|s| s.contains("BLOCK_N_32")),
+        "{meta}"
+    );
+    // The same tile set by the user is kept (the default query block shrinks, 64 -> 32 -> 16,
+    // and still nothing fits), and the error names the bytes of the last try.
+    let mut d64 = d.clone();
+    d64.push(("BLOCK_N".into(), "64".into()));
+    let err = build(src, &d64, Target::Sm90a, Emit::Ptx, &Flags::default())
+        .expect_err("the user's tile does not fit");
+    assert!(
+        err.contains("bytes of shared memory on sm_90a") && !err.contains("316160"),
+        "{err}"
+    );
+    // CUDA C too: attention_bwd at head dim 384 on sm_80 (every tile stored as 32-bit values:
+    // 314,624 bytes at the op's tiles) compiles with the defaults.
+    let bwd = kir_compiler::internal::oplib::builtin("attention_bwd").expect("attention_bwd");
+    let d = defs(&[("HEAD_DIM", "384"), ("CAUSAL", "1")]);
+    build(bwd, &d, Target::Sm80, Emit::Cuda, &Flags::default()).expect("CUDA C fits");
+}
+
 fn flash_oracle(
     q: &[f64],
     k: &[f64],
