@@ -209,7 +209,7 @@ impl CompilePlan {
     /// The plan with one default tile constant halved, for a kernel that does not fit its
     /// target's shared memory at any ring depth: among the constants that play a tile role
     /// (query, key, dK/dV, M/N/K, row and column blocks; compiler/src/structure/) and that the
-    /// user did not set, the largest, halved while it stays at 16 or more and its `where`
+    /// user did not set, the largest, halved while it stays at 8 or more and its `where`
     /// accepts it. `None` when none can shrink, or when the user chose `--warps` or `--stages`
     /// (an explicit choice that does not fit stays an error naming the bytes).
     pub fn shrunk(&self, src: &str) -> Option<CompilePlan> {
@@ -245,7 +245,7 @@ impl CompilePlan {
             .iter()
             .filter_map(|&n| Some((n, value(n)?)))
             .filter(|&(n, v)| {
-                v / 2 >= 16 && {
+                v / 2 >= 8 && {
                     let mut d = self.defines.clone();
                     d.push((n.to_string(), (v / 2).to_string()));
                     const_values(&generic, &d).is_ok()

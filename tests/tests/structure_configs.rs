@@ -407,8 +407,8 @@ fn default_tiles_that_do_not_fit_are_shrunk_and_a_users_stay_an_error() {
             .is_some_and(|s| s.contains("BLOCK_N_32")),
         "{meta}"
     );
-    // The same tile set by the user is kept (the default query block shrinks, 64 -> 32 -> 16,
-    // and still nothing fits), and the error names the bytes of the last try.
+    // The same tile set by the user is kept (the default query block shrinks, 64 -> 32 -> 16
+    // -> 8, and still nothing fits), and the error names the bytes of the last try.
     let mut d64 = d.clone();
     d64.push(("BLOCK_N".into(), "64".into()));
     let err = build(src, &d64, Target::Sm90a, Emit::Ptx, &Flags::default())
