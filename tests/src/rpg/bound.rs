@@ -63,6 +63,6 @@ pub enum Model {
         sites: bool,
     },
     /// The GPU running the backends' code (PTX or CUDA C) against the interpreter running the
-    /// same module: see [`super::bounds::gpu_bounds`].
+    /// same module: see `gpu_bounds` in bounds.rs, which builds on this module.
     Gpu,
 }
