@@ -2,7 +2,8 @@
 # Checks the CUDA runtime on a GPU machine with nothing but a kirc binary built with
 # `--features cuda` (no Rust there; the driver is loaded at run time) and python3 + numpy:
 #   1. every built-in op at its default specialization on small random inputs (and attention_bwd
-#      with each of the forward's features, both DETERMINISTIC modes), run with
+#      with each of the forward's features, both DETERMINISTIC modes; f32 attention fwd and bwd
+#      at head dim 384, causal and not, at their shrunk default tiles), run with
 #      `kirc run --device cuda` and `kirc run --device cpu` (the interpreter) on the same .npy
 #      files; every output must match (same shape, same non-finite positions, relative L2
 #      error ≤ 2.4e-2, twice the bf16 tolerance of docs/testing.md: the PTX sums in another
@@ -127,6 +128,15 @@ bwd_feature window "WINDOW=1 CAUSAL=1" "window=17"
 bwd_feature softcap "SOFTCAP=1" "softcap=5.0"
 bwd_feature all "CAUSAL=1 VARLEN=1 KV_OFFSET=1 MASK=1 WINDOW=1 SOFTCAP=1" "window=20 softcap=8.0" \
   total_lengths=$lengths past_lengths=$past mask=2x37x53:--scale,2
+# The largest head dim in f32 (the scalar parity kernel FP32 users rely on): its default tiles
+# shrink until they fit the target's shared memory (docs/configs.md).
+for c in 0 1; do
+  case_ "attention_fwd_f32_d384_causal$c" attention_fwd "DTYPE=f32 HEAD_DIM=384 CAUSAL=$c" "scale=0.051" \
+    q=1x4x130x384 k=1x2x97x384 v=1x2x97x384
+  a="$out/attention_fwd_f32_d384_causal$c"
+  case_ "attention_bwd_f32_d384_causal$c" attention_bwd "DTYPE=f32 HEAD_DIM=384 CAUSAL=$c" "scale=0.051" \
+    q=@$a/in/q.npy k=@$a/in/k.npy v=@$a/in/v.npy o=@$a/cpu/o.npy lse=@$a/cpu/lse.npy do=1x4x130x384
+done
 case_ gemm gemm "" "alpha=0.5" a=1x200x96 b=1x96x130
 case_ gemm_nf4 gemm_nf4 "" "" a=70x128 codes=130x64:--dtype,u8,--high,256 scales=130x2:--scale,0.1
 case_ rmsnorm_fwd rmsnorm_fwd "" "eps=1e-5" x=37x1000:--scale,3 w=1000
