@@ -44,7 +44,7 @@ def check(name, defs, d, causal, det=1):
         np.save(os.path.join(w, f"{n}.npy"), x)
     scale = f"scale={1 / d ** 0.5}"
     io = [f"--arg={n}={os.path.join(w, n + '.npy')}" for n in ("q", "k", "v")]
-    base = ["-D", f"HEAD_DIM={d}", "-D", f"CAUSAL={causal}", "-D", f"DETERMINISTIC={det}"]
+    base = ["-D", f"HEAD_DIM={d}", "-D", f"CAUSAL={causal}", *det_flag(defs, det)]
     kirc("run", "attention_fwd", "-D", f"HEAD_DIM={d}", "-D", f"CAUSAL={causal}", *io,
          "--arg", scale, "--device", "cpu", "--out", os.path.join(w, "fwd"))
     io += [f"--arg=o={w}/fwd/o.npy", f"--arg=lse={w}/fwd/lse.npy", f"--arg=do={w}/do.npy"]
@@ -63,11 +63,16 @@ def check(name, defs, d, causal, det=1):
     return worst
 
 
+def det_flag(defs, det):
+    """`-D DETERMINISTIC=det` unless the candidate sets the mode itself."""
+    return [] if any(x.startswith("DETERMINISTIC=") for x in defs) else ["-D", f"DETERMINISTIC={det}"]
+
+
 def bench(defs, d, causal, b, h, s, det=1):
     shp = f"{b}x{h}x{s}x{d}"
     fl = 10 * b * h * s * s * d // (2 if causal else 1)
     out = kirc("bench", "attention_bwd", "-D", f"HEAD_DIM={d}", "-D", f"CAUSAL={causal}",
-               "-D", f"DETERMINISTIC={det}", *dflags(defs),
+               *det_flag(defs, det), *dflags(defs),
                *[x for n in ("q", "k", "v", "o", "do") for x in ("--shape", f"{n}={shp}")],
                "--shape", f"lse={b}x{h}x{s}", "--arg", f"scale={1 / d ** 0.5}",
                "--flops", str(fl), "--iters", "10")

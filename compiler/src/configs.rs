@@ -92,6 +92,26 @@ struct Row {
 /// 634–654, 4096³ 640–650 against 609–622; 16384×14336×4096 both ways between calls;
 /// docs/history/benchmarks-log.md "Persistent GEMM"); swiglu (two dots sharing A) keeps the op's tile.
 const ROWS: &[Row] = &[
+    // Short sequences (the query count known from the shapes, at most 2,048): the
+    // warp-specialized 192-row tile leaves a third of the last query block empty at 1,024
+    // queries (5⅓ blocks) and has fewer key blocks to pipeline; the unspecialized 128×64 tile
+    // at two blocks per SM is faster there (call W3, docs/gpu-results/2026-12-04-w3-fwd.txt,
+    // B 16, H 16, S 1,024: 517.9 TFLOP/s against 457.9; earlier calls L2/L3: 517.0–517.2
+    // against 459.7–461.2 at 1k, 605.3–613.2 against 594.3–627.6 at 4k).
+    Row {
+        cuda: false,
+        class: Class::Attention,
+        targets: &[Target::Sm90a],
+        when: |f| {
+            f.half() && f.head_dim == Some(128) && !f.causal && f.m.is_some_and(|m| m <= 2048)
+        },
+        set: &[(Role::QueryBlock, 128), (Role::KeyBlock, 64)],
+        warps: Some(8),
+        stages: None,
+        warp_specialize: false,
+        persistent: false,
+        overlap: false,
+    },
     Row {
         cuda: false,
         class: Class::Attention,
@@ -276,6 +296,46 @@ const ROWS: &[Row] = &[
             (Role::QueryStep, 64),
         ],
         warps: None,
+        stages: None,
+        warp_specialize: false,
+        persistent: false,
+        overlap: false,
+    },
+    // The atomic mode (`DETERMINISTIC=0`) on sm_90a: the dK/dV kernel's fifth dot is
+    // dqᵀ = kᵀ·dSᵀ, [HEAD_DIM, queries], whose rows are the head dim: one 64-row wgmma per
+    // warpgroup when HEAD_DIM = 16·warps, with kᵀ read M-major from the k tile and dSᵀ stored
+    // from the accumulator into the core layout. So d64 takes 64 keys on 4 warps and d128 128
+    // keys on 8 warps (two warpgroups, 64 keys each); every dot is a wgmma, no spills (244
+    // registers at d128). Not yet timed on a GPU.
+    Row {
+        cuda: false,
+        class: Class::AttentionBwd,
+        targets: &[Target::Sm90a],
+        when: |f| f.half() && f.head_dim == Some(64) && !f.softcap && f.dots == 5,
+        set: &[
+            (Role::QueryBlock, 64),
+            (Role::KeyBlock, 64),
+            (Role::KvBlock, 64),
+            (Role::QueryStep, 64),
+        ],
+        warps: Some(4),
+        stages: None,
+        warp_specialize: false,
+        persistent: false,
+        overlap: false,
+    },
+    Row {
+        cuda: false,
+        class: Class::AttentionBwd,
+        targets: &[Target::Sm90a],
+        when: |f| f.half() && f.head_dim == Some(128) && !f.softcap && f.dots == 5,
+        set: &[
+            (Role::QueryBlock, 64),
+            (Role::KeyBlock, 64),
+            (Role::KvBlock, 128),
+            (Role::QueryStep, 64),
+        ],
+        warps: Some(8),
         stages: None,
         warp_specialize: false,
         persistent: false,

@@ -2,7 +2,8 @@
 //! (key-major: sᵀ = k·qᵀ, dv += pᵀ·do, dpᵀ = v·doᵀ, dk += dsᵀ·q) and the dQ kernel take wgmma
 //! for every dot, with the sm_90a attention-backward row, also where q and do each feed two
 //! dots (once through a transpose) and where k and v are masked loads (VARLEN); a soft cap keeps
-//! the op's tiles; the structure analysis reads the key-major kernel as dK/dV. And
+//! the op's tiles; the atomic mode's five dK/dV dots (dqᵀ = kᵀ·dSᵀ the fifth) take wgmma at
+//! d64 and d128; the structure analysis reads the key-major kernel as dK/dV. And
 //! `.minnctapersm N` appears on exactly the 4-warp kernels whose shared memory allows at most N
 //! blocks of at most 256 threads together, on every op's defaults and every target. Needs no
 //! tools.
@@ -72,6 +73,32 @@ fn every_backward_dot_takes_wgmma_on_sm90a() {
             .expect("dq");
         assert_eq!(dkdv.1, [DotPath::Wgmma; 4], "{d:?}: {paths:?}");
         assert_eq!(dq.1, [DotPath::Wgmma; 3], "{d:?}: {paths:?}");
+    }
+}
+
+#[test]
+fn the_atomic_modes_five_dots_take_wgmma_on_sm90a() {
+    // DETERMINISTIC = 0: the dK/dV kernel's fifth dot is dqᵀ = kᵀ·dSᵀ, kᵀ an M-major A read
+    // from the k tile and dSᵀ a register B stored into the core layout; its rows are the head
+    // dim, so d64 runs 64 keys on 4 warps and d128 128 keys on 8 warps.
+    for (d, kv, warps) in [
+        ("64", "BLOCK_KV=64", "warps 4"),
+        ("128", "BLOCK_KV=128", "warps 8"),
+    ] {
+        for extra in [&[][..], &[("CAUSAL", "1")][..], &[("VARLEN", "1")][..]] {
+            let mut dd = vec![("DETERMINISTIC", "0"), ("HEAD_DIM", d)];
+            dd.extend_from_slice(extra);
+            let (paths, report) = dot_paths(&dd);
+            assert!(
+                report.contains(kv) && report.contains(warps),
+                "{dd:?}: {report}"
+            );
+            let dkdv = paths
+                .iter()
+                .find(|(k, _)| k == "attention_bwd_dkdv")
+                .expect("dkdv");
+            assert_eq!(dkdv.1, [DotPath::Wgmma; 5], "{dd:?}: {paths:?}");
+        }
     }
 }
 

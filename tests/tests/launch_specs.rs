@@ -78,14 +78,15 @@ fn attention_bwd_lists_its_gradients_and_temps() {
             ("scale", DeviceArg::Scalar(0.125)),
         ]);
         let got = runtime::buffer_specs(&m, &inputs).expect("specs");
-        // The f32 dq accumulator has rows only in the atomic mode (DETERMINISTIC = 0).
+        // The f32 dq accumulator has rows only in the atomic mode (DETERMINISTIC = 0); it
+        // holds dqᵀ, [B, Hq, D, Sq].
         let acc_b = if deterministic == "0" { b } else { 0 };
         let want = vec![
             spec("dq", Dtype::Bf16, &q, BufferRole::Out),
             spec("dk", Dtype::Bf16, &kv, BufferRole::Out),
             spec("dv", Dtype::Bf16, &kv, BufferRole::Out),
             spec("delta", Dtype::F32, &[b, hq, s], BufferRole::Temp),
-            spec("dq_acc", Dtype::F32, &[acc_b, hq, s, d], BufferRole::Temp),
+            spec("dq_acc", Dtype::F32, &[acc_b, hq, d, s], BufferRole::Temp),
         ];
         assert_eq!(got, want, "DETERMINISTIC={deterministic}");
     }

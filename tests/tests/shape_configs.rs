@@ -117,3 +117,66 @@ fn the_small_m_kernels_stay_correct() {
         compare(&format!("gemm {m}x{n}x{k}"), c, &want, tolerance(dt));
     }
 }
+
+#[test]
+fn short_sequences_take_the_unspecialized_attention_tile() {
+    let src = kir_compiler::internal::oplib::builtin("attention_fwd").expect("attention_fwd");
+    let qkv = |s: usize| -> Vec<(String, Vec<usize>)> {
+        ["q", "k", "v"]
+            .iter()
+            .map(|n| (n.to_string(), vec![16, 16, s, 128]))
+            .collect()
+    };
+    for (s, want, ws) in [
+        (
+            1024,
+            "BLOCK_M=128 (query block), BLOCK_N=64 (key block)",
+            false,
+        ),
+        (
+            2048,
+            "BLOCK_M=128 (query block), BLOCK_N=64 (key block)",
+            false,
+        ),
+        (
+            2049,
+            "BLOCK_M=192 (query block), BLOCK_N=128 (key block)",
+            true,
+        ),
+        (
+            16384,
+            "BLOCK_M=192 (query block), BLOCK_N=128 (key block)",
+            true,
+        ),
+    ] {
+        let p = plan(src, &[], &qkv(s));
+        let r = &p.config.report;
+        assert!(r.contains(want), "S = {s}: {want}\n{r}");
+        assert!(r.contains(&format!("{s} queries")), "S = {s}: {r}");
+        assert_eq!(r.contains("warp-specialized"), ws, "S = {s}: {r}");
+        assert!(
+            p.dims.contains(&("Sq".to_string(), s as u64)),
+            "{:?}",
+            p.dims
+        );
+    }
+    // Unknown shapes and causal masks keep their rows.
+    let p = plan(src, &[], &[]);
+    assert!(
+        p.config.report.contains("BLOCK_M=192"),
+        "{}",
+        p.config.report
+    );
+    let causal = vec![("CAUSAL".to_string(), "1".to_string())];
+    let p = plan(src, &causal, &qkv(1024));
+    assert!(
+        p.config.report.contains("BLOCK_N=128 (key block)"),
+        "{}",
+        p.config.report
+    );
+    assert!(
+        !p.config.report.contains("warp-specialized"),
+        "{}",
+        p.config.report
+    );
+}

@@ -200,22 +200,36 @@ fn rows_dim(v: &View, out: &[Expr]) -> Option<String> {
             if !(same(&tail[0], &out[0]) && same(&tail[1], &out[1])) {
                 continue;
             }
-            let param = d.tensor.as_ref().map(|t| t.param.as_str());
-            let p = v
-                .kernel
-                .params
-                .iter()
-                .find(|p| Some(p.name.as_str()) == param);
-            if let Some(kir_ir::ParamKind::Tensor(_, tt)) = p.map(|p| &p.kind) {
-                if tt.dims.len() >= 2 {
-                    if let kir_ir::ExprKind::Ident(n) = &tt.dims[tt.dims.len() - 2].kind {
-                        found = Some(n.clone());
-                    }
-                }
+            if let Some(n) = d.tensor.as_ref().and_then(|t| param_rows_dim(v, &t.param)) {
+                found = Some(n);
             }
         }
     }
     found
+}
+
+/// The runtime dim of the rows of the tensor the tile `x` is loaded from (attention's Sq, from
+/// the score dot's q tile), as [`param_rows_dim`] names it.
+fn load_rows_dim(v: &View, x: Value) -> Option<String> {
+    let (_, d) = v.def(x)?;
+    if d.opcode != Opcode::Load {
+        return None;
+    }
+    param_rows_dim(v, &d.tensor.as_ref()?.param)
+}
+
+/// The second-to-last dim of the kernel's tensor param `name`, when it is a bare name.
+fn param_rows_dim(v: &View, name: &str) -> Option<String> {
+    let p = v.kernel.params.iter().find(|p| p.name == name)?;
+    match &p.kind {
+        kir_ir::ParamKind::Tensor(_, tt) if tt.dims.len() >= 2 => {
+            match &tt.dims[tt.dims.len() - 2].kind {
+                kir_ir::ExprKind::Ident(n) => Some(n.clone()),
+                _ => None,
+            }
+        }
+        _ => None,
+    }
 }
 
 fn is_arg(v: &View, x: Value) -> bool {
@@ -295,6 +309,7 @@ fn softmax_loop(v: &View, l: Op, dots: &[Op]) -> Option<Found> {
         causal: causal(v, b),
         mask: mask(v, b, dots, &s),
         softcap: softcap(v, b, &s),
+        m_dim: load_rows_dim(v, q),
         ..Features::default()
     };
     let same = |x: Option<&Expr>, y: Option<&Expr>| match (x, y) {

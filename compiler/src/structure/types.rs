@@ -133,10 +133,11 @@ pub struct Features {
     pub inputs: usize,
     /// Dot loop: the runtime dim of the output tensor's rows (the problem's M: `M` of
     /// `c: out tensor<T>[Bt, M, N]`), where the accumulator is stored to a tensor whose
-    /// second-to-last dim is a bare name.
+    /// second-to-last dim is a bare name. Attention: the rows dim of the tensor the score
+    /// dot's left operand is loaded from (`Sq` of `q: in tensor<T>[B, Hq, Sq, D]`).
     pub m_dim: Option<String>,
-    /// Dot loop: the problem's M, when the plan knows the shapes it is compiled for
-    /// (`kirc bench --shape`, `kirc run`'s inputs); `None` otherwise.
+    /// The value of `m_dim` (a dot loop's M, attention's query count), when the plan knows the
+    /// shapes it is compiled for (`kirc bench --shape`, `kirc run`'s inputs); `None` otherwise.
     pub m: Option<u64>,
     /// Row reduction: a program takes a block of rows (a constant), not one row.
     pub row_block: bool,
@@ -197,7 +198,7 @@ pub struct Structure {
 
 impl Structure {
     /// The structure with the problem's dims known (`(name, value)` of the entry's runtime
-    /// dims): each dot loop's [`Features::m`] is its rows dim's value.
+    /// dims): each dot loop's and attention kernel's [`Features::m`] is its rows dim's value.
     pub fn with_dims(mut self, dims: &[(String, u64)]) -> Structure {
         let m_of = |f: &Features| {
             let d = f.m_dim.as_ref()?;
@@ -257,6 +258,9 @@ impl Structure {
                 }
                 if f.softcap {
                     parts.push("a soft cap".into());
+                }
+                if let Some(m) = f.m {
+                    parts.push(format!("{} queries", m));
                 }
             }
             Some(Class::RowReduce) | Some(Class::Elementwise) => {

@@ -172,11 +172,16 @@ pub fn lower_dot(c: &mut Ctx, op: &OpData) -> Result<(), PtxError> {
         }
     };
     let acc_regs = regs_in(c, acc, l, &shape, sp)?;
-    let bv = c.val(b, sp)?;
-    let bs = to_shared(c, &bv, sp)?;
-    let av = c.val(a, sp)?;
     let wgmma = crate::ptx::plan::wgmma::wgmma_dot(c.k, op, c.plan.blk, c.target)
         .filter(|_| use_mma && l == Layout::RowMma);
+    let bv = c.val(b, sp)?;
+    // A register B of a wgmma (a cast from f32) is stored into the core layout by the dot,
+    // rounded from its f32 source; every other B is read from shared memory.
+    let bs = match wgmma {
+        Some(w) if w.b_in_regs => cast_source(c, b).unwrap_or(bv),
+        _ => to_shared(c, &bv, sp)?,
+    };
+    let av = c.val(a, sp)?;
     let out = if let Some(w) = wgmma {
         // A register operand packs straight from the f32 source of its cast, as mma.sync does.
         let a_src = match w.a {

@@ -196,6 +196,11 @@ pub fn lower_memory_op(c: &mut Ctx, op: &OpData) -> Result<(), PtxError> {
                     return Ok(());
                 }
             }
+            if let (Opcode::AtomicAdd, Some(l)) = (op.opcode, layout) {
+                if super::mma_store::store(c, op, &info, &offs, l, &shape, &regs, owner) {
+                    return Ok(());
+                }
+            }
             let masks = mask_regs(c, op, layout, &shape)?;
             for (i, sc) in coords.iter().enumerate() {
                 if layout.is_some_and(|l| !slot_live(c, l, &shape, i)) {

@@ -17,7 +17,8 @@
 //! columns are inside the tensor and the base and row stride are 4-byte aligned, each pair is
 //! one `cvt.rn.{f16,bf16}x2.f32` and one `st.global.b32` under the row's predicate alone. The general path (memory.rs) computes the full address and every
 //! dim's bound per element (about 20 instructions per element of a rank-4 tensor). Taken for
-//! unmasked stores (not atomics) into tensors whose innermost dim is contiguous.
+//! unmasked stores, and unmasked f32 `atomic_add`s (one `red.global.add.f32` per element at
+//! the same addresses: attention_bwd's dqᵀ), into tensors whose innermost dim is contiguous.
 
 use super::ctx::Val;
 use super::ctx::{Ctx, TensorInfo};
@@ -43,7 +44,9 @@ pub(super) fn store(
     owner: Option<Reg>,
 ) -> bool {
     let rank = offs.len();
+    let atomic = op.opcode == Opcode::AtomicAdd;
     let eligible = layout == Layout::RowMma
+        && (!atomic || info.dtype == Dtype::F32)
         && matches!(shape.len(), 1 | 2)
         && rank >= shape.len()
         && info.contiguous_last
@@ -119,6 +122,7 @@ pub(super) fn store(
     // row, every column of the lane inside the tensor and every pair 4-byte aligned: one
     // `st.global.b32` per pair, no column predicates. Chosen at run time, else the element path.
     let packed = matches!(info.dtype, Dtype::F16 | Dtype::Bf16)
+        && !atomic
         && owner.is_none()
         && !column
         && col0.is_some()
@@ -216,14 +220,12 @@ pub(super) fn store(
                 p = and(c, Some(p), o);
             }
             let bits = store_bits(c, info.dtype, r);
-            c.b.ins_if(
-                p,
-                false,
-                PtxInst::new("st.global")
-                    .m(gty(info.dtype))
-                    .addr_off(a, co * esize)
-                    .op(bits),
-            );
+            let inst = if atomic {
+                PtxInst::new("red.global.add.f32")
+            } else {
+                PtxInst::new("st.global").m(gty(info.dtype))
+            };
+            c.b.ins_if(p, false, inst.addr_off(a, co * esize).op(bits));
         }
     }
     if let Some(done) = done {

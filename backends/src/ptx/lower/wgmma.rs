@@ -225,33 +225,53 @@ fn acc_in_place(c: &Ctx, v: Value, regs: &[Reg]) -> bool {
     owner && distinct && kir_ir::edit::use_count(&c.k.dfg, v) == 1
 }
 
-/// Stores a register tile (any layout) into a fresh core-layout [rows, cols] region, for a
-/// wgmma A operand that is not in the accumulator layout: barrier (earlier readers of the region
-/// are done), the stores, the async-proxy fence, barrier. Returns the region's offset.
-fn regs_to_core(c: &mut Ctx, a: &Val, sp: Span) -> Result<u32, PtxError> {
+/// Stores an f32 register tile (any layout), rounded to `to` (f16 or bf16), into a fresh
+/// core-layout [rows, cols] region, for a wgmma operand that is not in the accumulator layout
+/// (A) or that wgmma reads from shared memory only (B): barrier (earlier readers of the region
+/// are done), the stores, the async-proxy fence, barrier. Returns the region's offset. In the
+/// accumulator layout a thread's slots 2i and 2i + 1 are columns j and j + 1 of one row (j
+/// even: one 4-byte word of a 16-byte chunk), stored as one packed pair.
+fn regs_to_core(c: &mut Ctx, a: &Val, to: Dtype, sp: Span) -> Result<u32, PtxError> {
     let Val::Tile {
         layout,
         shape,
-        dtype,
+        dtype: Dtype::F32,
         regs,
     } = a
     else {
         return Err(PtxError::at(
             sp,
-            "internal: a wgmma register operand must be a tile",
+            "internal: a wgmma register operand must be an f32 tile",
         ));
     };
     let (rows, eb) = (shape[0], 2);
     let off = c.alloc_shared_aligned(core_tile_bytes(shape, eb), CORE_ALIGN);
-    let t = if *dtype == Dtype::F16 { "f16" } else { "bf16" };
+    let t = if to == Dtype::F16 { "f16" } else { "bf16" };
     let coords = c.coords(*layout, shape);
     c.sync_block();
-    for (sc, &r) in coords.iter().zip(regs) {
-        let addr = core_addr(c, off, sc.idx[0], sc.idx[1], rows, eb);
-        let h = c.b.reg(RegClass::B16);
-        c.b.need(Isa::cvt_from_f32(*dtype))
-            .ins(PtxInst::new("cvt.rn").m(t).m("f32").op(h).op(r));
-        c.b.ins_if_opt(sc.valid, PtxInst::new("st.shared.b16").addr(addr).op(h));
+    if *layout == crate::ptx::plan::layout::Layout::RowMma && shape[1] % 8 == 0 {
+        for (pair, sc) in regs.chunks(2).zip(coords.iter().step_by(2)) {
+            let addr = core_addr(c, off, sc.idx[0], sc.idx[1], rows, eb);
+            let h = c.b.reg(RegClass::B32);
+            c.b.need(Isa::CVT_TO_BF16_OR_PACKED).ins(
+                PtxInst::new("cvt.rn")
+                    .m(t)
+                    .suffix("x2")
+                    .m("f32")
+                    .op(h)
+                    .op(pair[1])
+                    .op(pair[0]),
+            );
+            c.b.ins_if_opt(sc.valid, PtxInst::new("st.shared.b32").addr(addr).op(h));
+        }
+    } else {
+        for (sc, &r) in coords.iter().zip(regs) {
+            let addr = core_addr(c, off, sc.idx[0], sc.idx[1], rows, eb);
+            let h = c.b.reg(RegClass::B16);
+            c.b.need(Isa::cvt_from_f32(to))
+                .ins(PtxInst::new("cvt.rn").m(t).m("f32").op(h).op(r));
+            c.b.ins_if_opt(sc.valid, PtxInst::new("st.shared.b16").addr(addr).op(h));
+        }
     }
     c.b.need(Isa::FENCE_PROXY_ASYNC)
         .ins(PtxInst::new("fence.proxy.async.shared::cta"));
@@ -286,8 +306,10 @@ fn a_fragments(c: &mut Ctx, regs: &[Reg], kdim: usize, t: &str) -> Vec<Vec<Reg>>
         .collect()
 }
 
-/// Lowers the wgmma dot `acc + a·b` (a: a core [M, K] tile or a register tile, b: a core tile,
-/// see [`WgmmaDot`]); returns the result registers (the `RowMma` slots of [M, N]).
+/// Lowers the wgmma dot `acc + a·b` (a: a core [M, K] tile, the transposed view of a core
+/// [K, M] tile, or a register tile; b: a core tile, or the f32 source of a register B that is
+/// stored into a core region here; see [`WgmmaDot`]); returns the result registers (the `RowMma`
+/// slots of [M, N]).
 #[allow(clippy::too_many_arguments)]
 pub fn lower(
     c: &mut Ctx,
@@ -302,17 +324,16 @@ pub fn lower(
     d: Dtype,
     sp: Span,
 ) -> Result<Vec<Reg>, PtxError> {
-    let Val::Shared {
-        off: ob,
-        dyn_off: dyn_b,
-        ..
-    } = b
-    else {
-        return Err(PtxError::at(
-            sp,
-            "internal: the wgmma B operand must be in shared memory",
-        ));
-    };
+    let (ob, dyn_b) =
+        match b {
+            Val::Shared { off, dyn_off, .. } if !w.b_in_regs => (*off, *dyn_off),
+            Val::Tile { .. } if w.b_in_regs => (regs_to_core(c, b, d, sp)?, None),
+            _ => return Err(PtxError::at(
+                sp,
+                "internal: the wgmma B operand must be in shared memory or an f32 register tile",
+            )),
+        };
+    let (ob, dyn_b) = (&ob, &dyn_b);
     c.b.need(Isa::WGMMA);
     let (m, n) = (shape[0], shape[1]);
     let t = if d == Dtype::F16 { "f16" } else { "bf16" };
@@ -335,7 +356,7 @@ pub fn lower(
     let oa = match (frags.is_some(), w.a, a) {
         (true, ..) => None,
         (false, Some(_), Val::Shared { off, dyn_off, .. }) => Some((*off, *dyn_off)),
-        (false, None, Val::Tile { .. }) => Some((regs_to_core(c, a, sp)?, None)),
+        (false, None, Val::Tile { .. }) => Some((regs_to_core(c, a, d, sp)?, None)),
         _ => {
             return Err(PtxError::at(
                 sp,
@@ -346,7 +367,9 @@ pub fn lower(
     let zero = c.b.imm32(0);
     let base_a = match oa {
         Some((oa, dyn_a)) => {
-            // This warpgroup's 64 rows of A start 64·128 bytes further per warpgroup.
+            // This warpgroup's 64 rows of A start 64·128 bytes further per warpgroup; M-major,
+            // its 64 columns of the [K, M] tile are the warpgroup's own 64-column block.
+            let wg_stride = if w.a_m_major { kdim * 128 } else { 64 * 128 };
             let (wg, base) = (c.b.reg(RegClass::B32), c.b.reg(RegClass::B32));
             c.b.ins(PtxInst::new("shr.u32").op(wg).op(c.thread.warp).op(2));
             let pa = c.shared_at(oa, zero);
@@ -355,7 +378,7 @@ pub fn lower(
                 PtxInst::new("mad.lo.s32")
                     .op(base)
                     .op(wg)
-                    .op(64 * 128)
+                    .op(wg_stride)
                     .op(pa),
             );
             Some(base)
@@ -404,7 +427,12 @@ pub fn lower(
         1 << 4
     };
     let desc_b = descriptor(c, base_b, 0, lbo_b);
-    let desc_a = base_a.map(|a| descriptor(c, a, 0, 1 << 4));
+    let lbo_a = if w.a_m_major {
+        (kdim * 128) as u32
+    } else {
+        1 << 4
+    };
+    let desc_a = base_a.map(|a| descriptor(c, a, 0, lbo_a));
     for kf in 0..kdim / 16 {
         // K slice kf: 64-column block kf/4 (rows·128 bytes each), 32 bytes per slice inside it.
         let (blk, inner) = ((kf / 4) as u32, (kf % 4) as u32 * 32);
@@ -440,7 +468,12 @@ pub fn lower(
             }
             (None, Some(_)) => {
                 let base = desc_a.expect("A's descriptor is built with its base");
-                let da = descriptor_at(c, base, blk * (m * 128) as u32 + inner);
+                // M-major A (the [K, M] tile read transposed): slice kf is 16 rows further.
+                let (da, trans_a) = if w.a_m_major {
+                    (descriptor_at(c, base, (kf * 16 * 128) as u32), 1)
+                } else {
+                    (descriptor_at(c, base, blk * (m * 128) as u32 + inner), 0)
+                };
                 c.b.ins(
                     mma.op(&list)
                         .op(da)
@@ -448,7 +481,7 @@ pub fn lower(
                         .op(p)
                         .op(1)
                         .op(1)
-                        .op(0)
+                        .op(trans_a)
                         .op(trans_b),
                 );
             }

@@ -10,15 +10,20 @@ use kir_ir::{Dtype, Kernel, OpData, Opcode, Value};
 use std::collections::{HashMap, HashSet};
 
 /// A dot that lowers to wgmma: where A comes from (a `load` or `smem_read` whose tile uses the
-/// core layout — the SS form — or, when `a` is `None`, registers: the RS form), the B tile, whether
-/// B is N-major (a tile of [K, N] used directly, wgmma's transposed B) rather than K-major
-/// (`transpose` of a tile of [N, K]), and whether the accumulator is a constant zero (the first
-/// wgmma then ignores it: scale-d = false, no register copies).
+/// core layout — the SS form — or, when `a` is `None`, registers: the RS form), whether A is
+/// M-major (the `transpose` of a [K, M] core tile: wgmma's transposed A, as attention_bwd's
+/// kᵀ), the B tile, whether B is N-major (a tile of [K, N] used directly, wgmma's transposed B)
+/// rather than K-major (`transpose` of a tile of [N, K]), whether B is a register tile (a cast
+/// from f32, stored into a core-layout region before the dot: attention_bwd's dSᵀ; `b` is then
+/// the cast's result), and whether the accumulator is a constant zero (the first wgmma then
+/// ignores it: scale-d = false, no register copies).
 #[derive(Clone, Copy, Debug)]
 pub struct WgmmaDot {
     pub a: Option<Value>,
+    pub a_m_major: bool,
     pub b: Value,
     pub b_n_major: bool,
+    pub b_in_regs: bool,
     pub zero_init: bool,
 }
 
@@ -62,6 +67,12 @@ fn eligible(k: &Kernel, b: Block, target: Target) -> HashMap<Value, WgmmaDot> {
     let is_dot = |dots: &HashMap<Value, WgmmaDot>, o: &OpData| {
         o.results.first().is_some_and(|r| dots.contains_key(r))
     };
+    // A register B is this dot's own (a cast it stores itself); only shared tiles are shared.
+    let shared_operands = |w: &WgmmaDot| {
+        w.a.into_iter()
+            .chain((!w.b_in_regs).then_some(w.b))
+            .collect::<Vec<_>>()
+    };
     // A shared tile's readers: wgmma dots, or transposes that only a wgmma dot reads.
     let read_by_wgmma_only = |dots: &HashMap<Value, WgmmaDot>, v: Value| {
         users.get(&v).into_iter().flatten().all(|u| match u.opcode {
@@ -76,8 +87,8 @@ fn eligible(k: &Kernel, b: Block, target: Target) -> HashMap<Value, WgmmaDot> {
         let drop: Vec<Value> = dots
             .iter()
             .filter(|(_, w)| {
-                !w.a.into_iter()
-                    .chain([w.b])
+                !shared_operands(w)
+                    .into_iter()
                     .all(|v| read_by_wgmma_only(&dots, v))
             })
             .map(|(&r, _)| r)
@@ -91,8 +102,9 @@ fn eligible(k: &Kernel, b: Block, target: Target) -> HashMap<Value, WgmmaDot> {
     }
 }
 
-/// The conditions of one dot alone: target, shapes, dtypes, and operand forms (A a shared tile
-/// or a register tile cast from f32, B a shared tile read directly or through a transpose).
+/// The conditions of one dot alone: target, shapes, dtypes, and operand forms (A a shared tile,
+/// read directly or through a transpose, or a register tile cast from f32; B a shared tile read
+/// directly or through a transpose, or a register tile cast from f32 with N a multiple of 64).
 fn local(k: &Kernel, op: &OpData, b: Block, target: Target) -> Option<WgmmaDot> {
     if !target.has_wgmma()
         || !matches!(op.opcode, Opcode::Dot | Opcode::DotAsync)
@@ -118,37 +130,52 @@ fn local(k: &Kernel, op: &OpData, b: Block, target: Target) -> Option<WgmmaDot> 
         && kd % 64 == 0
         && m % 8 == 0
         && tr.dtype() == Some(Dtype::F32);
-    // A: a core-layout tile (SS), or a register tile converted from f32 in this kernel (RS: the
-    // FlashAttention P·V form, P packed from the accumulator layout).
+    // A: a core-layout tile (SS) read directly, or through a transpose of a [K, M] tile (M-major:
+    // each warpgroup's 64 rows are one 64-column block of it), or a register tile converted from
+    // f32 in this kernel (RS: the FlashAttention P·V form, P packed from the accumulator layout).
     let a_def = def_data(&k.dfg, a)?;
     let only_here = |v: Value| use_count(&k.dfg, v) == 1;
-    let a_smem = if tile_source(k, a_def) {
-        // A masked `load` is copied into the core layout with its masked elements zero-filled
-        // (memory.rs `copy_tile`, as B's masked tiles are: attention_bwd's k and v with
-        // VARLEN); a stage read's ring copies must be unmasked.
-        let copy_masks_ok = a_def.opcode == Opcode::Load || unmasked(k, a_def);
-        if !(copy_masks_ok && copy_ok(kd, 32 * b.warps as usize)) {
+    let threads = 32 * b.warps as usize;
+    // A masked `load` is copied into the core layout with its masked elements zero-filled
+    // (memory.rs `copy_tile`, as B's masked tiles are: attention_bwd's k and v with VARLEN); a
+    // stage read's ring copies must be unmasked.
+    let copy_masks_ok = |o: &OpData| o.opcode == Opcode::Load || unmasked(k, o);
+    let (a_smem, a_m_major) = if tile_source(k, a_def) {
+        if !(copy_masks_ok(a_def) && copy_ok(kd, threads)) {
             return None;
         }
-        Some(a)
-    } else if a_def.opcode == Opcode::Cast
-        && only_here(a)
-        && a_def.operands.first().is_some_and(|&s| {
-            k.dfg.ty(s).dtype() == Some(Dtype::F32) && k.dfg.ty(s).shape() == ta.shape()
-        })
-    {
-        None
+        (Some(a), false)
+    } else if a_def.opcode == Opcode::Transpose && only_here(a) {
+        let src = *a_def.operands.first()?;
+        let src_def = def_data(&k.dfg, src).filter(|o| tile_source(k, o))?;
+        if !(copy_masks_ok(src_def) && copy_ok(m, threads) && src_def.results.len() == 1) {
+            return None;
+        }
+        (Some(src), true)
+    } else if from_f32(k, a_def, ta.shape()) && only_dot_operands(k, a) {
+        (None, false)
     } else {
         return None;
     };
-    // B: the transpose of a K-major [N, K] load, or an N-major [K, N] load used directly.
+    // B: the transpose of a K-major [N, K] load, an N-major [K, N] load used directly, or an
+    // N-major register tile cast from f32 (stored in the core layout by the dot itself).
     let b_def = def_data(&k.dfg, bv)?;
-    let (b_src, b_n_major) = match b_def.opcode {
-        Opcode::Transpose => (*b_def.operands.first()?, false),
-        Opcode::Load | Opcode::SmemRead => (bv, true),
+    let (b_src, b_n_major, b_in_regs) = match b_def.opcode {
+        Opcode::Transpose => (*b_def.operands.first()?, false, false),
+        Opcode::Load | Opcode::SmemRead => (bv, true, false),
+        Opcode::Cast
+            if n % 64 == 0
+                && from_f32(k, b_def, k.dfg.ty(bv).shape())
+                && only_dot_operands(k, bv) =>
+        {
+            (bv, true, true)
+        }
         _ => return None,
     };
-    let b_load = def_data(&k.dfg, b_src).filter(|o| tile_source(k, o))?;
+    let b_load_ok = b_in_regs
+        || def_data(&k.dfg, b_src)
+            .filter(|o| tile_source(k, o))
+            .is_some_and(|o| o.results.len() == 1);
     // Every read of a shared operand tile is an operand of a dot (which of them take wgmma is
     // [`eligible`]'s question).
     let reads_ok = |v: Value| dot_reads(k, v).is_some();
@@ -157,21 +184,44 @@ fn local(k: &Kernel, op: &OpData, b: Block, target: Target) -> Option<WgmmaDot> 
         .get(2)
         .and_then(|&acc| def_data(&k.dfg, acc))
         .is_some_and(|o| o.opcode == Opcode::Const && lit(o.lead.as_ref()) == Some(0.0));
-    let threads = 32 * b.warps as usize;
-    let copies_ok = copy_ok(if b_n_major { n } else { kd }, threads);
+    let copies_ok = b_in_regs || copy_ok(if b_n_major { n } else { kd }, threads);
     let ok = lowp
         && shapes_ok
         && copies_ok
         && a_smem.is_none_or(reads_ok)
         && (b_n_major || only_here(bv))
-        && reads_ok(b_src)
-        && b_load.results.len() == 1;
+        && (b_in_regs || reads_ok(b_src))
+        && b_load_ok;
     ok.then_some(WgmmaDot {
         a: a_smem,
+        a_m_major,
         b: b_src,
         b_n_major,
+        b_in_regs,
         zero_init,
     })
+}
+
+/// `o` is a `cast` of an f32 tile of the same shape (a 16-bit operand rounded from f32 registers,
+/// which the dot packs from the f32 source itself).
+fn from_f32(k: &Kernel, o: &OpData, shape: Option<Vec<usize>>) -> bool {
+    o.opcode == Opcode::Cast
+        && o.operands.first().is_some_and(|&s| {
+            k.dfg.ty(s).dtype() == Some(Dtype::F32) && k.dfg.ty(s).shape() == shape
+        })
+}
+
+/// Every use of `v` is operand 0 or 1 of a dot (attention_bwd's dSᵀ is the A of dk's dot and the
+/// B of dqᵀ's).
+fn only_dot_operands(k: &Kernel, v: Value) -> bool {
+    k.dfg
+        .ops
+        .values()
+        .filter(|o| o.uses().contains(&v))
+        .all(|o| {
+            matches!(o.opcode, Opcode::Dot | Opcode::DotAsync)
+                && o.operands.iter().skip(2).all(|&x| x != v)
+        })
 }
 
 /// Bytes of a core-layout tile (no padding).
@@ -190,7 +240,7 @@ pub fn core_tiles(k: &Kernel, b: Block, target: Target) -> HashSet<Value> {
         .ops
         .values()
         .filter_map(|o| wgmma_dot(k, o, b, target))
-        .flat_map(|w| w.a.into_iter().chain([w.b]))
+        .flat_map(|w| w.a.into_iter().chain((!w.b_in_regs).then_some(w.b)))
         .collect();
     let bufs: Vec<Value> = out
         .iter()
