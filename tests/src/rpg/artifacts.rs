@@ -1,5 +1,6 @@
 //! GPU artifacts for generated programs, in the format `scripts/gpu_check_ptx.py` reads (a
-//! `manifest.json` of cases, each a folder with `kernel.ptx` + `meta.json`, `inputs/*.npy`,
+//! `manifest.json` of cases, each a folder with `kernel.ptx` + `meta.json` + `lowered.kir` (the
+//! module that was lowered, for `kir.Kernel.from_ptx`), `inputs/*.npy`,
 //! `interp/*.npy`), for `scripts/gpu_rpg.py` on a machine with a GPU.
 //!
 //! Per program (seeds in order, until the count is reached): the front end's output module, its
@@ -179,10 +180,14 @@ fn one(dir: &Path, seed: u64, nv: &Nvrtc, kernel: Option<&str>) -> Result<Option
     cubin(&d.join("kernel.ptx"), &d.join("kernel.cubin"))?;
     let meta = ptx.meta.map(|v| v.to_string()).unwrap_or_default();
     io(std::fs::write(d.join("meta.json"), meta), "write")?;
+    let lowered = kir_ir::text::print(&ptx.module);
+    io(std::fs::write(d.join("lowered.kir"), lowered), "write")?;
     io(std::fs::write(d.join("cu/kernel.ptx"), &cu_ptx), "write")?;
     cubin(&d.join("cu/kernel.ptx"), &d.join("cu/kernel.cubin"))?;
     let meta = cu.meta.map(|v| v.to_string()).unwrap_or_default();
     io(std::fs::write(d.join("cu/meta.json"), meta), "write")?;
+    let lowered = kir_ir::text::print(&cu.module);
+    io(std::fs::write(d.join("cu/lowered.kir"), lowered), "write")?;
     io(std::fs::write(d.join("program.kir"), src), "write")?;
     let mut ins = vec![];
     let mut scalars = vec![];
