@@ -6,8 +6,8 @@
 //! Per program (seeds in order, until the count is reached): the front end's output module, its
 //! interpreter outputs on the seed's inputs (the expectation), PTX for sm_90a, and the CUDA C
 //! compiled here by NVRTC to PTX (`cu/kernel.ptx` + `cu/meta.json`, so the GPU machine needs no
-//! compiler), and both assembled by ptxas (`kernel.cubin`, `cu/kernel.cubin`: loading them
-//! takes no JIT time on the GPU). Each output carries its bound from [`gpu_bounds`](super::bounds::gpu_bounds): exact,
+//! compiler), and both assembled by ptxas (`kernel.cubin`, `cu/kernel.cubin`: a failed assembly
+//! shows here, before the GPU; `scripts/gpu_rpg.py` loads the PTX through kir's launcher). Each output carries its bound from [`gpu_bounds`](super::bounds::gpu_bounds): exact,
 //! a relative bound, or none (compared loosely and reported apart). Programs a backend refuses,
 //! or whose reference fails, are skipped and counted. Every tenth written program is marked for
 //! the compute-sanitizer sample. Two *mutants* follow: a program compiled with one op changed
@@ -62,8 +62,8 @@ fn bound_json(b: &Bound) -> String {
     format!("{{\"class\": \"{class}\", \"rel\": {}}}", num(rel))
 }
 
-/// Assembles `ptx` into `out` with `$KIR_PTXAS -arch=sm_90a` (the GPU then loads it without
-/// JIT-compiling; `gpu_rpg.py --load ptx` JIT-compiles the PTX instead).
+/// Assembles `ptx` into `out` with `$KIR_PTXAS -arch=sm_90a` (ptxas must accept what the GPU's
+/// driver will JIT-compile; the cubin is kept beside it for a launcher that loads cubins).
 fn cubin(ptx: &Path, out: &Path) -> Result<(), String> {
     let exe = std::env::var("KIR_PTXAS").map_err(|_| "KIR_PTXAS is not set".to_string())?;
     let r = std::process::Command::new(exe)
