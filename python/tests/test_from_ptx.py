@@ -43,6 +43,16 @@ class FromPtx(unittest.TestCase):
         self.assertNotEqual(k.lowered, ir.ir)
         self.assertIn("module ", k.lowered)
 
+    def test_a_program_of_several_kernels(self):
+        k = kir.compile("attention_bwd", target="sm_90a", cache=False, DTYPE="bf16", HEAD_DIM=64, CAUSAL=0)
+        self.assertGreater(len(k.symbols), 1)
+        back = kir.Kernel.from_ptx(k.ptx, k.meta, k.lowered)
+        self.assertEqual(back.symbols, k.symbols)
+        self.assertEqual(back.meta["launches"], k.meta["launches"])
+        # A META.json that lists only the first kernel leaves the program's others unlisted.
+        short = dict(k.meta, kernels=k.meta["kernels"][:1])
+        self.assertRefused("meta", k.ptx, short, k.lowered, "does not list")
+
     def test_cuda_c_metadata_round_trips_too(self):
         c = kir.compile("rmsnorm_fwd", target="sm_90a", emit="cuda", cache=False, DTYPE="bf16")
         # The CUDA C backend's kernels are `extern "C"`: NVRTC's PTX has `.entry SYMBOL(`.
