@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
-"""Builds the artifacts the GPU check needs, on a machine with Rust (no GPU): PTX and META.json
-from `kirc compile`, random inputs, and the CPU interpreter's outputs from `kirc run` for the
+"""Builds the artifacts the GPU check needs, on a machine with Rust (no GPU): PTX, META.json and
+the module that was lowered (lowered.kir: what `kir.Kernel.from_ptx` loads) from `kirc compile`, random inputs, and the CPU interpreter's outputs from `kirc run` for the
 correctness cases; a manifest for the timing cases (their inputs are made on the GPU).
 
 usage: scripts/gpu_artifacts.py OUT_DIR [--kirc target/release/kirc] [--target sm_90a]
@@ -21,7 +21,7 @@ def compile_case(kirc, out, name, op, defines, target, extra=()):
     d = os.path.join(out, name)
     os.makedirs(d, exist_ok=True)
     cmd = [kirc, "compile", op, "--target", target, "--emit", "ptx", "-o", os.path.join(d, "kernel.ptx"),
-           "--meta", os.path.join(d, "meta.json"), *extra]
+           "--meta", os.path.join(d, "meta.json"), "--lowered", os.path.join(d, "lowered.kir"), *extra]
     for k, v in defines.items():
         cmd += ["-D", f"{k}={v}"]
     sh(cmd)
@@ -63,7 +63,7 @@ def main():
         files, expect = interp_case(a.kirc, d, op, defines, inputs, scalars)
         # The CUDA-C parity backend on the same inputs (three-way parity).
         ccmd = [a.kirc, "compile", op, "--target", a.target, "--emit", "cuda", "-o", os.path.join(d, "kernel.cu"),
-                "--meta", os.path.join(d, "meta_cuda.json")]
+                "--meta", os.path.join(d, "meta_cuda.json"), "--lowered", os.path.join(d, "lowered_cuda.kir")]
         for k2, v2 in defines.items():
             ccmd += ["-D", f"{k2}={v2}"]
         r = subprocess.run(ccmd, capture_output=True, text=True)

@@ -1,24 +1,28 @@
 #!/usr/bin/env python3
 """Runs kir's CUDA-C kernels on a GPU and checks them against the CPU interpreter and an
-independent float64 NumPy reference. Needs python3 with numpy and cupy (no Rust, no kirc).
+independent float64 NumPy reference. Needs python3 with numpy, torch, cuda-python (NVRTC) and
+the `kir` package (its abi3 wheel; no Rust, no kirc).
 
 usage: gpu_check.py ARTIFACT_DIR [--case NAME]... [--emulate]
 
 --emulate runs the same CUDA C on the CPU instead (g++ with a small shim that maps the CUDA
-built-ins to plain C++, one thread per block, blocks in order): no GPU or cupy needed. It checks
+built-ins to plain C++, one thread per block, blocks in order): no GPU, torch or kir needed. It checks
 the lowering's index arithmetic, bounds, rounding and control flow, not its thread parallelism.
 
 ARTIFACT_DIR comes from scripts/make_gpu_artifacts.sh: one folder per case holding
   kernel.cu   the CUDA C (`kirc compile --emit cuda`)
   META.json   the launch metadata (kernels, symbols, ABI, grid formulas, block, shared bytes,
               the program's launches and temps)
+  lowered.kir the module that was lowered (`kirc compile --lowered`)
   in/*.npy    the inputs; ref/*.npy the interpreter's outputs (`kirc run`)
   case.json   op, defines, scalar arguments, and whether the case must pass or fail
-Each kernel is launched from META.json alone: dims bind from the input shapes, the grid is the
-META formula over them, block and dynamic shared memory come from META, arguments follow the
-ABI order (tensor pointers, scalars, one int32 per dim; a tensor map, which CUDA C never has,
-through scripts/kir_launch.py). Output tensors and temps are poisoned
-(NaN) before the launch, so an element no kernel writes shows up as a failure.
+On the GPU, NVRTC compiles the CUDA C to PTX and kir's own launcher runs it
+(`kir.Kernel.from_ptx` with META.json and lowered.kir, then `kir.torch.bind`: dims, grids,
+argument order and shared memory are the runtime's, in Rust). The emulation launches each
+kernel from META.json alone: dims bind from the input shapes, the grid is the META formula over
+them, arguments follow the ABI order (tensor pointers, scalars, one int32 per dim). Output
+tensors and temps are poisoned (NaN) before the launch, so an element no kernel writes shows up
+as a failure.
 
 Reported per output: relative L2 error ||out - ref|| / ||ref|| against the interpreter and
 against float64 NumPy, the max error over max |ref|, and how many elements are bit-identical
@@ -33,16 +37,17 @@ import numpy as np
 import ctypes, subprocess, tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import kir_launch
 
 EMULATE = "--emulate" in sys.argv
-if EMULATE:
-    cp = np  # host arrays stand in for device arrays
-else:
+cp = np  # the emulation's host arrays stand in for device arrays
+if not EMULATE:
     try:
-        import cupy as cp
-    except ImportError:  # explained to the user
-        sys.exit("gpu_check.py needs cupy and a GPU (or --emulate, which needs g++)")
+        import torch
+        import kir
+        import kir.torch as kt
+        from gpu_check_ptx import TDT, nvrtc_ptx
+    except ImportError as e:  # explained to the user
+        sys.exit(f"gpu_check.py needs torch, cuda-python, the kir package and a GPU (or --emulate, which needs g++): {e}")
 
 TOL = {"f32": (2e-5, 2e-4), "f16": (2e-3, 1e-2), "bf16": (1.2e-2, 5e-2)}
 LSE_TOL = (1e-5, 1e-4)
@@ -94,7 +99,7 @@ def poisoned(shape, dtype):
 
 
 def from_device(a, dtype):
-    h = np.asarray(a) if EMULATE else cp.asnumpy(a)
+    h = np.asarray(a)
     if dtype == "f16":
         return h.view(np.float16).astype(np.float64)
     if dtype == "bf16":
@@ -240,11 +245,43 @@ def emulated_launch(lib, k, grid, args):
 # ---------------------------------------------------------------- running one case
 
 
+def run_case_gpu(folder):
+    """The case on the GPU through kir's launcher: NVRTC's PTX of kernel.cu, META.json and
+    lowered.kir loaded by `kir.Kernel.from_ptx`, inputs rounded to their dtypes by torch (round
+    to nearest even), outs and temps poisoned, one launch timed to its end."""
+    meta_text = open(os.path.join(folder, "META.json")).read()
+    meta = json.loads(meta_text)
+    case = json.load(open(os.path.join(folder, "case.json")))
+    src = open(os.path.join(folder, "kernel.cu")).read()
+    lowered = open(os.path.join(folder, "lowered.kir")).read()
+    kernel = kir.Kernel.from_ptx(nvrtc_ptx(src), meta_text, lowered)
+    host_in = {n: np.load(os.path.join(folder, "in", n + ".npy")) for n in case["inputs"]}
+    tensors = {}
+    for p in meta["entry_params"]:
+        if p["kind"] == "tensor" and p["access"] != "out":
+            x = torch.from_numpy(np.ascontiguousarray(host_in[p["name"]]))
+            tensors[p["name"]] = x.to(device="cuda", dtype=TDT[p["dtype"]])
+    bound = kt.bind(kernel, tensors, case["scalars"], poison=True)
+    torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    bound.launch()
+    torch.cuda.synchronize()
+    elapsed = time.perf_counter() - t0
+    outs = {}
+    for p in meta["entry_params"]:
+        if p["kind"] == "tensor" and p["access"] != "in":
+            t = bound.outputs.get(p["name"], tensors.get(p["name"]))
+            outs[p["name"]] = (t.double().cpu().numpy(), p["dtype"])
+    return case, outs, host_in, elapsed
+
+
 def run_case(folder):
+    if not EMULATE:
+        return run_case_gpu(folder)
     meta = json.load(open(os.path.join(folder, "META.json")))
     case = json.load(open(os.path.join(folder, "case.json")))
     src = open(os.path.join(folder, "kernel.cu")).read()
-    module = emulated_module(src) if EMULATE else cp.RawModule(code=src, options=("--std=c++17",))
+    module = emulated_module(src)
     host_in = {n: np.load(os.path.join(folder, "in", n + ".npy")) for n in case["inputs"]}
     dims, bufs, dtypes = {}, {}, {}
     for p in meta["entry_params"]:
@@ -273,27 +310,15 @@ def run_case(folder):
             if p["kind"] == "tensor":
                 a = kbufs[p["name"]]
             elif p["kind"] == "tensor_map":
-                if EMULATE:
-                    raise RuntimeError(f"--emulate runs no tensor copies (tensor map of `{p['name']}`)")
-                a = kir_launch.tensor_map_arg(p, kbufs[p["name"]])
+                raise RuntimeError(f"--emulate runs no tensor copies (tensor map of `{p['name']}`)")
             elif p["kind"] == "scalar":
                 a = scalar_arg(scalars[launch["args"][p["name"]]], p["dtype"])
             else:
                 a = np.int32(kdims[p["name"]])
             args[p["ptr_index"]] = a
         grid = tuple(eval_formula(k["grid"][ax], kdims) for ax in ("x", "y", "z"))
-        if EMULATE:
-            t0 = time.perf_counter()
-            emulated_launch(module, k, grid, args)
-            elapsed += time.perf_counter() - t0
-            continue
-        fn = module.get_function(k["symbol"])
-        shared = int(k["shared_bytes"])
-        if shared > 48 * 1024:
-            fn.max_dynamic_shared_size_bytes = shared
         t0 = time.perf_counter()
-        fn(grid, tuple(k["block"]), tuple(args), shared_mem=shared)
-        cp.cuda.Device().synchronize()
+        emulated_launch(module, k, grid, args)
         elapsed += time.perf_counter() - t0
     outs = {}
     for p in meta["entry_params"]:
@@ -410,8 +435,7 @@ def main():
     if EMULATE:
         print(f"device: CPU emulation (g++, one thread per block), numpy {np.__version__}")
     else:
-        dev = cp.cuda.runtime.getDeviceProperties(0)
-        print(f"device: {dev['name'].decode()}, cupy {cp.__version__}, numpy {np.__version__}")
+        print(f"device: {torch.cuda.get_device_name()}, torch {torch.__version__}, numpy {np.__version__}")
     print(f"{'case':30} {'out':5} {'dtype':5} {'vs interp L2':>12} {'max':>9} {'bit-same':>9} "
           f"{'vs f64 L2':>10} {'max':>9} {'ms':>8}  verdict")
     ok_all = True

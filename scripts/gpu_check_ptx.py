@@ -1,128 +1,91 @@
 #!/usr/bin/env python3
-"""Runs kir's PTX on a GPU from META.json alone, checks it against the CPU interpreter's outputs
-(and torch references), and times it next to torch SDPA (flash, cuDNN), cuBLAS and torch.compile.
+"""Runs kir's PTX on a GPU from the compiled files alone, checks it against the CPU
+interpreter's outputs (and torch references), and times it next to torch SDPA (flash, cuDNN),
+cuBLAS and torch.compile.
 
 usage: python3 scripts/gpu_check_ptx.py ARTIFACTS_DIR [--only check|time] [--json OUT.json]
-ARTIFACTS_DIR comes from scripts/gpu_artifacts.py (run where Rust is). Needs torch, cupy, numpy,
-and cuda-python for kernels with tensor maps (sm_90a TMA rings; scripts/kir_launch.py encodes them).
-Every output is poisoned (NaN / 0x5A5A5A5A) before a launch, so an unwritten element shows.
+ARTIFACTS_DIR comes from scripts/gpu_artifacts.py (run where Rust is): per case the PTX, its
+META.json and the module that was lowered (`kirc compile --meta --lowered`). Needs torch, numpy
+and the `kir` package (its abi3 wheel, built where Rust is: no Rust needed here); the CUDA C of
+the three-way parity cases is compiled to PTX by NVRTC through cuda-python.
+
+Every launch goes through kir's own launcher (`kir.Kernel.from_ptx`, then `kir.torch.bind`: the
+launch ABI, grids, tensor maps and the shared-memory attribute are the runtime's, in Rust), so
+what is checked and timed is exactly the PTX in the folder. Every output and temp is poisoned
+with the interpreter's poison before a launch (NaN / -0x5A5A5A5A / 0xA5), so an unwritten
+element shows.
 """
 import argparse, json, math, os, statistics, sys, time
 import numpy as np
 import torch
-import cupy as cp
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import kir_launch
+import kir
+import kir.torch as kt
+from kir import _launch
 
 TDT = {"f32": torch.float32, "f16": torch.float16, "bf16": torch.bfloat16, "i32": torch.int32,
-       "i64": torch.int64, "u8": torch.uint8, "i1": torch.uint8}
+       "i64": torch.int64, "u8": torch.uint8, "i1": torch.bool}
 TOL = {"f32": 2e-5, "f16": 2e-3, "bf16": 1.2e-2}
 
 
-def ev(expr, env):
-    """Evaluates a META grid/dim formula (kir expression syntax: / is floor division)."""
-    py = expr.replace("/", "//").replace("&&", " and ").replace("||", " or ")
-    return int(eval(py, {"__builtins__": {}}, dict(env, cdiv=lambda a, b: -(-a // b), min=min, max=max,
-                                                      select=lambda c, a, b: a if c else b)))
-
-
-def holds(expr, env):
-    """Evaluates a META `requires` condition (requires_grammar) over dims and scalar args."""
-    py = expr.replace("/", "//").replace("&&", " and ").replace("||", " or ")
-    py = py.replace("!=", "\0").replace("!", " not ").replace("\0", "!=")
-    return bool(eval(py, {"__builtins__": {}}, dict(env, cdiv=lambda a, b: -(-a // b), min=min, max=max,
-                                                   select=lambda c, a, b: a if c else b)))
+def nvrtc_ptx(src, name="kernel.cu"):
+    """The PTX NVRTC makes from CUDA C `src` for the current GPU (compute_XY), through
+    cuda-python; the CUDA C backend's kernels are `extern "C"`, so their symbols are META's."""
+    try:
+        from cuda.bindings import nvrtc
+    except ImportError:
+        from cuda import nvrtc
+    major, minor = torch.cuda.get_device_capability()
+    err, prog = nvrtc.nvrtcCreateProgram(src.encode(), name.encode(), 0, [], [])
+    opts = [b"--std=c++17", f"--gpu-architecture=compute_{major}{minor}".encode()]
+    (err,) = nvrtc.nvrtcCompileProgram(prog, len(opts), opts)
+    if int(err) != 0:
+        _, n = nvrtc.nvrtcGetProgramLogSize(prog)
+        log = b" " * n
+        nvrtc.nvrtcGetProgramLog(prog, log)
+        raise RuntimeError(f"NVRTC failed on {name}:\n{log.decode(errors='replace')}")
+    _, n = nvrtc.nvrtcGetPTXSize(prog)
+    ptx = b" " * n
+    nvrtc.nvrtcGetPTX(prog, ptx)
+    nvrtc.nvrtcDestroyProgram(prog)
+    return ptx.rstrip(b"\0").decode()
 
 
 class Program:
-    """A compiled module loaded from its PTX and META.json."""
+    """A compiled module loaded by kir's launcher from its files: `kernel.ptx`, `meta.json` and
+    `lowered.kir` (kind "ptx"), or `kernel.cu` compiled by NVRTC, `meta_cuda.json` and
+    `lowered_cuda.kir` (kind "cuda")."""
 
     def __init__(self, d, kind="ptx"):
-        self.meta = json.load(open(os.path.join(d, "meta.json" if kind == "ptx" else "meta_cuda.json")))
+        files = {"ptx": ("kernel.ptx", "meta.json", "lowered.kir"),
+                 "cuda": ("kernel.cu", "meta_cuda.json", "lowered_cuda.kir")}[kind]
+        code, meta, lowered = (open(os.path.join(d, f)).read() for f in files)
+        self.meta = json.loads(meta)
         t0 = time.perf_counter()
-        if kind == "ptx":
-            self.mod = cp.RawModule(path=os.path.join(d, "kernel.ptx"))
-        else:
-            self.mod = cp.RawModule(code=open(os.path.join(d, "kernel.cu")).read(), options=("--std=c++17",))
-        self.fns = {}
-        for k in self.meta["kernels"]:
-            fn = self.mod.get_function(k["symbol"])
-            if k["shared_bytes"] > 48 * 1024:
-                fn.max_dynamic_shared_size_bytes = k["shared_bytes"]
-            self.fns[k["name"]] = fn
+        ptx = code if kind == "ptx" else nvrtc_ptx(code)
+        self.kernel = kir.Kernel.from_ptx(ptx, meta, lowered)
+        # Loaded now (the driver's JIT), so that load_s measures it and the launches do not.
+        _launch.loaded(self.kernel, torch.cuda.current_device())
         self.load_s = time.perf_counter() - t0
 
     def prepare(self, tensors, scalars):
-        """Binds entry tensors (torch, on GPU), allocates poisoned outs and temps; returns buffers."""
-        dims = {}
-        bufs = dict(tensors)
-        for p in self.meta["entry_params"]:
-            if p["kind"] == "tensor" and p["name"] in tensors:
-                for e, n in zip(p["dims"], tensors[p["name"]].shape):
-                    if e.isidentifier():
-                        dims[e] = n
-        for p in self.meta["entry_params"]:
-            if p["kind"] == "tensor" and p["access"] == "out":
-                shape = [ev(e, dims) for e in p["dims"]]
-                bufs[p["name"]] = poisoned(shape, p["dtype"])
-        for t in self.meta["temps"]:
-            bufs[t["name"]] = poisoned([ev(e, dims) for e in t["dims"]], t["dtype"])
-        self.scalars = scalars
-        return bufs
+        """Binds entry tensors (torch, on GPU) once, with poisoned outs and temps; returns every
+        buffer by name. The binding (checks, grids, tensor maps) is kept for `bind`/`run`."""
+        self.bound = kt.bind(self.kernel, tensors, scalars, poison=True)
+        return dict(tensors, **self.bound.outputs, **self.bound.temps)
 
     def bind(self, bufs):
-        """Everything a launch of `bufs` needs, computed once: each kernel's requirements checked,
-        its grid evaluated, its arguments (tensor maps encoded) packed. `run` then only launches,
-        so a timed loop measures the kernels and not this host work."""
-        calls = []
-        for l in self.meta["launches"]:
-            k = next(k for k in self.meta["kernels"] if k["name"] == l["kernel"])
-            kb = {kp: bufs.get(arg, self.scalars.get(arg)) for kp, arg in l["args"].items()}
-            kdims = {}
-            for p in k["kernel_params"]:
-                if p["kind"] == "tensor":
-                    for e, n in zip(p["dims"], kb[p["name"]].shape):
-                        if e.isidentifier():
-                            kdims[e] = n
-            env = dict(kdims, **{p["name"]: kb[p["name"]] for p in k["kernel_params"] if p["kind"] == "scalar"})
-            for r in k.get("requires", []):
-                if not holds(r, env):
-                    raise ValueError(f"kernel {k['name']}: requirement `{r}` does not hold")
-            g = k["grid"]
-            grid = tuple(max(ev(g[x], kdims), 0) for x in ("x", "y", "z"))
-            if min(grid) == 0:
-                continue
-            args = []
-            for a in k["params"]:
-                if a["kind"] == "tensor":
-                    args.append(np.uint64(kb[a["name"]].data_ptr()))
-                elif a["kind"] == "tensor_map":
-                    args.append(kir_launch.tensor_map_arg(a, kb[a["name"]]))
-                elif a["kind"] == "dim":
-                    args.append(np.int32(kdims[a["name"]]))
-                else:
-                    v = kb[a["name"]]
-                    args.append({"f32": np.float32, "i32": np.int32, "i64": np.int64}.get(a["dtype"], np.float32)(v)
-                                if a["dtype"] not in ("f16", "bf16") else
-                                np.uint16(torch.tensor([v], dtype=TDT[a["dtype"]]).view(torch.int16).item() & 0xFFFF))
-            calls.append((self.fns[k["name"]], grid, tuple(k["block"]), tuple(args), k["shared_bytes"]))
-        return calls
+        """The binding `prepare` made for `bufs`: `run` then only launches, so a timed loop
+        measures the kernels and not host work."""
+        return self.bound
 
     @staticmethod
-    def run(calls):
-        """Launches what `bind` prepared, in order, on the current stream."""
-        for fn, grid, block, args, smem in calls:
-            fn(grid, block, args, shared_mem=smem)
+    def run(bound):
+        """Launches what `prepare` bound, in order, on the current stream."""
+        bound.launch()
 
     def launch(self, bufs):
         self.run(self.bind(bufs))
-
-
-def poisoned(shape, dtype):
-    if dtype in ("f32", "f16", "bf16"):
-        return torch.full(shape, float("nan"), dtype=TDT[dtype], device="cuda")
-    return torch.full(shape, 0x5A if dtype in ("u8", "i1") else 0x5A5A5A5A, dtype=TDT[dtype], device="cuda")
 
 
 def rel(out, ref):
@@ -322,7 +285,7 @@ def main():
     a = ap.parse_args()
     SEQS[:] = [int(x) for x in a.seqs.split(",")]
     man = json.load(open(os.path.join(a.root, "manifest.json")))
-    print(f"device: {torch.cuda.get_device_name()}, torch {torch.__version__}, cupy {cp.__version__}", flush=True)
+    print(f"device: {torch.cuda.get_device_name()}, torch {torch.__version__}, kir {kir.__file__}", flush=True)
     results = {"checks": [], "timings": []}
     for c in man["cases"]:
         if a.match not in c["name"] or (a.only and c["mode"] != a.only):
@@ -330,7 +293,7 @@ def main():
         try:
             if c["mode"] == "check":
                 results["checks"].append(check_case(a.root, c))
-                if os.path.exists(os.path.join(a.root, c["dir"], "kernel.cu")):
+                if os.path.exists(os.path.join(a.root, c["dir"], "lowered_cuda.kir")):
                     results["checks"].append(check_case(a.root, c, "cuda"))
             else:
                 results["timings"].append(time_case(a.root, c, None))

@@ -3,17 +3,17 @@
 backends and compares every output with the CPU interpreter's.
 
 usage: python3 scripts/gpu_rpg.py ARTIFACTS_DIR [--backend ptx|cuda|both] [--sample]
-                                  [--load cubin|ptx] [--limit N] [--json OUT.json]
+                                  [--limit N] [--json OUT.json]
        compute-sanitizer --tool memcheck --error-exitcode 1 \
            python3 scripts/gpu_rpg.py ARTIFACTS_DIR --sample
 
 ARTIFACTS_DIR comes from `cargo run --release -p kir-tests --bin rpg -- --gpu DIR --seeds A..B
---count N` (run where Rust and NVRTC are): per program the PTX for sm_90a, the CUDA C already
-compiled to PTX by NVRTC (cu/), both also assembled by ptxas for sm_90a (kernel.cubin, loaded by
-default; --load ptx JIT-compiles the PTX instead), inputs, the interpreter's outputs and a bound
-per output.
-Launches go through scripts/gpu_check_ptx.py's Program (META.json only). Outputs are poisoned
-with the interpreter's values before each launch (NaN, -0x5A5A5A5A, 0xA5, 1).
+--count N` (run where Rust and NVRTC are): per program the PTX for sm_90a and the CUDA C already
+compiled to PTX by NVRTC (cu/), each with its META.json and lowered module, inputs, the
+interpreter's outputs and a bound per output.
+Launches go through scripts/gpu_check_ptx.py's Program: kir's own launcher (`kir.Kernel.from_ptx`,
+`kir.torch.bind`; the driver JIT-compiles the PTX). Outputs are poisoned with the interpreter's
+values before each launch (NaN, -0x5A5A5A5A, 0xA5, 1).
 
 Each output has a class (tests/src/rpg/bounds.rs, gpu_bounds): `exact` must match bit for bit
 (NaN = NaN, +0 = -0); `bounded` must match within its relative bound (plus 2^-126 absolute for
@@ -30,21 +30,10 @@ import argparse, json, math, os, sys, time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import numpy as np
 import torch
-import cupy as cp
-import gpu_check_ptx as g  # Program, TDT; imports cupy
+import gpu_check_ptx as g  # Program, TDT; imports kir
 
-POISON = {"f32": float("nan"), "f16": float("nan"), "bf16": float("nan"), "i32": -0x5A5A5A5A,
-          "i64": -0x5A5A5A5A, "u8": 0xA5, "i1": 1}
 LOOSE_TOL = {"f32": 2e-5, "f16": 2e-3, "bf16": 1.2e-2}
 MAX = {"f32": 3.4028234663852886e38, "bf16": 3.3895313892515355e38, "f16": 65504.0}
-
-
-def poisoned(shape, dtype):
-    """The interpreter's poison (gpu_check_ptx's own differs for integers)."""
-    return torch.full(shape, POISON[dtype], dtype=g.TDT[dtype], device="cuda")
-
-
-g.poisoned = poisoned
 
 
 def compare(out, ref, bound, dtype):
@@ -82,29 +71,9 @@ def compare(out, ref, bound, dtype):
     return True, loose_ok, f"rel L2 {err:.2e} (tol {tol:.1e}){'' if pattern else ', NaN/inf pattern differs'}"
 
 
-class Loaded(g.Program):
-    """gpu_check_ptx's Program (prepare, launch from META.json), loading a cubin assembled where
-    the artifacts were built (no JIT time), or with `ptx` the PTX through the driver's JIT."""
-
-    def __init__(self, d, load):
-        if load == "ptx":
-            super().__init__(d, "ptx")
-            return
-        self.meta = json.load(open(os.path.join(d, "meta.json")))
-        t0 = time.perf_counter()
-        self.mod = cp.RawModule(path=os.path.join(d, "kernel.cubin"))
-        self.fns = {}
-        for k in self.meta["kernels"]:
-            fn = self.mod.get_function(k["symbol"])
-            if k["shared_bytes"] > 48 * 1024:
-                fn.max_dynamic_shared_size_bytes = k["shared_bytes"]
-            self.fns[k["name"]] = fn
-        self.load_s = time.perf_counter() - t0
-
-
-def run(root, c, kind, load):
+def run(root, c, kind):
     d = os.path.join(root, c["dir"], "cu" if kind == "cuda" else "")
-    prog = Loaded(d, load)
+    prog = g.Program(d, "ptx")
     meta = {p["name"]: p for p in prog.meta["entry_params"]}
     tensors = {}
     for name, f in c["inputs"].items():
@@ -131,8 +100,6 @@ def main():
     ap.add_argument("--backend", choices=["ptx", "cuda", "both"], default="both")
     ap.add_argument("--sample", action="store_true", help="only the programs marked for the sanitizer sample")
     ap.add_argument("--limit", type=int, default=0)
-    ap.add_argument("--load", choices=["cubin", "ptx"], default="cubin",
-                    help="cubin: assembled where the artifacts were built; ptx: JIT by the driver")
     ap.add_argument("--json")
     a = ap.parse_args()
     man = json.load(open(os.path.join(a.root, "manifest.json")))
@@ -148,7 +115,7 @@ def main():
     for c in cases:
         for kind in kinds:
             try:
-                r = run(a.root, c, kind, a.load)
+                r = run(a.root, c, kind)
             except Exception as e:  # a launch error is a failure of that program
                 r = {"ok": False, "loose_ok": False, "outputs": {}, "error": f"{type(e).__name__}: {e}"}
             r.update(name=c["name"], backend=kind)

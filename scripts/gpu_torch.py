@@ -13,10 +13,12 @@
    before anything launches.
 4. torch.compile(fullgraph=True) of a small transformer block built on kir.torch: forward and
    gradients against eager.
-5. Host overhead per call (tiny shapes; median µs of the Python call, no sync), beside
-   F.scaled_dot_product_attention, F.rms_norm and a Triton kernel's launch.
+5. Host overhead per call (tiny shapes; median µs from the Python call to its return over 2,000
+   calls, no sync), beside F.scaled_dot_product_attention, F.rms_norm, a @ b and a Triton
+   kernel's launch; then where kir.torch.attention's time goes.
 
-usage: PYTHONPATH=<folder holding the kir package> python3 scripts/gpu_torch.py
+usage: PYTHONPATH=<folder holding the kir package> python3 scripts/gpu_torch.py [--only overhead]
+(--only overhead runs part 5 alone.)
 Exit code: 0 when every check passes.
 """
 
@@ -333,17 +335,23 @@ def overhead():
                 torch.cuda.synchronize()
         torch.cuda.synchronize()
         print(f"  {n}: {statistics.median(ts) / 1000:.1f} µs")
-    # Where kir.torch.attention's time goes: the custom op, the launcher, the native launch.
-    from kir import _launch
+    # Where kir.torch.attention's time goes: the checks and the op, the prepared call (output
+    # allocation, addresses, launch), the native launch alone, and the full bind of the old path.
+    from kir import _launch, _ops
 
-    consts = {"DTYPE": "bf16", "HEAD_DIM": 64, "CAUSAL": 1, "WINDOW": 0, "SOFTCAP": 0, "MASK": 0, "VARLEN": 0, "KV_OFFSET": 0}
-    p = _launch.program("attention_fwd", tuple(sorted((k, str(v)) for k, v in consts.items())), 0)
-    outs = _launch.run(p, {"q": q, "k": k, "v": v}, {"scale": 0.125}, q.device)
-    args = [_launch._arg(n, t) for n, t in {"q": q, "k": k, "v": v, **outs}.items()]
+    consts = (("DTYPE", "bf16"), ("HEAD_DIM", 64), ("CAUSAL", 1), ("WINDOW", 0), ("SOFTCAP", 0), ("MASK", 0), ("VARLEN", 0), ("KV_OFFSET", 0))
+    scale = 1 / math.sqrt(64)
+    run = lambda: _ops.run_op("attention_fwd", consts, ("q", "k", "v"), (q, k, v), (("scale", scale),), q)
+    o, lse = run()
+    plan = next(iter(_launch.program("attention_fwd", tuple(sorted((n, str(x)) for n, x in consts)), 0).plans.values()))
+    ptrs = [t.data_ptr() for t in (q, k, v, o, lse)]
+    args = [_launch._arg(n, t) for n, t in zip(("q", "k", "v", "o", "lse"), (q, k, v, o, lse))]
     stream = torch.cuda.current_stream().cuda_stream
+    loaded = _launch.program("attention_fwd", tuple(sorted((n, str(x)) for n, x in consts)), 0).loaded
     parts = {
-        "  attention: _launch.run (no custom op)": lambda: _launch.run(p, {"q": q, "k": k, "v": v}, {"scale": 0.125}, q.device),
-        "  attention: native bind + launch only": lambda: p.loaded.launch(args, [("scale", 0.125)], stream),
+        "  attention: _ops.run_op (no checks, no custom op)": run,
+        "  attention: native prepared launch only": lambda: plan.prepared.launch(ptrs, stream),
+        "  attention: native full bind + launch (unprepared)": lambda: loaded.launch(args, [("scale", scale)], stream),
         "  torch.empty x2": lambda: (torch.empty_like(q), torch.empty(1, 2, 128, device=dev)),
     }
     for n, f in parts.items():
@@ -375,6 +383,10 @@ def guarded(f, *args):
 def main():
     torch.manual_seed(1234)
     print(f"device: {torch.cuda.get_device_name()}, torch {torch.__version__}")
+    if sys.argv[1:] == ["--only", "overhead"]:
+        guarded(overhead)
+        print("FAILED: " + ", ".join(failures) if failures else "gpu_torch.py: all checks passed")
+        sys.exit(1 if failures else 0)
     for dtype in (torch.bfloat16, torch.float16):
         guarded(attention_case, dtype, 2, 8, 8, 1000, 1000, 128, False)
         guarded(attention_case, dtype, 2, 8, 8, 777, 777, 64, True)

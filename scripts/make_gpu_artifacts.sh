@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Builds the inputs of scripts/gpu_check.py on a CPU machine (no GPU, no NumPy needed): for each
-# case, the CUDA C (`kirc compile --emit cuda`), its META.json, random inputs (`kirc randn`), the
-# CPU interpreter's outputs (`kirc run`) and a case.json saying how to launch and what to check.
+# case, the CUDA C (`kirc compile --emit cuda`), its META.json and lowered module (`--lowered`),
+# random inputs (`kirc randn`), the CPU interpreter's outputs (`kirc run`) and a case.json saying
+# how to launch and what to check.
 # One extra case, `mutant_attention`, is the bf16 attention case with two indices swapped in the
 # generated Q·Kᵀ product: gpu_check.py must report it as failing (it proves the check can fail).
 #
@@ -41,7 +42,8 @@ case_() {
     rargs+=(--arg "$iname=$dir/in/$iname.npy")
     inputs+=("\"$iname\"")
   done
-  "$kirc" compile "$op" "${dflags[@]}" --target sm_90a --emit cuda -o "$dir/kernel.cu" --meta "$dir/META.json"
+  "$kirc" compile "$op" "${dflags[@]}" --target sm_90a --emit cuda -o "$dir/kernel.cu" --meta "$dir/META.json" \
+    --lowered "$dir/lowered.kir"
   "$kirc" run "$op" "${dflags[@]}" "${rargs[@]}" --out "$dir/ref"
   local djson="" sjson=""
   for d in $defines; do djson+="${djson:+, }\"${d%%=*}\": \"${d#*=}\""; done

@@ -18,9 +18,6 @@ start=$SECONDS
 source .tools/env.sh
 echo "test.sh: tools ready after $((SECONDS - start))s (KIR_PTXAS=$KIR_PTXAS, KIR_NVRTC=$KIR_NVRTC)"
 
-# The tensor-map rules of the Python launchers (scripts/kir_launch.py; standard library only).
-python3 scripts/kir_launch.py --selftest
-
 # Snapshots are never written by this command: a changed output fails (docs/testing.md).
 export INSTA_UPDATE=no
 # The on-disk cache (docs/cache.md) is off for every kirc the tests start, so the user's cache

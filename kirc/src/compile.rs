@@ -1,6 +1,7 @@
 //! `kirc compile FILE [--kernel NAME] [-D NAME=VALUE]... --target T --emit ptx|cuda|ir -o OUT
-//! [--meta META.json] [--report[=FILE]] [--no-cache]`: compile a module and write the code, its
-//! launch metadata, and (PTX) the backend's lowering decisions.
+//! [--meta META.json] [--lowered FILE] [--report[=FILE]] [--no-cache]`: compile a module and
+//! write the code, its launch metadata, the module that was lowered, and (PTX) the backend's
+//! lowering decisions.
 //!
 //! The compilation goes through the on-disk cache (docs/cache.md) unless `--no-cache` is given
 //! or the cache is off: a hit writes the stored output, byte for byte what compiling writes.
@@ -41,6 +42,11 @@ pub struct Args {
     /// Write the launch metadata JSON here.
     #[arg(long, value_name = "META.json")]
     meta: Option<String>,
+    /// Write the module that was lowered here: its canonical IR text, after the scheduling
+    /// passes (with the code and META.json, what `kir.Kernel.from_ptx` loads to launch the
+    /// code from files). Needs `--emit ptx` or `cuda`.
+    #[arg(long, value_name = "FILE")]
+    lowered: Option<String>,
     /// Print the PTX backend's lowering decisions of each kernel (warps, the path of every dot
     /// and why a faster one was not taken, ring depths, rescale skips, ISA needs) to stderr,
     /// or with `--report=FILE` write them to FILE. Needs `--emit ptx`.
@@ -117,6 +123,10 @@ pub fn main(a: Args) -> Result<ExitCode, CliError> {
         (Some(_), None) => return Err(CliError::Plain("--meta needs --emit ptx or cuda".into())),
         (None, _) => None,
     };
+    let lowered = a
+        .lowered
+        .as_ref()
+        .map(|path| (PathBuf::from(path), kir_ir::text::print(&out.module)));
     let report = a.report.as_ref().map(|dest| {
         let mut text = cached.report.clone();
         // The schedule search's candidates that the backend did not take, and why.
@@ -145,7 +155,7 @@ pub fn main(a: Args) -> Result<ExitCode, CliError> {
     write(
         &a.out,
         &out.text,
-        meta.into_iter().chain(report_file).collect(),
+        meta.into_iter().chain(lowered).chain(report_file).collect(),
         report_stderr.as_deref(),
     )?;
     Ok(ExitCode::SUCCESS)
@@ -164,6 +174,9 @@ fn check_args(a: &Args, emit: Emit) -> Result<(), CliError> {
         if a.meta.is_some() {
             return plain("--meta does not go with --dump-after (a dump has no launch metadata)");
         }
+        if a.lowered.is_some() {
+            return plain("--lowered does not go with --dump-after (a dump lowers nothing)");
+        }
         if a.stage.is_some() {
             return plain(
                 "--stage does not go with --dump-after (--dump-after names the pass to show)",
@@ -172,6 +185,9 @@ fn check_args(a: &Args, emit: Emit) -> Result<(), CliError> {
     } else {
         if a.meta.is_some() && emit == Emit::Ir {
             return plain("--meta needs --emit ptx or cuda (--emit ir has no launch metadata)");
+        }
+        if a.lowered.is_some() && emit == Emit::Ir {
+            return plain("--lowered needs --emit ptx or cuda (--emit ir is the module itself)");
         }
     }
     let mut paths: Vec<(&str, &Path)> = Vec::new();
@@ -183,6 +199,12 @@ fn check_args(a: &Args, emit: Emit) -> Result<(), CliError> {
             return plain("--meta needs a file name (`-`, standard output, is only for -o)");
         }
         paths.push(("--meta", Path::new(m)));
+    }
+    if let Some(m) = &a.lowered {
+        if m == "-" {
+            return plain("--lowered needs a file name (`-`, standard output, is only for -o)");
+        }
+        paths.push(("--lowered", Path::new(m)));
     }
     if let Some(r) = a.report.as_deref().filter(|r| *r != "-") {
         paths.push(("--report", Path::new(r)));

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, Union
 
 from . import _kir
 
@@ -11,8 +11,9 @@ from . import _kir
 class Kernel:
     """A compiled module: its code (PTX, CUDA C or IR) and its launch metadata.
 
-    Instances come from :func:`kir.compile`; they are immutable. The compilation itself (the
-    module that was lowered, the backend's reports) stays attached to the kernel.
+    Instances come from :func:`kir.compile` or :meth:`Kernel.from_ptx`; they are immutable.
+    The compilation itself (the module that was lowered, the backend's reports) stays attached
+    to the kernel.
     """
 
     __slots__ = ("_native",)
@@ -78,6 +79,39 @@ class Kernel:
                 f"the module compiled to {len(symbols)} kernels ({', '.join(symbols)}): see Kernel.symbols"
             )
         return symbols[0]
+
+    @property
+    def lowered(self) -> str:
+        """The module that was lowered to :attr:`text` (after the scheduling passes), as
+        canonical IR text: what ``kirc compile --lowered FILE`` writes, and what
+        :meth:`Kernel.from_ptx` takes back."""
+        return self._native.lowered
+
+    @classmethod
+    def from_ptx(cls, ptx: str, meta: Union[str, Dict[str, Any]], lowered: str) -> "Kernel":
+        """A kernel from the files of a compilation made elsewhere, to launch with
+        :mod:`kir.torch` (``kir.torch.launch``, ``kir.torch.bind``) exactly as compiled.
+
+        Args:
+            ptx: the PTX text (``kirc compile -o``), or PTX that NVRTC made from the CUDA C of
+                ``kirc compile --emit cuda`` (the same kernels, symbols and launch ABI).
+            meta: its META.json (``kirc compile --meta``), as text or as a dict.
+            lowered: the module that was lowered to it (``kirc compile --lowered``; or
+                :attr:`Kernel.lowered`).
+
+        Returns:
+            A kernel with ``emit == "ptx"``, the target META.json names, ``.ptx``, ``.meta`` and
+            ``.lowered`` as given; ``.report`` is empty and ``.cache`` is ``cache: off``.
+
+        Raises:
+            InputError: ``meta`` is not JSON or names no known target (argument ``meta``), the
+                module does not parse, verify or is not fully specialized (``lowered``),
+                META.json does not list the module's kernels with their launch ABI (``meta``:
+                a stale file, or one of another compilation), or the PTX lacks a kernel's
+                ``.entry`` (``ptx``).
+        """
+        text = meta if isinstance(meta, str) else json.dumps(meta)
+        return cls(_kir.from_ptx(ptx, text, lowered))
 
     @property
     def report(self) -> str:

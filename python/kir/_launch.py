@@ -4,6 +4,12 @@ current stream with the tensors' own device memory. The binding (shapes, dtypes,
 ``requires``, grids, TMA tensor maps) is the runtime's, in Rust (``kir._kir.Loaded``); this file
 only allocates the outputs and temps it lists, with PyTorch's allocator, and passes addresses.
 
+The first call with given input shapes, strides, dtypes and scalars binds with every check and
+keeps the binding as a :class:`_Plan` (``kir._kir.Prepared``: evaluated grids, tensor-map
+templates, the buffers to allocate). A later call with the same key allocates the outputs and
+passes the native side one list of addresses; the runtime rewrites only the arguments whose
+address changed (docs/python.md, "How a call runs").
+
 Nothing here copies a tensor or synchronizes the device. Temps are allocated on the current
 stream and released when the call returns: PyTorch's caching allocator reuses their memory
 only for work queued after the launches on the same stream.
@@ -11,6 +17,7 @@ only for work queued after the launches on the same stream.
 
 from __future__ import annotations
 
+import math
 import threading
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
@@ -34,20 +41,77 @@ DTYPES: Dict[torch.dtype, str] = {
 TORCH_DTYPES: Dict[str, torch.dtype] = {v: k for k, v in DTYPES.items()}
 
 # Compiled and loaded modules by (source, constants, device index): each compiles and loads once
-# per process. The shapes of the outputs and temps, by input shapes, are kept beside them.
+# per process.
 _programs: Dict[Tuple[str, Tuple[Tuple[str, str], ...], int], "_Program"] = {}
 _lock = threading.Lock()
 
+# Prepared bindings kept per program; past this many the program's plans are dropped and made
+# again as calls come (a workload of ever new shapes stays bounded).
+MAX_PLANS = 4096
+
+
+class _Plan:
+    """One binding of a program, prepared for calls with the same key: the native prepared
+    binding, and the out tensors and temps to allocate for each call (``(shape, strides,
+    dtype, contiguous)``, outs first)."""
+
+    __slots__ = ("prepared", "alloc", "n_out", "out_names", "device", "index")
+
+    def __init__(self, prepared: Any, alloc: tuple, out_names: Tuple[str, ...], device: torch.device) -> None:
+        self.prepared = prepared
+        self.alloc = alloc
+        self.n_out = len(out_names)
+        self.out_names = out_names
+        self.device = device
+        self.index = device.index
+
+    def __call__(self, tensors: Sequence[Tensor]) -> Tuple[Tensor, ...]:
+        """Allocates the outs and temps, launches on the current stream; returns the outs."""
+        dev = self.device
+        bufs = [
+            torch.empty(shape, dtype=dt, device=dev) if contiguous else torch.empty_strided(shape, strides, dtype=dt, device=dev)
+            for shape, strides, dt, contiguous in self.alloc
+        ]
+        ptrs = [t.data_ptr() for t in tensors]
+        ptrs.extend([b.data_ptr() for b in bufs])
+        self.prepared.launch(ptrs, _raw_stream(self.index) if _raw_stream is not None else torch.cuda.current_stream(dev).cuda_stream)
+        return tuple(bufs[: self.n_out])
+
 
 class _Program:
-    """A module loaded on one GPU and the buffer specs seen so far."""
+    """A module loaded on one GPU and its prepared bindings by key."""
 
-    __slots__ = ("loaded", "specs", "kernel")
+    __slots__ = ("loaded", "plans", "kernel")
 
     def __init__(self, kernel: Kernel, loaded: Any) -> None:
         self.kernel = kernel
         self.loaded = loaded
-        self.specs: Dict[Tuple[Any, ...], Any] = {}
+        self.plans: Dict[Tuple[Any, ...], _Plan] = {}
+
+    def plan(
+        self, key: Tuple[Any, ...], names: Sequence[str], tensors: Sequence[Tensor], scalars: Sequence[Tuple[str, Any]], device: torch.device
+    ) -> _Plan:
+        """The plan for ``key``: made on the first call with it, binding ``tensors`` (named
+        ``names``) and ``scalars`` with every check of the runtime."""
+        p = self.plans.get(key)
+        if p is not None:
+            return p
+        args = [_arg(n, t) for n, t in zip(names, tensors)]
+        sc = list(scalars)
+        specs = self.loaded.buffer_specs(args, sc)
+        alloc, outs, temps = [], [], []
+        for name, dt, shape, strides, role in specs:
+            t = torch.empty_strided(shape, strides, dtype=TORCH_DTYPES[dt], device=device)
+            (outs if role == "out" else temps).append((name, t))
+            alloc.append((role, (tuple(shape), tuple(strides), TORCH_DTYPES[dt], t.is_contiguous())))
+        ordered = outs + temps
+        prepared = self.loaded.prepare(args + [_arg(n, t) for n, t in ordered], sc)
+        alloc.sort(key=lambda a: a[0] != "out")
+        p = _Plan(prepared, tuple(a for _, a in alloc), tuple(n for n, _ in outs), device)
+        if len(self.plans) >= MAX_PLANS:
+            self.plans.clear()
+        self.plans[key] = p
+        return p
 
 
 def _target(index: int) -> str:
@@ -79,43 +143,44 @@ def program(source: str, constants: Tuple[Tuple[str, str], ...], index: int) -> 
     return p
 
 
-def _arg(name: str, t: torch.Tensor) -> Tuple[str, int, str, Sequence[int], Sequence[int]]:
+def loaded(kernel: Kernel, index: int) -> _Program:
+    """``kernel`` (PTX, from :func:`kir.compile` or :meth:`kir.Kernel.from_ptx`) loaded on
+    device ``index``: once per process per kernel object and device."""
+    key = ("", (("kernel", str(id(kernel))),), index)
+    with _lock:
+        p = _programs.get(key)
+        if p is None or p.kernel is not kernel:
+            p = _Program(kernel, _kir.load(kernel._native, index))
+            _programs[key] = p
+    return p
+
+
+def _arg(name: str, t: Tensor) -> Tuple[str, int, str, Sequence[int], Sequence[int]]:
     dt = DTYPES.get(t.dtype)
     if dt is None:
         raise InputError(f"{name}: kir takes no tensors of dtype {t.dtype}", argument=name)
     return (name, t.data_ptr(), dt, t.shape, t.stride())
 
 
+def _sig(t: Tensor) -> Tuple[Any, ...]:
+    """What of a tensor its binding depends on: shape, strides and dtype."""
+    return (t.shape, t.stride(), t.dtype)
+
+
 def run(
     p: _Program,
-    inputs: Mapping[str, torch.Tensor],
+    inputs: Mapping[str, Tensor],
     scalars: Mapping[str, Any],
     device: torch.device,
-    outs: Optional[Mapping[str, torch.Tensor]] = None,
-) -> Dict[str, torch.Tensor]:
+) -> Dict[str, Tensor]:
     """Launches ``p`` on ``inputs`` (every ``in``/``inout`` tensor param by name) and
-    ``scalars`` on the current stream of ``device``; returns the ``out`` tensors by name. An
-    ``out`` tensor given in ``outs`` is written in place instead of allocated."""
-    args = [_arg(n, t) for n, t in inputs.items()]
-    sc = list(scalars.items())
-    key = tuple((n, tuple(t.shape)) for n, t in inputs.items())
-    specs = p.specs.get(key)
-    if specs is None:
-        specs = p.loaded.buffer_specs(args, sc)
-        p.specs[key] = specs
-    result: Dict[str, torch.Tensor] = {}
-    keep = []
-    for name, dt, shape, strides, role in specs:
-        t = outs.get(name) if outs is not None else None
-        if t is None:
-            t = torch.empty_strided(shape, strides, dtype=TORCH_DTYPES[dt], device=device)
-        if role == "out":
-            result[name] = t
-        else:
-            keep.append(t)
-        args.append(_arg(name, t))
-    p.loaded.launch(args, sc, _stream(device))
-    return result
+    ``scalars`` on the current stream of ``device``; returns the ``out`` tensors by name."""
+    names = tuple(inputs)
+    tensors = tuple(inputs.values())
+    sc = tuple(scalars.items())
+    key = (names, sc, tuple(map(_sig, tensors)))
+    plan = p.plan(key, names, tensors, sc, device)
+    return dict(zip(plan.out_names, plan(tensors)))
 
 
 def _stream(device: torch.device) -> int:
@@ -130,17 +195,38 @@ def _stream(device: torch.device) -> int:
 _raw_stream = getattr(torch._C, "_cuda_getCurrentRawStream", None)
 
 
+def _device_of(inputs: Mapping[str, Tensor]) -> torch.device:
+    """The one CUDA device of ``inputs`` (with its index), or an InputError naming why not."""
+    if not inputs:
+        raise InputError("inputs: at least one CUDA tensor is needed", argument="inputs")
+    for name, t in inputs.items():
+        if not isinstance(t, Tensor):
+            raise InputError(f"{name}: expected a torch.Tensor, got {type(t).__name__}", argument=name)
+    devices = {t.device for t in inputs.values()}
+    if len(devices) != 1:
+        raise InputError(f"inputs: tensors on several devices {sorted(map(str, devices))}", argument="inputs")
+    (device,) = devices
+    if device.type != "cuda":
+        name = next(iter(inputs))
+        raise InputError(f"{name}: kir launches on CUDA tensors, got one on {device}", argument=name)
+    if device.index is None:
+        device = torch.device("cuda", torch.cuda.current_device())
+    return device
+
+
 def launch(
-    source: str,
-    inputs: Mapping[str, torch.Tensor],
+    source: Any,
+    inputs: Mapping[str, Tensor],
     scalars: Optional[Mapping[str, Any]] = None,
     **constants: Any,
-) -> Dict[str, torch.Tensor]:
+) -> Dict[str, Tensor]:
     """Runs a module's entry on a GPU with PyTorch tensors: the general form of the ops in
     :mod:`kir.torch`, for a user's own kernels.
 
     Args:
-        source: a built-in op's name, a path to a ``.kir`` file, or a module's text.
+        source: a built-in op's name, a path to a ``.kir`` file, or a module's text; or a
+            :class:`kir.Kernel` compiled to PTX (:func:`kir.compile`,
+            :meth:`kir.Kernel.from_ptx`), launched as it is (then no ``constants``).
         inputs: one CUDA tensor per ``in`` and ``inout`` tensor param of the entry, all on one
             device, with the param's dtype and strides (C order unless the param declares
             strides).
@@ -153,131 +239,82 @@ def launch(
 
     Raises:
         InputError: a tensor kir cannot take (not on a CUDA device, tensors on several devices,
-            a dtype kir has no name for, a shape, dtype or stride the entry refuses).
+            a dtype kir has no name for, a shape, dtype or stride the entry refuses), or
+            constants with a :class:`kir.Kernel`.
         CompileError: the module does not compile with these constants.
         RunError: the driver failed (loading the module or launching it).
     """
+    device = _device_of(inputs)
+    return run(_program_of(source, constants, device.index), dict(inputs), dict(scalars or {}), device)
+
+
+def _program_of(source: Any, constants: Mapping[str, Any], index: int) -> _Program:
+    if isinstance(source, Kernel):
+        if constants:
+            raise InputError("constants: a compiled kir.Kernel takes none (they were fixed when it was compiled)", argument=next(iter(constants)))
+        return loaded(source, index)
     from . import _convert
 
-    if not inputs:
-        raise InputError("inputs: at least one CUDA tensor is needed", argument="inputs")
-    devices = {t.device for t in inputs.values()}
-    if len(devices) != 1:
-        raise InputError(f"inputs: tensors on several devices {sorted(map(str, devices))}", argument="inputs")
-    (device,) = devices
-    if device.type != "cuda":
-        name = next(iter(inputs))
-        raise InputError(f"{name}: kir launches on CUDA tensors, got one on {device}", argument=name)
-    src = _convert.source(source)
-    defines = tuple(sorted(_convert.defines(constants)))
-    p = program(src, defines, device.index if device.index is not None else torch.cuda.current_device())
-    return run(p, dict(inputs), dict(scalars or {}), device)
+    return program(_convert.source(source), tuple(sorted(_convert.defines(constants))), index)
 
 
-# ---- the checks and the call of kir.torch's ops ----
-
-FLOATS = (torch.float32, torch.float16, torch.bfloat16)
-
-
-def check(name: str, t: object, dtypes=FLOATS, ndim: Optional[Tuple[int, ...]] = None) -> Tensor:
-    """``t`` checked: a contiguous CUDA tensor of one of ``dtypes`` (and a rank in ``ndim``)."""
-    if not isinstance(t, Tensor):
-        raise InputError(f"{name}: expected a torch.Tensor, got {type(t).__name__}", argument=name)
-    if t.device.type != "cuda":
-        raise InputError(f"{name}: kir runs on CUDA tensors, got one on {t.device}", argument=name)
-    if t.dtype not in dtypes:
-        names = ", ".join(str(d) for d in dtypes)
-        raise InputError(f"{name}: dtype {t.dtype} is not supported (takes {names})", argument=name)
-    if ndim is not None and t.dim() not in ndim:
-        raise InputError(f"{name}: expected {' or '.join(map(str, ndim))} dims, got shape {tuple(t.shape)}", argument=name)
-    if not t.is_contiguous():
-        raise InputError(f"{name}: kir takes contiguous tensors (strides {t.stride()} for shape {tuple(t.shape)}); call .contiguous()", argument=name)
-    return t
+# The interpreter's poison by kir dtype (backends/src/interp/tile.rs, `poison`).
+_POISON = {"f32": math.nan, "f16": math.nan, "bf16": math.nan, "i32": -0x5A5A5A5A, "i64": -0x5A5A5A5A, "u8": 0xA5, "i1": True}
 
 
-def same(names: List[str], ts: List[Tensor]) -> None:
-    """The tensors ``ts`` (named ``names``) share the first one's device and dtype."""
-    for n, t in zip(names[1:], ts[1:]):
-        if t.device != ts[0].device:
-            raise InputError(f"{n}: on {t.device}, but {names[0]} is on {ts[0].device}", argument=n)
-        if t.dtype != ts[0].dtype:
-            raise InputError(f"{n}: dtype {t.dtype}, but {names[0]} is {ts[0].dtype}", argument=n)
+class Bound:
+    """A kernel bound once to its tensors, to be launched again and again (see :func:`bind`).
+
+    Attributes:
+        outputs: every ``out`` tensor of the entry by name.
+        temps: the program's temps by name (scratch its launches use).
+    """
+
+    __slots__ = ("outputs", "temps", "_prepared", "_ptrs", "_index", "_keep")
+
+    def __init__(self, prepared: Any, ptrs: List[int], index: int, outputs: Dict[str, Tensor], temps: Dict[str, Tensor], keep: tuple) -> None:
+        self._prepared, self._ptrs, self._index = prepared, ptrs, index
+        self.outputs, self.temps, self._keep = outputs, temps, keep
+
+    def launch(self) -> None:
+        """Queues every launch of the program on PyTorch's current stream of the tensors'
+        device, with the bound tensors; nothing else is done on the host (no checks, grids or
+        tensor maps: they were made by :func:`bind`)."""
+        self._prepared.launch(self._ptrs, _stream(torch.device("cuda", self._index)))
 
 
-def _index(t: Tensor) -> int:
-    """The index of the CUDA device ``t`` is on."""
-    return t.device.index if t.device.index is not None else torch.cuda.current_device()
+def bind(
+    source: Any,
+    inputs: Mapping[str, Tensor],
+    scalars: Optional[Mapping[str, Any]] = None,
+    *,
+    poison: bool = False,
+    **constants: Any,
+) -> Bound:
+    """Binds a module's entry to ``inputs`` once, for launching many times: the outs and temps
+    are allocated here (with ``poison``, filled with the interpreter's poison: NaN for floats,
+    -0x5A5A5A5A for i32 and i64, 0xA5 for u8, True for i1, so an element no kernel writes
+    shows), the binding is checked as by :func:`launch`, and :meth:`Bound.launch` then only
+    queues the kernels. For timing launches back to back.
 
-
-# Loaded programs by (op, the constants as given, device index): a call with the same
-# specialization finds its program with one dict lookup.
-_by_consts: Dict[Tuple[Any, ...], _Program] = {}
-
-
-def run_op(op: str, consts: dict, inputs: dict, scalars: dict, like: Tensor) -> dict:
-    """Runs built-in op ``op`` specialized with ``consts`` on the device of ``like``."""
-    index = _index(like)
-    fast = (op, tuple(consts.items()), index)
-    p = _by_consts.get(fast)
-    if p is None:
-        p = program(op, tuple(sorted((k, str(v)) for k, v in consts.items())), index)
-        _by_consts[fast] = p
-    return run(p, inputs, scalars, like.device)
-
-
-# The number of active TorchDispatchModes (tracing by make_fx or AOTAutograd, fake tensor
-# propagation): a private query PyTorch's own `torch.utils._python_dispatch` uses.
-_dispatch_modes = getattr(torch._C, "_len_torch_dispatch_stack", None)
-_PLAIN = (torch.Tensor, torch.nn.Parameter)
-
-
-def _eager(args) -> bool:
-    """Whether a call may skip the custom op: not under torch.compile, no dispatch mode
-    (tracing) active, and every tensor argument a plain tensor (not a fake or functional
-    one)."""
-    if torch.compiler.is_compiling():
-        return False
-    if _dispatch_modes is None or _dispatch_modes() != 0:
-        return False
-    return all(type(a) in _PLAIN for a in args if isinstance(a, Tensor))
-
-
-class _Eager(torch.autograd.Function):
-    """The eager autograd path of an :class:`Op`: its implementation, then its own setup and
-    backward, without the custom op's dispatch."""
-
-    @staticmethod
-    def forward(ctx, op, *args):  # type: ignore[override]
-        out = op.impl(*args)
-        op.setup(ctx, args, out)
-        ctx.kir_op = op
-        return out
-
-    @staticmethod
-    def backward(ctx, *grads):  # type: ignore[override]
-        return (None, *ctx.kir_op.backward(ctx, *grads))
-
-
-class Op:
-    """One kir op in two forms: the ``torch.library`` custom op ``kir::NAME`` with its fake
-    implementation and autograd (what ``torch.compile`` traces), and, in eager mode, the
-    implementation called directly (through one ``torch.autograd.Function`` when a gradient is
-    needed), which skips the custom op's dispatch on every call. Both run the same code."""
-
-    def __init__(self, name, impl, fake, backward=None, setup=None) -> None:
-        self.impl, self.backward, self.setup = impl, backward, setup
-        self.custom = torch.library.custom_op(f"kir::{name}", impl, mutates_args=())
-        self.custom.register_fake(fake)
-        if backward is not None:
-            self.custom.register_autograd(backward, setup_context=setup)
-
-    def __call__(self, *args):
-        if not _eager(args):
-            return self.custom(*args)
-        if (
-            self.backward is not None
-            and torch.is_grad_enabled()
-            and any(isinstance(a, Tensor) and a.requires_grad for a in args)
-        ):
-            return _Eager.apply(self, *args)
-        return self.impl(*args)
+    Args are those of :func:`launch`. The tensors must stay alive and unchanged in size while
+    the bound kernels may run (the returned object keeps references to all of them).
+    """
+    device = _device_of(inputs)
+    p = _program_of(source, constants, device.index)
+    names = list(inputs)
+    tensors = list(inputs.values())
+    args = [_arg(n, t) for n, t in zip(names, tensors)]
+    sc = list((scalars or {}).items())
+    outs: Dict[str, Tensor] = {}
+    temps: Dict[str, Tensor] = {}
+    for name, dt, shape, strides, role in p.loaded.buffer_specs(args, sc):
+        t = torch.empty_strided(shape, strides, dtype=TORCH_DTYPES[dt], device=device)
+        if poison:
+            t.fill_(_POISON[dt])
+        (outs if role == "out" else temps)[name] = t
+        args.append(_arg(name, t))
+        names.append(name)
+        tensors.append(t)
+    prepared = p.loaded.prepare(args, sc)
+    return Bound(prepared, [a[1] for a in args], device.index, outs, temps, tuple(tensors))

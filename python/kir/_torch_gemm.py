@@ -15,21 +15,23 @@ from torch import Tensor
 
 from . import _launch
 from ._errors import InputError
-from ._launch import Op, check, run_op, same
+from ._ops import Op, check, run_op, same
 
 _EPILOGUES = ("relu", "silu", "gelu")
 
 
-def _gemm_consts(a: Tensor, epilogue: str, trans_a: int, trans_b: int) -> dict:
-    return {"DTYPE": _launch.DTYPES[a.dtype], "EPILOGUE": epilogue, "TRANS_A": trans_a, "TRANS_B": trans_b}
+def _gemm_consts(a: Tensor, epilogue: str, trans_a: int, trans_b: int) -> tuple:
+    return (("DTYPE", _launch.DTYPES[a.dtype]), ("EPILOGUE", epilogue), ("TRANS_A", trans_a), ("TRANS_B", trans_b))
 
 
 def _gemm_impl(a: Tensor, b: Tensor, bias: Optional[Tensor], epilogue: str, trans_a: int, trans_b: int) -> Tensor:
     ep = "bias" if bias is not None else epilogue
-    inputs = {"a": a, "b": b}
-    if bias is not None:
-        inputs["bias"] = bias
-    return run_op("gemm", _gemm_consts(a, ep, trans_a, trans_b), inputs, {"alpha": 1.0}, a)["c"]
+    consts = _gemm_consts(a, ep, trans_a, trans_b)
+    if bias is None:
+        (c,) = run_op("gemm", consts, ("a", "b"), (a, b), (("alpha", 1.0),), a)
+    else:
+        (c,) = run_op("gemm", consts, ("a", "b", "bias"), (a, b, bias), (("alpha", 1.0),), a)
+    return c
 
 
 def _gemm_fake(a, b, bias, epilogue, trans_a, trans_b):
@@ -98,7 +100,8 @@ def gemm(a: Tensor, b: Tensor, bias: Optional[Tensor] = None, epilogue: Optional
 
 
 def _swiglu_impl(gate: Tensor, up: Tensor) -> Tensor:
-    return run_op("swiglu", {"DTYPE": _launch.DTYPES[gate.dtype]}, {"gate": gate, "up": up}, {}, gate)["out"]
+    (out,) = run_op("swiglu", (("DTYPE", _launch.DTYPES[gate.dtype]),), ("gate", "up"), (gate, up), (), gate)
+    return out
 
 
 def _swiglu_fake(gate, up):

@@ -17,7 +17,7 @@ naming the argument, before anything is launched.
 from __future__ import annotations
 
 import math
-from typing import Optional, Tuple
+from typing import Any, Optional, Tuple
 
 import torch
 from torch import Tensor
@@ -25,39 +25,39 @@ from torch import Tensor
 from . import _launch
 from ._errors import InputError
 
-from ._launch import Op
-from ._launch import check as _cuda, run_op as _run, same as _same
+from ._ops import Op
+from ._ops import check as _cuda, run_op as _run, same as _same
 
 
 # ---- attention -------------------------------------------------------------------------------
 
 
-def _attn_consts(q: Tensor, causal: bool, window: int, softcap: float, mask, total_lengths, past_lengths) -> dict:
-    return {
-        "DTYPE": _launch.DTYPES[q.dtype],
-        "HEAD_DIM": q.shape[-1],
-        "CAUSAL": int(causal),
-        "WINDOW": int(window > 0),
-        "SOFTCAP": int(softcap > 0.0),
-        "MASK": int(mask is not None),
-        "VARLEN": int(total_lengths is not None),
-        "KV_OFFSET": int(past_lengths is not None),
-    }
-
-
-def _attn_inputs(consts: dict, mask, total_lengths, past_lengths, window: int, softcap: float, scale: float):
-    inputs, scalars = {}, {"scale": scale}
-    if consts.get("VARLEN"):
-        inputs["total_lengths"] = total_lengths
-    if consts.get("KV_OFFSET"):
-        inputs["past_lengths"] = past_lengths
-    if consts.get("MASK"):
-        inputs["mask"] = mask
-    if consts.get("WINDOW"):
-        scalars["window"] = window
-    if consts.get("SOFTCAP"):
-        scalars["softcap"] = softcap
-    return inputs, scalars
+def _attn_call(q: Tensor, causal: bool, scale: float, window: int, softcap: float, mask, total_lengths, past_lengths, bwd: bool):
+    """The constants, the optional inputs (names and tensors) and the scalars of an attention
+    call: only what its features use (attention_bwd takes only the constants of the features
+    in use; a backward without one of them is a compile error naming it)."""
+    consts: Tuple[Tuple[str, Any], ...] = (("DTYPE", _launch.DTYPES[q.dtype]), ("HEAD_DIM", q.shape[-1]), ("CAUSAL", int(causal)))
+    names: Tuple[str, ...] = ()
+    tensors: Tuple[Tensor, ...] = ()
+    scalars: Tuple[Tuple[str, Any], ...] = (("scale", scale),)
+    if window > 0:
+        consts += (("WINDOW", 1),)
+        scalars += (("window", window),)
+    elif not bwd:
+        consts += (("WINDOW", 0),)
+    if softcap > 0.0:
+        consts += (("SOFTCAP", 1),)
+        scalars += (("softcap", softcap),)
+    elif not bwd:
+        consts += (("SOFTCAP", 0),)
+    for const, name, t in (("MASK", "mask", mask), ("VARLEN", "total_lengths", total_lengths), ("KV_OFFSET", "past_lengths", past_lengths)):
+        if t is not None:
+            consts += ((const, 1),)
+            names += (name,)
+            tensors += (t,)
+        elif not bwd:
+            consts += ((const, 0),)
+    return consts, names, tensors, scalars
 
 
 def _attention_fwd_impl(
@@ -72,11 +72,14 @@ def _attention_fwd_impl(
     total_lengths: Optional[Tensor],
     past_lengths: Optional[Tensor],
 ) -> Tuple[Tensor, Tensor]:
-    consts = _attn_consts(q, causal, window, softcap, mask, total_lengths, past_lengths)
-    inputs, scalars = _attn_inputs(consts, mask, total_lengths, past_lengths, window, softcap, scale)
-    inputs.update(q=q, k=k, v=v)
-    out = _run("attention_fwd", consts, inputs, scalars, q)
-    return out["o"], out["lse"]
+    if mask is None and total_lengths is None and past_lengths is None and window <= 0 and softcap <= 0.0:
+        # The plain call, its constants spelled out (one tuple, no loop).
+        consts = (("DTYPE", _launch.DTYPES[q.dtype]), ("HEAD_DIM", q.shape[-1]), ("CAUSAL", int(causal)), ("WINDOW", 0), ("SOFTCAP", 0), ("MASK", 0), ("VARLEN", 0), ("KV_OFFSET", 0))
+        o, lse = _run("attention_fwd", consts, ("q", "k", "v"), (q, k, v), (("scale", scale),), q)
+        return o, lse
+    consts, names, tensors, scalars = _attn_call(q, causal, scale, window, softcap, mask, total_lengths, past_lengths, False)
+    o, lse = _run("attention_fwd", consts, names + ("q", "k", "v"), tensors + (q, k, v), scalars, q)
+    return o, lse
 
 
 def _attention_fwd_fake(q, k, v, causal, scale, window, softcap, mask, total_lengths, past_lengths):
@@ -98,14 +101,9 @@ def _attention_bwd_impl(
     total_lengths: Optional[Tensor],
     past_lengths: Optional[Tensor],
 ) -> Tuple[Tensor, Tensor, Tensor]:
-    consts = _attn_consts(q, causal, window, softcap, mask, total_lengths, past_lengths)
-    # attention_bwd takes only the constants of the features in use (a backward without one
-    # of them is a compile error naming it).
-    consts = {n: c for n, c in consts.items() if n in ("DTYPE", "HEAD_DIM", "CAUSAL") or c}
-    inputs, scalars = _attn_inputs(consts, mask, total_lengths, past_lengths, window, softcap, scale)
-    inputs.update(q=q, k=k, v=v, o=o, do=do, lse=lse)
-    out = _run("attention_bwd", consts, inputs, scalars, q)
-    return out["dq"], out["dk"], out["dv"]
+    consts, names, tensors, scalars = _attn_call(q, causal, scale, window, softcap, mask, total_lengths, past_lengths, True)
+    dq, dk, dv = _run("attention_bwd", consts, names + ("q", "k", "v", "o", "do", "lse"), tensors + (q, k, v, o, do, lse), scalars, q)
+    return dq, dk, dv
 
 
 def _attention_bwd_fake(do, q, k, v, o, lse, causal, scale, window, softcap, mask, total_lengths, past_lengths):
@@ -269,8 +267,8 @@ def _varlen(q, k, v, causal, scale, window, softcap, cu_seqlens, mask, kv_offset
 
 
 def _rms_norm_fwd_impl(x: Tensor, w: Tensor, eps: float) -> Tuple[Tensor, Tensor]:
-    out = _run("rmsnorm_fwd", {"DTYPE": _launch.DTYPES[x.dtype]}, {"x": x, "w": w}, {"eps": eps}, x)
-    return out["y"], out["rstd"]
+    y, rstd = _run("rmsnorm_fwd", (("DTYPE", _launch.DTYPES[x.dtype]),), ("x", "w"), (x, w), (("eps", eps),), x)
+    return y, rstd
 
 
 def _rms_norm_fwd_fake(x, w, eps):
@@ -278,8 +276,8 @@ def _rms_norm_fwd_fake(x, w, eps):
 
 
 def _rms_norm_bwd_impl(dy: Tensor, x: Tensor, w: Tensor, eps: float) -> Tuple[Tensor, Tensor]:
-    out = _run("rmsnorm_bwd", {"DTYPE": _launch.DTYPES[x.dtype]}, {"x": x, "w": w, "dy": dy}, {"eps": eps}, x)
-    return out["dx"], out["dw"]
+    dx, dw = _run("rmsnorm_bwd", (("DTYPE", _launch.DTYPES[x.dtype]),), ("x", "w", "dy"), (x, w, dy), (("eps", eps),), x)
+    return dx, dw
 
 
 def _rms_norm_bwd_fake(dy, x, w, eps):
@@ -323,8 +321,8 @@ def rms_norm(x: Tensor, weight: Tensor, eps: float = 1e-6) -> Tensor:
 
 
 def _layer_norm_fwd_impl(x: Tensor, w: Tensor, b: Tensor, eps: float) -> Tuple[Tensor, Tensor, Tensor]:
-    out = _run("layernorm_fwd", {"DTYPE": _launch.DTYPES[x.dtype]}, {"x": x, "w": w, "b": b}, {"eps": eps}, x)
-    return out["y"], out["mean"], out["rstd"]
+    y, mean, rstd = _run("layernorm_fwd", (("DTYPE", _launch.DTYPES[x.dtype]),), ("x", "w", "b"), (x, w, b), (("eps", eps),), x)
+    return y, mean, rstd
 
 
 def _layer_norm_fwd_fake(x, w, b, eps):
@@ -333,9 +331,9 @@ def _layer_norm_fwd_fake(x, w, b, eps):
 
 
 def _layer_norm_bwd_impl(dy: Tensor, x: Tensor, w: Tensor, mean: Tensor, rstd: Tensor) -> Tuple[Tensor, Tensor, Tensor]:
-    inputs = {"x": x, "w": w, "dy": dy, "mean": mean, "rstd": rstd}
-    out = _run("layernorm_bwd", {"DTYPE": _launch.DTYPES[x.dtype]}, inputs, {}, x)
-    return out["dx"], out["dw"], out["db"]
+    names = ("x", "w", "dy", "mean", "rstd")
+    dx, dw, db = _run("layernorm_bwd", (("DTYPE", _launch.DTYPES[x.dtype]),), names, (x, w, dy, mean, rstd), (), x)
+    return dx, dw, db
 
 
 def _layer_norm_bwd_fake(dy, x, w, mean, rstd):
@@ -376,7 +374,7 @@ def layer_norm(x: Tensor, weight: Tensor, bias: Optional[Tensor] = None, eps: fl
     return y.view(x.shape)
 
 
-from ._launch import launch  # noqa: E402  (a user's own kernels on PyTorch tensors)
+from ._launch import Bound, bind, launch  # noqa: E402  (a user's own kernels on PyTorch tensors)
 from ._torch_gemm import gemm, swiglu  # noqa: E402  (the GEMM and SwiGLU ops, same conventions)
 
-__all__ = ["attention", "rms_norm", "layer_norm", "gemm", "swiglu", "launch"]
+__all__ = ["attention", "rms_norm", "layer_norm", "gemm", "swiglu", "launch", "bind", "Bound"]

@@ -7,10 +7,13 @@
 //! [`Compiled`] keeps the whole compilation (`kir_compiler::internal::cache::Cached`: the text,
 //! META.json, the module that was lowered, the backend's reports), not only its text, so that
 //! a launch on a caller's stream can be added to it later without compiling again.
+//! [`from_ptx`] builds the same value from files (PTX, META.json and the module that was
+//! lowered, as `kirc compile --meta --lowered` writes them), for launching code compiled
+//! elsewhere.
 
 use crate::errors::Failure;
 use kir_backends::Target;
-use kir_compiler::internal::cache::{self, Cached};
+use kir_compiler::internal::cache::{self, Cached, Outcome};
 use kir_compiler::internal::compile::Emit;
 use kir_compiler::internal::plan::{CompilePlan, Flags};
 use kir_compiler::internal::source::Source;
@@ -102,6 +105,13 @@ impl Compiled {
         text
     }
 
+    /// The module that was lowered, as canonical IR text (what `kirc compile --lowered`
+    /// writes).
+    #[getter]
+    fn lowered(&self) -> String {
+        kir_ir::text::print(&self.cached.compiled.module)
+    }
+
     /// What the on-disk cache did: `cache: hit KEY`, `cache: stored KEY`, `cache: off`, ...
     #[getter]
     fn cache(&self) -> String {
@@ -189,4 +199,95 @@ pub fn check_kernel(src: &Source, name: &str) -> Result<(), Failure> {
             names.join(", ")
         ),
     ))
+}
+
+/// A compilation made from its files: `ptx` (the PTX text), `meta_json` (its META.json) and
+/// `lowered` (the canonical text of the module that was lowered to it, `kirc compile
+/// --lowered`). The module must parse, verify and be fully specialized, META.json must name a
+/// target and describe the module's kernels with their launch ABI (the checks of a load,
+/// without the driver), and the PTX must define every kernel's `.entry` symbol; otherwise an
+/// input error names `ptx`, `meta` or `lowered`. Nothing is compiled.
+#[pyfunction]
+pub fn from_ptx(
+    py: Python<'_>,
+    ptx: String,
+    meta_json: String,
+    lowered: String,
+) -> PyResult<Compiled> {
+    let r = py.detach(|| -> Result<Compiled, Failure> {
+        let meta: serde_json::Value = serde_json::from_str(&meta_json)
+            .map_err(|e| Failure::input("meta", format!("meta: not JSON: {e}")))?;
+        let name = meta
+            .get("target")
+            .and_then(serde_json::Value::as_str)
+            .ok_or_else(|| Failure::input("meta", "meta: no `target` (is it a META.json?)"))?;
+        let target = target(name)
+            .map_err(|_| Failure::input("meta", format!("meta: unknown target `{name}`")))?;
+        let module = kir_ir::text::parse(&lowered).map_err(|d| {
+            Failure::input(
+                "lowered",
+                format!(
+                    "lowered: the module does not parse:\n{}",
+                    d.render("<lowered>", &lowered)
+                ),
+            )
+        })?;
+        kir_ir::verifier::verify(&module).map_err(|d| {
+            Failure::input(
+                "lowered",
+                format!(
+                    "lowered: the module does not verify:\n{}",
+                    d.render("<lowered>", &lowered)
+                ),
+            )
+        })?;
+        kir_backends::runtime::check_meta(&meta, &module).map_err(|e| {
+            Failure::input(
+                "meta",
+                format!("meta does not describe the lowered module: {e}"),
+            )
+        })?;
+        let kernels = meta
+            .get("kernels")
+            .and_then(serde_json::Value::as_array)
+            .map(Vec::as_slice)
+            .unwrap_or_default();
+        for k in kernels {
+            let symbol = k
+                .get("symbol")
+                .and_then(serde_json::Value::as_str)
+                .unwrap_or("");
+            let defined = ptx.match_indices(".entry ").any(|(i, m)| {
+                let rest = &ptx[i + m.len()..];
+                rest.strip_prefix(symbol)
+                    .is_some_and(|r| r.starts_with(|c: char| c == '(' || c.is_whitespace()))
+            });
+            if !defined {
+                return Err(Failure::input(
+                    "ptx",
+                    format!("ptx: no `.entry {symbol}` (the kernel META.json lists)"),
+                ));
+            }
+        }
+        let compiled = kir_compiler::internal::compile::Compiled {
+            text: ptx,
+            meta: Some(meta),
+            module,
+            reports: Vec::new(),
+            tried: Vec::new(),
+            fusion: None,
+        };
+        Ok(Compiled {
+            source_name: "<ptx>".to_string(),
+            target,
+            emit: Emit::Ptx,
+            kernel: None,
+            cached: Arc::new(Cached {
+                compiled,
+                report: String::new(),
+                outcome: Outcome::Off,
+            }),
+        })
+    });
+    crate::errors::py_result(py, r)
 }

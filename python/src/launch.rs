@@ -9,6 +9,10 @@
 //!   context, the one PyTorch's CUDA runtime uses) and kept for the life of the process.
 //! - Binding and launching run without the GIL; a launch makes the primary context current on
 //!   the calling thread first (autograd's backward runs on a thread of its own).
+//! - [`Loaded::prepare`] binds once (every check) and returns a [`Prepared`] binding whose
+//!   `launch` takes only the tensors' addresses (a tuple of ints) and the stream: the hot path
+//!   of `kir.torch`, which keeps one per shape key, and of scripts that time launches queued
+//!   back to back.
 //! - Errors: arguments the kernel cannot take (a shape, dtype or stride the entry refuses, a
 //!   broken tensor-map rule) raise `kir.InputError` (a `ValueError`); driver failures raise
 //!   `kir.RunError`; no CUDA driver is a `kir.RunError` saying so.
@@ -23,6 +27,7 @@ use kir_ir::Dtype;
 use pyo3::prelude::*;
 use pyo3::types::PyInt;
 use std::collections::BTreeMap;
+use std::sync::Arc;
 use std::sync::{Mutex, OnceLock};
 
 /// The opened devices, by ordinal; each is opened once and lives as long as the process.
@@ -110,7 +115,7 @@ fn device_args(
 /// A compiled module loaded on a GPU (`kir._kir.Loaded`).
 #[pyclass(frozen, module = "kir._kir", name = "Loaded")]
 pub struct Loaded {
-    program: Program<'static>,
+    program: Arc<Program<'static>>,
     ordinal: usize,
 }
 
@@ -167,8 +172,72 @@ impl Loaded {
         py_result(py, r)
     }
 
+    /// Binds `tensors` and `scalars` as `launch` does (every check) without launching, and
+    /// returns the binding, to be launched again and again with new addresses of tensors of
+    /// the same dtypes, shapes and strides ([`Prepared::launch`]).
+    fn prepare(
+        &self,
+        py: Python<'_>,
+        tensors: Vec<TensorArg>,
+        scalars: Vec<(String, Bound<'_, PyAny>)>,
+    ) -> PyResult<Prepared> {
+        let order: Vec<String> = tensors.iter().map(|t| t.0.clone()).collect();
+        if let Some(i) = (1..order.len()).find(|&i| order[..i].contains(&order[i])) {
+            let name = &order[i];
+            return py_result(
+                py,
+                Err(Failure::input(name, format!("`{name}`: given twice"))),
+            );
+        }
+        let args = py_result(py, device_args(tensors, &scalars))?;
+        let program = Arc::clone(&self.program);
+        let r = py.detach(|| program.prepare(&args, &order).map_err(runtime_failure));
+        let prepared = py_result(py, r)?;
+        Ok(Prepared {
+            program,
+            prepared: Mutex::new(prepared),
+            names: order,
+        })
+    }
+
     fn __repr__(&self) -> String {
         format!("<kir._kir.Loaded on cuda:{}>", self.ordinal)
+    }
+}
+
+/// A binding prepared by [`Loaded::prepare`] (`kir._kir.Prepared`).
+#[pyclass(frozen, module = "kir._kir", name = "Prepared")]
+pub struct Prepared {
+    program: Arc<Program<'static>>,
+    prepared: Mutex<runtime::Prepared>,
+    names: Vec<String>,
+}
+
+#[pymethods]
+impl Prepared {
+    /// The tensors' names, in the order `launch` takes their addresses.
+    #[getter]
+    fn names(&self) -> Vec<String> {
+        self.names.clone()
+    }
+
+    /// Launches the binding on `stream` (a `CUstream` as an int) with the tensors at `ptrs`
+    /// (one address per name, in the order of `names`), which must have the dtypes, shapes
+    /// and strides of the tensors it was prepared with. Returns when the launches are queued.
+    fn launch(&self, py: Python<'_>, ptrs: Vec<u64>, stream: u64) -> PyResult<()> {
+        let r = py.detach(|| -> Result<(), Failure> {
+            let mut p = self.prepared.lock().map_err(|_| {
+                Failure::plain(Class::Run, "the prepared binding was poisoned by a panic")
+            })?;
+            self.program
+                .launch_prepared(&mut p, &ptrs, stream as usize as CUstream)
+                .map_err(runtime_failure)
+        });
+        py_result(py, r)
+    }
+
+    fn __repr__(&self) -> String {
+        format!("<kir._kir.Prepared of {}>", self.names.join(", "))
     }
 }
 
@@ -204,7 +273,7 @@ pub fn load(py: Python<'_>, compiled: &Compiled, device: usize) -> PyResult<Load
     });
     let program = py_result(py, r)?;
     Ok(Loaded {
-        program,
+        program: Arc::new(program),
         ordinal: device,
     })
 }

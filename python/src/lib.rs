@@ -184,10 +184,12 @@ fn _kir(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(constants, m)?)?;
     m.add_function(wrap_pyfunction!(compile, m)?)?;
     m.add_function(wrap_pyfunction!(run, m)?)?;
+    m.add_function(wrap_pyfunction!(kernel::from_ptx, m)?)?;
     m.add_function(wrap_pyfunction!(launch::load, m)?)?;
     m.add_function(wrap_pyfunction!(launch::target_for, m)?)?;
     m.add_class::<kernel::Compiled>()?;
     m.add_class::<launch::Loaded>()?;
+    m.add_class::<launch::Prepared>()?;
     m.add("KIR_VERSION", kir_compiler::internal::cache::KIR_VERSION)?;
     Ok(())
 }

@@ -434,22 +434,27 @@ pub(crate) fn launch(
     // SAFETY: one pointer per kernel parameter, each to live bytes of at least the param's size
     // (8 for a scalar, pointer or dim; 128 for a tensor map), all alive until the call returns
     // (the driver copies the values at launch).
+    let r = unsafe {
+        sys::cuLaunchKernel(
+            f,
+            grid[0],
+            grid[1],
+            grid[2],
+            block[0],
+            block[1],
+            block[2],
+            shared_bytes,
+            stream,
+            ptrs.as_mut_ptr(),
+            std::ptr::null_mut(),
+        )
+    };
+    // The message is formatted only on failure: a launch is on every call's hot path.
+    if r == CUresult::CUDA_SUCCESS {
+        return Ok(());
+    }
     check(
-        unsafe {
-            sys::cuLaunchKernel(
-                f,
-                grid[0],
-                grid[1],
-                grid[2],
-                block[0],
-                block[1],
-                block[2],
-                shared_bytes,
-                stream,
-                ptrs.as_mut_ptr(),
-                std::ptr::null_mut(),
-            )
-        },
+        r,
         &format!("launching `{what}` (grid {grid:?}, block {block:?}, {shared_bytes} B shared)"),
     )
 }

@@ -11,17 +11,20 @@ use crate::tensor_map::{
 };
 use cudarc::driver::sys;
 use std::ffi::c_void;
+use std::sync::OnceLock;
 
 /// Encodes the tensor map `spec` (already checked against the driver's documented rules by
 /// `tensor_map::tensor_map_spec`) with `cuTensorMapEncodeTiled`. Fails, naming the tensor, when
 /// the driver has no such entry point (older than CUDA 12.0) or rejects the map.
 pub(crate) fn encode_tensor_map(spec: &TensorMapSpec) -> Result<TensorMapBytes, RuntimeError> {
+    // Looked up once per process: every call of a prepared launch encodes its maps again.
+    static PRESENT: OnceLock<bool> = OnceLock::new();
     // SAFETY: `Gpu::open` found the library; this only looks the symbol up.
-    let present = unsafe {
+    let present = *PRESENT.get_or_init(|| unsafe {
         sys::culib()
             .get::<*const c_void>(b"cuTensorMapEncodeTiled")
             .is_ok()
-    };
+    });
     if !present {
         return Err(RuntimeError::NoDriver(format!(
             "tensor map of `{}`: the CUDA driver has no `cuTensorMapEncodeTiled` (it needs \
@@ -86,6 +89,9 @@ pub(crate) fn encode_tensor_map(spec: &TensorMapSpec) -> Result<TensorMapBytes, 
             O::CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE,
         )
     };
+    if r == sys::CUresult::CUDA_SUCCESS {
+        return Ok(map);
+    }
     check(
         r,
         &format!(

@@ -31,11 +31,15 @@
 mod driver;
 mod external;
 mod fill;
+mod kernels;
 mod maps;
+mod prepared;
 mod program;
 
 pub use driver::{CUstream, Gpu};
 pub use external::{buffer_specs, BufferRole, BufferSpec, DeviceArg, DeviceTensor};
+pub use kernels::check_meta;
+pub use prepared::Prepared;
 pub use program::{Bound, Program};
 
 use crate::interp::{HostArg, HostTensor, InterpError};

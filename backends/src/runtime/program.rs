@@ -5,9 +5,10 @@
 
 use super::driver::{launch, CuModule, DevMem, Gpu, KernelArg, TensorMapBytes};
 use super::fill::Filler;
+use super::kernels::{meta_err, meta_kernels};
 use super::maps::encode_tensor_map;
 use super::{Image, RuntimeError};
-use crate::abi::{kernel_abi, AbiArg, KernelAbi};
+use crate::abi::{AbiArg, KernelAbi};
 use crate::interp::bind::{alloc, bind_entry, bind_launch, EntryEnv, NewBuf, Shaped};
 use crate::interp::memory::{contiguous_strides, native_bits, native_width, storage_len, Buffer};
 use crate::interp::runner::{check_specialized, launch_grid};
@@ -71,6 +72,21 @@ pub(super) struct Ready {
     pub(super) block: [u32; 3],
     pub(super) shared_bytes: u32,
     pub(super) args: Vec<KernelArg>,
+    /// The arguments that hold a bound tensor's address (a pointer, or a tensor map encoded
+    /// from it): what a prepared binding rewrites when it launches on new addresses
+    /// (`prepared.rs`). A launch with an empty grid has none (it never runs).
+    pub(super) patches: Vec<Patch>,
+}
+
+/// An argument of a [`Ready`] launch that depends on a bound tensor's address.
+pub(super) struct Patch {
+    /// The index of the argument in [`Ready::args`].
+    pub(super) arg: usize,
+    /// The buffer bound to the param (its `name` is the entry param's or temp's).
+    pub(super) buf: Arc<DevBuf>,
+    /// For a tensor map: the kernel param, the box and whether the kernel falls back on a
+    /// misaligned tensor (`None` for a plain pointer).
+    pub(super) map: Option<(String, Vec<u32>, bool)>,
 }
 
 /// Bytes of the zeroed buffer behind the tensor maps of empty tensors (one 16-byte aligned
@@ -135,25 +151,16 @@ pub struct Program<'g> {
     filler: Option<Filler>,
 }
 
-fn meta_err(what: impl Into<String>) -> RuntimeError {
-    RuntimeError::Cuda(format!("META.json: {}", what.into()))
-}
-
-fn u32_field(k: &Value, key: &str) -> Result<u32, RuntimeError> {
-    k.get(key)
-        .and_then(Value::as_u64)
-        .and_then(|v| u32::try_from(v).ok())
-        .ok_or_else(|| meta_err(format!("kernel field `{key}` is missing or not a count")))
-}
-
-/// The encoding of the tensor map of kernel param `param`, bound to `buf`, with box `boxes`: the
+/// The encoding of the tensor map of kernel param `param`, bound to `buf` at address `ptr` (its
+/// own, or a later call's), with box `boxes`: the
 /// map of the buffer itself, or, when the tensor has a dim of 0, the stand-in over `zeros`
 /// (allocated and zeroed here on first need). With `fallback` (the kernel checks alignment
 /// itself, abi.rs), `None` when the address, a stride or the innermost dim's contiguity rules
 /// a map out. Fails, naming the param, on any other broken rule of the driver's.
-fn map_spec(
+pub(super) fn map_spec(
     param: &str,
     buf: &DevBuf,
+    ptr: u64,
     boxes: &[u32],
     zeros: &mut Option<DevMem>,
     fallback: bool,
@@ -170,7 +177,7 @@ fn map_spec(
             .map(Some)
             .map_err(fail);
     }
-    match tensor_map_spec(param, buf.dtype, &buf.shape, &buf.strides, boxes, buf.ptr) {
+    match tensor_map_spec(param, buf.dtype, &buf.shape, &buf.strides, boxes, ptr) {
         Ok(spec) => Ok(Some(spec)),
         Err(e) if fallback && e.rule.alignment() => Ok(None),
         Err(e) => Err(fail(e)),
@@ -203,80 +210,17 @@ impl<'g> Program<'g> {
             Image::Ptx(ptx) => CuModule::load(gpu, ptx)?,
             Image::Cubin(bytes) => CuModule::load_cubin(gpu, bytes)?,
         };
-        let list = meta
-            .get("kernels")
-            .and_then(Value::as_array)
-            .ok_or_else(|| meta_err("no `kernels` list"))?;
         let mut kernels = BTreeMap::new();
-        for k in list {
-            let name = k
-                .get("name")
-                .and_then(Value::as_str)
-                .ok_or_else(|| meta_err("a kernel has no name"))?;
-            let symbol = k
-                .get("symbol")
-                .and_then(Value::as_str)
-                .ok_or_else(|| meta_err(format!("kernel `{name}` has no symbol")))?;
-            let block = k
-                .get("block")
-                .and_then(Value::as_array)
-                .filter(|b| b.len() == 3)
-                .ok_or_else(|| meta_err(format!("kernel `{name}`: `block` is not [x, y, z]")))?;
-            let mut b = [0u32; 3];
-            for (d, v) in b.iter_mut().zip(block) {
-                *d = v
-                    .as_u64()
-                    .and_then(|x| u32::try_from(x).ok())
-                    .filter(|&x| x > 0)
-                    .ok_or_else(|| meta_err(format!("kernel `{name}`: bad block")))?;
-            }
-            let shared_bytes = u32_field(k, "shared_bytes")?;
-            let (_, ir) = module
-                .kernel(name)
-                .ok_or_else(|| meta_err(format!("kernel `{name}` is not in the module")))?;
-            let abi = kernel_abi(ir).map_err(RuntimeError::Cuda)?;
-            let params = k
-                .get("params")
-                .and_then(Value::as_array)
-                .ok_or_else(|| meta_err(format!("kernel `{name}` has no params")))?;
-            let listed: Vec<(&str, &str, Option<Vec<u64>>)> = params
-                .iter()
-                .map(|p| {
-                    (
-                        p.get("kind").and_then(Value::as_str).unwrap_or(""),
-                        p.get("name").and_then(Value::as_str).unwrap_or(""),
-                        p.get("box")
-                            .and_then(Value::as_array)
-                            .map(|b| b.iter().map(|v| v.as_u64().unwrap_or(0)).collect()),
-                    )
-                })
-                .collect();
-            let want: Vec<(&str, &str, Option<Vec<u64>>)> = abi
-                .args
-                .iter()
-                .map(|a| match a {
-                    AbiArg::Tensor { .. } => ("tensor", a.name(), None),
-                    AbiArg::Scalar { .. } => ("scalar", a.name(), None),
-                    AbiArg::Dim { .. } => ("dim", a.name(), None),
-                    AbiArg::TensorMap { boxes, .. } => (
-                        "tensor_map",
-                        a.name(),
-                        Some(boxes.iter().map(|&b| u64::from(b)).collect()),
-                    ),
-                })
-                .collect();
-            if listed != want {
-                return Err(meta_err(format!("kernel `{name}` lists params {listed:?}, but its launch ABI is {want:?} (stale META?)")));
-            }
-            let func = cu.function(symbol, shared_bytes)?;
+        for k in meta_kernels(meta, module)? {
+            let func = cu.function(&k.symbol, k.shared_bytes)?;
             kernels.insert(
-                name.to_string(),
+                k.name,
                 Loaded {
                     func,
-                    symbol: symbol.to_string(),
-                    block: b,
-                    shared_bytes,
-                    abi,
+                    symbol: k.symbol,
+                    block: k.block,
+                    shared_bytes: k.shared_bytes,
+                    abi: k.abi,
                 },
             );
         }
@@ -432,6 +376,8 @@ impl<'g> Program<'g> {
         }
         let abi = &loaded.abi;
         let mut args = Vec::with_capacity(abi.args.len());
+        let mut patches = Vec::new();
+        let runs = !grid.contains(&0);
         for a in &abi.args {
             let missing = || {
                 RuntimeError::Cuda(format!(
@@ -442,7 +388,15 @@ impl<'g> Program<'g> {
             };
             args.push(match a {
                 AbiArg::Tensor { param, .. } => {
-                    KernelArg::Word(tensors.get(param).ok_or_else(missing)?.ptr)
+                    let buf = tensors.get(param).ok_or_else(missing)?;
+                    if runs {
+                        patches.push(Patch {
+                            arg: args.len(),
+                            buf: Arc::clone(buf),
+                            map: None,
+                        });
+                    }
+                    KernelArg::Word(buf.ptr)
                 }
                 AbiArg::TensorMap {
                     param,
@@ -451,10 +405,18 @@ impl<'g> Program<'g> {
                     ..
                 } => {
                     let buf = tensors.get(param).ok_or_else(missing)?;
-                    KernelArg::Map(Box::new(if grid.contains(&0) {
+                    // The stand-in map of an empty tensor does not depend on its address.
+                    if runs && !buf.shape.contains(&0) {
+                        patches.push(Patch {
+                            arg: args.len(),
+                            buf: Arc::clone(buf),
+                            map: Some((param.clone(), boxes.clone(), *fallback)),
+                        });
+                    }
+                    KernelArg::Map(Box::new(if !runs {
                         TensorMapBytes([0; TENSOR_MAP_BYTES])
                     } else {
-                        match map_spec(param, buf, boxes, zeros, *fallback)? {
+                        match map_spec(param, buf, buf.ptr, boxes, zeros, *fallback)? {
                             Some(spec) => encode_tensor_map(&spec)?,
                             // The kernel sees the misalignment and copies without the map.
                             None => TensorMapBytes([0; TENSOR_MAP_BYTES]),
@@ -487,6 +449,7 @@ impl<'g> Program<'g> {
             block: loaded.block,
             shared_bytes: loaded.shared_bytes,
             args,
+            patches,
         })
     }
 

@@ -1,12 +1,13 @@
 //! GPU artifacts for generated programs, in the format `scripts/gpu_check_ptx.py` reads (a
-//! `manifest.json` of cases, each a folder with `kernel.ptx` + `meta.json`, `inputs/*.npy`,
+//! `manifest.json` of cases, each a folder with `kernel.ptx` + `meta.json` + `lowered.kir` (the
+//! module that was lowered, for `kir.Kernel.from_ptx`), `inputs/*.npy`,
 //! `interp/*.npy`), for `scripts/gpu_rpg.py` on a machine with a GPU.
 //!
 //! Per program (seeds in order, until the count is reached): the front end's output module, its
 //! interpreter outputs on the seed's inputs (the expectation), PTX for sm_90a, and the CUDA C
 //! compiled here by NVRTC to PTX (`cu/kernel.ptx` + `cu/meta.json`, so the GPU machine needs no
-//! compiler), and both assembled by ptxas (`kernel.cubin`, `cu/kernel.cubin`: loading them
-//! takes no JIT time on the GPU). Each output carries its bound from [`gpu_bounds`](super::bounds::gpu_bounds): exact,
+//! compiler), and both assembled by ptxas (`kernel.cubin`, `cu/kernel.cubin`: a failed assembly
+//! shows here, before the GPU; `scripts/gpu_rpg.py` loads the PTX through kir's launcher). Each output carries its bound from [`gpu_bounds`](super::bounds::gpu_bounds): exact,
 //! a relative bound, or none (compared loosely and reported apart). Programs a backend refuses,
 //! or whose reference fails, are skipped and counted. Every tenth written program is marked for
 //! the compute-sanitizer sample. Two *mutants* follow: a program compiled with one op changed
@@ -61,8 +62,8 @@ fn bound_json(b: &Bound) -> String {
     format!("{{\"class\": \"{class}\", \"rel\": {}}}", num(rel))
 }
 
-/// Assembles `ptx` into `out` with `$KIR_PTXAS -arch=sm_90a` (the GPU then loads it without
-/// JIT-compiling; `gpu_rpg.py --load ptx` JIT-compiles the PTX instead).
+/// Assembles `ptx` into `out` with `$KIR_PTXAS -arch=sm_90a` (ptxas must accept what the GPU's
+/// driver will JIT-compile; the cubin is kept beside it for a launcher that loads cubins).
 fn cubin(ptx: &Path, out: &Path) -> Result<(), String> {
     let exe = std::env::var("KIR_PTXAS").map_err(|_| "KIR_PTXAS is not set".to_string())?;
     let r = std::process::Command::new(exe)
@@ -179,10 +180,14 @@ fn one(dir: &Path, seed: u64, nv: &Nvrtc, kernel: Option<&str>) -> Result<Option
     cubin(&d.join("kernel.ptx"), &d.join("kernel.cubin"))?;
     let meta = ptx.meta.map(|v| v.to_string()).unwrap_or_default();
     io(std::fs::write(d.join("meta.json"), meta), "write")?;
+    let lowered = kir_ir::text::print(&ptx.module);
+    io(std::fs::write(d.join("lowered.kir"), lowered), "write")?;
     io(std::fs::write(d.join("cu/kernel.ptx"), &cu_ptx), "write")?;
     cubin(&d.join("cu/kernel.ptx"), &d.join("cu/kernel.cubin"))?;
     let meta = cu.meta.map(|v| v.to_string()).unwrap_or_default();
     io(std::fs::write(d.join("cu/meta.json"), meta), "write")?;
+    let lowered = kir_ir::text::print(&cu.module);
+    io(std::fs::write(d.join("cu/lowered.kir"), lowered), "write")?;
     io(std::fs::write(d.join("program.kir"), src), "write")?;
     let mut ins = vec![];
     let mut scalars = vec![];
