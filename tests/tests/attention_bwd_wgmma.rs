@@ -100,6 +100,27 @@ fn the_atomic_modes_five_dots_take_wgmma_on_sm90a() {
             assert_eq!(dkdv.1, [DotPath::Wgmma; 5], "{dd:?}: {paths:?}");
         }
     }
+    // dqᵀ is added per query block by one bulk reduction where the target has TMA; sm_80 adds
+    // it element by element.
+    let src = kir_compiler::internal::oplib::builtin("attention_bwd").expect("attention_bwd");
+    let bulk = "cp.reduce.async.bulk.global.shared::cta.bulk_group.add.f32";
+    for (target, want) in [(Target::Sm90a, true), (Target::Sm80, false)] {
+        let ptx = compile(
+            src,
+            &defs(&[("DETERMINISTIC", "0")]),
+            None,
+            target,
+            Emit::Ptx,
+        )
+        .unwrap_or_else(|e| panic!("{target}: {e}"))
+        .text;
+        assert_eq!(ptx.contains(bulk), want, "{target}");
+        assert_eq!(
+            ptx.contains("red.global.add.f32"),
+            true,
+            "{target}: the fallback path"
+        );
+    }
 }
 
 #[test]

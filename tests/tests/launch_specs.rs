@@ -79,14 +79,16 @@ fn attention_bwd_lists_its_gradients_and_temps() {
         ]);
         let got = runtime::buffer_specs(&m, &inputs).expect("specs");
         // The f32 dq accumulator has rows only in the atomic mode (DETERMINISTIC = 0); it
-        // holds dqᵀ, [B, Hq, D, Sq].
+        // holds dqᵀ by query block, [B, Hq, cdiv(Sq, BLOCK_M), D, BLOCK_M], BLOCK_M 64 (the
+        // sm_90a rows of both modes at d64).
         let acc_b = if deterministic == "0" { b } else { 0 };
+        let acc = [acc_b, hq, s.div_ceil(64), d, 64];
         let want = vec![
             spec("dq", Dtype::Bf16, &q, BufferRole::Out),
             spec("dk", Dtype::Bf16, &kv, BufferRole::Out),
             spec("dv", Dtype::Bf16, &kv, BufferRole::Out),
             spec("delta", Dtype::F32, &[b, hq, s], BufferRole::Temp),
-            spec("dq_acc", Dtype::F32, &[acc_b, hq, d, s], BufferRole::Temp),
+            spec("dq_acc", Dtype::F32, &acc, BufferRole::Temp),
         ];
         assert_eq!(got, want, "DETERMINISTIC={deterministic}");
     }

@@ -57,6 +57,7 @@ pub fn lower_kernel(
             scratch_peak: 0,
             smem_bufs: HashMap::new(),
             release_pending: false,
+            bulk_region: None,
             stores: HashMap::new(),
             store_casts: HashMap::new(),
         },

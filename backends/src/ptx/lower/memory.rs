@@ -197,6 +197,24 @@ pub fn lower_memory_op(c: &mut Ctx, op: &OpData) -> Result<(), PtxError> {
                 }
             }
             if let (Opcode::AtomicAdd, Some(l)) = (op.opcode, layout) {
+                // A tile that is one contiguous region: one bulk reduction (sm_90+), with the
+                // per-element path below for launches whose strides or alignment break it
+                // (bulk_reduce.rs qualifies only tiles that path takes).
+                let mut per_element = |c: &mut Ctx| {
+                    super::mma_store::store(c, op, &info, &offs, l, &shape, &regs, owner);
+                };
+                if super::bulk_reduce::bulk_add(
+                    c,
+                    op,
+                    &info,
+                    &offs,
+                    l,
+                    &shape,
+                    &regs,
+                    &mut per_element,
+                ) {
+                    return Ok(());
+                }
                 if super::mma_store::store(c, op, &info, &offs, l, &shape, &regs, owner) {
                     return Ok(());
                 }

@@ -3,7 +3,9 @@
 //! kernel's [`crate::ptx::plan`]. `kernel` lowers one `.entry`; `dispatch` sends each op to its
 //! concern: `arith`/`special`/`lazy`/`statics` (scalar and elementwise work; `erf` and `pow`),
 //! `print` (`vprintf`), `memory`/`cp_rows`/`vector`/
-//! `mma_store`/`store_order`/`tile`/`rows` (global and shared memory, shape ops; `deferred`: the late conversion of 16-bit loads), `dot`/`wgmma`
+//! `mma_store`/`bulk_reduce`/`store_order`/`tile`/`rows` (global and shared memory, shape ops;
+//! `deferred`: the late conversion of 16-bit loads; `bulk_reduce`: tile atomics as one TMA
+//! reduction), `dot`/`wgmma`
 //! (with ping-pong)/`rescale` (dots), `reduce` (reductions), `control` (loops and ifs), `sched`
 //! (the cp.async stage rings of scheduled IR), `tma`/`tma_rows`/`producer` (TMA rings, mbarriers
 //! and the blocks one thread runs), `ws` (warp specialization), and `report` (the decisions, for
@@ -13,6 +15,7 @@
 //! never in a cycle (`layers_test.rs`).
 
 mod arith;
+mod bulk_reduce;
 mod control;
 mod convert;
 mod cp_rows;

@@ -76,6 +76,9 @@ pub struct MemState {
     pub stores: State,
     /// Casts a store converts itself: cast result → its f32 source (mma_store.rs).
     pub store_casts: HashMap<Value, Value>,
+    /// The shared region of bulk reductions (offset, bytes): every one of the kernel's bulk
+    /// `atomic_add`s reuses it, since each waits until the region is read (bulk_reduce.rs).
+    pub bulk_region: Option<(u32, u32)>,
 }
 
 /// Asynchronous work: TMA rings and mbarriers, warp specialization, and wgmma groups.

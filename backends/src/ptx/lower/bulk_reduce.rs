@@ -1,0 +1,179 @@
+//! f32 tile `atomic_add`s that cover a contiguous region of their tensor, added by the TMA unit
+//! (sm_90 and later): attention_bwd's dqᵀ with `DETERMINISTIC=0`, one [HEAD_DIM, BLOCK_M] block
+//! of its `[B, Hq, Nq, HEAD_DIM, BLOCK_M]` accumulator per key block and query step.
+//!
+//! Per-element `red.global.add.f32` (mma_store.rs) sends one 4-byte atomic per element to the
+//! L2, and the L2's atomic rate bounded that kernel (docs/benchmarks.md). Here the block's
+//! threads write the tile to a shared region in the tensor's own (row-major) order, fence the
+//! async proxy and meet at a barrier; then one thread issues
+//! `cp.reduce.async.bulk.global.shared::cta.bulk_group.add.f32` over the whole region (one
+//! bulk reduction, which the TMA unit performs in the L2 line by line), commits it and waits
+//! until the region has been read (`cp.async.bulk.wait_group.read 0`), so the region may be
+//! written again after the next barrier.
+//!
+//! Taken when the target has TMA, the tile is an unmasked f32 `RowMma` [R, C] tile (C even)
+//! whose offsets in the tensor's innermost dims are literal 0, and the innermost stride is 1.
+//! At run time the tensor's two innermost dims must be R and C and its row stride C, so the
+//! tile is exactly one dense region of R·C·4 bytes (a multiple of 16), 16-byte aligned, with
+//! its leading offsets inside the tensor; a launch that breaks a rule takes the per-element
+//! path (mma_store.rs) instead, chosen by a uniform branch.
+
+use super::ctx::{Ctx, TensorInfo};
+use crate::ptx::emit::isa::Isa;
+use crate::ptx::emit::{PtxInst, Reg, RegClass};
+use crate::ptx::plan::layout::{self, Layout};
+use kir_ir::{Dtype, Offset, OpData, Opcode};
+
+/// Lowers `op` (an `atomic_add` of `regs`, a `layout` tile of `shape`, at `offs` of `info`) as a
+/// bulk reduction when it qualifies (see the module doc), with `fallback` emitted on the
+/// run-time path where a rule fails; returns false, having emitted nothing, when it does not
+/// qualify statically.
+#[allow(clippy::too_many_arguments)]
+pub(super) fn bulk_add(
+    c: &mut Ctx,
+    op: &OpData,
+    info: &TensorInfo,
+    offs: &[Reg],
+    layout: Layout,
+    shape: &[usize],
+    regs: &[Reg],
+    fallback: &mut dyn FnMut(&mut Ctx),
+) -> bool {
+    let rank = offs.len();
+    let qualifies = c.target.has_tma()
+        && op.opcode == Opcode::AtomicAdd
+        && op.attr("mask").is_none()
+        && info.dtype == Dtype::F32
+        && info.contiguous_last
+        && layout == Layout::RowMma
+        && shape.len() == 2
+        && shape[1] % 2 == 0
+        && rank >= 2
+        && regs.len() == layout::slots(layout, shape, c.plan.blk)
+        && covers_trailing(c, op, shape);
+    if !qualifies {
+        return false;
+    }
+    let (rows, cols) = (shape[0], shape[1]);
+    let bytes = (rows * cols * 4) as u32;
+    // One region for the kernel's bulk reductions (they run one after another, each waiting
+    // until its region is read before the barrier that ends the next one's writes).
+    let off = match c.mem.bulk_region {
+        Some((off, size)) if size >= bytes => off,
+        _ => {
+            let off = c.alloc_shared_aligned(bytes, 128);
+            c.mem.bulk_region = Some((off, bytes));
+            off
+        }
+    };
+    // The run-time rules: the innermost dims R and C, the row stride C, leading offsets inside
+    // the tensor, the base 16-byte aligned. Uniform across the block (scalars of the program).
+    let gaddr = c.b.reg(RegClass::B64);
+    c.b.ins(PtxInst::new("mov.b64").op(gaddr).op(info.ptr));
+    let ok = c.b.reg(RegClass::Pred);
+    c.b.ins(
+        PtxInst::new("setp.eq.u32")
+            .op(ok)
+            .op(info.strides[rank - 2])
+            .op(cols),
+    );
+    for (d, want) in [(rank - 2, rows), (rank - 1, cols)] {
+        let p = c.b.reg(RegClass::Pred);
+        c.b.ins(PtxInst::new("setp.eq.u32").op(p).op(info.dims[d]).op(want));
+        c.b.ins(PtxInst::new("and.pred").op(ok).op(ok).op(p));
+    }
+    for d in 0..rank - 2 {
+        let (lin, w, p) = (
+            c.b.reg(RegClass::B32),
+            c.b.reg(RegClass::B64),
+            c.b.reg(RegClass::Pred),
+        );
+        c.b.ins(
+            PtxInst::new("mul.lo.s32")
+                .op(lin)
+                .op(offs[d])
+                .op(info.strides[d]),
+        );
+        c.b.ins(PtxInst::new("mul.wide.s32").op(w).op(lin).op(4));
+        c.b.ins(PtxInst::new("add.s64").op(gaddr).op(gaddr).op(w));
+        c.b.ins(
+            PtxInst::new("setp.lt.u32")
+                .op(p)
+                .op(offs[d])
+                .op(info.dims[d]),
+        );
+        c.b.ins(PtxInst::new("and.pred").op(ok).op(ok).op(p));
+    }
+    let (lo, al) = (c.b.reg(RegClass::B32), c.b.reg(RegClass::Pred));
+    c.b.ins(PtxInst::new("cvt.u32.u64").op(lo).op(gaddr));
+    c.b.ins(PtxInst::new("and.b32").op(lo).op(lo).op(15));
+    c.b.ins(PtxInst::new("setp.eq.u32").op(al).op(lo).op(0));
+    c.b.ins(PtxInst::new("and.pred").op(ok).op(ok).op(al));
+    let (slow, done) = (c.b.label("bulk_add_slow"), c.b.label("bulk_add_done"));
+    c.b.ins_if(ok, true, PtxInst::new("bra.uni").op(&slow));
+    // The tile into the region, row-major: this thread's slots sit at constant offsets from
+    // its row and column base, its column pairs as one 8-byte store.
+    let (rowbase, colbase) = (c.rowbase(shape), c.thread.colbase);
+    let lin = c.b.reg(RegClass::B32);
+    c.b.ins(
+        PtxInst::new("mad.lo.s32")
+            .op(lin)
+            .op(rowbase)
+            .op(cols)
+            .op(colbase),
+    );
+    c.b.ins(PtxInst::new("mul.lo.s32").op(lin).op(lin).op(4));
+    let base = c.shared_at(off, lin);
+    // Earlier readers of the region (the previous bulk reduction, waited for by its issuing
+    // thread) are done.
+    c.sync_block();
+    for (s, pair) in regs.chunks(2).enumerate() {
+        let (ro, co) = layout::rowmma_slot(shape, 2 * s);
+        let at = (ro * cols + co) * 4;
+        c.b.ins(
+            PtxInst::new("st.shared.v2.f32")
+                .addr_off(base, at)
+                .vec([pair[0], pair[1]]),
+        );
+    }
+    c.b.need(Isa::FENCE_PROXY_ASYNC)
+        .ins(PtxInst::new("fence.proxy.async.shared::cta"));
+    c.sync_block();
+    // One thread adds the region and waits until it has been read.
+    let first = c.b.reg(RegClass::Pred);
+    c.b.ins(PtxInst::new("setp.eq.u32").op(first).op(c.thread.tid).op(0));
+    let zero = c.b.imm32(0);
+    let region = c.shared_at(off, zero);
+    c.b.need(Isa::CP_REDUCE_ASYNC_BULK);
+    c.b.ins_if(
+        first,
+        false,
+        PtxInst::new("cp.reduce.async.bulk.global.shared::cta.bulk_group.add.f32")
+            .addr(gaddr)
+            .addr(region)
+            .op(bytes),
+    );
+    c.b.ins_if(first, false, PtxInst::new("cp.async.bulk.commit_group"));
+    c.b.ins_if(
+        first,
+        false,
+        PtxInst::new("cp.async.bulk.wait_group.read").op(0),
+    );
+    c.b.ins(PtxInst::new("bra.uni").op(&done));
+    c.b.place(&slow);
+    fallback(c);
+    c.b.place(&done);
+    true
+}
+
+/// The tile of `shape` starts at offset 0 of the tensor's innermost dims: the op's offsets there
+/// are literal 0 (whether those dims are the tile's is checked at run time).
+fn covers_trailing(c: &Ctx, op: &OpData, shape: &[usize]) -> bool {
+    let Some(t) = &op.tensor else { return false };
+    let (n, r) = (t.offsets.len(), shape.len());
+    n >= r
+        && t.offsets[n - r..].iter().all(|o| match o {
+            Offset::Expr(e) => e.as_int() == Some(0),
+            Offset::Value(v) => c.values.statics.get(v).copied() == Some(0),
+        })
+}
