@@ -17,7 +17,7 @@ import numpy as np
 for f in ['y','rstd']:
     a=np.load(f'/tmp/r_cuda/{f}.npy'); b=np.load(f'/tmp/r_cpu/{f}.npy'); print('rmsnorm_fwd defaults $1', f, 'rel', np.linalg.norm(a-b)/np.linalg.norm(b), 'nan', np.isnan(a).sum())"
 done
-b() { echo "== kirc bench $*"; "$k" bench "$@" 2>&1 | tail -1; }
+b() { echo "== kirc bench $*"; "$k" bench "$@" 2>&1 | grep -E "median|TFLOP/s|TB/s|error"; }
 s128=0.08838834764831845
 b attention_fwd -D BLOCK_M=128 --warps 4 --shape q=1x16x16384x128 --shape k=1x16x16384x128 --shape v=1x16x16384x128 --arg scale=$s128 --iters 30
 b gemm -D TRANS_B=1 -D BLOCK_M=128 -D BLOCK_N=256 -D BLOCK_K=128 --shape a=1x8192x8192 --shape b=1x8192x8192 --arg alpha=1 --iters 20

@@ -62,7 +62,7 @@ for tool in racecheck synccheck memcheck; do
   compute-sanitizer --tool $tool $K run $gu --device cuda --target sm_90a --warp-specialize on --out $u/san 2>&1 \
     | grep -E "SUMMARY" | sed "s/^/$tool gemm ws, no tensor maps: /"
 done
-b() { printf '%-70s ' "$*" | cut -c1-100 | tr -d '\n'; $K bench "$@" 2>&1 | tail -1; }
+b() { printf '%-70s ' "$*" | cut -c1-100 | tr -d '\n'; $K bench "$@" 2>&1 | grep -E "median|TFLOP/s|TB/s|error" | tr "\n" " "; echo; }
 for hd in 128 64 256; do
   at="--shape q=1x16x16384x$hd --shape k=1x16x16384x$hd --shape v=1x16x16384x$hd --arg scale=0.1"
   for r in 1 2; do
