@@ -1,8 +1,8 @@
 //! Tensor maps of the launch ABI (item 4, `abi.rs`): what a launcher passes to the driver's
 //! `cuTensorMapEncodeTiled` for one [`AbiArg::TensorMap`], computed from the bound tensor's dtype,
 //! shape, strides and address and the map's box. Pure: no GPU and no driver are needed, so the
-//! rules are unit-tested here; the CUDA runtime (`runtime/program.rs`, feature `cuda`) and the
-//! Python launchers (`scripts/kir_launch.py`) encode exactly this.
+//! rules are unit-tested here; the CUDA runtime (`runtime/program.rs` and `runtime/prepared.rs`,
+//! feature `cuda`), which the Python package's launcher calls too, encodes exactly this.
 //!
 //! The encoding (docs/backends.md, "Tensor maps"):
 //! - rank = the tensor's number of dims; `globalDim` = its shape reversed (innermost first);
