@@ -61,6 +61,18 @@ def run_op(
     """Runs built-in op ``op`` specialized with ``consts`` on ``tensors`` (its ``in`` and
     ``inout`` params ``names``) and ``scalars``, on the current stream of ``like``'s device;
     returns its ``out`` tensors in the entry's param order."""
+    return plan_for(op, consts, names, tensors, scalars, like)(tensors)
+
+
+def plan_for(
+    op: str,
+    consts: Tuple[Tuple[str, Any], ...],
+    names: Tuple[str, ...],
+    tensors: Tuple[Tensor, ...],
+    scalars: Tuple[Tuple[str, Any], ...],
+    like: Tensor,
+) -> _Plan:
+    """The prepared plan :func:`run_op` launches for these arguments (made on first use)."""
     index = like.get_device()
     key = (op, consts, scalars, index, tuple(map(_sig, tensors)))
     plan = _plans.get(key)
@@ -70,7 +82,43 @@ def run_op(
         if len(_plans) >= MAX_PLANS:
             _plans.clear()
         _plans[key] = plan
-    return plan(tensors)
+    return plan
+
+
+class Seen:
+    """The eager fast path of one op: calls whose arguments an earlier call has already checked.
+
+    A key holds everything the argument checks and the binding read (each tensor's shape,
+    strides, dtype and device, and the call's other arguments); its plan is registered only
+    after a call with that key passed every check and ran. A later call with the same key, in
+    eager mode (no torch.compile, no dispatch mode), with plain tensors that need no gradient,
+    goes straight to the plan: no checks repeated, no custom op, no autograd node."""
+
+    __slots__ = ("plans",)
+
+    def __init__(self) -> None:
+        self.plans: Dict[Tuple[Any, ...], _Plan] = {}
+
+    def get(self, key: Tuple[Any, ...], tensors: Sequence[Tensor]) -> Optional[_Plan]:
+        """The plan for ``key`` when the fast path may take this call, else None."""
+        plan = self.plans.get(key)
+        if plan is None or _compiling() or _dispatch_modes is None or _dispatch_modes():
+            return None
+        for t in tensors:
+            if type(t) is not Tensor or t.requires_grad:
+                return None
+        return plan
+
+    def put(self, key: Tuple[Any, ...], plan: _Plan) -> None:
+        """Registers ``plan`` for ``key`` (after a checked call with that key)."""
+        if len(self.plans) >= MAX_PLANS:
+            self.plans.clear()
+        self.plans[key] = plan
+
+
+def signature(t: Tensor) -> Tuple[Any, ...]:
+    """What the checks and the binding read of a tensor: shape, strides, dtype, device index."""
+    return (t.shape, t.stride(), t.dtype, t.get_device())
 
 
 # The number of active TorchDispatchModes (tracing by make_fx or AOTAutograd, fake tensor

@@ -15,7 +15,7 @@ from torch import Tensor
 
 from . import _launch
 from ._errors import InputError
-from ._ops import Op, check, run_op, same
+from ._ops import Op, Seen, check, plan_for, run_op, same, signature
 
 _EPILOGUES = ("relu", "silu", "gelu")
 
@@ -76,6 +76,15 @@ def gemm(a: Tensor, b: Tensor, bias: Optional[Tensor] = None, epilogue: Optional
     Returns:
         ``[M, N]`` (or ``[B, M, N]``) in ``a``'s dtype, accumulated in f32.
     """
+    key = None
+    if bias is None and type(a) is Tensor and type(b) is Tensor:
+        # A call like one already checked: straight to its plan (see `_ops.Seen`).
+        key = (signature(a), signature(b), epilogue)
+        plan = _plain_gemm.get(key, (a, b))
+        if plan is not None:
+            if a.dim() == 3:
+                return plan((a, b))[0]
+            return plan((a.unsqueeze(0), b.unsqueeze(0)))[0].squeeze(0)
     a = check("a", a, ndim=(2, 3))
     b = check("b", b, ndim=(2, 3))
     same(["a", "b"], [a, b])
@@ -96,7 +105,15 @@ def gemm(a: Tensor, b: Tensor, bias: Optional[Tensor] = None, epilogue: Optional
     if epilogue is not None and torch.is_grad_enabled() and (a.requires_grad or b.requires_grad):
         raise InputError(f"epilogue: {epilogue!r} has no backward; use epilogue=None and the activation in PyTorch", argument="epilogue")
     c = _gemm(a3, b3, bias, epilogue or "none", 0, 0)
+    if key is not None:
+        # The plan `_gemm_impl` ran.
+        consts = _gemm_consts(a3, epilogue or "none", 0, 0)
+        _plain_gemm.put(key, plan_for("gemm", consts, ("a", "b"), (a3, b3), (("alpha", 1.0),), a3))
     return c if a.dim() == 3 else c.squeeze(0)
+
+
+# gemm calls without a bias already checked.
+_plain_gemm = Seen()
 
 
 def _swiglu_impl(gate: Tensor, up: Tensor) -> Tensor:

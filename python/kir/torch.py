@@ -8,7 +8,10 @@ Hopper GPU), and the driver loads them.
 
 Every op is a ``torch.library.custom_op`` (namespace ``kir``) with a fake implementation, so
 ``torch.compile(fullgraph=True)`` traces through it (in eager mode the same implementation is
-called without the custom op's dispatch, which halves the host time of a call); attention, rms_norm, layer_norm, gemm
+called without the custom op's dispatch, which halves the host time of a call, and a call of
+attention, rms_norm or gemm like one already checked goes straight to its prepared plan,
+`_ops.Seen`);
+attention, rms_norm, layer_norm, gemm
 (without an activation epilogue) and swiglu have autograd, the first three through kir's
 backward kernels. Inputs kir cannot take raise :class:`kir.InputError` (a ``ValueError``)
 naming the argument, before anything is launched.
@@ -25,8 +28,8 @@ from torch import Tensor
 from . import _launch
 from ._errors import InputError
 
-from ._ops import Op
-from ._ops import check as _cuda, run_op as _run, same as _same
+from ._ops import Op, Seen
+from ._ops import check as _cuda, plan_for as _plan_for, run_op as _run, same as _same, signature as _sig
 
 
 # ---- attention -------------------------------------------------------------------------------
@@ -195,6 +198,14 @@ def attention(
     other features need an attention backward that has them, else the backward raises
     :class:`kir.CompileError` naming the constant).
     """
+    key = None
+    if cu_seqlens is None and mask is None and kv_offset is None and not window and not softcap:
+        if type(q) is Tensor and type(k) is Tensor and type(v) is Tensor:
+            # A call like one already checked: straight to its plan (see `Seen`).
+            key = (_sig(q), _sig(k), _sig(v), bool(causal), scale)
+            plan = _plain_attention.get(key, (q, k, v))
+            if plan is not None:
+                return plan((q, k, v))[0]
     if cu_seqlens is not None:
         return _varlen(q, k, v, causal, scale, window, softcap, cu_seqlens, mask, kv_offset, max_seqlen)
     q = _cuda("q", q, ndim=(4,))
@@ -223,7 +234,15 @@ def attention(
     w = int(window) if window else 0
     sc = float(softcap) if softcap else 0.0
     o, _ = _attention_fwd(q, k, v, bool(causal), scale, w, sc, mask, None, past)
+    if key is not None:
+        # The constants and scalars `_attention_fwd_impl` ran with: its plan.
+        consts = (("DTYPE", _launch.DTYPES[q.dtype]), ("HEAD_DIM", q.shape[-1]), ("CAUSAL", int(bool(causal))), ("WINDOW", 0), ("SOFTCAP", 0), ("MASK", 0), ("VARLEN", 0), ("KV_OFFSET", 0))
+        _plain_attention.put(key, _plan_for("attention_fwd", consts, ("q", "k", "v"), (q, k, v), (("scale", scale),), q))
     return o
+
+
+# Plain attention calls already checked (no mask, window, soft cap, varlen or KV offset).
+_plain_attention = Seen()
 
 
 def _varlen(q, k, v, causal, scale, window, softcap, cu_seqlens, mask, kv_offset, max_seqlen):
@@ -315,9 +334,26 @@ def rms_norm(x: Tensor, weight: Tensor, eps: float = 1e-6) -> Tensor:
     """RMSNorm over the last dim, as ``torch.nn.functional.rms_norm(x, (N,), weight, eps)``:
     ``y = x / sqrt(mean(x²) + eps) * weight``. bf16, f16 or f32, contiguous. Autograd through
     kir's rmsnorm_bwd (dx and dw; deterministic)."""
+    key = None
+    if type(x) is Tensor and type(weight) is Tensor:
+        # A call like one already checked: straight to its plan (see `Seen`).
+        key = (_sig(x), _sig(weight), eps)
+        plan = _plain_rms_norm.get(key, (x, weight))
+        if plan is not None:
+            x2 = x if x.dim() == 2 else x.view(-1, x.shape[-1])
+            y = plan((x2, weight))[0]
+            return y if x2 is x else y.view(x.shape)
     x2 = _rows("x", x, weight)
     y, _ = _rms_norm_fwd(x2, weight, float(eps))
+    if key is not None:
+        # The plan `_rms_norm_fwd_impl` ran.
+        consts = (("DTYPE", _launch.DTYPES[x2.dtype]),)
+        _plain_rms_norm.put(key, _plan_for("rmsnorm_fwd", consts, ("x", "w"), (x2, weight), (("eps", float(eps)),), x2))
     return y.view(x.shape)
+
+
+# rms_norm calls already checked.
+_plain_rms_norm = Seen()
 
 
 def _layer_norm_fwd_impl(x: Tensor, w: Tensor, b: Tensor, eps: float) -> Tuple[Tensor, Tensor, Tensor]:

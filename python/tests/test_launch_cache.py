@@ -110,6 +110,27 @@ class PlanCache(unittest.TestCase):
             self.ops.same(["a", "b"], [torch.randn(2), torch.randn(2).double()])
         self.assertEqual(cm.exception.argument, "b")
 
+    def test_the_fast_path_takes_only_checked_eager_calls_without_gradients(self):
+        x = torch.randn(4, 6)
+        seen = self.ops.Seen()
+        key = (self.ops.signature(x), 0.5)
+        self.assertIsNone(seen.get(key, (x,)), "nothing checked yet")
+        plan = self.ops.plan_for("op", (("DTYPE", "f32"),), ("x",), (x,), (("scale", 0.5),), x)
+        seen.put(key, plan)
+        self.assertIs(seen.get(key, (x,)), plan)
+        (y,) = seen.get(key, (x,))((x,))
+        self.assertEqual(self.loaded.prepared[0].launches[-1][0][:2], [x.data_ptr(), y.data_ptr()])
+        # A tensor that needs a gradient goes through autograd; another key was never checked.
+        self.assertIsNone(seen.get(key, (x.clone().requires_grad_(),)))
+        other = (self.ops.signature(torch.randn(6, 4).t()), 0.5)
+        self.assertNotEqual(other, key)
+        self.assertIsNone(seen.get(other, (x,)))
+        # A subclass of Tensor (a fake or functional tensor) never takes it.
+        class Sub(torch.Tensor):
+            pass
+
+        self.assertIsNone(seen.get(key, (x.as_subclass(Sub),)))
+
 
 if __name__ == "__main__":
     unittest.main()
