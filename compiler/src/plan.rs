@@ -140,6 +140,9 @@ pub struct CompilePlan {
     pub dims: Vec<(String, u64)>,
     /// Which backend judges candidate schedules.
     pub judge: Judge,
+    /// The tile constants [`CompilePlan::shrunk`] halved so far (their values are the plan's,
+    /// not the user's: they may halve again).
+    pub shrunk: Vec<String>,
 }
 
 impl CompilePlan {
@@ -203,6 +206,7 @@ impl CompilePlan {
             kernel_configs,
             dims,
             judge,
+            shrunk: vec![],
         })
     }
 
@@ -210,7 +214,8 @@ impl CompilePlan {
     /// target's shared memory at any ring depth: among the constants that play a tile role
     /// (query, key, dK/dV, M/N/K, row and column blocks; compiler/src/structure/) and that the
     /// user did not set, the largest, halved while it stays at 8 or more and its `where`
-    /// accepts it. `None` when none can shrink, or when the user chose `--warps` or `--stages`
+    /// accepts it; a constant halved before (one the configuration did not set) is halved again
+    /// only when no other one can be. `None` when none can shrink, or when the user chose `--warps` or `--stages`
     /// (an explicit choice that does not fit stays an error naming the bytes).
     pub fn shrunk(&self, src: &str) -> Option<CompilePlan> {
         if self.flags.warps.is_some() || self.flags.stages.is_some() {
@@ -227,7 +232,10 @@ impl CompilePlan {
                     .iter()
                     .any(|(_, c)| c.defines.iter().any(|(n, _)| n == name))
         };
-        let user = |name: &str| self.defines.iter().any(|(n, _)| n == name) && !chosen(name);
+        let halved = |name: &str| self.shrunk.iter().any(|n| n == name);
+        let user = |name: &str| {
+            self.defines.iter().any(|(n, _)| n == name) && !chosen(name) && !halved(name)
+        };
         let mut names: Vec<&str> = s
             .roles
             .iter()
@@ -241,6 +249,8 @@ impl CompilePlan {
             Some((_, kir_ir::EvalVal::Int(v))) => Some(*v),
             _ => None,
         };
+        // The largest constant not halved yet (or set by the configuration: those always
+        // compete), else the largest halved one.
         let (name, v) = names
             .iter()
             .filter_map(|&n| Some((n, value(n)?)))
@@ -251,10 +261,13 @@ impl CompilePlan {
                     const_values(&generic, &d).is_ok()
                 }
             })
-            .max_by_key(|&(_, v)| v)?;
+            .max_by_key(|&(n, v)| (chosen(n) || !halved(n), v))?;
         let mut plan = self.clone();
         plan.defines.retain(|(n, _)| n != name);
         plan.defines.push((name.to_string(), (v / 2).to_string()));
+        if !plan.shrunk.iter().any(|n| n == name) {
+            plan.shrunk.push(name.to_string());
+        }
         plan.config.report += &format!(
             "{}shrunk to fit shared memory: {name} {v} -> {}",
             if plan.config.report.is_empty() {

@@ -407,11 +407,19 @@ fn default_tiles_that_do_not_fit_are_shrunk_and_a_users_stay_an_error() {
             .is_some_and(|s| s.contains("BLOCK_N_32")),
         "{meta}"
     );
-    // The same tile set by the user is kept (the default query block shrinks, 64 -> 32 -> 16
-    // -> 8, and still nothing fits), and the error names the bytes of the last try.
+    // A tile set by the user is kept while the default query block shrinks around it (64 ->
+    // 32 -> 16, each halved value halving again): the user's 64-key blocks fit beside 16-row
+    // query blocks.
     let mut d64 = d.clone();
     d64.push(("BLOCK_N".into(), "64".into()));
-    let err = build(src, &d64, Target::Sm90a, Emit::Ptx, &Flags::default())
+    let (_, meta, _) =
+        build(src, &d64, Target::Sm90a, Emit::Ptx, &Flags::default()).expect("fits around it");
+    assert!(meta.contains("BLOCK_M_16_BLOCK_N_64"), "{meta}");
+    // One that fits beside no query block (128 keys of 384 f32 values: 196,608 bytes a stage of
+    // k alone) stays an error naming the bytes of the last try (BLOCK_M 8).
+    let mut d128 = d.clone();
+    d128.push(("BLOCK_N".into(), "128".into()));
+    let err = build(src, &d128, Target::Sm90a, Emit::Ptx, &Flags::default())
         .expect_err("the user's tile does not fit");
     assert!(
         err.contains("bytes of shared memory on sm_90a") && !err.contains("316160"),
@@ -420,8 +428,34 @@ fn default_tiles_that_do_not_fit_are_shrunk_and_a_users_stay_an_error() {
     // CUDA C too: attention_bwd at head dim 384 on sm_80 (every tile stored as 32-bit values:
     // 314,624 bytes at the op's tiles) compiles with the defaults.
     let bwd = kir_compiler::internal::oplib::builtin("attention_bwd").expect("attention_bwd");
-    let d = defs(&[("HEAD_DIM", "384"), ("CAUSAL", "1")]);
-    build(bwd, &d, Target::Sm80, Emit::Cuda, &Flags::default()).expect("CUDA C fits");
+    for causal in ["0", "1"] {
+        let d = defs(&[("HEAD_DIM", "384"), ("CAUSAL", causal)]);
+        build(bwd, &d, Target::Sm80, Emit::Cuda, &Flags::default()).expect("CUDA C fits");
+    }
+    // A halved constant may halve again: f32 at head dim 384 on sm_120a (99 KB) takes four
+    // steps, both tile constants down to 16, forward and backward.
+    for op in [src, bwd] {
+        let d = defs(&[("DTYPE", "f32"), ("HEAD_DIM", "384")]);
+        let plan = CompilePlan::resolve(op, &d, Target::Sm120a, Emit::Ptx, Flags::default())
+            .expect("plan");
+        let out = kir_compiler::internal::pipeline::compile(op, &plan).expect("shrunk to fit");
+        let steps = out
+            .tried
+            .iter()
+            .filter(|t| t.contains("shrunk to fit shared memory"))
+            .count();
+        assert!(steps >= 3, "{:?}", out.tried);
+        assert!(
+            out.tried.iter().any(|t| t.contains("32 -> 16")),
+            "{:?}",
+            out.tried
+        );
+        let meta = out.meta.expect("meta");
+        for k in meta["kernels"].as_array().expect("kernels") {
+            let shared = k["shared_bytes"].as_u64().expect("shared");
+            assert!(shared <= Target::Sm120a.smem_per_block(), "{shared}");
+        }
+    }
 }
 
 fn flash_oracle(
