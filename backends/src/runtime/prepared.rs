@@ -13,7 +13,7 @@
 //! (not null for a non-empty tensor; a tensor map's alignment rules, with the kernel's own
 //! fallback where it has one).
 
-use super::driver::{launch, CUstream, KernelArg};
+use super::driver::{CUstream, KernelArg};
 use super::maps::encode_tensor_map;
 use super::program::{map_spec, Bound, Ready};
 use super::{DeviceArg, Program, RuntimeError};
@@ -187,22 +187,7 @@ impl Program<'_> {
             }
             p.last.copy_from_slice(ptrs);
         }
-        self.gpu.make_current()?;
-        for r in &mut p.bound.ready {
-            if r.grid.contains(&0) {
-                continue;
-            }
-            launch(
-                r.func,
-                r.grid,
-                r.block,
-                r.shared_bytes,
-                &mut r.args,
-                stream,
-                &r.symbol,
-            )?;
-        }
-        Ok(())
+        self.launch_on(&mut p.bound, stream)
     }
 }
 

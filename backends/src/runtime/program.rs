@@ -3,7 +3,7 @@
 //! buffers), poisoned outs and temps, the tensor maps of each launch encoded from its bound
 //! buffers, and the launches of the program in order.
 
-use super::driver::{launch, CuModule, DevMem, Gpu, KernelArg, TensorMapBytes};
+use super::driver::{CuModule, DevMem, Gpu, KernelArg, TensorMapBytes};
 use super::fill::Filler;
 use super::kernels::{meta_err, meta_kernels};
 use super::maps::encode_tensor_map;
@@ -456,22 +456,7 @@ impl<'g> Program<'g> {
     /// Launches every kernel of the program in order on the default stream (asynchronously;
     /// launches with an empty grid are skipped).
     pub fn launch(&self, b: &mut Bound) -> Result<(), RuntimeError> {
-        self.gpu.make_current()?;
-        for r in &mut b.ready {
-            if r.grid.contains(&0) {
-                continue;
-            }
-            launch(
-                r.func,
-                r.grid,
-                r.block,
-                r.shared_bytes,
-                &mut r.args,
-                std::ptr::null_mut(),
-                &r.symbol,
-            )?;
-        }
-        Ok(())
+        self.launch_on(b, std::ptr::null_mut())
     }
 
     /// Waits for every launch to finish; a kernel fault shows here.

@@ -55,16 +55,7 @@ pub(super) fn to_shared(c: &mut Ctx, v: &Val, sp: Span) -> Result<Val, PtxError>
                 c.sync_block();
                 for s in (0..regs.len()).step_by(2) {
                     let (ro, co) = layout::rowmma_slot(&sub, s);
-                    let w = c.b.reg(RegClass::B32);
-                    c.b.need(Isa::CVT_TO_BF16_OR_PACKED).ins(
-                        PtxInst::new("cvt.rn")
-                            .m(t)
-                            .suffix("x2")
-                            .m("f32")
-                            .op(w)
-                            .op(regs[s + 1])
-                            .op(regs[s]),
-                    );
+                    let w = super::elem::pack_half2(c, t, regs[s], regs[s + 1]);
                     c.b.ins(
                         PtxInst::new("st.shared.b32")
                             .addr_off(base, (ro * rs + co) * eb)
@@ -335,17 +326,12 @@ fn mma(
                     let slot = |nf: usize, cc: usize| regs[(mf * nfa + nf) * 4 + cc];
                     let mut f = Vec::new();
                     for (nf, h) in [(2 * kf, 0), (2 * kf, 1), (2 * kf + 1, 0), (2 * kf + 1, 1)] {
-                        let r = c.b.reg(RegClass::B32);
-                        c.b.need(Isa::CVT_TO_BF16_OR_PACKED).ins(
-                            PtxInst::new("cvt.rn")
-                                .m(t)
-                                .suffix("x2")
-                                .m("f32")
-                                .op(r)
-                                .op(slot(nf, h * 2 + 1))
-                                .op(slot(nf, h * 2)),
-                        );
-                        f.push(r);
+                        f.push(super::elem::pack_half2(
+                            c,
+                            t,
+                            slot(nf, h * 2),
+                            slot(nf, h * 2 + 1),
+                        ));
                     }
                     f
                 }

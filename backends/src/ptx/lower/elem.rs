@@ -120,6 +120,22 @@ pub(super) fn load_elem(c: &mut Ctx, d: Dtype, dst: Reg, addr: Reg, p: Reg) {
     }
 }
 
+/// Two f32 registers rounded to one packed f16x2/bf16x2 word (`t` is `f16` or `bf16`): `lo`
+/// in the lower half (the first of two adjacent columns), `hi` in the upper.
+pub(super) fn pack_half2(c: &mut Ctx, t: &str, lo: Reg, hi: Reg) -> Reg {
+    let w = c.b.reg(RegClass::B32);
+    c.b.need(Isa::CVT_TO_BF16_OR_PACKED).ins(
+        PtxInst::new("cvt.rn")
+            .m(t)
+            .suffix("x2")
+            .m("f32")
+            .op(w)
+            .op(hi)
+            .op(lo),
+    );
+    w
+}
+
 /// A register holding the bits to store for `src` of dtype `d`.
 pub(super) fn store_bits(c: &mut Ctx, d: Dtype, src: Reg) -> Reg {
     match d {

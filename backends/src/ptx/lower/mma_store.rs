@@ -170,18 +170,8 @@ pub(super) fn store(
         for (&ro, elems) in &by_row {
             let (rp, a) = row_addr(c, ro);
             for p in elems.chunks(2) {
-                // The first source goes to the upper half: the pair's second column.
-                let w = c.b.reg(RegClass::B32);
-                c.b.need(crate::ptx::emit::isa::Isa::CVT_TO_BF16_OR_PACKED)
-                    .ins(
-                        PtxInst::new("cvt.rn")
-                            .m(t)
-                            .suffix("x2")
-                            .m("f32")
-                            .op(w)
-                            .op(p[1].1)
-                            .op(p[0].1),
-                    );
+                // The pair's second column goes to the upper half.
+                let w = super::elem::pack_half2(c, t, p[0].1, p[1].1);
                 c.b.ins_if(
                     rp,
                     false,

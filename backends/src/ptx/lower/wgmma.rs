@@ -252,16 +252,7 @@ fn regs_to_core(c: &mut Ctx, a: &Val, to: Dtype, sp: Span) -> Result<u32, PtxErr
     if *layout == crate::ptx::plan::layout::Layout::RowMma && shape[1] % 8 == 0 {
         for (pair, sc) in regs.chunks(2).zip(coords.iter().step_by(2)) {
             let addr = core_addr(c, off, sc.idx[0], sc.idx[1], rows, eb);
-            let h = c.b.reg(RegClass::B32);
-            c.b.need(Isa::CVT_TO_BF16_OR_PACKED).ins(
-                PtxInst::new("cvt.rn")
-                    .m(t)
-                    .suffix("x2")
-                    .m("f32")
-                    .op(h)
-                    .op(pair[1])
-                    .op(pair[0]),
-            );
+            let h = super::elem::pack_half2(c, t, pair[0], pair[1]);
             c.b.ins_if_opt(sc.valid, PtxInst::new("st.shared.b32").addr(addr).op(h));
         }
     } else {
@@ -288,18 +279,8 @@ fn a_fragments(c: &mut Ctx, regs: &[Reg], kdim: usize, t: &str) -> Vec<Vec<Reg>>
         .map(|kf| {
             let mut f = Vec::with_capacity(4);
             for (nf, h) in [(2 * kf, 0), (2 * kf, 1), (2 * kf + 1, 0), (2 * kf + 1, 1)] {
-                let r = c.b.reg(RegClass::B32);
                 let (lo, hi) = (regs[nf * 4 + h * 2], regs[nf * 4 + h * 2 + 1]);
-                c.b.need(Isa::CVT_TO_BF16_OR_PACKED).ins(
-                    PtxInst::new("cvt.rn")
-                        .m(t)
-                        .suffix("x2")
-                        .m("f32")
-                        .op(r)
-                        .op(hi)
-                        .op(lo),
-                );
-                f.push(r);
+                f.push(super::elem::pack_half2(c, t, lo, hi));
             }
             f
         })
