@@ -260,6 +260,38 @@ impl PtxInst {
         }
     }
 
+    /// An unsigned division or remainder by a power-of-two immediate above 1 as the shift or mask
+    /// it equals (`div.u32 d, a, 2^k` → `shr.u32 d, a, k`; `rem.u32` → `and.b32` with `2^k - 1`);
+    /// any other instruction unchanged. ptxas (13.0, sm_90a) expands both into its general
+    /// reciprocal sequence (`I2F`, `MUFU.RCP`, `IMAD.HI` and fix-ups), even for an immediate.
+    /// The lowering applies it where a division runs per element or per loop iteration (tile
+    /// index decomposition, ring indices); the warp layout's once-per-kernel divisions stay as
+    /// they are (reducing the lane's `/ 4` there moved ptxas's allocation of the 3-stage 64×64
+    /// GEMM ring into a 4-byte spill).
+    pub fn strength_reduced(mut self) -> PtxInst {
+        let div = match self.opcode.as_str() {
+            "div.u32" => true,
+            "rem.u32" => false,
+            _ => return self,
+        };
+        let Some(&Operand::Imm(v)) = self.operands.get(2) else {
+            return self;
+        };
+        // A divisor of 1 stays: ptxas folds it itself where that pays, and folding it here moved
+        // its allocation of the 255-register four-warp attention tile into a spill.
+        if v <= 1 || v > i64::from(u32::MAX) || v.count_ones() != 1 {
+            return self;
+        }
+        if div {
+            self.opcode = "shr.u32".into();
+            self.operands[2] = Operand::Imm(i64::from(v.trailing_zeros()));
+        } else {
+            self.opcode = "and.b32".into();
+            self.operands[2] = Operand::Imm(v - 1);
+        }
+        self
+    }
+
     /// Appends the modifier or type suffix `.m` to the opcode.
     pub fn m(mut self, m: impl fmt::Display) -> PtxInst {
         use fmt::Write;
@@ -389,5 +421,35 @@ mod tests {
         assert_eq!(t.to_string(), "x [m, {%r3}]");
         assert_eq!(Operand::f32(1.0).to_string(), "0f3F800000");
         assert_eq!(Operand::Hex(u32::MAX).to_string(), "0xffffffff");
+    }
+
+    #[test]
+    fn unsigned_division_by_a_power_of_two_above_one_becomes_a_shift_or_mask() {
+        let (d, a) = (
+            Reg {
+                class: RegClass::B32,
+                id: 1,
+            },
+            Reg {
+                class: RegClass::B32,
+                id: 2,
+            },
+        );
+        let red = |m: &str, b: Operand| PtxInst::new(m).op(d).op(a).op(b).strength_reduced();
+        assert_eq!(red("div.u32", 64.into()).to_string(), "shr.u32 %r1, %r2, 6");
+        assert_eq!(
+            red("rem.u32", 64.into()).to_string(),
+            "and.b32 %r1, %r2, 63"
+        );
+        // Left alone: a divisor of 1, one that is not a power of two, a register, signed forms.
+        for (m, b) in [
+            ("div.u32", Operand::Imm(1)),
+            ("rem.u32", Operand::Imm(48)),
+            ("div.u32", Operand::Reg(a)),
+            ("div.s32", Operand::Imm(64)),
+        ] {
+            let i = PtxInst::new(m).op(d).op(a).op(b.clone());
+            assert_eq!(red(m, b).to_string(), i.to_string());
+        }
     }
 }

@@ -93,6 +93,11 @@ pub(super) fn scalar_op(
             }
             c.b.ins(PtxInst::new(m).op(r).op(a[0]).op(a[1]));
         }
+        Opcode::Div | Opcode::Rem
+            if od == Dtype::I32 && super::divide::log2_divisor(c, op).is_some() =>
+        {
+            super::divide::lower(c, op, r, a[0]);
+        }
         Opcode::Add
         | Opcode::Sub
         | Opcode::Mul

@@ -103,8 +103,20 @@ pub(super) fn cp_async_rows(
                 .op(cpr - 1),
         );
     } else {
-        c.b.ins(PtxInst::new("div.u32").op(row0).op(c.thread.tid).op(cpr));
-        c.b.ins(PtxInst::new("rem.u32").op(colv).op(c.thread.tid).op(cpr));
+        c.b.ins(
+            PtxInst::new("div.u32")
+                .op(row0)
+                .op(c.thread.tid)
+                .op(cpr)
+                .strength_reduced(),
+        );
+        c.b.ins(
+            PtxInst::new("rem.u32")
+                .op(colv)
+                .op(c.thread.tid)
+                .op(cpr)
+                .strength_reduced(),
+        );
     }
     // Bytes of the chunk inside the tensor's columns: clamp(dim_c − gc, 0, vec)·esize.
     let (gc, ncol) = (c.b.reg(RegClass::B32), c.b.reg(RegClass::B32));

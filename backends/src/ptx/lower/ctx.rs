@@ -122,10 +122,20 @@ impl<'a> Ctx<'a> {
                             break;
                         }
                         let (r, q) = (self.b.reg(RegClass::B32), self.b.reg(RegClass::B32));
-                        self.b
-                            .ins(PtxInst::new("rem.u32").op(r).op(rest).op(shape[d]));
-                        self.b
-                            .ins(PtxInst::new("div.u32").op(q).op(rest).op(shape[d]));
+                        self.b.ins(
+                            PtxInst::new("rem.u32")
+                                .op(r)
+                                .op(rest)
+                                .op(shape[d])
+                                .strength_reduced(),
+                        );
+                        self.b.ins(
+                            PtxInst::new("div.u32")
+                                .op(q)
+                                .op(rest)
+                                .op(shape[d])
+                                .strength_reduced(),
+                        );
                         idx[d] = r;
                         rest = q;
                     }
@@ -164,10 +174,20 @@ impl<'a> Ctx<'a> {
                 let mut rest = e;
                 for d in (1..shape.len()).rev() {
                     let (r, q) = (self.b.reg(RegClass::B32), self.b.reg(RegClass::B32));
-                    self.b
-                        .ins(PtxInst::new("rem.u32").op(r).op(rest).op(shape[d]));
-                    self.b
-                        .ins(PtxInst::new("div.u32").op(q).op(rest).op(shape[d]));
+                    self.b.ins(
+                        PtxInst::new("rem.u32")
+                            .op(r)
+                            .op(rest)
+                            .op(shape[d])
+                            .strength_reduced(),
+                    );
+                    self.b.ins(
+                        PtxInst::new("div.u32")
+                            .op(q)
+                            .op(rest)
+                            .op(shape[d])
+                            .strength_reduced(),
+                    );
                     idx[d] = r;
                     rest = q;
                 }

@@ -400,8 +400,20 @@ pub fn copy_tile(
         c.b.ins(PtxInst::new("setp.ge.u32").op(p).op(e).op(numel));
         c.b.ins_if(p, false, PtxInst::new("bra.uni").op(&end));
         let (i, j) = (c.b.reg(RegClass::B32), c.b.reg(RegClass::B32));
-        c.b.ins(PtxInst::new("div.u32").op(i).op(e).op(cols));
-        c.b.ins(PtxInst::new("rem.u32").op(j).op(e).op(cols));
+        c.b.ins(
+            PtxInst::new("div.u32")
+                .op(i)
+                .op(e)
+                .op(cols)
+                .strength_reduced(),
+        );
+        c.b.ins(
+            PtxInst::new("rem.u32")
+                .op(j)
+                .op(e)
+                .op(cols)
+                .strength_reduced(),
+        );
         let r = super::ctx::constant(c, d, other);
         let (addr, inb) = element(c, info, offs, &[i, j]);
         let inb = match lazy_mask {

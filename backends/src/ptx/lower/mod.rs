@@ -1,7 +1,8 @@
 //! The lowering layer of the PTX backend: one module per concern, each turning the ops of a
 //! specialized kernel into [`crate::ptx::emit::PtxInst`]s on the kernel's builder, reading the
 //! kernel's [`crate::ptx::plan`]. `kernel` lowers one `.entry`; `dispatch` sends each op to its
-//! concern: `arith`/`special`/`lazy`/`statics` (scalar and elementwise work; `erf` and `pow`),
+//! concern: `arith`/`special`/`lazy`/`statics`/`divide`/`sign` (scalar and elementwise work;
+//! `erf` and `pow`; division by powers of two, and which i32 scalars are never negative),
 //! `print` (`vprintf`), `memory`/`cp_rows`/`vector`/
 //! `mma_store`/`bulk_reduce`/`store_order`/`tile`/`rows` (global and shared memory, shape ops;
 //! `deferred`: the late conversion of 16-bit loads; `bulk_reduce`: tile atomics as one TMA
@@ -22,6 +23,7 @@ mod cp_rows;
 mod ctx;
 mod deferred;
 mod dispatch;
+mod divide;
 mod dot;
 mod elem;
 pub mod kernel;
@@ -37,6 +39,7 @@ pub mod report;
 mod rescale;
 mod rows;
 mod sched;
+mod sign;
 mod special;
 mod stages;
 mod state;

@@ -111,10 +111,28 @@ pub(super) fn reduce_blocked_rows(
                 c.b.ins(PtxInst::new("and.pred").op(w).op(w).op(p));
             }
             let (idx, sub) = (c.b.reg(RegClass::B32), c.b.reg(RegClass::B32));
-            c.b.ins(PtxInst::new("div.u32").op(idx).op(tid).op(cpr));
+            c.b.ins(
+                PtxInst::new("div.u32")
+                    .op(idx)
+                    .op(tid)
+                    .op(cpr)
+                    .strength_reduced(),
+            );
             c.b.ins(PtxInst::new("add.s32").op(idx).op(idx).op(g * (t / cpr)));
-            c.b.ins(PtxInst::new("rem.u32").op(sub).op(tid).op(cpr));
-            c.b.ins(PtxInst::new("div.u32").op(sub).op(sub).op(32));
+            c.b.ins(
+                PtxInst::new("rem.u32")
+                    .op(sub)
+                    .op(tid)
+                    .op(cpr)
+                    .strength_reduced(),
+            );
+            c.b.ins(
+                PtxInst::new("div.u32")
+                    .op(sub)
+                    .op(sub)
+                    .op(32)
+                    .strength_reduced(),
+            );
             c.b.ins(PtxInst::new("mad.lo.s32").op(idx).op(idx).op(subs).op(sub));
             parts.push((acc, idx, w));
         }

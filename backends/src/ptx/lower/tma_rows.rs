@@ -195,10 +195,22 @@ pub fn zero_masked_rows(c: &mut Ctx, wait: &OpData, m: Value, s: Value) -> Resul
         c.b.place(&top);
         c.b.ins(PtxInst::new("setp.ge.u32").op(q).op(e).op(chunks));
         c.b.ins_if(q, false, PtxInst::new("bra.uni").op(&end));
-        c.b.ins(PtxInst::new("div.u32").op(r).op(e).op(cols / 8));
+        c.b.ins(
+            PtxInst::new("div.u32")
+                .op(r)
+                .op(e)
+                .op(cols / 8)
+                .strength_reduced(),
+        );
         c.b.ins(PtxInst::new("setp.lt.s32").op(q).op(r).op(valid));
         c.b.ins_if(q, false, PtxInst::new("bra").op(&next));
-        c.b.ins(PtxInst::new("rem.u32").op(j).op(e).op(cols / 8));
+        c.b.ins(
+            PtxInst::new("rem.u32")
+                .op(j)
+                .op(e)
+                .op(cols / 8)
+                .strength_reduced(),
+        );
         c.b.ins(PtxInst::new("shl.b32").op(j).op(j).op(3));
         let a = super::wgmma::core_addr(c, off, r, j, rows, 2);
         c.b.ins(PtxInst::new("st.shared.v4.b32").addr(a).vec([0, 0, 0, 0]));

@@ -64,8 +64,20 @@ pub(super) fn cp_async_tile(
                 .op(it * threads),
         );
         let (row, colv) = (c.b.reg(RegClass::B32), c.b.reg(RegClass::B32));
-        c.b.ins(PtxInst::new("div.u32").op(row).op(chunk).op(cpr));
-        c.b.ins(PtxInst::new("rem.u32").op(colv).op(chunk).op(cpr));
+        c.b.ins(
+            PtxInst::new("div.u32")
+                .op(row)
+                .op(chunk)
+                .op(cpr)
+                .strength_reduced(),
+        );
+        c.b.ins(
+            PtxInst::new("rem.u32")
+                .op(colv)
+                .op(chunk)
+                .op(cpr)
+                .strength_reduced(),
+        );
         let (gr, gc) = (c.b.reg(RegClass::B32), c.b.reg(RegClass::B32));
         c.b.ins(PtxInst::new("add.s32").op(gr).op(off_r).op(row));
         c.b.ins(PtxInst::new("mad.lo.s32").op(gc).op(colv).op(vec).op(off_c));
