@@ -246,6 +246,18 @@ const ROWS: &[Row] = &[
         persistent: true,
         overlap: false,
     },
+    // layernorm_bwd's dx kernel (a whole row in 16-bit tiles, over four tensors loaded, the next
+    // row's x, dy, mean and rstd in flight) on 8 warps keeps 2 blocks per SM (128 registers; 75
+    // and one block on 16): H200, 16384×4096 bf16, 3.33 TB/s against 2.58 on 16 warps and 2.78
+    // for the kernel without the next row's loads (call X5, docs/benchmarks.md).
+    Row {
+        warps: Some(8),
+        ..tile_row(
+            Class::RowReduce,
+            |f| f.half() && !f.row_block && f.whole_row && f.inputs > 4,
+            &[(Role::ColumnBlock, 4096)],
+        )
+    },
     // Row reductions (norm statistics), H200 at 16,384 rows (docs/benchmarks.md "Per-kernel
     // configurations"): a kernel that keeps a row in one chunk when it fits is fastest with
     // chunks as long as the row (rmsnorm_fwd at 4096 columns: 4096-column chunks 0.080 ms,

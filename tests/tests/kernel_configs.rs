@@ -12,8 +12,9 @@
 //! - Two kernels whose rows set a shared constant to different values: the first keeps it, the
 //!   second gets no row and the report says why.
 //! - The built-in norms and SwiGLU are classified as row reductions and elementwise tiles; the
-//!   forward norms' and SwiGLU's rows keep the ops' own defaults; the backward's dx kernels (a
-//!   block of rows per program) match no row.
+//!   forward norms' and SwiGLU's rows keep the ops' own defaults; the backward's dx kernels take
+//!   the whole-row row (layernorm_bwd's on 8 warps in 16-bit tiles only), their final sums (a
+//!   block of rows per program) no row.
 
 use kir_backends::interp;
 use kir_backends::Target;
@@ -320,9 +321,12 @@ fn builtin_norms_and_swiglu_are_classified() {
              a block of rows per program",
             true,
         ),
+        // Its 16-bit dx kernel takes 8 warps (two blocks per SM with the next row in flight).
         (
             "layernorm_bwd",
-            "configuration: kernel `layernorm_bwd_dx`: sm_90a row-reduction row: BLOCK=4096",
+            "configuration: kernel `layernorm_bwd_dx`: sm_90a row-reduction row: BLOCK=4096 \
+             (column block), warps 8 — matched: one row per program, reduced in column chunks, \
+             bf16 tiles, 7 tensors loaded, a row in one chunk reduced on its own",
             true,
         ),
         (
@@ -359,6 +363,40 @@ fn builtin_norms_and_swiglu_are_classified() {
             vec![]
         };
         assert_eq!(cuda.defines, want, "{op}");
+    }
+}
+
+/// layernorm_bwd's dx kernel takes 8 warps in 16-bit tiles on every PTX target (two blocks per
+/// SM with the next row in flight); in f32 tiles it keeps the policy's warps (8 would need 161
+/// registers: one block per SM either way), as rmsnorm_bwd's dx kernel does in any dtype.
+#[test]
+fn layernorm_bwd_dx_takes_8_warps_in_16_bit_tiles() {
+    for (op, dt, eight) in [
+        ("layernorm_bwd", "bf16", true),
+        ("layernorm_bwd", "f16", true),
+        ("layernorm_bwd", "f32", false),
+        ("rmsnorm_bwd", "bf16", false),
+    ] {
+        let src = kir_compiler::internal::oplib::builtin(op).expect("built-in");
+        let d = vec![("DTYPE".to_string(), dt.to_string())];
+        for target in [Target::Sm80, Target::Sm90a, Target::Sm100a, Target::Sm120a] {
+            let plan =
+                CompilePlan::resolve(src, &d, target, Emit::Ptx, Flags::default()).expect("plan");
+            let report = plan.config_report();
+            let line = report
+                .lines()
+                .find(|l| l.contains("_dx`"))
+                .unwrap_or_else(|| panic!("{op} {dt}: no dx line\n{report}"));
+            assert!(
+                line.contains("BLOCK=4096 (column block)"),
+                "{op} {dt}: {line}"
+            );
+            assert_eq!(
+                line.contains("warps 8"),
+                eight,
+                "{op} {dt} {target:?}: {line}"
+            );
+        }
     }
 }
 

@@ -213,6 +213,9 @@ fn layernorm_bwd_row_groups_and_column_slices() {
     let small = [("GROUPS", "7"), ("BLOCK", "64"), ("SUM_COLS", "40")];
     layernorm_bwd_case("f32", 50, 300, 3.0, &small);
     layernorm_bwd_case("bf16", 50, 60, 3.0, &small);
+    // A row of exactly BLOCK columns, 4 or 5 rows per group: each row's successor loaded ahead.
+    let exact = [("GROUPS", "5"), ("BLOCK", "64"), ("SUM_COLS", "40")];
+    layernorm_bwd_case("f16", 23, 64, 3.0, &exact);
 }
 
 #[test]
