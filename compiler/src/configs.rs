@@ -258,13 +258,27 @@ const ROWS: &[Row] = &[
             &[(Role::ColumnBlock, 4096)],
         )
     },
+    // A row in one chunk whose reductions run one after the other (layernorm_fwd: the centred
+    // squares need the mean), 16-bit tiles: 8 warps, half the partial sums to combine at each
+    // of the row's two block reductions. H200, 16384×4096 bf16 (call X7, docs/benchmarks.md):
+    // layernorm_fwd 3.02–3.07 TB/s on 8 warps against 2.32–2.36 on 16 (its three-pass form
+    // before: 2.79–2.83); rmsnorm_fwd and rmsnorm_bwd, one reduction or two independent ones,
+    // lose on 8 (3.06 against 3.44, 2.99 against 3.60), so they keep 16.
+    Row {
+        warps: Some(8),
+        ..tile_row(
+            Class::RowReduce,
+            |f| f.half() && !f.row_block && f.whole_row && f.chained,
+            &[(Role::ColumnBlock, 4096)],
+        )
+    },
     // Row reductions (norm statistics), H200 at 16,384 rows (docs/benchmarks.md "Per-kernel
     // configurations"): a kernel that keeps a row in one chunk when it fits is fastest with
     // chunks as long as the row (rmsnorm_fwd at 4096 columns: 4096-column chunks 0.080 ms,
     // 1024 0.089; at 1024 columns 1024 is fastest), so it takes 4096, a common hidden size;
     // one that keeps running sums over chunks is fastest with 1024 columns at every width
-    // measured (layernorm_fwd at 1024, 4096 and 8192 columns: 0.046, 0.109, 0.198 ms against
-    // 0.197, 0.167, 0.252 with 4096). One row per tile fits every target's registers.
+    // measured (layernorm_fwd when it took three passes, at 1024, 4096 and 8192 columns: 0.046,
+    // 0.109, 0.198 ms against 0.197, 0.167, 0.252 with 4096). One row per tile fits registers.
     // A block of rows per program has no row: 8 rows of 1024-column chunks ran faster on the
     // H200 (call C5, docs/gpu-results/2026-12-03-c5-norm-bwd.txt: the norm backward's dx
     // kernels of that time, rmsnorm_bwd 1.546 ms against 2.299) but spilled on the backend's 16

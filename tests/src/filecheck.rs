@@ -20,12 +20,13 @@
 /// Built-in ops whose PTX is too big for a full golden on every target (over 40 KB): their
 /// golden PTX is kept for sm_80 only (tests/tests/ptx.rs), and the other targets are checked
 /// with the check lines of `tests/checks/<op>.check` (tests/tests/ptx_checks.rs).
-pub const PTX_CHECKED_OPS: [&str; 7] = [
+pub const PTX_CHECKED_OPS: [&str; 8] = [
     "attention_bwd",
     "attention_fwd",
     "gemm",
     "gemm_nf4",
     "layernorm_bwd",
+    "layernorm_fwd",
     "rmsnorm_bwd",
     "rmsnorm_fwd",
 ];

@@ -299,7 +299,7 @@ fn builtin_norms_and_swiglu_are_classified() {
         ),
         (
             "layernorm_fwd",
-            "configuration: sm_90a row-reduction row: BLOCK=1024 (column block)",
+            "configuration: sm_90a row-reduction row: BLOCK=4096 (column block)",
             true,
         ),
         (
@@ -356,7 +356,10 @@ fn builtin_norms_and_swiglu_are_classified() {
         assert!(cuda.defines.is_empty(), "{op}: {:?}", cuda.defines);
         let cuda = CompilePlan::resolve(src, &[], Target::Sm120a, Emit::Cuda, Flags::default())
             .expect("plan");
-        let whole_row = matches!(op, "rmsnorm_fwd" | "rmsnorm_bwd" | "layernorm_bwd");
+        let whole_row = matches!(
+            op,
+            "rmsnorm_fwd" | "rmsnorm_bwd" | "layernorm_fwd" | "layernorm_bwd"
+        );
         let want: Vec<(String, String)> = if whole_row {
             vec![("BLOCK".to_string(), "2048".to_string())]
         } else {
@@ -389,6 +392,41 @@ fn layernorm_bwd_dx_takes_8_warps_in_16_bit_tiles() {
                 .unwrap_or_else(|| panic!("{op} {dt}: no dx line\n{report}"));
             assert!(
                 line.contains("BLOCK=4096 (column block)"),
+                "{op} {dt}: {line}"
+            );
+            assert_eq!(
+                line.contains("warps 8"),
+                eight,
+                "{op} {dt} {target:?}: {line}"
+            );
+        }
+    }
+}
+
+/// layernorm_fwd, whose row reductions run one after the other (the centred squares need the
+/// mean), takes 8 warps in 16-bit tiles on every PTX target; rmsnorm_fwd (one reduction) keeps
+/// the policy's 16, and so does layernorm_fwd in f32 tiles.
+#[test]
+fn chained_row_reductions_take_8_warps_in_16_bit_tiles() {
+    for (op, dt, eight) in [
+        ("layernorm_fwd", "bf16", true),
+        ("layernorm_fwd", "f16", true),
+        ("layernorm_fwd", "f32", false),
+        ("rmsnorm_fwd", "bf16", false),
+    ] {
+        let src = kir_compiler::internal::oplib::builtin(op).expect("built-in");
+        let d = vec![("DTYPE".to_string(), dt.to_string())];
+        for target in [Target::Sm80, Target::Sm90a, Target::Sm100a, Target::Sm120a] {
+            let plan =
+                CompilePlan::resolve(src, &d, target, Emit::Ptx, Flags::default()).expect("plan");
+            let report = plan.config_report();
+            let line = report
+                .lines()
+                .find(|l| l.starts_with("configuration:"))
+                .unwrap_or_else(|| panic!("{op} {dt}: no configuration line\n{report}"));
+            assert_eq!(
+                line.contains("one reduction computed from another"),
+                op == "layernorm_fwd",
                 "{op} {dt}: {line}"
             );
             assert_eq!(

@@ -23,6 +23,17 @@ fn f32s(v: &[f64]) -> Vec<f64> {
 }
 
 fn layernorm_fwd_case(dt: &str, rows: usize, n: usize, mag: f64, offset: f64) {
+    layernorm_fwd_case_with(dt, rows, n, mag, offset, &[]);
+}
+
+fn layernorm_fwd_case_with(
+    dt: &str,
+    rows: usize,
+    n: usize,
+    mag: f64,
+    offset: f64,
+    defines: &[(&str, &str)],
+) {
     let dty = dtype(dt);
     let mut rng = Rng::fresh(&format!("layernorm_fwd {dt} {rows}x{n} x{mag} +{offset}"));
     let x: Vec<f64> = rng
@@ -35,9 +46,11 @@ fn layernorm_fwd_case(dt: &str, rows: usize, n: usize, mag: f64, offset: f64) {
     let eps = 1e-5f32 as f64;
     let (y_ref, mean_ref, rstd_ref) = o::layernorm_fwd(&x, &w, &b, rows, n, eps);
     let (xs, ws, bs) = (x.clone(), w.clone(), b.clone());
+    let mut defs = vec![("DTYPE", dt)];
+    defs.extend_from_slice(defines);
     let out = run_op(
         "layernorm_fwd",
-        &[("DTYPE", dt)],
+        &defs,
         vec![
             ("x", t(dty, &[rows, n], x)),
             ("w", t(dty, &[n], w)),
@@ -45,7 +58,7 @@ fn layernorm_fwd_case(dt: &str, rows: usize, n: usize, mag: f64, offset: f64) {
             ("eps", HostArg::Scalar(eps)),
         ],
     );
-    let name = format!("layernorm_fwd {dt} {rows}x{n} mag {mag} offset {offset}");
+    let name = format!("layernorm_fwd {dt} {rows}x{n} mag {mag} offset {offset} {defines:?}");
     assert_eq!(out["y"].shape, vec![rows, n]);
     if offset == 0.0 {
         compare(
@@ -99,6 +112,27 @@ fn layernorm_fwd_shapes() {
     let mut rng = Rng::fresh("layernorm_fwd random shape");
     let (r, n) = (rng.range(1, 40), rng.range(1, 3000));
     layernorm_fwd_case(DTYPES[rng.range(0, 3)], r, n, 3.0, 0.0);
+}
+
+/// The paths of the rows per program: rows that fit one chunk (N ≤ BLOCK: read once, kept in
+/// registers, the next row's load in flight) and longer rows (three passes over chunks), with
+/// R not a multiple of ROWS (the last program's rows past R neither read nor written), N
+/// ragged against BLOCK and equal to it, one row per program, and the defaults at a row of
+/// exactly 4096 columns. The mean far from zero checks that the one-chunk path's variance is
+/// centred too.
+#[test]
+fn layernorm_fwd_rows_per_program_and_chunks() {
+    let small = [("BLOCK", "64"), ("ROWS", "3")];
+    for dt in DTYPES {
+        for (rows, n) in [(7, 50), (8, 64), (5, 130), (1, 1), (4, 65)] {
+            layernorm_fwd_case_with(dt, rows, n, 3.0, 0.0, &small);
+        }
+    }
+    layernorm_fwd_case_with("f32", 7, 60, 1.0, 1000.0, &small);
+    layernorm_fwd_case_with("f32", 5, 200, 1.0, -1000.0, &small);
+    layernorm_fwd_case_with("bf16", 5, 30, 3.0, 0.0, &[("ROWS", "1")]);
+    layernorm_fwd_case_with("f16", 3, 100, 3.0, 0.0, &[("ROWS", "8"), ("BLOCK", "128")]);
+    layernorm_fwd_case("bf16", 9, 4096, 3.0, 0.0);
 }
 
 /// A mean far from zero (1000 ± 1): a variance from Σx²/N − mean² would lose most of its

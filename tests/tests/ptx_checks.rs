@@ -15,7 +15,7 @@ use std::process::Command;
 
 /// The check lines of each checked op: one file per group of targets whose PTX is alike
 /// (`<op>.check`, and `<op>.<target>.check` for a target whose path differs).
-const CHECKS: [(&str, &str); 11] = [
+const CHECKS: [(&str, &str); 12] = [
     (
         "attention_bwd",
         include_str!("../checks/attention_bwd.check"),
@@ -42,6 +42,10 @@ const CHECKS: [(&str, &str); 11] = [
     (
         "layernorm_bwd",
         include_str!("../checks/layernorm_bwd.check"),
+    ),
+    (
+        "layernorm_fwd",
+        include_str!("../checks/layernorm_fwd.check"),
     ),
     ("rmsnorm_bwd", include_str!("../checks/rmsnorm_bwd.check")),
     ("rmsnorm_fwd", include_str!("../checks/rmsnorm_fwd.check")),

@@ -449,7 +449,7 @@ fn the_built_in_ops_declare_tune_sets_on_their_tiles() {
         ("gemm_nf4", &["BLOCK_M", "BLOCK_N", "BLOCK_K"]),
         ("rmsnorm_fwd", &["BLOCK", "ROWS"]),
         ("rmsnorm_bwd", &["BLOCK"]),
-        ("layernorm_fwd", &["BLOCK"]),
+        ("layernorm_fwd", &["BLOCK", "ROWS"]),
         ("layernorm_bwd", &["BLOCK"]),
         ("swiglu", &["BLOCK_R", "BLOCK_N"]),
     ] {

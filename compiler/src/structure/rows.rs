@@ -65,6 +65,7 @@ fn row_reduce(v: &View, ops: &[Op]) -> Option<Found> {
     let mut tile: Option<(Option<String>, Option<String>)> = None;
     let mut axis0: Vec<Vec<Expr>> = vec![];
     let mut whole_row = false;
+    let mut chained = false;
     for &o in ops {
         let d = v.op(o);
         if d.opcode != Opcode::Reduce {
@@ -91,7 +92,9 @@ fn row_reduce(v: &View, ops: &[Op]) -> Option<Found> {
         } else {
             Some(v.const_name(&dims[0])?)
         };
-        whole_row |= v.opcode(d.operands[0]) != Some(Opcode::For);
+        let own = v.opcode(d.operands[0]) != Some(Opcode::For);
+        whole_row |= own;
+        chained |= own && fed_by_reduce(v, d.operands[0]);
         let this = (rows, v.const_name(&dims[1]));
         match &tile {
             None => tile = Some(this),
@@ -113,6 +116,7 @@ fn row_reduce(v: &View, ops: &[Op]) -> Option<Found> {
         dtype,
         inputs,
         whole_row,
+        chained,
         row_block: rows.is_some(),
         ..Features::default()
     };
@@ -121,6 +125,25 @@ fn row_reduce(v: &View, ops: &[Op]) -> Option<Found> {
         roles.insert(0, (Role::RowBlock, Some(r)));
     }
     Some((KernelKind::RowReduce, roles, features))
+}
+
+/// Whether value `x` is computed, in straight-line code, from the result of a reduction (the
+/// operands of its defining ops followed back, not through loops or block arguments).
+fn fed_by_reduce(v: &View, x: kir_ir::Value) -> bool {
+    let mut seen = BTreeSet::new();
+    let mut stack = vec![x];
+    while let Some(x) = stack.pop() {
+        if !seen.insert(x) || seen.len() > 256 {
+            continue;
+        }
+        let Some((_, d)) = v.def(x) else { continue };
+        match d.opcode {
+            Opcode::Reduce => return true,
+            Opcode::For | Opcode::If | Opcode::Load => {}
+            _ => stack.extend(d.operands.iter().copied()),
+        }
+    }
+    false
 }
 
 /// Elementwise: no loop and no reduction; every load and store moves a 2-D tile of the same

@@ -144,6 +144,10 @@ pub struct Features {
     /// Row reduction: some reduction takes one chunk of a row on its own (the row kept in one
     /// tile when it fits a chunk), not a loop's running sum over the row's chunks.
     pub whole_row: bool,
+    /// Row reduction: a chunk reduced on its own is computed from another reduction of the row
+    /// (layernorm's centred squares from its mean), so the row's reductions run one after the
+    /// other.
+    pub chained: bool,
     /// The dot loop's A operand is a transposed load.
     pub trans_a: bool,
     /// The dot loop's B operand is a transposed load.
@@ -281,6 +285,9 @@ impl Structure {
                     } else {
                         "running sums over chunks".into()
                     });
+                    if f.chained {
+                        parts.push("one reduction computed from another".into());
+                    }
                 }
             }
             None => {}
