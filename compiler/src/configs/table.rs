@@ -1,0 +1,424 @@
+//! The table of per-target default configurations that compiler/src/configs.rs applies: each
+//! row a class, the targets and backend it is for, a condition on a kernel's structural
+//! features and the values it sets by role, with the warps, ring depth, warp specialization and
+//! persistence it asks for. Each row's comment names the H200 measurement behind it
+//! (docs/benchmarks.md; the calls in docs/history/benchmarks-log.md).
+
+use crate::structure::{Class, Features, Role};
+use kir_backends::Target;
+
+/// One row of the table.
+pub(super) struct Row {
+    pub(super) class: Class,
+    /// The targets the row is for.
+    pub(super) targets: &'static [Target],
+    /// A row of the CUDA-C parity backend (tiles only) rather than of PTX and IR emission.
+    pub(super) cuda: bool,
+    /// The condition on the kernel's structural features.
+    pub(super) when: fn(&Features) -> bool,
+    /// Values by role, in the order they are defined.
+    pub(super) set: &'static [(Role, i64)],
+    pub(super) warps: Option<u32>,
+    pub(super) stages: Option<usize>,
+    pub(super) warp_specialize: bool,
+    pub(super) persistent: bool,
+    pub(super) overlap: bool,
+}
+
+/// The table (H200 measurements of 2026-12-01 and 12-02, docs/history/benchmarks-log.md "Hopper
+/// fast path" and the sections named below).
+/// sm_90a attention: 128-row query blocks on two warpgroups (one 64-row wgmma fragment each,
+/// ping-ponging on the tensor cores). Without causal masking the key loop is a TMA ring
+/// (docs/passes.md): d128 warp-specialized, a producer warpgroup (tensor copies of K, V and the
+/// query block) and three consumer warpgroups on 192×128 tiles at 160 registers (`setmaxnreg`),
+/// two stages (calls L2/L3, 2026-12-02: 615.0–619.2 TFLOP/s at 16k against 576.1–576.5 for the
+/// unspecialized 128×64 tile at two blocks per SM, 594.3–627.6 against 605.3–613.2 at 4k, and
+/// 459.7–461.2 against 517.0–517.2 at 1k, where 1,024 rows fill 5⅓ blocks of 192:
+/// docs/history/benchmarks-log.md "The producer stages the query block"), d64 with 128-key blocks (454.7; 64-key blocks 381.5, the
+/// 64×128 tile on one warpgroup 410.3), d256 with 64-key blocks (560.2). Causal key ranges are
+/// TMA rings too (their rows past the range zeroed in shared memory), taking the query blocks
+/// with the most keys first: d128 with 128-key blocks (467.9–470.4; 64-key blocks 462.8–464.0),
+/// d64 with 128×128 on two warpgroups, two blocks per SM at 128 registers since the loop bound
+/// lives in shared memory (408.6–410.2 against 388.0–388.6 for 64×128 on one warpgroup, three
+/// stages 340.6: one block per SM; docs/history/benchmarks-log.md "Causal d64 at two blocks per SM"), its
+/// programs walking two heads at a time (421.4 against 414.8 one head at a time, four heads
+/// 424.2; at 4k tokens 313.9 against 303.7 and 300.8; d128 keeps one head: 485.9 against 479.0). sm_90a GEMM: a 128×256 tile with 64-deep K blocks on two warpgroups and a
+/// 4-stage held ring, each wgmma group left in flight for one iteration (461 TFLOP/s at 8192³;
+/// 3 stages 408, 2 stages 396, the op's 64×64 tile 149), warp-specialized: a producer warpgroup
+/// on tensor copies and the two warpgroups as its consumer (599–614 against 507–543 unspecialized
+/// at 8192³, 4096³ 544 against 472; docs/history/benchmarks-log.md "Warp specialization"), its tiles in
+/// groups of 8 block rows (8192³ 619–645 against 583–606 in row order, 16384×14336×4096 524–541
+/// against 483–492), on a persistent grid of the target's SM count (8192³ 695–698 against
+/// 634–654, 4096³ 640–650 against 609–622; 16384×14336×4096 both ways between calls;
+/// docs/history/benchmarks-log.md "Persistent GEMM"); swiglu (two dots sharing A) keeps the op's tile.
+pub(super) const ROWS: &[Row] = &[
+    // Short sequences (the query count known from the shapes, at most 2,048): the
+    // warp-specialized 192-row tile leaves a third of the last query block empty at 1,024
+    // queries (5⅓ blocks) and has fewer key blocks to pipeline; the unspecialized 128×64 tile
+    // at two blocks per SM is faster there (call W3, docs/gpu-results/2026-12-04-w3-fwd.txt,
+    // B 16, H 16, S 1,024: 517.9 TFLOP/s against 457.9; earlier calls L2/L3: 517.0–517.2
+    // against 459.7–461.2 at 1k, 605.3–613.2 against 594.3–627.6 at 4k).
+    Row {
+        cuda: false,
+        class: Class::Attention,
+        targets: &[Target::Sm90a],
+        when: |f| {
+            f.half() && f.head_dim == Some(128) && !f.causal && f.m.is_some_and(|m| m <= 2048)
+        },
+        set: &[(Role::QueryBlock, 128), (Role::KeyBlock, 64)],
+        warps: Some(8),
+        stages: None,
+        warp_specialize: false,
+        persistent: false,
+        overlap: false,
+    },
+    Row {
+        cuda: false,
+        class: Class::Attention,
+        targets: &[Target::Sm90a],
+        when: |f| f.half() && f.head_dim == Some(128) && !f.causal && !f.mask,
+        set: &[(Role::QueryBlock, 192), (Role::KeyBlock, 128)],
+        warps: Some(12),
+        stages: Some(2),
+        warp_specialize: true,
+        persistent: false,
+        overlap: false,
+    },
+    // With an additive mask tile the 160-register consumers spill (844 bytes at 192×128):
+    // the unspecialized tile, two blocks of two warpgroups per SM.
+    Row {
+        cuda: false,
+        class: Class::Attention,
+        targets: &[Target::Sm90a],
+        when: |f| f.half() && f.head_dim == Some(128) && !f.causal,
+        set: &[(Role::QueryBlock, 128), (Role::KeyBlock, 64)],
+        warps: Some(8),
+        stages: None,
+        warp_specialize: false,
+        persistent: false,
+        overlap: false,
+    },
+    Row {
+        cuda: false,
+        class: Class::Attention,
+        targets: &[Target::Sm90a],
+        when: |f| f.half() && f.head_dim == Some(128) && f.causal,
+        set: &[(Role::QueryBlock, 128), (Role::KeyBlock, 128)],
+        warps: Some(8),
+        stages: None,
+        warp_specialize: false,
+        persistent: false,
+        overlap: false,
+    },
+    Row {
+        cuda: false,
+        class: Class::Attention,
+        targets: &[Target::Sm90a],
+        when: |f| f.half() && f.head_dim == Some(64) && !f.causal,
+        set: &[(Role::QueryBlock, 128), (Role::KeyBlock, 128)],
+        warps: Some(8),
+        stages: None,
+        warp_specialize: false,
+        persistent: false,
+        overlap: false,
+    },
+    Row {
+        cuda: false,
+        class: Class::Attention,
+        targets: &[Target::Sm90a],
+        when: |f| f.half() && f.head_dim == Some(64) && f.causal,
+        set: &[
+            (Role::QueryBlock, 128),
+            (Role::KeyBlock, 128),
+            (Role::Group, 2),
+        ],
+        warps: Some(8),
+        stages: None,
+        warp_specialize: false,
+        persistent: false,
+        overlap: false,
+    },
+    Row {
+        cuda: false,
+        class: Class::Attention,
+        targets: &[Target::Sm90a],
+        when: |f| f.half() && f.head_dim == Some(256),
+        set: &[(Role::QueryBlock, 128), (Role::KeyBlock, 64)],
+        warps: Some(8),
+        stages: None,
+        warp_specialize: false,
+        persistent: false,
+        overlap: false,
+    },
+    // Few rows (the problem's M known, from the shapes a plan is made for): the 128×256 tile
+    // leaves most SMs idle. H200, 2026-12-03 (docs/gpu-results/2026-12-03-gemm-shape-sweep.txt):
+    // M = 16, N = 14336, K = 4096: 64×128 on one warpgroup, six stages, 0.0411 ms against
+    // 0.0521 for the default row; M = 128: 128×128, five stages, 0.0404 against 0.0579. Both
+    // warp-specialized, on a grid of one program per tile (a persistent grid was slower).
+    Row {
+        cuda: false,
+        class: Class::DotLoop,
+        targets: &[Target::Sm90a],
+        when: |f| f.half() && f.dots == 1 && !f.trans_a && f.m.is_some_and(|m| m <= 64),
+        set: &[
+            (Role::MTile, 64),
+            (Role::NTile, 128),
+            (Role::KTile, 64),
+            (Role::Group, 8),
+        ],
+        warps: Some(4),
+        stages: Some(6),
+        warp_specialize: true,
+        persistent: false,
+        overlap: false,
+    },
+    Row {
+        cuda: false,
+        class: Class::DotLoop,
+        targets: &[Target::Sm90a],
+        when: |f| f.half() && f.dots == 1 && !f.trans_a && f.m.is_some_and(|m| m <= 128),
+        set: &[
+            (Role::MTile, 128),
+            (Role::NTile, 128),
+            (Role::KTile, 64),
+            (Role::Group, 8),
+        ],
+        warps: Some(8),
+        stages: Some(5),
+        warp_specialize: true,
+        persistent: false,
+        overlap: false,
+    },
+    Row {
+        cuda: false,
+        class: Class::DotLoop,
+        targets: &[Target::Sm90a],
+        when: |f| f.half() && f.dots == 1 && !f.trans_a,
+        set: &[
+            (Role::MTile, 128),
+            (Role::NTile, 256),
+            (Role::KTile, 64),
+            (Role::Group, 8),
+        ],
+        warps: Some(8),
+        stages: Some(4),
+        warp_specialize: true,
+        persistent: true,
+        overlap: false,
+    },
+    // layernorm_bwd's dx kernel (a whole row in 16-bit tiles, over four tensors loaded, the next
+    // row's x, dy, mean and rstd in flight) on 8 warps keeps 2 blocks per SM (128 registers; 75
+    // and one block on 16): H200, 16384×4096 bf16, 3.33 TB/s against 2.58 on 16 warps and 2.78
+    // for the kernel without the next row's loads (call X5, docs/benchmarks.md).
+    Row {
+        warps: Some(8),
+        ..tile_row(
+            Class::RowReduce,
+            |f| f.half() && !f.row_block && f.whole_row && f.inputs > 4,
+            &[(Role::ColumnBlock, 4096)],
+        )
+    },
+    // A row in one chunk whose reductions run one after the other (layernorm_fwd: the centred
+    // squares need the mean), 16-bit tiles: 8 warps, half the partial sums to combine at each
+    // of the row's two block reductions. H200, 16384×4096 bf16 (call X7, docs/benchmarks.md):
+    // layernorm_fwd 3.02–3.07 TB/s on 8 warps against 2.32–2.36 on 16 (its three-pass form
+    // before: 2.79–2.83); rmsnorm_fwd and rmsnorm_bwd, one reduction or two independent ones,
+    // lose on 8 (3.06 against 3.44, 2.99 against 3.60), so they keep 16.
+    Row {
+        warps: Some(8),
+        ..tile_row(
+            Class::RowReduce,
+            |f| f.half() && !f.row_block && f.whole_row && f.chained,
+            &[(Role::ColumnBlock, 4096)],
+        )
+    },
+    // Row reductions (norm statistics), H200 at 16,384 rows (docs/benchmarks.md "Per-kernel
+    // configurations"): a kernel that keeps a row in one chunk when it fits is fastest with
+    // chunks as long as the row (rmsnorm_fwd at 4096 columns: 4096-column chunks 0.080 ms,
+    // 1024 0.089; at 1024 columns 1024 is fastest), so it takes 4096, a common hidden size;
+    // one that keeps running sums over chunks is fastest with 1024 columns at every width
+    // measured (layernorm_fwd when it took three passes, at 1024, 4096 and 8192 columns: 0.046,
+    // 0.109, 0.198 ms against 0.197, 0.167, 0.252 with 4096). One row per tile fits registers.
+    // A block of rows per program has no row: 8 rows of 1024-column chunks ran faster on the
+    // H200 (call C5, docs/gpu-results/2026-12-03-c5-norm-bwd.txt: the norm backward's dx
+    // kernels of that time, rmsnorm_bwd 1.546 ms against 2.299) but spilled on the backend's 16
+    // warps. Those kernels now take one row per program (the whole-row row below applies).
+    tile_row(
+        Class::RowReduce,
+        |f| !f.row_block && f.whole_row,
+        &[(Role::ColumnBlock, 4096)],
+    ),
+    tile_row(
+        Class::RowReduce,
+        |f| !f.row_block,
+        &[(Role::ColumnBlock, 1024)],
+    ),
+    // Elementwise tiles: the built-in swiglu's 4×1024.
+    tile_row(
+        Class::Elementwise,
+        |_| true,
+        &[(Role::RowBlock, 4), (Role::ColumnBlock, 1024)],
+    ),
+    // Attention backward at head dims 64 and 128 on sm_90a (the measured ones): 64 keys per dK/dV program and
+    // 64-query steps, 64-row query and key blocks for dQ, on 4 warps, so that every dot of the
+    // key-major dK/dV kernel (sᵀ = k·qᵀ, dv += pᵀ·do, dpᵀ = v·doᵀ, dk += dsᵀ·q) and of the dQ
+    // kernel is one 64-row wgmma (call W1, docs/gpu-results/2026-12-04-w1-bwd-wgmma.txt, `kirc
+    // bench`, TFLOP/s: d128 S = 16k 349.6 against 147.4 for the op's 64/32/32 and 322.8 for
+    // 128 keys on 8 warps; causal 341.9 against 146.1; d64 B 4 S 4k 297.2 against 135.8;
+    // d128 B 16 S 1k 286.8 against 130.9). Before the key-major form, 64-row blocks were the
+    // tuner's best at d64 too (call C4: 1.955 ms against 2.328). With a soft cap the cap's
+    // derivative is one more [keys, queries] tile, and the 64-key dK/dV kernel spills (16 bytes
+    // at d128, 88 with every feature): it keeps the op's 32-key tiles, spill-free; so does the
+    // atomic mode (`DETERMINISTIC=0`), whose fifth dot (dS·k into dq) spills 16 bytes there.
+    Row {
+        cuda: false,
+        class: Class::AttentionBwd,
+        targets: &[Target::Sm90a],
+        when: |f| f.half() && matches!(f.head_dim, Some(64 | 128)) && !f.softcap && f.dots <= 4,
+        set: &[
+            (Role::QueryBlock, 64),
+            (Role::KeyBlock, 64),
+            (Role::KvBlock, 64),
+            (Role::QueryStep, 64),
+        ],
+        warps: None,
+        stages: None,
+        warp_specialize: false,
+        persistent: false,
+        overlap: false,
+    },
+    // The atomic mode (`DETERMINISTIC=0`) on sm_90a: the dK/dV kernel's fifth dot is
+    // dqᵀ = kᵀ·dSᵀ, [HEAD_DIM, queries], whose rows are the head dim: one 64-row wgmma per
+    // warpgroup when HEAD_DIM = 16·warps, with kᵀ read M-major from the k tile and dSᵀ stored
+    // from the accumulator into the core layout. So d64 takes 64 keys on 4 warps and d128 128
+    // keys on 8 warps (two warpgroups, 64 keys each); every dot is a wgmma, no spills (244
+    // registers at d128). Not yet timed on a GPU.
+    Row {
+        cuda: false,
+        class: Class::AttentionBwd,
+        targets: &[Target::Sm90a],
+        when: |f| f.half() && f.head_dim == Some(64) && !f.softcap && f.dots == 5,
+        set: &[
+            (Role::QueryBlock, 64),
+            (Role::KeyBlock, 64),
+            (Role::KvBlock, 64),
+            (Role::QueryStep, 64),
+        ],
+        warps: Some(4),
+        stages: None,
+        warp_specialize: false,
+        persistent: false,
+        overlap: false,
+    },
+    Row {
+        cuda: false,
+        class: Class::AttentionBwd,
+        targets: &[Target::Sm90a],
+        when: |f| f.half() && f.head_dim == Some(128) && !f.softcap && f.dots == 5,
+        set: &[
+            (Role::QueryBlock, 64),
+            (Role::KeyBlock, 64),
+            (Role::KvBlock, 128),
+            (Role::QueryStep, 64),
+        ],
+        warps: Some(8),
+        stages: None,
+        warp_specialize: false,
+        persistent: false,
+        overlap: false,
+    },
+    // CUDA C stores every live tile as 32-bit values in shared memory, so the op's default
+    // tiles outgrow the smaller targets (`Target::smem_per_block`): sm_120a's 99 KB does not
+    // hold attention_fwd at d128 (119,296 bytes) or attention_bwd's dK/dV (165,888), sm_80's
+    // 163 KB not attention_fwd at d256 (213,760) or causal attention_bwd (170,496). These rows
+    // take smaller query and key blocks that fit with every feature (fit checked by
+    // tests/tests/configs.rs; the parity backend is checked for results, not timed).
+    cuda_row(
+        Class::Attention,
+        &[Target::Sm120a],
+        |f| f.head_dim.is_some_and(|d| d <= 128),
+        &[(Role::QueryBlock, 32), (Role::KeyBlock, 32)],
+    ),
+    cuda_row(
+        Class::Attention,
+        &[Target::Sm120a],
+        |_| true,
+        &[(Role::QueryBlock, 16), (Role::KeyBlock, 16)],
+    ),
+    cuda_row(
+        Class::Attention,
+        &[Target::Sm80],
+        |f| f.head_dim.is_some_and(|d| d > 128) && !f.causal,
+        &[(Role::QueryBlock, 32)],
+    ),
+    cuda_row(
+        Class::Attention,
+        &[Target::Sm80],
+        |f| f.head_dim.is_some_and(|d| d > 128),
+        &[(Role::QueryBlock, 32), (Role::KeyBlock, 32)],
+    ),
+    cuda_row(
+        Class::AttentionBwd,
+        &[Target::Sm120a],
+        |_| true,
+        &[
+            (Role::QueryBlock, 32),
+            (Role::QueryStep, 32),
+            (Role::KeyBlock, 16),
+            (Role::KvBlock, 16),
+        ],
+    ),
+    cuda_row(
+        Class::AttentionBwd,
+        &[Target::Sm80],
+        |f| f.causal,
+        &[(Role::QueryBlock, 32), (Role::QueryStep, 32)],
+    ),
+    // A row kept whole in 4096 columns outgrows sm_120a's 99 KB in CUDA C when the kernel also
+    // holds the next row (rmsnorm_bwd's prefetch: 147,472 bytes at 4096); 2048-column chunks
+    // fit (a row of 4096 then takes the two-pass path there).
+    cuda_row(
+        Class::RowReduce,
+        &[Target::Sm120a],
+        |f| !f.row_block && f.whole_row,
+        &[(Role::ColumnBlock, 2048)],
+    ),
+];
+
+/// A row of PTX and IR emission on every target that sets tiles only (the backend's policy
+/// chooses the warps; no ring, warp roles or persistence).
+const fn tile_row(class: Class, when: fn(&Features) -> bool, set: &'static [(Role, i64)]) -> Row {
+    Row {
+        cuda: false,
+        class,
+        targets: &Target::ALL,
+        when,
+        set,
+        warps: None,
+        stages: None,
+        warp_specialize: false,
+        persistent: false,
+        overlap: false,
+    }
+}
+
+/// A row of the CUDA-C backend: tiles only (it has no warps, rings or warp roles).
+const fn cuda_row(
+    class: Class,
+    target: &'static [Target],
+    when: fn(&Features) -> bool,
+    set: &'static [(Role, i64)],
+) -> Row {
+    Row {
+        cuda: true,
+        class,
+        targets: target,
+        when,
+        set,
+        warps: None,
+        stages: None,
+        warp_specialize: false,
+        persistent: false,
+        overlap: false,
+    }
+}
