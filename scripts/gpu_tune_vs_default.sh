@@ -54,5 +54,6 @@ done
 want norm && case_ rmsnorm_fwd "--stages 2 --warp-specialize off" rmsnorm_fwd --shape x=16384x4096 --shape w=4096 --arg eps=1e-5
 want norm && case_ layernorm_fwd "--stages 2 --warp-specialize off" layernorm_fwd --shape x=16384x4096 --shape w=4096 --shape b=4096 --arg eps=1e-5
 want norm && case_ rmsnorm_bwd "--stages 2 --warp-specialize off" rmsnorm_bwd --shape x=16384x4096 --shape w=4096 --shape dy=16384x4096 --arg eps=1e-5
+want norm && case_ layernorm_bwd "--stages 2 --warp-specialize off" layernorm_bwd --shape x=16384x4096 --shape w=4096 --shape dy=16384x4096 --shape mean=16384 --shape rstd=16384
 echo
 if [ ${#failed[@]} -eq 0 ]; then echo "gpu_tune_vs_default.sh: every case ran"; else echo "gpu_tune_vs_default.sh: FAILED: ${failed[*]}"; exit 1; fi

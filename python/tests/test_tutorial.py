@@ -191,10 +191,10 @@ class TutorialKernel(unittest.TestCase):
         self.assertEqual(c["IGNORE_INDEX"]["default"], IGNORE)
         k = kir.compile(KERNEL, target="sm_90a", DTYPE="bf16", cache=False)
         meta = k.meta["kernels"][0]
-        self.assertEqual(k.symbol, "softmax_xent_DTYPE_bf16_BLOCK_4096_IGNORE_INDEX_m100")
-        self.assertEqual(meta["block"], [512, 1, 1])
+        self.assertEqual(k.symbol, "softmax_xent_DTYPE_bf16_BLOCK_4096_IGNORE_INDEX_m100_WARPS_8")
+        self.assertEqual(meta["block"], [256, 1, 1])
         self.assertEqual(meta["grid"], {"x": "R", "y": "1", "z": "1"})
-        self.assertIn("warps: 16", k.report)
+        self.assertIn("warps: 8", k.report)
         with self.assertRaises(kir.CompileError) as e:
             kir.compile(KERNEL, target="sm_90a", BLOCK=0, cache=False)
         self.assertEqual((e.exception.line, e.exception.column), (17, 66))
