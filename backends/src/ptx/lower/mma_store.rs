@@ -12,8 +12,11 @@
 //!   tensor (a literal column offset and a literal innermost dim);
 //!
 //! and then one predicated `st.global` per element at `[row address + column · element size]`
-//! with an immediate offset. For f16/bf16 tiles whose lanes hold column pairs (the mma and
-//! wgmma accumulators), a run-time check first picks a packed path: when all of a lane's
+//! with an immediate offset. For f16/bf16 tiles whose lanes hold column pairs at 8j and 8j + 1
+//! (J a multiple of 4), a block-uniform run-time check first picks a 16-byte path: the quad of
+//! lanes exchanges its pairs in two butterfly rounds so that each lane stores 8 consecutive
+//! columns with one `st.global.v4.b32` (the quad's columns inside, 16-byte aligned). Else, for
+//! tiles whose lanes hold column pairs (the mma and wgmma accumulators), a packed path: when all of a lane's
 //! columns are inside the tensor and the base and row stride are 4-byte aligned, each pair is
 //! one `cvt.rn.{f16,bf16}x2.f32` and one `st.global.b32` under the row's predicate alone. The general path (memory.rs) computes the full address and every
 //! dim's bound per element (about 20 instructions per element of a rank-4 tensor). Taken for
@@ -131,6 +134,128 @@ pub(super) fn store(
         });
     let done = packed.then(|| {
         let (slow, done) = (c.b.label("st_pairs_slow"), c.b.label("st_pairs_done"));
+        let t = if info.dtype == Dtype::F16 {
+            "f16"
+        } else {
+            "bf16"
+        };
+        // Quads of lanes: each row's pairs at columns 8j and 8j + 1 of the lane (j = 0..J, J a
+        // multiple of 4), so a quad's four lanes hold 8 consecutive columns per j. Four pairs
+        // exchanged across the quad (two butterfly rounds) give each lane 8 consecutive
+        // columns, one 16-byte store instead of four 4-byte ones (ncu: the 4-byte stores used
+        // half of each 32-byte sector and throttled the LSU in the GEMM's epilogue). Taken when
+        // the quad's columns are all inside and 16-byte aligned: the same for every lane.
+        let quads = by_row.values().all(|e| {
+            e.len() % 8 == 0
+                && e.chunks(2)
+                    .enumerate()
+                    .all(|(j, p)| p[0].0 == 8 * j && p[1].0 == 8 * j + 1)
+        });
+        if quads && esize == 2 {
+            let skip = c.b.label("st_quads_skip");
+            let j_max = by_row.values().map(|e| e.len() / 2).max().unwrap_or(0);
+            let (cq, x, ok, lo, bits, al) = (
+                c.b.reg(RegClass::B32),
+                c.b.reg(RegClass::B32),
+                c.b.reg(RegClass::Pred),
+                c.b.reg(RegClass::B32),
+                c.b.reg(RegClass::B32),
+                c.b.reg(RegClass::Pred),
+            );
+            let c0 = col0.unwrap_or(offs[rank - 1]);
+            let colbase = c.thread.colbase;
+            // The quad's first column and its last: cq + 8·J − 1 < dim (unsigned).
+            c.b.ins(PtxInst::new("sub.s32").op(cq).op(c0).op(colbase));
+            c.b.ins(PtxInst::new("add.s32").op(x).op(cq).op(8 * j_max - 1));
+            c.b.ins(
+                PtxInst::new("setp.lt.u32")
+                    .op(ok)
+                    .op(x)
+                    .op(info.dims[rank - 1]),
+            );
+            // 16-byte aligned: the quad's base (the lane's base less 2·colbase bytes) and the
+            // row stride in bytes.
+            c.b.ins(PtxInst::new("cvt.u32.u64").op(lo).op(base));
+            c.b.ins(PtxInst::new("mad.lo.s32").op(lo).op(colbase).op(-2).op(lo));
+            c.b.ins(
+                PtxInst::new("mul.lo.s32")
+                    .op(bits)
+                    .op(info.strides[rd])
+                    .op(2),
+            );
+            c.b.ins(PtxInst::new("or.b32").op(bits).op(bits).op(lo));
+            c.b.ins(PtxInst::new("and.b32").op(bits).op(bits).op(15));
+            c.b.ins(PtxInst::new("setp.eq.u32").op(al).op(bits).op(0));
+            c.b.ins(PtxInst::new("and.pred").op(ok).op(ok).op(al));
+            c.b.ins_if(ok, true, PtxInst::new("bra.uni").op(&skip));
+            // Lane q of the quad (colbase = 2q): its bits choose what it sends in each round.
+            let (q1, q2, w) = (
+                c.b.reg(RegClass::Pred),
+                c.b.reg(RegClass::Pred),
+                c.b.reg(RegClass::B32),
+            );
+            c.b.ins(PtxInst::new("and.b32").op(w).op(colbase).op(2));
+            c.b.ins(PtxInst::new("setp.ne.u32").op(q1).op(w).op(0));
+            c.b.ins(PtxInst::new("and.b32").op(w).op(colbase).op(4));
+            c.b.ins(PtxInst::new("setp.ne.u32").op(q2).op(w).op(0));
+            // The lane's byte offset from its own columns to its 16-byte slot: 8q columns from
+            // the quad's base, the base 2q columns below the lane's: 12q bytes = 6·colbase.
+            let (shift, shift64) = (c.b.reg(RegClass::B32), c.b.reg(RegClass::B64));
+            c.b.ins(PtxInst::new("mul.lo.s32").op(shift).op(colbase).op(6));
+            c.b.ins(PtxInst::new("cvt.u64.u32").op(shift64).op(shift));
+            for (&ro, elems) in &by_row {
+                let (rp, a) = row_addr(c, ro);
+                c.b.ins(PtxInst::new("add.s64").op(a).op(a).op(shift64));
+                for (b, blk) in elems.chunks(8).enumerate() {
+                    let mut wd: Vec<Reg> = blk
+                        .chunks(2)
+                        .map(|p| super::elem::pack_half2(c, t, p[0].1, p[1].1))
+                        .collect();
+                    for (m, pm) in [(1usize, q1), (2, q2)] {
+                        for k in (0..4).filter(|k| k & m == 0) {
+                            let (send, recv) = (c.b.reg(RegClass::B32), c.b.reg(RegClass::B32));
+                            // Lanes with the bit set send their k-th word, the others their
+                            // (k + m)-th; each puts what it receives where it sent from.
+                            c.b.ins(
+                                PtxInst::new("selp.b32")
+                                    .op(send)
+                                    .op(wd[k])
+                                    .op(wd[k + m])
+                                    .op(pm),
+                            );
+                            c.b.need(crate::ptx::emit::isa::Isa::SHFL_SYNC).ins(
+                                PtxInst::new("shfl.sync.bfly.b32")
+                                    .op(recv)
+                                    .op(send)
+                                    .op(m as i64)
+                                    .op(31)
+                                    .op(crate::ptx::emit::Operand::Hex(u32::MAX)),
+                            );
+                            let (lo_w, hi_w) = (c.b.reg(RegClass::B32), c.b.reg(RegClass::B32));
+                            c.b.ins(PtxInst::new("selp.b32").op(lo_w).op(recv).op(wd[k]).op(pm));
+                            c.b.ins(
+                                PtxInst::new("selp.b32")
+                                    .op(hi_w)
+                                    .op(wd[k + m])
+                                    .op(recv)
+                                    .op(pm),
+                            );
+                            wd[k] = lo_w;
+                            wd[k + m] = hi_w;
+                        }
+                    }
+                    c.b.ins_if(
+                        rp,
+                        false,
+                        PtxInst::new("st.global.v4.b32")
+                            .addr_off(a, 64 * b)
+                            .vec(wd.iter().copied()),
+                    );
+                }
+            }
+            c.b.ins(PtxInst::new("bra.uni").op(&done));
+            c.b.place(&skip);
+        }
         let last = by_row.values().flatten().map(|e| e.0).max().unwrap_or(0);
         let (x, ok, lo, bits) = (
             c.b.reg(RegClass::B32),
@@ -162,11 +287,6 @@ pub(super) fn store(
         c.b.ins(PtxInst::new("and.pred").op(ok).op(ok).op(al));
         // Not uniform: an edge tile's lanes may differ.
         c.b.ins_if(ok, true, PtxInst::new("bra").op(&slow));
-        let t = if info.dtype == Dtype::F16 {
-            "f16"
-        } else {
-            "bf16"
-        };
         for (&ro, elems) in &by_row {
             let (rp, a) = row_addr(c, ro);
             for p in elems.chunks(2) {
