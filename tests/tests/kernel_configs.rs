@@ -369,17 +369,11 @@ fn builtin_norms_and_swiglu_are_classified() {
     }
 }
 
-/// layernorm_bwd's dx kernel takes 8 warps in 16-bit tiles on every PTX target (two blocks per
-/// SM with the next row in flight); in f32 tiles it keeps the policy's warps (8 would need 161
-/// registers: one block per SM either way), as rmsnorm_bwd's dx kernel does in any dtype.
-#[test]
-fn layernorm_bwd_dx_takes_8_warps_in_16_bit_tiles() {
-    for (op, dt, eight) in [
-        ("layernorm_bwd", "bf16", true),
-        ("layernorm_bwd", "f16", true),
-        ("layernorm_bwd", "f32", false),
-        ("rmsnorm_bwd", "bf16", false),
-    ] {
+/// For each (op, dtype, 8 warps or not) and every PTX target: the op's configuration line for
+/// the kernel whose line contains `kernel` says `warps 8` exactly when expected, and passes
+/// `check`.
+fn assert_8_warps(cases: &[(&str, &str, bool)], kernel: &str, check: fn(&str, &str) -> bool) {
+    for &(op, dt, eight) in cases {
         let src = kir_compiler::internal::oplib::builtin(op).expect("built-in");
         let d = vec![("DTYPE".to_string(), dt.to_string())];
         for target in [Target::Sm80, Target::Sm90a, Target::Sm100a, Target::Sm120a] {
@@ -388,12 +382,9 @@ fn layernorm_bwd_dx_takes_8_warps_in_16_bit_tiles() {
             let report = plan.config_report();
             let line = report
                 .lines()
-                .find(|l| l.contains("_dx`"))
-                .unwrap_or_else(|| panic!("{op} {dt}: no dx line\n{report}"));
-            assert!(
-                line.contains("BLOCK=4096 (column block)"),
-                "{op} {dt}: {line}"
-            );
+                .find(|l| l.starts_with("configuration:") && l.contains(kernel))
+                .unwrap_or_else(|| panic!("{op} {dt}: no line for `{kernel}`\n{report}"));
+            assert!(check(op, line), "{op} {dt}: {line}");
             assert_eq!(
                 line.contains("warps 8"),
                 eight,
@@ -403,39 +394,36 @@ fn layernorm_bwd_dx_takes_8_warps_in_16_bit_tiles() {
     }
 }
 
+/// layernorm_bwd's dx kernel takes 8 warps in 16-bit tiles on every PTX target (two blocks per
+/// SM with the next row in flight); in f32 tiles it keeps the policy's warps (8 would need 161
+/// registers: one block per SM either way), as rmsnorm_bwd's dx kernel does in any dtype.
+#[test]
+fn layernorm_bwd_dx_takes_8_warps_in_16_bit_tiles() {
+    let cases = [
+        ("layernorm_bwd", "bf16", true),
+        ("layernorm_bwd", "f16", true),
+        ("layernorm_bwd", "f32", false),
+        ("rmsnorm_bwd", "bf16", false),
+    ];
+    assert_8_warps(&cases, "_dx`", |_, l| {
+        l.contains("BLOCK=4096 (column block)")
+    });
+}
+
 /// layernorm_fwd, whose row reductions run one after the other (the centred squares need the
 /// mean), takes 8 warps in 16-bit tiles on every PTX target; rmsnorm_fwd (one reduction) keeps
 /// the policy's 16, and so does layernorm_fwd in f32 tiles.
 #[test]
 fn chained_row_reductions_take_8_warps_in_16_bit_tiles() {
-    for (op, dt, eight) in [
+    let cases = [
         ("layernorm_fwd", "bf16", true),
         ("layernorm_fwd", "f16", true),
         ("layernorm_fwd", "f32", false),
         ("rmsnorm_fwd", "bf16", false),
-    ] {
-        let src = kir_compiler::internal::oplib::builtin(op).expect("built-in");
-        let d = vec![("DTYPE".to_string(), dt.to_string())];
-        for target in [Target::Sm80, Target::Sm90a, Target::Sm100a, Target::Sm120a] {
-            let plan =
-                CompilePlan::resolve(src, &d, target, Emit::Ptx, Flags::default()).expect("plan");
-            let report = plan.config_report();
-            let line = report
-                .lines()
-                .find(|l| l.starts_with("configuration:"))
-                .unwrap_or_else(|| panic!("{op} {dt}: no configuration line\n{report}"));
-            assert_eq!(
-                line.contains("one reduction computed from another"),
-                op == "layernorm_fwd",
-                "{op} {dt}: {line}"
-            );
-            assert_eq!(
-                line.contains("warps 8"),
-                eight,
-                "{op} {dt} {target:?}: {line}"
-            );
-        }
-    }
+    ];
+    assert_8_warps(&cases, "", |op, l| {
+        l.contains("one reduction computed from another") == (op == "layernorm_fwd")
+    });
 }
 
 /// A row reduction whose chunk is a constant that also sizes a tensor (`D` in `[R, D]`): the

@@ -114,31 +114,7 @@ impl<'a> Ctx<'a> {
                     } else {
                         None
                     };
-                    let mut idx = vec![e; shape.len()];
-                    let mut rest = e;
-                    for d in (0..shape.len()).rev() {
-                        if d == 0 {
-                            idx[0] = rest;
-                            break;
-                        }
-                        let (r, q) = (self.b.reg(RegClass::B32), self.b.reg(RegClass::B32));
-                        self.b.ins(
-                            PtxInst::new("rem.u32")
-                                .op(r)
-                                .op(rest)
-                                .op(shape[d])
-                                .strength_reduced(),
-                        );
-                        self.b.ins(
-                            PtxInst::new("div.u32")
-                                .op(q)
-                                .op(rest)
-                                .op(shape[d])
-                                .strength_reduced(),
-                        );
-                        idx[d] = r;
-                        rest = q;
-                    }
+                    let idx = self.unravel(e, shape);
                     out.push(SlotCoord { idx, valid });
                 }
             }
@@ -170,30 +146,7 @@ impl<'a> Ctx<'a> {
                         .ins(PtxInst::new("setp.lt.u32").op(p).op(e).op(numel));
                     p
                 });
-                let mut idx = vec![e; shape.len()];
-                let mut rest = e;
-                for d in (1..shape.len()).rev() {
-                    let (r, q) = (self.b.reg(RegClass::B32), self.b.reg(RegClass::B32));
-                    self.b.ins(
-                        PtxInst::new("rem.u32")
-                            .op(r)
-                            .op(rest)
-                            .op(shape[d])
-                            .strength_reduced(),
-                    );
-                    self.b.ins(
-                        PtxInst::new("div.u32")
-                            .op(q)
-                            .op(rest)
-                            .op(shape[d])
-                            .strength_reduced(),
-                    );
-                    idx[d] = r;
-                    rest = q;
-                }
-                if !shape.is_empty() {
-                    idx[0] = rest;
-                }
+                let idx = self.unravel(e, shape);
                 SlotCoord { idx, valid }
             }
             Layout::RowMma | Layout::Grid => {
@@ -495,4 +448,27 @@ pub fn constant(c: &mut Ctx, d: Dtype, v: f64) -> Reg {
         ),
     }
     r
+}
+
+impl Ctx<'_> {
+    /// The row-major coordinates of linear element index `e` in a tile of `shape`: `e % n` of
+    /// the innermost dim, then the quotient's for the next, the last quotient for dim 0
+    /// (divisions by powers of two as shifts and masks, `PtxInst::strength_reduced`).
+    pub(super) fn unravel(&mut self, e: Reg, shape: &[usize]) -> Vec<Reg> {
+        let mut idx = vec![e; shape.len()];
+        let mut rest = e;
+        for d in (1..shape.len()).rev() {
+            let (r, q) = (self.b.reg(RegClass::B32), self.b.reg(RegClass::B32));
+            let rem = PtxInst::new("rem.u32").op(r).op(rest).op(shape[d]);
+            self.b.ins(rem.strength_reduced());
+            let div = PtxInst::new("div.u32").op(q).op(rest).op(shape[d]);
+            self.b.ins(div.strength_reduced());
+            idx[d] = r;
+            rest = q;
+        }
+        if !shape.is_empty() {
+            idx[0] = rest;
+        }
+        idx
+    }
 }

@@ -154,39 +154,11 @@ pub(super) fn store(
         if quads && esize == 2 {
             let skip = c.b.label("st_quads_skip");
             let j_max = by_row.values().map(|e| e.len() / 2).max().unwrap_or(0);
-            let (cq, x, ok, lo, bits, al) = (
-                c.b.reg(RegClass::B32),
-                c.b.reg(RegClass::B32),
-                c.b.reg(RegClass::Pred),
-                c.b.reg(RegClass::B32),
-                c.b.reg(RegClass::B32),
-                c.b.reg(RegClass::Pred),
-            );
             let c0 = col0.unwrap_or(offs[rank - 1]);
             let colbase = c.thread.colbase;
-            // The quad's first column and its last: cq + 8·J − 1 < dim (unsigned).
-            c.b.ins(PtxInst::new("sub.s32").op(cq).op(c0).op(colbase));
-            c.b.ins(PtxInst::new("add.s32").op(x).op(cq).op(8 * j_max - 1));
-            c.b.ins(
-                PtxInst::new("setp.lt.u32")
-                    .op(ok)
-                    .op(x)
-                    .op(info.dims[rank - 1]),
-            );
-            // 16-byte aligned: the quad's base (the lane's base less 2·colbase bytes) and the
-            // row stride in bytes.
-            c.b.ins(PtxInst::new("cvt.u32.u64").op(lo).op(base));
-            c.b.ins(PtxInst::new("mad.lo.s32").op(lo).op(colbase).op(-2).op(lo));
-            c.b.ins(
-                PtxInst::new("mul.lo.s32")
-                    .op(bits)
-                    .op(info.strides[rd])
-                    .op(2),
-            );
-            c.b.ins(PtxInst::new("or.b32").op(bits).op(bits).op(lo));
-            c.b.ins(PtxInst::new("and.b32").op(bits).op(bits).op(15));
-            c.b.ins(PtxInst::new("setp.eq.u32").op(al).op(bits).op(0));
-            c.b.ins(PtxInst::new("and.pred").op(ok).op(ok).op(al));
+            // The quad's first column c0 − colbase, its last 8·J − 1 further; its base is the
+            // lane's less 2·colbase bytes.
+            let ok = inside_aligned(c, info, base, (c0, Some(colbase)), 8 * j_max - 1, rd, 16);
             c.b.ins_if(ok, true, PtxInst::new("bra.uni").op(&skip));
             // Lane q of the quad (colbase = 2q): its bits choose what it sends in each round.
             let (q1, q2, w) = (
@@ -257,34 +229,8 @@ pub(super) fn store(
             c.b.place(&skip);
         }
         let last = by_row.values().flatten().map(|e| e.0).max().unwrap_or(0);
-        let (x, ok, lo, bits) = (
-            c.b.reg(RegClass::B32),
-            c.b.reg(RegClass::Pred),
-            c.b.reg(RegClass::B32),
-            c.b.reg(RegClass::B32),
-        );
         let c0 = col0.unwrap_or(offs[rank - 1]);
-        // Every column inside: c0 + last < dim (unsigned, so a negative c0 fails).
-        c.b.ins(PtxInst::new("add.s32").op(x).op(c0).op(last));
-        c.b.ins(
-            PtxInst::new("setp.lt.u32")
-                .op(ok)
-                .op(x)
-                .op(info.dims[rank - 1]),
-        );
-        // Aligned: the base (with c0) and the row stride in bytes are multiples of 4.
-        c.b.ins(PtxInst::new("cvt.u32.u64").op(lo).op(base));
-        c.b.ins(
-            PtxInst::new("mul.lo.s32")
-                .op(bits)
-                .op(info.strides[rd])
-                .op(esize),
-        );
-        c.b.ins(PtxInst::new("or.b32").op(bits).op(bits).op(lo));
-        c.b.ins(PtxInst::new("and.b32").op(bits).op(bits).op(3));
-        let al = c.b.reg(RegClass::Pred);
-        c.b.ins(PtxInst::new("setp.eq.u32").op(al).op(bits).op(0));
-        c.b.ins(PtxInst::new("and.pred").op(ok).op(ok).op(al));
+        let ok = inside_aligned(c, info, base, (c0, None), last, rd, 4);
         // Not uniform: an edge tile's lanes may differ.
         c.b.ins_if(ok, true, PtxInst::new("bra").op(&slow));
         for (&ro, elems) in &by_row {
@@ -342,6 +288,55 @@ pub(super) fn store(
         c.b.place(&done);
     }
     true
+}
+
+/// Whether a lane's run of columns from `first.0` (less `first.1`, a column base, when given)
+/// to `span` further is inside the tensor (unsigned, so a negative start fails), and its base
+/// address (`base`, less the column base's bytes) and the row stride of dim `rd` in bytes are
+/// multiples of `align`.
+fn inside_aligned(
+    c: &mut Ctx,
+    info: &TensorInfo,
+    base: Reg,
+    first: (Reg, Option<Reg>),
+    span: usize,
+    rd: usize,
+    align: i64,
+) -> Reg {
+    let rank = info.dims.len();
+    let esize = info.dtype.size_bytes();
+    let (x, ok, lo, bits, al) = (
+        c.b.reg(RegClass::B32),
+        c.b.reg(RegClass::Pred),
+        c.b.reg(RegClass::B32),
+        c.b.reg(RegClass::B32),
+        c.b.reg(RegClass::Pred),
+    );
+    let (c0, sub) = first;
+    match sub {
+        Some(cb) => {
+            c.b.ins(PtxInst::new("sub.s32").op(x).op(c0).op(cb));
+            c.b.ins(PtxInst::new("add.s32").op(x).op(x).op(span));
+        }
+        None => c.b.ins(PtxInst::new("add.s32").op(x).op(c0).op(span)),
+    }
+    let dim = info.dims[rank - 1];
+    c.b.ins(PtxInst::new("setp.lt.u32").op(ok).op(x).op(dim));
+    c.b.ins(PtxInst::new("cvt.u32.u64").op(lo).op(base));
+    if let Some(cb) = sub {
+        let back = -(esize as i64);
+        c.b.ins(PtxInst::new("mad.lo.s32").op(lo).op(cb).op(back).op(lo));
+    }
+    let stride = PtxInst::new("mul.lo.s32")
+        .op(bits)
+        .op(info.strides[rd])
+        .op(esize);
+    c.b.ins(stride);
+    c.b.ins(PtxInst::new("or.b32").op(bits).op(bits).op(lo));
+    c.b.ins(PtxInst::new("and.b32").op(bits).op(bits).op(align - 1));
+    c.b.ins(PtxInst::new("setp.eq.u32").op(al).op(bits).op(0));
+    c.b.ins(PtxInst::new("and.pred").op(ok).op(ok).op(al));
+    ok
 }
 
 /// `addr += idx · stride · esize` (64-bit).
