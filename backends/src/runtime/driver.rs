@@ -239,6 +239,35 @@ impl CuModule {
         Ok(CuModule(m))
     }
 
+    /// Loads each of `ptxs` as a module of its own, each on a thread of its own with the
+    /// device's context current there, so that the driver JIT-compiles them at once (a
+    /// program's kernels: attention_bwd's dK/dV, dQ and preprocess kernels). The modules come
+    /// back in order; the first failure is the error.
+    pub(crate) fn load_all(gpu: &Gpu, ptxs: &[&str]) -> Result<Vec<CuModule>, RuntimeError> {
+        if let [one] = ptxs {
+            return Ok(vec![CuModule::load(gpu, one)?]);
+        }
+        std::thread::scope(|s| {
+            let handles: Vec<_> = ptxs
+                .iter()
+                .map(|&p| {
+                    s.spawn(move || {
+                        gpu.make_current()?;
+                        CuModule::load(gpu, p)
+                    })
+                })
+                .collect();
+            handles
+                .into_iter()
+                .map(|h| {
+                    h.join().unwrap_or_else(|_| {
+                        Err(RuntimeError::Cuda("a thread loading PTX panicked".into()))
+                    })
+                })
+                .collect()
+        })
+    }
+
     /// Loads a `cubin` assembled for this device (`crate::runtime::cubin`): no JIT.
     pub(crate) fn load_cubin(_gpu: &Gpu, cubin: &[u8]) -> Result<CuModule, RuntimeError> {
         if cubin.is_empty() {

@@ -3,6 +3,8 @@
 //! kernel (`abi.rs`). [`super::Program::load`] loads from this; [`check_meta`] runs the same
 //! checks without a GPU, for a loader that pairs PTX, META.json and a module from files (a
 //! stale META.json, or one of another compilation, is an error before anything is loaded).
+//! [`split_entries`] cuts a module's PTX into one module per kernel, so that the driver can
+//! JIT-compile a program's kernels on threads of their own.
 
 use super::RuntimeError;
 use crate::abi::{kernel_abi, AbiArg, KernelAbi};
@@ -135,5 +137,57 @@ pub fn check_meta(meta: &Value, module: &Module) -> Result<(), RuntimeError> {
             "the module launches kernel `{k}`, which META.json does not list"
         ))),
         None => Ok(()),
+    }
+}
+
+/// The PTX module `ptx` cut into one module per `.entry`: each is the declarations before the
+/// first entry (version, target, the shared and constant declarations every kernel may use)
+/// followed by that entry's text, paired with the entry's symbol. kir's PTX has no `.func`, so
+/// each part is a whole module. A module of one entry (or none found) comes back as it is.
+pub(super) fn split_entries(ptx: &str) -> Vec<(Option<String>, String)> {
+    let starts: Vec<usize> = ptx
+        .match_indices(".visible .entry ")
+        .map(|(i, _)| i)
+        .filter(|&i| i == 0 || ptx.as_bytes()[i - 1] == b'\n')
+        .collect();
+    if starts.len() < 2 {
+        return vec![(None, ptx.to_string())];
+    }
+    let head = &ptx[..starts[0]];
+    starts
+        .iter()
+        .enumerate()
+        .map(|(n, &at)| {
+            let end = starts.get(n + 1).copied().unwrap_or(ptx.len());
+            let text = &ptx[at..end];
+            let symbol = text[".visible .entry ".len()..]
+                .split(|c: char| c == '(' || c.is_whitespace())
+                .next()
+                .map(str::to_string);
+            (symbol, format!("{head}{text}"))
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::split_entries;
+
+    #[test]
+    fn a_module_of_three_entries_splits_into_three_whole_modules() {
+        let head = ".version 8.0\n.target sm_90a\n.address_size 64\n\n.extern .shared .align 1024 .b8 kir_smem[];\n\n";
+        let entry = |n: &str| {
+            format!(".visible .entry {n}(\n\t.param .u64 {n}_param_0\n)\n{{\n\tret;\n}}\n\n")
+        };
+        let ptx = format!("{head}{}{}{}", entry("pre"), entry("dkdv"), entry("dq"));
+        let parts = split_entries(&ptx);
+        let symbols: Vec<_> = parts.iter().map(|(s, _)| s.as_deref()).collect();
+        assert_eq!(symbols, [Some("pre"), Some("dkdv"), Some("dq")]);
+        for ((_, text), n) in parts.iter().zip(["pre", "dkdv", "dq"]) {
+            assert_eq!(*text, format!("{head}{}", entry(n)));
+        }
+        // One entry: the module as it is.
+        let one = format!("{head}{}", entry("k"));
+        assert_eq!(split_entries(&one), vec![(None, one.clone())]);
     }
 }

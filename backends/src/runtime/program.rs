@@ -5,7 +5,7 @@
 
 use super::driver::{CuModule, DevMem, Gpu, KernelArg, TensorMapBytes};
 use super::fill::Filler;
-use super::kernels::{meta_err, meta_kernels};
+use super::kernels::{meta_err, meta_kernels, split_entries};
 use super::maps::encode_tensor_map;
 use super::{Image, RuntimeError};
 use crate::abi::{AbiArg, KernelAbi};
@@ -146,7 +146,7 @@ pub(super) fn entry_of(m: &Module) -> Result<(&[Param], Span), RuntimeError> {
 pub struct Program<'g> {
     pub(super) gpu: &'g Gpu,
     pub(super) module: Module,
-    _cu: CuModule,
+    _cu: Vec<CuModule>,
     kernels: BTreeMap<String, Loaded>,
     filler: Option<Filler>,
 }
@@ -206,13 +206,24 @@ impl<'g> Program<'g> {
         module: &Module,
     ) -> Result<Program<'g>, RuntimeError> {
         check_specialized(module).map_err(RuntimeError::Bind)?;
-        let cu = match image {
-            Image::Ptx(ptx) => CuModule::load(gpu, ptx)?,
-            Image::Cubin(bytes) => CuModule::load_cubin(gpu, bytes)?,
+        // PTX: one module per kernel, JIT-compiled at once (`split_entries`); each symbol is
+        // looked up in its own part (`None`: the one module holds every kernel).
+        let (cu, owners): (Vec<CuModule>, Vec<Option<String>>) = match image {
+            Image::Ptx(ptx) => {
+                let parts = split_entries(ptx);
+                let texts: Vec<&str> = parts.iter().map(|(_, t)| t.as_str()).collect();
+                let cu = CuModule::load_all(gpu, &texts)?;
+                (cu, parts.into_iter().map(|(s, _)| s).collect())
+            }
+            Image::Cubin(bytes) => (vec![CuModule::load_cubin(gpu, bytes)?], vec![None]),
         };
         let mut kernels = BTreeMap::new();
         for k in meta_kernels(meta, module)? {
-            let func = cu.function(&k.symbol, k.shared_bytes)?;
+            let at = owners
+                .iter()
+                .position(|s| s.as_deref().is_none_or(|s| s == k.symbol))
+                .unwrap_or(0);
+            let func = cu[at].function(&k.symbol, k.shared_bytes)?;
             kernels.insert(
                 k.name,
                 Loaded {

@@ -157,7 +157,11 @@ fn kernel(k: &mut Kernel, cfg: &PipelineConfig) -> Result<(), Diagnostic> {
         let shared = cands.iter().any(|c| key_loops.get(&c.key) != Some(&1));
         let tma_ring = cfg.tma_rings && !held && !shared && tma::eligible(k, l, &cands);
         let bars = tma_ring.then(|| tma::alloc_bars(k, stages));
-        rewrite_loop(k, l, &cands, &stage_bufs, stages, held, bars);
+        let nest = match bars {
+            Some(_) => tma::enclosing_loops(k, l).unwrap_or_default(),
+            None => vec![],
+        };
+        rewrite_loop(k, l, &cands, &stage_bufs, stages, held, bars, &nest);
         changed = true;
     }
     if changed {
@@ -280,7 +284,9 @@ fn guarded_copies(
     }
 }
 
-/// Rewrites loop `l` as the module doc describes; with `bars` (full, empty) as a TMA ring.
+/// Rewrites loop `l` as the module doc describes; with `bars` (full, empty) as a TMA ring, which
+/// inside the loops `nest` (outermost first) carries a parity per stage through them.
+#[allow(clippy::too_many_arguments)]
 fn rewrite_loop(
     k: &mut Kernel,
     l: Op,
@@ -289,6 +295,7 @@ fn rewrite_loop(
     stages: usize,
     hold: bool,
     bars: Option<(Value, Value)>,
+    nest: &[Op],
 ) {
     let bytes: u64 = cands.iter().map(|c| c.bytes).sum();
     let fill = |wait_empty| {
@@ -305,6 +312,11 @@ fn rewrite_loop(
         (od.operands[0], od.operands[1], od.operands[2])
     };
     let parent = kir_ir::edit::parent_block(&k.dfg, l);
+    // A nested TMA ring's parity mask on entry (see `tma::thread_parities`).
+    let pm0 = match bars {
+        Some(_) if !nest.is_empty() => Some(tma::thread_parities(k, nest)),
+        _ => None,
+    };
     // Prologue, built in a scratch block and spliced in before the loop.
     let pro = k.dfg.new_block();
     for j in 0..ahead {
@@ -312,7 +324,12 @@ fn rewrite_loop(
         let off = iconst(k, pro, j as i64);
         let jst = op2(k, pro, Opcode::Mul, None, off, step, Dtype::I32);
         let at = op2(k, pro, Opcode::Add, None, lo, jst, Dtype::I32);
-        guarded_copies(k, pro, l, cands, bufs, at, jv, hi, fill(None));
+        // A nested ring's stage j was last read in the ring's previous run: its release first.
+        let wait = match (bars, pm0) {
+            (Some((_, empty)), Some(pm0)) => Some((empty, tma::mask_bit(k, pro, pm0, jv, true))),
+            _ => None,
+        };
+        guarded_copies(k, pro, l, cands, bufs, at, jv, hi, fill(wait));
     }
     let zero = iconst(k, pro, 0);
     let pro_ops = std::mem::take(&mut k.dfg.blocks[pro].ops);
@@ -324,8 +341,18 @@ fn rewrite_loop(
     k.dfg.blocks[parent].ops.splice(pos..pos, pro_ops);
     // The carried stage index.
     let (s, _) = add_carried(&mut k.dfg, l, zero, Type::scalar(Dtype::I32), None);
-    // A TMA ring's parity of the current round.
-    let ph = bars.map(|_| add_carried(&mut k.dfg, l, zero, Type::scalar(Dtype::I32), None).0);
+    // A TMA ring's parity of the current round, or a nested one's parity mask.
+    let (ph, pm_res) = match (bars, pm0) {
+        (Some(_), Some(pm0)) => {
+            let (a, r) = add_carried(&mut k.dfg, l, pm0, Type::scalar(Dtype::I32), None);
+            (Some(a), Some(r))
+        }
+        (Some(_), None) => (
+            Some(add_carried(&mut k.dfg, l, zero, Type::scalar(Dtype::I32), None).0),
+            None,
+        ),
+        _ => (None, None),
+    };
     let body = k.dfg.ops[l].regions[0];
     let iv = k.dfg.blocks[body].args[0];
     let head = k.dfg.new_block();
@@ -337,9 +364,15 @@ fn rewrite_loop(
     match (bars, ph) {
         (Some((full, empty)), Some(ph)) => {
             // The refilled stage was last read one iteration ago: that round's parity.
-            let pe = tma::flip_at(k, head, s, 0, ph);
+            let (pe, pw) = match pm_res {
+                Some(_) => (
+                    tma::mask_bit(k, head, ph, pf, true),
+                    tma::mask_bit(k, head, ph, s, false),
+                ),
+                None => (tma::flip_at(k, head, s, 0, ph), ph),
+            };
             guarded_copies(k, head, l, cands, bufs, at, pf, hi, fill(Some((empty, pe))));
-            tma::wait(k, head, full, s, ph);
+            tma::wait(k, head, full, s, pw);
         }
         _ => {
             guarded_copies(k, head, l, cands, bufs, at, pf, hi, None);
@@ -399,7 +432,10 @@ fn rewrite_loop(
     let next_ph = match (bars, ph) {
         (Some((_, empty)), Some(ph)) => {
             tma::arrive(k, tail, empty, s);
-            Some(tma::flip_at(k, tail, s, stages - 1, ph))
+            Some(match pm_res {
+                Some(_) => tma::flip_bit(k, tail, ph, s),
+                None => tma::flip_at(k, tail, s, stages - 1, ph),
+            })
         }
         _ => None,
     };
@@ -431,5 +467,8 @@ fn rewrite_loop(
     k.dfg.ops[y].operands.extend(next_ph);
     if hold {
         release_after(k, parent, l, &released, stages);
+    }
+    if let Some(r) = pm_res {
+        tma::close(k, nest, r);
     }
 }

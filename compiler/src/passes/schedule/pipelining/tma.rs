@@ -28,28 +28,92 @@ use kir_ir::{
     Access, Attr, Block, CmpPred, Dtype, ExprKind, Kernel, Op, Opcode, ParamKind, Type, Value,
 };
 
-/// Whether loop `l`'s ring can be a TMA ring: it runs once per kernel (no loop encloses it: its
-/// barriers' phases would run on while the loop's parity restarts) and every copy can be a
-/// tensor copy (see the module doc).
+/// Whether loop `l`'s ring can be a TMA ring: nothing but `for` loops encloses it (see
+/// `enclosing_loops`) and every copy can be a tensor copy (see the module doc).
 pub(super) fn eligible(k: &Kernel, l: Op, cands: &[Cand]) -> bool {
-    !cands.is_empty() && !in_loop(k, l) && cands.iter().all(|c| copy_ok(k, l, c))
+    !cands.is_empty() && enclosing_loops(k, l).is_some() && cands.iter().all(|c| copy_ok(k, l, c))
 }
 
-/// Whether op `o` lies in the body of a `for`.
-fn in_loop(k: &Kernel, o: Op) -> bool {
+/// The `for` loops that enclose op `o`, outermost first, or `None` when any other op with
+/// regions (an `if`) encloses it. A ring inside loops runs once per iteration of each: its
+/// barriers' phases run on from one run to the next, so such a ring carries the parity of each
+/// stage through the loops (`thread_parities`) rather than one parity that restarts.
+pub(super) fn enclosing_loops(k: &Kernel, o: Op) -> Option<Vec<Op>> {
+    let mut loops = Vec::new();
     let mut cur = o;
-    loop {
-        let parent = k.dfg.ops.iter().find(|(_, od)| {
-            od.regions
-                .iter()
-                .any(|&r| k.dfg.blocks[r].ops.contains(&cur))
-        });
-        match parent {
-            None => return false,
-            Some((_, od)) if od.opcode == Opcode::For => return true,
-            Some((p, _)) => cur = p,
+    while let Some((p, od)) = k.dfg.ops.iter().find(|(_, od)| {
+        od.regions
+            .iter()
+            .any(|&r| k.dfg.blocks[r].ops.contains(&cur))
+    }) {
+        if od.opcode != Opcode::For {
+            return None;
         }
+        loops.push(p);
+        cur = p;
     }
+    loops.reverse();
+    Some(loops)
+}
+
+/// Threads a per-stage parity mask (bit s: the parity of stage s's next use, all 0 at the
+/// start) through `loops` (outermost first, the loops around a ring): each carries it, starting
+/// from 0 before the outermost; returns the innermost loop's carried value, the ring's mask on
+/// entry. `close` then yields the ring's final mask out through the same loops.
+pub(super) fn thread_parities(k: &mut Kernel, loops: &[Op]) -> Value {
+    let outer = loops[0];
+    let parent = kir_ir::edit::parent_block(&k.dfg, outer);
+    let scratch = k.dfg.new_block();
+    let mut init = iconst(k, scratch, 0);
+    let ops = std::mem::take(&mut k.dfg.blocks[scratch].ops);
+    let pos = k.dfg.blocks[parent]
+        .ops
+        .iter()
+        .position(|&o| o == outer)
+        .expect("loop position");
+    k.dfg.blocks[parent].ops.splice(pos..pos, ops);
+    for &l in loops {
+        init = kir_ir::edit::add_carried(&mut k.dfg, l, init, Type::scalar(Dtype::I32), None).0;
+    }
+    init
+}
+
+/// Yields `last` (the ring loop's final parity mask) out of `loops` (those `thread_parities`
+/// threaded it through): the innermost loop's body yields it, each outer one the result of the
+/// loop inside it.
+pub(super) fn close(k: &mut Kernel, loops: &[Op], last: Value) {
+    let mut v = last;
+    for &l in loops.iter().rev() {
+        let body = k.dfg.ops[l].regions[0];
+        let y = *k.dfg.blocks[body]
+            .ops
+            .last()
+            .expect("the body ends with yield");
+        k.dfg.ops[y].operands.push(v);
+        v = *k.dfg.ops[l]
+            .results
+            .last()
+            .expect("the carried mask's result");
+    }
+}
+
+/// Bit `s` of parity mask `pm`, `(pm >> s) & 1`, xor `flip`, appended to `b`.
+pub(super) fn mask_bit(k: &mut Kernel, b: Block, pm: Value, s: Value, flip: bool) -> Value {
+    let one = iconst(k, b, 1);
+    let sh = op2(k, b, Opcode::Shr, None, pm, s, Dtype::I32);
+    let bit = op2(k, b, Opcode::And, None, sh, one, Dtype::I32);
+    if flip {
+        op2(k, b, Opcode::Xor, None, bit, one, Dtype::I32)
+    } else {
+        bit
+    }
+}
+
+/// `pm xor (1 << s)`: stage s used once more, appended to `b`.
+pub(super) fn flip_bit(k: &mut Kernel, b: Block, pm: Value, s: Value) -> Value {
+    let one = iconst(k, b, 1);
+    let bit = op2(k, b, Opcode::Shl, None, one, s, Dtype::I32);
+    op2(k, b, Opcode::Xor, None, pm, bit, Dtype::I32)
 }
 
 fn copy_ok(k: &Kernel, l: Op, c: &Cand) -> bool {
