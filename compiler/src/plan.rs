@@ -22,7 +22,7 @@ use kir_backends::Target;
 pub struct Flags {
     /// Warps per block (1, 2, or a multiple of 4 up to 32).
     pub warps: Option<u32>,
-    /// Ring depth of `pipelining` (1 to 8; 1 = no ring).
+    /// Ring depth of `pipelining` (1 to 16; 1 = no ring).
     pub stages: Option<usize>,
     /// `Some(true)`: a producer warpgroup and the block's warps as one consumer, or an error
     /// naming why the kernel does not qualify; `Some(false)`: one role.

@@ -176,7 +176,7 @@ fn sm90a_gemm_default_is_the_wgmma_tile_with_a_deeper_ring() {
     // copies, the 8 warps as its consumer; tests/tests/ptx_ws.rs checks the kernel).
     let (syms, text) = ptx(src, &[], Target::Sm90a, PtxOptions::default());
     assert!(
-        syms[0].ends_with("BLOCK_M_128_BLOCK_N_256_BLOCK_K_64_GROUP_M_8_WARPS_8"),
+        syms[0].ends_with("BLOCK_M_128_BLOCK_N_256_BLOCK_K_64_GROUP_M_16_WARPS_8"),
         "{}",
         syms[0]
     );
@@ -196,7 +196,7 @@ fn sm90a_gemm_default_is_the_wgmma_tile_with_a_deeper_ring() {
     };
     let (syms, text) = ptx(src, &[], Target::Sm90a, off);
     assert!(
-        syms[0].ends_with("BLOCK_M_128_BLOCK_N_256_BLOCK_K_64_GROUP_M_8_WARPS_8_WS_0"),
+        syms[0].ends_with("BLOCK_M_128_BLOCK_N_256_BLOCK_K_64_GROUP_M_16_WARPS_8_WS_0"),
         "{}",
         syms[0]
     );
@@ -246,7 +246,7 @@ fn sm90a_gemm_default_is_the_wgmma_tile_with_a_deeper_ring() {
         PtxOptions::default(),
     );
     assert!(
-        syms[0].ends_with("BLOCK_K_64_GROUP_M_8_WARPS_8"),
+        syms[0].ends_with("BLOCK_K_64_GROUP_M_16_WARPS_8"),
         "{}",
         syms[0]
     );

@@ -498,7 +498,7 @@ fn bad_ptx_options_are_errors() {
             ..Default::default()
         },
         PtxOptions {
-            stages: Some(9),
+            stages: Some(17),
             ..Default::default()
         },
     ];

@@ -61,6 +61,47 @@ fn few_rows_take_the_small_m_rows() {
 }
 
 #[test]
+fn one_wave_of_tiles_takes_a_grid_of_one_program_per_tile() {
+    // The 128×256 tiles of the output, with the leading (batch) dims: at most the 132 SMs of
+    // sm_90a and the grid is one program per tile; more, or unknown shapes, the persistent grid.
+    let batched = |bt: usize, m: usize, n: usize, k: usize| -> Vec<(String, Vec<usize>)> {
+        vec![("a".into(), vec![bt, m, k]), ("b".into(), vec![bt, k, n])]
+    };
+    for (bt, m, n, k, persistent) in [
+        (1, 2048, 2048, 2048, false), // 16 × 8 = 128 tiles
+        (1, 1024, 4096, 4096, false), // 8 × 16 = 128
+        (1, 1100, 3000, 512, false),  // 9 × 12 = 108: ragged edges count
+        (1, 2100, 2100, 512, true),   // 17 × 9 = 153
+        (1, 4096, 4096, 4096, true),  // 512
+        (2, 2048, 2048, 2048, true),  // 256
+        (1, 8192, 8192, 8192, true),  // 2,048
+    ] {
+        let p = plan(gemm(), &[], &batched(bt, m, n, k));
+        let r = &p.config.report;
+        let tiles = bt * m.div_ceil(128) * n.div_ceil(256);
+        let want_persistent = tiles > 132;
+        assert_eq!(
+            want_persistent, persistent,
+            "the case's own count: {tiles} tiles"
+        );
+        assert_eq!(
+            r.contains("persistent"),
+            persistent,
+            "{bt}×{m}×{n}×{k}: {r}"
+        );
+        assert!(r.contains("BLOCK_N=256 (N tile)"), "{r}");
+        assert!(
+            r.contains(&format!("output {bt}×{m}×{n}")),
+            "the report names the output's shape: {r}"
+        );
+        assert_eq!(p.config.persistent, persistent, "{r}");
+    }
+    let p = plan(gemm(), &[], &[]);
+    assert!(p.config.persistent && p.config.report.contains("persistent"));
+    assert!(!p.config.report.contains("output "), "{}", p.config.report);
+}
+
+#[test]
 fn the_rows_dim_follows_the_declared_shape_not_the_argument_order() {
     // TRANS_A=1 declares a as [Bt, K, M]: M is the last extent of a. The row needs A not
     // transposed, so none applies, but the bound dims say M = 16.

@@ -82,8 +82,10 @@ impl PtxOptions {
             }
         }
         if let Some(s) = self.stages {
-            if !(1..=8).contains(&s) {
-                return Err(format!("--stages {s}: pipeline stages must be from 1 to 8"));
+            if !(1..=16).contains(&s) {
+                return Err(format!(
+                    "--stages {s}: pipeline stages must be from 1 to 16"
+                ));
             }
         }
         Ok(())

@@ -150,7 +150,7 @@ impl Kernel {
         self
     }
 
-    /// The depth of the pipelining ring, 1 to 8, 1 meaning none (`--stages`; PTX only).
+    /// The depth of the pipelining ring, 1 to 16, 1 meaning none (`--stages`; PTX only).
     pub fn stages(mut self, stages: usize) -> Kernel {
         self.flags.stages = Some(stages);
         self

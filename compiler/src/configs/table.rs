@@ -47,8 +47,8 @@ pub(super) struct Row {
 /// 3 stages 408, 2 stages 396, the op's 64×64 tile 149), warp-specialized: a producer warpgroup
 /// on tensor copies and the two warpgroups as its consumer (599–614 against 507–543 unspecialized
 /// at 8192³, 4096³ 544 against 472; docs/history/benchmarks-log.md "Warp specialization"), its tiles in
-/// groups of 8 block rows (8192³ 619–645 against 583–606 in row order, 16384×14336×4096 524–541
-/// against 483–492), on a persistent grid of the target's SM count (8192³ 695–698 against
+/// groups of block rows (8 then: 8192³ 619–645 against 583–606 in row order, 16384×14336×4096
+/// 524–541 against 483–492; 16 since call Y6, below), on a persistent grid of the target's SM count (8192³ 695–698 against
 /// 634–654, 4096³ 640–650 against 609–622; 16384×14336×4096 both ways between calls;
 /// docs/history/benchmarks-log.md "Persistent GEMM"); swiglu (two dots sharing A) keeps the op's tile.
 pub(super) const ROWS: &[Row] = &[
@@ -189,6 +189,38 @@ pub(super) const ROWS: &[Row] = &[
         persistent: false,
         overlap: false,
     },
+    // One wave (the output's shape known, and no more 128×256 tiles than SMs: 2048³,
+    // 1024×4096×4096): the persistent grid's tile loop only adds work to the one tile each SM
+    // runs. H200, ncu kernel time (call Y4, docs/gpu-results/2026-12-04-y3-y4-gemm-configs.txt; 1.5–1.7 % from cuBLAS in Y6):
+    // 2048³ 25.41–25.44 µs against 27.42 persistent, 1024×4096×4096 45.18 against 46.91; at
+    // 4096³ (512 tiles) the persistent grid stays ahead, 180.90 against 182.56.
+    Row {
+        cuda: false,
+        class: Class::DotLoop,
+        targets: &[Target::Sm90a],
+        when: |f| {
+            f.half()
+                && f.dots == 1
+                && !f.trans_a
+                && f.output_tiles(128, 256)
+                    .is_some_and(|t| t <= u64::from(Target::Sm90a.sm_count()))
+        },
+        set: &[
+            (Role::MTile, 128),
+            (Role::NTile, 256),
+            (Role::KTile, 64),
+            (Role::Group, 8),
+        ],
+        warps: Some(8),
+        stages: Some(4),
+        warp_specialize: true,
+        persistent: false,
+        overlap: false,
+    },
+    // Groups of 16 block rows on the persistent grid: H200, ncu kernel time against groups of
+    // 8 (calls Y4/Y6, docs/gpu-results/2026-12-04-y5-y6-bwd-pairs-gemm.txt): 4096³ 183.68 µs
+    // against 184.61, 8192³ 1,412.9 against 1,421.1, 16384×14336×4096 2,507–2,454 against
+    // 2,529–2,471, 4096×128256×4096 5,570 against 5,622; 8192×1024×8192 178.8 against 178.5.
     Row {
         cuda: false,
         class: Class::DotLoop,
@@ -198,7 +230,7 @@ pub(super) const ROWS: &[Row] = &[
             (Role::MTile, 128),
             (Role::NTile, 256),
             (Role::KTile, 64),
-            (Role::Group, 8),
+            (Role::Group, 16),
         ],
         warps: Some(8),
         stages: Some(4),

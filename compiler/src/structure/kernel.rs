@@ -173,6 +173,9 @@ fn dot_loop(v: &View, l: Op, dots: &[Op]) -> Option<Found> {
         trans_a: trans.0,
         trans_b: trans.1,
         m_dim: rows_dim(v, &out),
+        out_dims: stored_param(v, &out)
+            .and_then(|p| param_dims(v, &p))
+            .unwrap_or_default(),
         ..Features::default()
     };
     Some((KernelKind::DotLoop, roles, features))
@@ -181,6 +184,12 @@ fn dot_loop(v: &View, l: Op, dots: &[Op]) -> Option<Found> {
 /// The runtime dim of the rows of the tensor a tile of dims `out` (the accumulator's) is stored
 /// to: the second-to-last dim of that tensor param, when it is a bare name.
 fn rows_dim(v: &View, out: &[Expr]) -> Option<String> {
+    param_rows_dim(v, &stored_param(v, out)?)
+}
+
+/// The tensor param a tile of dims `out` (the accumulator's) is stored to: the last store of
+/// the kernel whose tile's trailing dims are `out`'s.
+fn stored_param(v: &View, out: &[Expr]) -> Option<String> {
     let same = |a: &Expr, b: &Expr| match (v.const_name(a), v.const_name(b)) {
         (Some(x), Some(y)) => x == y,
         _ => v.int(a).is_some() && v.int(a) == v.int(b),
@@ -200,12 +209,28 @@ fn rows_dim(v: &View, out: &[Expr]) -> Option<String> {
             if !(same(&tail[0], &out[0]) && same(&tail[1], &out[1])) {
                 continue;
             }
-            if let Some(n) = d.tensor.as_ref().and_then(|t| param_rows_dim(v, &t.param)) {
-                found = Some(n);
+            if let Some(t) = d.tensor.as_ref() {
+                found = Some(t.param.clone());
             }
         }
     }
     found
+}
+
+/// Every dim of tensor param `name`, when each is a bare name.
+fn param_dims(v: &View, name: &str) -> Option<Vec<String>> {
+    let p = v.kernel.params.iter().find(|p| p.name == name)?;
+    match &p.kind {
+        kir_ir::ParamKind::Tensor(_, tt) => tt
+            .dims
+            .iter()
+            .map(|d| match &d.kind {
+                kir_ir::ExprKind::Ident(n) => Some(n.clone()),
+                _ => None,
+            })
+            .collect(),
+        _ => None,
+    }
 }
 
 /// The runtime dim of the rows of the tensor the tile `x` is loaded from (attention's Sq, from

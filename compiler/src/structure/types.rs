@@ -139,6 +139,11 @@ pub struct Features {
     /// The value of `m_dim` (a dot loop's M, attention's query count), when the plan knows the
     /// shapes it is compiled for (`kirc bench --shape`, `kirc run`'s inputs); `None` otherwise.
     pub m: Option<u64>,
+    /// Dot loop: the runtime dims of the tensor the accumulator is stored to (`[Bt, M, N]`),
+    /// when each is a bare name; empty otherwise.
+    pub out_dims: Vec<String>,
+    /// The values of `out_dims`, when the plan knows the shapes it is compiled for.
+    pub out_shape: Option<Vec<u64>>,
     /// Row reduction: a program takes a block of rows (a constant), not one row.
     pub row_block: bool,
     /// Row reduction: some reduction takes one chunk of a row on its own (the row kept in one
@@ -166,6 +171,17 @@ impl Features {
     /// bf16 or f16 operands (the dtypes the matrix units take).
     pub fn half(&self) -> bool {
         matches!(self.dtype.as_str(), "bf16" | "f16")
+    }
+
+    /// A dot loop's output tiles of `rows`×`cols` (the leading dims' product times the row and
+    /// column blocks), when the shapes are known.
+    pub fn output_tiles(&self, rows: u64, cols: u64) -> Option<u64> {
+        let s = self.out_shape.as_ref()?;
+        let [lead @ .., m, n] = &s[..] else {
+            return None;
+        };
+        let batch: u64 = lead.iter().product();
+        Some(batch * m.div_ceil(rows) * n.div_ceil(cols))
     }
 }
 
@@ -208,9 +224,20 @@ impl Structure {
             let d = f.m_dim.as_ref()?;
             dims.iter().find(|(n, _)| n == d).map(|(_, v)| *v)
         };
+        let shape_of = |f: &Features| {
+            if f.out_dims.is_empty() {
+                return None;
+            }
+            f.out_dims
+                .iter()
+                .map(|d| dims.iter().find(|(n, _)| n == d).map(|(_, v)| *v))
+                .collect::<Option<Vec<u64>>>()
+        };
         self.features.m = m_of(&self.features);
+        self.features.out_shape = shape_of(&self.features);
         for k in &mut self.kernels {
             k.features.m = m_of(&k.features);
+            k.features.out_shape = shape_of(&k.features);
         }
         self
     }
@@ -244,6 +271,10 @@ impl Structure {
                 }
                 if let Some(m) = f.m {
                     parts.push(format!("M = {m}"));
+                }
+                if let Some(s) = &f.out_shape {
+                    let s: Vec<String> = s.iter().map(u64::to_string).collect();
+                    parts.push(format!("output {}", s.join("×")));
                 }
             }
             Some(Class::Attention) | Some(Class::AttentionBwd) => {

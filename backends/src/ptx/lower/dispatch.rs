@@ -48,6 +48,10 @@ fn block(c: &mut Ctx, b: Block) -> Result<Vec<Value>, PtxError> {
         if c.asyncs.ws.deferred.contains(&o) {
             continue;
         }
+        // Issued earlier, with the dot it pairs with (wgmma_pair.rs).
+        if c.values.hoisted.contains(&o) {
+            continue;
+        }
         if let Some((at, w, n)) = hoist {
             if i == at {
                 super::sched::wait(c, n);

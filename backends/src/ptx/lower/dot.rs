@@ -173,6 +173,7 @@ pub fn lower_dot(c: &mut Ctx, op: &OpData) -> Result<(), PtxError> {
         _ => to_shared(c, &bv, sp)?,
     };
     let av = c.val(a, sp)?;
+    let mut partner = None;
     let out = if let Some(w) = wgmma {
         // A register operand packs straight from the f32 source of its cast, as mma.sync does.
         let a_src = match w.a {
@@ -180,10 +181,19 @@ pub fn lower_dot(c: &mut Ctx, op: &OpData) -> Result<(), PtxError> {
             Some(_) => av,
         };
         let asynchronous = op.opcode == kir_ir::Opcode::DotAsync;
+        let hold = !asynchronous && super::wgmma::held(c, op, &w, &acc_regs);
+        // An SS dot that another can follow at once (`wgmma_pair.rs`).
+        partner = match w.a {
+            Some(_) if !asynchronous && !hold => {
+                super::wgmma_pair::partner(c, v, (!w.zero_init).then_some(acc))
+            }
+            _ => None,
+        };
         let issue = super::wgmma::Issue {
             turn: c.plan.pingpong.get(&v).copied(),
-            hold: !asynchronous && super::wgmma::held(c, op, &w, &acc_regs),
+            hold,
             asynchronous,
+            paired: partner.is_some(),
         };
         super::wgmma::lower(
             c, w, issue, &a_src, &bs, acc, &acc_regs, &shape, kdim, ab_dtype, sp,
@@ -220,6 +230,12 @@ pub fn lower_dot(c: &mut Ctx, op: &OpData) -> Result<(), PtxError> {
             regs: out,
         },
     );
+    // The paired dot, issued now; the block walk skips it where it stands.
+    if let Some(o) = partner {
+        c.values.hoisted.insert(o);
+        let k = c.k;
+        lower_dot(c, &k.dfg.ops[o])?;
+    }
     Ok(())
 }
 

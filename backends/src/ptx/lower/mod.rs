@@ -51,6 +51,7 @@ mod tma_rows;
 mod values;
 mod vector;
 mod wgmma;
+mod wgmma_pair;
 mod ws;
 
 use kir_ir::Span;

@@ -28,6 +28,9 @@ pub struct ValueState {
     /// Whether loads defer their conversions in this kernel (not in a warp-specialized one,
     /// whose partitions are lowered out of program order).
     pub defer_on: bool,
+    /// Dots lowered early, right after the dot they are paired with (`wgmma_pair.rs`): the
+    /// block walk skips them where they stand.
+    pub hoisted: HashSet<kir_ir::Op>,
 }
 
 /// Kernel params in registers (loaded in the prologue).

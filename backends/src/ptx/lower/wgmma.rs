@@ -23,7 +23,8 @@
 //!   publishes the tile.
 //! - Per dot: `wgmma.fence`, one `wgmma.mma_async` per 16-deep K slice on a private copy of the
 //!   accumulator, `commit_group`, `wait_group 0` (the tile is finished before anyone may
-//!   overwrite the operands).
+//!   overwrite the operands); two independent dots next to each other share the wait
+//!   (`wgmma_pair.rs`).
 //!
 //! Inter-warpgroup ping-pong for loops of wgmma dots (FlashAttention-3's schedule, without warp
 //! specialization): in a block of two warpgroups whose loop body issues k ≥ 2 wgmma dots, the
@@ -116,6 +117,9 @@ pub struct Issue {
     pub hold: bool,
     /// A `dot_async`: commit the group and leave it running (its `dot_wait` waits for it).
     pub asynchronous: bool,
+    /// Issued with the dot right after it (`wgmma_pair.rs`): commit the group and leave it
+    /// running; that dot's wait retires both.
+    pub paired: bool,
 }
 
 /// True when the wgmma dot `op` may stay in flight until the next iteration of its loop ends
@@ -473,7 +477,7 @@ pub fn lower(
     if let Some(t) = issue.turn {
         after_issue(c, t);
     }
-    if issue.asynchronous {
+    if issue.asynchronous || issue.paired {
         c.asyncs.wgmma_in_flight = true;
     } else if issue.hold {
         // Retire the previous iteration's group, leave this one running (see [`held`]).
