@@ -30,7 +30,7 @@ fn list_prints_the_space_and_the_check_shapes() {
     let out = stdout(&o);
     assert!(o.status.success(), "{}", stderr(&o));
     assert!(
-        out.starts_with("gemm.kir: 6 candidates on sm_80 (GROUP_M {1, 8} × stages {2, 3, 4})"),
+        out.starts_with("gemm.kir: 9 candidates on sm_80 (GROUP_M {1, 8, 16} × stages {2, 3, 4})"),
         "{out}"
     );
     assert!(out.contains("check shape: a=1x160x160"), "{out}");
@@ -53,7 +53,7 @@ fn list_prints_the_space_and_the_check_shapes() {
         "4",
     ]);
     assert!(
-        stdout(&o).contains("12 candidates"),
+        stdout(&o).contains("18 candidates"),
         "{}{}",
         stdout(&o),
         stderr(&o)
