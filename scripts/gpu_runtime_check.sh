@@ -100,6 +100,8 @@ case_ attention_bwd attention_bwd "" "scale=$s128" q=@$a/in/q.npy k=@$a/in/k.npy
   o=@$a/cpu/o.npy lse=@$a/cpu/lse.npy do=2x4x130x128
 # Head dim 64: the sm_90a attention-backward row's 64-row blocks.
 case_ attention_fwd_d64 attention_fwd "HEAD_DIM=64" "scale=0.125" q=2x4x130x64 k=2x2x97x64 v=2x2x97x64
+# d256 at a known short length takes the warp-specialized row (docs/configs.md).
+case_ attention_fwd_d256 attention_fwd "HEAD_DIM=256" "scale=0.0625" q=2x4x300x256 k=2x2x257x256 v=2x2x257x256
 a="$out/attention_fwd_d64"
 case_ attention_bwd_d64 attention_bwd "HEAD_DIM=64" "scale=0.125" q=@$a/in/q.npy k=@$a/in/k.npy v=@$a/in/v.npy \
   o=@$a/cpu/o.npy lse=@$a/cpu/lse.npy do=2x4x130x64

@@ -201,6 +201,28 @@ fn short_sequences_take_the_unspecialized_attention_tile() {
             p.dims
         );
     }
+    // d256 without causal masking: warp-specialized up to 4,096 queries, the same 128×64 tile.
+    let d256 = |s: usize| -> Vec<(String, Vec<usize>)> {
+        ["q", "k", "v"]
+            .iter()
+            .map(|n| (n.to_string(), vec![4, 8, s, 256]))
+            .collect()
+    };
+    let hd = vec![("HEAD_DIM".to_string(), "256".to_string())];
+    for (s, ws) in [(1024, true), (4096, true), (4097, false), (16384, false)] {
+        let p = plan(src, &hd, &d256(s));
+        let r = &p.config.report;
+        assert!(
+            r.contains("BLOCK_M=128 (query block), BLOCK_N=64 (key block)"),
+            "d256 S = {s}: {r}"
+        );
+        assert_eq!(r.contains("warp-specialized"), ws, "d256 S = {s}: {r}");
+        assert_eq!(p.config.warp_specialize, ws, "d256 S = {s}: {r}");
+    }
+    let mut masked = hd.clone();
+    masked.push(("MASK".to_string(), "1".to_string()));
+    let p = plan(src, &masked, &d256(1024));
+    assert!(!p.config.warp_specialize, "{}", p.config.report);
     // Unknown shapes and causal masks keep their rows.
     let p = plan(src, &[], &[]);
     assert!(

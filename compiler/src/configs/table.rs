@@ -138,6 +138,33 @@ pub(super) const ROWS: &[Row] = &[
         persistent: false,
         overlap: false,
     },
+    // d256 without causal masking, an additive mask or a soft cap at up to 4,096 queries (the
+    // query count known from the shapes): the row below's 128×64 tile warp-specialized, a
+    // producer warpgroup on the K and V copies. H200, `kirc bench` (calls Y8/Y9,
+    // docs/gpu-results/2026-12-04-y8-y9-attention-fwd-configs.txt), TFLOP/s against the
+    // unspecialized tile in the same call: B 16, S 1k 557.7/555.7 against 529.5/532.9; B 4,
+    // S 4k 660.5/659.6 against 648.4/648.1 (660.4/660.7 against 646.4/646.9 in Y8); at 16k
+    // it loses (642.1/616.4 against 652.1/638.2), so longer or unknown lengths keep the row
+    // below.
+    Row {
+        cuda: false,
+        class: Class::Attention,
+        targets: &[Target::Sm90a],
+        when: |f| {
+            f.half()
+                && f.head_dim == Some(256)
+                && !f.causal
+                && !f.mask
+                && !f.softcap
+                && f.m.is_some_and(|m| m <= 4096)
+        },
+        set: &[(Role::QueryBlock, 128), (Role::KeyBlock, 64)],
+        warps: Some(8),
+        stages: None,
+        warp_specialize: true,
+        persistent: false,
+        overlap: false,
+    },
     Row {
         cuda: false,
         class: Class::Attention,
