@@ -552,3 +552,34 @@ fn no_branch_joins_under_a_wgmma_group_in_the_defaults() {
         }
     }
 }
+
+/// Paired wgmma groups (backends/src/ptx/lower/wgmma_pair.rs): on sm_90a, attention_bwd's dK/dV
+/// kernel issues dpᵀ right after sᵀ, one commit left in flight for the next dot's wait, at head
+/// dim 128, whose shared memory allows two blocks per SM, and so does dQ with dp after s; at head
+/// dim 64 (four blocks' worth of shared memory, so registers set the occupancy) neither hoists.
+#[test]
+fn wgmma_pairs_hoist_only_where_shared_memory_bounds_the_blocks() {
+    let src = kir_compiler::internal::oplib::builtin("attention_bwd").expect("attention_bwd");
+    for (hd, want) in [("128", 1), ("64", 0)] {
+        let defs = vec![("HEAD_DIM".to_string(), hd.to_string())];
+        let text = compile(src, &defs, None, Target::Sm90a, Emit::Ptx)
+            .unwrap_or_else(|e| panic!("d{hd}: {e}"))
+            .text;
+        for kernel in ["attention_bwd_dkdv_", "attention_bwd_dq_"] {
+            let body: Vec<&str> = text
+                .lines()
+                .skip_while(|l| !l.starts_with(&format!(".visible .entry {kernel}")))
+                .take_while(|l| *l != "}")
+                .collect();
+            assert!(body.len() > 100, "d{hd}: no {kernel} kernel");
+            // A commit not followed by a wait leaves its group in flight for the next dot.
+            let in_flight = body
+                .windows(2)
+                .filter(|w| {
+                    w[0].contains("wgmma.commit_group") && !w[1].contains("wgmma.wait_group")
+                })
+                .count();
+            assert_eq!(in_flight, want, "d{hd} {kernel}: groups left in flight");
+        }
+    }
+}
