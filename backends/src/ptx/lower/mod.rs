@@ -37,6 +37,7 @@ mod reduce;
 mod region;
 pub mod report;
 mod rescale;
+mod row_reload;
 mod rows;
 mod sched;
 mod sign;
