@@ -67,6 +67,19 @@ pub fn insert_op(
     dfg.ops[id].results.clone()
 }
 
+/// Moves every op of block `from` (a scratch block the caller built) into block `parent`, in
+/// order, right before its op `at` (`after`: right after it). Panics if `at` is not in `parent`.
+pub fn splice_ops(dfg: &mut Dfg, parent: Block, at: Op, from: Block, after: bool) {
+    let ops = std::mem::take(&mut dfg.blocks[from].ops);
+    let pos = dfg.blocks[parent]
+        .ops
+        .iter()
+        .position(|&o| o == at)
+        .expect("the op is in the block")
+        + usize::from(after);
+    dfg.blocks[parent].ops.splice(pos..pos, ops);
+}
+
 /// Appends `if cond` to block `b` with regions `then` and `els` (each already ending with its
 /// `yield`) and one result per type of `types`; returns the op.
 pub fn append_if(

@@ -12,7 +12,7 @@ pub mod clone;
 pub mod fold;
 pub mod uses;
 
-pub use build::{add_carried, append_if, iconst, insert_op, op2, simple, yield_block};
+pub use build::{add_carried, append_if, iconst, insert_op, op2, simple, splice_ops, yield_block};
 pub use cleanup::{cse, dce, merge_loops};
 pub use clone::{rename_expr, Cloner};
 pub use uses::{

@@ -464,13 +464,7 @@ fn apply(k: &mut Kernel, parent: Block, l: Op, plan: Plan) {
     let full = fb.cond(&mut em, &plan.mask, &dom);
     let k = em.k;
     // Splice the scalar code in before the loop, and bound the loop by [L0, H).
-    let new_ops = std::mem::take(&mut k.dfg.blocks[tmp].ops);
-    let pos = k.dfg.blocks[parent]
-        .ops
-        .iter()
-        .position(|&o| o == l)
-        .expect("the loop is in its parent");
-    k.dfg.blocks[parent].ops.splice(pos..pos, new_ops);
+    kir_ir::edit::splice_ops(&mut k.dfg, parent, l, tmp, false);
     k.dfg.ops[l].operands[0] = l0;
     k.dfg.ops[l].operands[1] = h;
     // Full blocks skip the mask work.

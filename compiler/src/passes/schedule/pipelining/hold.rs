@@ -52,13 +52,7 @@ pub(super) fn release_after(k: &mut Kernel, parent: Block, l: Op, bufs: &[Value]
     let n = iconst(k, after, stages as i64);
     let last = op2(k, after, Opcode::Rem, None, last, n, Dtype::I32);
     release_if(k, after, ran, bufs, last);
-    let after_ops = std::mem::take(&mut k.dfg.blocks[after].ops);
-    let pos = k.dfg.blocks[parent]
-        .ops
-        .iter()
-        .position(|&o| o == l)
-        .expect("loop position");
-    k.dfg.blocks[parent].ops.splice(pos + 1..pos + 1, after_ops);
+    edit::splice_ops(&mut k.dfg, parent, l, after, true);
 }
 
 /// Appends `(s + n) mod stages` for a stage index `s` in [0, stages) and 0 ≤ n < stages:

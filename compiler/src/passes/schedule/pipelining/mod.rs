@@ -332,13 +332,7 @@ fn rewrite_loop(
         guarded_copies(k, pro, l, cands, bufs, at, jv, hi, fill(wait));
     }
     let zero = iconst(k, pro, 0);
-    let pro_ops = std::mem::take(&mut k.dfg.blocks[pro].ops);
-    let pos = k.dfg.blocks[parent]
-        .ops
-        .iter()
-        .position(|&o| o == l)
-        .expect("loop position");
-    k.dfg.blocks[parent].ops.splice(pos..pos, pro_ops);
+    edit::splice_ops(&mut k.dfg, parent, l, pro, false);
     // The carried stage index.
     let (s, _) = add_carried(&mut k.dfg, l, zero, Type::scalar(Dtype::I32), None);
     // A TMA ring's parity of the current round, or a nested one's parity mask.

@@ -65,13 +65,7 @@ pub(super) fn thread_parities(k: &mut Kernel, loops: &[Op]) -> Value {
     let parent = kir_ir::edit::parent_block(&k.dfg, outer);
     let scratch = k.dfg.new_block();
     let mut init = iconst(k, scratch, 0);
-    let ops = std::mem::take(&mut k.dfg.blocks[scratch].ops);
-    let pos = k.dfg.blocks[parent]
-        .ops
-        .iter()
-        .position(|&o| o == outer)
-        .expect("loop position");
-    k.dfg.blocks[parent].ops.splice(pos..pos, ops);
+    kir_ir::edit::splice_ops(&mut k.dfg, parent, outer, scratch, false);
     for &l in loops {
         init = kir_ir::edit::add_carried(&mut k.dfg, l, init, Type::scalar(Dtype::I32), None).0;
     }

@@ -179,13 +179,7 @@ pub(super) fn stage_operands(
         release_after_last_use(k, cons, rel, buf, empty, rel_stage, staged);
     }
     // The parity and barrier ops go just before `warp_specialize`.
-    let pre = std::mem::take(&mut k.dfg.blocks[scratch].ops);
-    let at = k.dfg.blocks[body]
-        .ops
-        .iter()
-        .position(|&o| o == ws)
-        .expect("warp_specialize stays in its block");
-    k.dfg.blocks[body].ops.splice(at..at, pre);
+    kir_ir::edit::splice_ops(&mut k.dfg, body, ws, scratch, false);
     k.dfg.blocks[prod].ops.splice(0..0, prod_ops);
     k.dfg.blocks[cons].ops.splice(0..0, cons_head);
 }
