@@ -17,14 +17,20 @@ const BWD: &str = "attention_bwd";
 
 /// The attention_bwd program for `p` and `dt` as the pipeline outputs it (what runs).
 fn program(p: &Problem, dt: &str, deterministic: bool) -> kir_ir::Module {
+    program_with(p, dt, deterministic, &[])
+}
+
+/// [`program`] with `extra` `-D` values (tiles).
+fn program_with(p: &Problem, dt: &str, det: bool, extra: &[(&str, &str)]) -> kir_ir::Module {
     let src = kir_compiler::internal::oplib::builtin(BWD).expect("attention_bwd is built in");
     let flag = |b: bool| if b { "1" } else { "0" }.to_string();
-    let defs = vec![
+    let mut defs = vec![
         ("DTYPE".to_string(), dt.to_string()),
         ("HEAD_DIM".to_string(), p.d.to_string()),
         ("CAUSAL".to_string(), flag(p.causal)),
-        ("DETERMINISTIC".to_string(), flag(deterministic)),
+        ("DETERMINISTIC".to_string(), flag(det)),
     ];
+    defs.extend(extra.iter().map(|(a, b)| (a.to_string(), b.to_string())));
     let spec = kir_compiler::internal::pipeline::output(src, &defs)
         .unwrap_or_else(|e| panic!("{defs:?}:\n{}", e.render("attention_bwd.kir", src)));
     spec
@@ -80,16 +86,21 @@ fn check(out: &BTreeMap<String, HostTensor>, g: &oracle::Grads, tol: (f64, f64),
 
 /// One backward case: the kernel against the analytic f64 oracle.
 fn case(p: Problem, dt: &str, deterministic: bool, mag: f64) {
+    case_with(p, dt, deterministic, mag, &[]);
+}
+
+/// [`case`] with `extra` `-D` values (tiles).
+fn case_with(p: Problem, dt: &str, deterministic: bool, mag: f64, extra: &[(&str, &str)]) {
     let dty = dtype(dt);
     let name = format!(
-        "{BWD} {dt} deterministic={deterministic} B{} Hq{} Hkv{} Sq{} Sk{} D{} causal={} mag {mag}",
+        "{BWD} {dt} deterministic={deterministic} B{} Hq{} Hkv{} Sq{} Sk{} D{} causal={} mag {mag} {extra:?}",
         p.b, p.hq, p.hkv, p.sq, p.cap, p.d, p.causal
     );
     let mut rng = Rng::fresh(&name);
     let mut p = p;
     p.scale = p.scale as f32 as f64;
     let args = inputs(&p, dty, mag, &mut rng);
-    let spec = program(&p, dt, deterministic);
+    let spec = program_with(&p, dt, deterministic, extra);
     let out =
         run_with(&spec, &args, &RunOptions::default()).unwrap_or_else(|e| panic!("{name}: {e}"));
     assert_eq!(
@@ -143,6 +154,27 @@ fn long_sequences_and_head_dims() {
             n != 1,
             [1.0, 3.0][n % 2],
         );
+    }
+}
+
+/// With HEAD_DIM > 128 and BLOCK_KV ≥ 64 (sm_90a's d256 row) the dK/dV kernel's two
+/// accumulators are split between programs, dk's part and dv's (grid z = 2): both modes, causal
+/// and not, GQA, ragged key blocks, at d136 and d256.
+#[test]
+fn split_accumulators() {
+    let tiles = [("BLOCK_KV", "64"), ("BLOCK_M", "64"), ("BLOCK_N", "64")];
+    for (n, dt) in ["f32", "f16", "bf16"].into_iter().enumerate() {
+        for deterministic in [true, false] {
+            let mag = [1.0, 3.0][(n + deterministic as usize) % 2];
+            let (d, causal) = ([136, 256][n % 2], deterministic);
+            case_with(
+                pr(2, 4, 2, 70, 150, d, causal),
+                dt,
+                deterministic,
+                mag,
+                &tiles,
+            );
+        }
     }
 }
 

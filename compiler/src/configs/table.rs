@@ -329,11 +329,24 @@ pub(super) const ROWS: &[Row] = &[
     // derivative is one more [keys, queries] tile, and the 64-key dK/dV kernel spills (16 bytes
     // at d128, 88 with every feature): it keeps the op's 32-key tiles, spill-free; so does the
     // atomic mode (`DETERMINISTIC=0`), whose fifth dot (dS·k into dq) spills 16 bytes there.
+    // At d256 the two dK/dV accumulators (2 × 64×256 f32, 256 registers a thread on 4 warps)
+    // are split between two programs by the op (dk's and dv's, grid z = 2; 243 registers, no
+    // spills) and the 256-column k and v tiles are copied into the core layout in two column
+    // groups on 128 threads (call Z1, docs/gpu-results/2026-12-04-z1-bwd-d256-split.txt, B 4 S
+    // 4k: 253.4 TFLOP/s against 119.4 for the op's 32-key tiles on mma.sync, cuDNN 405.5). A
+    // mask there keeps the op's tiles: its tile makes the 64-query dQ kernel spill (84 bytes).
     Row {
         cuda: false,
         class: Class::AttentionBwd,
         targets: &[Target::Sm90a],
-        when: |f| f.half() && matches!(f.head_dim, Some(64 | 128)) && !f.softcap && f.dots <= 4,
+        when: |f| {
+            let dim_ok = match f.head_dim {
+                Some(64 | 128) => true,
+                Some(256) => !f.mask,
+                _ => false,
+            };
+            f.half() && dim_ok && !f.softcap && f.dots <= 4
+        },
         set: &[
             (Role::QueryBlock, 64),
             (Role::KeyBlock, 64),

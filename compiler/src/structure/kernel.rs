@@ -58,12 +58,22 @@ fn body(v: &View, l: Op) -> Block {
     v.op(l).regions[0]
 }
 
+/// The dots of loop body `b`, with those in the branches of its `if`s (dots that only some
+/// programs run, as attention_bwd's dK/dV parts at large head dims).
 fn dots_in(v: &View, b: Block) -> Vec<Op> {
-    v.ops(b)
-        .iter()
-        .copied()
-        .filter(|o| v.op(*o).opcode == Opcode::Dot)
-        .collect()
+    let mut out = vec![];
+    for &o in v.ops(b) {
+        match v.op(o).opcode {
+            Opcode::Dot => out.push(o),
+            Opcode::If => {
+                for &r in &v.op(o).regions {
+                    out.extend(dots_in(v, r));
+                }
+            }
+            _ => {}
+        }
+    }
+    out
 }
 
 /// Where a dot operand comes from: `Some(transposed)` when it is a tile load of a tensor in
@@ -108,8 +118,24 @@ fn accumulates(v: &View, l: Op, d: Op) -> bool {
     let dfg = &v.kernel.dfg;
     (1..dfg.blocks[b].args.len()).any(|i| {
         let arg = dfg.blocks[b].args[i];
-        slice.contains(&arg) && yielded(dfg, b, i - 1).map(|y| v.resolve(y)) == Some(r)
+        slice.contains(&arg) && yielded(dfg, b, i - 1).is_some_and(|y| yields(v, y, r))
     })
+}
+
+/// Whether `y` is `r`, or the result of an `if` that one of its branches yields `r` into.
+fn yields(v: &View, y: Value, r: Value) -> bool {
+    let y = v.resolve(y);
+    if y == r {
+        return true;
+    }
+    let dfg = &v.kernel.dfg;
+    match (v.def(y), dfg.values[y].def) {
+        (Some((_, d)), kir_ir::ValueDef::Result(_, j)) if d.opcode == Opcode::If => d
+            .regions
+            .iter()
+            .any(|&br| yielded(dfg, br, j as usize).is_some_and(|x| yields(v, x, r))),
+        _ => false,
+    }
 }
 
 /// GEMM-like: every dot of the loop accumulates into a carried f32 tile and takes both operands

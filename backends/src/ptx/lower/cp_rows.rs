@@ -69,7 +69,17 @@ pub(super) fn cp_async_rows(
     let rank = offs.len();
     let esize = info.dtype.size_bytes();
     let threads = c.plan.blk.threads as usize;
-    let cpr = cols / vec;
+    let row_chunks = cols / vec;
+    // The core-matrix layout needs each thread's rows to keep their place within a group of 8:
+    // the copy may then go by groups of whole 64-column blocks (`core_copy_chunks`).
+    let cpr = match core {
+        true if rows % 8 != 0 || eb != 2 => return Ok(false),
+        true => match crate::ptx::plan::wgmma::core_copy_chunks(cols, threads) {
+            Some(w) => w,
+            None => return Ok(false),
+        },
+        false => row_chunks,
+    };
     let mask_ok = match mask {
         None => true,
         Some(m) => c.values.lazy.contains_key(&m) && super::lazy::lazy_uniform_along(c, m, 1, 0),
@@ -77,10 +87,11 @@ pub(super) fn cp_async_rows(
     if rank < 2 || cpr == 0 || threads % cpr != 0 || !mask_ok {
         return Ok(false);
     }
-    // The core-matrix layout needs each thread's rows to keep their place within a group of 8.
-    if core && ((threads / cpr) % 8 != 0 || rows % 8 != 0 || cols % 64 != 0 || eb != 2) {
-        return Ok(false);
-    }
+    // Column groups copied one after another, each `cpr` chunks wide: its first column, and the
+    // shared bytes from group 0 (whole 64-column blocks of the core layout).
+    let groups = row_chunks / cpr;
+    let group_col = |g: usize| g * cpr * vec;
+    let group_smem = |g: usize| (group_col(g) / 64 * rows * 128) as u32;
     c.b.need(Isa::CP_ASYNC);
     let rstep = threads / cpr;
     let total = rows * cpr;
@@ -184,64 +195,91 @@ pub(super) fn cp_async_rows(
             c.b.ins(PtxInst::new("and.pred").op(p).op(p).op(mv));
         }
         c.b.ins_if(p, true, PtxInst::new("bra.uni").op(&checked));
-        let ga = c.b.reg(RegClass::B64);
-        c.b.ins(PtxInst::new("mov.b64").op(ga).op(ga0));
-        for it in 0..total.div_ceil(threads) {
-            if it > 0 {
-                c.b.ins(PtxInst::new("add.s64").op(ga).op(ga).op(gstep));
-            }
-            let dst = chunk_dst(it);
-            let ins = PtxInst::new("cp.async.cg.shared.global")
-                .addr_off(sa0, dst)
-                .addr(ga)
-                .op(16);
-            if (it + 1) * threads > total {
-                let (lr, pv) = (c.b.reg(RegClass::B32), c.b.reg(RegClass::Pred));
-                c.b.ins(PtxInst::new("add.s32").op(lr).op(row0).op(it * rstep));
-                c.b.ins(PtxInst::new("setp.lt.u32").op(pv).op(lr).op(rows));
-                c.b.ins_if(pv, false, ins);
+        for g in 0..groups {
+            let ga = c.b.reg(RegClass::B64);
+            if g == 0 {
+                c.b.ins(PtxInst::new("mov.b64").op(ga).op(ga0));
             } else {
-                c.b.ins(ins);
+                let bytes = (group_col(g) * esize) as i64;
+                c.b.ins(PtxInst::new("add.s64").op(ga).op(ga0).op(bytes));
+            }
+            for it in 0..total.div_ceil(threads) {
+                if it > 0 {
+                    c.b.ins(PtxInst::new("add.s64").op(ga).op(ga).op(gstep));
+                }
+                let dst = chunk_dst(it) + group_smem(g);
+                let ins = PtxInst::new("cp.async.cg.shared.global")
+                    .addr_off(sa0, dst)
+                    .addr(ga)
+                    .op(16);
+                if (it + 1) * threads > total {
+                    let (lr, pv) = (c.b.reg(RegClass::B32), c.b.reg(RegClass::Pred));
+                    c.b.ins(PtxInst::new("add.s32").op(lr).op(row0).op(it * rstep));
+                    c.b.ins(PtxInst::new("setp.lt.u32").op(pv).op(lr).op(rows));
+                    c.b.ins_if(pv, false, ins);
+                } else {
+                    c.b.ins(ins);
+                }
             }
         }
         c.b.ins(PtxInst::new("bra.uni").op(&inside));
     }
     c.b.place(&checked);
-    let ga = c.b.reg(RegClass::B64);
-    c.b.ins(PtxInst::new("mov.b64").op(ga).op(ga0));
-    for it in 0..total.div_ceil(threads) {
-        if it > 0 {
-            c.b.ins(PtxInst::new("add.s64").op(ga).op(ga).op(gstep));
-        }
-        // Tile-local and tensor row of this chunk.
-        let (lr, gr) = (c.b.reg(RegClass::B32), c.b.reg(RegClass::B32));
-        c.b.ins(PtxInst::new("add.s32").op(lr).op(row0).op(it * rstep));
-        c.b.ins(PtxInst::new("add.s32").op(gr).op(lr).op(off_r));
-        let (p, n) = (c.b.reg(RegClass::Pred), c.b.reg(RegClass::B32));
-        c.b.ins(PtxInst::new("setp.lt.u32").op(p).op(gr).op(dim_r));
-        if let Some(m) = mask {
-            let lc = c.b.reg(RegClass::B32);
-            c.b.ins(PtxInst::new("mul.lo.s32").op(lc).op(colv).op(vec));
-            let mv = super::values::coord_value(c, m, &[lr, lc], sp)?;
-            c.b.ins(PtxInst::new("and.pred").op(p).op(p).op(mv));
-        }
-        c.b.ins(PtxInst::new("selp.b32").op(n).op(ncol).op(0).op(p));
-        // Nothing read: point at the tensor's origin so the address stays valid.
-        let (src, pz) = (c.b.reg(RegClass::B64), c.b.reg(RegClass::Pred));
-        c.b.ins(PtxInst::new("setp.eq.u32").op(pz).op(n).op(0));
-        c.b.ins(PtxInst::new("selp.b64").op(src).op(info.ptr).op(ga).op(pz));
-        let dst = chunk_dst(it);
-        let ins = PtxInst::new("cp.async.cg.shared.global")
-            .addr_off(sa0, dst)
-            .addr(src)
-            .op(16)
-            .op(n);
-        if (it + 1) * threads > total {
-            let pv = c.b.reg(RegClass::Pred);
-            c.b.ins(PtxInst::new("setp.lt.u32").op(pv).op(lr).op(rows));
-            c.b.ins_if(pv, false, ins);
+    for g in 0..groups {
+        let ga = c.b.reg(RegClass::B64);
+        let ncol = if g == 0 {
+            c.b.ins(PtxInst::new("mov.b64").op(ga).op(ga0));
+            ncol
         } else {
-            c.b.ins(ins);
+            let bytes = (group_col(g) * esize) as i64;
+            c.b.ins(PtxInst::new("add.s64").op(ga).op(ga0).op(bytes));
+            // This group's chunk: clamp(dim_c − gc − group_col, 0, vec)·esize.
+            let n = c.b.reg(RegClass::B32);
+            c.b.ins(PtxInst::new("sub.s32").op(n).op(dim_c).op(gc));
+            c.b.ins(PtxInst::new("sub.s32").op(n).op(n).op(group_col(g)));
+            c.b.ins(PtxInst::new("max.s32").op(n).op(n).op(0));
+            c.b.ins(PtxInst::new("min.s32").op(n).op(n).op(vec));
+            c.b.ins(PtxInst::new("mul.lo.s32").op(n).op(n).op(esize));
+            c.b.ins(PtxInst::new("selp.b32").op(n).op(n).op(0).op(lead_ok));
+            n
+        };
+        for it in 0..total.div_ceil(threads) {
+            if it > 0 {
+                c.b.ins(PtxInst::new("add.s64").op(ga).op(ga).op(gstep));
+            }
+            // Tile-local and tensor row of this chunk.
+            let (lr, gr) = (c.b.reg(RegClass::B32), c.b.reg(RegClass::B32));
+            c.b.ins(PtxInst::new("add.s32").op(lr).op(row0).op(it * rstep));
+            c.b.ins(PtxInst::new("add.s32").op(gr).op(lr).op(off_r));
+            let (p, n) = (c.b.reg(RegClass::Pred), c.b.reg(RegClass::B32));
+            c.b.ins(PtxInst::new("setp.lt.u32").op(p).op(gr).op(dim_r));
+            if let Some(m) = mask {
+                let lc = c.b.reg(RegClass::B32);
+                c.b.ins(PtxInst::new("mul.lo.s32").op(lc).op(colv).op(vec));
+                if g > 0 {
+                    c.b.ins(PtxInst::new("add.s32").op(lc).op(lc).op(group_col(g)));
+                }
+                let mv = super::values::coord_value(c, m, &[lr, lc], sp)?;
+                c.b.ins(PtxInst::new("and.pred").op(p).op(p).op(mv));
+            }
+            c.b.ins(PtxInst::new("selp.b32").op(n).op(ncol).op(0).op(p));
+            // Nothing read: point at the tensor's origin so the address stays valid.
+            let (src, pz) = (c.b.reg(RegClass::B64), c.b.reg(RegClass::Pred));
+            c.b.ins(PtxInst::new("setp.eq.u32").op(pz).op(n).op(0));
+            c.b.ins(PtxInst::new("selp.b64").op(src).op(info.ptr).op(ga).op(pz));
+            let dst = chunk_dst(it) + group_smem(g);
+            let ins = PtxInst::new("cp.async.cg.shared.global")
+                .addr_off(sa0, dst)
+                .addr(src)
+                .op(16)
+                .op(n);
+            if (it + 1) * threads > total {
+                let pv = c.b.reg(RegClass::Pred);
+                c.b.ins(PtxInst::new("setp.lt.u32").op(pv).op(lr).op(rows));
+                c.b.ins_if(pv, false, ins);
+            } else {
+                c.b.ins(ins);
+            }
         }
     }
     c.b.place(&inside);

@@ -27,11 +27,27 @@ pub struct WgmmaDot {
     pub zero_init: bool,
 }
 
-/// The row-covering cp.async copy of a [rows, cols] tile keeps each thread's rows within one
-/// swizzle phase: threads cover whole rows of 16-byte chunks, 8 rows apart or a multiple.
+/// The row-covering cp.async copy of a [rows, cols] tile of 16-bit elements into the core
+/// layout keeps each thread's rows within one swizzle phase: threads cover whole rows of a
+/// column group of 16-byte chunks, 8 rows apart or a multiple.
 fn copy_ok(cols: usize, threads: usize) -> bool {
+    core_copy_chunks(cols, threads).is_some()
+}
+
+/// The 16-byte chunks per row that one pass of a core-layout copy of `cols` 16-bit columns by
+/// `threads` threads covers: the whole row when the threads then sit a multiple of 8 rows apart,
+/// else the widest group of whole 64-column blocks (8 chunks each) that does, the groups copied
+/// one after another (a 256-column tile on 128 threads: two groups of 128 columns, the threads
+/// 8 rows apart). `None` when no group qualifies.
+pub fn core_copy_chunks(cols: usize, threads: usize) -> Option<usize> {
     let cpr = cols / 8;
-    cols % 64 == 0 && cpr > 0 && threads % cpr == 0 && (threads / cpr) % 8 == 0
+    if cols % 64 != 0 || cpr == 0 {
+        return None;
+    }
+    (1..=cpr / 8)
+        .rev()
+        .map(|blocks| blocks * 8)
+        .find(|&w| cpr % w == 0 && threads % w == 0 && (threads / w) % 8 == 0)
 }
 
 /// For a `dot` op that can use wgmma on `target` with block `b`: its operand loads and B's

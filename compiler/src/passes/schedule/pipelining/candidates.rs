@@ -105,13 +105,15 @@ pub(super) fn candidates(k: &Kernel, l: Op) -> Vec<Cand> {
     out
 }
 
-/// Whether `v` is operand a or b of a dot in block `b`, directly or through `transpose`.
+/// Whether `v` is operand a or b of a dot in block `b` or in a branch of an `if` there (a dot
+/// that only some programs run: attention_bwd's dK/dV parts), directly or through `transpose`.
 fn feeds_dot(k: &Kernel, b: Block, v: Value) -> bool {
     k.dfg.blocks[b].ops.iter().any(|&o| {
         let od = &k.dfg.ops[o];
         match od.opcode {
             Opcode::Dot | Opcode::DotAsync => od.operands[..2].contains(&v),
             Opcode::Transpose if od.operands.first() == Some(&v) => feeds_dot(k, b, od.results[0]),
+            Opcode::If => od.regions.iter().any(|&r| feeds_dot(k, r, v)),
             _ => false,
         }
     })

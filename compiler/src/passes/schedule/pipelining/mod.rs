@@ -2,7 +2,8 @@
 //! into an N-stage shared-memory ring, issued N − 1 iterations ahead (scheduled IR).
 //!
 //! A load qualifies when it reads a 2-D tile of an `in` tensor directly in the loop body, feeds
-//! an operand of a `dot` or `dot_async` of the body (directly or through `transpose`), and its
+//! an operand of a `dot` or `dot_async` of the body or of a branch of an `if` in it (directly or
+//! through `transpose`), and its
 //! offsets and mask depend only on the induction variable and on values defined before the loop
 //! (through pure ops of the body: the *address slice*). Dot operands are what the matrix units
 //! read from shared memory; other tiles are better loaded straight into registers. For a loop `for %i = lo to hi step st`
