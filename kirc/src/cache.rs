@@ -7,6 +7,8 @@
 //!   entry of this kir is listed as `invalid` with why (the next store overwrites it).
 //! - `clear` removes every entry (and any temporary file a store left) and says how many.
 //!
+//! - `prebuild` compiles a module and stores its cubins for each target (prebuild.rs).
+//!
 //! With the cache off (`KIR_CACHE_DIR=off`, or no directory can be chosen) each of them is an
 //! error saying so (exit code 2).
 
@@ -31,30 +33,36 @@ enum Action {
     List,
     /// Remove every entry.
     Clear,
+    /// Compile a module and store its cubins, assembled by ptxas for each target (no GPU
+    /// needed): what a shipped `kir-prebuilt` directory holds.
+    Prebuild(crate::prebuild::Args),
 }
 
 /// Runs `kirc cache`.
 pub fn main(a: Args) -> Result<ExitCode, CliError> {
-    let dir = match cache::location_from_env() {
-        Location::Dir(d) => d,
-        Location::Off(why) => {
-            return Err(CliError::Plain(format!("the kir cache is off ({why})")));
-        }
-    };
-    let c = Cache::new(&dir);
     match a.action {
-        Action::Dir => common::out(&format!("{}\n", dir.display()))?,
-        Action::List => common::out(&list(&c)?)?,
+        Action::Dir => common::out(&format!("{}\n", dir()?.display()))?,
+        Action::List => common::out(&list(&Cache::new(dir()?))?)?,
         Action::Clear => {
-            let n = c.clear().map_err(CliError::Plain)?;
+            let dir = dir()?;
+            let n = Cache::new(&dir).clear().map_err(CliError::Plain)?;
             common::out(&format!(
                 "removed {n} file{} from {}\n",
                 if n == 1 { "" } else { "s" },
                 dir.display()
             ))?;
         }
+        Action::Prebuild(p) => return crate::prebuild::main(p, dir()?),
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// The cache directory, or an error saying why the cache is off.
+fn dir() -> Result<std::path::PathBuf, CliError> {
+    match cache::location_from_env() {
+        Location::Dir(d) => Ok(d),
+        Location::Off(why) => Err(CliError::Plain(format!("the kir cache is off ({why})"))),
+    }
 }
 
 /// The text of `kirc cache list`.

@@ -1,7 +1,8 @@
 //! `--device cpu|cuda` for `kirc run` and `kirc bench`: compiling a module to PTX for the GPU
 //! that is present, loading it (through the on-disk cache, docs/cache.md: the compilation and
-//! the cubin the driver made of its PTX for this GPU, so a second process neither compiles nor
-//! JIT-compiles), and turning runtime errors into `kirc` errors (exit code 2).
+//! the cubin ptxas assembled from its PTX for this GPU's architecture, or one shipped in the
+//! cache's prebuilt directory, so a second process, or a first one of a prebuilt op, neither
+//! compiles nor JIT-compiles), and turning runtime errors into `kirc` errors (exit code 2).
 //!
 //! Built without the cargo feature `cuda`, `--device cuda` and `kirc bench` fail with an error
 //! that says how to build them.
@@ -10,7 +11,7 @@ use crate::common::CliError;
 #[cfg(feature = "cuda")]
 use crate::common::Source;
 #[cfg(feature = "cuda")]
-use kir_backends::runtime::{self, Gpu, Image, Program, RuntimeError};
+use kir_backends::runtime::{self, Gpu, Program, RuntimeError};
 #[cfg(feature = "cuda")]
 use kir_compiler::internal::cache::{Cache, GpuId};
 #[cfg(feature = "cuda")]
@@ -245,65 +246,18 @@ pub fn gpu_id(gpu: &Gpu) -> GpuId {
     }
 }
 
-/// The cubin of `c`'s PTX for `gpu`: the cache's, else one ptxas assembles (then stored).
-/// `None` without a cache, or when there is no ptxas or it fails (the PTX is then loaded
-/// through the driver's JIT, which reports any error with its log).
-#[cfg(feature = "cuda")]
-fn cubin(gpu: &Gpu, c: &ForGpu, cache: Option<&Cache>) -> Option<(Vec<u8>, bool)> {
-    let cache = cache?;
-    let id = gpu_id(gpu);
-    let c_target = c.target;
-    let c = &c.compiled;
-    if let Some(bin) = cache.lookup_cubin(&c.text, &id) {
-        return Some((bin, true));
-    }
-    let bin = runtime::cubin(gpu, &c.text, c_target).ok()?;
-    if let Err(why) = cache.store_cubin(&c.text, &id, &c.module.name, &bin) {
-        cache.warn(&format!("warning: kir cache: cubin not stored: {why}"));
-    }
-    Some((bin, false))
-}
-
-/// Loads `c` on `gpu`: from the cubin of the cache (no JIT) or one ptxas just assembled (and
-/// the cache keeps), or without a cache or a ptxas from the PTX. A stored cubin the driver
-/// refuses is passed over with a warning and the PTX loaded instead. Also says which image
-/// was loaded.
+/// Loads `c` on `gpu` through `cache` (`kir_compiler::internal::cache::load_program`: a cubin
+/// of the cache or its prebuilt directory, else one ptxas assembles now, else the PTX through
+/// the driver's JIT). Also says which image was loaded.
 #[cfg(feature = "cuda")]
 pub fn load<'g>(
     gpu: &'g Gpu,
     c: &ForGpu,
     cache: Option<&Cache>,
 ) -> Result<(Program<'g>, &'static str), CliError> {
-    let (compiled, src) = (&c.compiled, &c.src);
-    let meta = meta(compiled)?;
-    if let Some((bin, stored)) = cubin(gpu, c, cache) {
-        let how = if stored {
-            "the cubin of the kir cache"
-        } else {
-            "a cubin ptxas assembled, now cached"
-        };
-        match Program::load_image(gpu, Image::Cubin(&bin), meta, &compiled.module) {
-            Ok(p) => return Ok((p, how)),
-            Err(RuntimeError::Cuda(m)) if stored => {
-                let first = m.lines().next().unwrap_or("");
-                crate::common::note(&format!(
-                    "warning: kir cache: the stored cubin did not load ({first}); loading the PTX\n"
-                ));
-            }
-            Err(e) => return Err(runtime_error(src, e)),
-        }
-    }
-    Program::load(gpu, &compiled.text, meta, &compiled.module)
-        .map(|p| (p, "the PTX, through the driver's JIT"))
-        .map_err(|e| runtime_error(src, e))
-}
-
-/// The META.json of a PTX compilation (always present for `Emit::Ptx`).
-#[cfg(feature = "cuda")]
-pub fn meta(c: &Compiled) -> Result<&serde_json::Value, CliError> {
-    c.meta
-        .as_ref()
-        .ok_or_else(|| CliError::Plain("internal error: a PTX compilation without META".into()))
+    kir_compiler::internal::cache::load_program(gpu, &c.compiled, c.target, cache)
+        .map(|(p, how)| (p, how.describe()))
+        .map_err(|e| runtime_error(&c.src, e))
 }
 
 /// The shapes of the tensor arguments by name (given with `--arg` or `--shape`): what the

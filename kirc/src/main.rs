@@ -26,6 +26,7 @@ mod fmt;
 mod log;
 mod message;
 mod ops;
+mod prebuild;
 mod progress;
 mod randn;
 mod run;

@@ -1,6 +1,6 @@
-//! `kirc cache dir|list|clear` and the cache of `kirc compile` (docs/cache.md): each test points
-//! `KIR_CACHE_DIR` (or `XDG_CACHE_HOME`/`HOME`) at a scratch directory of its own, so the user's
-//! cache is never touched.
+//! `kirc cache dir|list|clear|prebuild` and the cache of `kirc compile` (docs/cache.md): each
+//! test points `KIR_CACHE_DIR` (or `XDG_CACHE_HOME`/`HOME`) at a scratch directory of its own,
+//! so the user's cache is never touched.
 
 mod common;
 use common::{scratch, stderr, stdout};
@@ -209,5 +209,105 @@ fn concurrent_kirc_processes_leave_valid_entries() {
     assert!(!l.contains("invalid"), "{l}");
     assert!(l.contains("3 entries"), "{l}");
     assert!(!entries(&cache).iter().any(|e| e.starts_with(".tmp-")));
+    let _ = std::fs::remove_dir_all(&d);
+}
+
+/// `kirc cache prebuild` compiles a module and stores one cubin per target that ptxas assembled
+/// (no GPU); another cache directory whose prebuilt directory it is (`KIR_CACHE_PREBUILT`)
+/// reads the compilation from there and writes nothing. A ptxas that cannot run and a cache
+/// that is off are errors with exit code 2.
+#[test]
+fn prebuild_stores_cubins_that_a_prebuilt_directory_serves() {
+    let ptxas = std::env::var("KIR_PTXAS").unwrap_or_else(|_| {
+        panic!("KIR_PTXAS is not set: run ./scripts/test.sh (it installs the pinned ptxas)")
+    });
+    let d = scratch("cache", "prebuild");
+    let (pre, user, out) = (d.join("pre"), d.join("user"), d.join("g.ptx"));
+    let args = [
+        "cache", "prebuild", "gemm", "--target", "sm_90a", "--target", "sm_80",
+    ];
+    let o = kirc_env(
+        &[("KIR_CACHE_DIR", common::s(&pre)), ("KIR_PTXAS", &ptxas)],
+        &args,
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let text = stdout(&o);
+    for t in ["sm_90a", "sm_80"] {
+        assert!(
+            text.contains(&format!("prebuilt gemm for {t}: 1 kernel, cubin ")),
+            "{text}"
+        );
+    }
+    let mut kinds: Vec<String> = entries(&pre)
+        .iter()
+        .map(|f| f.rsplit('.').next().unwrap_or("").to_string())
+        .collect();
+    kinds.sort();
+    assert_eq!(
+        kinds,
+        ["compiled", "compiled", "cubin", "cubin"].map(String::from),
+        "{kinds:?}"
+    );
+    let compile = |prebuilt: &Path| {
+        kirc_env(
+            &[
+                ("KIR_CACHE_DIR", common::s(&user)),
+                ("KIR_CACHE_PREBUILT", common::s(prebuilt)),
+            ],
+            &[
+                "compile",
+                "gemm",
+                "--target",
+                "sm_90a",
+                "--report",
+                "-o",
+                common::s(&out),
+            ],
+        )
+    };
+    let o = compile(&pre);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(
+        stderr(&o)
+            .lines()
+            .last()
+            .unwrap_or("")
+            .starts_with("cache: hit "),
+        "{}",
+        stderr(&o)
+    );
+    assert!(entries(&user).is_empty(), "{:?}", entries(&user));
+    // Without it, the same compile is a miss, stored in the user's directory.
+    let o = compile(Path::new("off"));
+    assert!(
+        stderr(&o)
+            .lines()
+            .last()
+            .unwrap_or("")
+            .starts_with("cache: stored "),
+        "{}",
+        stderr(&o)
+    );
+    assert_eq!(entries(&user).len(), 1);
+    let o = kirc_env(
+        &[
+            ("KIR_CACHE_DIR", common::s(&pre)),
+            ("KIR_PTXAS", "/nonexistent/ptxas"),
+        ],
+        &args,
+    );
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        stderr(&o).contains("cannot run /nonexistent/ptxas"),
+        "{}",
+        stderr(&o)
+    );
+    let o = kirc_env(&[("KIR_CACHE_DIR", "off")], &args);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        stderr(&o).contains("the kir cache is off"),
+        "{}",
+        stderr(&o)
+    );
     let _ = std::fs::remove_dir_all(&d);
 }

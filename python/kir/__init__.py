@@ -21,9 +21,17 @@ text of a module (a string holding a newline; its errors name it ``<source>``).
 
 from __future__ import annotations
 
+import os
 from typing import Any, Dict, List, Mapping, Optional
 
 import numpy as np
+
+# Cubins shipped with the package (`kirc cache prebuild` into kir/prebuilt when the wheel is
+# built; docs/cache.md): the kir cache's read-only prebuilt directory, unless the environment
+# names another (or `off`).
+_PREBUILT = os.path.join(os.path.dirname(__file__), "prebuilt")
+if os.path.isdir(_PREBUILT):
+    os.environ.setdefault("KIR_CACHE_PREBUILT", _PREBUILT)
 
 from . import _convert, _kir
 from ._convert import ConstantValue, InputValue, SourceArg

@@ -42,6 +42,11 @@ impl Compiled {
     pub fn cached(&self) -> Arc<Cached> {
         Arc::clone(&self.cached)
     }
+
+    /// The target it was compiled for.
+    pub fn target_kind(&self) -> Target {
+        self.target
+    }
 }
 
 /// The name `kir.compile` takes for an emitted language.

@@ -22,6 +22,7 @@ use crate::kernel::Compiled;
 use kir_backends::runtime::{
     self, BufferRole, CUstream, DeviceArg, DeviceTensor, Gpu, Program, RuntimeError,
 };
+use kir_compiler::internal::cache;
 use kir_compiler::internal::compile::Emit;
 use kir_ir::Dtype;
 use pyo3::prelude::*;
@@ -247,7 +248,10 @@ pub fn target_for(major: i32, minor: i32) -> Option<&'static str> {
     runtime::target_for((major, minor)).map(|t| t.name())
 }
 
-/// Loads `compiled` (PTX) on device `device`: the driver compiles the PTX for the GPU.
+/// Loads `compiled` (PTX) on device `device`: when it was compiled through the on-disk cache,
+/// from the cubin of its PTX for the GPU's architecture that the cache (or its prebuilt
+/// directory) holds, or that ptxas assembles now (then cached); else the driver JIT-compiles
+/// the PTX (`kir_compiler::internal::cache::load_program`).
 #[pyfunction]
 pub fn load(py: Python<'_>, compiled: &Compiled, device: usize) -> PyResult<Loaded> {
     if compiled.emit_kind() != Emit::Ptx {
@@ -259,16 +263,21 @@ pub fn load(py: Python<'_>, compiled: &Compiled, device: usize) -> PyResult<Load
             )),
         );
     }
-    let cached = compiled.cached();
+    let (cached, target) = (compiled.cached(), compiled.target_kind());
     let r = py.detach(|| -> Result<Program<'static>, Failure> {
         let g = gpu(device)?;
-        let meta = cached.compiled.meta.as_ref().ok_or_else(|| {
-            Failure::plain(
+        if cached.compiled.meta.is_none() {
+            return Err(Failure::plain(
                 Class::Run,
                 "the compilation has no META.json to launch from",
-            )
-        })?;
-        Program::load(g, &cached.compiled.text, meta, &cached.compiled.module)
+            ));
+        }
+        let store = match cached.outcome {
+            cache::Outcome::Off => None,
+            _ => cache::Cache::from_env(),
+        };
+        cache::load_program(g, &cached.compiled, target, store.as_ref())
+            .map(|(p, _)| p)
             .map_err(runtime_failure)
     });
     let program = py_result(py, r)?;

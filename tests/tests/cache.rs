@@ -1,8 +1,10 @@
 //! The on-disk cache as a library (compiler/src/cache/, docs/cache.md): a hit returns exactly
 //! what a fresh compilation does, anything that changes the output misses, damaged, truncated,
 //! foreign and other-version entries are warned about and recompiled over, concurrent writers
-//! leave only valid entries, and cubins and tuned configurations are kept per GPU and shape
-//! bucket. Every test uses a directory of its own (no environment variable is read).
+//! leave only valid entries, cubins are kept per architecture and tuned configurations per GPU
+//! and shape bucket, and a read-only prebuilt directory serves what the cache lacks (its damaged
+//! entries warned about, nothing written there). Every test uses a directory of its own (no
+//! environment variable is read).
 
 use kir_backends::Target;
 use kir_compiler::internal::cache::{
@@ -378,7 +380,7 @@ fn concurrent_writers_leave_valid_entries() {
 }
 
 #[test]
-fn cubins_and_tuned_configs_are_kept_per_gpu_and_bucket() {
+fn cubins_are_kept_per_arch_and_tuned_configs_per_gpu_and_bucket() {
     let dir = scratch("artifacts");
     let (c, warnings) = cache(&dir);
     let h200 = GpuId {
@@ -386,19 +388,15 @@ fn cubins_and_tuned_configs_are_kept_per_gpu_and_bucket() {
         capability: (9, 0),
         driver: 12080,
     };
-    let newer = GpuId {
-        driver: 12090,
-        ..h200.clone()
-    };
-    assert_eq!(c.lookup_cubin("ptx", &h200), None);
-    c.store_cubin("ptx", &h200, "gemm", b"\x7fELF cubin")
+    assert_eq!(c.lookup_cubin("ptx", "sm_90a"), None);
+    c.store_cubin("ptx", "sm_90a", "gemm", b"\x7fELF cubin")
         .unwrap();
     assert_eq!(
-        c.lookup_cubin("ptx", &h200).as_deref(),
+        c.lookup_cubin("ptx", "sm_90a").as_deref(),
         Some(&b"\x7fELF cubin"[..])
     );
-    assert_eq!(c.lookup_cubin("ptx", &newer), None, "another driver");
-    assert_eq!(c.lookup_cubin("other ptx", &h200), None, "another PTX");
+    assert_eq!(c.lookup_cubin("ptx", "sm_90"), None, "another arch");
+    assert_eq!(c.lookup_cubin("other ptx", "sm_90a"), None, "another PTX");
 
     let s = src("gemm");
     let dims = |m: u64| {
@@ -485,4 +483,83 @@ fn the_location_follows_the_environment() {
         dir("/h/.cache/kir")
     );
     assert!(matches!(location(env(&[])), Location::Off(_)));
+}
+
+#[test]
+fn a_prebuilt_directory_serves_misses_read_only() {
+    let (pre_dir, dir) = (scratch("prebuilt-src"), scratch("prebuilt-user"));
+    let (pre, _) = cache(&pre_dir);
+    pre.store_cubin("ptx", "sm_90a", "attention_fwd", b"\x7fELF prebuilt")
+        .unwrap();
+    pre.store_cubin("bad", "sm_90a", "gemm", b"\x7fELF")
+        .unwrap();
+    let bad = pre.path(
+        Kind::Cubin,
+        &cache::cubin_key(pre.version(), "bad", "sm_90a"),
+    );
+    let mut bytes = std::fs::read(&bad).unwrap();
+    bytes.truncate(bytes.len() / 2);
+    std::fs::write(&bad, bytes).unwrap();
+    let (c, warnings) = cache(&dir);
+    let c = c.with_prebuilt(Some(pre_dir.clone()));
+    assert_eq!(
+        c.lookup_cubin("ptx", "sm_90a").as_deref(),
+        Some(&b"\x7fELF prebuilt"[..])
+    );
+    assert_eq!(c.lookup_cubin("ptx", "sm_100a"), None);
+    assert!(warnings.lock().unwrap().is_empty());
+    // A damaged prebuilt entry is a miss with a warning naming it, never a crash.
+    assert_eq!(c.lookup_cubin("bad", "sm_90a"), None);
+    let w = warnings.lock().unwrap().clone();
+    assert!(
+        w.len() == 1 && w[0].contains(&*bad.to_string_lossy()),
+        "{w:?}"
+    );
+    // The cache's own entry comes first; stores, lists and clears touch only the cache.
+    c.store_cubin("ptx", "sm_90a", "attention_fwd", b"\x7fELF own")
+        .unwrap();
+    assert_eq!(
+        c.lookup_cubin("ptx", "sm_90a").as_deref(),
+        Some(&b"\x7fELF own"[..])
+    );
+    assert_eq!(c.list().unwrap().len(), 1);
+    assert_eq!(c.clear().unwrap(), 1);
+    assert_eq!(
+        pre.list().unwrap().len(),
+        2,
+        "the prebuilt directory is untouched"
+    );
+    // Another kir version finds nothing there (its keys differ), without warnings.
+    let other = c.clone().with_version("0.0.0+other/f1");
+    assert_eq!(other.lookup_cubin("ptx", "sm_90a"), None);
+    let _ = std::fs::remove_dir_all(&pre_dir);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn the_prebuilt_location_follows_the_environment() {
+    use cache::prebuilt_location;
+    use std::ffi::OsString;
+    let exe = scratch("prebuilt-exe");
+    let var = |v: Option<&'static str>| {
+        move |k: &str| {
+            (k == "KIR_CACHE_PREBUILT")
+                .then(|| v.map(OsString::from))
+                .flatten()
+        }
+    };
+    assert_eq!(
+        prebuilt_location(var(Some("/p")), Some(&exe)),
+        Some(PathBuf::from("/p"))
+    );
+    assert_eq!(prebuilt_location(var(Some("off")), Some(&exe)), None);
+    // Unset (or empty): `kir-prebuilt` beside the executable, when it exists.
+    assert_eq!(prebuilt_location(var(None), Some(&exe)), None);
+    std::fs::create_dir_all(exe.join("kir-prebuilt")).unwrap();
+    assert_eq!(
+        prebuilt_location(var(Some("")), Some(&exe)),
+        Some(exe.join("kir-prebuilt"))
+    );
+    assert_eq!(prebuilt_location(var(None), None), None);
+    let _ = std::fs::remove_dir_all(&exe);
 }

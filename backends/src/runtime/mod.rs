@@ -73,7 +73,7 @@ pub fn fill_ptx() -> String {
 pub enum Image<'a> {
     /// PTX text, JIT-compiled by the driver for the device (`cuModuleLoadDataEx`).
     Ptx(&'a str),
-    /// A cubin the driver produced for this device (see [`cubin`]), loaded as it is
+    /// A cubin ptxas assembled for this device's architecture (see [`cubin`]), loaded as it is
     /// (`cuModuleLoadData`).
     Cubin(&'a [u8]),
 }
@@ -86,14 +86,20 @@ pub enum Image<'a> {
 /// keeps in registers, and ran it 8× slower on the H200 (docs/cache.md).
 pub fn cubin(gpu: &Gpu, ptx: &str, target: Target) -> Result<Vec<u8>, RuntimeError> {
     let exe = std::env::var("KIR_PTXAS").unwrap_or_else(|_| "ptxas".to_string());
-    let (major, minor) = gpu.capability;
-    let arch = match Target::from_compute_capability(major, minor) {
-        Some(t) if t == target => t.name().to_string(),
-        _ => format!("sm_{major}{minor}"),
-    };
-    crate::nvrtc::assemble(&exe, ptx, &arch)
+    crate::nvrtc::assemble(&exe, ptx, &cubin_arch(gpu.capability, target))
         .map(|(bin, _)| bin)
         .map_err(RuntimeError::Cuda)
+}
+
+/// The architecture [`cubin`] assembles `target`'s PTX for on a GPU of compute capability
+/// `capability`: the target's own name (`sm_90a`) when the GPU is of that target, else
+/// `sm_XY` of the GPU. What a cubin is looked up by in the kir cache.
+pub fn cubin_arch(capability: (i32, i32), target: Target) -> String {
+    let (major, minor) = capability;
+    match Target::from_compute_capability(major, minor) {
+        Some(t) if t == target => t.name().to_string(),
+        _ => format!("sm_{major}{minor}"),
+    }
 }
 
 /// The kir target matching a compute capability (`None` for devices kir does not target).

@@ -197,8 +197,8 @@ impl<'g> Program<'g> {
         Program::load_image(gpu, Image::Ptx(ptx), meta, module)
     }
 
-    /// [`Program::load`] from PTX (JIT-compiled by the driver) or from a cubin the driver
-    /// produced earlier for this GPU ([`super::cubin`]; no JIT).
+    /// [`Program::load`] from PTX (JIT-compiled by the driver) or from a cubin ptxas assembled
+    /// for this GPU's architecture ([`super::cubin`]; no JIT).
     pub fn load_image(
         gpu: &'g Gpu,
         image: Image<'_>,

@@ -97,9 +97,9 @@ fn describe(gpu: &GpuId) -> String {
 }
 
 impl Cache {
-    /// The cubin `gpu`'s driver compiled from `ptx`, if stored.
-    pub fn lookup_cubin(&self, ptx: &str, gpu: &GpuId) -> Option<Vec<u8>> {
-        let key = cubin_key(self.version(), ptx, gpu);
+    /// The cubin ptxas assembled from `ptx` for the architecture `arch` (`sm_90a`), if stored.
+    pub fn lookup_cubin(&self, ptx: &str, arch: &str) -> Option<Vec<u8>> {
+        let key = cubin_key(self.version(), ptx, arch);
         let e = self.load(Kind::Cubin, &key)?;
         match e.section("cubin") {
             Some(b) if !b.is_empty() => Some(b.to_vec()),
@@ -114,17 +114,17 @@ impl Cache {
         }
     }
 
-    /// Stores the `cubin` that `gpu`'s driver compiled from `ptx` (of the module `name`).
+    /// Stores the `cubin` that ptxas assembled from `ptx` (of the module `name`) for `arch`.
     pub fn store_cubin(
         &self,
         ptx: &str,
-        gpu: &GpuId,
+        arch: &str,
         name: &str,
         cubin: &[u8],
     ) -> Result<Key, String> {
-        let key = cubin_key(self.version(), ptx, gpu);
+        let key = cubin_key(self.version(), ptx, arch);
         let sections = vec![("cubin".to_string(), cubin.to_vec())];
-        self.store(Kind::Cubin, &key, name, &describe(gpu), sections)?;
+        self.store(Kind::Cubin, &key, name, arch, sections)?;
         Ok(key)
     }
 

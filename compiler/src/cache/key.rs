@@ -9,8 +9,8 @@
 //! - a compilation ([`compile_key`]): the SHA-256 of the module source and the whole
 //!   [`CompilePlan`] (target, emit, kernel, stage, the resolved `-D` defines with the
 //!   configuration's, the flags, the configuration row and the judging backend);
-//! - a cubin ([`cubin_key`]): the SHA-256 of the PTX and the GPU ([`GpuId`]: name, compute
-//!   capability, driver version);
+//! - a cubin ([`cubin_key`]): the SHA-256 of the PTX and the architecture ptxas assembled it
+//!   for (`sm_90a`);
 //! - a tuned configuration ([`tuned_key`]): the source, the user's defines, the target, the
 //!   [`ShapeBucket`] and, when tuned on a GPU, the [`GpuId`].
 
@@ -165,10 +165,15 @@ pub fn compile_key(version: &str, src: &str, plan: &CompilePlan) -> Key {
         .finish()
 }
 
-/// The key of the cubin the driver of `gpu` compiled from `ptx`.
-pub fn cubin_key(version: &str, ptx: &str, gpu: &GpuId) -> Key {
-    let k = KeyBuilder::new(Kind::Cubin, version).field("ptx", &sha256(ptx.as_bytes()));
-    gpu.add_to(k).finish()
+/// The key of the cubin ptxas assembled from `ptx` for the architecture `arch` (`sm_90a`). A
+/// cubin depends on those alone, not on the GPU's name or its driver (a driver too old for it
+/// refuses it at load, and the PTX is loaded instead), so one assembled on a machine without a
+/// GPU (`kirc cache prebuild`) serves every GPU of its architecture.
+pub fn cubin_key(version: &str, ptx: &str, arch: &str) -> Key {
+    KeyBuilder::new(Kind::Cubin, version)
+        .field("ptx", &sha256(ptx.as_bytes()))
+        .field("arch", arch.as_bytes())
+        .finish()
 }
 
 /// A bucket of problem shapes that share a tuned configuration: each dim rounded up to a power

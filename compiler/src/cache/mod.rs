@@ -1,5 +1,5 @@
-//! The persistent on-disk cache (docs/cache.md): compilations, the cubins a GPU's driver made
-//! of their PTX, and tuned configurations, kept between processes so that a second `kirc
+//! The persistent on-disk cache (docs/cache.md): compilations, the cubins ptxas assembled from
+//! their PTX for a GPU architecture, and tuned configurations, kept between processes so that a second `kirc
 //! compile`, `kirc run --device cuda` or `kirc bench` of the same thing skips compilation (and
 //! the driver's JIT).
 //!
@@ -9,9 +9,11 @@
 //! - [`Cache`] is one cache directory ([`location`] finds it from `KIR_CACHE_DIR`,
 //!   `XDG_CACHE_HOME` and `HOME`); its entries are written atomically and checked on every read
 //!   (store.rs), in a container with a checksum (entry.rs), under keys that hold everything
-//!   the output depends on, the kir version included (key.rs).
+//!   the output depends on, the kir version included (key.rs). A second, read-only directory
+//!   of prebuilt entries ([`prebuilt_location`]) is searched on a miss.
 //! - Cubins and tuned configurations: [`Cache::lookup_cubin`], [`Cache::store_cubin`],
-//!   [`Cache::lookup_tuned`], [`Cache::store_tuned`] (artifacts.rs).
+//!   [`Cache::lookup_tuned`], [`Cache::store_tuned`] (artifacts.rs); with the feature `cuda`,
+//!   `load_program` loads a compiled program on a GPU from its cubin where it can (load.rs).
 //!
 //! The cache never makes a compilation fail: an entry that cannot be used is a miss with a
 //! warning, and an entry that cannot be stored is reported in the [`Outcome`].
@@ -19,6 +21,8 @@
 mod artifacts;
 mod entry;
 mod key;
+#[cfg(feature = "cuda")]
+mod load;
 mod store;
 
 pub use artifacts::TunedConfig;
@@ -27,7 +31,11 @@ pub use key::{
     compile_key, cubin_key, tuned_key, version, GpuId, Key, KeyBuilder, Kind, ShapeBucket,
     BUILD_ID, FORMAT_VERSION, KIR_VERSION,
 };
-pub use store::{location, location_from_env, Cache, Listed, Location, Warn, MAX_ENTRY_BYTES};
+#[cfg(feature = "cuda")]
+pub use load::{load_program, Loaded};
+pub use store::{
+    location, location_from_env, prebuilt_location, Cache, Listed, Location, Warn, MAX_ENTRY_BYTES,
+};
 
 use crate::compile::{CompileError, Compiled, Emit};
 use crate::plan::CompilePlan;

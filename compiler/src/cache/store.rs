@@ -14,6 +14,11 @@
 //!   entry of this kir (see [`super::entry::decode`], plus the version, kind and key it names) is
 //!   a miss too, with one warning line naming the file and why; the next store overwrites it.
 //!   Nothing read from the cache panics.
+//! - **Prebuilt entries.** A second, read-only directory ([`prebuilt_location`]:
+//!   `$KIR_CACHE_PREBUILT`, else `kir-prebuilt` beside the running executable when it exists)
+//!   is searched for an entry the cache directory does not have: entries that shipped with kir
+//!   (`kirc cache prebuild`: the built-in ops' cubins), so that a first launch needs no JIT.
+//!   Nothing is ever written, listed or cleared there.
 
 use super::entry::{decode, encode, Entry, EntryError, Header};
 use super::key::{version, Key, Kind};
@@ -64,6 +69,22 @@ pub fn location_from_env() -> Location {
     location(|name| std::env::var_os(name))
 }
 
+/// The read-only directory of prebuilt entries: `$KIR_CACHE_PREBUILT` when set and not empty
+/// (`off` for none), else `kir-prebuilt` in `exe_dir` (the running executable's directory) when
+/// that is a directory.
+pub fn prebuilt_location(
+    var: impl Fn(&str) -> Option<OsString>,
+    exe_dir: Option<&Path>,
+) -> Option<PathBuf> {
+    match var("KIR_CACHE_PREBUILT").filter(|v| !v.is_empty()) {
+        Some(v) if v == "off" => None,
+        Some(v) => Some(PathBuf::from(v)),
+        None => exe_dir
+            .map(|d| d.join("kir-prebuilt"))
+            .filter(|d| d.is_dir()),
+    }
+}
+
 /// Where warnings go: one line each, without a newline.
 pub type Warn = Arc<dyn Fn(&str) + Send + Sync>;
 
@@ -71,6 +92,7 @@ pub type Warn = Arc<dyn Fn(&str) + Send + Sync>;
 #[derive(Clone)]
 pub struct Cache {
     dir: PathBuf,
+    prebuilt: Option<PathBuf>,
     version: String,
     warn: Warn,
 }
@@ -79,6 +101,7 @@ impl std::fmt::Debug for Cache {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Cache")
             .field("dir", &self.dir)
+            .field("prebuilt", &self.prebuilt)
             .field("version", &self.version)
             .finish()
     }
@@ -103,6 +126,7 @@ impl Cache {
     pub fn new(dir: impl Into<PathBuf>) -> Cache {
         Cache {
             dir: dir.into(),
+            prebuilt: None,
             version: version(),
             warn: Arc::new(|line: &str| {
                 let _ = writeln!(std::io::stderr().lock(), "{line}");
@@ -110,12 +134,29 @@ impl Cache {
         }
     }
 
-    /// The cache of [`location_from_env`], or `None` when it is off.
+    /// The cache of [`location_from_env`], with the prebuilt entries of [`prebuilt_location`],
+    /// or `None` when it is off.
     pub fn from_env() -> Option<Cache> {
+        let exe = std::env::current_exe().ok();
+        let exe_dir = exe.as_deref().and_then(Path::parent);
         match location_from_env() {
-            Location::Dir(d) => Some(Cache::new(d)),
+            Location::Dir(d) => Some(
+                Cache::new(d)
+                    .with_prebuilt(prebuilt_location(|name| std::env::var_os(name), exe_dir)),
+            ),
             Location::Off(_) => None,
         }
+    }
+
+    /// The same cache, searching `dir` (read-only) for entries it does not hold itself.
+    pub fn with_prebuilt(mut self, dir: Option<PathBuf>) -> Cache {
+        self.prebuilt = dir;
+        self
+    }
+
+    /// The read-only directory of prebuilt entries, if any.
+    pub fn prebuilt(&self) -> Option<&Path> {
+        self.prebuilt.as_deref()
     }
 
     /// The same cache as a kir of `version` would see it (for tests of a version bump).
@@ -150,10 +191,22 @@ impl Cache {
         self.dir.join(format!("{key}.{}", kind.name()))
     }
 
-    /// The entry `key` of `kind`, if a valid one of this kir's version is stored. Anything else
-    /// in its place is a miss with a warning (`warning: kir cache: ignoring FILE: WHY`).
+    /// The entry `key` of `kind`, if a valid one of this kir's version is stored in the cache
+    /// directory, else in the prebuilt one. Anything else in its place is a miss with a warning
+    /// (`warning: kir cache: ignoring FILE: WHY`).
     pub fn load(&self, kind: Kind, key: &Key) -> Option<Entry> {
         let path = self.path(kind, key);
+        match (path.exists(), &self.prebuilt) {
+            (false, Some(pre)) => {
+                let file = path.file_name().map(|n| pre.join(n))?;
+                self.load_file(&file, kind, key)
+            }
+            _ => self.load_file(&path, kind, key),
+        }
+    }
+
+    /// The entry `key` of `kind` in `path`, as [`Cache::load`] reads it.
+    fn load_file(&self, path: &Path, kind: Kind, key: &Key) -> Option<Entry> {
         let ignore = |why: String| {
             self.warn(&format!(
                 "warning: kir cache: ignoring {}: {why}",
@@ -161,7 +214,7 @@ impl Cache {
             ));
             None
         };
-        let size = match fs::metadata(&path) {
+        let size = match fs::metadata(path) {
             Ok(m) => m.len(),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return None,
             Err(e) => return ignore(e.to_string()),
@@ -169,7 +222,7 @@ impl Cache {
         if size > MAX_ENTRY_BYTES {
             return ignore(format!("{size} bytes, over the limit of {MAX_ENTRY_BYTES}"));
         }
-        let bytes = match fs::read(&path) {
+        let bytes = match fs::read(path) {
             Ok(b) => b,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return None,
             Err(e) => return ignore(e.to_string()),
