@@ -49,6 +49,7 @@ pub fn compile_stage(
         warp_specialize: opts.warp_specialize,
         persistent: opts.persistent,
         overlap: opts.overlap,
+        swap_operands: None,
         ws_plan: None,
         fusion: Default::default(),
     };

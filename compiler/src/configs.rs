@@ -47,6 +47,8 @@ pub struct Config {
     pub persistent: bool,
     /// Pair the TMA rings' q·kᵀ of block j with the p·v of block j − 1 (`dot_overlap`).
     pub overlap: bool,
+    /// Compute each dot loop's accumulator transposed (`swap_operands`: few rows as wgmma's N).
+    pub swap_operands: bool,
     /// Which row applied and why, or why none did: the `configuration:` line of
     /// `kirc compile --report` (empty where no configuration was looked up).
     pub report: String,
@@ -163,6 +165,9 @@ pub fn target_config(
     if row.overlap {
         parts.push("overlap".into());
     }
+    if row.swap_operands {
+        parts.push("operands swapped".into());
+    }
     Config {
         report: format!(
             "configuration: {what}: {} — matched: {}",
@@ -175,6 +180,7 @@ pub fn target_config(
         warp_specialize: row.warp_specialize,
         persistent: row.persistent,
         overlap: row.overlap,
+        swap_operands: row.swap_operands,
     }
 }
 

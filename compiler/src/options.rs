@@ -72,6 +72,9 @@ pub struct ScheduleOptions {
     /// Pair each TMA ring loop's fresh stage dot with the previous block's accumulating dot
     /// (`dot_overlap`), after pipelining or, in a warp-specialized kernel, in its consumer.
     pub overlap: bool,
+    /// Compute each dot loop's accumulator transposed (`swap_operands`), first of the
+    /// scheduling passes.
+    pub swap_operands: bool,
 }
 
 /// The warp-specialization plans of a target, most preferred first: FA3's two ping-pong consumer

@@ -16,7 +16,7 @@ use kir_backends::ptx::{PtxOptions, PIPELINE_STAGES};
 use kir_backends::Target;
 
 /// The lowering choices a user may make (`--warps`, `--stages`, `--warp-specialize`,
-/// `--persistent`, `--overlap`, and `--ws` for the interpreter's plans). `None` everywhere is
+/// `--persistent`, `--overlap`, `--swap-operands`, and `--ws` for the interpreter's plans). `None` everywhere is
 /// what users get by default: the configuration's and the backend's choices.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Flags {
@@ -31,6 +31,8 @@ pub struct Flags {
     pub persistent: Option<u32>,
     /// `Some(true)`: `dot_overlap` on the TMA rings (or the consumer's).
     pub overlap: Option<bool>,
+    /// `Some(true)`: `swap_operands` on every dot loop; `Some(false)`: on none.
+    pub swap_operands: Option<bool>,
     /// A warp-specialization plan of the interpreter's (`kirc run/check --ws`): the plans of
     /// the target in order, or one by name. Such modules are judged by the interpreter, not a
     /// code generator.
@@ -62,6 +64,7 @@ impl Flags {
                 ("--warp-specialize", self.warp_specialize.is_some()),
                 ("--persistent", self.persistent.is_some()),
                 ("--overlap", self.overlap.is_some()),
+                ("--swap-operands", self.swap_operands.is_some()),
                 ("--ws", self.ws_plan.is_some()),
             ];
             if let Some((flag, _)) = set.iter().find(|(_, s)| *s) {
@@ -362,6 +365,13 @@ impl CompilePlan {
         self.flags.overlap.unwrap_or(self.config.overlap)
     }
 
+    /// Whether `swap_operands` is asked for (the flag, else the configuration).
+    pub fn swap_operands(&self) -> bool {
+        self.flags
+            .swap_operands
+            .unwrap_or(self.config.swap_operands)
+    }
+
     /// The program count of a persistent grid: `--persistent N` (0: none), else the target's SM
     /// count where the configuration asks for it (warp-specialized candidates only).
     pub fn persistent(&self, warp_specialized: bool) -> Option<u32> {
@@ -390,6 +400,7 @@ impl CompilePlan {
             !tma,
             self.persistent(warp_specialized),
             self.overlap() && (warp_specialized || tma),
+            self.swap_operands(),
         )
     }
 
@@ -413,8 +424,8 @@ pub enum WsWant {
 
 /// The scheduling options `kirc check --dump-after PASS --target T` explores with: no
 /// configuration, the pass forced to run so it can be shown (`warp_specialize` with the
-/// target's plans unless `ws` names one, `dot_overlap` with the overlap on, `persistent` over
-/// the target's SM count unless `persistent` says otherwise).
+/// target's plans unless `ws` names one, `dot_overlap` with the overlap on, `swap_operands`
+/// on, `persistent` over the target's SM count unless `persistent` says otherwise).
 pub fn explore(
     target: Option<Target>,
     pass: &str,
@@ -437,6 +448,7 @@ pub fn explore(
         false,
         persistent,
         pass == "dot_overlap",
+        pass == "swap_operands",
     )
 }
 
@@ -448,6 +460,7 @@ fn options(
     no_tma_rings: bool,
     persistent: Option<u32>,
     overlap: bool,
+    swap_operands: bool,
 ) -> ScheduleOptions {
     ScheduleOptions {
         target,
@@ -456,6 +469,7 @@ fn options(
         no_tma_rings,
         persistent,
         overlap,
+        swap_operands,
     }
 }
 

@@ -231,6 +231,11 @@ pub struct PtxFlags {
     /// choice
     #[arg(long, value_name = "on|off")]
     pub overlap: Option<WsFlag>,
+    /// Each dot loop's accumulator computed transposed, so the operand with many rows is the
+    /// matrix units' M (the `swap_operands` pass, docs/passes.md): `on` or `off`. Default: the
+    /// per-target configuration's choice (on for GEMMs of at most 32 rows on sm_90a)
+    #[arg(long = "swap-operands", value_name = "on|off")]
+    pub swap_operands: Option<WsFlag>,
     /// Lower the `fusion` pass's fused program wherever the pass applies. Default: the fused
     /// program where the cost model estimates it faster on the target than the unfused kernels
     /// (both as they would be scheduled; `--report` shows the two estimates)
@@ -271,6 +276,7 @@ impl PtxFlags {
             warp_specialize: self.warp_specialize.map(|w| w == WsFlag::On),
             persistent: self.persistent,
             overlap: self.overlap.map(|w| w == WsFlag::On),
+            swap_operands: self.swap_operands.map(|w| w == WsFlag::On),
             ws_plan,
             fusion: self.fusion(),
         }
@@ -294,6 +300,7 @@ impl PtxFlags {
             || self.warp_specialize.is_some()
             || self.persistent.is_some()
             || self.overlap.is_some()
+            || self.swap_operands.is_some()
     }
 }
 

@@ -30,6 +30,11 @@ pub struct Args {
     /// Override a specialization constant (repeatable; the last one of a name wins).
     #[arg(short = 'D', value_name = "NAME=VALUE", value_parser = common::parse_define)]
     defines: Vec<(String, String)>,
+    /// The shape of a tensor param (repeatable), as `kirc bench --shape` gives it: shapes can
+    /// choose the configuration (a GEMM with few rows), so the code is what `kirc bench` and
+    /// `kirc run` compile for those shapes.
+    #[arg(long = "shape", value_name = "NAME=AxBxC", value_parser = crate::bench::parse_shape)]
+    shapes: Vec<(String, Vec<usize>)>,
     /// Target architecture: sm_80, sm_90a, sm_100a or sm_120a.
     #[arg(long, default_value = "sm_90a")]
     target: String,
@@ -219,11 +224,16 @@ fn plan(
     target: kir_backends::Target,
     emit: Emit,
 ) -> Result<CompilePlan, CliError> {
-    Ok(
-        CompilePlan::resolve(&src.text, &a.defines, target, emit, a.ptx.flags(None))
-            .map_err(|e| common::compile_error(src, e))?
-            .with_kernel(a.kernel.as_deref()),
+    Ok(CompilePlan::resolve_for(
+        &src.text,
+        &a.defines,
+        target,
+        emit,
+        a.ptx.flags(None),
+        &a.shapes,
     )
+    .map_err(|e| common::compile_error(src, e))?
+    .with_kernel(a.kernel.as_deref()))
 }
 
 /// Writes the code to `out` (a file, or stdout for `-`) and the other files (metadata, report)

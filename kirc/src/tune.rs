@@ -272,6 +272,7 @@ fn gpu_main(a: &Args, src: &common::Source) -> Result<ExitCode, CliError> {
             warp_specialize: w.flags.warp_specialize,
             persistent: w.flags.persistent,
             overlap: w.flags.overlap,
+            swap_operands: w.flags.swap_operands,
         };
         let bucket = crate::device::shape_bucket(&a.shapes);
         let id = crate::device::gpu_id(&gpu);

@@ -52,8 +52,9 @@ fn list_prints_the_space_and_the_check_shapes() {
         "--warps",
         "4",
     ]);
+    // GROUP_M {1, 8, 16} × stages {2, 3, 4} × warp-specialize {off, on} × swap-operands {off, on}.
     assert!(
-        stdout(&o).contains("18 candidates"),
+        stdout(&o).contains("36 candidates"),
         "{}{}",
         stdout(&o),
         stderr(&o)

@@ -222,3 +222,54 @@ fn the_layout_dump_shows_the_ping_pong_plan() {
     assert!(o.status.success(), "{}", stderr(&o));
     assert!(!stdout(&o).contains("ping-pong"), "{}", stdout(&o));
 }
+
+/// `kirc compile --shape` chooses the configuration that `kirc bench` chooses for those shapes:
+/// a GEMM of 16 rows on sm_90a has its operands swapped (the few rows as wgmma's N), which
+/// `--swap-operands off` turns off; the flag does not go with `--emit cuda`.
+#[test]
+fn shapes_and_swap_operands_on_the_command_line() {
+    let d = scratch("plan", "swap");
+    let (ptx, report) = (d.join("g.ptx"), d.join("g.report"));
+    let shapes = ["--shape", "a=1x16x4096", "--shape", "b=1x4096x14336"];
+    let compile = |extra: &[&str]| {
+        let mut args = vec![
+            "compile",
+            "gemm",
+            "--target",
+            "sm_90a",
+            "--no-cache",
+            "-o",
+            s(&ptx),
+        ];
+        let rep = format!("--report={}", s(&report));
+        args.push(&rep);
+        args.extend_from_slice(&shapes);
+        args.extend_from_slice(extra);
+        let o = kirc(&args);
+        assert!(o.status.success(), "{extra:?}: {}", stderr(&o));
+        (
+            std::fs::read_to_string(&ptx).expect("ptx"),
+            std::fs::read_to_string(&report).expect("report"),
+        )
+    };
+    let (text, rep) = compile(&[]);
+    assert!(
+        rep.contains("operands swapped") && rep.contains("M = 16"),
+        "{rep}"
+    );
+    assert!(
+        text.contains("wgmma.mma_async.sync.aligned.m64n16k16"),
+        "the few rows are N"
+    );
+    let (text, rep) = compile(&["--swap-operands", "off"]);
+    assert!(rep.contains("BLOCK_M=16 (M tile)"), "{rep}");
+    assert!(!text.contains("m64n16k16"), "not swapped");
+    let o = kirc(&["compile", "gemm", "--emit", "cuda", "--swap-operands", "on"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        stderr(&o).contains("--swap-operands does not apply to --emit cuda"),
+        "{}",
+        stderr(&o)
+    );
+    let _ = std::fs::remove_dir_all(&d);
+}

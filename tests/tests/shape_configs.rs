@@ -2,8 +2,9 @@
 //! compiler/src/configs.rs, docs/configs.md): when the caller knows the shapes of the entry's
 //! tensors (`kirc bench --shape`, `kirc run`'s inputs), the runtime dims they bind are features
 //! the rows read. A GEMM with few rows (the problem's M, read from the output tensor's rows
-//! dim, never from a name) takes the small-M rows on sm_90a; unknown shapes keep the default
-//! row, and the scheduled small-M kernels stay correct on the interpreter.
+//! dim, never from a name) takes the small-M rows on sm_90a (at most 32 rows with its operands
+//! swapped, tests/tests/swap_operands.rs); unknown shapes keep the default row, and the
+//! scheduled small-M kernels stay correct on the interpreter.
 
 use kir_backends::interp;
 use kir_backends::Target;
@@ -31,6 +32,11 @@ fn few_rows_take_the_small_m_rows() {
     for (m, want) in [
         (
             16,
+            "BLOCK_M=16 (M tile), BLOCK_N=128 (N tile), BLOCK_K=64 (K tile)",
+        ),
+        (32, "BLOCK_M=32 (M tile), BLOCK_N=128 (N tile)"),
+        (
+            33,
             "BLOCK_M=64 (M tile), BLOCK_N=128 (N tile), BLOCK_K=64 (K tile)",
         ),
         (64, "BLOCK_M=64 (M tile), BLOCK_N=128 (N tile)"),
@@ -133,7 +139,7 @@ fn the_rows_dim_follows_the_declared_shape_not_the_argument_order() {
 fn the_small_m_kernels_stay_correct() {
     let dt = Dtype::Bf16;
     let mut rng = Rng::fresh("small m gemm");
-    for (m, n, k) in [(16, 300, 200), (100, 257, 130)] {
+    for (m, n, k) in [(16, 300, 200), (29, 150, 70), (100, 257, 130)] {
         let p = plan(gemm(), &[], &shapes(m, n, k));
         let out = pipeline::compile(gemm(), &p).expect("compiles");
         assert!(out.text.contains("wgmma.mma_async"), "M = {m}: wgmma");

@@ -27,6 +27,8 @@ pub struct TunedConfig {
     pub persistent: Option<u32>,
     /// `--overlap on|off`.
     pub overlap: Option<bool>,
+    /// `--swap-operands on|off`.
+    pub swap_operands: Option<bool>,
 }
 
 impl TunedConfig {
@@ -38,6 +40,7 @@ impl TunedConfig {
             warp_specialize: self.warp_specialize,
             persistent: self.persistent,
             overlap: self.overlap,
+            swap_operands: self.swap_operands,
             ws_plan: None,
             fusion: Default::default(),
         }
@@ -52,6 +55,7 @@ impl TunedConfig {
             "warp_specialize": self.warp_specialize,
             "persistent": self.persistent,
             "overlap": self.overlap,
+            "swap_operands": self.swap_operands,
         })
     }
 
@@ -84,6 +88,7 @@ impl TunedConfig {
             warp_specialize: opt_bool("warp_specialize")?,
             persistent: opt_u64("persistent")?.map(u32::try_from).transpose().ok()?,
             overlap: opt_bool("overlap")?,
+            swap_operands: opt_bool("swap_operands")?,
         })
     }
 }

@@ -3,7 +3,7 @@
 //! ptxas assembles now (and the cache keeps), else the PTX through the driver's JIT. What `kirc
 //! run --device cuda`, `kirc bench` and the Python package's `load` share.
 
-use super::Cache;
+use super::store::Cache;
 use crate::compile::Compiled;
 use kir_backends::runtime::{self, Gpu, Image, Program, RuntimeError};
 use kir_backends::Target;

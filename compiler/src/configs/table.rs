@@ -23,6 +23,8 @@ pub(super) struct Row {
     pub(super) warp_specialize: bool,
     pub(super) persistent: bool,
     pub(super) overlap: bool,
+    /// Compute the dot loop's accumulator transposed (`swap_operands`).
+    pub(super) swap_operands: bool,
 }
 
 /// The table (H200 measurements of 2026-12-01 and 12-02, docs/history/benchmarks-log.md "Hopper
@@ -71,6 +73,7 @@ pub(super) const ROWS: &[Row] = &[
         warp_specialize: false,
         persistent: false,
         overlap: false,
+        swap_operands: false,
     },
     Row {
         cuda: false,
@@ -83,6 +86,7 @@ pub(super) const ROWS: &[Row] = &[
         warp_specialize: true,
         persistent: false,
         overlap: false,
+        swap_operands: false,
     },
     // With an additive mask tile the 160-register consumers spill (844 bytes at 192×128):
     // the unspecialized tile, two blocks of two warpgroups per SM.
@@ -97,6 +101,7 @@ pub(super) const ROWS: &[Row] = &[
         warp_specialize: false,
         persistent: false,
         overlap: false,
+        swap_operands: false,
     },
     Row {
         cuda: false,
@@ -109,6 +114,7 @@ pub(super) const ROWS: &[Row] = &[
         warp_specialize: false,
         persistent: false,
         overlap: false,
+        swap_operands: false,
     },
     Row {
         cuda: false,
@@ -121,6 +127,7 @@ pub(super) const ROWS: &[Row] = &[
         warp_specialize: false,
         persistent: false,
         overlap: false,
+        swap_operands: false,
     },
     Row {
         cuda: false,
@@ -137,6 +144,7 @@ pub(super) const ROWS: &[Row] = &[
         warp_specialize: false,
         persistent: false,
         overlap: false,
+        swap_operands: false,
     },
     // d256 without causal masking, an additive mask or a soft cap at up to 4,096 queries (the
     // query count known from the shapes): the row below's 128×64 tile warp-specialized, a
@@ -164,6 +172,7 @@ pub(super) const ROWS: &[Row] = &[
         warp_specialize: true,
         persistent: false,
         overlap: false,
+        swap_operands: false,
     },
     Row {
         cuda: false,
@@ -176,6 +185,50 @@ pub(super) const ROWS: &[Row] = &[
         warp_specialize: false,
         persistent: false,
         overlap: false,
+        swap_operands: false,
+    },
+    // At most 32 rows (M known): the accumulator computed transposed (`swap_operands`), so the
+    // weight's 128 columns of a block are the M of two 64-row warpgroups and the few rows are
+    // wgmma's N (16 or 32), six stages, one role. H200, ncu kernel time, N = 14336, K = 4096
+    // (calls Z3/Z4, docs/gpu-results/2026-12-04-z3-z4-gemm-swapped.txt): as the default, M = 16
+    // 29.38 µs against 36.03 for the 64×128 warp-specialized row below (cuBLAS 30.43), M = 32
+    // 31.14 against 32.86 (cuBLAS 30.94); at M = 64 the swapped tile only evened out (32.58
+    // against 32.26), and warp-specialized swapped tiles were slower (31.2–33.5 µs at M = 16).
+    Row {
+        cuda: false,
+        class: Class::DotLoop,
+        targets: &[Target::Sm90a],
+        when: |f| f.half() && f.dots == 1 && !f.trans_a && f.m.is_some_and(|m| m <= 16),
+        set: &[
+            (Role::MTile, 16),
+            (Role::NTile, 128),
+            (Role::KTile, 64),
+            (Role::Group, 8),
+        ],
+        warps: Some(8),
+        stages: Some(6),
+        warp_specialize: false,
+        persistent: false,
+        overlap: false,
+        swap_operands: true,
+    },
+    Row {
+        cuda: false,
+        class: Class::DotLoop,
+        targets: &[Target::Sm90a],
+        when: |f| f.half() && f.dots == 1 && !f.trans_a && f.m.is_some_and(|m| m <= 32),
+        set: &[
+            (Role::MTile, 32),
+            (Role::NTile, 128),
+            (Role::KTile, 64),
+            (Role::Group, 8),
+        ],
+        warps: Some(8),
+        stages: Some(6),
+        warp_specialize: false,
+        persistent: false,
+        overlap: false,
+        swap_operands: true,
     },
     // Few rows (the problem's M known, from the shapes a plan is made for): the 128×256 tile
     // leaves most SMs idle. H200, 2026-12-03 (docs/gpu-results/2026-12-03-gemm-shape-sweep.txt):
@@ -198,6 +251,7 @@ pub(super) const ROWS: &[Row] = &[
         warp_specialize: true,
         persistent: false,
         overlap: false,
+        swap_operands: false,
     },
     Row {
         cuda: false,
@@ -215,6 +269,7 @@ pub(super) const ROWS: &[Row] = &[
         warp_specialize: true,
         persistent: false,
         overlap: false,
+        swap_operands: false,
     },
     // One wave (the output's shape known, and no more 128×256 tiles than SMs: 2048³,
     // 1024×4096×4096): the persistent grid's tile loop only adds work to the one tile each SM
@@ -243,6 +298,7 @@ pub(super) const ROWS: &[Row] = &[
         warp_specialize: true,
         persistent: false,
         overlap: false,
+        swap_operands: false,
     },
     // Groups of 16 block rows on the persistent grid: H200, ncu kernel time against groups of
     // 8 (calls Y4/Y6, docs/gpu-results/2026-12-04-y5-y6-bwd-pairs-gemm.txt): 4096³ 183.68 µs
@@ -264,6 +320,7 @@ pub(super) const ROWS: &[Row] = &[
         warp_specialize: true,
         persistent: true,
         overlap: false,
+        swap_operands: false,
     },
     // layernorm_bwd's dx kernel (a whole row in 16-bit tiles, over four tensors loaded, the next
     // row's x, dy, mean and rstd in flight) on 8 warps keeps 2 blocks per SM (128 registers; 75
@@ -358,6 +415,7 @@ pub(super) const ROWS: &[Row] = &[
         warp_specialize: false,
         persistent: false,
         overlap: false,
+        swap_operands: false,
     },
     // The atomic mode (`DETERMINISTIC=0`) on sm_90a: the dK/dV kernel's fifth dot is
     // dqᵀ = kᵀ·dSᵀ, [HEAD_DIM, queries], whose rows are the head dim: one 64-row wgmma per
@@ -381,6 +439,7 @@ pub(super) const ROWS: &[Row] = &[
         warp_specialize: false,
         persistent: false,
         overlap: false,
+        swap_operands: false,
     },
     Row {
         cuda: false,
@@ -398,6 +457,7 @@ pub(super) const ROWS: &[Row] = &[
         warp_specialize: false,
         persistent: false,
         overlap: false,
+        swap_operands: false,
     },
     // CUDA C stores every live tile as 32-bit values in shared memory, so the op's default
     // tiles outgrow the smaller targets (`Target::smem_per_block`): sm_120a's 99 KB does not
@@ -471,6 +531,7 @@ const fn tile_row(class: Class, when: fn(&Features) -> bool, set: &'static [(Rol
         warp_specialize: false,
         persistent: false,
         overlap: false,
+        swap_operands: false,
     }
 }
 
@@ -492,5 +553,6 @@ const fn cuda_row(
         warp_specialize: false,
         persistent: false,
         overlap: false,
+        swap_operands: false,
     }
 }

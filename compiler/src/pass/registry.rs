@@ -1,8 +1,8 @@
 //! The registry: every pass of the pipeline as a [`Pass`], and [`standard`], the one list that
 //! orders them. The front end is `specialize` → `egraph` → `fusion` → `mask_split` (after
 //! `parse`, which the manager runs on the source text); the scheduling passes for a target are
-//! `persistent` (when asked) → `pipelining` → `warp_specialize` (when asked) → `dot_overlap`
-//! (when asked).
+//! `swap_operands` (when asked) → `persistent` (when asked) → `pipelining` → `warp_specialize`
+//! (when asked) → `dot_overlap` (when asked).
 
 use super::types::{Level, Pass, PassContext, Phase, Preserves};
 use crate::options::{ws_plans, WsChoice};
@@ -16,6 +16,7 @@ pub fn standard() -> Vec<Box<dyn Pass>> {
         Box::new(Egraph),
         Box::new(Fusion),
         Box::new(MaskSplit),
+        Box::new(SwapOperands),
         Box::new(Persistent),
         Box::new(Pipelining),
         Box::new(WarpSpecialize),
@@ -137,6 +138,20 @@ impl Pass for Persistent {
             Some(n) => passes::persistent(m, n).map(Some),
             None => Ok(None),
         }
+    }
+}
+
+/// `swap_operands`: each dot loop's accumulator computed transposed, so that the operand with
+/// many rows is the matrix units' M (passes/schedule/swap_operands.rs), when asked.
+pub struct SwapOperands;
+
+impl Pass for SwapOperands {
+    schedule_levels!("swap_operands");
+    fn run(&self, m: &Module, cx: &PassContext) -> Result<Option<Module>, Diagnostics> {
+        if !cx.schedule.swap_operands || cx.schedule.target.is_none() {
+            return Ok(None);
+        }
+        passes::swap_operands(m).map(Some)
     }
 }
 

@@ -1,7 +1,8 @@
 //! Compiler passes: free functions sequenced only by `crate::pipeline`, grouped by the
 //! pipeline's two phases. The front end ([`frontend`]: `specialize`, `egraph`, `fusion`,
-//! `mask_split`) rewrites a module for every target; the scheduling passes ([`schedule`]:
-//! `persistent`, `pipelining`, `warp_specialize`, `dot_overlap`) rewrite it for one target.
+//! `mask_split`) rewrite a module for every target; the scheduling passes ([`schedule`]:
+//! `swap_operands`, `persistent`, `pipelining`, `warp_specialize`, `dot_overlap`) rewrite it for
+//! one target.
 //! Every pass and the types the pipeline uses are re-exported here.
 
 pub mod frontend;
@@ -12,6 +13,6 @@ pub use frontend::{
     specialize, FusionReport, NOMINAL_DIM,
 };
 pub use schedule::{
-    dot_overlap, persistent, pipelining, warp_specialize, warp_specialize_within, PipelineConfig,
-    WsPlan,
+    dot_overlap, persistent, pipelining, swap_operands, warp_specialize, warp_specialize_within,
+    PipelineConfig, WsPlan,
 };

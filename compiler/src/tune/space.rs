@@ -1,10 +1,11 @@
 //! The search space: the cartesian product of the tune sets of the constants the user did not
 //! fix with `-D`, and of the lowering flags the target offers that the user did not fix
-//! (warps per block, ring depth, and warp specialization where the target lowers it).
+//! (warps per block, ring depth, warp specialization where the target lowers it, and swapped
+//! operands for a module with a dot-loop kernel on a target with wgmma).
 //!
 //! Candidates are listed in a fixed order: the first axis varies slowest, constants in
-//! declaration order, then warps, stages and warp specialization, each in the order of its
-//! values, so a run is reproducible and ties go to the earlier candidate.
+//! declaration order, then warps, stages, warp specialization and swapped operands, each in
+//! the order of its values, so a run is reproducible and ties go to the earlier candidate.
 
 use super::types::{Axes, Candidate, TuneError};
 use crate::plan::Flags;
@@ -27,6 +28,7 @@ enum Axis {
     Warps(Vec<u32>),
     Stages(Vec<usize>),
     WarpSpecialize(Vec<bool>),
+    SwapOperands(Vec<bool>),
 }
 
 impl Axis {
@@ -35,7 +37,7 @@ impl Axis {
             Axis::Const(_, v) => v.len(),
             Axis::Warps(v) => v.len(),
             Axis::Stages(v) => v.len(),
-            Axis::WarpSpecialize(v) => v.len(),
+            Axis::WarpSpecialize(v) | Axis::SwapOperands(v) => v.len(),
         }
     }
 
@@ -45,12 +47,8 @@ impl Axis {
             Axis::Const(n, v) => (n.clone(), v.iter().map(i64::to_string).collect()),
             Axis::Warps(v) => ("warps".into(), v.iter().map(u32::to_string).collect()),
             Axis::Stages(v) => ("stages".into(), v.iter().map(usize::to_string).collect()),
-            Axis::WarpSpecialize(v) => (
-                "warp-specialize".into(),
-                v.iter()
-                    .map(|b| if *b { "on" } else { "off" }.to_string())
-                    .collect(),
-            ),
+            Axis::WarpSpecialize(v) => ("warp-specialize".into(), on_off(v)),
+            Axis::SwapOperands(v) => ("swap-operands".into(), on_off(v)),
         }
     }
 
@@ -61,8 +59,27 @@ impl Axis {
             Axis::Warps(v) => c.flags.warps = Some(v[i]),
             Axis::Stages(v) => c.flags.stages = Some(v[i]),
             Axis::WarpSpecialize(v) => c.flags.warp_specialize = Some(v[i]),
+            Axis::SwapOperands(v) => c.flags.swap_operands = Some(v[i]),
         }
     }
+}
+
+/// Switch values as the flags write them.
+fn on_off(v: &[bool]) -> Vec<String> {
+    v.iter()
+        .map(|b| if *b { "on" } else { "off" }.to_string())
+        .collect()
+}
+
+/// Whether a kernel of `generic` (at `defines`) is a dot loop, which `swap_operands` rewrites.
+fn has_dot_loop(generic: &Module, defines: &[(String, String)]) -> bool {
+    let Ok(values) = crate::passes::const_values(generic, defines) else {
+        return false;
+    };
+    crate::structure::analyze(generic, &values)
+        .kernels
+        .iter()
+        .any(|k| k.kind == crate::structure::KernelKind::DotLoop)
 }
 
 /// The space of `generic` for `target`: its axes (name and values) and every candidate, with
@@ -96,6 +113,9 @@ pub fn enumerate(
     }
     if fixed.warp_specialize.is_none() && target.has_wgmma() && target.has_setmaxnreg() {
         axes.push(Axis::WarpSpecialize(vec![false, true]));
+    }
+    if fixed.swap_operands.is_none() && target.has_wgmma() && has_dot_loop(generic, defines) {
+        axes.push(Axis::SwapOperands(vec![false, true]));
     }
     let described: Axes = axes.iter().map(Axis::describe).collect();
     let size = axes

@@ -58,6 +58,9 @@ impl Candidate {
         if let Some(o) = f.overlap {
             parts.push(format!("overlap={}", if o { "on" } else { "off" }));
         }
+        if let Some(s) = f.swap_operands {
+            parts.push(format!("swap={}", if s { "on" } else { "off" }));
+        }
         parts.join(" ")
     }
 
@@ -88,6 +91,9 @@ impl Candidate {
         if let Some(o) = f.overlap {
             parts.push(format!("--overlap {}", on(o)));
         }
+        if let Some(s) = f.swap_operands {
+            parts.push(format!("--swap-operands {}", on(s)));
+        }
         parts.join(" ")
     }
 
@@ -101,6 +107,7 @@ impl Candidate {
             warp_specialize: self.flags.warp_specialize == Some(true),
             persistent: matches!(self.flags.persistent, Some(n) if n > 0),
             overlap: self.flags.overlap == Some(true),
+            swap_operands: self.flags.swap_operands == Some(true),
             report: format!("configuration: tuned: {}", self.cli_args()),
         }
     }
