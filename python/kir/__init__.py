@@ -30,8 +30,8 @@ import numpy as np
 # built; docs/cache.md): the kir cache's read-only prebuilt directory, unless the environment
 # names another (or `off`).
 _PREBUILT = os.path.join(os.path.dirname(__file__), "prebuilt")
-if os.path.isdir(_PREBUILT):
-    os.environ.setdefault("KIR_CACHE_PREBUILT", _PREBUILT)
+if os.path.isdir(_PREBUILT) and not os.environ.get("KIR_CACHE_PREBUILT"):
+    os.environ["KIR_CACHE_PREBUILT"] = _PREBUILT
 
 from . import _convert, _kir
 from ._convert import ConstantValue, InputValue, SourceArg
