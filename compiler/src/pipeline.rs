@@ -7,7 +7,8 @@
 //! what the backends, `kirc run`, `kirc compile` and `kirc bench` consume. Each intermediate
 //! module is kept in [`Frontend`] and checked differentially against the one before it by the
 //! test suite. The scheduling passes follow for a target ([`schedule_observed`]): when asked,
-//! `persistent` (a fixed number of programs walking every tile), then `pipelining` (an N-stage
+//! `swap_operands` (a dot loop's accumulator computed transposed), when asked `persistent` (a
+//! fixed number of programs walking every tile), then `pipelining` (an N-stage
 //! shared-memory ring of each loop's dot-operand loads), when asked `warp_specialize` (producer
 //! and consumer partitions), and when asked `dot_overlap` (each TMA ring loop's fresh stage dot
 //! issued with the previous block's accumulating dot, in the consumer when warp-specialized);
