@@ -170,6 +170,11 @@ pub fn ptxas(ptx: &str, arch: &str) -> Result<String, String> {
     assemble(&exe, ptx, arch).map(|(_, report)| report)
 }
 
+/// The ptxas that assembles cubins: `$KIR_PTXAS`, else `ptxas` on the `PATH`.
+pub fn ptxas_exe() -> String {
+    std::env::var("KIR_PTXAS").unwrap_or_else(|_| "ptxas".to_string())
+}
+
 /// Assembles `ptx` into a cubin with the ptxas at `exe` (`-arch=ARCH -v`, a whole program, as
 /// the driver's JIT compiles a module): the cubin and ptxas's report, or its error output.
 pub fn assemble(exe: &str, ptx: &str, arch: &str) -> Result<(Vec<u8>, String), String> {

@@ -85,7 +85,7 @@ pub enum Image<'a> {
 /// code, which spilled 2,168 bytes in attention_fwd's d128 default that the whole-program JIT
 /// keeps in registers, and ran it 8× slower on the H200 (docs/cache.md).
 pub fn cubin(gpu: &Gpu, ptx: &str, target: Target) -> Result<Vec<u8>, RuntimeError> {
-    let exe = std::env::var("KIR_PTXAS").unwrap_or_else(|_| "ptxas".to_string());
+    let exe = crate::nvrtc::ptxas_exe();
     crate::nvrtc::assemble(&exe, ptx, &cubin_arch(gpu.capability, target))
         .map(|(bin, _)| bin)
         .map_err(RuntimeError::Cuda)

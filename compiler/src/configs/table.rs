@@ -194,42 +194,24 @@ pub(super) const ROWS: &[Row] = &[
     // 29.38 µs against 36.03 for the 64×128 warp-specialized row below (cuBLAS 30.43), M = 32
     // 31.14 against 32.86 (cuBLAS 30.94); at M = 64 the swapped tile only evened out (32.58
     // against 32.26), and warp-specialized swapped tiles were slower (31.2–33.5 µs at M = 16).
-    Row {
-        cuda: false,
-        class: Class::DotLoop,
-        targets: &[Target::Sm90a],
-        when: |f| f.half() && f.dots == 1 && !f.trans_a && f.m.is_some_and(|m| m <= 16),
-        set: &[
+    swapped_gemm_row(
+        |f| f.half() && f.dots == 1 && !f.trans_a && f.m.is_some_and(|m| m <= 16),
+        &[
             (Role::MTile, 16),
             (Role::NTile, 128),
             (Role::KTile, 64),
             (Role::Group, 8),
         ],
-        warps: Some(8),
-        stages: Some(6),
-        warp_specialize: false,
-        persistent: false,
-        overlap: false,
-        swap_operands: true,
-    },
-    Row {
-        cuda: false,
-        class: Class::DotLoop,
-        targets: &[Target::Sm90a],
-        when: |f| f.half() && f.dots == 1 && !f.trans_a && f.m.is_some_and(|m| m <= 32),
-        set: &[
+    ),
+    swapped_gemm_row(
+        |f| f.half() && f.dots == 1 && !f.trans_a && f.m.is_some_and(|m| m <= 32),
+        &[
             (Role::MTile, 32),
             (Role::NTile, 128),
             (Role::KTile, 64),
             (Role::Group, 8),
         ],
-        warps: Some(8),
-        stages: Some(6),
-        warp_specialize: false,
-        persistent: false,
-        overlap: false,
-        swap_operands: true,
-    },
+    ),
     // Few rows (the problem's M known, from the shapes a plan is made for): the 128×256 tile
     // leaves most SMs idle. H200, 2026-12-03 (docs/gpu-results/2026-12-03-gemm-shape-sweep.txt):
     // M = 16, N = 14336, K = 4096: 64×128 on one warpgroup, six stages, 0.0411 ms against
@@ -532,6 +514,24 @@ const fn tile_row(class: Class, when: fn(&Features) -> bool, set: &'static [(Rol
         persistent: false,
         overlap: false,
         swap_operands: false,
+    }
+}
+
+/// An sm_90a dot-loop row with the operands swapped (`swap_operands`): the few rows as wgmma's
+/// N, the 128 columns of `set`'s N tile on 8 warps (two 64-row warpgroups), six stages, one role.
+const fn swapped_gemm_row(when: fn(&Features) -> bool, set: &'static [(Role, i64)]) -> Row {
+    Row {
+        cuda: false,
+        class: Class::DotLoop,
+        targets: &[Target::Sm90a],
+        when,
+        set,
+        warps: Some(8),
+        stages: Some(6),
+        warp_specialize: false,
+        persistent: false,
+        overlap: false,
+        swap_operands: true,
     }
 }
 
