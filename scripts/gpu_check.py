@@ -375,6 +375,33 @@ def ref_rmsnorm_bwd(case, x):
     return {"dx": dx, "dw": dw}
 
 
+def ref_layernorm_fwd(case, x):
+    dt = case["defines"].get("DTYPE", "bf16")
+    xx, w, b = (round_to(x[n].astype(np.float64), dt) for n in ("x", "w", "b"))
+    eps = float(np.float32(case["scalars"]["eps"]))
+    mean = xx.mean(axis=1)
+    rstd = 1.0 / np.sqrt(((xx - mean[:, None]) ** 2).mean(axis=1) + eps)
+    return {"y": (xx - mean[:, None]) * rstd[:, None] * w[None, :] + b[None, :],
+            "mean": mean, "rstd": rstd}
+
+
+def ref_layernorm_bwd(case, x):
+    dt = case["defines"].get("DTYPE", "bf16")
+    xx, w, dy = (round_to(x[n].astype(np.float64), dt) for n in ("x", "w", "dy"))
+    mean, rstd = (round_to(x[n].astype(np.float64), "f32") for n in ("mean", "rstd"))
+    xh = (xx - mean[:, None]) * rstd[:, None]
+    g = w[None, :] * dy
+    c1, c2 = g.mean(axis=1, keepdims=True), (g * xh).mean(axis=1, keepdims=True)
+    return {"dx": rstd[:, None] * (g - c1 - xh * c2), "dw": (dy * xh).sum(axis=0),
+            "db": dy.sum(axis=0)}
+
+
+def ref_swiglu(case, x):
+    dt = case["defines"].get("DTYPE", "bf16")
+    gate, up = (round_to(x[n].astype(np.float64), dt) for n in ("gate", "up"))
+    return {"out": gate / (1.0 + np.exp(-gate)) * up}
+
+
 def ref_gemm(case, x):
     d = case["defines"]
     dt = d.get("DTYPE", "bf16")
@@ -402,6 +429,9 @@ REFS = {
     "attention_fwd": ref_attention,
     "rmsnorm_fwd": ref_rmsnorm_fwd,
     "rmsnorm_bwd": ref_rmsnorm_bwd,
+    "layernorm_fwd": ref_layernorm_fwd,
+    "layernorm_bwd": ref_layernorm_bwd,
+    "swiglu": ref_swiglu,
     "gemm": ref_gemm,
 }
 

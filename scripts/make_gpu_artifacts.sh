@@ -66,6 +66,11 @@ case_ rmsnorm_fwd_bf16 rmsnorm_fwd "DTYPE=bf16" "eps=1e-6" x=37x4097:3 w=4097
 case_ rmsnorm_fwd_f32 rmsnorm_fwd "DTYPE=f32" "eps=1e-5" x=5x896 w=896
 case_ rmsnorm_bwd_bf16 rmsnorm_bwd "DTYPE=bf16" "eps=1e-6" x=30x896 w=896 dy=30x896:3
 case_ rmsnorm_bwd_f32 rmsnorm_bwd "DTYPE=f32 GROUPS=2" "eps=1e-5" x=7x1000:3 w=1000 dy=7x1000
+# LayerNorm: a row in one chunk (widening casts of w and b inside the row loop) and three passes.
+case_ layernorm_fwd_bf16 layernorm_fwd "DTYPE=bf16" "eps=1e-5" x=37x4095:3 w=4095:2 b=4095
+case_ layernorm_fwd_f32 layernorm_fwd "DTYPE=f32" "eps=1e-5" x=5x5000:3 w=5000 b=5000
+case_ layernorm_bwd_bf16 layernorm_bwd "DTYPE=bf16" "" x=30x896:3 w=896 dy=30x896:3 mean=30 rstd=30
+case_ swiglu_bf16 swiglu "DTYPE=bf16" "" gate=9x1001:3 up=9x1001
 # GEMM: every epilogue, transposed and plain B, ragged M/N/K.
 case_ gemm_bf16_swiglu_tb gemm "DTYPE=bf16 TRANS_B=1 EPILOGUE=swiglu" "alpha=0.5" \
   a=2x130x77 b=2x200x77 b2=2x200x77

@@ -5,7 +5,8 @@
 //!   stored: they are one register ([`Repr::Uniform`]). `iota` tiles are computed from the
 //!   element's coordinate ([`Repr::Iota`]).
 //! - `broadcast`, `transpose` and contiguous `reshape` of a stored tile are views: the same
-//!   shared-memory buffer read with other strides ([`Repr::Mem`] with non-contiguous strides).
+//!   shared-memory buffer read with other strides ([`Repr::Mem`] with non-contiguous strides);
+//!   so is a `cast` of a stored f16 or bf16 tile to f32 (16-bit floats are stored as `float`).
 //! - Every other tile is stored in its own region of dynamic shared memory. Regions are given by
 //!   liveness: a region is live from the definition of its first value to the last use of any
 //!   value stored in or viewing it (a use inside a loop that does not define the value counts
@@ -263,6 +264,26 @@ impl Planner<'_> {
         self.plan.repr.insert(v, Repr::Mem { base, strides });
     }
 
+    /// A widening `cast` (f16 or bf16 to f32) of a stored tile `x` is a view of it: 16-bit
+    /// floats are stored as exact `float`s, so the stored elements already are the result.
+    fn widening_view(
+        &self,
+        opcode: Opcode,
+        r: Value,
+        x: Option<Value>,
+    ) -> Result<Option<(Value, Vec<i64>)>, CudaError> {
+        let Some(x) = x else { return Ok(None) };
+        if opcode != Opcode::Cast {
+            return Ok(None);
+        }
+        let ((xs, xd), (rs, rd)) = (shape_dtype(self.k, x)?, shape_dtype(self.k, r)?);
+        let widening = matches!(xd, Dtype::F16 | Dtype::Bf16) && rd == Dtype::F32 && xs == rs;
+        Ok(match self.plan.repr.get(&x) {
+            Some(Repr::Mem { base, strides }) if widening => Some((*base, strides.clone())),
+            _ => None,
+        })
+    }
+
     /// Stores result `r` of the op at `pos`, in place of one of `candidates` (operands read
     /// only at the element being written) when that is safe, else in a new region. `others`
     /// are the op's other operands, which must not touch a reused region.
@@ -389,6 +410,8 @@ impl Planner<'_> {
                 if let Some(r) = result {
                     if scalar_result {
                         self.plan.repr.insert(r, Repr::Reg);
+                    } else if let Some((base, strides)) = self.widening_view(op.opcode, r, operand(0))? {
+                        self.view(r, base, strides);
                     } else {
                         // Elementwise: every operand (and a load's mask) is read at the element
                         // being written.

@@ -38,6 +38,7 @@ impl Regions for Dispatcher {
 /// Lowers the ops of a block; returns the operands of its final `yield`.
 fn block(c: &mut Ctx, b: Block) -> Result<Vec<Value>, PtxError> {
     let ops = c.k.dfg.blocks[b].ops.clone();
+    super::deferred::enter_block(c);
     // An `async_wait` after the copies that refill the ring is emitted before them (sched.rs).
     let hoist = super::sched::hoisted_wait(c.k, &ops);
     let mut yielded = Vec::new();
@@ -64,6 +65,9 @@ fn block(c: &mut Ctx, b: Block) -> Result<Vec<Value>, PtxError> {
             yielded = op.operands.clone();
             continue;
         }
+        if super::deferred::alias(c, op) {
+            continue;
+        }
         super::deferred::before(c, op);
         if super::statics::fold(c, op) {
             continue;
@@ -80,7 +84,7 @@ fn block(c: &mut Ctx, b: Block) -> Result<Vec<Value>, PtxError> {
         }
         lower_op(c, op)?;
     }
-    super::deferred::flush_all(c);
+    super::deferred::leave_block(c, &yielded);
     Ok(yielded)
 }
 

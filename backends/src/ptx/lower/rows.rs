@@ -44,6 +44,9 @@ fn fold(c: &mut Ctx, kind: ReduceKind, d: Dtype, regs: &[Reg]) -> Reg {
 /// needs, in ascending order. A result of at most VEC rows comes out whole in every thread
 /// (slot i = row i, see `tile::replicated`), so broadcasts and elementwise ops on it need no shared
 /// memory. The order is fixed, so results are identical from run to run and across threads.
+/// In a loop the region is guarded by a barrier before the writes (the previous iteration's
+/// readers), unless another such reduction in the same block already separates those reads
+/// from these writes ([`fenced_by_sibling`]).
 #[allow(clippy::too_many_arguments)]
 pub(super) fn reduce_blocked_rows(
     c: &mut Ctx,
@@ -73,7 +76,7 @@ pub(super) fn reduce_blocked_rows(
     // Partials per row: one per warp when a row spans the block, else one per 32 chunks.
     let subs = if cpr >= t { t / 32 } else { cpr.div_ceil(32) };
     let off = c.alloc_shared((rows * subs * 4) as u32);
-    if in_loop(c, res) {
+    if in_loop(c, res) && !fenced_by_sibling(c, res) {
         // The previous iteration's readers must be done with the region.
         c.sync_block();
     }
@@ -277,6 +280,43 @@ pub(super) fn blocked_broadcast(
 }
 
 /// True if `v` is defined inside the body of a `for` (so its op may run more than once).
+/// True if the block holding the reduction that defines `res` also holds, directly, another
+/// row reduction of [`reduce_blocked_rows`]: every path from this reduction's reads of its
+/// region to its next write then runs the other one, whose barrier after its own writes every
+/// thread reaches only after those reads, so no barrier of its own has to guard the region.
+fn fenced_by_sibling(c: &Ctx, res: Value) -> bool {
+    let dfg = &c.k.dfg;
+    let Some(block) = dfg.blocks.values().find(|b| {
+        b.ops
+            .iter()
+            .any(|&o| dfg.ops[o].opcode == Opcode::Reduce && dfg.ops[o].results.contains(&res))
+    }) else {
+        return false;
+    };
+    block.ops.iter().any(|&o| {
+        let op = &dfg.ops[o];
+        let (Some(&a), Some(&r)) = (op.operands.first(), op.results.first()) else {
+            return false;
+        };
+        if op.opcode != Opcode::Reduce || r == res {
+            return false;
+        }
+        let axis = match op.attr("axis") {
+            Some(Attr::Expr(e)) => match e.kind {
+                kir_ir::ExprKind::Int(i) => i as usize,
+                _ => 0,
+            },
+            _ => 0,
+        };
+        let (Some(Place::Reg(l)), Some(d), Some(ss)) =
+            (c.plan.places.get(&r), dfg.ty(r).dtype(), dfg.ty(a).shape())
+        else {
+            return false;
+        };
+        rows_fit(c, a, axis, *l, &ss, d)
+    })
+}
+
 pub(super) fn in_loop(c: &Ctx, v: Value) -> bool {
     fn defines(dfg: &kir_ir::Dfg, b: kir_ir::Block, v: Value) -> bool {
         dfg.blocks[b].ops.iter().any(|&o| {

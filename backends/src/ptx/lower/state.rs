@@ -7,6 +7,19 @@ use crate::ptx::plan::layout::Layout;
 use kir_ir::{Dtype, Op, Value};
 use std::collections::{HashMap, HashSet};
 
+/// The deferred unpacking and conversion of one 16-bit load (`deferred.rs`).
+pub struct Pending {
+    /// The loaded value.
+    pub value: Value,
+    /// The instructions that fill its f32 registers from the loaded words.
+    pub insts: Vec<crate::ptx::emit::PtxInst>,
+    /// The depth of the block that holds the load.
+    pub depth: u32,
+    /// Values that hold the same registers (widening casts and reshapes of the loaded tile),
+    /// so a reader of one of them needs the conversion too.
+    pub aliases: Vec<Value>,
+}
+
 /// What each IR value lowered to.
 #[derive(Default)]
 pub struct ValueState {
@@ -22,7 +35,13 @@ pub struct ValueState {
     /// The unpacking and conversion to f32 of 16-bit tiles loaded but not yet used, by the
     /// loaded value (`deferred.rs`): emitted before the first op that reads the value, so
     /// consecutive loads are in flight together.
-    pub pending: Vec<(Value, Vec<crate::ptx::emit::PtxInst>)>,
+    pub pending: Vec<Pending>,
+    /// How many blocks deep the dispatcher is (the kernel body is 1): a pending conversion
+    /// belongs to the block of its load (`deferred.rs`).
+    pub depth: u32,
+    /// Pending conversions of enclosing blocks already emitted in an inner block, with the
+    /// depth of the block that emitted them: valid there until that block ends.
+    pub emitted_inner: Vec<(Value, u32)>,
     /// While a load is lowered with deferral on, where its conversions go.
     pub defer: Option<Vec<crate::ptx::emit::PtxInst>>,
     /// Whether loads defer their conversions in this kernel (not in a warp-specialized one,
