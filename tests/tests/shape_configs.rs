@@ -249,3 +249,50 @@ fn short_sequences_take_the_unspecialized_attention_tile() {
         p.config.report
     );
 }
+
+#[test]
+fn long_d128_backwards_take_128_key_dkdv_programs() {
+    let src = kir_compiler::internal::oplib::builtin("attention_bwd").expect("attention_bwd");
+    let bwd = |b: usize, s: usize, d: usize| -> Vec<(String, Vec<usize>)> {
+        ["q", "k", "v", "o", "do"]
+            .iter()
+            .map(|n| (n.to_string(), vec![b, 16, s, d]))
+            .collect()
+    };
+    let hd = |d: usize, more: &[(&str, &str)]| -> Vec<(String, String)> {
+        let mut v = vec![("HEAD_DIM".to_string(), d.to_string())];
+        v.extend(more.iter().map(|(k, x)| (k.to_string(), x.to_string())));
+        v
+    };
+    // d128: 128 keys per dK/dV program from 8192 queries on, causal or not; 64 below.
+    for (s, causal, kv) in [
+        (1024, "0", 64),
+        (4096, "0", 64),
+        (8191, "0", 64),
+        (8192, "0", 128),
+        (16384, "0", 128),
+        (16384, "1", 128),
+    ] {
+        let p = plan(src, &hd(128, &[("CAUSAL", causal)]), &bwd(1, s, 128));
+        let r = &p.config.report;
+        let want = format!("BLOCK_KV={kv} (dK/dV key block)");
+        assert!(r.contains(&want), "S = {s} causal {causal}: {want}\n{r}");
+        assert!(
+            r.contains("BLOCK_M=64 (query block), BLOCK_N=64 (key block)"),
+            "{r}"
+        );
+        assert!(r.contains(&format!("{s} queries")), "S = {s}: {r}");
+    }
+    // Unknown shapes, other head dims and a mask keep the 64-key row.
+    for (d, more, s) in [
+        (128, vec![], None),
+        (64, vec![], Some(16384)),
+        (256, vec![], Some(16384)),
+        (128, vec![("MASK", "1")], Some(16384)),
+    ] {
+        let shapes = s.map(|s| bwd(1, s, d)).unwrap_or_default();
+        let p = plan(src, &hd(d, &more), &shapes);
+        let r = &p.config.report;
+        assert!(!r.contains("BLOCK_KV=128"), "d{d} {more:?} S {s:?}: {r}");
+    }
+}

@@ -374,6 +374,38 @@ pub(super) const ROWS: &[Row] = &[
     // groups on 128 threads (call Z1, docs/gpu-results/2026-12-04-z1-bwd-d256-split.txt, B 4 S
     // 4k: 253.4 TFLOP/s against 119.4 for the op's 32-key tiles on mma.sync, cuDNN 405.5). A
     // mask there keeps the op's tiles: its tile makes the 64-query dQ kernel spill (84 bytes).
+    // d128 at long sequences (the query count known, at least 8192): 128 keys per dK/dV program
+    // on 8 warps (two warpgroups of 64 keys sharing each q and do stage), the rest as below.
+    // H200, `kirc bench`, three alternating rounds against the 64-key row below (call B2,
+    // docs/gpu-results/2026-12-04-b1-b2-bwd-kv128.txt): S = 16k 393.4–395.6 TFLOP/s against
+    // 381.9–384.3, causal 390.1–393.1 against 377.1–378.7; at S = 4k the two were within the
+    // runs' spread (non-causal 386.8–406.7 against 377.4–385.9, causal 360.0–362.3 against
+    // 354.0–365.7), at 2k even, and at 1k (B 16) 128 keys lost 1.3–1.9 %.
+    Row {
+        cuda: false,
+        class: Class::AttentionBwd,
+        targets: &[Target::Sm90a],
+        when: |f| {
+            f.half()
+                && f.head_dim == Some(128)
+                && !f.mask
+                && !f.softcap
+                && f.dots <= 4
+                && f.m.is_some_and(|m| m >= 8192)
+        },
+        set: &[
+            (Role::QueryBlock, 64),
+            (Role::KeyBlock, 64),
+            (Role::KvBlock, 128),
+            (Role::QueryStep, 64),
+        ],
+        warps: None,
+        stages: None,
+        warp_specialize: false,
+        persistent: false,
+        overlap: false,
+        swap_operands: false,
+    },
     Row {
         cuda: false,
         class: Class::AttentionBwd,
