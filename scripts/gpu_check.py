@@ -341,6 +341,12 @@ def ref_attention(case, x):
     kk = np.repeat(k, Hq // Hkv, axis=1)
     vv = np.repeat(v, Hq // Hkv, axis=1)
     s = np.einsum("bhid,bhjd->bhij", q, kk) * scale
+    if d.get("MASK", "0") == "1":
+        # An additive mask of P planes: one for all, one per batch, or one per (batch, head).
+        mk = round_to(x["mask"].astype(np.float64), dt)
+        P = mk.shape[0]
+        mk = mk[None] if P == 1 else mk[:, None] if P == B else mk.reshape(B, Hq, Sq, Sk)
+        s = s + mk
     if causal:
         i = np.arange(Sq)[:, None]
         j = np.arange(Sk)[None, :]
@@ -415,7 +421,12 @@ def ref_gemm(case, x):
         return alpha * (a @ (np.swapaxes(b, 1, 2) if tb else b))
 
     acc = mm("b")
+    if d.get("C_IN", "0") == "1":
+        beta = float(np.float32(case["scalars"]["beta"]))
+        acc = acc + beta * round_to(x["c_in"].astype(np.float64), dt)
     silu = lambda z: z / (1.0 + np.exp(-z))
+    if ep == "gelu":
+        acc = 0.5 * acc * (1.0 + np.tanh(np.sqrt(2.0 / np.pi) * (acc + 0.044715 * acc**3)))
     if ep == "bias":
         acc = acc + round_to(x["bias"].astype(np.float64), dt)[None, None, :]
     elif ep == "silu":

@@ -59,6 +59,12 @@ case_ attention_bf16_causal attention_fwd "DTYPE=bf16 HEAD_DIM=128 CAUSAL=1" "sc
   q=2x4x300x128 k=2x2x317x128 v=2x2x317x128
 case_ attention_f16_d64 attention_fwd "DTYPE=f16 HEAD_DIM=64 CAUSAL=0" "scale=0.125" \
   q=1x2x130x64:3 k=1x1x77x64 v=1x1x77x64:3
+case_ attention_bf16_mask_per_batch attention_fwd "DTYPE=bf16 HEAD_DIM=64 MASK=1" "scale=0.125" \
+  q=2x2x100x64 k=2x2x90x64 v=2x2x90x64 mask=2x100x90:3
+# The backward (checked against the interpreter only: no float64 reference here), on random o
+# and lse; its program runs the delta preprocess, dK/dV and dQ kernels.
+case_ attention_bwd_bf16_d64 attention_bwd "DTYPE=bf16 HEAD_DIM=64" "scale=0.125" \
+  q=1x2x70x64 k=1x1x50x64 v=1x1x50x64 o=1x2x70x64 do=1x2x70x64:2 lse=1x2x70:3
 case_ attention_f32_causal_sq_gt_sk attention_fwd "DTYPE=f32 HEAD_DIM=64 CAUSAL=1" "scale=0.125" \
   q=1x3x200x64 k=1x3x70x64 v=1x3x70x64
 # RMSNorm forward and backward (a program with a temp), ragged N.
@@ -75,6 +81,8 @@ case_ swiglu_bf16 swiglu "DTYPE=bf16" "" gate=9x1001:3 up=9x1001
 case_ gemm_bf16_swiglu_tb gemm "DTYPE=bf16 TRANS_B=1 EPILOGUE=swiglu" "alpha=0.5" \
   a=2x130x77 b=2x200x77 b2=2x200x77
 case_ gemm_f16_bias gemm "DTYPE=f16 EPILOGUE=bias" "alpha=1.0" a=1x65x96 b=1x96x130 bias=130
+case_ gemm_bf16_gelu_cin gemm "DTYPE=bf16 C_IN=1 EPILOGUE=gelu" "alpha=0.5 beta=0.75" \
+  a=1x70x96 b=1x96x130 c_in=1x70x130
 case_ gemm_f32_silu gemm "DTYPE=f32 EPILOGUE=silu" "alpha=0.25" a=3x33x200:3 b=3x200x47
 case_ gemm_f32_none gemm "DTYPE=f32" "alpha=1.0" a=1x128x64 b=1x64x128
 
