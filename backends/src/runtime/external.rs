@@ -96,13 +96,16 @@ fn shape_args(args: &BTreeMap<String, DeviceArg>) -> BTreeMap<String, HostArg> {
         .collect()
 }
 
-/// Whether `got` strides fit `want` for `shape`: equal wherever the dim is larger than 1.
+/// Whether `got` strides fit `want` for `shape`: equal wherever the dim is larger than 1, and
+/// any strides for a tensor with no elements (none is ever addressed; torch gives a `(34, 0)`
+/// tensor the strides `(1, 1)` where the contiguous ones are `(0, 1)`).
 fn strides_fit(shape: &[usize], got: &[usize], want: &[usize]) -> bool {
     got.len() == want.len()
-        && shape
-            .iter()
-            .zip(got.iter().zip(want))
-            .all(|(&n, (g, w))| n <= 1 || g == w)
+        && (shape.contains(&0)
+            || shape
+                .iter()
+                .zip(got.iter().zip(want))
+                .all(|(&n, (g, w))| n <= 1 || g == w))
 }
 
 /// The `out` params and temps the caller provides for [`Program::bind_device`] when the entry
@@ -295,5 +298,13 @@ mod tests {
         assert!(strides_fit(&[2, 1, 3], &[3, 99, 1], &[3, 3, 1]));
         assert!(!strides_fit(&[2, 2, 3], &[3, 99, 1], &[6, 3, 1]));
         assert!(!strides_fit(&[2, 3], &[3, 1, 1], &[3, 1]));
+    }
+
+    #[test]
+    fn empty_tensors_fit_any_strides() {
+        assert!(strides_fit(&[34, 0], &[1, 1], &[0, 1]));
+        assert!(strides_fit(&[0], &[7], &[1]));
+        assert!(!strides_fit(&[34, 0], &[1], &[0, 1]));
+        assert!(!strides_fit(&[34, 2], &[1, 1], &[2, 1]));
     }
 }
