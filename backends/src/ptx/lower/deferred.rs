@@ -94,7 +94,7 @@ pub(super) fn alias(c: &mut Ctx, op: &OpData) -> bool {
         .values
         .pending
         .iter()
-        .position(|p| p.value == a || p.aliases.contains(&a))
+        .position(|p| p.value == a || p.aliases.iter().any(|&(v, _)| v == a))
     else {
         return false;
     };
@@ -133,7 +133,8 @@ pub(super) fn alias(c: &mut Ctx, op: &OpData) -> bool {
             regs,
         },
     );
-    c.values.pending[i].aliases.push(r);
+    let depth = c.values.depth;
+    c.values.pending[i].aliases.push((r, depth));
     true
 }
 
@@ -152,10 +153,15 @@ pub(super) fn leave_block(c: &mut Ctx, yielded: &[Value]) {
         .pending
         .iter()
         .filter(|p| p.depth >= depth)
-        .flat_map(|p| std::iter::once(p.value).chain(p.aliases.iter().copied()))
+        .flat_map(|p| std::iter::once(p.value).chain(p.aliases.iter().map(|&(v, _)| v)))
         .collect();
     flush_where(c, |v| own.contains(&v) || yielded.contains(&v));
     c.values.emitted_inner.retain(|&(_, d)| d < depth);
+    // Views made in this block are out of scope after it: a later loop still sees the tile as
+    // loaded, not as cast before it.
+    for p in &mut c.values.pending {
+        p.aliases.retain(|&(_, d)| d < depth);
+    }
     c.values.depth -= 1;
 }
 
@@ -169,7 +175,7 @@ fn flush_where(c: &mut Ctx, pick: impl Fn(Value) -> bool) {
     let pending = std::mem::take(&mut c.values.pending);
     let mut keep = Vec::with_capacity(pending.len());
     for p in pending {
-        if !pick(p.value) && !p.aliases.iter().any(|&a| pick(a)) {
+        if !pick(p.value) && !p.aliases.iter().any(|&(a, _)| pick(a)) {
             keep.push(p);
         } else if p.depth >= depth {
             for i in p.insts {

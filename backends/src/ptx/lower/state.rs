@@ -16,8 +16,9 @@ pub struct Pending {
     /// The depth of the block that holds the load.
     pub depth: u32,
     /// Values that hold the same registers (widening casts and reshapes of the loaded tile),
-    /// so a reader of one of them needs the conversion too.
-    pub aliases: Vec<Value>,
+    /// so a reader of one of them needs the conversion too, each with the depth of the block
+    /// that made it.
+    pub aliases: Vec<(Value, u32)>,
 }
 
 /// What each IR value lowered to.
