@@ -6,11 +6,19 @@
 //! so the loads before it (x and dy of a row, or the next row's tiles carried by a loop) are in
 //! flight together.
 //!
-//! The rule, applied before every op the dispatcher lowers: a `load` flushes nothing; an op
-//! that only reads its operands' registers (elementwise, shape ops, constants, params, program
-//! ids) flushes the pending conversions of its operands; every other op (stores, control flow,
-//! dots, scheduling, `print`) flushes everything, and so does the end of every block (a
-//! `yield`'s values are read when the block ends). Kernels with `warp_specialize`, whose
+//! The rule, applied before every op the dispatcher lowers: a `load` flushes nothing; a
+//! widening `cast` to f32 or a `Blocked` `reshape` of a pending tile is a view of its registers
+//! and waits with it ([`alias`]); an op that only reads its operands' registers (elementwise,
+//! shape ops, constants, params, program ids) flushes the pending conversions of its operands;
+//! a loop without dots flushes its operands and the tiles viewed before it, and leaves the
+//! others pending into its body; every other op (stores, other control flow, dots, scheduling,
+//! `print`) flushes everything. The end of a block flushes its own loads and what its `yield`
+//! reads.
+//!
+//! Conversions are scoped to blocks: one pending from an enclosing block and flushed inside a
+//! nested block (a dot-free loop's body, say) is emitted there, once per block, and stays
+//! pending outside, so the packed words are what lives across the loop and a reader after the
+//! loop (which may have run no times) converts again. Kernels with `warp_specialize`, whose
 //! partitions are lowered out of program order, never defer.
 
 use super::ctx::{Ctx, Val};
