@@ -21,8 +21,9 @@ text of a module (a string holding a newline; its errors name it ``<source>``).
 
 from __future__ import annotations
 
+import operator
 import os
-from typing import Any, Dict, List, Mapping, Optional
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -104,6 +105,7 @@ def compile(  # noqa: A001 - kir.compile is the name the API promises
     *,
     kernel: Optional[str] = None,
     cache: bool = True,
+    shapes: Optional[Mapping[str, Sequence[int]]] = None,
     **constants: ConstantValue,
 ) -> Kernel:
     """Compiles a module for a target, as ``kirc compile`` does.
@@ -117,6 +119,11 @@ def compile(  # noqa: A001 - kir.compile is the name the API promises
         cache: use the on-disk cache of compilations (docs/cache.md) where the environment
             enables it (``KIR_CACHE_DIR``; ``KIR_CACHE_DIR=off`` disables it); a hit returns
             exactly what compiling returns.
+        shapes: the extents the caller will pass for entry tensors, by param name (e.g.
+            ``{"a": (1, 16, 4096), "b": (1, 4096, 14336)}``): the dims they bind are features
+            the per-target configuration reads (a GEMM of at most 32 rows takes its swapped
+            tiles), as ``kirc bench --shape`` and the Rust API's ``Kernel::shape``. The code
+            still runs for every shape.
         **constants: the module's specialization constants (``kirc compile -D NAME=VALUE``):
             ints, bools (0/1), floats, names such as ``DTYPE="bf16"``, or NumPy dtypes. Those
             not given take their defaults, and the per-target configuration fills the tile
@@ -142,8 +149,30 @@ def compile(  # noqa: A001 - kir.compile is the name the API promises
         raise InputError(f"emit: expected 'ptx', 'cuda' or 'ir', got {emit!r}", argument="emit")
     if kernel is not None and not isinstance(kernel, str):
         raise InputError(f"kernel: expected a kernel's name, got {kernel!r}", argument="kernel")
-    native = _kir.compile(src, target, emit, _convert.defines(constants), kernel, bool(cache))
+    native = _kir.compile(
+        src, target, emit, _convert.defines(constants), kernel, bool(cache), _shapes(shapes)
+    )
     return Kernel(native)
+
+
+def _shapes(shapes: Optional[Mapping[str, Sequence[int]]]) -> List[Tuple[str, List[int]]]:
+    """``shapes`` as ``(param, extents)`` pairs, or an InputError naming what is wrong."""
+    if shapes is None:
+        return []
+    if not isinstance(shapes, Mapping):
+        raise InputError(f"shapes: expected a mapping of param name to extents, got {shapes!r}", argument="shapes")
+    out = []
+    for name, extents in shapes.items():
+        if not isinstance(name, str):
+            raise InputError(f"shapes: expected param names, got {name!r}", argument="shapes")
+        try:
+            dims = [operator.index(e) for e in extents]
+        except TypeError:
+            raise InputError(f"shapes['{name}']: expected a sequence of ints, got {extents!r}", argument="shapes") from None
+        if any(d < 0 for d in dims):
+            raise InputError(f"shapes['{name}']: extents must be ≥ 0, got {dims}", argument="shapes")
+        out.append((name, dims))
+    return out
 
 
 def run(

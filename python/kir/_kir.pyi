@@ -15,6 +15,7 @@ def compile(
     defines: List[Tuple[str, str]],
     kernel: Optional[str] = None,
     cache: bool = True,
+    shapes: List[Tuple[str, List[int]]] = ...,
 ) -> Compiled: ...
 def run(
     source: str,

@@ -156,6 +156,9 @@ pub fn emit(name: &str) -> Result<Emit, Failure> {
 
 /// Compiles `src` with `defines` for `target`, emitting `emit` (only `kernel`, as the entry,
 /// when given), through the on-disk cache when `use_cache` and the environment enable it.
+/// `shapes` are the extents the caller will pass for entry tensors: the dims they bind are
+/// features the configuration rows read (`CompilePlan::resolve_for`, as `kirc bench --shape`);
+/// the code still runs for every shape.
 pub fn compile(
     src: Source,
     defines: &[(String, String)],
@@ -163,11 +166,12 @@ pub fn compile(
     emit: Emit,
     kernel: Option<String>,
     use_cache: bool,
+    shapes: &[(String, Vec<usize>)],
 ) -> Result<Compiled, Failure> {
     if let Some(name) = &kernel {
         check_kernel(&src, name)?;
     }
-    let plan = CompilePlan::resolve(&src.text, defines, target, emit, Flags::default())
+    let plan = CompilePlan::resolve_for(&src.text, defines, target, emit, Flags::default(), shapes)
         .map_err(|e| Failure::compile(&src, e))?
         .with_kernel(kernel.as_deref());
     let store = if use_cache {

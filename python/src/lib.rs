@@ -111,9 +111,11 @@ fn constants<'py>(py: Python<'py>, source: &str) -> PyResult<Bound<'py, PyDict>>
 
 /// Compiles the module `source` names with the `-D` pairs `defines` for `target`, emitting
 /// `emit` (`ptx`, `cuda` or `ir`); `kernel` compiles one kernel alone as the entry; `cache`
-/// allows the on-disk cache where the environment enables it.
+/// allows the on-disk cache where the environment enables it; `shapes` holds `(param,
+/// extents)` of entry tensors the caller will pass, for the configurations by shape.
 #[pyfunction]
-#[pyo3(signature = (source, target, emit, defines, kernel = None, cache = true))]
+#[pyo3(signature = (source, target, emit, defines, kernel = None, cache = true, shapes = Vec::new()))]
+#[allow(clippy::too_many_arguments)]
 fn compile(
     py: Python<'_>,
     source: &str,
@@ -122,11 +124,12 @@ fn compile(
     defines: Vec<(String, String)>,
     kernel: Option<String>,
     cache: bool,
+    shapes: Vec<(String, Vec<usize>)>,
 ) -> PyResult<kernel::Compiled> {
     let target = py_result(py, kernel::target(target))?;
     let emit = py_result(py, kernel::emit(emit))?;
     let src = py_result(py, load(source))?;
-    let r = py.detach(|| kernel::compile(src, &defines, target, emit, kernel, cache));
+    let r = py.detach(|| kernel::compile(src, &defines, target, emit, kernel, cache, &shapes));
     py_result(py, r)
 }
 

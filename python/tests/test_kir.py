@@ -232,6 +232,24 @@ class Compile(unittest.TestCase):
         self.assertEqual(e.exception.argument, "DTYPE")
         self.assertIn("DTYPE", str(e.exception))
 
+    def test_shapes_choose_the_configuration_by_shape(self):
+        # A GEMM of 16 rows takes the swapped 16x128 tile on sm_90a, as `kirc compile --shape`;
+        # without shapes, or with 8192 rows, the default 128x256 one.
+        few = kir.compile("gemm", shapes={"a": (1, 16, 4096), "b": [1, 4096, 14336]}, cache=False)
+        self.assertIn("_BLOCK_M_16_BLOCK_N_128_", few.symbol)
+        with tempfile.TemporaryDirectory() as d:
+            r = kirc("compile", "gemm", "--shape", "a=1x16x4096", "--shape", "b=1x4096x14336",
+                     "--target", "sm_90a", "-o", f"{d}/g.ptx", "--no-cache")
+            self.assertEqual(r.returncode, 0, r.stderr)
+            self.assertEqual(few.ptx, Path(f"{d}/g.ptx").read_text())
+        for shapes in (None, {}, {"a": (1, 8192, 4096), "b": (1, 4096, 8192)}):
+            k = kir.compile("gemm", shapes=shapes, cache=False)
+            self.assertIn("_BLOCK_M_128_BLOCK_N_256_", k.symbol)
+        for bad in ([("a", (1, 2, 3))], {"a": 16}, {"a": (1, -2, 3)}, {"a": ("x",)}, {3: (1,)}):
+            with self.assertRaises(kir.InputError) as e:
+                kir.compile("gemm", shapes=bad)
+            self.assertEqual(e.exception.argument, "shapes")
+
     def test_a_module_given_as_text_compiles(self):
         k = kir.compile(AXPY, target="sm_80", BLOCK=256)
         self.assertTrue(k.symbol.startswith("axpy_DTYPE_f32_BLOCK_256"), k.symbol)
