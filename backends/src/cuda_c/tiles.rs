@@ -70,6 +70,19 @@ impl Emitter<'_> {
         let Some(&r) = op.results.first() else {
             return Ok(());
         };
+        // A widening cast the plan made a view of its operand (plan.rs, `widening_view`).
+        if let Repr::Mem { base, .. } = self.repr(r) {
+            if base != r && op.opcode == Opcode::Cast {
+                let (rs, _) = shape_dtype(self.k, r)?;
+                let coords = Self::coord_names(&rs);
+                let at = self.read(r, &coords, None)?;
+                self.line(format!(
+                    "//   a view, not stored (16-bit floats are stored as float): element ({}) is {at}",
+                    coords.join(", ")
+                ));
+                return Ok(());
+            }
+        }
         let (_, rd) = shape_dtype(self.k, r)?;
         let xd = match op.operands.first() {
             Some(&x) => shape_dtype(self.k, x)?.1,
@@ -113,18 +126,6 @@ impl Emitter<'_> {
             };
             res.map_err(|m| CudaError::plain(format!("kernel `{}`: {m}", e.k.name)))
         };
-        if let Repr::Mem { base, .. } = self.repr(r) {
-            if base != r && opcode == Opcode::Cast {
-                let (rs, _) = shape_dtype(self.k, r)?;
-                let coords = Self::coord_names(&rs);
-                let at = self.read(r, &coords, None)?;
-                self.line(format!(
-                    "//   a view, not stored (16-bit floats are stored as float): element ({}) is {at}",
-                    coords.join(", ")
-                ));
-                return Ok(());
-            }
-        }
         if self.k.dfg.ty(r).is_scalar() {
             let expr = f(self, &[])?;
             self.line(format!("const {} {} = {expr};", ctype(rd), self.n(r)));

@@ -381,11 +381,8 @@ pub(super) const ROWS: &[Row] = &[
     // 381.9–384.3, causal 390.1–393.1 against 377.1–378.7; at S = 4k the two were within the
     // runs' spread (non-causal 386.8–406.7 against 377.4–385.9, causal 360.0–362.3 against
     // 354.0–365.7), at 2k even, and at 1k (B 16) 128 keys lost 1.3–1.9 %.
-    Row {
-        cuda: false,
-        class: Class::AttentionBwd,
-        targets: &[Target::Sm90a],
-        when: |f| {
+    bwd_row(
+        |f| {
             f.half()
                 && f.head_dim == Some(128)
                 && !f.mask
@@ -393,24 +390,11 @@ pub(super) const ROWS: &[Row] = &[
                 && f.dots <= 4
                 && f.m.is_some_and(|m| m >= 8192)
         },
-        set: &[
-            (Role::QueryBlock, 64),
-            (Role::KeyBlock, 64),
-            (Role::KvBlock, 128),
-            (Role::QueryStep, 64),
-        ],
-        warps: None,
-        stages: None,
-        warp_specialize: false,
-        persistent: false,
-        overlap: false,
-        swap_operands: false,
-    },
-    Row {
-        cuda: false,
-        class: Class::AttentionBwd,
-        targets: &[Target::Sm90a],
-        when: |f| {
+        BWD_128_KEYS,
+        None,
+    ),
+    bwd_row(
+        |f| {
             let dim_ok = match f.head_dim {
                 Some(64 | 128) => true,
                 Some(256) => !f.mask,
@@ -418,61 +402,25 @@ pub(super) const ROWS: &[Row] = &[
             };
             f.half() && dim_ok && !f.softcap && f.dots <= 4
         },
-        set: &[
-            (Role::QueryBlock, 64),
-            (Role::KeyBlock, 64),
-            (Role::KvBlock, 64),
-            (Role::QueryStep, 64),
-        ],
-        warps: None,
-        stages: None,
-        warp_specialize: false,
-        persistent: false,
-        overlap: false,
-        swap_operands: false,
-    },
+        BWD_64_KEYS,
+        None,
+    ),
     // The atomic mode (`DETERMINISTIC=0`) on sm_90a: the dK/dV kernel's fifth dot is
     // dqᵀ = kᵀ·dSᵀ, [HEAD_DIM, queries], whose rows are the head dim: one 64-row wgmma per
     // warpgroup when HEAD_DIM = 16·warps, with kᵀ read M-major from the k tile and dSᵀ stored
     // from the accumulator into the core layout. So d64 takes 64 keys on 4 warps and d128 128
     // keys on 8 warps (two warpgroups, 64 keys each); every dot is a wgmma, no spills (244
     // registers at d128). Not yet timed on a GPU.
-    Row {
-        cuda: false,
-        class: Class::AttentionBwd,
-        targets: &[Target::Sm90a],
-        when: |f| f.half() && f.head_dim == Some(64) && !f.softcap && f.dots == 5,
-        set: &[
-            (Role::QueryBlock, 64),
-            (Role::KeyBlock, 64),
-            (Role::KvBlock, 64),
-            (Role::QueryStep, 64),
-        ],
-        warps: Some(4),
-        stages: None,
-        warp_specialize: false,
-        persistent: false,
-        overlap: false,
-        swap_operands: false,
-    },
-    Row {
-        cuda: false,
-        class: Class::AttentionBwd,
-        targets: &[Target::Sm90a],
-        when: |f| f.half() && f.head_dim == Some(128) && !f.softcap && f.dots == 5,
-        set: &[
-            (Role::QueryBlock, 64),
-            (Role::KeyBlock, 64),
-            (Role::KvBlock, 128),
-            (Role::QueryStep, 64),
-        ],
-        warps: Some(8),
-        stages: None,
-        warp_specialize: false,
-        persistent: false,
-        overlap: false,
-        swap_operands: false,
-    },
+    bwd_row(
+        |f| f.half() && f.head_dim == Some(64) && !f.softcap && f.dots == 5,
+        BWD_64_KEYS,
+        Some(4),
+    ),
+    bwd_row(
+        |f| f.half() && f.head_dim == Some(128) && !f.softcap && f.dots == 5,
+        BWD_128_KEYS,
+        Some(8),
+    ),
     // CUDA C stores every live tile as 32-bit values in shared memory, so the op's default
     // tiles outgrow the smaller targets (`Target::smem_per_block`): sm_120a's 99 KB does not
     // hold attention_fwd at d128 (119,296 bytes) or attention_bwd's dK/dV (165,888), sm_80's
@@ -551,6 +499,43 @@ const fn tile_row(class: Class, when: fn(&Features) -> bool, set: &'static [(Rol
 
 /// An sm_90a dot-loop row with the operands swapped (`swap_operands`): the few rows as wgmma's
 /// N, the 128 columns of `set`'s N tile on 8 warps (two 64-row warpgroups), six stages, one role.
+/// The sm_90a attention-backward tiles: 64-row query and key blocks for dQ, 64-query dK/dV
+/// steps, and 64 or 128 keys per dK/dV program.
+const BWD_64_KEYS: &[(Role, i64)] = &[
+    (Role::QueryBlock, 64),
+    (Role::KeyBlock, 64),
+    (Role::KvBlock, 64),
+    (Role::QueryStep, 64),
+];
+const BWD_128_KEYS: &[(Role, i64)] = &[
+    (Role::QueryBlock, 64),
+    (Role::KeyBlock, 64),
+    (Role::KvBlock, 128),
+    (Role::QueryStep, 64),
+];
+
+/// A row of sm_90a's attention backward: `set`'s tiles, `warps` (or the backend's policy), no
+/// ring depth, warp roles, persistence or overlap of its own.
+const fn bwd_row(
+    when: fn(&Features) -> bool,
+    set: &'static [(Role, i64)],
+    warps: Option<u32>,
+) -> Row {
+    Row {
+        cuda: false,
+        class: Class::AttentionBwd,
+        targets: &[Target::Sm90a],
+        when,
+        set,
+        warps,
+        stages: None,
+        warp_specialize: false,
+        persistent: false,
+        overlap: false,
+        swap_operands: false,
+    }
+}
+
 const fn swapped_gemm_row(when: fn(&Features) -> bool, set: &'static [(Role, i64)]) -> Row {
     Row {
         cuda: false,

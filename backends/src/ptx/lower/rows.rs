@@ -9,6 +9,7 @@ use super::ctx::{Ctx, Val};
 use super::values::regs_in;
 use super::PtxError;
 use crate::ptx::emit::{PtxInst, Reg, RegClass};
+use crate::ptx::plan::ir::lit;
 use crate::ptx::plan::layout::{self, Layout, Place};
 use kir_ir::{Attr, Dtype, OpData, Opcode, ReduceKind, Span, Value};
 
@@ -279,7 +280,6 @@ pub(super) fn blocked_broadcast(
     None
 }
 
-/// True if `v` is defined inside the body of a `for` (so its op may run more than once).
 /// True if the block holding the reduction that defines `res` also holds, directly, another
 /// row reduction of [`reduce_blocked_rows`]: every path from this reduction's reads of its
 /// region to its next write then runs the other one, whose barrier after its own writes every
@@ -301,13 +301,7 @@ fn fenced_by_sibling(c: &Ctx, res: Value) -> bool {
         if op.opcode != Opcode::Reduce || r == res {
             return false;
         }
-        let axis = match op.attr("axis") {
-            Some(Attr::Expr(e)) => match e.kind {
-                kir_ir::ExprKind::Int(i) => i as usize,
-                _ => 0,
-            },
-            _ => 0,
-        };
+        let axis = lit(op.attr("axis")).unwrap_or(0.0) as usize;
         let (Some(Place::Reg(l)), Some(d), Some(ss)) =
             (c.plan.places.get(&r), dfg.ty(r).dtype(), dfg.ty(a).shape())
         else {
@@ -317,6 +311,7 @@ fn fenced_by_sibling(c: &Ctx, res: Value) -> bool {
     })
 }
 
+/// True if `v` is defined inside the body of a `for` (so its op may run more than once).
 pub(super) fn in_loop(c: &Ctx, v: Value) -> bool {
     fn defines(dfg: &kir_ir::Dfg, b: kir_ir::Block, v: Value) -> bool {
         dfg.blocks[b].ops.iter().any(|&o| {
