@@ -3,7 +3,8 @@
 
 1. Correctness, bf16 and f16 (f32 for the norms too): kir.torch's attention (plain, causal,
    grouped-query, cross lengths, varlen, mask, window, softcap), rms_norm, layer_norm, gemm
-   (2-D, batched, bias, activation epilogues) and swiglu, forward and backward through
+   (2-D, batched, few-row decode shapes, bias, activation epilogues) and swiglu, forward and
+   backward through
    autograd, against a float64 reference on the same inputs. An output passes when its
    relative L2 error against the reference is at most twice PyTorch's own error at the same
    dtype (SDPA, F.rms_norm, F.layer_norm, a @ b, silu(g)·u), floored at 1e-3, and it is finite.
@@ -181,7 +182,9 @@ def norm_cases(dtype):
 
 
 def gemm_cases(dtype):
-    for shape in ((1000, 512, 768), (3, 130, 256, 200)):
+    # Ragged few-row (decode) shapes take the shape rows: 13 and 29 rows the swapped 16x128
+    # and 32x128 tiles, 100 rows the 128x128 one (docs/configs.md).
+    for shape in ((1000, 512, 768), (3, 130, 256, 200), (13, 1024, 776), (29, 520, 1000), (100, 768, 1032)):
         print(f"gemm {str(dtype)[6:]} {shape}")
         if len(shape) == 3:
             m, kk, n = shape
@@ -395,6 +398,8 @@ def main():
         guarded(feature_cases, dtype)
         guarded(norm_cases, dtype)
         guarded(gemm_cases, dtype)
+    # From 8,192 queries a d128 backward takes 128-key dK/dV programs (docs/configs.md).
+    guarded(attention_case, torch.bfloat16, 1, 2, 2, 8200, 8200, 128, True)
     guarded(norm_cases, torch.float32)
     guarded(stream_case)
     guarded(bad_inputs)

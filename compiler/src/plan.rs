@@ -299,6 +299,21 @@ impl CompilePlan {
         }
     }
 
+    /// What the compiled code depends on, as text: the plan less the problem dims the
+    /// configuration was chosen from and the reports saying why. Two plans with equal
+    /// identities compile `src` to the same code (a GEMM with M = 4096 and one with M = 8192
+    /// that take the same row share it), so the on-disk cache and `kir.torch`'s programs are
+    /// keyed by it.
+    pub fn identity(&self) -> String {
+        let mut p = self.clone();
+        p.dims.clear();
+        p.config.report.clear();
+        for (_, c) in &mut p.kernel_configs {
+            c.report.clear();
+        }
+        format!("{p:?}")
+    }
+
     /// The `configuration:` lines of `--report`: the module's, or one per kernel.
     pub fn config_report(&self) -> String {
         if self.kernel_configs.is_empty() {

@@ -17,6 +17,12 @@ def compile(
     cache: bool = True,
     shapes: List[Tuple[str, List[int]]] = ...,
 ) -> Compiled: ...
+def plan_identity(
+    source: str,
+    target: str,
+    defines: List[Tuple[str, str]],
+    shapes: List[Tuple[str, List[int]]],
+) -> str: ...
 def run(
     source: str,
     inputs: List[Tuple[str, str, Any]],

@@ -1,6 +1,8 @@
-"""The launcher under :mod:`kir.torch`: a module compiled for the tensors' GPU (once per
-process per module, constants and device), loaded by the driver, and launched on PyTorch's
-current stream with the tensors' own device memory. The binding (shapes, dtypes, strides,
+"""The launcher under :mod:`kir.torch`: a module compiled for the tensors' GPU and the
+configuration its input shapes select (once per process per module, resolved configuration and
+device: a 16-row GEMM gets the few-rows tile, and every M that takes the general row shares one
+program), loaded by the driver, and launched on PyTorch's current stream with the tensors' own
+device memory. The binding (shapes, dtypes, strides,
 ``requires``, grids, TMA tensor maps) is the runtime's, in Rust (``kir._kir.Loaded``); this file
 only allocates the outputs and temps it lists, with PyTorch's allocator, and passes addresses.
 
@@ -40,9 +42,14 @@ DTYPES: Dict[torch.dtype, str] = {
 }
 TORCH_DTYPES: Dict[str, torch.dtype] = {v: k for k, v in DTYPES.items()}
 
-# Compiled and loaded modules by (source, constants, device index): each compiles and loads once
-# per process.
-_programs: Dict[Tuple[str, Tuple[Tuple[str, str], ...], int], "_Program"] = {}
+# Compiled and loaded modules by (source, plan identity, device index): each compiles and loads
+# once per process. The identity (`CompilePlan::identity`) holds the constants and the
+# configuration the call's shapes resolved to, so calls whose shapes take the same configuration
+# share a program.
+_programs: Dict[Tuple[str, str, int], "_Program"] = {}
+# The program of each (source, constants, device index, input shapes) seen, so a call with
+# known shapes resolves nothing.
+_by_call: Dict[Tuple[Any, ...], "_Program"] = {}
 _lock = threading.Lock()
 
 # Prepared bindings kept per program; past this many the program's plans are dropped and made
@@ -125,21 +132,33 @@ def _target(index: int) -> str:
     return target
 
 
-def program(source: str, constants: Tuple[Tuple[str, str], ...], index: int) -> _Program:
-    """The module ``source`` specialized with ``constants`` (sorted ``(NAME, value)`` strings),
-    compiled for and loaded on device ``index``: compiled once per process."""
-    key = (source, constants, index)
-    p = _programs.get(key)
+def program(
+    source: str, constants: Tuple[Tuple[str, str], ...], index: int, shapes: Tuple[Tuple[str, Tuple[int, ...]], ...] = ()
+) -> _Program:
+    """The module ``source`` specialized with ``constants`` (sorted ``(NAME, value)`` strings)
+    and configured for entry tensors of ``shapes`` (``(param, extents)``: the configurations by
+    shape, docs/configs.md), compiled for and loaded on device ``index``: compiled once per
+    process per resolved configuration."""
+    call = (source, constants, index, shapes)
+    p = _by_call.get(call)
     if p is not None:
         return p
     with _lock:
-        p = _programs.get(key)
+        p = _by_call.get(call)
         if p is None:
-            from . import compile as kir_compile
+            target = _target(index)
+            shape_list = [(n, list(e)) for n, e in shapes]
+            key = (source, _kir.plan_identity(source, target, list(constants), shape_list), index)
+            p = _programs.get(key)
+            if p is None:
+                from . import compile as kir_compile
 
-            kernel = kir_compile(source, target=_target(index), **dict(constants))
-            p = _Program(kernel, _kir.load(kernel._native, index))
-            _programs[key] = p
+                kernel = kir_compile(source, target=target, shapes=dict(shapes), **dict(constants))
+                p = _Program(kernel, _kir.load(kernel._native, index))
+                _programs[key] = p
+            if len(_by_call) >= MAX_PLANS:
+                _by_call.clear()
+            _by_call[call] = p
     return p
 
 
@@ -245,17 +264,22 @@ def launch(
         RunError: the driver failed (loading the module or launching it).
     """
     device = _device_of(inputs)
-    return run(_program_of(source, constants, device.index), dict(inputs), dict(scalars or {}), device)
+    return run(_program_of(source, constants, device.index, inputs), dict(inputs), dict(scalars or {}), device)
 
 
-def _program_of(source: Any, constants: Mapping[str, Any], index: int) -> _Program:
+def _program_of(source: Any, constants: Mapping[str, Any], index: int, inputs: Mapping[str, Tensor]) -> _Program:
     if isinstance(source, Kernel):
         if constants:
             raise InputError("constants: a compiled kir.Kernel takes none (they were fixed when it was compiled)", argument=next(iter(constants)))
         return loaded(source, index)
     from . import _convert
 
-    return program(_convert.source(source), tuple(sorted(_convert.defines(constants))), index)
+    return program(_convert.source(source), tuple(sorted(_convert.defines(constants))), index, shapes_of(inputs))
+
+
+def shapes_of(inputs: Mapping[str, Tensor]) -> Tuple[Tuple[str, Tuple[int, ...]], ...]:
+    """``(param, extents)`` of each input tensor, for :func:`program`."""
+    return tuple((n, tuple(t.shape)) for n, t in inputs.items())
 
 
 # The interpreter's poison by kir dtype (backends/src/interp/tile.rs, `poison`).
@@ -301,7 +325,7 @@ def bind(
     the bound kernels may run (the returned object keeps references to all of them).
     """
     device = _device_of(inputs)
-    p = _program_of(source, constants, device.index)
+    p = _program_of(source, constants, device.index, inputs)
     names = list(inputs)
     tensors = list(inputs.values())
     args = [_arg(n, t) for n, t in zip(names, tensors)]

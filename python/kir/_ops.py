@@ -77,7 +77,8 @@ def plan_for(
     key = (op, consts, scalars, index, tuple(map(_sig, tensors)))
     plan = _plans.get(key)
     if plan is None:
-        p = program(op, tuple(sorted((k, str(v)) for k, v in consts)), index)
+        shapes = tuple((n, tuple(t.shape)) for n, t in zip(names, tensors))
+        p = program(op, tuple(sorted((k, str(v)) for k, v in consts)), index, shapes)
         plan = p.plan(key, names, tensors, scalars, like.device)
         if len(_plans) >= MAX_PLANS:
             _plans.clear()

@@ -190,6 +190,29 @@ pub fn compile(
     })
 }
 
+/// The identity of the compilation [`compile`] would make of `src` with `defines` for
+/// `target` (PTX) and the entry tensors' `shapes` (`CompilePlan::identity`): equal for two
+/// calls exactly when they compile to the same code, so `kir.torch` keys its loaded programs
+/// by it and compiles once per configuration, not once per shape. Cheap next to a compilation
+/// (the source is parsed and its structure read, nothing is lowered).
+pub fn plan_identity(
+    src: &Source,
+    defines: &[(String, String)],
+    target: Target,
+    shapes: &[(String, Vec<usize>)],
+) -> Result<String, Failure> {
+    let plan = CompilePlan::resolve_for(
+        &src.text,
+        defines,
+        target,
+        Emit::Ptx,
+        Flags::default(),
+        shapes,
+    )
+    .map_err(|e| Failure::compile(src, e))?;
+    Ok(plan.identity())
+}
+
 /// An input error when the module of `src` has no kernel `name` (a source that does not parse
 /// is left to the compilation, which reports it located).
 pub fn check_kernel(src: &Source, name: &str) -> Result<(), Failure> {

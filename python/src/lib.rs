@@ -133,6 +133,22 @@ fn compile(
     py_result(py, r)
 }
 
+/// The identity of compiling the module `source` names with `defines` for `target` (PTX) and
+/// the entry tensors' `shapes` (`(param, extents)`): two calls with equal identities compile to
+/// the same code (`CompilePlan::identity`).
+#[pyfunction]
+fn plan_identity(
+    py: Python<'_>,
+    source: &str,
+    target: &str,
+    defines: Vec<(String, String)>,
+    shapes: Vec<(String, Vec<usize>)>,
+) -> PyResult<String> {
+    let target = py_result(py, kernel::target(target))?;
+    let src = py_result(py, load(source))?;
+    py_result(py, kernel::plan_identity(&src, &defines, target, &shapes))
+}
+
 /// Runs the entry of the module `source` names on the CPU interpreter, specialized with the
 /// `-D` pairs `defines`. `inputs` holds `(name, kind, value)`: kind "npy" with the bytes of a
 /// C-order `.npy` file, "int" with an int, "float" with a float. Returns `(name, npy bytes)` for
@@ -187,6 +203,7 @@ fn _kir(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(constants, m)?)?;
     m.add_function(wrap_pyfunction!(compile, m)?)?;
     m.add_function(wrap_pyfunction!(run, m)?)?;
+    m.add_function(wrap_pyfunction!(plan_identity, m)?)?;
     m.add_function(wrap_pyfunction!(kernel::from_ptx, m)?)?;
     m.add_function(wrap_pyfunction!(launch::load, m)?)?;
     m.add_function(wrap_pyfunction!(launch::target_for, m)?)?;

@@ -250,6 +250,24 @@ class Compile(unittest.TestCase):
                 kir.compile("gemm", shapes=bad)
             self.assertEqual(e.exception.argument, "shapes")
 
+    def test_plan_identity_separates_configurations_not_shapes(self):
+        # kir.torch keys its loaded programs by this identity: equal exactly when the code is.
+        ident = lambda op, defines, shapes: kir._kir.plan_identity(op, "sm_90a", defines, shapes)
+        gemm = lambda m, n: ident("gemm", [], [("a", [1, m, 4096]), ("b", [1, 4096, n])])
+        self.assertEqual(gemm(4096, 8192), gemm(8192, 8192))
+        self.assertNotEqual(gemm(16, 8192), gemm(8192, 8192))
+        self.assertNotEqual(gemm(16, 8192), gemm(64, 8192))
+        self.assertNotEqual(gemm(8192, 8192), ident("gemm", [("DTYPE", "f16")], [("a", [1, 8192, 4096]), ("b", [1, 4096, 8192])]))
+        # Each identity compiles to its own code: the 16-row one to the swapped tile.
+        few = kir.compile("gemm", shapes={"a": (1, 16, 4096), "b": (1, 4096, 8192)}, cache=False)
+        many = kir.compile("gemm", shapes={"a": (1, 4096, 4096), "b": (1, 4096, 8192)}, cache=False)
+        self.assertNotEqual(few.ptx, many.ptx)
+        bwd = lambda s: ident("attention_bwd", [("HEAD_DIM", "128")], [(n, [1, 16, s, 128]) for n in ("q", "k", "v", "o", "do")])
+        self.assertEqual(bwd(8192), bwd(16384))
+        self.assertNotEqual(bwd(1024), bwd(16384))
+        with self.assertRaises(kir.InputError):
+            ident("no_such_op", [], [])
+
     def test_a_module_given_as_text_compiles(self):
         k = kir.compile(AXPY, target="sm_80", BLOCK=256)
         self.assertTrue(k.symbol.startswith("axpy_DTYPE_f32_BLOCK_256"), k.symbol)

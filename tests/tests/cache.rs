@@ -564,3 +564,60 @@ fn the_prebuilt_location_follows_the_environment() {
     assert_eq!(prebuilt_location(var(None), None), None);
     let _ = std::fs::remove_dir_all(&exe);
 }
+
+/// A GEMM plan for entry tensors `a: [1, m, 4096]`, `b: [1, 4096, n]`.
+fn gemm_for(m: usize, n: usize) -> CompilePlan {
+    let shapes = [
+        ("a".to_string(), vec![1, m, 4096]),
+        ("b".to_string(), vec![1, 4096, n]),
+    ];
+    CompilePlan::resolve_for(
+        src("gemm"),
+        &[],
+        Target::Sm90a,
+        Emit::Ptx,
+        Flags::default(),
+        &shapes,
+    )
+    .expect("a valid plan")
+}
+
+#[test]
+fn problems_of_one_configuration_share_an_entry_and_others_do_not() {
+    let dir = scratch("dims");
+    let (c, warnings) = cache(&dir);
+    let s = src("gemm");
+    let (m4k, m8k, m16) = (
+        gemm_for(4096, 8192),
+        gemm_for(8192, 8192),
+        gemm_for(16, 8192),
+    );
+    // The plans differ in their dims (and the reports naming them), not in what they compile.
+    assert_ne!(m4k.dims, m8k.dims);
+    assert_eq!(m4k.identity(), m8k.identity());
+    assert_ne!(m16.identity(), m8k.identity());
+    let first = cache::compile(s, &m4k, Some(&c)).unwrap();
+    assert!(
+        matches!(first.outcome, Outcome::Stored(_)),
+        "{:?}",
+        first.outcome
+    );
+    let second = cache::compile(s, &m8k, Some(&c)).unwrap();
+    assert!(
+        matches!(second.outcome, Outcome::Hit(_)),
+        "{:?}",
+        second.outcome
+    );
+    same_as_fresh(s, &m8k, &second);
+    // The few-rows plan takes its own tile: its own entry, its own code.
+    let few = cache::compile(s, &m16, Some(&c)).unwrap();
+    assert!(
+        matches!(few.outcome, Outcome::Stored(_)),
+        "{:?}",
+        few.outcome
+    );
+    assert_ne!(few.compiled.text, second.compiled.text);
+    same_as_fresh(s, &m16, &few);
+    assert!(warnings.lock().unwrap().is_empty());
+    let _ = std::fs::remove_dir_all(&dir);
+}

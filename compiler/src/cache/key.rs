@@ -6,9 +6,10 @@
 //! [`version`] string, so a kir of another version or built from other sources never finds an
 //! entry of this one. What follows depends on the kind:
 //!
-//! - a compilation ([`compile_key`]): the SHA-256 of the module source and the whole
-//!   [`CompilePlan`] (target, emit, kernel, stage, the resolved `-D` defines with the
-//!   configuration's, the flags, the configuration row and the judging backend);
+//! - a compilation ([`compile_key`]): the SHA-256 of the module source and the
+//!   [`CompilePlan`]'s identity (target, emit, kernel, stage, the resolved `-D` defines with the
+//!   configuration's, the flags, the configuration row and the judging backend; not the
+//!   problem dims the row was chosen from);
 //! - a cubin ([`cubin_key`]): the SHA-256 of the PTX and the architecture ptxas assembled it
 //!   for (`sm_90a`);
 //! - a tuned configuration ([`tuned_key`]): the source, the user's defines, the target, the
@@ -154,14 +155,15 @@ impl GpuId {
     }
 }
 
-/// The key of compiling `src` as `plan` says. Every field of the plan is in it (through its
-/// `Debug` form, which lists every field), so two plans that differ in anything never share an
-/// entry.
+/// The key of compiling `src` as `plan` says. Every field the code depends on is in it
+/// ([`CompilePlan::identity`], the plan's `Debug` form less its problem dims and reports), so
+/// two plans that would compile differently never share an entry, and problems of other sizes
+/// that take the same configuration do.
 pub fn compile_key(version: &str, src: &str, plan: &CompilePlan) -> Key {
     KeyBuilder::new(Kind::Compiled, version)
         .field("source", &sha256(src.as_bytes()))
         .field("target", plan.target.name().as_bytes())
-        .field("plan", format!("{plan:?}").as_bytes())
+        .field("plan", plan.identity().as_bytes())
         .finish()
 }
 
