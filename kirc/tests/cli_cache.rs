@@ -311,3 +311,59 @@ fn prebuild_stores_cubins_that_a_prebuilt_directory_serves() {
     );
     let _ = std::fs::remove_dir_all(&d);
 }
+
+/// A prebuilt entry for one problem serves every problem whose shapes select the same
+/// configuration (the key holds the configuration, not the dims: `CompilePlan::identity`): a
+/// GEMM prebuilt at 16 rows serves 13 rows (both the swapped 16×128 tile) and not 200 rows.
+#[test]
+fn a_prebuilt_shape_configuration_serves_other_shapes_that_select_it() {
+    let ptxas = std::env::var("KIR_PTXAS").unwrap_or_else(|_| {
+        panic!("KIR_PTXAS is not set: run ./scripts/test.sh (it installs the pinned ptxas)")
+    });
+    let d = scratch("cache", "prebuild-shapes");
+    let (pre, user, out) = (d.join("pre"), d.join("user"), d.join("g.ptx"));
+    let shapes = |m: usize| {
+        [
+            "--shape".to_string(),
+            format!("a=1x{m}x4096"),
+            "--shape".to_string(),
+            "b=1x4096x1000".to_string(),
+        ]
+    };
+    let mut args: Vec<String> = ["cache", "prebuild", "gemm", "--target", "sm_90a"]
+        .map(String::from)
+        .to_vec();
+    args.extend(shapes(16));
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let o = kirc_env(
+        &[("KIR_CACHE_DIR", common::s(&pre)), ("KIR_PTXAS", &ptxas)],
+        &args,
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let compile = |m: usize| {
+        let mut a: Vec<String> = ["compile", "gemm", "--target", "sm_90a", "--report", "-o"]
+            .map(String::from)
+            .to_vec();
+        a.push(common::s(&out).to_string());
+        a.extend(shapes(m));
+        let a: Vec<&str> = a.iter().map(String::as_str).collect();
+        kirc_env(
+            &[
+                ("KIR_CACHE_DIR", common::s(&user)),
+                ("KIR_CACHE_PREBUILT", common::s(&pre)),
+            ],
+            &a,
+        )
+    };
+    let last = |o: &Output| stderr(o).lines().last().unwrap_or("").to_string();
+    let o = compile(13);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(stderr(&o).contains("BLOCK_M=16 (M tile)"), "{}", stderr(&o));
+    assert!(last(&o).starts_with("cache: hit "), "{}", stderr(&o));
+    assert!(entries(&user).is_empty(), "{:?}", entries(&user));
+    let o = compile(200);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(last(&o).starts_with("cache: stored "), "{}", stderr(&o));
+    assert_eq!(entries(&user).len(), 1, "{:?}", entries(&user));
+    let _ = std::fs::remove_dir_all(&d);
+}
