@@ -308,6 +308,60 @@ fn ptx_and_cuda_c_of_the_authoring_ops() {
     }
 }
 
+/// A program whose second kernel prints: its PTX cut into one module per kernel (as the runtime
+/// loads a program, `split_entries`) gives modules that each assemble as a whole program (the
+/// driver's JIT once refused the printing kernel's part, whose format strings and `vprintf`
+/// prototype had stayed with the first kernel's).
+#[test]
+fn each_kernel_of_a_printing_program_assembles_alone() {
+    let src = r#"module two
+kernel @first(x: in tensor<f32>[N], y: out tensor<f32>[N]) grid [cdiv(N, 4), 1, 1] {
+  %p = program_id 0 : i32
+  %four = const 4 : i32
+  %o = mul %p, %four : i32
+  %x = load x[%o] other 0.0 : tile<4xf32>
+  store y[%o], %x guard
+}
+kernel @second(y: in tensor<f32>[N], z: out tensor<f32>[N]) grid [cdiv(N, 4), 1, 1] {
+  %p = program_id 0 : i32
+  %four = const 4 : i32
+  %o = mul %p, %four : i32
+  %y = load y[%o] other 0.0 : tile<4xf32>
+  print "y" %y
+  %z = add %y, %y : tile<4xf32>
+  print "p" %p
+  store z[%o], %z guard
+}
+kernel @third(z: in tensor<f32>[N], w: out tensor<f32>[N]) grid [cdiv(N, 4), 1, 1] {
+  %p = program_id 0 : i32
+  %four = const 4 : i32
+  %o = mul %p, %four : i32
+  %z = load z[%o] other 0.0 : tile<4xf32>
+  print "z" %z
+  store w[%o], %z guard
+}
+program(x: in tensor<f32>[N], w: out tensor<f32>[N]) {
+  temp y: tensor<f32>[N]
+  temp z: tensor<f32>[N]
+  launch @first(x, y)
+  launch @second(y, z)
+  launch @third(z, w)
+}
+"#;
+    for target in Target::ALL {
+        let c = compile(src, &[], None, target, Emit::Ptx)
+            .unwrap_or_else(|e| panic!("{target:?}: {e}"));
+        assert_eq!(c.text.matches("vprintf(.param").count(), 1, "one prototype");
+        let parts = kir_backends::runtime::split_entries(&c.text);
+        assert_eq!(parts.len(), 3, "{target:?}");
+        for (symbol, part) in &parts {
+            assert_eq!(part.matches(".visible .entry").count(), 1);
+            ptxas(part, target.name())
+                .unwrap_or_else(|e| panic!("{target:?} {symbol:?} alone: {e}\n{part}"));
+        }
+    }
+}
+
 /// A `print` in the producer partition of a warp-specialized kernel (which one thread runs) is
 /// an error naming it, not a silently dropped line.
 #[test]

@@ -157,6 +157,9 @@ pub fn compile_kernels(
     let mut version = target.min_ptx_version();
     let mut smem_align = 16;
     let mut bodies = String::new();
+    // Module-scope declarations of the kernels (print format strings), for the head.
+    let mut decls = String::new();
+    let mut vprintf = false;
     let mut metas = Vec::new();
     let mut reports = Vec::new();
     let mut instructions = Vec::new();
@@ -191,6 +194,8 @@ pub fn compile_kernels(
         smem_align = smem_align.max(lowered.smem_align);
         bodies.push('\n');
         bodies.push_str(&lowered.text);
+        decls.push_str(&lowered.decls);
+        vprintf |= lowered.calls_vprintf;
         metas.push(KernelMeta {
             kernel: k.name.clone(),
             symbol,
@@ -212,6 +217,12 @@ pub fn compile_kernels(
         smem_align,
         kir_ir::NF4_TABLE.iter().map(|v| emit::f32_lit(*v).to_string()).collect::<Vec<_>>().join(", ")
     );
+    // Every module-scope declaration precedes the first entry, so that a module cut into one
+    // module per entry (runtime/kernels.rs, `split_entries`) keeps what each entry uses.
+    if vprintf {
+        text.push_str(lower::print::VPRINTF);
+    }
+    text.push_str(&decls);
     text.push_str(&bodies);
     Ok(PtxModule {
         text,

@@ -141,10 +141,12 @@ pub fn check_meta(meta: &Value, module: &Module) -> Result<(), RuntimeError> {
 }
 
 /// The PTX module `ptx` cut into one module per `.entry`: each is the declarations before the
-/// first entry (version, target, the shared and constant declarations every kernel may use)
-/// followed by that entry's text, paired with the entry's symbol. kir's PTX has no `.func`, so
-/// each part is a whole module. A module of one entry (or none found) comes back as it is.
-pub(super) fn split_entries(ptx: &str) -> Vec<(Option<String>, String)> {
+/// first entry (version, target, the shared and constant declarations every kernel may use, and
+/// every kernel's `print` format strings with the `vprintf` prototype: the PTX backend puts all
+/// module-scope declarations there) followed by that entry's text, paired with the entry's
+/// symbol. kir's PTX defines no `.func`, so each part is a whole module. A module of one entry
+/// (or none found) comes back as it is.
+pub fn split_entries(ptx: &str) -> Vec<(Option<String>, String)> {
     let starts: Vec<usize> = ptx
         .match_indices(".visible .entry ")
         .map(|(i, _)| i)

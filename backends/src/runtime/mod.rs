@@ -38,7 +38,7 @@ mod program;
 
 pub use driver::{CUstream, Gpu};
 pub use external::{buffer_specs, BufferRole, BufferSpec, DeviceArg, DeviceTensor};
-pub use kernels::check_meta;
+pub use kernels::{check_meta, split_entries};
 pub use prepared::Prepared;
 pub use program::{Bound, Program};
 

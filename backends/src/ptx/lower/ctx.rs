@@ -46,7 +46,14 @@ pub struct Ctx<'a> {
 
 /// The lowered kernel.
 pub struct Lowered {
+    /// The `.entry`, from `.visible .entry` to its closing brace.
     pub text: String,
+    /// Module-scope declarations the entry uses (its `print` format strings), which
+    /// [`crate::ptx::compile_kernels`] puts in the module's head, before every entry: empty
+    /// for a kernel without `print`.
+    pub decls: String,
+    /// Whether the entry calls `vprintf` (the module's head then declares its prototype once).
+    pub calls_vprintf: bool,
     /// Threads per block.
     pub threads: u32,
     pub shared_bytes: u32,

@@ -191,7 +191,7 @@ pub fn lower_kernel(
     };
     let (decls, locals) = super::print::declarations(&ctx.prints);
     let text = format!(
-        "{decls}.visible .entry {symbol}(\n\t{}\n)\n.maxntid {threads}, 1, 1\n{maxnreg}{{\n{locals}{body}}}\n",
+        ".visible .entry {symbol}(\n\t{}\n)\n.maxntid {threads}, 1, 1\n{maxnreg}{{\n{locals}{body}}}\n",
         params.join(",\n\t"),
     );
     let smem_align = if ctx.plan.core.is_empty() {
@@ -201,6 +201,8 @@ pub fn lower_kernel(
     };
     Ok(Lowered {
         text,
+        calls_vprintf: !decls.is_empty(),
+        decls,
         threads,
         shared_bytes,
         isa,

@@ -31,7 +31,7 @@ mod lazy;
 mod memory;
 mod mma_store;
 mod notes;
-mod print;
+pub(crate) mod print;
 mod producer;
 mod reduce;
 mod region;

@@ -5,9 +5,10 @@
 //! (the quad leader where a layout replicates a row over a quad); a shared-memory tile through
 //! the blocked layout. The arguments go through a `.local` buffer (the program id and the
 //! indices as `int`, the value as `double`, `int` or `long long`, each at its natural
-//! alignment); the format strings are `.global` bytes named after the kernel, declared with the
-//! `vprintf` prototype before the `.entry` ([`declarations`]). Lines of one block come in any
-//! order, as CUDA's `printf` gives them.
+//! alignment); the format strings are `.global` bytes named after the kernel ([`declarations`]),
+//! which the module's head declares with one `vprintf` prototype ([`VPRINTF`]), before every
+//! entry: a module cut into one module per entry (the runtime JIT-compiles a program's kernels
+//! apart) keeps them. Lines of one block come in any order, as CUDA's `printf` gives them.
 
 use super::ctx::{dtype, Ctx, PrintState, Val};
 use super::PtxError;
@@ -24,16 +25,19 @@ fn format_symbol(symbol: &str, i: usize) -> String {
     format!("kir_fmt_{symbol}_{i}")
 }
 
-/// What a kernel's prints add to its text: the declarations before the `.entry` (the
-/// `vprintf` prototype and the format strings) and the argument buffer inside it; both empty
-/// for a kernel without `print`.
+/// The prototype of the CUDA runtime's `vprintf`, declared once in the head of a module whose
+/// kernels print.
+pub(crate) const VPRINTF: &str =
+    ".extern .func (.param .b32 func_retval0) vprintf(.param .b64 fmt, .param .b64 args);\n";
+
+/// What a kernel's prints add: the module-scope declarations of its format strings (for the
+/// module's head, after [`VPRINTF`]) and the argument buffer inside its entry; both empty for a
+/// kernel without `print`.
 pub(super) fn declarations(p: &PrintState) -> (String, String) {
     if p.formats.is_empty() {
         return (String::new(), String::new());
     }
-    let mut decls = String::from(
-        ".extern .func (.param .b32 func_retval0) vprintf(.param .b64 fmt, .param .b64 args);\n",
-    );
+    let mut decls = String::new();
     for (i, f) in p.formats.iter().enumerate() {
         let bytes: Vec<String> = f.bytes().chain([0]).map(|b| b.to_string()).collect();
         decls += &format!(
@@ -43,7 +47,6 @@ pub(super) fn declarations(p: &PrintState) -> (String, String) {
             bytes.join(", ")
         );
     }
-    decls.push('\n');
     let locals = format!("\t.local .align 8 .b8 {ARGS}[{}];\n", p.args_bytes.max(8));
     (decls, locals)
 }
