@@ -19,7 +19,8 @@
 //!   rotates a loop, against `mask_split`: bit-identical under several scheduler seeds (a split
 //!   axis of any tile count: the last program's consumer past the grid writes nothing);
 //! - a hand-scheduled ring against its plain twin: bit-identical under every seed;
-//! - PTX for each requested target through ptxas, CUDA C through NVRTC and ptxas. A backend
+//! - PTX for each requested target through ptxas (each kernel's module apart, as the runtime
+//!   loads a program: `split_entries`), CUDA C through NVRTC and ptxas. A backend
 //!   that refuses a program with an error (a limitation it states) is counted, not failed; a
 //!   panic, an internal error, or code the assembler rejects, fails.
 //!
@@ -273,7 +274,10 @@ fn backends(
         match guard(&stage, || compile(text, &[], None, t, Emit::Ptx))? {
             Err(e) => refused(&stage, "ptx", &e.to_string(), stats)?,
             Ok(c) => {
-                ptxas(&c.text, t.name()).map_err(|e| fail(&stage, e))?;
+                // What the runtime loads: one module per kernel, each a whole program.
+                for (_, part) in kir_backends::runtime::split_entries(&c.text) {
+                    ptxas(&part, t.name()).map_err(|e| fail(&stage, e))?;
+                }
                 stats.add(format!("ptxas {}", t.name()), 1);
             }
         }
