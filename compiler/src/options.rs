@@ -52,6 +52,11 @@ pub enum WsChoice {
     Auto,
     /// This plan, or its error.
     Plan(passes::WsPlan),
+    /// The PTX backend's plan for each kernel (`WsPlan::one_consumer`): a producer warpgroup and
+    /// the kernel's own block (the warps the backend's block policy gives it) as one consumer,
+    /// so each kernel of a program keeps its own warps (attention_bwd's dK/dV kernel 8 for its
+    /// 128-key rows, its dQ kernel 4); a kernel the pass cannot split is its error.
+    OneConsumer,
 }
 
 /// What the scheduling passes may use and are asked for.

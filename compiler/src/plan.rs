@@ -406,7 +406,10 @@ impl CompilePlan {
         } else if let Some(choice) = &self.flags.ws_plan {
             choice.clone()
         } else {
-            WsChoice::Plan(WsPlan::one_consumer(self.ptx_options().warps.unwrap_or(4)))
+            match self.ptx_options().warps {
+                Some(w) => WsChoice::Plan(WsPlan::one_consumer(w)),
+                None => WsChoice::OneConsumer,
+            }
         };
         options(
             Some(self.target),

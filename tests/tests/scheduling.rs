@@ -104,10 +104,14 @@ fn pipelining_and_warp_specialization_keep_every_op_library_kernel_exact() {
                         }
                         Err(e) => {
                             let msg = format!("{e:?}");
+                            // Plans of several consumers split a grid axis whose copies
+                            // must agree, and take no kernel whose rings sit in an outer
+                            // loop (attention_bwd's dK/dV kernel).
                             assert!(
                                 plan.consumers > 1
-                                    && msg.contains("grid axis")
-                                    && msg.contains("copies must agree"),
+                                    && (msg.contains("grid axis")
+                                        && msg.contains("copies must agree")
+                                        || msg.contains("takes one consumer")),
                                 "{what}: {msg}"
                             );
                         }

@@ -16,4 +16,4 @@ pub use dot_overlap::dot_overlap;
 pub use persistent::persistent;
 pub use pipelining::{pipelining, PipelineConfig};
 pub use swap_operands::swap_operands;
-pub use warp_specialize::{warp_specialize, warp_specialize_within, WsPlan};
+pub use warp_specialize::{warp_specialize, warp_specialize_each, warp_specialize_within, WsPlan};

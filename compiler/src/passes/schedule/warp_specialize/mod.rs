@@ -66,10 +66,21 @@ pub fn warp_specialize_within(
     plan: &WsPlan,
     smem_budget: u64,
 ) -> Result<Module, Diagnostics> {
+    warp_specialize_each(m, &|_| plan.clone(), smem_budget)
+}
+
+/// [`warp_specialize_within`] with each kernel's own plan, `plan(kernel)` (asked before the
+/// kernel changes).
+pub fn warp_specialize_each(
+    m: &Module,
+    plan: &dyn Fn(&Kernel) -> WsPlan,
+    smem_budget: u64,
+) -> Result<Module, Diagnostics> {
     let mut out = m.clone();
     let mut errs = vec![];
     for k in out.kernels.values_mut() {
-        match kernel(k, plan, smem_budget) {
+        let plan = plan(k);
+        match kernel(k, &plan, smem_budget) {
             Ok(()) => kir_ir::renumber::renumber_kernel(k),
             Err(d) => errs.push(d),
         }
@@ -229,7 +240,7 @@ fn kernel(k: &mut Kernel, plan: &WsPlan, smem_budget: u64) -> Result<(), Diagnos
             return Err(bad(
                 k.span,
                 k,
-                "a persistent kernel takes one consumer (the plan has more)",
+                "a persistent kernel takes one consumer, as does one whose rings sit in an outer loop (the plan has more)",
             ));
         }
         build(

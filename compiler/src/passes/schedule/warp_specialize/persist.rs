@@ -1,16 +1,21 @@
-//! `warp_specialize` on a persistent kernel (`persistent`): the pipelined loops sit in the body
-//! of one top-level tile loop, `for %tile = program_id 0 to T step P`.
+//! `warp_specialize` on a kernel whose pipelined loops sit in the body of one top-level outer
+//! loop: a persistent grid's tile loop, `for %tile = program_id 0 to T step P` (`persistent`),
+//! or a loop whose iterations the consumer accumulates over, carrying values (attention_bwd's
+//! dK/dV kernel walks the query heads of a kv head's group, carrying dk and dv, and each head
+//! runs its ring over the query blocks), followed by an epilogue that reads its results.
 //!
-//! The pass first splits the tile loop's body as it splits a kernel body (`warp_spec::build`
+//! The pass first splits the outer loop's body as it splits a kernel body (`warp_spec::build`
 //! with that block), which leaves in it: the ops before the first prologue (the tile's
 //! coordinates, offsets, the accumulator's initial value), the full/empty barriers and the
 //! `warp_specialize` op. [`hoist`] then turns it inside out, so the partitions are entered once
-//! and each walks the tiles itself:
-//! - the barriers move to the kernel body, and `warp_specialize` replaces the tile loop;
+//! and each walks the outer loop itself:
+//! - the barriers move to the kernel body, and `warp_specialize` replaces the outer loop;
 //! - the producer region becomes `for %tile … iter(%t = 0) { <the pure ops before the
 //!   prologue, cloned>; <its ring loops, the first starting at %t>; yield <t after the last> }`;
 //! - the consumer region becomes the same loop around the ops before the prologue (moved) and
-//!   its own ring loops and epilogue, carrying its iteration count the same way.
+//!   its own ring loops and epilogue, carrying its iteration count the same way, and the outer
+//!   loop's own carried values after it; the kernel's ops after the outer loop (the epilogue
+//!   that reads its results: dk and dv's stores) follow that loop in the consumer region.
 //!
 //! The ring's global iteration count t runs on across tiles, so stage `t mod S` and parity
 //! `(t div S) mod 2` stay in step with the barriers' phases (restarting t at each tile would
@@ -22,7 +27,8 @@ use kir_ir::edit::{self, iconst, simple, Cloner};
 use kir_ir::{Block, Diagnostic, Dtype, Kernel, Op, Opcode, Span, Type, Value};
 use std::collections::HashMap;
 
-/// The kernel's tile loop: its only top-level `for`, carrying nothing, whose body holds a loop.
+/// The kernel's outer loop: its only top-level `for`, whose body holds a loop (a persistent
+/// tile loop carries nothing; another outer loop may carry the consumer's values).
 pub(super) fn tile_loop(k: &Kernel) -> Option<Op> {
     let fors: Vec<Op> = k.dfg.blocks[k.body]
         .ops
@@ -37,7 +43,7 @@ pub(super) fn tile_loop(k: &Kernel) -> Option<Op> {
         .ops
         .iter()
         .any(|&o| k.dfg.ops[o].opcode == Opcode::For);
-    (d.operands.len() == 3 && d.results.is_empty() && nested).then_some(t)
+    nested.then_some(t)
 }
 
 /// Replaces, in block `b` and every block below it, each use of a key of `map` by its value.
@@ -57,8 +63,9 @@ fn remap(k: &mut Kernel, b: Block, map: &HashMap<Value, Value>) {
     }
 }
 
-/// A new loop body block with the tile and the carried iteration count as arguments.
-fn loop_block(k: &mut Kernel) -> (Block, Value, Value) {
+/// A new loop body block with the tile and the carried iteration count as arguments, then one
+/// argument of each type in `carried` (the outer loop's own carried values).
+fn loop_block(k: &mut Kernel, carried: &[Type]) -> (Block, Value, Value, Vec<Value>) {
     let b = k.dfg.new_block();
     let i32t = Type::scalar(Dtype::I32);
     let tile = k
@@ -67,24 +74,44 @@ fn loop_block(k: &mut Kernel) -> (Block, Value, Value) {
     let t = k
         .dfg
         .add_block_arg(b, i32t, Some("t".into()), Span::default());
-    (b, tile, t)
+    let args = carried
+        .iter()
+        .map(|ty| k.dfg.add_block_arg(b, ty.clone(), None, Span::default()))
+        .collect();
+    (b, tile, t, args)
 }
 
-/// Appends to `region` (emptied first) `for %tile = lo to hi step st iter(%t = 0) { body }`
-/// and its `yield`.
-fn wrap(k: &mut Kernel, region: Block, bounds: [Value; 3], body: Block) {
+/// Empties `region` and appends `for %tile = lo to hi step st iter(%t = 0, inits…) { body }`
+/// (results: t, then one of each type in `carried`); returns the loop. The caller appends the
+/// region's `yield`.
+fn wrap(
+    k: &mut Kernel,
+    region: Block,
+    bounds: [Value; 3],
+    inits: &[Value],
+    carried: &[Type],
+    body: Block,
+) -> Op {
     k.dfg.blocks[region].ops.clear();
     let zero = iconst(k, region, 0);
-    let mut f = simple(
-        Opcode::For,
-        vec![bounds[0], bounds[1], bounds[2], zero],
-        None,
-    );
+    let mut operands = vec![bounds[0], bounds[1], bounds[2], zero];
+    operands.extend_from_slice(inits);
+    let mut f = simple(Opcode::For, operands, None);
     f.regions = vec![body];
-    k.dfg
-        .append_op(region, f, vec![(Type::scalar(Dtype::I32), None)]);
-    k.dfg
-        .append_op(region, simple(Opcode::Yield, vec![], None), vec![]);
+    let mut results = vec![(Type::scalar(Dtype::I32), None)];
+    results.extend(carried.iter().map(|ty| (ty.clone(), None)));
+    k.dfg.append_op(region, f, results)
+}
+
+/// Whether op `o` reads (at any depth) a value of `tainted`; if so its results join it.
+fn taints(k: &Kernel, o: Op, tainted: &mut std::collections::HashSet<Value>) -> bool {
+    let hit = edit::uses_deep(&k.dfg, o)
+        .iter()
+        .any(|v| tainted.contains(v));
+    if hit {
+        tainted.extend(k.dfg.ops[o].results.iter().copied());
+    }
+    hit
 }
 
 /// Turns the split tile loop `tl` inside out (see the module doc). `loops` are the pipelined
@@ -93,11 +120,25 @@ pub(super) fn hoist(k: &mut Kernel, tl: Op, loops: &[Piped]) -> Result<(), Diagn
     let span = k.dfg.ops[tl].span;
     let blk = k.dfg.ops[tl].regions[0];
     let iv = k.dfg.blocks[blk].args[0];
-    let bounds = {
+    let (bounds, inits) = {
         let o = &k.dfg.ops[tl].operands;
-        [o[0], o[1], o[2]]
+        ([o[0], o[1], o[2]], o[3..].to_vec())
     };
+    // The outer loop's own carried values: block arguments, types, and what its body yields.
+    let carried_args: Vec<Value> = k.dfg.blocks[blk].args[1..].to_vec();
+    let carried: Vec<Type> = k.dfg.ops[tl]
+        .results
+        .iter()
+        .map(|&r| k.dfg.ty(r).clone())
+        .collect();
+    let tl_results = k.dfg.ops[tl].results.clone();
     let ops = k.dfg.blocks[blk].ops.clone();
+    let yielded: Vec<Value> = ops
+        .iter()
+        .rev()
+        .find(|&&o| k.dfg.ops[o].opcode == Opcode::Yield)
+        .map(|&o| k.dfg.ops[o].operands.clone())
+        .unwrap_or_default();
     let Some(ws) = ops
         .iter()
         .copied()
@@ -124,19 +165,28 @@ pub(super) fn hoist(k: &mut Kernel, tl: Op, loops: &[Piped]) -> Result<(), Diagn
         .iter()
         .position(|&o| o == tl)
         .expect("the tile loop is top-level");
+    // The kernel's ops after the outer loop (less its `yield`): the consumer's epilogue.
+    let mut after: Vec<Op> = k.dfg.blocks[top].ops.split_off(pos + 1);
+    let top_yield = after.pop();
+    if top_yield.is_some_and(|y| k.dfg.ops[y].opcode != Opcode::Yield) {
+        return Err(bad(span, k, "the kernel body does not end with its yield"));
+    }
+    k.dfg.blocks[top].ops.extend(top_yield);
     k.dfg.blocks[top].ops[pos] = ws;
     for (i, &a) in allocs.iter().enumerate() {
         k.dfg.blocks[top].ops.insert(pos + i, a);
     }
     let (prod, cons) = (k.dfg.ops[ws].regions[0], k.dfg.ops[ws].regions[1]);
 
-    // Producer: the pure ops before the prologue, cloned, then its ring loops.
+    // Producer: the pure ops before the prologue that do not read the consumer's carried
+    // values, cloned, then its ring loops.
     let src = k.dfg.clone();
-    let (pb, ptile, pt) = loop_block(k);
+    let (pb, ptile, pt, _) = loop_block(k, &[]);
     let mut cl = Cloner::new(&src);
     cl.vmap.insert(iv, ptile);
+    let mut tainted: std::collections::HashSet<Value> = carried_args.iter().copied().collect();
     for &o in &pre {
-        if edit::is_pure(k, &src.ops[o]) {
+        if !taints(k, o, &mut tainted) && edit::is_pure(k, &src.ops[o]) {
             cl.op(&mut k.dfg, pb, o);
         }
     }
@@ -156,22 +206,38 @@ pub(super) fn hoist(k: &mut Kernel, tl: Op, loops: &[Piped]) -> Result<(), Diagn
     let t_end = k.dfg.ops[last].results[0];
     k.dfg
         .append_op(pb, simple(Opcode::Yield, vec![t_end], None), vec![]);
-    wrap(k, prod, bounds, pb);
+    wrap(k, prod, bounds, &[], &[], pb);
+    k.dfg
+        .append_op(prod, simple(Opcode::Yield, vec![], None), vec![]);
 
-    // Consumer: the ops before the prologue (moved), then its loops and epilogue.
-    let (cb, ctile, ct) = loop_block(k);
+    // Consumer: the ops before the prologue (moved), then its loops and epilogue, yielding t
+    // and the outer loop's carried values; then the kernel's epilogue.
+    let (cb, ctile, ct, cargs) = loop_block(k, &carried);
     let mut body_ops = k.dfg.blocks[cons].ops.clone();
     body_ops.pop();
     k.dfg.blocks[cb].ops = pre;
     k.dfg.blocks[cb].ops.extend(body_ops);
-    remap(k, cb, &HashMap::from([(iv, ctile)]));
+    let mut map = HashMap::from([(iv, ctile)]);
+    map.extend(carried_args.iter().copied().zip(cargs.iter().copied()));
+    remap(k, cb, &map);
     let (f, l) = (&loops[0], &loops[loops.len() - 1]);
     k.dfg.ops[f.op].operands[3 + f.slot] = ct;
     let t_end = k.dfg.ops[l.op].results[l.slot];
+    let yielded: Vec<Value> = yielded
+        .iter()
+        .map(|v| map.get(v).copied().unwrap_or(*v))
+        .collect();
+    let mut out = vec![t_end];
+    out.extend(yielded);
     k.dfg
-        .append_op(cb, simple(Opcode::Yield, vec![t_end], None), vec![]);
+        .append_op(cb, simple(Opcode::Yield, out, None), vec![]);
     sink_past(k, cb, l.op);
-    wrap(k, cons, bounds, cb);
+    let outer = wrap(k, cons, bounds, &inits, &carried, cb);
+    let results: Vec<Value> = k.dfg.ops[outer].results[1..].to_vec();
+    k.dfg.blocks[cons].ops.extend(after);
+    remap(k, cons, &tl_results.iter().copied().zip(results).collect());
+    k.dfg
+        .append_op(cons, simple(Opcode::Yield, vec![], None), vec![]);
     edit::dce(k);
     Ok(())
 }

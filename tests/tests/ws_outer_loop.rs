@@ -1,0 +1,125 @@
+//! `warp_specialize` on a kernel whose ring loops sit in an outer loop that carries the
+//! consumer's values (compiler/src/passes/schedule/warp_specialize/persist.rs): attention_bwd's
+//! dK/dV kernel walks the query heads of its kv head's group, carrying dk and dv, and runs a
+//! ring over the query blocks for each. Pipelined and warp-specialized, the module must give
+//! the unscheduled module's outputs bit for bit under 20 scheduler seeds (the ring's count runs
+//! on across heads, and the epilogue that stores dk and dv follows the consumer's outer loop),
+//! in both modes (deterministic, and dQ by atomics), causal or not. `--warp-specialize on`
+//! compiles the whole attention_bwd program on sm_90a: each kernel with a dot on its own warps
+//! (dK/dV on 8 for 128-key rows, dQ on 4), the delta preprocess (no dot) as it is.
+
+use kir_backends::Target;
+use kir_compiler::internal::compile::Emit;
+use kir_compiler::internal::passes::{pipelining, warp_specialize_within, PipelineConfig, WsPlan};
+use kir_compiler::internal::pipeline;
+use kir_compiler::internal::plan::{CompilePlan, Flags};
+use kir_ir::{Module, Opcode};
+use kir_tests::sched_diff::{count, differential, spec};
+
+fn checked(m: Module, what: &str) -> Module {
+    kir_ir::verifier::verify(&m).unwrap_or_else(|e| panic!("{what}: {e:?}"));
+    let text = kir_ir::text::print(&m);
+    let again = kir_ir::text::parse(&text).unwrap_or_else(|e| panic!("{what}: {e:?}"));
+    assert_eq!(kir_ir::text::print(&again), text, "{what}: not canonical");
+    m
+}
+
+#[test]
+fn the_dkdv_kernels_outer_loop_is_warp_specialized_and_exact() {
+    let cases: [&[(&str, &str)]; 4] = [
+        &[],
+        &[("CAUSAL", "1")],
+        &[("DETERMINISTIC", "0")],
+        &[("CAUSAL", "1"), ("BLOCK_KV", "16"), ("BLOCK_M", "16")],
+    ];
+    for defs in cases {
+        for stages in [2, 3] {
+            let cfg = PipelineConfig {
+                smem_budget: 232_448,
+                stages: Some(stages),
+                hold_carried_dots: false,
+                tma_rings: false,
+            };
+            let what = format!("attention_bwd {defs:?} stages {stages}");
+            let before = spec("attention_bwd", defs);
+            let piped = pipelining(&before, &cfg).unwrap_or_else(|e| panic!("{what}: {e:?}"));
+            let after = checked(
+                warp_specialize_within(&piped, &WsPlan::one_consumer(4), 232_448)
+                    .unwrap_or_else(|e| panic!("{what}: {e:?}")),
+                &what,
+            );
+            let dkdv = after
+                .kernels
+                .values()
+                .find(|k| k.name == "attention_bwd_dkdv")
+                .expect("the dK/dV kernel");
+            // The kernel body holds warp_specialize and no loop: each partition walks the heads.
+            let top: Vec<Opcode> = dkdv.dfg.blocks[dkdv.body]
+                .ops
+                .iter()
+                .map(|&o| dkdv.dfg.ops[o].opcode)
+                .collect();
+            assert!(top.contains(&Opcode::WarpSpecialize), "{what}: {top:?}");
+            assert!(!top.contains(&Opcode::For), "{what}: {top:?}");
+            assert!(
+                !top.contains(&Opcode::Store),
+                "{what}: the epilogue stayed outside"
+            );
+            assert_eq!(
+                count(&after, Opcode::AsyncWait),
+                0,
+                "{what}: copy groups left"
+            );
+            differential(&what, &before, &after, 20);
+        }
+    }
+}
+
+#[test]
+fn warp_specialize_on_compiles_every_attention_backward_kernel_with_its_own_warps() {
+    let src = kir_compiler::internal::oplib::builtin("attention_bwd").expect("attention_bwd");
+    let shapes: Vec<(String, Vec<usize>)> = ["q", "k", "v", "o", "do"]
+        .iter()
+        .map(|n| (n.to_string(), vec![1, 16, 16384, 128]))
+        .collect();
+    for causal in ["0", "1"] {
+        let flags = Flags {
+            warp_specialize: Some(true),
+            ..Flags::default()
+        };
+        let d = vec![("CAUSAL".to_string(), causal.to_string())];
+        let plan = CompilePlan::resolve_for(src, &d, Target::Sm90a, Emit::Ptx, flags, &shapes)
+            .expect("a plan");
+        // The 128-key row applies (--warp-specialize sets no tile, warps or stages).
+        assert!(
+            plan.config.report.contains("BLOCK_KV=128"),
+            "{}",
+            plan.config.report
+        );
+        let c = pipeline::compile(src, &plan).unwrap_or_else(|e| panic!("causal {causal}: {e}"));
+        let warps: Vec<(String, u32)> = c
+            .meta
+            .as_ref()
+            .and_then(|m| m["kernels"].as_array().cloned())
+            .expect("META kernels")
+            .iter()
+            .map(|k| {
+                (
+                    k["name"].as_str().unwrap_or("").to_string(),
+                    k["block"][0].as_u64().unwrap_or(0) as u32 / 32,
+                )
+            })
+            .collect();
+        // Producer warpgroup + consumer: dK/dV 4 + 8, dQ 4 + 4; the preprocess keeps its block.
+        for (name, want) in [("attention_bwd_dkdv", 12), ("attention_bwd_dq", 8)] {
+            let got = warps.iter().find(|(n, _)| n == name).map(|(_, w)| *w);
+            assert_eq!(got, Some(want), "causal {causal} {name}: {warps:?}");
+        }
+        assert_eq!(
+            c.text.matches("setmaxnreg.inc").count(),
+            2,
+            "causal {causal}"
+        );
+        kir_backends::nvrtc::ptxas(&c.text, "sm_90a").unwrap_or_else(|e| panic!("{e}"));
+    }
+}
