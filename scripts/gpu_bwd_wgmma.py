@@ -5,7 +5,8 @@ scripts/gpu_runtime_check.sh), then timed with `kirc bench` beside torch's backw
 and cuDNN) at the same shapes in this process.
 
 usage: python3 scripts/gpu_bwd_wgmma.py KIRC WORK_DIR [--no-check] [NAME:DEFINES ...]
-  DEFINES: `,`-separated `-D` values (e.g. `BLOCK_KV=128,BLOCK_N=64`); `default` for none.
+  DEFINES: `,`-separated `-D` values (e.g. `BLOCK_KV=128,BLOCK_N=64`) or lowering flags written
+  `--flag=value` (e.g. `--warp-specialize=on`); `default` for none.
 """
 import os
 import subprocess
@@ -28,7 +29,8 @@ def kirc(*args):
 
 
 def dflags(defs):
-    return [x for d in defs for x in ("-D", d)]
+    """kirc arguments of DEFINES items: `-D NAME=VALUE`, or a flag `--flag=value` as two words."""
+    return [x for d in defs for x in (d.split("=", 1) if d.startswith("--") else ("-D", d))]
 
 
 def check(name, defs, d, causal, det=1):
