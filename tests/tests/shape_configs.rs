@@ -4,7 +4,8 @@
 //! the rows read. A GEMM with few rows (the problem's M, read from the output tensor's rows
 //! dim, never from a name) takes the small-M rows on sm_90a (at most 32 rows with its operands
 //! swapped, tests/tests/swap_operands.rs); unknown shapes keep the default row, and the
-//! scheduled small-M kernels stay correct on the interpreter.
+//! scheduled small-M kernels stay correct on the interpreter. Problems whose shapes select one
+//! configuration share a plan identity, hence one kir cache entry (`CompilePlan::identity`).
 
 use kir_backends::interp;
 use kir_backends::Target;
@@ -295,4 +296,50 @@ fn long_d128_backwards_take_128_key_dkdv_programs() {
         let r = &p.config.report;
         assert!(!r.contains("BLOCK_KV=128"), "d{d} {more:?} S {s:?}: {r}");
     }
+}
+
+#[test]
+fn problems_of_one_configuration_share_a_cache_entry_and_others_do_not() {
+    use kir_compiler::internal::cache::{self, Cache, Outcome};
+    let dir = std::env::temp_dir().join(format!("kir-shape-identity-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let c = Cache::new(&dir);
+    let src = gemm();
+    let (m4k, m8k, m16) = (
+        plan(src, &[], &shapes(4096, 8192, 4096)),
+        plan(src, &[], &shapes(8192, 8192, 4096)),
+        plan(src, &[], &shapes(16, 8192, 4096)),
+    );
+    // The plans differ in their dims (and the reports naming them), not in what they compile.
+    assert_ne!(m4k.dims, m8k.dims);
+    assert_eq!(m4k.identity(), m8k.identity());
+    assert_ne!(m16.identity(), m8k.identity());
+    let outcome = |p: &CompilePlan| cache::compile(src, p, Some(&c)).expect("compiles");
+    let first = outcome(&m4k);
+    assert!(
+        matches!(first.outcome, Outcome::Stored(_)),
+        "{:?}",
+        first.outcome
+    );
+    let second = outcome(&m8k);
+    assert!(
+        matches!(second.outcome, Outcome::Hit(_)),
+        "{:?}",
+        second.outcome
+    );
+    let fresh = pipeline::compile(src, &m8k).expect("compiles");
+    assert_eq!(second.compiled.text, fresh.text);
+    // The few-rows plan takes its own tile: its own entry, its own code.
+    let few = outcome(&m16);
+    assert!(
+        matches!(few.outcome, Outcome::Stored(_)),
+        "{:?}",
+        few.outcome
+    );
+    assert_ne!(few.compiled.text, second.compiled.text);
+    assert_eq!(
+        few.compiled.text,
+        pipeline::compile(src, &m16).expect("compiles").text
+    );
+    let _ = std::fs::remove_dir_all(&dir);
 }
