@@ -220,17 +220,20 @@ fn lower(
     }
 }
 
-/// `--warp-specialize on` for a kernel with a `dot` that the pass left in one role (no
-/// pipelined loop to split): an error at the kernel naming why, instead of a renamed copy of the
-/// unspecialized kernel. A kernel without a `dot` (attention_bwd's delta preprocess, beside its
-/// two specialized kernels) has nothing for a producer to feed and stays as it is.
+/// `--warp-specialize on` for a kernel the pass left in one role (no pipelined loop to split):
+/// an error at the kernel naming why, instead of a renamed copy of the unspecialized kernel.
+/// In a program where some kernel was specialized, a kernel without a `dot` (attention_bwd's
+/// delta preprocess, beside its two specialized kernels) has nothing for a producer to feed and
+/// stays as it is; where none was, every kernel is named.
 fn not_specialized(m: &Module) -> Result<(), Diagnostics> {
+    let specialized = |k: &kir_ir::Kernel| has_op(k, k.body, Opcode::WarpSpecialize);
+    let any = m.kernels.values().any(specialized);
     let errs: Vec<Diagnostic> = m
         .kernels
         .values()
         .filter(|k| {
             let dots = has_op(k, k.body, Opcode::Dot) || has_op(k, k.body, Opcode::DotAsync);
-            dots && !has_op(k, k.body, Opcode::WarpSpecialize)
+            !specialized(k) && (dots || !any)
         })
         .map(|k| {
             Diagnostic::new(
