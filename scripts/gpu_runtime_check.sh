@@ -3,7 +3,8 @@
 # `--features cuda` (no Rust there; the driver is loaded at run time) and python3 + numpy:
 #   1. every built-in op at its default specialization on small random inputs (and attention_bwd
 #      with each of the forward's features, both DETERMINISTIC modes; f32 attention fwd and bwd
-#      at head dim 384, causal and not, at their shrunk default tiles), run with
+#      at head dim 384, causal and not, at their shrunk default tiles; attention_bwd at the
+#      rows' tiles that do not spill: f32 d160 and d256, bf16 d384), run with
 #      `kirc run --device cuda` and `kirc run --device cpu` (the interpreter) on the same .npy
 #      files; every output must match (same shape, same non-finite positions, relative L2
 #      error ≤ 2.4e-2, twice the bf16 tolerance of docs/testing.md: the PTX sums in another
@@ -138,6 +139,16 @@ for c in 0 1; do
   a="$out/attention_fwd_f32_d384_causal$c"
   case_ "attention_bwd_f32_d384_causal$c" attention_bwd "DTYPE=f32 HEAD_DIM=384 CAUSAL=$c" "scale=0.051" \
     q=@$a/in/q.npy k=@$a/in/k.npy v=@$a/in/v.npy o=@$a/cpu/o.npy lse=@$a/cpu/lse.npy do=1x4x130x384
+done
+# The backward rows of the tiles that do not spill (f32 above head dim 128, 16-bit at 384;
+# compiler/src/configs/table.rs): f32 d160 and d256, bf16 d384, each at its row's default tiles.
+for spec in "f32 160 0.079" "f32 256 0.0625" "bf16 384 0.051"; do
+  set -- $spec
+  case_ "attention_fwd_${1}_d$2" attention_fwd "DTYPE=$1 HEAD_DIM=$2 CAUSAL=1" "scale=$3" \
+    q=1x4x130x$2 k=1x2x97x$2 v=1x2x97x$2
+  a="$out/attention_fwd_${1}_d$2"
+  case_ "attention_bwd_${1}_d$2" attention_bwd "DTYPE=$1 HEAD_DIM=$2 CAUSAL=1" "scale=$3" \
+    q=@$a/in/q.npy k=@$a/in/k.npy v=@$a/in/v.npy o=@$a/cpu/o.npy lse=@$a/cpu/lse.npy do=1x4x130x$2
 done
 case_ gemm gemm "" "alpha=0.5" a=1x200x96 b=1x96x130
 case_ gemm_nf4 gemm_nf4 "" "" a=70x128 codes=130x64:--dtype,u8,--high,256 scales=130x2:--scale,0.1

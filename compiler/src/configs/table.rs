@@ -421,6 +421,56 @@ pub(super) const ROWS: &[Row] = &[
         BWD_128_KEYS,
         Some(8),
     ),
+    // Attention backward where the op's tiles spill on every target (ptxas 13.0, every
+    // (head dim, dtype) from 64 to 384, causal or not: docs/configs.md, "Tiles that do not
+    // spill"): f32 above head dim 128, on the FMA path, and 16-bit at 384, on mma.sync. The dQ
+    // kernel's [query block, head dim] accumulator and the dK/dV kernel's two [keys, head dim]
+    // ones outgrow the registers (f32 at d256: 1,208 and 660 bytes of spills; bf16 at d384:
+    // 36). These tiles assembled without spills on all four targets, causal or not; speed was
+    // not measured (f32 attention is the parity path; d384 has no peer to time against here).
+    tile_row(
+        Class::AttentionBwd,
+        |f| f.dtype == "f32" && f.head_dim == Some(384) && f.dots <= 4,
+        &[
+            (Role::QueryBlock, 16),
+            (Role::QueryStep, 16),
+            (Role::KeyBlock, 16),
+            (Role::KvBlock, 8),
+        ],
+    ),
+    // The atomic mode's fifth dot (dqᵀ, 384 rows) puts the dK/dV kernel on 8 warps, where 8
+    // keys made ptxas cap sm_80's registers at 128 and spill; 16 keys assemble without spills
+    // except on sm_120a (100 bytes, as the op's tiles did).
+    tile_row(
+        Class::AttentionBwd,
+        |f| f.dtype == "f32" && f.head_dim == Some(384),
+        &[
+            (Role::QueryBlock, 16),
+            (Role::QueryStep, 16),
+            (Role::KeyBlock, 16),
+            (Role::KvBlock, 16),
+        ],
+    ),
+    tile_row(
+        Class::AttentionBwd,
+        |f| f.dtype == "f32" && f.head_dim.is_some_and(|d| d > 128),
+        &[
+            (Role::QueryBlock, 32),
+            (Role::QueryStep, 32),
+            (Role::KeyBlock, 16),
+            (Role::KvBlock, 16),
+        ],
+    ),
+    tile_row(
+        Class::AttentionBwd,
+        |f| f.half() && f.head_dim == Some(384),
+        &[
+            (Role::QueryBlock, 32),
+            (Role::QueryStep, 32),
+            (Role::KeyBlock, 16),
+            (Role::KvBlock, 16),
+        ],
+    ),
     // CUDA C stores every live tile as 32-bit values in shared memory, so the op's default
     // tiles outgrow the smaller targets (`Target::smem_per_block`): sm_120a's 99 KB does not
     // hold attention_fwd at d128 (119,296 bytes) or attention_bwd's dK/dV (165,888), sm_80's

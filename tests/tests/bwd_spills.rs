@@ -1,0 +1,72 @@
+//! attention_bwd at its defaults assembles without spills: every head dim kir takes from 64 to
+//! 384 (64, 96, 128, 160, 192, 256, 384) in f32, f16 and bf16, causal or not, on all four
+//! targets, with the pinned ptxas (13.0). The op's own tiles spilled for f32 above head dim 128
+//! and for 16-bit at 384 (1,208 bytes at f32 d256 on sm_90a); the per-target rows of
+//! compiler/src/configs/table.rs for them ("Attention backward where the op's tiles spill")
+//! choose smaller tiles, and this test fails when one spills again. Needs `KIR_PTXAS`.
+
+use kir_backends::Target;
+use kir_compiler::internal::compile::{compile, Emit};
+
+const HEAD_DIMS: [&str; 7] = ["64", "96", "128", "160", "192", "256", "384"];
+
+/// The kernels of ptxas's report `log` that spill, with their spill lines.
+fn spills(log: &str) -> Vec<String> {
+    let mut out = vec![];
+    let mut kernel = "";
+    let mut lines = 0;
+    for line in log.lines() {
+        if let Some(k) = line.split("Compiling entry function '").nth(1) {
+            kernel = k.split('\'').next().unwrap_or("");
+        }
+        if line.contains("bytes spill stores") {
+            lines += 1;
+            if !(line.contains(" 0 bytes spill stores") && line.contains(" 0 bytes spill loads")) {
+                out.push(format!("{kernel}: {}", line.trim()));
+            }
+        }
+    }
+    assert!(lines > 0, "no spill lines in ptxas's report:\n{log}");
+    out
+}
+
+fn check(dtype: &str) {
+    let src = kir_compiler::internal::oplib::builtin("attention_bwd").expect("attention_bwd");
+    let ptxas = std::env::var("KIR_PTXAS").unwrap_or_else(|_| {
+        panic!("KIR_PTXAS is not set: run ./scripts/test.sh (it installs the pinned ptxas)")
+    });
+    let mut bad = vec![];
+    for d in HEAD_DIMS {
+        for causal in ["0", "1"] {
+            let defs: Vec<(String, String)> =
+                [("DTYPE", dtype), ("HEAD_DIM", d), ("CAUSAL", causal)]
+                    .iter()
+                    .map(|(n, v)| (n.to_string(), v.to_string()))
+                    .collect();
+            for target in Target::ALL {
+                let what = format!("{dtype} d{d} causal {causal} {}", target.name());
+                let c = compile(src, &defs, None, target, Emit::Ptx)
+                    .unwrap_or_else(|e| panic!("{what}: {e}"));
+                let (_, log) = kir_backends::nvrtc::assemble(&ptxas, &c.text, target.name())
+                    .unwrap_or_else(|e| panic!("{what}: {e}"));
+                bad.extend(spills(&log).into_iter().map(|s| format!("{what}: {s}")));
+            }
+        }
+    }
+    assert!(bad.is_empty(), "spills:\n{}", bad.join("\n"));
+}
+
+#[test]
+fn f32_defaults_do_not_spill() {
+    check("f32");
+}
+
+#[test]
+fn f16_defaults_do_not_spill() {
+    check("f16");
+}
+
+#[test]
+fn bf16_defaults_do_not_spill() {
+    check("bf16");
+}
