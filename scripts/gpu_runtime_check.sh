@@ -3,8 +3,8 @@
 # `--features cuda` (no Rust there; the driver is loaded at run time) and python3 + numpy:
 #   1. every built-in op at its default specialization on small random inputs (and attention_bwd
 #      with each of the forward's features, both DETERMINISTIC modes; f32 attention fwd and bwd
-#      at head dim 384, causal and not, at their shrunk default tiles; attention_bwd at the
-#      rows' tiles that do not spill: f32 d160 and d256, bf16 d384), run with
+#      at head dim 384, causal and not, at their rows' tiles; attention_fwd and attention_bwd at
+#      the other rows of tiles that do not spill: f32 d160 and d256, bf16 d384), run with
 #      `kirc run --device cuda` and `kirc run --device cpu` (the interpreter) on the same .npy
 #      files; every output must match (same shape, same non-finite positions, relative L2
 #      error ≤ 2.4e-2, twice the bf16 tolerance of docs/testing.md: the PTX sums in another
@@ -131,8 +131,8 @@ bwd_feature window "WINDOW=1 CAUSAL=1" "window=17"
 bwd_feature softcap "SOFTCAP=1" "softcap=5.0"
 bwd_feature all "CAUSAL=1 VARLEN=1 KV_OFFSET=1 MASK=1 WINDOW=1 SOFTCAP=1" "window=20 softcap=8.0" \
   total_lengths=$lengths past_lengths=$past mask=2x37x53:--scale,2
-# The largest head dim in f32 (the scalar parity kernel FP32 users rely on): its default tiles
-# shrink until they fit the target's shared memory (docs/configs.md).
+# The largest head dim in f32 (the scalar parity kernel FP32 users rely on), at its rows'
+# tiles that fit the target's shared memory and do not spill (docs/configs.md).
 for c in 0 1; do
   case_ "attention_fwd_f32_d384_causal$c" attention_fwd "DTYPE=f32 HEAD_DIM=384 CAUSAL=$c" "scale=0.051" \
     q=1x4x130x384 k=1x2x97x384 v=1x2x97x384
@@ -140,8 +140,9 @@ for c in 0 1; do
   case_ "attention_bwd_f32_d384_causal$c" attention_bwd "DTYPE=f32 HEAD_DIM=384 CAUSAL=$c" "scale=0.051" \
     q=@$a/in/q.npy k=@$a/in/k.npy v=@$a/in/v.npy o=@$a/cpu/o.npy lse=@$a/cpu/lse.npy do=1x4x130x384
 done
-# The backward rows of the tiles that do not spill (f32 above head dim 128, 16-bit at 384;
-# compiler/src/configs/table.rs): f32 d160 and d256, bf16 d384, each at its row's default tiles.
+# The rows of the tiles that do not spill (f32 above head dim 128, 16-bit at 384;
+# compiler/src/configs/table.rs, docs/configs.md): f32 d160 and d256, bf16 d384, forward and
+# backward, each at its row's tiles.
 for spec in "f32 160 0.079" "f32 256 0.0625" "bf16 384 0.051"; do
   set -- $spec
   case_ "attention_fwd_${1}_d$2" attention_fwd "DTYPE=$1 HEAD_DIM=$2 CAUSAL=1" "scale=$3" \

@@ -421,6 +421,32 @@ pub(super) const ROWS: &[Row] = &[
         BWD_128_KEYS,
         Some(8),
     ),
+    // The forward where the op's 64×64 tiles spill (ptxas 13.0 over every head dim, dtype,
+    // causal or not, target: docs/configs.md, "Tiles that do not spill"): f32 above head dim
+    // 128 (the FMA path; 28 bytes at d160, 2,036 at d384 on sm_90a) and 16-bit at 384
+    // (mma.sync, up to 32 bytes). These query and key blocks assembled without spills on all
+    // four targets, causal or not, and with every feature but a mask at 16-bit d384 (40 to 76
+    // bytes there, against 264 to 416 with the op's tiles); speed was not measured.
+    tile_row(
+        Class::Attention,
+        |f| f.dtype == "f32" && f.head_dim.is_some_and(|d| d > 128 && d < 256),
+        &[(Role::QueryBlock, 32), (Role::KeyBlock, 32)],
+    ),
+    tile_row(
+        Class::Attention,
+        |f| f.dtype == "f32" && f.head_dim == Some(256),
+        &[(Role::QueryBlock, 32), (Role::KeyBlock, 16)],
+    ),
+    tile_row(
+        Class::Attention,
+        |f| f.dtype == "f32" && f.head_dim == Some(384),
+        &[(Role::QueryBlock, 8), (Role::KeyBlock, 16)],
+    ),
+    tile_row(
+        Class::Attention,
+        |f| f.half() && f.head_dim == Some(384),
+        &[(Role::QueryBlock, 64), (Role::KeyBlock, 16)],
+    ),
     // Attention backward where the op's tiles spill on every target (ptxas 13.0, every
     // (head dim, dtype) from 64 to 384, causal or not: docs/configs.md, "Tiles that do not
     // spill"): f32 above head dim 128, on the FMA path, and 16-bit at 384, on mma.sync. The dQ

@@ -1,9 +1,11 @@
-//! attention_bwd at its defaults assembles without spills: every head dim kir takes from 64 to
-//! 384 (64, 96, 128, 160, 192, 256, 384) in f32, f16 and bf16, causal or not, on all four
-//! targets, with the pinned ptxas (13.0). The op's own tiles spilled for f32 above head dim 128
-//! and for 16-bit at 384 (1,208 bytes at f32 d256 on sm_90a); the per-target rows of
-//! compiler/src/configs/table.rs for them ("Attention backward where the op's tiles spill")
-//! choose smaller tiles, and this test fails when one spills again. Needs `KIR_PTXAS`.
+//! attention_fwd and attention_bwd at their defaults assemble without spills: every head dim
+//! kir takes from 64 to 384 (64, 96, 128, 160, 192, 256, 384) in f32, f16 and bf16, causal or
+//! not, on all four targets, with the pinned ptxas (13.0). The ops' own tiles spilled for f32
+//! above head dim 128 and for 16-bit at 384 (1,208 bytes in the backward at f32 d256 on
+//! sm_90a, 2,036 in the forward at f32 d384); the rows of compiler/src/configs/table.rs for
+//! them ("The forward where the op's 64×64 tiles spill", "Attention backward where the op's
+//! tiles spill") choose smaller tiles, and this test fails when one spills again. Needs
+//! `KIR_PTXAS`.
 
 use kir_backends::Target;
 use kir_compiler::internal::compile::{compile, Emit};
@@ -30,8 +32,8 @@ fn spills(log: &str) -> Vec<String> {
     out
 }
 
-fn check(dtype: &str) {
-    let src = kir_compiler::internal::oplib::builtin("attention_bwd").expect("attention_bwd");
+fn check(op: &str, dtype: &str) {
+    let src = kir_compiler::internal::oplib::builtin(op).expect("a built-in op");
     let ptxas = std::env::var("KIR_PTXAS").unwrap_or_else(|_| {
         panic!("KIR_PTXAS is not set: run ./scripts/test.sh (it installs the pinned ptxas)")
     });
@@ -44,7 +46,7 @@ fn check(dtype: &str) {
                     .map(|(n, v)| (n.to_string(), v.to_string()))
                     .collect();
             for target in Target::ALL {
-                let what = format!("{dtype} d{d} causal {causal} {}", target.name());
+                let what = format!("{op} {dtype} d{d} causal {causal} {}", target.name());
                 let c = compile(src, &defs, None, target, Emit::Ptx)
                     .unwrap_or_else(|e| panic!("{what}: {e}"));
                 let (_, log) = kir_backends::nvrtc::assemble(&ptxas, &c.text, target.name())
@@ -57,16 +59,27 @@ fn check(dtype: &str) {
 }
 
 #[test]
-fn f32_defaults_do_not_spill() {
-    check("f32");
+fn backward_f32_defaults_do_not_spill() {
+    check("attention_bwd", "f32");
 }
 
 #[test]
-fn f16_defaults_do_not_spill() {
-    check("f16");
+fn backward_f16_defaults_do_not_spill() {
+    check("attention_bwd", "f16");
 }
 
 #[test]
-fn bf16_defaults_do_not_spill() {
-    check("bf16");
+fn backward_bf16_defaults_do_not_spill() {
+    check("attention_bwd", "bf16");
+}
+
+#[test]
+fn forward_f32_defaults_do_not_spill() {
+    check("attention_fwd", "f32");
+}
+
+#[test]
+fn forward_16_bit_defaults_do_not_spill() {
+    check("attention_fwd", "f16");
+    check("attention_fwd", "bf16");
 }
