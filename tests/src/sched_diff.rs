@@ -1,6 +1,7 @@
 //! Differential checks of scheduling passes on the CPU interpreter, shared by
-//! tests/tests/scheduling.rs and tests/tests/persistent.rs: the front end's output of an op,
-//! op counts, and a before/after run that demands bit-identical outputs under several seeds.
+//! tests/tests/scheduling.rs, tests/tests/persistent.rs and tests/tests/ws_outer_loop.rs: the
+//! front end's output of an op, op counts, a verified and canonically printed module, and a
+//! before/after run that demands bit-identical outputs under several seeds.
 
 use crate::{inputs::inputs, F64s, Rng};
 use kir_backends::interp::{run_with, HostTensor, RunOptions};
@@ -18,6 +19,16 @@ pub fn spec(name: &str, defs: &[(&str, &str)]) -> Module {
         .collect();
     kir_compiler::internal::pipeline::output(src, &d)
         .unwrap_or_else(|e| panic!("{name}: {}", e.render(name, src)))
+}
+
+/// `m`, after checking that it verifies and that its text parses back and prints the same
+/// (canonical); panics naming `what` otherwise.
+pub fn checked(m: Module, what: &str) -> Module {
+    kir_ir::verifier::verify(&m).unwrap_or_else(|e| panic!("{what}: {e:?}"));
+    let text = kir_ir::text::print(&m);
+    let again = kir_ir::text::parse(&text).unwrap_or_else(|e| panic!("{what}: {e:?}"));
+    assert_eq!(kir_ir::text::print(&again), text, "{what}: not canonical");
+    m
 }
 
 /// How many ops of `op` the module's kernels hold, at any depth.

@@ -8,16 +8,8 @@
 use kir_compiler::internal::passes::{
     persistent, pipelining, warp_specialize, warp_specialize_within, PipelineConfig, WsPlan,
 };
-use kir_ir::{Module, Opcode};
-use kir_tests::sched_diff::{count, differential, spec};
-
-fn checked(m: Module, what: &str) -> Module {
-    kir_ir::verifier::verify(&m).unwrap_or_else(|e| panic!("{what}: {e:?}"));
-    let text = kir_ir::text::print(&m);
-    let again = kir_ir::text::parse(&text).unwrap_or_else(|e| panic!("{what}: {e:?}"));
-    assert_eq!(kir_ir::text::print(&again), text, "{what}: not canonical");
-    m
-}
+use kir_ir::Opcode;
+use kir_tests::sched_diff::{checked, count, differential, spec};
 
 #[test]
 fn persistent_kernels_compute_every_tile_once() {

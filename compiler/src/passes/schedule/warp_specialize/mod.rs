@@ -186,15 +186,16 @@ fn kernel(k: &mut Kernel, plan: &WsPlan, smem_budget: u64) -> Result<(), Diagnos
         // is the count before the split (rewritten before the partitions are chosen).
         split::num_programs_as_grid(k, plan.split_axis as usize);
     }
-    // The pipelined loops are top-level, or (a persistent kernel) in the body of its tile loop.
+    // The pipelined loops are top-level, or in the body of the one outer loop (a persistent
+    // kernel's tile loop, or a loop carrying the consumer's values).
     let mut blk = k.body;
-    let mut tile_loop = None;
+    let mut outer = None;
     let mut loops = piped_loops(k, blk)?;
     if loops.is_empty() {
-        if let Some(tl) = persist::tile_loop(k) {
+        if let Some(tl) = persist::outer_loop(k) {
             blk = k.dfg.ops[tl].regions[0];
             loops = piped_loops(k, blk)?;
-            tile_loop = Some(tl);
+            outer = Some(tl);
         }
     }
     if loops.is_empty() {
@@ -235,7 +236,7 @@ fn kernel(k: &mut Kernel, plan: &WsPlan, smem_budget: u64) -> Result<(), Diagnos
         .filter(|&o| !is_prologue(k, o))
         .collect();
     let c = plan.consumers as i64;
-    if let Some(tl) = tile_loop {
+    if let Some(tl) = outer {
         if c > 1 {
             return Err(bad(
                 k.span,

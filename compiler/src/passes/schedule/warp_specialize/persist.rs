@@ -29,7 +29,7 @@ use std::collections::HashMap;
 
 /// The kernel's outer loop: its only top-level `for`, whose body holds a loop (a persistent
 /// tile loop carries nothing; another outer loop may carry the consumer's values).
-pub(super) fn tile_loop(k: &Kernel) -> Option<Op> {
+pub(super) fn outer_loop(k: &Kernel) -> Option<Op> {
     let fors: Vec<Op> = k.dfg.blocks[k.body]
         .ops
         .iter()
@@ -114,7 +114,7 @@ fn taints(k: &Kernel, o: Op, tainted: &mut std::collections::HashSet<Value>) -> 
     hit
 }
 
-/// Turns the split tile loop `tl` inside out (see the module doc). `loops` are the pipelined
+/// Turns the split outer loop `tl` inside out (see the module doc). `loops` are the pipelined
 /// loops, now the consumer's ring loops, in order.
 pub(super) fn hoist(k: &mut Kernel, tl: Op, loops: &[Piped]) -> Result<(), Diagnostic> {
     let span = k.dfg.ops[tl].span;
@@ -144,7 +144,7 @@ pub(super) fn hoist(k: &mut Kernel, tl: Op, loops: &[Piped]) -> Result<(), Diagn
         .copied()
         .find(|&o| k.dfg.ops[o].opcode == Opcode::WarpSpecialize)
     else {
-        return Err(bad(span, k, "the tile loop was not split"));
+        return Err(bad(span, k, "the outer loop was not split"));
     };
     let allocs: Vec<Op> = ops
         .iter()
@@ -158,13 +158,13 @@ pub(super) fn hoist(k: &mut Kernel, tl: Op, loops: &[Piped]) -> Result<(), Diagn
             !allocs.contains(&o) && o != ws && !matches!(k.dfg.ops[o].opcode, Opcode::Yield)
         })
         .collect();
-    // The barriers go to the kernel body, and warp_specialize takes the tile loop's place.
+    // The barriers go to the kernel body, and warp_specialize takes the outer loop's place.
     let top = k.body;
     let pos = k.dfg.blocks[top]
         .ops
         .iter()
         .position(|&o| o == tl)
-        .expect("the tile loop is top-level");
+        .expect("the outer loop is top-level");
     // The kernel's ops after the outer loop (less its `yield`): the consumer's epilogue.
     let mut after: Vec<Op> = k.dfg.blocks[top].ops.split_off(pos + 1);
     let top_yield = after.pop();
