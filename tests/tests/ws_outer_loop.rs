@@ -18,7 +18,7 @@ use kir_tests::sched_diff::{checked, count, differential, spec};
 
 #[test]
 fn the_dkdv_kernels_outer_loop_is_warp_specialized_and_exact() {
-    let cases: [&[(&str, &str)]; 5] = [
+    let cases: [&[(&str, &str)]; 6] = [
         &[],
         &[("CAUSAL", "1")],
         &[("DETERMINISTIC", "0")],
@@ -26,6 +26,17 @@ fn the_dkdv_kernels_outer_loop_is_warp_specialized_and_exact() {
         // Head dims over 128 with 64-key programs split the accumulators between two programs:
         // the epilogue is an `if` over the program's part.
         &[("HEAD_DIM", "136"), ("BLOCK_KV", "64"), ("BLOCK_M", "16")],
+        // The features the d256 row (warp-specialized) takes: ragged lengths, a window, the
+        // kv offset, causal.
+        &[
+            ("HEAD_DIM", "136"),
+            ("BLOCK_KV", "64"),
+            ("BLOCK_M", "16"),
+            ("CAUSAL", "1"),
+            ("VARLEN", "1"),
+            ("WINDOW", "1"),
+            ("KV_OFFSET", "1"),
+        ],
     ];
     for defs in cases {
         for stages in [2, 3] {
@@ -116,5 +127,38 @@ fn warp_specialize_on_compiles_every_attention_backward_kernel_with_its_own_warp
             "causal {causal}"
         );
         kir_backends::nvrtc::ptxas(&c.text, "sm_90a").unwrap_or_else(|e| panic!("{e}"));
+    }
+}
+
+/// attention_bwd at d256 (16-bit, no mask or soft cap) is warp-specialized by default on sm_90a
+/// (compiler/src/configs/table.rs: both kernels hold one block per SM for their shared memory,
+/// so the producer's warps cost no occupancy): its dK/dV and dQ kernels each get a producer
+/// warpgroup, with and without shapes; a mask keeps the op's tiles, unspecialized.
+#[test]
+fn the_d256_backward_default_is_warp_specialized() {
+    let src = kir_compiler::internal::oplib::builtin("attention_bwd").expect("attention_bwd");
+    let shapes: Vec<(String, Vec<usize>)> = ["q", "k", "v", "o", "do"]
+        .iter()
+        .map(|n| (n.to_string(), vec![4, 8, 4096, 256]))
+        .collect();
+    for (extra, with_shapes, want) in [
+        (None, false, 2),
+        (Some(("CAUSAL", "1")), true, 2),
+        (Some(("DTYPE", "f16")), false, 2),
+        (Some(("MASK", "1")), false, 0),
+    ] {
+        let mut d = vec![("HEAD_DIM".to_string(), "256".to_string())];
+        d.extend(extra.map(|(n, v)| (n.to_string(), v.to_string())));
+        let shp: &[(String, Vec<usize>)] = if with_shapes { &shapes } else { &[] };
+        let plan =
+            CompilePlan::resolve_for(src, &d, Target::Sm90a, Emit::Ptx, Flags::default(), shp)
+                .expect("a plan");
+        let c = pipeline::compile(src, &plan).unwrap_or_else(|e| panic!("{d:?}: {e}"));
+        assert_eq!(
+            c.text.matches("setmaxnreg.inc").count(),
+            want,
+            "{d:?}: {}",
+            plan.config.report
+        );
     }
 }

@@ -393,6 +393,22 @@ pub(super) const ROWS: &[Row] = &[
         BWD_128_KEYS,
         None,
     ),
+    // d256 warp-specialized (`WsPlan::one_consumer` for each kernel: a producer warpgroup
+    // feeding the rings by TMA, the 4-warp block as the consumer). Both d256 kernels hold one
+    // block per SM for their shared memory (197–199 KB), so the producer's warps cost no
+    // occupancy. H200, call A2 (docs/gpu-results/2026-12-05-a2-bwd-ws-per-kernel.txt), B 4 H 8
+    // S 4k, `kirc bench --kernel`: dK/dV 3.110 ms against 3.830, causal 1.834 against 2.199;
+    // dQ 1.632 against 1.586, causal 0.917 against 0.865; the program (A1) 287.8 TFLOP/s
+    // against 251.3. At d64 and d128, where the unspecialized kernels hold two blocks per SM,
+    // it lost: d128 S = 16k dK/dV 10.83 ms against 8.41, dQ 8.09 against 5.45.
+    Row {
+        warp_specialize: true,
+        ..bwd_row(
+            |f| f.half() && f.head_dim == Some(256) && !f.mask && !f.softcap && f.dots <= 4,
+            BWD_64_KEYS,
+            None,
+        )
+    },
     bwd_row(
         |f| {
             let dim_ok = match f.head_dim {

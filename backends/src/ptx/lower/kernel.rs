@@ -186,7 +186,12 @@ pub fn lower_kernel(
         Some(a) => (a.threads(), format!(".maxnreg {}\n", a.entry_regs())),
         None => (
             blk.threads,
-            min_blocks(ctx.target, shared_bytes, blk.threads),
+            min_blocks(
+                ctx.target,
+                shared_bytes,
+                blk.threads,
+                isa.features.contains_key(&crate::target::Feature::Wgmma),
+            ),
         ),
     };
     let (decls, locals) = super::print::declarations(&ctx.prints);
@@ -212,21 +217,28 @@ pub fn lower_kernel(
     })
 }
 
-/// `.minnctapersm N` when the kernel's shared memory lets at most N blocks share an SM, its
-/// blocks have at most 128 threads and N · threads ≤ 256 (so N blocks may still use 255
-/// registers a thread), else nothing. Without it ptxas may cap the registers to fit more blocks
-/// than shared memory allows and spill for them: attention_bwd's dK/dV kernel on sm_80 (one
-/// 4-warp block per SM) took 168 registers and spilled 16 bytes; with the directive it takes 189
-/// and spills none. The directive only states what shared memory already imposes, so the
-/// kernel's occupancy does not change. (Blocks of more than four warps are left alone: the
-/// measured 8-warp sm_90a attention kernels keep the registers they were timed with.)
-fn min_blocks(target: crate::target::Target, shared_bytes: u32, threads: u32) -> String {
+/// `.minnctapersm N` when the kernel's shared memory lets at most N blocks share an SM and
+/// N · threads ≤ 256 (so N blocks may still use 255 registers a thread), else nothing. Without
+/// it ptxas may cap the registers to fit more blocks than shared memory allows and spill for
+/// them: attention_bwd's dK/dV kernel on sm_80 (one 4-warp block per SM) took 168 registers and
+/// spilled 16 bytes; with the directive it takes 189 and spills none, and the f32 d384 atomic
+/// dK/dV kernel on sm_120a (one 8-warp block) took 128 and spilled 100 bytes, with it 150 and
+/// none. The directive only states what shared memory already imposes, so the kernel's
+/// occupancy does not change. Blocks of more than four warps on wgmma are left alone: there
+/// the directive gave the sm_90a attention kernels other registers (the causal d128 forward
+/// 160 instead of 155) and no gain in time (call A3, docs/gpu-results), and they do not spill.
+fn min_blocks(
+    target: crate::target::Target,
+    shared_bytes: u32,
+    threads: u32,
+    wgmma: bool,
+) -> String {
     // Each block also holds 1 KB of shared memory for the system (sm_80 and later); a block's
     // opt-in maximum plus that KB is the SM's capacity on every target kir has.
     let per_sm = target.smem_per_block() + 1024;
     let per_block = u64::from(shared_bytes) + 1024;
     let n = per_sm / per_block;
-    if shared_bytes > 0 && n >= 1 && threads <= 128 && n * u64::from(threads) <= 256 {
+    if shared_bytes > 0 && n >= 1 && (threads <= 128 || !wgmma) && n * u64::from(threads) <= 256 {
         format!(".minnctapersm {n}\n")
     } else {
         String::new()
