@@ -399,8 +399,10 @@ pub(super) const ROWS: &[Row] = &[
     // occupancy. H200, call E2 (docs/gpu-results/2026-12-05-e2-bwd-ws-per-kernel.txt), B 4 H 8
     // S 4k, `kirc bench --kernel`: dK/dV 3.110 ms against 3.830, causal 1.834 against 2.199;
     // dQ 1.632 against 1.586, causal 0.917 against 0.865; the program (E1) 287.8 TFLOP/s
-    // against 251.3. At d64 and d128, where the unspecialized kernels hold two blocks per SM,
-    // it lost: d128 S = 16k dK/dV 10.83 ms against 8.41, dQ 8.09 against 5.45.
+    // against 251.3. At d64 and d128 it lost in both kernels (d128 S = 16k: dK/dV 10.83 ms
+    // against 8.41, dQ 8.09 against 5.45): the unspecialized dQ kernel runs two blocks per SM;
+    // the 128-key dK/dV kernel runs one either way, and why it loses is not known (call G1's
+    // ncu: it issues less, with more stalls on L1TEX scoreboards).
     Row {
         warp_specialize: true,
         ..bwd_row(
@@ -426,9 +428,10 @@ pub(super) const ROWS: &[Row] = &[
     // warpgroup when HEAD_DIM = 16·warps, with kᵀ read M-major from the k tile and dSᵀ stored
     // from the accumulator into the core layout. So d64 takes 64 keys on 4 warps and d128 128
     // keys on 8 warps (two warpgroups, 64 keys each); every dot is a wgmma, no spills (244
-    // registers at d128). H200, d128 S = 16k (call E1, docs/gpu-results/2026-12-05-e1-torch-shapes-bwd-ws.txt):
-    // 322.2 TFLOP/s against the deterministic default's 392.6 (warp-specialized 335.4; with a
-    // 24-register producer 359.2), so the deterministic mode stays the default.
+    // registers at d128). H200, d128 S = 16k (call E1,
+    // docs/gpu-results/2026-12-05-e1-torch-shapes-bwd-ws.txt): 322.2 TFLOP/s against the
+    // deterministic default's 392.6 (warp-specialized 335.4; with a 24-register producer
+    // 359.2), so the deterministic mode stays the default.
     bwd_row(
         |f| f.half() && f.head_dim == Some(64) && !f.softcap && f.dots == 5,
         BWD_64_KEYS,

@@ -226,7 +226,8 @@ pub fn lower_kernel(
 /// none. The directive only states what shared memory already imposes, so the kernel's
 /// occupancy does not change. Blocks of more than four warps on wgmma are left alone: there
 /// the directive gave the sm_90a attention kernels other registers (the causal d128 forward
-/// 160 instead of 155) and no gain in time (call E3, docs/gpu-results/2026-12-05-e3-minnctapersm-ab.txt), and they do not spill.
+/// 160 instead of 155) and no gain in time (call E3,
+/// docs/gpu-results/2026-12-05-e3-minnctapersm-ab.txt), and they do not spill.
 fn min_blocks(
     target: crate::target::Target,
     shared_bytes: u32,
