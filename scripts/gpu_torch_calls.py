@@ -6,24 +6,22 @@ kernel's own duration from torch.profiler (CUPTI, median of 50).
 
 usage: python3 scripts/gpu_torch_calls.py   (PYTHONPATH holding the kir wheel's files)
 """
+import os
 import statistics
+import sys
+
 import torch
 import kir.torch as kt
 from torch.profiler import profile, ProfilerActivity
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from peers import median_ms  # noqa: E402
 
 SHAPES = [(128, 4096, 14336), (2048, 2048, 2048), (1024, 4096, 4096), (64, 4096, 14336), (8192, 8192, 8192)]
 
 
 def per_call_us(f, n=100):
-    for _ in range(5):
-        f()
-    evs = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(n)]
-    for a, b in evs:
-        a.record()
-        f()
-        b.record()
-    torch.cuda.synchronize()
-    return statistics.median(a.elapsed_time(b) for a, b in evs) * 1e3
+    return median_ms(f, n) * 1e3
 
 
 def queued_us(f, n=200):

@@ -84,10 +84,7 @@ fn the_dkdv_kernels_outer_loop_is_warp_specialized_and_exact() {
 #[test]
 fn warp_specialize_on_compiles_every_attention_backward_kernel_with_its_own_warps() {
     let src = kir_compiler::internal::oplib::builtin("attention_bwd").expect("attention_bwd");
-    let shapes: Vec<(String, Vec<usize>)> = ["q", "k", "v", "o", "do"]
-        .iter()
-        .map(|n| (n.to_string(), vec![1, 16, 16384, 128]))
-        .collect();
+    let shapes = bwd_shapes([1, 16, 16384, 128]);
     for causal in ["0", "1"] {
         let flags = Flags {
             warp_specialize: Some(true),
@@ -137,10 +134,7 @@ fn warp_specialize_on_compiles_every_attention_backward_kernel_with_its_own_warp
 #[test]
 fn the_d256_backward_default_is_warp_specialized() {
     let src = kir_compiler::internal::oplib::builtin("attention_bwd").expect("attention_bwd");
-    let shapes: Vec<(String, Vec<usize>)> = ["q", "k", "v", "o", "do"]
-        .iter()
-        .map(|n| (n.to_string(), vec![4, 8, 4096, 256]))
-        .collect();
+    let shapes = bwd_shapes([4, 8, 4096, 256]);
     for (extra, with_shapes, want) in [
         (None, false, 2),
         (Some(("CAUSAL", "1")), true, 2),
@@ -161,4 +155,12 @@ fn the_d256_backward_default_is_warp_specialized() {
             plan.config.report
         );
     }
+}
+
+/// The shapes of attention_bwd's `[B, H, S, D]` tensors (q, k, v, o, do) for a plan by shape.
+fn bwd_shapes(bhsd: [usize; 4]) -> Vec<(String, Vec<usize>)> {
+    ["q", "k", "v", "o", "do"]
+        .iter()
+        .map(|n| (n.to_string(), bhsd.to_vec()))
+        .collect()
 }

@@ -487,7 +487,8 @@ pub(super) const ROWS: &[Row] = &[
     ),
     // The atomic mode's fifth dot (dqᵀ, 384 rows) puts the dK/dV kernel on 8 warps, where 8
     // keys made ptxas cap sm_80's registers at 128 and spill; 16 keys assemble without spills
-    // except on sm_120a (100 bytes, as the op's tiles did).
+    // on every target (on sm_120a, where its tiles shrink to fit shared memory, with the
+    // backend's `.minnctapersm 1`: backends/src/ptx/lower/kernel.rs).
     tile_row(
         Class::AttentionBwd,
         |f| f.dtype == "f32" && f.head_dim == Some(384),
