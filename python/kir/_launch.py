@@ -84,6 +84,17 @@ class _Plan:
         self.prepared.launch(ptrs, _raw_stream(self.index) if _raw_stream is not None else torch.cuda.current_stream(dev).cuda_stream)
         return tuple(bufs[: self.n_out])
 
+    def unbatched(self) -> "_Plan":
+        """This binding for calls that pass 2-D views of the 3-D tensors it was bound with (their
+        leading dim of 1 dropped: the same addresses, dtypes and strides), with each out of
+        shape ``[1, ...]`` allocated without its leading dim (the same memory layout). A 2-D
+        call then needs no view of its inputs or of the result."""
+        alloc = tuple(
+            (shape[1:], strides[1:], dt, contiguous) if i < self.n_out and len(shape) == 3 and shape[0] == 1 else (shape, strides, dt, contiguous)
+            for i, (shape, strides, dt, contiguous) in enumerate(self.alloc)
+        )
+        return _Plan(self.prepared, alloc, self.out_names, self.device)
+
 
 class _Program:
     """A module loaded on one GPU and its prepared bindings by key."""

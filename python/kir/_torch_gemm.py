@@ -82,9 +82,8 @@ def gemm(a: Tensor, b: Tensor, bias: Optional[Tensor] = None, epilogue: Optional
         key = (signature(a), signature(b), epilogue)
         plan = _plain_gemm.get(key, (a, b))
         if plan is not None:
-            if a.dim() == 3:
-                return plan((a, b))[0]
-            return plan((a.unsqueeze(0), b.unsqueeze(0)))[0].squeeze(0)
+            # A 2-D call's plan takes the 2-D tensors and allocates a 2-D result (`unbatched`).
+            return plan((a, b))[0]
     a = check("a", a, ndim=(2, 3))
     b = check("b", b, ndim=(2, 3))
     same(["a", "b"], [a, b])
@@ -108,7 +107,8 @@ def gemm(a: Tensor, b: Tensor, bias: Optional[Tensor] = None, epilogue: Optional
     if key is not None:
         # The plan `_gemm_impl` ran.
         consts = _gemm_consts(a3, epilogue or "none", 0, 0)
-        _plain_gemm.put(key, plan_for("gemm", consts, ("a", "b"), (a3, b3), (("alpha", 1.0),), a3))
+        plan = plan_for("gemm", consts, ("a", "b"), (a3, b3), (("alpha", 1.0),), a3)
+        _plain_gemm.put(key, plan if a.dim() == 3 else plan.unbatched())
     return c if a.dim() == 3 else c.squeeze(0)
 
 

@@ -54,7 +54,7 @@ class PlanCache(unittest.TestCase):
         self.loaded = FakeLoaded()
         fake = _launch._Program(None, self.loaded)
         self.saved = (_ops.program, _launch._raw_stream)
-        _ops.program = lambda op, consts, index: fake
+        _ops.program = lambda op, consts, index, shapes: fake
         _launch._raw_stream = lambda index: 77
         _ops._plans.clear()
 
@@ -130,6 +130,21 @@ class PlanCache(unittest.TestCase):
             pass
 
         self.assertIsNone(seen.get(key, (x.as_subclass(Sub),)))
+
+    def test_an_unbatched_plan_takes_and_returns_2d_tensors(self):
+        x3 = torch.randn(1, 4, 6)
+        plan = self.ops.plan_for("op", (("DTYPE", "f32"),), ("x",), (x3,), (("scale", 0.5),), x3)
+        flat = plan.unbatched()
+        self.assertIs(flat.prepared, plan.prepared, "the same binding")
+        x = torch.randn(4, 6)
+        (y,) = flat((x,))
+        self.assertEqual((y.shape, y.stride(), y.dtype), (torch.Size([4, 6]), (6, 1), torch.float32))
+        ptrs = self.loaded.prepared[0].launches[-1][0]
+        self.assertEqual(ptrs[:2], [x.data_ptr(), y.data_ptr()])
+        # The temp keeps its shape; the batched plan still returns [1, 4, 6].
+        self.assertEqual(flat.alloc[1][0], (3,))
+        (y3,) = plan((x3,))
+        self.assertEqual(y3.shape, torch.Size([1, 4, 6]))
 
 
 if __name__ == "__main__":
