@@ -43,6 +43,7 @@ mod sched;
 mod sign;
 mod special;
 mod stages;
+mod staged_store;
 mod state;
 mod statics;
 mod store_order;
