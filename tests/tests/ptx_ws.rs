@@ -115,8 +115,16 @@ fn attention_and_gemm_lower_warp_specialized_on_sm90a() {
         // It loads nothing itself: attention's q block, too, arrives through the producer's
         // tensor copy on its own barrier (warp_specialize/stage.rs). Its bulk copies are the
         // staged stores' (shared to global, staged_store_epilogues below).
-        for load in ["cp.async.bulk.tensor", "cp.async.ca", "cp.async.cg", "ld.global"] {
-            assert!(!consumer.contains(load), "{name}: the consumer loads ({load})");
+        for load in [
+            "cp.async.bulk.tensor",
+            "cp.async.ca",
+            "cp.async.cg",
+            "ld.global",
+        ] {
+            assert!(
+                !consumer.contains(load),
+                "{name}: the consumer loads ({load})"
+            );
         }
         let meta = out.meta.as_ref().expect("meta");
         assert_eq!(
@@ -234,7 +242,10 @@ fn staged_store_epilogues() {
     assert!(text.contains("fence.proxy.async.shared::cta;"));
     // One warp's rows 0 and 8 of a chunk: 8 · 80 bytes apart.
     assert!(text.contains("st.shared.b32 [%r") && text.contains("+640], %r"));
-    assert!(text.contains("cp.async.bulk.wait_group 0;\n\tret;"), "no wait before ret");
+    assert!(
+        text.contains("cp.async.bulk.wait_group 0;\n\tret;"),
+        "no wait before ret"
+    );
     assert!(text.contains("st.global.v4.b32"), "no register path");
     let shared = out.meta.as_ref().expect("meta")["kernels"][0]["shared_bytes"]
         .as_u64()

@@ -147,9 +147,27 @@ pub(super) fn staged_store(
         c.b.reg(RegClass::B32),
     );
     c.b.ins(PtxInst::new("and.b32").op(lane).op(c.thread.tid).op(31));
-    c.b.ins(PtxInst::new("mad.lo.s32").op(waddr).op(g).op(PITCH).op(wbase));
-    c.b.ins(PtxInst::new("mad.lo.s32").op(waddr).op(colbase).op(2).op(waddr));
-    c.b.ins(PtxInst::new("mad.lo.s32").op(src).op(lane).op(PITCH).op(wbase));
+    c.b.ins(
+        PtxInst::new("mad.lo.s32")
+            .op(waddr)
+            .op(g)
+            .op(PITCH)
+            .op(wbase),
+    );
+    c.b.ins(
+        PtxInst::new("mad.lo.s32")
+            .op(waddr)
+            .op(colbase)
+            .op(2)
+            .op(waddr),
+    );
+    c.b.ins(
+        PtxInst::new("mad.lo.s32")
+            .op(src)
+            .op(lane)
+            .op(PITCH)
+            .op(wbase),
+    );
     // The copied row: offs[rd] + warp·(R / W) + lane, inside the tensor, its address at the
     // tile's first column.
     let (row, rp, lp) = (
