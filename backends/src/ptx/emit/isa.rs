@@ -78,9 +78,6 @@ impl Isa {
     /// `cp.reduce.async.bulk.global.shared::cta.bulk_group` and `cp.async.bulk.commit_group` /
     /// `wait_group.read` (§9.7.9.25.4.2, §9.7.9.25.4.4): PTX 8.0, sm_90.
     pub const CP_REDUCE_ASYNC_BULK: Isa = with("cp.reduce.async.bulk", (8, 0), Feature::Tma);
-    /// `cp.async.bulk.global.shared::cta.bulk_group` with `cp.async.bulk.commit_group` /
-    /// `wait_group` (§9.7.9.25.4.1, §9.7.9.25.4.4): PTX 8.0, sm_90.
-    pub const CP_ASYNC_BULK: Isa = with("cp.async.bulk", (8, 0), Feature::Tma);
     /// `mbarrier.expect_tx` (PTX 8.0) and `mbarrier.try_wait.parity` (PTX 7.8)
     /// (§9.7.13.15.11, §9.7.13.15.16): sm_90.
     pub const MBARRIER_TX: Isa = with("mbarrier.expect_tx|try_wait", (8, 0), Feature::MbarrierTx);

@@ -58,7 +58,6 @@ pub fn lower_kernel(
             smem_bufs: HashMap::new(),
             release_pending: false,
             bulk_region: None,
-            stage_region: None,
             stores: HashMap::new(),
             store_casts: HashMap::new(),
         },
@@ -178,10 +177,6 @@ pub fn lower_kernel(
     let isa = ctx.b.requirements().clone();
     let from = super::report::warps_from(policy_why);
     let report = super::notes::build(&mut ctx, symbol, from, shared_bytes, &isa);
-    if ctx.mem.stage_region.is_some() {
-        // Staged stores' copies read shared memory: complete before the block retires.
-        ctx.b.ins(PtxInst::new("cp.async.bulk.wait_group").op(0));
-    }
     ctx.b.ins(PtxInst::new("ret"));
     let instructions = ctx.b.instructions();
     let body = ctx.b.finish(scratch_at);

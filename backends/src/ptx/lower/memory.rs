@@ -192,24 +192,6 @@ pub fn lower_memory_op(c: &mut Ctx, op: &OpData) -> Result<(), PtxError> {
             if let (Opcode::Store, Some(l)) = (op.opcode, layout) {
                 let regs = super::mma_store::unrounded(c, src, d, &shape, l)
                     .unwrap_or_else(|| regs.clone());
-                // A warp-specialized consumer's 16-bit tile: through shared memory and bulk
-                // copies, with the register path for launches that break its rules.
-                let mut register_path = |c: &mut Ctx| {
-                    super::mma_store::store(c, op, &info, &offs, l, &shape, &regs, owner);
-                };
-                if super::staged_store::staged_store(
-                    c,
-                    op,
-                    &info,
-                    &offs,
-                    l,
-                    &shape,
-                    &regs,
-                    owner,
-                    &mut register_path,
-                ) {
-                    return Ok(());
-                }
                 if super::mma_store::store(c, op, &info, &offs, l, &shape, &regs, owner) {
                     return Ok(());
                 }

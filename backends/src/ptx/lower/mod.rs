@@ -42,7 +42,6 @@ mod rows;
 mod sched;
 mod sign;
 mod special;
-mod staged_store;
 mod stages;
 mod state;
 mod statics;

@@ -102,9 +102,6 @@ pub struct MemState {
     /// The shared region of bulk reductions (offset, bytes): every one of the kernel's bulk
     /// `atomic_add`s reuses it, since each waits until the region is read (bulk_reduce.rs).
     pub bulk_region: Option<(u32, u32)>,
-    /// The shared region of staged stores (offset, bytes), every warp's two buffers: every
-    /// staged store of the kernel reuses it (staged_store.rs).
-    pub stage_region: Option<(u32, u32)>,
 }
 
 /// Asynchronous work: TMA rings and mbarriers, warp specialization, and wgmma groups.
