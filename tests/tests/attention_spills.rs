@@ -5,7 +5,8 @@
 //! sm_90a, 2,036 in the forward at f32 d384); the rows of compiler/src/configs/table.rs for
 //! them ("The forward where the op's 64×64 tiles spill", "Attention backward where the op's
 //! tiles spill") choose smaller tiles, and this test fails when one spills again. Needs
-//! `KIR_PTXAS`. The atomic mode (`DETERMINISTIC=0`) is checked where it spilled (f32 d384).
+//! `KIR_PTXAS`. The atomic mode (`DETERMINISTIC=0`) is checked where it spilled (f32 d384, and
+//! 16-bit d64 causal on sm_100a) and at the head dims that have sm_90a rows.
 
 use kir_backends::Target;
 use kir_compiler::internal::compile::{compile, Emit};
@@ -105,4 +106,20 @@ fn backward_f32_atomic_mode_at_the_largest_head_dims_does_not_spill() {
         &["256", "384"],
         &[("DETERMINISTIC", "0")],
     );
+}
+
+/// The atomic mode in 16 bits at the head dims with sm_90a rows (64, 128, 256), causal or not,
+/// on every target: the causal d64 dK/dV kernel spilled 4 bytes on sm_100a at the op's 64-query
+/// steps (128 registers: ptxas fitted four 4-warp blocks where shared memory allows three); the
+/// sm_100a row of compiler/src/configs/table.rs takes 32-query steps there (125 registers).
+#[test]
+fn backward_16_bit_atomic_mode_does_not_spill() {
+    for dtype in ["bf16", "f16"] {
+        check_dims(
+            "attention_bwd",
+            dtype,
+            &["64", "128", "256"],
+            &[("DETERMINISTIC", "0")],
+        );
+    }
 }

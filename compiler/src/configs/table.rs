@@ -485,6 +485,23 @@ pub(super) const ROWS: &[Row] = &[
             (Role::KvBlock, 8),
         ],
     ),
+    // The atomic mode (`DETERMINISTIC=0`) at 16-bit d64, causal, on sm_100a: with the op's
+    // 64-query steps ptxas held the 4-warp dK/dV kernel at 128 registers (shared memory allows
+    // three blocks per SM) and spilled 4 bytes; with 32-query steps it takes 125, no spills
+    // (ptxas 13.0; tests/tests/attention_spills.rs). Speed not measured: no sm_100a GPU here.
+    Row {
+        targets: &[Target::Sm100a],
+        ..tile_row(
+            Class::AttentionBwd,
+            |f| f.half() && f.head_dim == Some(64) && f.causal && f.dots == 5,
+            &[
+                (Role::QueryBlock, 32),
+                (Role::QueryStep, 32),
+                (Role::KeyBlock, 32),
+                (Role::KvBlock, 32),
+            ],
+        )
+    },
     // The atomic mode's fifth dot (dqᵀ, 384 rows) puts the dK/dV kernel on 8 warps, where 8
     // keys made ptxas cap sm_80's registers at 128 and spill; 16 keys assemble without spills
     // on every target (on sm_120a, where its tiles shrink to fit shared memory, with the
