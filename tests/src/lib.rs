@@ -17,6 +17,14 @@ use kir_ir::Dtype;
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 
+/// The pinned ptxas that ./scripts/test.sh installs (`KIR_PTXAS`); panics, naming the
+/// script, when it is not set.
+pub fn pinned_ptxas() -> String {
+    std::env::var("KIR_PTXAS").unwrap_or_else(|_| {
+        panic!("KIR_PTXAS is not set: run ./scripts/test.sh (it installs the pinned ptxas and exports KIR_PTXAS)")
+    })
+}
+
 /// A small deterministic PRNG (splitmix64) with a normal sampler.
 pub struct Rng(u64);
 

@@ -5,12 +5,6 @@
 use kir_backends::Target;
 use kir_compiler::internal::compile::{compile, Emit};
 
-fn ptxas() -> String {
-    std::env::var("KIR_PTXAS").unwrap_or_else(|_| {
-        panic!("KIR_PTXAS is not set: run ./scripts/test.sh (it installs the pinned ptxas and exports KIR_PTXAS)")
-    })
-}
-
 /// kir's own assembler (`kir_backends::nvrtc::assemble`: the cache's cubins, `kirc cache
 /// prebuild`) assembles a module's kernels on threads of their own (`--split-compile 0`); a
 /// ptxas that refuses the option is run again without it, and not asked again. A stand-in ptxas
@@ -19,7 +13,7 @@ fn ptxas() -> String {
 #[test]
 fn assembly_falls_back_for_a_ptxas_without_split_compile() {
     use std::os::unix::fs::PermissionsExt;
-    let real = ptxas();
+    let real = kir_tests::pinned_ptxas();
     let dir = std::env::temp_dir().join(format!("kir-split-{}", std::process::id()));
     std::fs::create_dir_all(&dir).expect("temp dir");
     let (fake, log) = (dir.join("old-ptxas"), dir.join("args.log"));

@@ -9,12 +9,6 @@ use kir_backends::Target;
 use kir_compiler::internal::compile::{compile, compile_stage, Emit, Stage};
 use std::process::Command;
 
-fn ptxas() -> String {
-    std::env::var("KIR_PTXAS").unwrap_or_else(|_| {
-        panic!("KIR_PTXAS is not set: run ./scripts/test.sh (it installs the pinned ptxas and exports KIR_PTXAS)")
-    })
-}
-
 /// Assembles `ptx` for `target` with `ptxas -v`; returns the report lines, or panics with the log.
 fn assemble(name: &str, ptx: &str, target: Target) -> String {
     let dir = std::env::temp_dir().join(format!("kir-ptx-{}", std::process::id()));
@@ -24,7 +18,7 @@ fn assemble(name: &str, ptx: &str, target: Target) -> String {
     let n = SEQ.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     let file = dir.join(format!("{name}.{n}.{}.ptx", target.name()));
     std::fs::write(&file, ptx).expect("write ptx");
-    let out = Command::new(ptxas())
+    let out = Command::new(kir_tests::pinned_ptxas())
         .arg(format!("-arch={}", target.name()))
         .arg("-v")
         .arg(&file)

@@ -131,16 +131,9 @@ fn ptxas_usage(log: &str) -> BTreeMap<String, (u32, u32)> {
     out
 }
 
-/// The pinned ptxas that ./scripts/test.sh installs.
-fn ptxas() -> String {
-    std::env::var("KIR_PTXAS").unwrap_or_else(|_| {
-        panic!("KIR_PTXAS is not set: run ./scripts/test.sh (it installs the pinned ptxas and exports KIR_PTXAS)")
-    })
-}
-
 #[test]
 fn big_kernels_registers_and_spills() {
-    let ptxas = ptxas();
+    let ptxas = kir_tests::pinned_ptxas();
     let dir = std::env::temp_dir().join(format!("kir-ptx-checks-{}", std::process::id()));
     std::fs::create_dir_all(&dir).expect("temp dir");
     let mut failures = Vec::new();
@@ -196,7 +189,7 @@ fn big_kernels_registers_and_spills() {
 /// combination takes the unspecialized tile, checked here.)
 #[test]
 fn attention_defaults_do_not_spill_with_any_feature() {
-    let ptxas = ptxas();
+    let ptxas = kir_tests::pinned_ptxas();
     let dir = std::env::temp_dir().join(format!("kir-attn-spills-{}", std::process::id()));
     std::fs::create_dir_all(&dir).expect("temp dir");
     let src = kir_compiler::internal::oplib::builtin("attention_fwd").expect("built-in op");
