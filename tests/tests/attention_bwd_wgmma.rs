@@ -3,7 +3,8 @@
 //! for every dot, with the sm_90a attention-backward row, also where q and do each feed two
 //! dots (once through a transpose) and where k and v are masked loads (VARLEN); a soft cap keeps
 //! the op's tiles; the atomic mode's five dK/dV dots (dqᵀ = kᵀ·dSᵀ the fifth) take wgmma at
-//! d64 and d128; the structure analysis reads the key-major kernel as dK/dV. And
+//! d64 and d128, and its bulk reductions' reads are waited for before the next writes and at
+//! exit, not at the issue; the structure analysis reads the key-major kernel as dK/dV. And
 //! `.minnctapersm N` appears on exactly the 4-warp kernels whose shared memory allows at most N
 //! blocks of at most 256 threads together, on every op's defaults and every target. At d256
 //! every dot takes wgmma too, with the dK/dV accumulators split between programs. And feature
@@ -123,6 +124,74 @@ fn the_atomic_modes_five_dots_take_wgmma_on_sm90a() {
             ptx.contains("red.global.add.f32"),
             true,
             "{target}: the fallback path"
+        );
+    }
+}
+
+#[test]
+fn the_bulk_reductions_read_is_waited_for_late() {
+    // The thread that issues dqᵀ's bulk reduction waits for its shared region to be read only
+    // before the barrier that precedes the region's next writes, and before the kernel returns
+    // (the block's shared memory is released at exit), not right after the issue, where the
+    // wait held its warp, and so its warpgroup's next wgmma, for the whole read.
+    let src = kir_compiler::internal::oplib::builtin("attention_bwd").expect("attention_bwd");
+    let issue = "cp.reduce.async.bulk.global.shared::cta.bulk_group.add.f32";
+    let wait = "cp.async.bulk.wait_group.read 0;";
+    for d in ["64", "128"] {
+        let ptx = compile(
+            src,
+            &defs(&[("DETERMINISTIC", "0"), ("HEAD_DIM", d)]),
+            None,
+            Target::Sm90a,
+            Emit::Ptx,
+        )
+        .unwrap_or_else(|e| panic!("d{d}: {e}"))
+        .text;
+        let at = ptx.find(".entry attention_bwd_dkdv").expect("the dK/dV entry");
+        let end = ptx[at..].find("\tret;").map(|e| at + e).expect("its ret");
+        let body = &ptx[at..end];
+        let lines: Vec<&str> = body.lines().collect();
+        let issues: Vec<usize> = (0..lines.len())
+            .filter(|&i| lines[i].contains(issue))
+            .collect();
+        assert!(!issues.is_empty(), "d{d}: no bulk reduction");
+        for &i in &issues {
+            // From the issue to the end of the fast path: the commit, no wait.
+            let tail = lines[i..]
+                .iter()
+                .take_while(|l| !l.contains("bra.uni $L_bulk_add_done"))
+                .copied()
+                .collect::<Vec<_>>();
+            assert!(
+                tail.iter().any(|l| l.contains("cp.async.bulk.commit_group"))
+                    && !tail.iter().any(|l| l.contains(wait)),
+                "d{d}: the issue at line {i} is waited for at once: {tail:?}"
+            );
+            // Before the staging writes: the wait, then the barrier.
+            let stores = lines[..i]
+                .iter()
+                .rposition(|l| l.contains("st.shared.v2.f32"))
+                .expect("the staging stores");
+            let first_store = lines[..=stores]
+                .iter()
+                .rposition(|l| !l.contains("st.shared.v2.f32"))
+                .expect("the line before the stores");
+            assert!(
+                lines[first_store].contains("bar.sync") && lines[first_store - 1].contains(wait),
+                "d{d}: {:?}",
+                &lines[first_store - 1..=first_store]
+            );
+        }
+        // And once after the last issue, before the kernel returns.
+        let last = *issues.last().expect("an issue");
+        let after_done = lines[last..]
+            .iter()
+            .position(|l| l.starts_with("$L_bulk_add_done"))
+            .map(|p| last + p)
+            .expect("the fast path's end");
+        assert!(
+            lines[after_done..].iter().any(|l| l.contains(wait)),
+            "d{d}: no wait for the last bulk reduction before ret"
         );
     }
 }

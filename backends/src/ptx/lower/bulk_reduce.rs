@@ -7,9 +7,11 @@
 //! threads write the tile to a shared region in the tensor's own (row-major) order, fence the
 //! async proxy and meet at a barrier; then one thread issues
 //! `cp.reduce.async.bulk.global.shared::cta.bulk_group.add.f32` over the whole region (one
-//! bulk reduction, which the TMA unit performs in the L2 line by line), commits it and waits
-//! until the region has been read (`cp.async.bulk.wait_group.read 0`), so the region may be
-//! written again after the next barrier.
+//! bulk reduction, which the TMA unit performs in the L2 line by line) and commits it. That
+//! thread waits until the region has been read (`cp.async.bulk.wait_group.read 0`) only before
+//! the barrier that precedes the region's next writes, and once more before the kernel returns
+//! (`finish`), so the read overlaps the rest of the step instead of stalling the issuing
+//! warp, and with it its warpgroup's next wgmma, right after the issue.
 //!
 //! Taken when the target has TMA, the tile is an unmasked f32 `RowMma` [R, C] tile (C even)
 //! whose offsets in the tensor's innermost dims are literal 0, and the innermost stride is 1.
@@ -124,8 +126,16 @@ pub(super) fn bulk_add(
     );
     c.b.ins(PtxInst::new("mul.lo.s32").op(lin).op(lin).op(4));
     let base = c.shared_at(off, lin);
-    // Earlier readers of the region (the previous bulk reduction, waited for by its issuing
-    // thread) are done.
+    // Earlier readers of the region are done: the issuing thread waits for the previous bulk
+    // reduction's read (none pending on the first: the wait returns at once), and the barrier
+    // tells every other thread.
+    let first = c.b.reg(RegClass::Pred);
+    c.b.ins(PtxInst::new("setp.eq.u32").op(first).op(c.thread.tid).op(0));
+    c.b.ins_if(
+        first,
+        false,
+        PtxInst::new("cp.async.bulk.wait_group.read").op(0),
+    );
     c.sync_block();
     for (s, pair) in regs.chunks(2).enumerate() {
         let (ro, co) = layout::rowmma_slot(shape, 2 * s);
@@ -139,9 +149,8 @@ pub(super) fn bulk_add(
     c.b.need(Isa::FENCE_PROXY_ASYNC)
         .ins(PtxInst::new("fence.proxy.async.shared::cta"));
     c.sync_block();
-    // One thread adds the region and waits until it has been read.
-    let first = c.b.reg(RegClass::Pred);
-    c.b.ins(PtxInst::new("setp.eq.u32").op(first).op(c.thread.tid).op(0));
+    // One thread adds the region; it waits for the read before the next writes (above) or
+    // before the kernel returns (`finish`).
     let zero = c.b.imm32(0);
     let region = c.shared_at(off, zero);
     c.b.need(Isa::CP_REDUCE_ASYNC_BULK);
@@ -154,16 +163,27 @@ pub(super) fn bulk_add(
             .op(bytes),
     );
     c.b.ins_if(first, false, PtxInst::new("cp.async.bulk.commit_group"));
-    c.b.ins_if(
-        first,
-        false,
-        PtxInst::new("cp.async.bulk.wait_group.read").op(0),
-    );
     c.b.ins(PtxInst::new("bra.uni").op(&done));
     c.b.place(&slow);
     fallback(c);
     c.b.place(&done);
     true
+}
+
+/// Before the kernel returns: the thread that issued bulk reductions waits until their shared
+/// region has been read, since the block's shared memory is released when it exits. Emits
+/// nothing in a kernel without one.
+pub(super) fn finish(c: &mut Ctx) {
+    if c.mem.bulk_region.is_none() {
+        return;
+    }
+    let first = c.b.reg(RegClass::Pred);
+    c.b.ins(PtxInst::new("setp.eq.u32").op(first).op(c.thread.tid).op(0));
+    c.b.ins_if(
+        first,
+        false,
+        PtxInst::new("cp.async.bulk.wait_group.read").op(0),
+    );
 }
 
 /// The tile of `shape` starts at offset 0 of the tensor's innermost dims: the op's offsets there

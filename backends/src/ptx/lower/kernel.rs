@@ -165,6 +165,7 @@ pub fn lower_kernel(
     });
     ctx.setup_tensors()?;
     super::dispatch::lower_body(&mut ctx)?;
+    super::bulk_reduce::finish(&mut ctx);
     // Place the scratch region after all others, and only if something used it: as large as the
     // largest tile spilled there (a layout conversion or reduction), not the largest tile of the
     // kernel (a bias row broadcast into a 128×256 accumulator needs 1 KB, not 128 KB).
