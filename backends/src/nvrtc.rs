@@ -172,11 +172,6 @@ pub fn ptxas(ptx: &str, arch: &str) -> Result<String, String> {
     assemble(&exe, ptx, arch).map(|(_, report)| report)
 }
 
-/// The ptxas that assembles cubins: `$KIR_PTXAS`, else `ptxas` on the `PATH`.
-pub fn ptxas_exe() -> String {
-    std::env::var("KIR_PTXAS").unwrap_or_else(|_| "ptxas".to_string())
-}
-
 /// Per ptxas executable, whether it takes `--split-compile` (ptxas 13.0 does); absent until
 /// its first run.
 static SPLIT: OnceLock<Mutex<HashMap<String, bool>>> = OnceLock::new();

@@ -49,7 +49,7 @@ pub fn main(a: Args, dir: std::path::PathBuf) -> Result<ExitCode, CliError> {
             .map(|t| common::target(t))
             .collect::<Result<_, _>>()?
     };
-    let exe = kir_backends::nvrtc::ptxas_exe();
+    let exe = kir_backends::ptxas_path::ptxas_exe();
     for target in targets {
         let plan = CompilePlan::resolve_for(
             &src.text,

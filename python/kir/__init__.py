@@ -34,7 +34,11 @@ _PREBUILT = os.path.join(os.path.dirname(__file__), "prebuilt")
 if os.path.isdir(_PREBUILT) and not os.environ.get("KIR_CACHE_PREBUILT"):
     os.environ["KIR_CACHE_PREBUILT"] = _PREBUILT
 
-from . import _convert, _kir
+from . import _convert, _kir, _toolkit
+
+# The ptxas of the CUDA toolkit's wheel or Triton's, where no other is found, so that a first
+# launch is assembled by ptxas rather than JIT-compiled by the driver (kir/_toolkit.py).
+_kir.add_ptxas_candidates(_toolkit.ptxas_candidates())
 from ._convert import ConstantValue, InputValue, SourceArg
 from ._errors import CompileError, InputError, KirError, RunError
 from ._kernel import Kernel
@@ -55,6 +59,7 @@ __all__ = [
     "SourceArg",
     "ConstantValue",
     "InputValue",
+    "ptxas",
 ]
 
 __version__: str = _kir.KIR_VERSION
@@ -64,6 +69,14 @@ TARGETS = ("sm_80", "sm_90a", "sm_100a", "sm_120a")
 
 EMITS = ("ptx", "cuda", "ir")
 """What :func:`compile` can emit."""
+
+
+def ptxas() -> Optional[str]:
+    """The ptxas that assembles the kir cache's cubins for a first launch on a GPU (``KIR_PTXAS``,
+    else the first found on the ``PATH``, in ``CUDA_HOME``, ``CUDA_PATH``, ``/usr/local/cuda``,
+    ``TRITON_PTXAS_PATH``, the CUDA toolkit's wheel or Triton's), or None where none is found:
+    the PTX then goes through the driver's JIT, which takes about twice as long."""
+    return _kir.ptxas()
 
 
 def ops() -> List[str]:

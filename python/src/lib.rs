@@ -195,6 +195,22 @@ fn run<'py>(
         .collect())
 }
 
+/// Registers more places a ptxas may be (`kir_backends::ptxas_path::add_candidates`), tried
+/// after the environment's: the package passes the ptxas of the CUDA toolkit's wheel and of
+/// Triton's wheel, so that a program's first launch is assembled by ptxas, not the driver's JIT.
+#[pyfunction]
+fn add_ptxas_candidates(paths: Vec<String>) {
+    kir_backends::ptxas_path::add_candidates(paths.into_iter().map(std::path::PathBuf::from));
+}
+
+/// The ptxas that assembles the kir cache's cubins (`kir_backends::ptxas_path::ptxas_exe`), or
+/// None where none is found (the PTX then goes through the driver's JIT).
+#[pyfunction]
+fn ptxas() -> Option<String> {
+    let exe = kir_backends::ptxas_path::ptxas_exe();
+    (exe != "ptxas").then_some(exe)
+}
+
 /// The native module `kir._kir`.
 #[pymodule]
 fn _kir(m: &Bound<'_, PyModule>) -> PyResult<()> {
@@ -207,6 +223,8 @@ fn _kir(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(kernel::from_ptx, m)?)?;
     m.add_function(wrap_pyfunction!(launch::load, m)?)?;
     m.add_function(wrap_pyfunction!(launch::target_for, m)?)?;
+    m.add_function(wrap_pyfunction!(add_ptxas_candidates, m)?)?;
+    m.add_function(wrap_pyfunction!(ptxas, m)?)?;
     m.add_class::<kernel::Compiled>()?;
     m.add_class::<launch::Loaded>()?;
     m.add_class::<launch::Prepared>()?;

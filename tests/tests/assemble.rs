@@ -1,6 +1,7 @@
 //! kir's own assembler, `kir_backends::nvrtc::assemble` (the cache's cubins, `kirc cache
 //! prebuild`): it runs the pinned ptxas with `--split-compile 0` and falls back for a ptxas
-//! without the option. Needs `KIR_PTXAS` (set by scripts/test.sh) and fails loudly without it.
+//! without the option; and where the ptxas it runs is looked for (`ptxas_path::find`). Needs
+//! `KIR_PTXAS` (set by scripts/test.sh) and fails loudly without it.
 
 use kir_backends::Target;
 use kir_compiler::internal::compile::{compile, Emit};
@@ -51,4 +52,84 @@ fn assembly_falls_back_for_a_ptxas_without_split_compile() {
     assert_eq!(without_times(&report), reports[0]);
     assert_eq!(reports[0], reports[1]);
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Where the cache's ptxas is looked for (`kir_backends::ptxas_path::find`): `KIR_PTXAS` as
+/// given, even where it does not exist; else the first executable among the `PATH`'s,
+/// `$CUDA_HOME`'s, `$CUDA_PATH`'s, the default toolkit's, `$TRITON_PTXAS_PATH` and the
+/// registered candidates (the Python package's wheels); a file without an execute bit, or a
+/// directory named ptxas, is passed over; none found is `None`.
+#[test]
+fn ptxas_is_looked_for_where_toolkits_and_wheels_put_it() {
+    use kir_backends::ptxas_path::find;
+    use std::collections::HashMap;
+    use std::ffi::OsString;
+    use std::os::unix::fs::PermissionsExt;
+    use std::path::{Path, PathBuf};
+    let root = std::env::temp_dir().join(format!("kir-find-ptxas-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&root);
+    let exe = |dir: &str, mode: u32| -> PathBuf {
+        let d = root.join(dir);
+        std::fs::create_dir_all(&d).expect("dir");
+        let p = d.join("ptxas");
+        std::fs::write(&p, "#!/bin/sh\n").expect("write");
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(mode)).expect("chmod");
+        p
+    };
+    let on_path = exe("path/bin", 0o755);
+    let not_exec = exe("noexec/bin", 0o644);
+    let home = exe("home/bin", 0o755);
+    let cuda_path = exe("cudapath/bin", 0o755);
+    let toolkit = exe("toolkit/bin", 0o755);
+    let triton = exe("triton/bin", 0o755);
+    let wheel = exe("wheel/bin", 0o755);
+    std::fs::create_dir_all(root.join("dir/bin/ptxas")).expect("a directory named ptxas");
+    let s = |p: &Path| p.to_str().expect("utf-8").to_string();
+    let dir_of = |p: &Path| s(p.parent().expect("parent"));
+    let full: HashMap<&str, String> = [
+        (
+            "PATH",
+            format!(
+                "{}:{}:{}",
+                s(&root.join("dir/bin")),
+                dir_of(&not_exec),
+                dir_of(&on_path)
+            ),
+        ),
+        ("CUDA_HOME", s(&root.join("home"))),
+        ("CUDA_PATH", s(&root.join("cudapath"))),
+        ("TRITON_PTXAS_PATH", s(&triton)),
+    ]
+    .into_iter()
+    .collect();
+    let none = root.join("no-toolkit");
+    let look = |vars: &HashMap<&str, String>, extra: &[PathBuf], tk: &Path| {
+        let env = |k: &str| vars.get(k).map(OsString::from);
+        find(&env, extra, tk)
+    };
+    let extra = [root.join("missing/ptxas"), wheel.clone()];
+    let tk = root.join("toolkit");
+    // Each location in turn, as the ones before it are taken away.
+    let mut vars = full.clone();
+    assert_eq!(look(&vars, &extra, &tk), Some(on_path.clone()));
+    vars.insert("PATH", dir_of(&not_exec));
+    assert_eq!(look(&vars, &extra, &tk), Some(home));
+    vars.remove("CUDA_HOME");
+    assert_eq!(look(&vars, &extra, &tk), Some(cuda_path));
+    vars.remove("CUDA_PATH");
+    assert_eq!(look(&vars, &extra, &tk), Some(toolkit));
+    assert_eq!(look(&vars, &extra, &none), Some(triton));
+    vars.remove("TRITON_PTXAS_PATH");
+    assert_eq!(look(&vars, &extra, &none), Some(wheel));
+    assert_eq!(look(&vars, &extra[..1], &none), None);
+    // KIR_PTXAS is the user's choice: it wins, whether or not it exists; empty means unset.
+    let mut vars = full.clone();
+    vars.insert("KIR_PTXAS", "/nowhere/ptxas".into());
+    assert_eq!(
+        look(&vars, &extra, &tk),
+        Some(PathBuf::from("/nowhere/ptxas"))
+    );
+    vars.insert("KIR_PTXAS", String::new());
+    assert_eq!(look(&vars, &extra, &tk), Some(on_path));
+    let _ = std::fs::remove_dir_all(&root);
 }

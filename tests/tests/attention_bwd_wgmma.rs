@@ -147,7 +147,9 @@ fn the_bulk_reductions_read_is_waited_for_late() {
         )
         .unwrap_or_else(|e| panic!("d{d}: {e}"))
         .text;
-        let at = ptx.find(".entry attention_bwd_dkdv").expect("the dK/dV entry");
+        let at = ptx
+            .find(".entry attention_bwd_dkdv")
+            .expect("the dK/dV entry");
         let end = ptx[at..].find("\tret;").map(|e| at + e).expect("its ret");
         let body = &ptx[at..end];
         let lines: Vec<&str> = body.lines().collect();
@@ -163,7 +165,8 @@ fn the_bulk_reductions_read_is_waited_for_late() {
                 .copied()
                 .collect::<Vec<_>>();
             assert!(
-                tail.iter().any(|l| l.contains("cp.async.bulk.commit_group"))
+                tail.iter()
+                    .any(|l| l.contains("cp.async.bulk.commit_group"))
                     && !tail.iter().any(|l| l.contains(wait)),
                 "d{d}: the issue at line {i} is waited for at once: {tail:?}"
             );

@@ -78,14 +78,14 @@ pub enum Image<'a> {
     Cubin(&'a [u8]),
 }
 
-/// Assembles `ptx` (of `target`) for `gpu` into a cubin for [`Image::Cubin`], with ptxas
-/// (`$KIR_PTXAS`, else `ptxas` on the `PATH`) as a whole program, for the GPU's own
+/// Assembles `ptx` (of `target`) for `gpu` into a cubin for [`Image::Cubin`], with the ptxas
+/// [`crate::ptxas_path::ptxas_exe`] finds, as a whole program, for the GPU's own
 /// architecture (`sm_90a` when the PTX is sm_90a's and the GPU is compute capability 9.0, else
 /// `sm_XY` of the GPU). Not the driver's linker: `cuLinkAddData` compiles PTX as relocatable
 /// code, which spilled 2,168 bytes in attention_fwd's d128 default that the whole-program JIT
 /// keeps in registers, and ran it 8× slower on the H200 (docs/cache.md).
 pub fn cubin(gpu: &Gpu, ptx: &str, target: Target) -> Result<Vec<u8>, RuntimeError> {
-    let exe = crate::nvrtc::ptxas_exe();
+    let exe = crate::ptxas_path::ptxas_exe();
     crate::nvrtc::assemble(&exe, ptx, &cubin_arch(gpu.capability, target))
         .map(|(bin, _)| bin)
         .map_err(RuntimeError::Cuda)
