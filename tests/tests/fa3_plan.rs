@@ -1,8 +1,9 @@
 //! The FA3 planner's feature, as kir expresses it: the tile plan is a specialization
 //! (`BLOCK_M`, `BLOCK_N` of attention_fwd), the interpreter proves the planned configuration
 //! computes attention exactly as the f64 oracle does, and the shared-memory budget of a plan is
-//! checked at compile time with a clear error instead of a launch failure. Stage counts and warp
-//! roles come with the scheduling passes.
+//! checked at compile time with a clear error instead of a launch failure; FA3's d128 tile of
+//! 176 keys is exact on the interpreter and takes wgmma for both dots on sm_90a. Stage counts
+//! and warp roles come with the scheduling passes.
 
 use kir_backends::interp::HostArg;
 use kir_backends::Target;
@@ -161,6 +162,85 @@ fn causal_head_groups_compute_every_block_once() {
             &defs,
             true,
             &mut rng,
+        );
+    }
+}
+
+/// FlashAttention-3's d128 tile, 128 queries by 176 keys: a key block that is not a multiple of
+/// 64. On the interpreter it computes attention as the oracle does (ragged key lengths past two
+/// and three blocks, causal or not); on sm_90a both dots take wgmma, P·V's K of 176 keys along
+/// the rows of the N-major v tile (11 slices of 16, the next 64 columns 176·128 bytes further),
+/// both rings are TMA rings in the 128B-swizzled layout, and the kernel assembles without
+/// spills, warp-specialized or not, with the pinned ptxas. (Before, P·V fell back to mma.sync
+/// with v in the padded layout: wgmma took K only in whole 64-column blocks.)
+#[test]
+fn key_blocks_of_176_take_wgmma_and_are_exact() {
+    use kir_backends::ptx::report::DotPath;
+    use kir_compiler::internal::pipeline;
+    use kir_compiler::internal::plan::{CompilePlan, Flags};
+    let tile = [("BLOCK_M", "128"), ("BLOCK_N", "176")];
+    for causal in [false, true] {
+        let mut rng = Rng::fresh("fa3 plan 128x176");
+        let s = AttnShape {
+            b: 1,
+            hq: 2,
+            hkv: 1,
+            sq: 1 + rng.range(100, 300),
+            sk: 1 + rng.range(360, 600),
+            d: 128,
+        };
+        check_against_oracle(
+            &format!("128x176 causal={causal}"),
+            s,
+            "bf16",
+            &tile,
+            causal,
+            &mut rng,
+        );
+    }
+    let src = kir_compiler::internal::oplib::builtin("attention_fwd").expect("built-in op");
+    let ptxas = kir_tests::pinned_ptxas();
+    for ws in [false, true] {
+        let defs: Vec<(String, String)> = tile
+            .iter()
+            .map(|(a, b)| (a.to_string(), b.to_string()))
+            .collect();
+        let flags = Flags {
+            warp_specialize: Some(ws),
+            ..Flags::default()
+        };
+        let plan = CompilePlan::resolve(src, &defs, Target::Sm90a, Emit::Ptx, flags)
+            .unwrap_or_else(|e| panic!("ws={ws}: {e}"));
+        let out = pipeline::compile(src, &plan).unwrap_or_else(|e| panic!("ws={ws}: {e}"));
+        let paths: Vec<DotPath> = out.reports[0].dots.iter().map(|d| d.path).collect();
+        assert_eq!(paths, [DotPath::Wgmma; 2], "ws={ws}");
+        let ptx = &out.text;
+        assert!(
+            ptx.contains("m64n128k16") && ptx.contains("m64n176k16"),
+            "ws={ws}: the two wgmma shapes"
+        );
+        // P·V: 11 slices of 16 keys per warpgroup and dot, each its own wgmma.
+        let pv = ptx
+            .matches("wgmma.mma_async.sync.aligned.m64n128k16")
+            .count();
+        assert!(pv >= 11 && pv % 11 == 0, "ws={ws}: {pv} P·V slices");
+        assert!(
+            ptx.contains("cp.async.bulk.tensor"),
+            "ws={ws}: the rings are TMA rings"
+        );
+        let log = kir_backends::nvrtc::assemble(&ptxas, ptx, "sm_90a")
+            .unwrap_or_else(|e| panic!("ws={ws}: {e}"))
+            .1;
+        let spill_lines: Vec<&str> = log
+            .lines()
+            .filter(|l| l.contains("bytes spill stores"))
+            .collect();
+        assert!(
+            !spill_lines.is_empty()
+                && spill_lines
+                    .iter()
+                    .all(|l| l.contains(" 0 bytes spill stores, 0 bytes spill loads")),
+            "ws={ws}: {log}"
         );
     }
 }

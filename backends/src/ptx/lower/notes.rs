@@ -105,8 +105,17 @@ fn wgmma_declined(
         format!("M = {m} is not 16·warps = {}", 16 * w)
     } else if n % 8 != 0 || !(8..=256).contains(&n) {
         format!("N = {n} is not a multiple of 8 from 8 to 256")
-    } else if kd % 64 != 0 {
-        format!("K = {kd} is not a multiple of 64 (one 128-byte swizzle row)")
+    } else if kd % 16 != 0 {
+        format!("K = {kd} is not a multiple of 16 (one wgmma slice)")
+    } else if kd % 64 != 0 && kd < 64 {
+        format!("K = {kd} is not a multiple of 64 (one 128-byte swizzle row) and under 64")
+    } else if kd % 64 != 0
+        && crate::ptx::plan::wgmma::wgmma_dot(c.k, op, c.plan.blk, c.target).is_none()
+    {
+        format!(
+            "K = {kd} is not a multiple of 64 (one 128-byte swizzle row), which it must be where \
+             K is an operand tile's contiguous dim (a K-major A or B)"
+        )
     } else if crate::ptx::plan::wgmma::wgmma_dot(c.k, op, c.plan.blk, c.target).is_some() {
         format!("the accumulator is in the {layout:?} layout, not one 16-row fragment per warp")
     } else {

@@ -8,7 +8,8 @@
 //!   M = 16 · warps (each warpgroup of 4 warps takes 64 rows, each warp 16, so the accumulator is
 //!   the `RowMma` layout with one row fragment per warp — wgmma's m64nNk16 D fragment is the
 //!   mma.sync m16n8 C fragment repeated along N), N a multiple of 8 up to 256, K a multiple of
-//!   64 (one 128-byte swizzle row), the contiguous dim of every operand tile a multiple of 64 with
+//!   64 (one 128-byte swizzle row; where K is no tile's contiguous dim, a multiple of 16 above 64,
+//!   as P·V over 176 keys), the contiguous dim of every operand tile a multiple of 64 with
 //!   the block's threads covering whole rows of it, and the accumulator carried by a loop (GEMM's
 //!   K loop; attention's scores, which restart from zero each key block, keep mma.sync).
 //! - Shared layout of such operand tiles ([rows, cols], cols contiguous, a multiple of 64): the

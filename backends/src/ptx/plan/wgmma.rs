@@ -143,7 +143,7 @@ fn local(k: &Kernel, op: &OpData, b: Block, target: Target) -> Option<WgmmaDot> 
         && m == 16 * b.warps as usize
         && n % 8 == 0
         && (8..=256).contains(&n)
-        && kd % 64 == 0
+        && kd % 16 == 0
         && m % 8 == 0
         && tr.dtype() == Some(Dtype::F32);
     // A: a core-layout tile (SS) read directly, or through a transpose of a [K, M] tile (M-major:
@@ -201,8 +201,17 @@ fn local(k: &Kernel, op: &OpData, b: Block, target: Target) -> Option<WgmmaDot> 
         .and_then(|&acc| def_data(&k.dfg, acc))
         .is_some_and(|o| o.opcode == Opcode::Const && lit(o.lead.as_ref()) == Some(0.0));
     let copies_ok = b_in_regs || copy_ok(if b_n_major { n } else { kd }, threads);
+    // K in whole 64-column blocks wherever K is an operand tile's contiguous dim (a K-major A or
+    // B: one 16-deep slice is 32 bytes of a 128-byte swizzle row). Where neither is (A in
+    // registers or M-major, B N-major or in registers), K runs along the tiles' rows and whole
+    // 16-deep slices would do: P·V with key blocks of 96 or 176 (FlashAttention-3's d128 tile).
+    // K under 64 stays on mma.sync there: it would move defaults that no GPU has run this way
+    // (attention_bwd's d192 dQ kernel, 32-key blocks), so only K ≥ 64 takes the relaxed rule.
+    let k_contiguous = (a_smem.is_some() && !a_m_major) || !b_n_major;
+    let k_ok = kd % 64 == 0 || (!k_contiguous && kd > 64);
     let ok = lowp
         && shapes_ok
+        && k_ok
         && copies_ok
         && a_smem.is_none_or(reads_ok)
         && (b_n_major || only_here(bv))
