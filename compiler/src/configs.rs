@@ -3,7 +3,8 @@
 //! (kernel structure, specialization, target, backend) from H200 measurements
 //! (docs/benchmarks.md; the calls behind each row in docs/history/benchmarks-log.md). A kernel's
 //! `.kir` file keeps the defaults that fit every target; a row here replaces them on the targets
-//! it names; the rows are in compiler/src/configs/table.rs. docs/configs.md describes the model
+//! it names; the rows are in compiler/src/configs/table.rs and (attention, forward and backward)
+//! compiler/src/configs/attention_rows.rs. docs/configs.md describes the model
 //! and how to add a row.
 //!
 //! Rows are keyed by what a kernel IS, as compiler/src/structure/ reads it from the IR: a class
@@ -22,10 +23,12 @@
 //! row applied and why, or why none did (`kirc compile --report`).
 //! This is the seam where measured (autotuned) configurations will be looked up first.
 
+mod attention_rows;
 mod table;
 
 use crate::passes::const_values;
 use crate::structure::{NoRole, Structure};
+use attention_rows::ATTENTION_ROWS;
 use kir_backends::Target;
 use kir_ir::Module;
 use table::ROWS;
@@ -86,7 +89,7 @@ pub fn target_config(
     };
     let backend = if cuda { "CUDA-C " } else { "" };
     let what = format!("{} {backend}{} row", target.name(), class.name());
-    let Some(row) = ROWS.iter().find(|r| {
+    let Some(row) = ROWS.iter().chain(ATTENTION_ROWS).find(|r| {
         r.class == class && r.targets.contains(&target) && r.cuda == cuda && (r.when)(&s.features)
     }) else {
         return Config::none(format!(

@@ -6,6 +6,7 @@
 //! Kernels work on whole tiles and never name threads. See `docs/ir.md` for the grammar and the
 //! semantics of every op.
 
+pub mod attrs;
 pub mod dtype;
 pub mod edit;
 pub mod entities;

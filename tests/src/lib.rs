@@ -9,20 +9,23 @@ pub mod inputs;
 pub mod oracle;
 pub mod oracle_attention;
 pub mod oracle_ops;
+pub mod ptxas;
 pub mod rpg;
 pub mod sched_diff;
+
+pub use ptxas::pinned_ptxas;
 
 use kir_backends::interp::{self, HostArg, HostData, HostTensor};
 use kir_ir::Dtype;
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-/// The pinned ptxas that ./scripts/test.sh installs (`KIR_PTXAS`); panics, naming the
-/// script, when it is not set.
-pub fn pinned_ptxas() -> String {
-    std::env::var("KIR_PTXAS").unwrap_or_else(|_| {
-        panic!("KIR_PTXAS is not set: run ./scripts/test.sh (it installs the pinned ptxas and exports KIR_PTXAS)")
-    })
+/// Specialization defines as the compile API takes them: `&[("HEAD_DIM", "128")]` to owned
+/// name/value pairs.
+pub fn defs(d: &[(&str, &str)]) -> Vec<(String, String)> {
+    d.iter()
+        .map(|(a, b)| (a.to_string(), b.to_string()))
+        .collect()
 }
 
 /// A small deterministic PRNG (splitmix64) with a normal sampler.

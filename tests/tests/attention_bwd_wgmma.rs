@@ -15,12 +15,7 @@ use kir_backends::Target;
 use kir_compiler::internal::compile::{compile, Emit};
 use kir_compiler::internal::pipeline;
 use kir_compiler::internal::plan::{CompilePlan, Flags};
-
-fn defs(d: &[(&str, &str)]) -> Vec<(String, String)> {
-    d.iter()
-        .map(|(a, b)| (a.to_string(), b.to_string()))
-        .collect()
-}
+use kir_tests::defs;
 
 fn bwd_plan(d: &[(&str, &str)], target: Target) -> (CompilePlan, String) {
     let src = kir_compiler::internal::oplib::builtin("attention_bwd").expect("attention_bwd");

@@ -2,7 +2,7 @@
 //! kir takes from 64 to 384 (64, 96, 128, 160, 192, 256, 384) in f32, f16 and bf16, causal or
 //! not, on all four targets, with the pinned ptxas (13.0). The ops' own tiles spilled for f32
 //! above head dim 128 and for 16-bit at 384 (1,208 bytes in the backward at f32 d256 on
-//! sm_90a, 2,036 in the forward at f32 d384); the rows of compiler/src/configs/table.rs for
+//! sm_90a, 2,036 in the forward at f32 d384); the rows of compiler/src/configs/attention_rows.rs for
 //! them ("The forward where the op's 64×64 tiles spill", "Attention backward where the op's
 //! tiles spill") choose smaller tiles, and this test fails when one spills again. Needs
 //! `KIR_PTXAS`. The atomic mode (`DETERMINISTIC=0`) is checked where it spilled (f32 d384, and
@@ -111,7 +111,7 @@ fn backward_f32_atomic_mode_at_the_largest_head_dims_does_not_spill() {
 /// The atomic mode in 16 bits at the head dims with sm_90a rows (64, 128, 256), causal or not,
 /// on every target: the causal d64 dK/dV kernel spilled 4 bytes on sm_100a at the op's 64-query
 /// steps (128 registers: ptxas fitted four 4-warp blocks where shared memory allows three); the
-/// sm_100a row of compiler/src/configs/table.rs takes 32-query steps there (125 registers).
+/// sm_100a row of compiler/src/configs/attention_rows.rs takes 32-query steps there (125 registers).
 #[test]
 fn backward_16_bit_atomic_mode_does_not_spill() {
     for dtype in ["bf16", "f16"] {

@@ -7,12 +7,7 @@ use kir_backends::ptx::PtxOptions;
 use kir_backends::Target;
 use kir_compiler::internal::compile::{compile_stage, Emit, Stage};
 use kir_compiler::internal::oplib::builtin;
-
-fn defs(d: &[(&str, &str)]) -> Vec<(String, String)> {
-    d.iter()
-        .map(|(a, b)| (a.to_string(), b.to_string()))
-        .collect()
-}
+use kir_tests::defs;
 
 /// The kernel symbols and PTX of `src` compiled for `target` with `d` and `opts`.
 fn ptx(src: &str, d: &[(&str, &str)], target: Target, opts: PtxOptions) -> (Vec<String>, String) {

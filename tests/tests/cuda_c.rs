@@ -10,17 +10,11 @@
 use kir_backends::nvrtc::{ptxas, Nvrtc};
 use kir_backends::Target;
 use kir_compiler::internal::compile::{compile, Emit};
+use kir_tests::defs;
 use std::sync::Mutex;
 use std::time::Instant;
 
 type Case = (String, String, Vec<(String, String)>);
-
-fn defs(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
-    pairs
-        .iter()
-        .map(|(a, b)| (a.to_string(), b.to_string()))
-        .collect()
-}
 
 /// Every op × a representative set of specializations: all dtypes, causal on and off, every
 /// GEMM epilogue with and without a transposed B, head dims 64/128/256, ragged tile sizes.

@@ -231,16 +231,6 @@ fn key_blocks_of_176_take_wgmma_and_are_exact() {
         let log = kir_backends::nvrtc::assemble(&ptxas, ptx, "sm_90a")
             .unwrap_or_else(|e| panic!("ws={ws}: {e}"))
             .1;
-        let spill_lines: Vec<&str> = log
-            .lines()
-            .filter(|l| l.contains("bytes spill stores"))
-            .collect();
-        assert!(
-            !spill_lines.is_empty()
-                && spill_lines
-                    .iter()
-                    .all(|l| l.contains(" 0 bytes spill stores, 0 bytes spill loads")),
-            "ws={ws}: {log}"
-        );
+        kir_tests::ptxas::assert_no_spills(&log, &format!("128x176, ws={ws}"));
     }
 }

@@ -11,6 +11,7 @@
 use kir_backends::interp::{self, HostArg};
 use kir_compiler::internal::pipeline;
 use kir_ir::{Dtype, ExprKind, Module, ParamKind};
+use kir_tests::defs;
 use kir_tests::F64s;
 use kir_tests::{compare, tolerance, Rng};
 use std::collections::BTreeMap;
@@ -66,13 +67,6 @@ fn inputs(m: &Module, rng: &mut Rng) -> BTreeMap<String, HostArg> {
         }
     }
     args
-}
-
-fn defs(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
-    pairs
-        .iter()
-        .map(|(a, b)| (a.to_string(), b.to_string()))
-        .collect()
 }
 
 /// Runs the module before and after `mask_split` on `rounds` fresh inputs and compares outputs;

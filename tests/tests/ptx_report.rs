@@ -7,12 +7,7 @@ use kir_backends::ptx::report::{DotPath, PtxReport, WarpsFrom};
 use kir_backends::ptx::PtxOptions;
 use kir_backends::{Feature, Target};
 use kir_compiler::internal::compile::{compile_stage, Compiled, Emit, Stage};
-
-fn defs(d: &[(&str, &str)]) -> Vec<(String, String)> {
-    d.iter()
-        .map(|(a, b)| (a.to_string(), b.to_string()))
-        .collect()
-}
+use kir_tests::defs;
 
 fn build(op: &str, d: &[(&str, &str)], target: Target, opts: &PtxOptions) -> Compiled {
     let src = kir_compiler::internal::oplib::builtin(op).expect("built-in op");

@@ -10,6 +10,7 @@
 use kir_backends::ptx::PtxOptions;
 use kir_backends::Target;
 use kir_compiler::internal::compile::{compile_stage, Emit, Stage};
+use kir_tests::defs;
 use std::process::Command;
 
 fn ws_opts() -> PtxOptions {
@@ -17,12 +18,6 @@ fn ws_opts() -> PtxOptions {
         warp_specialize: Some(true),
         ..Default::default()
     }
-}
-
-fn defs(d: &[(&str, &str)]) -> Vec<(String, String)> {
-    d.iter()
-        .map(|(k, v)| (k.to_string(), v.to_string()))
-        .collect()
 }
 
 /// `ptxas -v` on sm_90a: the log, after checking it succeeded without a warning or a spill.

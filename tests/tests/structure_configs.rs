@@ -17,6 +17,7 @@ use kir_backends::interp;
 use kir_backends::Target;
 use kir_compiler::internal::compile::Emit;
 use kir_compiler::internal::plan::{CompilePlan, Flags};
+use kir_tests::defs;
 use kir_tests::{compare, round, t, tolerance, Rng};
 use std::collections::BTreeMap;
 
@@ -246,12 +247,6 @@ fn renamed_copies_of_every_builtin_compile_to_the_same_code() {
 fn user_matmul() -> String {
     let path = concat!(env!("CARGO_MANIFEST_DIR"), "/in/user/matmul_leaky_relu.kir");
     std::fs::read_to_string(path).expect("tests/in/user/matmul_leaky_relu.kir")
-}
-
-fn defs(d: &[(&str, &str)]) -> Vec<(String, String)> {
-    d.iter()
-        .map(|(a, b)| (a.to_string(), b.to_string()))
-        .collect()
 }
 
 fn leaky_relu_oracle(a: &[f64], b: &[f64], m: usize, k: usize, n: usize) -> Vec<f64> {

@@ -14,14 +14,9 @@ use kir_compiler::internal::passes::swap_operands;
 use kir_compiler::internal::pipeline;
 use kir_compiler::internal::plan::{CompilePlan, Flags};
 use kir_ir::{Dtype, Module, Opcode};
+use kir_tests::defs;
 use kir_tests::{compare, round, t, tolerance, Rng};
 use std::collections::BTreeMap;
-
-fn defs(d: &[(&str, &str)]) -> Vec<(String, String)> {
-    d.iter()
-        .map(|(a, b)| (a.to_string(), b.to_string()))
-        .collect()
-}
 
 /// The front end's output of `src` with `d`, and the same module with operands swapped.
 fn both(src: &str, d: &[(&str, &str)]) -> (Module, Module) {

@@ -128,7 +128,7 @@ fn warp_specialize_on_compiles_every_attention_backward_kernel_with_its_own_warp
 }
 
 /// attention_bwd at d256 (16-bit, no mask or soft cap) is warp-specialized by default on sm_90a
-/// (compiler/src/configs/table.rs: both kernels hold one block per SM for their shared memory,
+/// (compiler/src/configs/attention_rows.rs: both kernels hold one block per SM for their shared memory,
 /// so the producer's warps cost no occupancy): its dK/dV and dQ kernels each get a producer
 /// warpgroup, with and without shapes; a mask keeps the op's tiles, unspecialized.
 #[test]

@@ -1,0 +1,390 @@
+//! The attention rows of the per-target configuration table (table.rs holds the row type and
+//! the other classes): attention_fwd's and attention_bwd's sm_90a schedules, the tiles that keep
+//! every head dim and dtype free of spills on every target, and the CUDA-C backend's tiles.
+//! Each row's comment names the measurement behind it (docs/benchmarks.md, docs/configs.md).
+
+use super::table::{bwd_row, cuda_row, tile_row, Row, BWD_128_KEYS, BWD_64_KEYS};
+use crate::structure::{Class, Role};
+use kir_backends::Target;
+
+/// The attention rows (H200 measurements of 2026-12-01 and 12-02, docs/history/benchmarks-log.md
+/// "Hopper fast path" and the sections named below). sm_90a attention: 128-row query blocks on
+/// two warpgroups (one 64-row wgmma fragment each, ping-ponging on the tensor cores). Without
+/// causal masking the key loop is a TMA ring (docs/passes.md): d128 warp-specialized, a producer
+/// warpgroup (tensor copies of K, V and the query block) and three consumer warpgroups on
+/// 192×128 tiles at 160 registers (`setmaxnreg`), two stages (calls L2/L3, 2026-12-02:
+/// 615.0–619.2 TFLOP/s at 16k against 576.1–576.5 for the unspecialized 128×64 tile at two
+/// blocks per SM, 594.3–627.6 against 605.3–613.2 at 4k, and 459.7–461.2 against 517.0–517.2 at
+/// 1k, where 1,024 rows fill 5⅓ blocks of 192: docs/history/benchmarks-log.md "The producer
+/// stages the query block"), d64 with 128-key blocks (454.7; 64-key blocks 381.5, the 64×128
+/// tile on one warpgroup 410.3), d256 with 64-key blocks (560.2). Causal key ranges are TMA
+/// rings too (their rows past the range zeroed in shared memory), taking the query blocks with
+/// the most keys first: d128 with 128-key blocks (467.9–470.4; 64-key blocks 462.8–464.0), d64
+/// with 128×128 on two warpgroups, two blocks per SM at 128 registers since the loop bound lives
+/// in shared memory (408.6–410.2 against 388.0–388.6 for 64×128 on one warpgroup, three stages
+/// 340.6: one block per SM; docs/history/benchmarks-log.md "Causal d64 at two blocks per SM"),
+/// its programs walking two heads at a time (421.4 against 414.8 one head at a time, four heads
+/// 424.2; at 4k tokens 313.9 against 303.7 and 300.8; d128 keeps one head: 485.9 against
+/// 479.0). Then the backward's sm_90a rows, the rows where the ops' tiles spill, and the CUDA-C
+/// backend's.
+pub(super) const ATTENTION_ROWS: &[Row] = &[
+    // Short sequences (the query count known from the shapes, at most 2,048): the
+    // warp-specialized 192-row tile leaves a third of the last query block empty at 1,024
+    // queries (5⅓ blocks) and has fewer key blocks to pipeline; the unspecialized 128×64 tile
+    // at two blocks per SM is faster there (call W3, docs/gpu-results/2026-12-04-w3-fwd.txt,
+    // B 16, H 16, S 1,024: 517.9 TFLOP/s against 457.9; earlier calls L2/L3: 517.0–517.2
+    // against 459.7–461.2 at 1k, 605.3–613.2 against 594.3–627.6 at 4k).
+    Row {
+        cuda: false,
+        class: Class::Attention,
+        targets: &[Target::Sm90a],
+        when: |f| {
+            f.half() && f.head_dim == Some(128) && !f.causal && f.m.is_some_and(|m| m <= 2048)
+        },
+        set: &[(Role::QueryBlock, 128), (Role::KeyBlock, 64)],
+        warps: Some(8),
+        stages: None,
+        warp_specialize: false,
+        persistent: false,
+        overlap: false,
+        swap_operands: false,
+    },
+    Row {
+        cuda: false,
+        class: Class::Attention,
+        targets: &[Target::Sm90a],
+        when: |f| f.half() && f.head_dim == Some(128) && !f.causal && !f.mask,
+        set: &[(Role::QueryBlock, 192), (Role::KeyBlock, 128)],
+        warps: Some(12),
+        stages: Some(2),
+        warp_specialize: true,
+        persistent: false,
+        overlap: false,
+        swap_operands: false,
+    },
+    // With an additive mask tile the 160-register consumers spill (844 bytes at 192×128):
+    // the unspecialized tile, two blocks of two warpgroups per SM.
+    Row {
+        cuda: false,
+        class: Class::Attention,
+        targets: &[Target::Sm90a],
+        when: |f| f.half() && f.head_dim == Some(128) && !f.causal,
+        set: &[(Role::QueryBlock, 128), (Role::KeyBlock, 64)],
+        warps: Some(8),
+        stages: None,
+        warp_specialize: false,
+        persistent: false,
+        overlap: false,
+        swap_operands: false,
+    },
+    Row {
+        cuda: false,
+        class: Class::Attention,
+        targets: &[Target::Sm90a],
+        when: |f| f.half() && f.head_dim == Some(128) && f.causal,
+        set: &[(Role::QueryBlock, 128), (Role::KeyBlock, 128)],
+        warps: Some(8),
+        stages: None,
+        warp_specialize: false,
+        persistent: false,
+        overlap: false,
+        swap_operands: false,
+    },
+    Row {
+        cuda: false,
+        class: Class::Attention,
+        targets: &[Target::Sm90a],
+        when: |f| f.half() && f.head_dim == Some(64) && !f.causal,
+        set: &[(Role::QueryBlock, 128), (Role::KeyBlock, 128)],
+        warps: Some(8),
+        stages: None,
+        warp_specialize: false,
+        persistent: false,
+        overlap: false,
+        swap_operands: false,
+    },
+    Row {
+        cuda: false,
+        class: Class::Attention,
+        targets: &[Target::Sm90a],
+        when: |f| f.half() && f.head_dim == Some(64) && f.causal,
+        set: &[
+            (Role::QueryBlock, 128),
+            (Role::KeyBlock, 128),
+            (Role::Group, 2),
+        ],
+        warps: Some(8),
+        stages: None,
+        warp_specialize: false,
+        persistent: false,
+        overlap: false,
+        swap_operands: false,
+    },
+    // d256 without causal masking, an additive mask or a soft cap at up to 4,096 queries (the
+    // query count known from the shapes): the row below's 128×64 tile warp-specialized, a
+    // producer warpgroup on the K and V copies. H200, `kirc bench` (calls Y8/Y9,
+    // docs/gpu-results/2026-12-04-y8-y9-attention-fwd-configs.txt), TFLOP/s against the
+    // unspecialized tile in the same call: B 16, S 1k 557.7/555.7 against 529.5/532.9; B 4,
+    // S 4k 660.5/659.6 against 648.4/648.1 (660.4/660.7 against 646.4/646.9 in Y8); at 16k
+    // it loses (642.1/616.4 against 652.1/638.2), so longer or unknown lengths keep the row
+    // below.
+    Row {
+        cuda: false,
+        class: Class::Attention,
+        targets: &[Target::Sm90a],
+        when: |f| {
+            f.half()
+                && f.head_dim == Some(256)
+                && !f.causal
+                && !f.mask
+                && !f.softcap
+                && f.m.is_some_and(|m| m <= 4096)
+        },
+        set: &[(Role::QueryBlock, 128), (Role::KeyBlock, 64)],
+        warps: Some(8),
+        stages: None,
+        warp_specialize: true,
+        persistent: false,
+        overlap: false,
+        swap_operands: false,
+    },
+    Row {
+        cuda: false,
+        class: Class::Attention,
+        targets: &[Target::Sm90a],
+        when: |f| f.half() && f.head_dim == Some(256),
+        set: &[(Role::QueryBlock, 128), (Role::KeyBlock, 64)],
+        warps: Some(8),
+        stages: None,
+        warp_specialize: false,
+        persistent: false,
+        overlap: false,
+        swap_operands: false,
+    },
+    // Attention backward at head dims 64 and 128 on sm_90a (the measured ones): 64 keys per dK/dV program and
+    // 64-query steps, 64-row query and key blocks for dQ, on 4 warps, so that every dot of the
+    // key-major dK/dV kernel (sᵀ = k·qᵀ, dv += pᵀ·do, dpᵀ = v·doᵀ, dk += dsᵀ·q) and of the dQ
+    // kernel is one 64-row wgmma (call W1, docs/gpu-results/2026-12-04-w1-bwd-wgmma.txt, `kirc
+    // bench`, TFLOP/s: d128 S = 16k 349.6 against 147.4 for the op's 64/32/32 and 322.8 for
+    // 128 keys on 8 warps; causal 341.9 against 146.1; d64 B 4 S 4k 297.2 against 135.8;
+    // d128 B 16 S 1k 286.8 against 130.9). Before the key-major form, 64-row blocks were the
+    // tuner's best at d64 too (call C4: 1.955 ms against 2.328). With a soft cap the cap's
+    // derivative is one more [keys, queries] tile, and the 64-key dK/dV kernel spills (16 bytes
+    // at d128, 88 with every feature): it keeps the op's 32-key tiles, spill-free; so does the
+    // atomic mode (`DETERMINISTIC=0`), whose fifth dot (dS·k into dq) spills 16 bytes there.
+    // At d256 the two dK/dV accumulators (2 × 64×256 f32, 256 registers a thread on 4 warps)
+    // are split between two programs by the op (dk's and dv's, grid z = 2; 243 registers, no
+    // spills) and the 256-column k and v tiles are copied into the core layout in two column
+    // groups on 128 threads (call Z1, docs/gpu-results/2026-12-04-z1-bwd-d256-split.txt, B 4 S
+    // 4k: 253.4 TFLOP/s against 119.4 for the op's 32-key tiles on mma.sync, cuDNN 405.5). A
+    // mask there keeps the op's tiles: its tile makes the 64-query dQ kernel spill (84 bytes).
+    // d128 at long sequences (the query count known, at least 8192): 128 keys per dK/dV program
+    // on 8 warps (two warpgroups of 64 keys sharing each q and do stage), the rest as below.
+    // H200, `kirc bench`, three alternating rounds against the 64-key row below (call B2,
+    // docs/gpu-results/2026-12-04-b1-b2-bwd-kv128.txt): S = 16k 393.4–395.6 TFLOP/s against
+    // 381.9–384.3, causal 390.1–393.1 against 377.1–378.7; at S = 4k the two were within the
+    // runs' spread (non-causal 386.8–406.7 against 377.4–385.9, causal 360.0–362.3 against
+    // 354.0–365.7), at 2k even, and at 1k (B 16) 128 keys lost 1.3–1.9 %.
+    bwd_row(
+        |f| {
+            f.half()
+                && f.head_dim == Some(128)
+                && !f.mask
+                && !f.softcap
+                && f.dots <= 4
+                && f.m.is_some_and(|m| m >= 8192)
+        },
+        BWD_128_KEYS,
+        None,
+    ),
+    // d256 warp-specialized (`WsPlan::one_consumer` for each kernel: a producer warpgroup
+    // feeding the rings by TMA, the 4-warp block as the consumer). Both d256 kernels hold one
+    // block per SM for their shared memory (197–199 KB), so the producer's warps cost no
+    // occupancy. H200, call E2 (docs/gpu-results/2026-12-05-e2-bwd-ws-per-kernel.txt), B 4 H 8
+    // S 4k, `kirc bench --kernel`: dK/dV 3.110 ms against 3.830, causal 1.834 against 2.199;
+    // dQ 1.632 against 1.586, causal 0.917 against 0.865; the program (E1) 287.8 TFLOP/s
+    // against 251.3. At d64 and d128 it lost in both kernels (d128 S = 16k: dK/dV 10.83 ms
+    // against 8.41, dQ 8.09 against 5.45): the unspecialized dQ kernel runs two blocks per SM;
+    // the 128-key dK/dV kernel runs one either way, and why it loses is not known (call G1's
+    // ncu: it issues less, with more stalls on L1TEX scoreboards).
+    Row {
+        warp_specialize: true,
+        ..bwd_row(
+            |f| f.half() && f.head_dim == Some(256) && !f.mask && !f.softcap && f.dots <= 4,
+            BWD_64_KEYS,
+            None,
+        )
+    },
+    bwd_row(
+        |f| {
+            let dim_ok = match f.head_dim {
+                Some(64 | 128) => true,
+                Some(256) => !f.mask,
+                _ => false,
+            };
+            f.half() && dim_ok && !f.softcap && f.dots <= 4
+        },
+        BWD_64_KEYS,
+        None,
+    ),
+    // The atomic mode (`DETERMINISTIC=0`) on sm_90a: the dK/dV kernel's fifth dot is
+    // dqᵀ = kᵀ·dSᵀ, [HEAD_DIM, queries], whose rows are the head dim: one 64-row wgmma per
+    // warpgroup when HEAD_DIM = 16·warps, with kᵀ read M-major from the k tile and dSᵀ stored
+    // from the accumulator into the core layout. So d64 takes 64 keys on 4 warps and d128 128
+    // keys on 8 warps (two warpgroups, 64 keys each); every dot is a wgmma, no spills (244
+    // registers at d128). H200, d128 S = 16k (call E1,
+    // docs/gpu-results/2026-12-05-e1-torch-shapes-bwd-ws.txt): 322.2 TFLOP/s against the
+    // deterministic default's 392.6 (warp-specialized 335.4; with a 24-register producer
+    // 359.2), so the deterministic mode stays the default.
+    bwd_row(
+        |f| f.half() && f.head_dim == Some(64) && !f.softcap && f.dots == 5,
+        BWD_64_KEYS,
+        Some(4),
+    ),
+    bwd_row(
+        |f| f.half() && f.head_dim == Some(128) && !f.softcap && f.dots == 5,
+        BWD_128_KEYS,
+        Some(8),
+    ),
+    // The forward where the op's 64×64 tiles spill (ptxas 13.0 over every head dim, dtype,
+    // causal or not, target: docs/configs.md, "Tiles that do not spill"): f32 above head dim
+    // 128 (the FMA path; 28 bytes at d160, 2,036 at d384 on sm_90a) and 16-bit at 384
+    // (mma.sync, up to 32 bytes). These query and key blocks assembled without spills on all
+    // four targets, causal or not, and with every feature but a mask at 16-bit d384 (40 to 76
+    // bytes there, against 264 to 416 with the op's tiles); speed was not measured.
+    tile_row(
+        Class::Attention,
+        |f| f.dtype == "f32" && f.head_dim.is_some_and(|d| d > 128 && d < 256),
+        &[(Role::QueryBlock, 32), (Role::KeyBlock, 32)],
+    ),
+    tile_row(
+        Class::Attention,
+        |f| f.dtype == "f32" && f.head_dim == Some(256),
+        &[(Role::QueryBlock, 32), (Role::KeyBlock, 16)],
+    ),
+    tile_row(
+        Class::Attention,
+        |f| f.dtype == "f32" && f.head_dim == Some(384),
+        &[(Role::QueryBlock, 8), (Role::KeyBlock, 16)],
+    ),
+    tile_row(
+        Class::Attention,
+        |f| f.half() && f.head_dim == Some(384),
+        &[(Role::QueryBlock, 64), (Role::KeyBlock, 16)],
+    ),
+    // Attention backward where the op's tiles spill on every target (ptxas 13.0, every
+    // (head dim, dtype) from 64 to 384, causal or not: docs/configs.md, "Tiles that do not
+    // spill"): f32 above head dim 128, on the FMA path, and 16-bit at 384, on mma.sync. The dQ
+    // kernel's [query block, head dim] accumulator and the dK/dV kernel's two [keys, head dim]
+    // ones outgrow the registers (f32 at d256: 1,208 and 660 bytes of spills; bf16 at d384:
+    // 36). These tiles assembled without spills on all four targets, causal or not; speed was
+    // not measured (f32 attention is the parity path; d384 has no peer to time against here).
+    tile_row(
+        Class::AttentionBwd,
+        |f| f.dtype == "f32" && f.head_dim == Some(384) && f.dots <= 4,
+        &[
+            (Role::QueryBlock, 16),
+            (Role::QueryStep, 16),
+            (Role::KeyBlock, 16),
+            (Role::KvBlock, 8),
+        ],
+    ),
+    // The atomic mode (`DETERMINISTIC=0`) at 16-bit d64, causal, on sm_100a: with the op's
+    // 64-query steps ptxas held the 4-warp dK/dV kernel at 128 registers (shared memory allows
+    // three blocks per SM) and spilled 4 bytes; with 32-query steps it takes 125, no spills
+    // (ptxas 13.0; tests/tests/attention_spills.rs). Speed not measured: no sm_100a GPU here.
+    Row {
+        targets: &[Target::Sm100a],
+        ..tile_row(
+            Class::AttentionBwd,
+            |f| f.half() && f.head_dim == Some(64) && f.causal && f.dots == 5,
+            &[
+                (Role::QueryBlock, 32),
+                (Role::QueryStep, 32),
+                (Role::KeyBlock, 32),
+                (Role::KvBlock, 32),
+            ],
+        )
+    },
+    // The atomic mode's fifth dot (dqᵀ, 384 rows) puts the dK/dV kernel on 8 warps, where 8
+    // keys made ptxas cap sm_80's registers at 128 and spill; 16 keys assemble without spills
+    // on every target (on sm_120a, where its tiles shrink to fit shared memory, with the
+    // backend's `.minnctapersm 1`: backends/src/ptx/lower/kernel.rs).
+    tile_row(
+        Class::AttentionBwd,
+        |f| f.dtype == "f32" && f.head_dim == Some(384),
+        &[
+            (Role::QueryBlock, 16),
+            (Role::QueryStep, 16),
+            (Role::KeyBlock, 16),
+            (Role::KvBlock, 16),
+        ],
+    ),
+    tile_row(
+        Class::AttentionBwd,
+        |f| f.dtype == "f32" && f.head_dim.is_some_and(|d| d > 128),
+        &[
+            (Role::QueryBlock, 32),
+            (Role::QueryStep, 32),
+            (Role::KeyBlock, 16),
+            (Role::KvBlock, 16),
+        ],
+    ),
+    tile_row(
+        Class::AttentionBwd,
+        |f| f.half() && f.head_dim == Some(384),
+        &[
+            (Role::QueryBlock, 32),
+            (Role::QueryStep, 32),
+            (Role::KeyBlock, 16),
+            (Role::KvBlock, 16),
+        ],
+    ),
+    // CUDA C stores every live tile as 32-bit values in shared memory, so the op's default
+    // tiles outgrow the smaller targets (`Target::smem_per_block`): sm_120a's 99 KB does not
+    // hold attention_fwd at d128 (119,296 bytes) or attention_bwd's dK/dV (165,888), sm_80's
+    // 163 KB not attention_fwd at d256 (213,760) or causal attention_bwd (170,496). These rows
+    // take smaller query and key blocks that fit with every feature (fit checked by
+    // tests/tests/configs.rs; the parity backend is checked for results, not timed).
+    cuda_row(
+        Class::Attention,
+        &[Target::Sm120a],
+        |f| f.head_dim.is_some_and(|d| d <= 128),
+        &[(Role::QueryBlock, 32), (Role::KeyBlock, 32)],
+    ),
+    cuda_row(
+        Class::Attention,
+        &[Target::Sm120a],
+        |_| true,
+        &[(Role::QueryBlock, 16), (Role::KeyBlock, 16)],
+    ),
+    cuda_row(
+        Class::Attention,
+        &[Target::Sm80],
+        |f| f.head_dim.is_some_and(|d| d > 128) && !f.causal,
+        &[(Role::QueryBlock, 32)],
+    ),
+    cuda_row(
+        Class::Attention,
+        &[Target::Sm80],
+        |f| f.head_dim.is_some_and(|d| d > 128),
+        &[(Role::QueryBlock, 32), (Role::KeyBlock, 32)],
+    ),
+    cuda_row(
+        Class::AttentionBwd,
+        &[Target::Sm120a],
+        |_| true,
+        &[
+            (Role::QueryBlock, 32),
+            (Role::QueryStep, 32),
+            (Role::KeyBlock, 16),
+            (Role::KvBlock, 16),
+        ],
+    ),
+    cuda_row(
+        Class::AttentionBwd,
+        &[Target::Sm80],
+        |f| f.causal,
+        &[(Role::QueryBlock, 32), (Role::QueryStep, 32)],
+    ),
+];
