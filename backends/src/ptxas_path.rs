@@ -10,9 +10,12 @@
 //! The order ([`find`]): `$KIR_PTXAS` as given (the user's choice, used even where it does not
 //! exist, so that a typo is an error and not a silent fallback); else the first executable
 //! file among `ptxas` on the `PATH`, `$CUDA_HOME/bin/ptxas`, `$CUDA_PATH/bin/ptxas`,
-//! `/usr/local/cuda/bin/ptxas`, `$TRITON_PTXAS_PATH`, then the candidates an embedder
-//! registers ([`add_candidates`]: the Python package's wheels); else the bare name `ptxas`,
-//! whose run fails, so the PTX goes through the driver's JIT as before.
+//! `/usr/local/cuda/bin/ptxas`, `$TRITON_PTXAS_PATH`, the wheels of the active Python
+//! environment (`$VIRTUAL_ENV` or `$CONDA_PREFIX`: `lib/python3.*/site-packages/` with
+//! `nvidia/cuda_nvcc/bin`, `nvidia/cu13/bin` or `triton/backends/nvidia/bin`, so `kirc` run
+//! inside a PyTorch environment finds them too), then the candidates an embedder registers
+//! ([`add_candidates`]: the Python package's wheels, wherever that Python keeps them); else
+//! the bare name `ptxas`, whose run fails, so the PTX goes through the driver's JIT as before.
 
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
@@ -72,8 +75,42 @@ pub fn find(
     if let Some(p) = env("TRITON_PTXAS_PATH").filter(|p| !p.is_empty()) {
         tries.push(PathBuf::from(p));
     }
+    for var in ["VIRTUAL_ENV", "CONDA_PREFIX"] {
+        if let Some(prefix) = env(var).filter(|d| !d.is_empty()) {
+            tries.extend(environment_wheels(Path::new(&prefix)));
+        }
+    }
     tries.extend(extra.iter().cloned());
     tries.into_iter().find(|p| is_executable(p))
+}
+
+/// Where the wheels of the Python environment at `prefix` keep a ptxas: under each
+/// `lib/python3.*/site-packages` (sorted), the CUDA toolkit's wheel (CUDA 12 and 13 layouts),
+/// then Triton's.
+fn environment_wheels(prefix: &Path) -> Vec<PathBuf> {
+    let mut site: Vec<PathBuf> = std::fs::read_dir(prefix.join("lib"))
+        .map(|rd| {
+            rd.filter_map(|e| e.ok())
+                .filter(|e| e.file_name().to_string_lossy().starts_with("python3"))
+                .map(|e| e.path().join("site-packages"))
+                .collect()
+        })
+        .unwrap_or_default();
+    site.sort();
+    let tails: [&[&str]; 3] = [
+        &["nvidia", "cuda_nvcc", "bin"],
+        &["nvidia", "cu13", "bin"],
+        &["triton", "backends", "nvidia", "bin"],
+    ];
+    site.iter()
+        .flat_map(|s| {
+            tails.iter().map(move |t| {
+                t.iter()
+                    .fold(s.clone(), |p, part| p.join(part))
+                    .join(exe_name())
+            })
+        })
+        .collect()
 }
 
 /// The file name of ptxas on this platform.

@@ -74,7 +74,8 @@ EMITS = ("ptx", "cuda", "ir")
 def ptxas() -> Optional[str]:
     """The ptxas that assembles the kir cache's cubins for a first launch on a GPU (``KIR_PTXAS``,
     else the first found on the ``PATH``, in ``CUDA_HOME``, ``CUDA_PATH``, ``/usr/local/cuda``,
-    ``TRITON_PTXAS_PATH``, the CUDA toolkit's wheel or Triton's), or None where none is found:
+    ``TRITON_PTXAS_PATH``, the wheels of ``VIRTUAL_ENV`` or ``CONDA_PREFIX``, the CUDA toolkit's
+    wheel or Triton's where this Python finds them), or None where none is found:
     the PTX then goes through the driver's JIT, which takes about twice as long."""
     return _kir.ptxas()
 

@@ -76,7 +76,16 @@ class NativeOrder(unittest.TestCase):
             base = {
                 k: v
                 for k, v in os.environ.items()
-                if k not in ("KIR_PTXAS", "PATH", "CUDA_HOME", "CUDA_PATH", "TRITON_PTXAS_PATH")
+                if k
+                not in (
+                    "KIR_PTXAS",
+                    "PATH",
+                    "CUDA_HOME",
+                    "CUDA_PATH",
+                    "TRITON_PTXAS_PATH",
+                    "VIRTUAL_ENV",
+                    "CONDA_PREFIX",
+                )
             }
             base["PYTHONPATH"] = os.pathsep.join(sys.path)
             self.assertEqual(

@@ -56,8 +56,9 @@ fn assembly_falls_back_for_a_ptxas_without_split_compile() {
 
 /// Where the cache's ptxas is looked for (`kir_backends::ptxas_path::find`): `KIR_PTXAS` as
 /// given, even where it does not exist; else the first executable among the `PATH`'s,
-/// `$CUDA_HOME`'s, `$CUDA_PATH`'s, the default toolkit's, `$TRITON_PTXAS_PATH` and the
-/// registered candidates (the Python package's wheels); a file without an execute bit, or a
+/// `$CUDA_HOME`'s, `$CUDA_PATH`'s, the default toolkit's, `$TRITON_PTXAS_PATH`, the active
+/// Python environment's wheels (`VIRTUAL_ENV`, `CONDA_PREFIX`) and the registered candidates
+/// (the Python package's wheels); a file without an execute bit, or a
 /// directory named ptxas, is passed over; none found is `None`.
 #[test]
 fn ptxas_is_looked_for_where_toolkits_and_wheels_put_it() {
@@ -120,6 +121,20 @@ fn ptxas_is_looked_for_where_toolkits_and_wheels_put_it() {
     assert_eq!(look(&vars, &extra, &tk), Some(toolkit));
     assert_eq!(look(&vars, &extra, &none), Some(triton));
     vars.remove("TRITON_PTXAS_PATH");
+    // The active Python environment's wheels: the CUDA toolkit's, then Triton's.
+    let venv = root.join("venv");
+    let venv_triton = exe(
+        "venv/lib/python3.12/site-packages/triton/backends/nvidia/bin",
+        0o755,
+    );
+    vars.insert("VIRTUAL_ENV", s(&venv));
+    assert_eq!(look(&vars, &extra, &none), Some(venv_triton));
+    let venv_nvcc = exe("venv/lib/python3.12/site-packages/nvidia/cu13/bin", 0o755);
+    assert_eq!(look(&vars, &extra, &none), Some(venv_nvcc.clone()));
+    vars.remove("VIRTUAL_ENV");
+    vars.insert("CONDA_PREFIX", s(&venv));
+    assert_eq!(look(&vars, &extra, &none), Some(venv_nvcc));
+    vars.remove("CONDA_PREFIX");
     assert_eq!(look(&vars, &extra, &none), Some(wheel));
     assert_eq!(look(&vars, &extra[..1], &none), None);
     // KIR_PTXAS is the user's choice: it wins, whether or not it exists; empty means unset.
