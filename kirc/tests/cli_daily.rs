@@ -50,7 +50,7 @@ fn ops_name_lists_every_constant_with_kind_default_and_allowed_values() {
     let out = stdout(&kirc(&["ops", "attention_fwd"]));
     assert!(out.contains("  DTYPE: {f32, f16, bf16} = bf16\n"), "{out}");
     assert!(
-        out.contains("  BLOCK_N: int = 64  tune {32, 64, 128}"),
+        out.contains("  BLOCK_N: int = 64  tune {32, 64, 80, 128, 176}"),
         "{out}"
     );
 }
