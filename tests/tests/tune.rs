@@ -165,6 +165,45 @@ fn the_space_is_the_product_of_the_unfixed_axes() {
     assert_eq!(p.candidates[1].cli_args(), "-D B=16 --warps 4 --stages 2");
 }
 
+/// An attention kernel adds `dot_overlap` on/off on sm_90a (the score dot issued under the
+/// previous block's P·V), after warp specialization; a GEMM does not, and sm_80 has neither.
+#[test]
+fn attention_searches_overlap_on_sm90a() {
+    let src = kir_compiler::internal::oplib::builtin("attention_fwd").expect("built-in");
+    let sh = shapes(&[
+        ("q", &[1, 2, 300, 64]),
+        ("k", &[1, 2, 300, 64]),
+        ("v", &[1, 2, 300, 64]),
+    ]);
+    let d = vec![("HEAD_DIM".to_string(), "64".to_string())];
+    let names = |t: Target| -> Vec<String> {
+        let p = tune::prepare(src, &d, t, &sh, &TuneOptions::default()).expect("prepare");
+        p.axes.iter().map(|(n, _)| n.clone()).collect()
+    };
+    let on90 = names(Target::Sm90a);
+    assert_eq!(
+        on90[on90.len() - 2..],
+        ["warp-specialize".to_string(), "overlap".to_string()]
+    );
+    assert!(!names(Target::Sm80).iter().any(|n| n == "overlap"));
+    let p = tune::prepare(src, &d, Target::Sm90a, &sh, &TuneOptions::default()).expect("prepare");
+    let on: Vec<_> = p
+        .candidates
+        .iter()
+        .filter(|c| c.flags.overlap == Some(true))
+        .collect();
+    assert_eq!(on.len() * 2, p.candidates.len());
+    assert!(
+        on[0].cli_args().ends_with("--overlap on"),
+        "{}",
+        on[0].cli_args()
+    );
+    let gemm = kir_compiler::internal::oplib::builtin("gemm").expect("built-in");
+    let gsh = shapes(&[("a", &[1, 64, 64]), ("b", &[1, 64, 64])]);
+    let p = tune::prepare(gemm, &[], Target::Sm90a, &gsh, &TuneOptions::default()).expect("gemm");
+    assert!(!p.axes.iter().any(|(n, _)| n == "overlap"));
+}
+
 #[test]
 fn empty_and_oversized_spaces_are_errors() {
     let sh = shapes(&[("x", &[100])]);
@@ -466,10 +505,15 @@ fn the_built_in_ops_declare_tune_sets_on_their_tiles() {
         let mut got = tuned.clone();
         got.sort();
         assert_eq!(got, want, "{op}");
+        // Powers of two, but for FlashAttention-3's key blocks (80 at d256, 176 at d128).
+        let fa3 = |name: &str, v: i64| {
+            op == "attention_fwd" && name == "BLOCK_N" && (v == 80 || v == 176)
+        };
         for c in m.consts.iter().filter(|c| c.tune.is_some()) {
             let vs = &c.tune.as_ref().expect("tuned").values;
             assert!(
-                vs.iter().all(|v| *v > 0 && (*v as u64).is_power_of_two()),
+                vs.iter()
+                    .all(|v| *v > 0 && ((*v as u64).is_power_of_two() || fa3(&c.name, *v))),
                 "{op}.{}: {vs:?}",
                 c.name
             );

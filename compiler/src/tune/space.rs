@@ -1,10 +1,11 @@
 //! The search space: the cartesian product of the tune sets of the constants the user did not
 //! fix with `-D`, and of the lowering flags the target offers that the user did not fix
-//! (warps per block, ring depth, warp specialization where the target lowers it, and swapped
-//! operands for a module with a dot-loop kernel on a target with wgmma).
+//! (warps per block, ring depth, warp specialization where the target lowers it, swapped
+//! operands for a module with a dot-loop kernel on a target with wgmma, and `dot_overlap` for a
+//! module with an attention kernel there).
 //!
 //! Candidates are listed in a fixed order: the first axis varies slowest, constants in
-//! declaration order, then warps, stages, warp specialization and swapped operands, each in
+//! declaration order, then warps, stages, warp specialization, swapped operands and overlap, each in
 //! the order of its values, so a run is reproducible and ties go to the earlier candidate.
 
 use super::types::{Axes, Candidate, TuneError};
@@ -29,6 +30,7 @@ enum Axis {
     Stages(Vec<usize>),
     WarpSpecialize(Vec<bool>),
     SwapOperands(Vec<bool>),
+    Overlap(Vec<bool>),
 }
 
 impl Axis {
@@ -37,7 +39,7 @@ impl Axis {
             Axis::Const(_, v) => v.len(),
             Axis::Warps(v) => v.len(),
             Axis::Stages(v) => v.len(),
-            Axis::WarpSpecialize(v) | Axis::SwapOperands(v) => v.len(),
+            Axis::WarpSpecialize(v) | Axis::SwapOperands(v) | Axis::Overlap(v) => v.len(),
         }
     }
 
@@ -49,6 +51,7 @@ impl Axis {
             Axis::Stages(v) => ("stages".into(), v.iter().map(usize::to_string).collect()),
             Axis::WarpSpecialize(v) => ("warp-specialize".into(), on_off(v)),
             Axis::SwapOperands(v) => ("swap-operands".into(), on_off(v)),
+            Axis::Overlap(v) => ("overlap".into(), on_off(v)),
         }
     }
 
@@ -60,6 +63,7 @@ impl Axis {
             Axis::Stages(v) => c.flags.stages = Some(v[i]),
             Axis::WarpSpecialize(v) => c.flags.warp_specialize = Some(v[i]),
             Axis::SwapOperands(v) => c.flags.swap_operands = Some(v[i]),
+            Axis::Overlap(v) => c.flags.overlap = Some(v[i]),
         }
     }
 }
@@ -71,15 +75,21 @@ fn on_off(v: &[bool]) -> Vec<String> {
         .collect()
 }
 
-/// Whether a kernel of `generic` (at `defines`) is a dot loop, which `swap_operands` rewrites.
-fn has_dot_loop(generic: &Module, defines: &[(String, String)]) -> bool {
+/// Whether a kernel of `generic` (at `defines`) is of `kind`: a dot loop, which
+/// `swap_operands` rewrites, or an attention key loop, whose score dot `dot_overlap` issues
+/// under the previous block's P·V.
+fn has_kernel(
+    generic: &Module,
+    defines: &[(String, String)],
+    kind: crate::structure::KernelKind,
+) -> bool {
     let Ok(values) = crate::passes::const_values(generic, defines) else {
         return false;
     };
     crate::structure::analyze(generic, &values)
         .kernels
         .iter()
-        .any(|k| k.kind == crate::structure::KernelKind::DotLoop)
+        .any(|k| k.kind == kind)
 }
 
 /// The space of `generic` for `target`: its axes (name and values) and every candidate, with
@@ -114,8 +124,18 @@ pub fn enumerate(
     if fixed.warp_specialize.is_none() && target.has_wgmma() && target.has_setmaxnreg() {
         axes.push(Axis::WarpSpecialize(vec![false, true]));
     }
-    if fixed.swap_operands.is_none() && target.has_wgmma() && has_dot_loop(generic, defines) {
+    use crate::structure::KernelKind;
+    if fixed.swap_operands.is_none()
+        && target.has_wgmma()
+        && has_kernel(generic, defines, KernelKind::DotLoop)
+    {
         axes.push(Axis::SwapOperands(vec![false, true]));
+    }
+    if fixed.overlap.is_none()
+        && target.has_wgmma()
+        && has_kernel(generic, defines, KernelKind::Attention)
+    {
+        axes.push(Axis::Overlap(vec![false, true]));
     }
     let described: Axes = axes.iter().map(Axis::describe).collect();
     let size = axes
