@@ -38,16 +38,22 @@ pub fn add_candidates(paths: impl IntoIterator<Item = PathBuf>) {
 }
 
 /// The ptxas that assembles cubins, as [`find`] chooses it from this process's environment and
-/// the registered candidates; the bare name `ptxas` when none is found.
-pub fn ptxas_exe() -> String {
+/// the registered candidates; `None` when none is found.
+pub fn located() -> Option<PathBuf> {
     let extra = EXTRA.lock().map(|v| v.clone()).unwrap_or_default();
     find(
         &|k| std::env::var_os(k),
         &extra,
         Path::new("/usr/local/cuda"),
     )
-    .map(|p| p.to_string_lossy().into_owned())
-    .unwrap_or_else(|| "ptxas".to_string())
+}
+
+/// [`located`] as the program to run; the bare name `ptxas` when none is found (its run then
+/// fails, and the caller falls back to the driver's JIT).
+pub fn ptxas_exe() -> String {
+    located()
+        .map(|p| p.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "ptxas".to_string())
 }
 
 /// The ptxas to run, in the module doc's order, with the environment read through `env`,

@@ -1,7 +1,8 @@
 //! `kirc cache prebuild FILE|OP [-D NAME=VALUE]... [--shape NAME=AxBxC]... [--target T]...`:
 //! compiles a module as `kirc bench` and `kirc run --device cuda` would (the same defines,
 //! shapes and lowering flags give the same compile plan, hence the same PTX), assembles its PTX
-//! with ptxas (`$KIR_PTXAS`, else `ptxas` on the `PATH`) for each target's architecture, and
+//! with ptxas (the one `kir_backends::ptxas_path` finds: `$KIR_PTXAS`, else the `PATH`'s, a
+//! toolkit's or a Python environment's) for each target's architecture, and
 //! stores the compilation and the cubins in the kir cache (docs/cache.md). No GPU is needed: a
 //! cubin is keyed by its PTX and architecture only, so one assembled here serves every GPU of
 //! that architecture. A directory filled this way and shipped with kir (`KIR_CACHE_PREBUILT`,

@@ -203,12 +203,11 @@ fn add_ptxas_candidates(paths: Vec<String>) {
     kir_backends::ptxas_path::add_candidates(paths.into_iter().map(std::path::PathBuf::from));
 }
 
-/// The ptxas that assembles the kir cache's cubins (`kir_backends::ptxas_path::ptxas_exe`), or
+/// The ptxas that assembles the kir cache's cubins (`kir_backends::ptxas_path::located`), or
 /// None where none is found (the PTX then goes through the driver's JIT).
 #[pyfunction]
 fn ptxas() -> Option<String> {
-    let exe = kir_backends::ptxas_path::ptxas_exe();
-    (exe != "ptxas").then_some(exe)
+    kir_backends::ptxas_path::located().map(|p| p.to_string_lossy().into_owned())
 }
 
 /// The native module `kir._kir`.
