@@ -154,7 +154,7 @@ class OpsAndConstants(unittest.TestCase):
         self.assertIsNone(c["HEAD_DIM"]["values"])
         self.assertEqual(c["HEAD_DIM"]["default"], 128)
         self.assertIn("HEAD_DIM % 8 == 0", c["HEAD_DIM"]["where"])
-        self.assertEqual(c["BLOCK_N"]["tune"], [32, 64, 128])
+        self.assertEqual(c["BLOCK_N"]["tune"], [32, 64, 80, 128, 176])
         self.assertIsNone(c["CAUSAL"]["tune"])
         # A default that depends on other constants is evaluated at their defaults.
         g = kir.constants("gemm_nf4")
