@@ -76,7 +76,8 @@ def ptxas() -> Optional[str]:
     else the first found on the ``PATH``, in ``CUDA_HOME``, ``CUDA_PATH``, ``/usr/local/cuda``,
     ``TRITON_PTXAS_PATH``, the wheels of ``VIRTUAL_ENV`` or ``CONDA_PREFIX``, the CUDA toolkit's
     wheel or Triton's where this Python finds them), or None where none is found:
-    the PTX then goes through the driver's JIT, which takes about twice as long."""
+    the PTX then goes through the driver's JIT, one kernel after another, and no cubin is kept in
+    the kir cache (docs/cache.md, "Cubins")."""
     return _kir.ptxas()
 
 

@@ -1,7 +1,8 @@
 """Where a ptxas may be in this Python environment, for the kir cache's cubins.
 
 A program's first launch on a GPU is assembled by ptxas when one is found, and JIT-compiled by
-the driver otherwise, which takes about twice as long (docs/cache.md, "Cubins"). kir's native
+the driver otherwise (docs/cache.md, "Cubins"): ptxas assembles a program's kernels on threads
+of their own, and the kir cache keeps its cubin for every later process. kir's native
 library looks where a CUDA toolkit puts ptxas (``KIR_PTXAS``, the ``PATH``, ``CUDA_HOME``,
 ``CUDA_PATH``, ``/usr/local/cuda``, ``TRITON_PTXAS_PATH``); many PyTorch environments have one
 only inside a wheel: the CUDA toolkit's PyPI wheel (``nvidia-cuda-nvcc``, under
