@@ -8,6 +8,9 @@
 #  2. `kirc bench` of the defaults and the candidates, alternating, two rounds: attention_fwd
 #     d128 S 1k (B 16, H 16), d128 S 16k (B 1, H 16), d256 S 4k (B 4, H 8); attention_bwd in
 #     both DETERMINISTIC modes at d128 S 16k (causal too), d64 S 4k (B 4, H 32), d256 S 4k;
+#  2b. `kirc tune attention_fwd` at d128 S 1k and d256 S 4k over the key blocks (FA3's 80 and
+#     176 among them), query blocks, warps, warp specialization and overlap (GROUP_H 1, 2 stages;
+#     80 candidates each, every one checked against the interpreter), the table's top lines;
 #  3. torch SDPA (FlashAttention-2 and cuDNN) forward and backward at the same shapes;
 #  4. the first launch of attention_fwd and attention_bwd in fresh processes with
 #     CUDA_CACHE_DISABLE=1, an empty kir cache and no prebuilt cubins: through the driver's JIT
@@ -107,6 +110,15 @@ for round in 1 2; do
         --arg scale=$sc --flops "$fl" --iters 5
     done
   done
+done
+
+echo "== 2b. kirc tune (GROUP_H 1, 2 stages; the fastest candidates, then the winner)"
+for spec in "128 16 16 1024 $s128" "256 4 8 4096 $s256"; do
+  set -- $spec; d=$1 b=$2 h=$3 s=$4 sc=$5
+  # shellcheck disable=SC2046
+  "$k" tune attention_fwd -D HEAD_DIM=$d -D GROUP_H=1 --stages 2 $(shp $b $h $s $d) --arg scale=$sc \
+    --flops "4*$b*$h*$s*$s*$d" --iters 20 --no-cache 2>"$tmp/tune.err" | grep -E "candidates|TFLOP/s|winner|dropped" | head -14
+  grep -E "WRONG|error" "$tmp/tune.err" | head -5
 done
 
 echo "== 3. peers: torch SDPA at the same shapes (TFLOP/s, CUDA events, median)"
