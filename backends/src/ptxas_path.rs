@@ -73,7 +73,12 @@ pub fn find(
     }
     let mut tries: Vec<PathBuf> = Vec::new();
     if let Some(path) = env("PATH") {
-        tries.extend(std::env::split_paths(&path).map(|d| d.join(exe_name())));
+        // An empty entry would mean the working directory: never run a ptxas found there.
+        tries.extend(
+            std::env::split_paths(&path)
+                .filter(|d| !d.as_os_str().is_empty())
+                .map(|d| d.join(exe_name())),
+        );
     }
     for var in ["CUDA_HOME", "CUDA_PATH"] {
         if let Some(d) = env(var).filter(|d| !d.is_empty()) {
