@@ -16,9 +16,14 @@
 #     CUDA_CACHE_DISABLE=1, an empty kir cache and no prebuilt cubins: through the driver's JIT
 #     and through the ptxas that Triton's wheel ships (what `kir.ptxas()` finds in a PyTorch
 #     environment without a CUDA toolkit).
-# usage: scripts/gpu_attention_tiles.sh [KIRC]   (a kirc built with --features cuda; default out/kirc)
+# usage: scripts/gpu_attention_tiles.sh [KIRC] [SECTION...]   (a kirc built with --features cuda,
+# default out/kirc; the sections to run, default all: 1 2 2b 3 4). All of them take about ten
+# minutes on the H200; split them over calls where a call is limited to that.
 set -uo pipefail
 k=${1:-${KIRC:-out/kirc}}
+shift || true
+sections=" ${*:-1 2 2b 3 4} "
+want() { [[ $sections == *" $1 "* ]]; }
 tmp=$(mktemp -d)
 s64=0.125 s128=0.08838834764831845 s256=0.0625
 
@@ -30,6 +35,7 @@ fwd256=("" "-D BLOCK_M=128 -D BLOCK_N=80" "-D BLOCK_M=128 -D BLOCK_N=80 --warp-s
   "-D BLOCK_M=128 -D BLOCK_N=80 --warp-specialize on --persistent 132")
 bwdmodes=("" "-D DETERMINISTIC=0" "-D DETERMINISTIC=0 --warp-specialize on")
 
+if want 1; then
 echo "== 1. correctness: GPU against the interpreter (rel L2; bf16 bound 1.2e-2, lse 1e-4)"
 python3 - "$tmp" <<'PY'
 import sys, numpy as np
@@ -83,8 +89,11 @@ for hd in 64 128 256; do
   done
 done
 
-echo "== 2. kirc bench (TFLOP/s; median of --iters), defaults first, two rounds"
+fi
+
 shp() { local b=$1 h=$2 s=$3 d=$4; echo "--shape q=${b}x${h}x${s}x${d} --shape k=${b}x${h}x${s}x${d} --shape v=${b}x${h}x${s}x${d}"; }
+if want 2; then
+echo "== 2. kirc bench (TFLOP/s; median of --iters), defaults first, two rounds"
 bench() { printf '%-72s ' "$1"; shift; "$k" bench "$@" 2>&1 | grep -E "TFLOP/s|error" | tail -1; }
 for round in 1 2; do
   for cand in "${fwd128[@]}"; do
@@ -112,6 +121,9 @@ for round in 1 2; do
   done
 done
 
+fi
+
+if want 2b; then
 echo "== 2b. kirc tune (GROUP_H 1, 2 stages; the fastest candidates, then the winner)"
 for spec in "128 16 16 1024 $s128" "256 4 8 4096 $s256"; do
   set -- $spec; d=$1 b=$2 h=$3 s=$4 sc=$5
@@ -121,6 +133,9 @@ for spec in "128 16 16 1024 $s128" "256 4 8 4096 $s256"; do
   grep -E "WRONG|error" "$tmp/tune.err" | head -5
 done
 
+fi
+
+if want 3; then
 echo "== 3. peers: torch SDPA at the same shapes (TFLOP/s, CUDA events, median)"
 python3 - "$(dirname "$0")" <<'PY'
 import sys
@@ -147,6 +162,9 @@ for (b, h, s, d, causal, bwd) in [(16, 16, 1024, 128, False, False), (1, 16, 163
             print(line + " TFLOP/s")
 PY
 
+fi
+
+if want 4; then
 echo "== 4. first launch, fresh processes, CUDA_CACHE_DISABLE=1, empty kir cache, no prebuilt cubins"
 tptxas=$(python3 -c "import importlib.util as u, os; s = u.find_spec('triton'); print(os.path.join(s.submodule_search_locations[0], 'backends', 'nvidia', 'bin', 'ptxas') if s else '')")
 [ -x "$tptxas" ] && "$tptxas" --version | tail -1 || echo "no ptxas in Triton's wheel"
@@ -165,4 +183,5 @@ for op in attention_fwd attention_bwd; do
     done
   done
 done
+fi
 rm -rf "$tmp"
