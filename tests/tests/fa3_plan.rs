@@ -59,18 +59,24 @@ fn check_against_oracle(
     );
 }
 
+/// A GQA problem at head dim 128 (two query heads on one kv head) with ragged lengths drawn from
+/// `sq` and `sk`.
+fn ragged_d128(rng: &mut Rng, sq: (usize, usize), sk: (usize, usize)) -> AttnShape {
+    AttnShape {
+        b: 1,
+        hq: 2,
+        hkv: 1,
+        sq: 1 + rng.range(sq.0, sq.1),
+        sk: 1 + rng.range(sk.0, sk.1),
+        d: 128,
+    }
+}
+
 #[test]
 fn fa3_tile_plan_is_exact_on_the_interpreter() {
     for causal in [false, true] {
         let mut rng = Rng::fresh("fa3 plan 128x128");
-        let s = AttnShape {
-            b: 1,
-            hq: 2,
-            hkv: 1,
-            sq: 1 + rng.range(130, 300),
-            sk: 1 + rng.range(130, 300),
-            d: 128,
-        };
+        let s = ragged_d128(&mut rng, (130, 300), (130, 300));
         let tile = [("BLOCK_M", "128"), ("BLOCK_N", "128")];
         check_against_oracle(
             &format!("fa3 plan causal={causal}"),
@@ -181,14 +187,7 @@ fn key_blocks_of_176_take_wgmma_and_are_exact() {
     let tile = [("BLOCK_M", "128"), ("BLOCK_N", "176")];
     for causal in [false, true] {
         let mut rng = Rng::fresh("fa3 plan 128x176");
-        let s = AttnShape {
-            b: 1,
-            hq: 2,
-            hkv: 1,
-            sq: 1 + rng.range(100, 300),
-            sk: 1 + rng.range(360, 600),
-            d: 128,
-        };
+        let s = ragged_d128(&mut rng, (100, 300), (360, 600));
         check_against_oracle(
             &format!("128x176 causal={causal}"),
             s,

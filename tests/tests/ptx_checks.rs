@@ -10,8 +10,8 @@
 use kir_backends::Target;
 use kir_compiler::internal::compile::{compile, Emit};
 use kir_tests::filecheck::{self, FULL_GOLDEN_BYTES, PTX_CHECKED_OPS};
+use kir_tests::ptxas::assemble;
 use std::collections::BTreeMap;
-use std::process::Command;
 
 /// The check lines of each checked op: one file per group of targets whose PTX is alike
 /// (`<op>.check`, and `<op>.<target>.check` for a target whose path differs).
@@ -133,9 +133,6 @@ fn ptxas_usage(log: &str) -> BTreeMap<String, (u32, u32)> {
 
 #[test]
 fn big_kernels_registers_and_spills() {
-    let ptxas = kir_tests::pinned_ptxas();
-    let dir = std::env::temp_dir().join(format!("kir-ptx-checks-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).expect("temp dir");
     let mut failures = Vec::new();
     for (op, spec) in CHECKS {
         // target → kernel → (registers, spill bytes), as the file pins them.
@@ -155,22 +152,7 @@ fn big_kernels_registers_and_spills() {
         }
         assert!(!want.is_empty(), "{op}.check pins no ptxas usage");
         for (target, kernels) in want {
-            let file = dir.join(format!("{op}.{}.ptx", target.name()));
-            std::fs::write(&file, ptx(op, target)).expect("write ptx");
-            let out = Command::new(&ptxas)
-                .arg(format!("-arch={}", target.name()))
-                .arg("-v")
-                .arg(&file)
-                .arg("-o")
-                .arg(dir.join(format!("{op}.{}.cubin", target.name())))
-                .output()
-                .expect("run ptxas");
-            let log = String::from_utf8_lossy(&out.stderr).to_string()
-                + &String::from_utf8_lossy(&out.stdout);
-            assert!(
-                out.status.success(),
-                "ptxas failed for {op} on {target}:\n{log}"
-            );
+            let log = assemble(op, &ptx(op, target), target);
             let got = ptxas_usage(&log);
             if got != kernels {
                 failures.push(format!(
@@ -179,7 +161,6 @@ fn big_kernels_registers_and_spills() {
             }
         }
     }
-    let _ = std::fs::remove_dir_all(&dir);
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
 
@@ -189,9 +170,6 @@ fn big_kernels_registers_and_spills() {
 /// combination takes the unspecialized tile, checked here.)
 #[test]
 fn attention_defaults_do_not_spill_with_any_feature() {
-    let ptxas = kir_tests::pinned_ptxas();
-    let dir = std::env::temp_dir().join(format!("kir-attn-spills-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).expect("temp dir");
     let src = kir_compiler::internal::oplib::builtin("attention_fwd").expect("built-in op");
     let features: [&[(&str, &str)]; 7] = [
         &[],
@@ -222,17 +200,7 @@ fn attention_defaults_do_not_spill_with_any_feature() {
                 let text = compile(src, &defs, None, Target::Sm90a, Emit::Ptx)
                     .unwrap_or_else(|e| panic!("{what}: {e}"))
                     .text;
-                let file = dir.join("a.ptx");
-                std::fs::write(&file, text).expect("write ptx");
-                let out = Command::new(&ptxas)
-                    .args(["-arch=sm_90a", "-v"])
-                    .arg(&file)
-                    .arg("-o")
-                    .arg(dir.join("a.cubin"))
-                    .output()
-                    .expect("run ptxas");
-                let log = String::from_utf8_lossy(&out.stderr).to_string();
-                assert!(out.status.success(), "{what}: ptxas failed:\n{log}");
+                let log = assemble("attention_fwd", &text, Target::Sm90a);
                 for (k, (_, spill)) in ptxas_usage(&log) {
                     if spill != 0 {
                         failures.push(format!("{what}: {k} spills {spill} bytes"));
@@ -241,7 +209,6 @@ fn attention_defaults_do_not_spill_with_any_feature() {
             }
         }
     }
-    let _ = std::fs::remove_dir_all(&dir);
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
 

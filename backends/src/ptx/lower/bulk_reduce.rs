@@ -129,13 +129,7 @@ pub(super) fn bulk_add(
     // Earlier readers of the region are done: the issuing thread waits for the previous bulk
     // reduction's read (none pending on the first: the wait returns at once), and the barrier
     // tells every other thread.
-    let first = c.b.reg(RegClass::Pred);
-    c.b.ins(PtxInst::new("setp.eq.u32").op(first).op(c.thread.tid).op(0));
-    c.b.ins_if(
-        first,
-        false,
-        PtxInst::new("cp.async.bulk.wait_group.read").op(0),
-    );
+    let first = wait_read(c);
     c.sync_block();
     for (s, pair) in regs.chunks(2).enumerate() {
         let (ro, co) = layout::rowmma_slot(shape, 2 * s);
@@ -174,9 +168,14 @@ pub(super) fn bulk_add(
 /// region has been read, since the block's shared memory is released when it exits. Emits
 /// nothing in a kernel without one.
 pub(super) fn finish(c: &mut Ctx) {
-    if c.mem.bulk_region.is_none() {
-        return;
+    if c.mem.bulk_region.is_some() {
+        wait_read(c);
     }
+}
+
+/// The issuing thread (thread 0) waits until its bulk reductions have read their shared region;
+/// returns the predicate that selects that thread.
+fn wait_read(c: &mut Ctx) -> Reg {
     let first = c.b.reg(RegClass::Pred);
     c.b.ins(PtxInst::new("setp.eq.u32").op(first).op(c.thread.tid).op(0));
     c.b.ins_if(
@@ -184,6 +183,7 @@ pub(super) fn finish(c: &mut Ctx) {
         false,
         PtxInst::new("cp.async.bulk.wait_group.read").op(0),
     );
+    first
 }
 
 /// The tile of `shape` starts at offset 0 of the tensor's innermost dims: the op's offsets there

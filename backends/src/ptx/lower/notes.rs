@@ -109,9 +109,7 @@ fn wgmma_declined(
         format!("K = {kd} is not a multiple of 16 (one wgmma slice)")
     } else if kd % 64 != 0 && kd < 64 {
         format!("K = {kd} is not a multiple of 64 (one 128-byte swizzle row) and under 64")
-    } else if kd % 64 != 0
-        && crate::ptx::plan::wgmma::wgmma_dot(c.k, op, c.plan.blk, c.target).is_none()
-    {
+    } else if kd % 64 != 0 {
         format!(
             "K = {kd} is not a multiple of 64 (one 128-byte swizzle row), which it must be where \
              K is an operand tile's contiguous dim (a K-major A or B)"
