@@ -129,7 +129,7 @@ for spec in "128 16 16 1024 $s128" "256 4 8 4096 $s256"; do
   set -- $spec; d=$1 b=$2 h=$3 s=$4 sc=$5
   # shellcheck disable=SC2046
   "$k" tune attention_fwd -D HEAD_DIM=$d -D GROUP_H=1 --stages 2 $(shp $b $h $s $d) --arg scale=$sc \
-    --flops "4*$b*$h*$s*$s*$d" --iters 20 --no-cache 2>"$tmp/tune.err" | grep -E "candidates|TFLOP/s|winner|dropped" | head -14
+    --flops "4*$b*$h*$s*$s*$d" --iters 20 --no-cache 2>"$tmp/tune.err" | grep -E "candidates|TFLOP/s|winner|dropped|^ *[0-9]+ +[0-9.]+ +[0-9.]+ " | head -14
   grep -E "WRONG|error" "$tmp/tune.err" | head -5
 done
 

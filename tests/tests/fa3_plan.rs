@@ -62,13 +62,19 @@ fn check_against_oracle(
 /// A GQA problem at head dim 128 (two query heads on one kv head) with ragged lengths drawn from
 /// `sq` and `sk`.
 fn ragged_d128(rng: &mut Rng, sq: (usize, usize), sk: (usize, usize)) -> AttnShape {
+    ragged(rng, 128, sq, sk)
+}
+
+/// A GQA problem at head dim `d` (two query heads on one kv head) with ragged lengths drawn from
+/// `sq` and `sk`.
+fn ragged(rng: &mut Rng, d: usize, sq: (usize, usize), sk: (usize, usize)) -> AttnShape {
     AttnShape {
         b: 1,
         hq: 2,
         hkv: 1,
         sq: 1 + rng.range(sq.0, sq.1),
         sk: 1 + rng.range(sk.0, sk.1),
-        d: 128,
+        d,
     }
 }
 
@@ -179,6 +185,55 @@ fn causal_head_groups_compute_every_block_once() {
 /// both rings are TMA rings in the 128B-swizzled layout, and the kernel assembles without
 /// spills, warp-specialized or not, with the pinned ptxas. (Before, P·V fell back to mma.sync
 /// with v in the padded layout: wgmma took K only in whole 64-column blocks.)
+/// d256's FA3 tile (128×80, the sm_90a default up to 4,096 queries without causal masking): exact
+/// on the interpreter, causal or not, and both dots on wgmma without spills, plain or
+/// warp-specialized.
+#[test]
+fn d256_key_blocks_of_80_take_wgmma_and_are_exact() {
+    use kir_backends::ptx::report::DotPath;
+    use kir_compiler::internal::pipeline;
+    use kir_compiler::internal::plan::{CompilePlan, Flags};
+    let tile = [("BLOCK_M", "128"), ("BLOCK_N", "80"), ("HEAD_DIM", "256")];
+    for causal in [false, true] {
+        let mut rng = Rng::fresh("fa3 plan d256 128x80");
+        let s = ragged(&mut rng, 256, (100, 300), (170, 400));
+        check_against_oracle(
+            &format!("d256 128x80 causal={causal}"),
+            s,
+            "bf16",
+            &tile[..2],
+            causal,
+            &mut rng,
+        );
+    }
+    let src = kir_compiler::internal::oplib::builtin("attention_fwd").expect("built-in op");
+    let ptxas = kir_tests::pinned_ptxas();
+    let defs: Vec<(String, String)> = tile
+        .iter()
+        .map(|(a, b)| (a.to_string(), b.to_string()))
+        .collect();
+    for ws in [false, true] {
+        let flags = Flags {
+            warp_specialize: Some(ws),
+            ..Flags::default()
+        };
+        let plan = CompilePlan::resolve(src, &defs, Target::Sm90a, Emit::Ptx, flags)
+            .unwrap_or_else(|e| panic!("ws={ws}: {e}"));
+        let out = pipeline::compile(src, &plan).unwrap_or_else(|e| panic!("ws={ws}: {e}"));
+        let paths: Vec<DotPath> = out.reports[0].dots.iter().map(|d| d.path).collect();
+        assert_eq!(paths, [DotPath::Wgmma; 2], "ws={ws}");
+        let ptx = &out.text;
+        assert!(
+            ptx.contains("m64n80k16") && ptx.contains("m64n256k16"),
+            "ws={ws}: the two wgmma shapes"
+        );
+        let log = kir_backends::nvrtc::assemble(&ptxas, ptx, "sm_90a")
+            .unwrap_or_else(|e| panic!("ws={ws}: {e}"))
+            .1;
+        kir_tests::ptxas::assert_no_spills(&log, &format!("d256 128x80, ws={ws}"));
+    }
+}
+
 #[test]
 fn key_blocks_of_176_take_wgmma_and_are_exact() {
     use kir_backends::ptx::report::DotPath;

@@ -121,13 +121,16 @@ pub(super) const ATTENTION_ROWS: &[Row] = &[
         swap_operands: false,
     },
     // d256 without causal masking, an additive mask or a soft cap at up to 4,096 queries (the
-    // query count known from the shapes): the row below's 128×64 tile warp-specialized, a
-    // producer warpgroup on the K and V copies. H200, `kirc bench` (calls Y8/Y9,
-    // docs/gpu-results/2026-12-04-y8-y9-attention-fwd-configs.txt), TFLOP/s against the
-    // unspecialized tile in the same call: B 16, S 1k 557.7/555.7 against 529.5/532.9; B 4,
-    // S 4k 660.5/659.6 against 648.4/648.1 (660.4/660.7 against 646.4/646.9 in Y8); at 16k
-    // it loses (642.1/616.4 against 652.1/638.2), so longer or unknown lengths keep the row
-    // below.
+    // query count known from the shapes): FlashAttention-3's 128×80 tile, warp-specialized, a
+    // producer warpgroup on the K and V copies, both dots on wgmma (P·V's K of 80 keys in
+    // 16-deep slices down the N-major v tile). H100, `kirc bench` (call M1,
+    // docs/gpu-results/2026-12-05-m1-m3-h100-tiles-bwd-atomic.txt), B 4 S 4k, TFLOP/s in two
+    // rounds: 684.7/683.0 against 651.1/651.5 for the 128×64 tile warp-specialized (the row
+    // before), 672.0/670.0 unspecialized; `kirc tune` picked it too (call M3). The 128×64 tile
+    // warp-specialized had beaten the unspecialized one on the H200 (calls Y8/Y9,
+    // docs/gpu-results/2026-12-04-y8-y9-attention-fwd-configs.txt): B 16, S 1k 557.7/555.7
+    // against 529.5/532.9; B 4, S 4k 660.5/659.6 against 648.4/648.1; at 16k it lost
+    // (642.1/616.4 against 652.1/638.2), so longer or unknown lengths keep the row below.
     Row {
         cuda: false,
         class: Class::Attention,
@@ -140,7 +143,7 @@ pub(super) const ATTENTION_ROWS: &[Row] = &[
                 && !f.softcap
                 && f.m.is_some_and(|m| m <= 4096)
         },
-        set: &[(Role::QueryBlock, 128), (Role::KeyBlock, 64)],
+        set: &[(Role::QueryBlock, 128), (Role::KeyBlock, 80)],
         warps: Some(8),
         stages: None,
         warp_specialize: true,
