@@ -130,7 +130,10 @@ pub(super) const ATTENTION_ROWS: &[Row] = &[
     // warp-specialized had beaten the unspecialized one on the H200 (calls Y8/Y9,
     // docs/gpu-results/2026-12-04-y8-y9-attention-fwd-configs.txt): B 16, S 1k 557.7/555.7
     // against 529.5/532.9; B 4, S 4k 660.5/659.6 against 648.4/648.1; at 16k it lost
-    // (642.1/616.4 against 652.1/638.2), so longer or unknown lengths keep the row below.
+    // (642.1/616.4 against 652.1/638.2), so longer or unknown lengths take the row below. Call
+    // M4 (H100, docs/gpu-results/2026-12-05-m4-h100-bwd-order-d256-fwd.txt) confirmed this row
+    // at B 16 S 1k (598.2/596.2 against 571.9/571.2 for 128×64 warp-specialized) and B 4 S 4k
+    // (688.1/686.2 against 655.7/648.4).
     Row {
         cuda: false,
         class: Class::Attention,
@@ -147,6 +150,23 @@ pub(super) const ATTENTION_ROWS: &[Row] = &[
         warps: Some(8),
         stages: None,
         warp_specialize: true,
+        persistent: false,
+        overlap: false,
+        swap_operands: false,
+    },
+    // d256 without causal masking, an additive mask or a soft cap at longer or unknown lengths:
+    // the 128×80 tile unspecialized. Call M4 (H100), B 1 S 16k: 654.7/641.5 TFLOP/s against
+    // 630.6/609.0 for the 128×64 tile of the row below (618.3/609.2 warp-specialized); at B 4
+    // S 4k 673.3/671.6 (M4; 672.0/670.0 in M1) against 655.7/648.4 for 128×64 warp-specialized.
+    Row {
+        cuda: false,
+        class: Class::Attention,
+        targets: &[Target::Sm90a],
+        when: |f| f.half() && f.head_dim == Some(256) && !f.causal && !f.mask && !f.softcap,
+        set: &[(Role::QueryBlock, 128), (Role::KeyBlock, 80)],
+        warps: Some(8),
+        stages: None,
+        warp_specialize: false,
         persistent: false,
         overlap: false,
         swap_operands: false,
