@@ -6,7 +6,8 @@
 #     `kirc run --device cuda` on ragged problems (GQA, Sq != Sk, causal or not) against the
 #     interpreter's outputs of the default (`--device cpu`);
 #  2. `kirc bench` of the defaults and the candidates, alternating, two rounds: attention_fwd
-#     d128 S 1k (B 16, H 16), d128 S 16k (B 1, H 16), d256 S 4k (B 4, H 8); attention_bwd in
+#     d128 S 1k (B 16, H 16), d128 S 16k (B 1, H 16), d256 S 4k (B 4, H 8), S 1k (B 16, H 16) and
+#     S 16k (B 1, H 16); attention_bwd in
 #     both DETERMINISTIC modes at d128 S 16k (causal too), d64 S 4k (B 4, H 32), d256 S 4k;
 #  2b. `kirc tune attention_fwd` at d128 S 1k and d256 S 4k over the key blocks (FA3's 80 and
 #     176 among them), query blocks, warps, warp specialization and overlap (GROUP_H 1, 2 stages;
@@ -32,7 +33,8 @@ fwd128=("" "-D BLOCK_M=128 -D BLOCK_N=176" "-D BLOCK_M=128 -D BLOCK_N=176 --warp
   "-D BLOCK_M=128 -D BLOCK_N=112 --warp-specialize on --overlap on"
   "-D BLOCK_M=128 -D BLOCK_N=96 --warp-specialize on --overlap on")
 fwd256=("" "-D BLOCK_M=128 -D BLOCK_N=80" "-D BLOCK_M=128 -D BLOCK_N=80 --warp-specialize on"
-  "-D BLOCK_M=128 -D BLOCK_N=80 --warp-specialize on --persistent 132")
+  "-D BLOCK_M=128 -D BLOCK_N=80 --warp-specialize on --persistent 132"
+  "-D BLOCK_M=128 -D BLOCK_N=64 --warp-specialize on")
 bwdmodes=("" "-D DETERMINISTIC=0" "-D DETERMINISTIC=0 --warp-specialize on")
 
 if want 1; then
@@ -104,9 +106,12 @@ for round in 1 2; do
     # shellcheck disable=SC2046,SC2086
     bench "fwd d128 S16k B1 H16 [${cand:-default}]" attention_fwd $cand $(shp 1 16 16384 128) --arg scale=$s128 --iters 20
   done
-  for cand in "${fwd256[@]}"; do
-    # shellcheck disable=SC2046,SC2086
-    bench "fwd d256 S4k B4 H8 [${cand:-default}]" attention_fwd -D HEAD_DIM=256 $cand $(shp 4 8 4096 256) --arg scale=$s256 --iters 30
+  for bhs in "4 8 4096" "16 16 1024" "1 16 16384"; do
+    read -r b h s <<<"$bhs"
+    for cand in "${fwd256[@]}"; do
+      # shellcheck disable=SC2046,SC2086
+      bench "fwd d256 S$s B$b H$h [${cand:-default}]" attention_fwd -D HEAD_DIM=256 $cand $(shp $b $h $s 256) --arg scale=$s256 --iters 30
+    done
   done
   for spec in "128 1 16 16384 0" "128 1 16 16384 1" "64 4 32 4096 0" "256 4 8 4096 0"; do
     set -- $spec; d=$1 b=$2 h=$3 s=$4 c=$5
