@@ -2,8 +2,8 @@
 //! (`BLOCK_M`, `BLOCK_N` of attention_fwd), the interpreter proves the planned configuration
 //! computes attention exactly as the f64 oracle does, and the shared-memory budget of a plan is
 //! checked at compile time with a clear error instead of a launch failure; FA3's d128 tile of
-//! 176 keys is exact on the interpreter and takes wgmma for both dots on sm_90a. Stage counts
-//! and warp roles come with the scheduling passes.
+//! 176 keys and its d256 tile of 80 are exact on the interpreter and take wgmma for both dots
+//! on sm_90a. Stage counts and warp roles come with the scheduling passes.
 
 use kir_backends::interp::HostArg;
 use kir_backends::Target;
@@ -178,22 +178,44 @@ fn causal_head_groups_compute_every_block_once() {
     }
 }
 
-/// FlashAttention-3's d128 tile, 128 queries by 176 keys: a key block that is not a multiple of
-/// 64. On the interpreter it computes attention as the oracle does (ragged key lengths past two
-/// and three blocks, causal or not); on sm_90a both dots take wgmma, P·V's K of 176 keys along
-/// the rows of the N-major v tile (11 slices of 16, the next 64 columns 176·128 bytes further),
-/// both rings are TMA rings in the 128B-swizzled layout, and the kernel assembles without
-/// spills, warp-specialized or not, with the pinned ptxas. (Before, P·V fell back to mma.sync
-/// with v in the padded layout: wgmma took K only in whole 64-column blocks.)
-/// d256's FA3 tile (128×80, the sm_90a default up to 4,096 queries without causal masking): exact
-/// on the interpreter, causal or not, and both dots on wgmma without spills, plain or
-/// warp-specialized.
-#[test]
-fn d256_key_blocks_of_80_take_wgmma_and_are_exact() {
+/// attention_fwd with `defs` compiled for sm_90a, warp-specialized or not: both dots take wgmma,
+/// both rings are TMA rings, and the pinned ptxas assembles it without spills. Returns the PTX.
+fn wgmma_tile_ptx(defs: &[(&str, &str)], ws: bool) -> String {
     use kir_backends::ptx::report::DotPath;
     use kir_compiler::internal::pipeline;
     use kir_compiler::internal::plan::{CompilePlan, Flags};
-    let tile = [("BLOCK_M", "128"), ("BLOCK_N", "80"), ("HEAD_DIM", "256")];
+    let src = kir_compiler::internal::oplib::builtin("attention_fwd").expect("built-in op");
+    let defs: Vec<(String, String)> = defs
+        .iter()
+        .map(|(a, b)| (a.to_string(), b.to_string()))
+        .collect();
+    let flags = Flags {
+        warp_specialize: Some(ws),
+        ..Flags::default()
+    };
+    let what = format!("{defs:?}, ws={ws}");
+    let plan = CompilePlan::resolve(src, &defs, Target::Sm90a, Emit::Ptx, flags)
+        .unwrap_or_else(|e| panic!("{what}: {e}"));
+    let out = pipeline::compile(src, &plan).unwrap_or_else(|e| panic!("{what}: {e}"));
+    let paths: Vec<DotPath> = out.reports[0].dots.iter().map(|d| d.path).collect();
+    assert_eq!(paths, [DotPath::Wgmma; 2], "{what}");
+    assert!(
+        out.text.contains("cp.async.bulk.tensor"),
+        "{what}: the rings are TMA rings"
+    );
+    let log = kir_backends::nvrtc::assemble(&kir_tests::pinned_ptxas(), &out.text, "sm_90a")
+        .unwrap_or_else(|e| panic!("{what}: {e}"))
+        .1;
+    kir_tests::ptxas::assert_no_spills(&log, &what);
+    out.text
+}
+
+/// d256's FA3 tile (128×80, the sm_90a default without causal masking, a mask or a soft cap):
+/// exact on the interpreter, causal or not, and both dots on wgmma without spills, plain or
+/// warp-specialized.
+#[test]
+fn d256_key_blocks_of_80_take_wgmma_and_are_exact() {
+    let tile = [("BLOCK_M", "128"), ("BLOCK_N", "80")];
     for causal in [false, true] {
         let mut rng = Rng::fresh("fa3 plan d256 128x80");
         let s = ragged(&mut rng, 256, (100, 300), (170, 400));
@@ -201,44 +223,30 @@ fn d256_key_blocks_of_80_take_wgmma_and_are_exact() {
             &format!("d256 128x80 causal={causal}"),
             s,
             "bf16",
-            &tile[..2],
+            &tile,
             causal,
             &mut rng,
         );
     }
-    let src = kir_compiler::internal::oplib::builtin("attention_fwd").expect("built-in op");
-    let ptxas = kir_tests::pinned_ptxas();
-    let defs: Vec<(String, String)> = tile
-        .iter()
-        .map(|(a, b)| (a.to_string(), b.to_string()))
-        .collect();
+    let defs = [tile[0], tile[1], ("HEAD_DIM", "256")];
     for ws in [false, true] {
-        let flags = Flags {
-            warp_specialize: Some(ws),
-            ..Flags::default()
-        };
-        let plan = CompilePlan::resolve(src, &defs, Target::Sm90a, Emit::Ptx, flags)
-            .unwrap_or_else(|e| panic!("ws={ws}: {e}"));
-        let out = pipeline::compile(src, &plan).unwrap_or_else(|e| panic!("ws={ws}: {e}"));
-        let paths: Vec<DotPath> = out.reports[0].dots.iter().map(|d| d.path).collect();
-        assert_eq!(paths, [DotPath::Wgmma; 2], "ws={ws}");
-        let ptx = &out.text;
+        let ptx = wgmma_tile_ptx(&defs, ws);
         assert!(
             ptx.contains("m64n80k16") && ptx.contains("m64n256k16"),
             "ws={ws}: the two wgmma shapes"
         );
-        let log = kir_backends::nvrtc::assemble(&ptxas, ptx, "sm_90a")
-            .unwrap_or_else(|e| panic!("ws={ws}: {e}"))
-            .1;
-        kir_tests::ptxas::assert_no_spills(&log, &format!("d256 128x80, ws={ws}"));
     }
 }
 
+/// FlashAttention-3's d128 tile, 128 queries by 176 keys: a key block that is not a multiple of
+/// 64. On the interpreter it computes attention as the oracle does (ragged key lengths past two
+/// and three blocks, causal or not); on sm_90a both dots take wgmma, P·V's K of 176 keys along
+/// the rows of the N-major v tile (11 slices of 16, the next 64 columns 176·128 bytes further),
+/// both rings are TMA rings in the 128B-swizzled layout, and the kernel assembles without
+/// spills, warp-specialized or not, with the pinned ptxas. (Before, P·V fell back to mma.sync
+/// with v in the padded layout: wgmma took K only in whole 64-column blocks.)
 #[test]
 fn key_blocks_of_176_take_wgmma_and_are_exact() {
-    use kir_backends::ptx::report::DotPath;
-    use kir_compiler::internal::pipeline;
-    use kir_compiler::internal::plan::{CompilePlan, Flags};
     let tile = [("BLOCK_M", "128"), ("BLOCK_N", "176")];
     for causal in [false, true] {
         let mut rng = Rng::fresh("fa3 plan 128x176");
@@ -252,23 +260,8 @@ fn key_blocks_of_176_take_wgmma_and_are_exact() {
             &mut rng,
         );
     }
-    let src = kir_compiler::internal::oplib::builtin("attention_fwd").expect("built-in op");
-    let ptxas = kir_tests::pinned_ptxas();
     for ws in [false, true] {
-        let defs: Vec<(String, String)> = tile
-            .iter()
-            .map(|(a, b)| (a.to_string(), b.to_string()))
-            .collect();
-        let flags = Flags {
-            warp_specialize: Some(ws),
-            ..Flags::default()
-        };
-        let plan = CompilePlan::resolve(src, &defs, Target::Sm90a, Emit::Ptx, flags)
-            .unwrap_or_else(|e| panic!("ws={ws}: {e}"));
-        let out = pipeline::compile(src, &plan).unwrap_or_else(|e| panic!("ws={ws}: {e}"));
-        let paths: Vec<DotPath> = out.reports[0].dots.iter().map(|d| d.path).collect();
-        assert_eq!(paths, [DotPath::Wgmma; 2], "ws={ws}");
-        let ptx = &out.text;
+        let ptx = wgmma_tile_ptx(&tile, ws);
         assert!(
             ptx.contains("m64n128k16") && ptx.contains("m64n176k16"),
             "ws={ws}: the two wgmma shapes"
@@ -278,13 +271,5 @@ fn key_blocks_of_176_take_wgmma_and_are_exact() {
             .matches("wgmma.mma_async.sync.aligned.m64n128k16")
             .count();
         assert!(pv >= 11 && pv % 11 == 0, "ws={ws}: {pv} P·V slices");
-        assert!(
-            ptx.contains("cp.async.bulk.tensor"),
-            "ws={ws}: the rings are TMA rings"
-        );
-        let log = kir_backends::nvrtc::assemble(&ptxas, ptx, "sm_90a")
-            .unwrap_or_else(|e| panic!("ws={ws}: {e}"))
-            .1;
-        kir_tests::ptxas::assert_no_spills(&log, &format!("128x176, ws={ws}"));
     }
 }
