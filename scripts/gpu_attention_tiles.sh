@@ -10,8 +10,8 @@
 #     S 16k (B 1, H 16); attention_bwd in
 #     both DETERMINISTIC modes at d128 S 16k (causal too), d64 S 4k (B 4, H 32), d256 S 4k;
 #  2b. `kirc tune attention_fwd` at d128 S 1k and d256 S 4k over the key blocks (FA3's 80 and
-#     176 among them), query blocks, warps, warp specialization and overlap (GROUP_H 1, 2 stages;
-#     80 candidates each, every one checked against the interpreter), the table's top lines;
+#     176 among them), query blocks, warps, warp specialization, a persistent grid and overlap (GROUP_H 1, 2 stages;
+#     160 candidates each, every one checked against the interpreter), the table's top lines;
 #  3. torch SDPA (FlashAttention-2 and cuDNN) forward and backward at the same shapes;
 #  4. the first launch of attention_fwd and attention_bwd in fresh processes with
 #     CUDA_CACHE_DISABLE=1, an empty kir cache and no prebuilt cubins: through the driver's JIT

@@ -165,10 +165,11 @@ fn the_space_is_the_product_of_the_unfixed_axes() {
     assert_eq!(p.candidates[1].cli_args(), "-D B=16 --warps 4 --stages 2");
 }
 
-/// An attention kernel adds `dot_overlap` on/off on sm_90a (the score dot issued under the
-/// previous block's P·V), after warp specialization; a GEMM does not, and sm_80 has neither.
+/// An attention kernel adds a persistent grid (off or one program per SM) and `dot_overlap`
+/// on/off on sm_90a (the score dot issued under the previous block's P·V), after warp
+/// specialization; a GEMM does not, and sm_80 has neither.
 #[test]
-fn attention_searches_overlap_on_sm90a() {
+fn attention_searches_persistence_and_overlap_on_sm90a() {
     let src = kir_compiler::internal::oplib::builtin("attention_fwd").expect("built-in");
     let sh = shapes(&[
         ("q", &[1, 2, 300, 64]),
@@ -182,10 +183,15 @@ fn attention_searches_overlap_on_sm90a() {
     };
     let on90 = names(Target::Sm90a);
     assert_eq!(
-        on90[on90.len() - 2..],
-        ["warp-specialize".to_string(), "overlap".to_string()]
+        on90[on90.len() - 3..],
+        [
+            "warp-specialize".to_string(),
+            "persistent".to_string(),
+            "overlap".to_string()
+        ]
     );
-    assert!(!names(Target::Sm80).iter().any(|n| n == "overlap"));
+    let on80 = names(Target::Sm80);
+    assert!(!on80.iter().any(|n| n == "overlap" || n == "persistent"));
     let p = tune::prepare(src, &d, Target::Sm90a, &sh, &TuneOptions::default()).expect("prepare");
     let on: Vec<_> = p
         .candidates
@@ -198,10 +204,36 @@ fn attention_searches_overlap_on_sm90a() {
         "{}",
         on[0].cli_args()
     );
+    // Half the candidates run on a persistent grid of one program per SM, the rest take none.
+    let grid: Vec<_> = p.candidates.iter().map(|c| c.flags.persistent).collect();
+    let sms = Target::Sm90a.sm_count();
+    assert_eq!(
+        grid.iter().filter(|&&g| g == Some(sms)).count() * 2,
+        grid.len()
+    );
+    assert_eq!(
+        grid.iter().filter(|&&g| g == Some(0)).count() * 2,
+        grid.len()
+    );
+    let persistent = p
+        .candidates
+        .iter()
+        .find(|c| c.flags.persistent == Some(sms))
+        .expect("a persistent candidate");
+    assert!(
+        persistent
+            .cli_args()
+            .contains(&format!("--persistent {sms}")),
+        "{}",
+        persistent.cli_args()
+    );
     let gemm = kir_compiler::internal::oplib::builtin("gemm").expect("built-in");
     let gsh = shapes(&[("a", &[1, 64, 64]), ("b", &[1, 64, 64])]);
     let p = tune::prepare(gemm, &[], Target::Sm90a, &gsh, &TuneOptions::default()).expect("gemm");
-    assert!(!p.axes.iter().any(|(n, _)| n == "overlap"));
+    assert!(!p
+        .axes
+        .iter()
+        .any(|(n, _)| n == "overlap" || n == "persistent"));
 }
 
 #[test]

@@ -1,12 +1,13 @@
 //! The search space: the cartesian product of the tune sets of the constants the user did not
 //! fix with `-D`, and of the lowering flags the target offers that the user did not fix
 //! (warps per block, ring depth, warp specialization where the target lowers it, swapped
-//! operands for a module with a dot-loop kernel on a target with wgmma, and `dot_overlap` for a
-//! module with an attention kernel there).
+//! operands for a module with a dot-loop kernel on a target with wgmma, and a persistent grid
+//! and `dot_overlap` for a module with an attention kernel there).
 //!
 //! Candidates are listed in a fixed order: the first axis varies slowest, constants in
-//! declaration order, then warps, stages, warp specialization, swapped operands and overlap, each in
-//! the order of its values, so a run is reproducible and ties go to the earlier candidate.
+//! declaration order, then warps, stages, warp specialization, swapped operands, persistence and
+//! overlap, each in the order of its values, so a run is reproducible and ties go to the earlier
+//! candidate.
 
 use super::types::{Axes, Candidate, TuneError};
 use crate::plan::Flags;
@@ -30,6 +31,8 @@ enum Axis {
     Stages(Vec<usize>),
     WarpSpecialize(Vec<bool>),
     SwapOperands(Vec<bool>),
+    /// Programs of a persistent grid; 0 for none.
+    Persistent(Vec<u32>),
     Overlap(Vec<bool>),
 }
 
@@ -37,7 +40,7 @@ impl Axis {
     fn len(&self) -> usize {
         match self {
             Axis::Const(_, v) => v.len(),
-            Axis::Warps(v) => v.len(),
+            Axis::Warps(v) | Axis::Persistent(v) => v.len(),
             Axis::Stages(v) => v.len(),
             Axis::WarpSpecialize(v) | Axis::SwapOperands(v) | Axis::Overlap(v) => v.len(),
         }
@@ -51,6 +54,12 @@ impl Axis {
             Axis::Stages(v) => ("stages".into(), v.iter().map(usize::to_string).collect()),
             Axis::WarpSpecialize(v) => ("warp-specialize".into(), on_off(v)),
             Axis::SwapOperands(v) => ("swap-operands".into(), on_off(v)),
+            Axis::Persistent(v) => (
+                "persistent".into(),
+                v.iter()
+                    .map(|&n| if n == 0 { "off".into() } else { n.to_string() })
+                    .collect(),
+            ),
             Axis::Overlap(v) => ("overlap".into(), on_off(v)),
         }
     }
@@ -63,6 +72,7 @@ impl Axis {
             Axis::Stages(v) => c.flags.stages = Some(v[i]),
             Axis::WarpSpecialize(v) => c.flags.warp_specialize = Some(v[i]),
             Axis::SwapOperands(v) => c.flags.swap_operands = Some(v[i]),
+            Axis::Persistent(v) => c.flags.persistent = Some(v[i]),
             Axis::Overlap(v) => c.flags.overlap = Some(v[i]),
         }
     }
@@ -76,8 +86,8 @@ fn on_off(v: &[bool]) -> Vec<String> {
 }
 
 /// Whether a kernel of `generic` (at `defines`) is of `kind`: a dot loop, which
-/// `swap_operands` rewrites, or an attention key loop, whose score dot `dot_overlap` issues
-/// under the previous block's P·V.
+/// `swap_operands` rewrites, or an attention key loop, which a persistent grid walks tile after
+/// tile and whose score dot `dot_overlap` issues under the previous block's P·V.
 fn has_kernel(
     generic: &Module,
     defines: &[(String, String)],
@@ -131,10 +141,13 @@ pub fn enumerate(
     {
         axes.push(Axis::SwapOperands(vec![false, true]));
     }
-    if fixed.overlap.is_none()
-        && target.has_wgmma()
-        && has_kernel(generic, defines, KernelKind::Attention)
-    {
+    let attention = target.has_wgmma() && has_kernel(generic, defines, KernelKind::Attention);
+    // One program per SM, as the configuration rows' persistent grids take (plan.rs). Not for
+    // dot loops: a GEMM's space (3,456 candidates at sm_90a) would pass the default limit.
+    if fixed.persistent.is_none() && attention && target.has_setmaxnreg() {
+        axes.push(Axis::Persistent(vec![0, target.sm_count()]));
+    }
+    if fixed.overlap.is_none() && attention {
         axes.push(Axis::Overlap(vec![false, true]));
     }
     let described: Axes = axes.iter().map(Axis::describe).collect();

@@ -52,8 +52,10 @@ impl Candidate {
         if let Some(ws) = f.warp_specialize {
             parts.push(format!("ws={}", if ws { "on" } else { "off" }));
         }
-        if let Some(p) = f.persistent {
-            parts.push(format!("persistent={p}"));
+        match f.persistent {
+            Some(0) => parts.push("persistent=off".into()),
+            Some(p) => parts.push(format!("persistent={p}")),
+            None => {}
         }
         if let Some(o) = f.overlap {
             parts.push(format!("overlap={}", if o { "on" } else { "off" }));
