@@ -37,8 +37,13 @@ fn sm90a_attention_defaults_follow_the_table() {
             vec![("CAUSAL", "1")],
             "BLOCK_M_128_BLOCK_N_128_GROUP_H_1_WARPS_8",
         ),
+        // d256: FlashAttention-3's 128×80 tile; causal masking keeps 128×64.
         (
             vec![("HEAD_DIM", "256")],
+            "BLOCK_M_128_BLOCK_N_80_GROUP_H_1_WARPS_8",
+        ),
+        (
+            vec![("HEAD_DIM", "256"), ("CAUSAL", "1")],
             "BLOCK_M_128_BLOCK_N_64_GROUP_H_1_WARPS_8",
         ),
         (
