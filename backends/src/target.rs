@@ -214,6 +214,13 @@ impl Target {
         self.has(Feature::Tma)
     }
 
+    /// Clusters of CTAs (`.reqnctapercluster`, `%cluster_ctarank`, `mapa`, `barrier.cluster`)
+    /// with tensor copies multicast to every CTA of a cluster (`.multicast::cluster`,
+    /// §9.7.9.25.5.2): sm_90 or higher, the targets with tensor copies.
+    pub fn has_clusters(self) -> bool {
+        self.has_tma()
+    }
+
     /// `mbarrier.expect_tx` and `mbarrier.try_wait.parity`: sm_90a, sm_100a, sm_120a
     /// ([`Feature::MbarrierTx`]).
     pub fn has_mbarrier_tx(self) -> bool {

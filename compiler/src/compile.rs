@@ -52,6 +52,7 @@ pub fn compile_stage(
         swap_operands: None,
         ws_plan: None,
         fusion: Default::default(),
+        cluster: None,
     };
     let plan = CompilePlan::resolve(src, defines, target, emit, flags)?
         .with_kernel(kernel)

@@ -52,6 +52,9 @@ pub struct Config {
     pub overlap: bool,
     /// Compute each dot loop's accumulator transposed (`swap_operands`: few rows as wgmma's N).
     pub swap_operands: bool,
+    /// With warp specialization on a persistent grid: clusters of two programs that share their
+    /// copies (`cluster`), where the kernel qualifies.
+    pub cluster: bool,
     /// Which row applied and why, or why none did: the `configuration:` line of
     /// `kirc compile --report` (empty where no configuration was looked up).
     pub report: String,
@@ -171,6 +174,9 @@ pub fn target_config(
     if row.swap_operands {
         parts.push("operands swapped".into());
     }
+    if row.cluster {
+        parts.push("clusters of 2".into());
+    }
     Config {
         report: format!(
             "configuration: {what}: {} — matched: {}",
@@ -184,6 +190,7 @@ pub fn target_config(
         persistent: row.persistent,
         overlap: row.overlap,
         swap_operands: row.swap_operands,
+        cluster: row.cluster,
     }
 }
 

@@ -80,6 +80,11 @@ pub struct ScheduleOptions {
     /// Compute each dot loop's accumulator transposed (`swap_operands`), first of the
     /// scheduling passes.
     pub swap_operands: bool,
+    /// Pair the programs of a persistent warp-specialized kernel into clusters of two that
+    /// share their copies (`cluster`), last of the scheduling passes: `None` leaves kernels
+    /// alone, `Some(false)` applies it where a kernel qualifies, `Some(true)` makes a kernel that
+    /// does not an error.
+    pub cluster: Option<bool>,
 }
 
 /// The warp-specialization plans of a target, most preferred first: FA3's two ping-pong consumer

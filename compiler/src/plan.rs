@@ -39,6 +39,9 @@ pub struct Flags {
     pub ws_plan: Option<WsChoice>,
     /// Whether fusion is lowered (`--fuse`, `--no-fuse`; by default the cost model decides).
     pub fusion: Fusion,
+    /// `Some(true)`: clusters of two programs sharing their copies (`cluster`), or an error
+    /// naming why the kernel does not qualify; `Some(false)`: none.
+    pub cluster: Option<bool>,
 }
 
 impl Flags {
@@ -65,6 +68,7 @@ impl Flags {
                 ("--persistent", self.persistent.is_some()),
                 ("--overlap", self.overlap.is_some()),
                 ("--swap-operands", self.swap_operands.is_some()),
+                ("--cluster", self.cluster.is_some()),
                 ("--ws", self.ws_plan.is_some()),
             ];
             if let Some((flag, _)) = set.iter().find(|(_, s)| *s) {
@@ -85,6 +89,13 @@ impl Flags {
             return Err(format!(
                 "--warp-specialize on is lowered where the producer's tensor copies feed wgmma and \
                  `setmaxnreg` splits the registers (sm_90a); {} has no such lowering",
+                target.name()
+            ));
+        }
+        if self.cluster == Some(true) && !target.has_clusters() {
+            return Err(format!(
+                "--cluster on needs clusters of CTAs with multicast tensor copies, which {} does \
+                 not have (sm_90a, sm_100a and sm_120a have them)",
                 target.name()
             ));
         }
@@ -397,6 +408,21 @@ impl CompilePlan {
         }
     }
 
+    /// Whether the `cluster` pass runs, and strictly: `--cluster on` (an error where the
+    /// kernel does not qualify), `--cluster off`, else where the configuration asks for it
+    /// (warp-specialized persistent candidates on a target with clusters, where qualifying).
+    pub fn cluster(&self, warp_specialized: bool) -> Option<bool> {
+        match self.flags.cluster {
+            Some(true) => Some(true),
+            Some(false) => None,
+            None => (warp_specialized
+                && self.config.cluster
+                && self.persistent(true).is_some()
+                && self.target.has_clusters())
+            .then_some(false),
+        }
+    }
+
     /// The scheduling options of one candidate: `stages` deep, warp-specialized or not, with
     /// tensor-copy rings or cp.async ones. The only place [`ScheduleOptions`] is built for a
     /// compilation.
@@ -419,6 +445,7 @@ impl CompilePlan {
             self.persistent(warp_specialized),
             self.overlap() && (warp_specialized || tma),
             self.swap_operands(),
+            self.cluster(warp_specialized),
         )
     }
 
@@ -467,6 +494,7 @@ pub fn explore(
         persistent,
         pass == "dot_overlap",
         pass == "swap_operands",
+        (pass == "cluster").then_some(true),
     )
 }
 
@@ -479,6 +507,7 @@ fn options(
     persistent: Option<u32>,
     overlap: bool,
     swap_operands: bool,
+    cluster: Option<bool>,
 ) -> ScheduleOptions {
     ScheduleOptions {
         target,
@@ -488,6 +517,7 @@ fn options(
         persistent,
         overlap,
         swap_operands,
+        cluster,
     }
 }
 

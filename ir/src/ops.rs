@@ -401,14 +401,14 @@ op_table! {
         "A shared-memory buffer of S stages, each a tile of the stage shape (`smem<S x R x C x dtype>`); stages start empty.";
     MbarAlloc "mbar_alloc" Schedule elem=None effect=Schedule lead=None, tensor=false, operands=F(0), kw=[("arrivals", Expr)], results=F(1), regions=0,
         "S mbarriers (`mbar<S>`), each in phase 0 expecting `arrivals` arrivals per phase (default 1) and owing no bytes.";
-    AsyncCopy "async_copy" Schedule elem=None effect=Schedule lead=None, tensor=true, operands=F(2), kw=[("mask", Value), ("other", Expr), ("bar", Value)], results=F(0), regions=0,
-        "Starts copying a tile (the stage shape) from a global tensor into stage `stage` of `buf`, as `load` reads it; with `bar`, completion delivers the stage's bytes to barrier `bar[stage]`, else the copy joins the open copy group.";
+    AsyncCopy "async_copy" Schedule elem=None effect=Schedule lead=None, tensor=true, operands=F(2), kw=[("mask", Value), ("other", Expr), ("bar", Value), ("multicast", Value)], results=F(0), regions=0,
+        "Starts copying a tile (the stage shape) from a global tensor into stage `stage` of `buf`, as `load` reads it; with `bar`, completion delivers the stage's bytes to barrier `bar[stage]`, else the copy joins the open copy group. `multicast %p` (an i1 that is equal in every CTA of the cluster): where it holds, every CTA of the cluster copies this same tile now, so each may fetch a share of it for all.";
     AsyncCommit "async_commit" Schedule elem=None effect=Schedule lead=None, tensor=false, operands=F(0), kw=[], results=F(0), regions=0,
         "Closes the open copy group of this partition (the copies issued since the last commit).";
     AsyncWait "async_wait" Schedule elem=None effect=Schedule lead=None, tensor=false, operands=F(0), kw=[("pending", Expr)], results=F(0), regions=0,
         "Waits until at most `pending` (default 0) committed copy groups of this partition are incomplete; their stages become readable here.";
-    MbarArrive "mbar_arrive" Schedule elem=None effect=Schedule lead=None, tensor=false, operands=F(2), kw=[("tx", Expr)], results=F(0), regions=0,
-        "Arrives once on barrier `bar[stage]`; with `tx`, first adds that many bytes to what the barrier's current phase owes.";
+    MbarArrive "mbar_arrive" Schedule elem=None effect=Schedule lead=None, tensor=false, operands=F(2), kw=[("tx", Expr), ("cluster", Expr)], results=F(0), regions=0,
+        "Arrives once on barrier `bar[stage]`; with `tx`, first adds that many bytes to what the barrier's current phase owes. `cluster N`: arrives on `bar[stage]` of each of the cluster's N CTAs, which all make the same arrival, so each barrier counts N.";
     MbarWait "mbar_wait" Schedule elem=None effect=Schedule lead=None, tensor=false, operands=F(3), kw=[], results=F(0), regions=0,
         "Waits until the phase of `bar[stage]` with parity `parity` (0 or 1) has completed, i.e. until the barrier's current parity differs from it.";
     SmemRead "smem_read" Schedule elem=None effect=Schedule lead=None, tensor=false, operands=F(2), kw=[], results=F(1), regions=0,
@@ -421,8 +421,8 @@ op_table! {
         "Starts acc + a·b as `dot` computes it; the result may only be used through `dot_wait`.";
     DotWait "dot_wait" Schedule elem=None effect=Schedule lead=None, tensor=false, operands=F(1), kw=[("pending", Expr)], results=F(1), regions=0,
         "Waits until at most `pending` (default 0) later `dot_async`s of this partition are in flight, which must include the operand's; gives its value.";
-    WarpSpecialize "warp_specialize" Schedule elem=None effect=Schedule lead=None, tensor=false, operands=F(0), kw=[("producer_warps", Expr), ("producer_regs", Expr), ("consumers", Expr), ("consumer_warps", Expr), ("consumer_regs", Expr)], results=F(0), regions=2,
-        "Runs a producer partition and `consumers` consumer partitions (consumer block arg: its index) concurrently; each has a warp count and a per-thread register budget.";
+    WarpSpecialize "warp_specialize" Schedule elem=None effect=Schedule lead=None, tensor=false, operands=F(0), kw=[("producer_warps", Expr), ("producer_regs", Expr), ("consumers", Expr), ("consumer_warps", Expr), ("consumer_regs", Expr), ("cluster", Expr)], results=F(0), regions=2,
+        "Runs a producer partition and `consumers` consumer partitions (consumer block arg: its index) concurrently; each has a warp count and a per-thread register budget. `cluster N` (1 or 2): the programs run in clusters of N consecutive ids, which share copies (`multicast`) and barrier arrivals (`mbar_arrive … cluster`).";
     For "for" Control elem=None effect=Control lead=None, tensor=false, operands=V, kw=[], results=V, regions=1,
         "for iv = lo; iv < hi; iv += step (i32, step > 0) with loop-carried values.";
     If "if" Control elem=None effect=Control lead=None, tensor=false, operands=V, kw=[], results=V, regions=2,

@@ -236,6 +236,12 @@ pub struct PtxFlags {
     /// per-target configuration's choice (on for GEMMs of at most 32 rows on sm_90a)
     #[arg(long = "swap-operands", value_name = "on|off")]
     pub swap_operands: Option<WsFlag>,
+    /// Clusters of two programs that share their tensor copies (TMA multicast), for a
+    /// warp-specialized kernel on a persistent grid (the `cluster` pass, docs/passes.md): `on`
+    /// (an error naming why where the kernel does not qualify) or `off`. Default: the
+    /// per-target configuration's choice
+    #[arg(long, value_name = "on|off")]
+    pub cluster: Option<WsFlag>,
     /// Lower the `fusion` pass's fused program wherever the pass applies. Default: the fused
     /// program where the cost model estimates it faster on the target than the unfused kernels
     /// (both as they would be scheduled; `--report` shows the two estimates)
@@ -279,6 +285,7 @@ impl PtxFlags {
             swap_operands: self.swap_operands.map(|w| w == WsFlag::On),
             ws_plan,
             fusion: self.fusion(),
+            cluster: self.cluster.map(|w| w == WsFlag::On),
         }
     }
 
@@ -301,6 +308,7 @@ impl PtxFlags {
             || self.persistent.is_some()
             || self.overlap.is_some()
             || self.swap_operands.is_some()
+            || self.cluster.is_some()
     }
 }
 

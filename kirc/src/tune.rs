@@ -273,6 +273,7 @@ fn gpu_main(a: &Args, src: &common::Source) -> Result<ExitCode, CliError> {
             persistent: w.flags.persistent,
             overlap: w.flags.overlap,
             swap_operands: w.flags.swap_operands,
+            cluster: w.flags.cluster,
         };
         let bucket = crate::device::shape_bucket(&a.shapes);
         let id = crate::device::gpu_id(&gpu);

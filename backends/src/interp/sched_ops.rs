@@ -132,7 +132,8 @@ impl Instance<'_> {
                 self.point(o, None)?;
                 let (bar, stage) = self.staged(o, 0)?;
                 let tx = self.attr_int(o, "tx", 0)?;
-                sh.arrive(me, bar, stage, tx)
+                let count = self.attr_int(o, "cluster", 1)?.max(1);
+                sh.arrive(me, bar, stage, tx, count)
                     .map_err(|f| self.sfail(o, f))?;
                 Ok(Flow::Next)
             }

@@ -29,6 +29,8 @@ pub struct TunedConfig {
     pub overlap: Option<bool>,
     /// `--swap-operands on|off`.
     pub swap_operands: Option<bool>,
+    /// `--cluster on|off`.
+    pub cluster: Option<bool>,
 }
 
 impl TunedConfig {
@@ -43,6 +45,7 @@ impl TunedConfig {
             swap_operands: self.swap_operands,
             ws_plan: None,
             fusion: Default::default(),
+            cluster: self.cluster,
         }
     }
 
@@ -56,6 +59,7 @@ impl TunedConfig {
             "persistent": self.persistent,
             "overlap": self.overlap,
             "swap_operands": self.swap_operands,
+            "cluster": self.cluster,
         })
     }
 
@@ -89,6 +93,7 @@ impl TunedConfig {
             persistent: opt_u64("persistent")?.map(u32::try_from).transpose().ok()?,
             overlap: opt_bool("overlap")?,
             swap_operands: opt_bool("swap_operands")?,
+            cluster: opt_bool("cluster")?,
         })
     }
 }

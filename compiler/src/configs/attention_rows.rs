@@ -48,6 +48,7 @@ pub(super) const ATTENTION_ROWS: &[Row] = &[
         persistent: false,
         overlap: false,
         swap_operands: false,
+        cluster: false,
     },
     Row {
         cuda: false,
@@ -61,6 +62,7 @@ pub(super) const ATTENTION_ROWS: &[Row] = &[
         persistent: false,
         overlap: false,
         swap_operands: false,
+        cluster: false,
     },
     // With an additive mask tile the 160-register consumers spill (844 bytes at 192×128):
     // the unspecialized tile, two blocks of two warpgroups per SM.
@@ -76,6 +78,7 @@ pub(super) const ATTENTION_ROWS: &[Row] = &[
         persistent: false,
         overlap: false,
         swap_operands: false,
+        cluster: false,
     },
     Row {
         cuda: false,
@@ -89,6 +92,7 @@ pub(super) const ATTENTION_ROWS: &[Row] = &[
         persistent: false,
         overlap: false,
         swap_operands: false,
+        cluster: false,
     },
     Row {
         cuda: false,
@@ -102,6 +106,7 @@ pub(super) const ATTENTION_ROWS: &[Row] = &[
         persistent: false,
         overlap: false,
         swap_operands: false,
+        cluster: false,
     },
     Row {
         cuda: false,
@@ -119,6 +124,7 @@ pub(super) const ATTENTION_ROWS: &[Row] = &[
         persistent: false,
         overlap: false,
         swap_operands: false,
+        cluster: false,
     },
     // d256 without causal masking, an additive mask or a soft cap at up to 4,096 queries (the
     // query count known from the shapes): FlashAttention-3's 128×80 tile, warp-specialized, a
@@ -153,6 +159,7 @@ pub(super) const ATTENTION_ROWS: &[Row] = &[
         persistent: false,
         overlap: false,
         swap_operands: false,
+        cluster: false,
     },
     // d256 without causal masking, an additive mask or a soft cap at longer or unknown lengths:
     // the 128×80 tile unspecialized. Call M4 (H100), B 1 S 16k: 654.7/641.5 TFLOP/s against
@@ -170,6 +177,7 @@ pub(super) const ATTENTION_ROWS: &[Row] = &[
         persistent: false,
         overlap: false,
         swap_operands: false,
+        cluster: false,
     },
     Row {
         cuda: false,
@@ -183,6 +191,7 @@ pub(super) const ATTENTION_ROWS: &[Row] = &[
         persistent: false,
         overlap: false,
         swap_operands: false,
+        cluster: false,
     },
     // Attention backward at head dims 64 and 128 on sm_90a (the measured ones): 64 keys per dK/dV program and
     // 64-query steps, 64-row query and key blocks for dQ, on 4 warps, so that every dot of the

@@ -29,6 +29,9 @@ pub(super) struct Row {
     pub(super) overlap: bool,
     /// Compute the dot loop's accumulator transposed (`swap_operands`).
     pub(super) swap_operands: bool,
+    /// With warp specialization on a persistent grid: clusters of two programs sharing their
+    /// copies (`cluster`).
+    pub(super) cluster: bool,
 }
 
 /// The rows of dot loops, row reductions and elementwise kernels (H200 measurements of
@@ -91,6 +94,7 @@ pub(super) const ROWS: &[Row] = &[
         persistent: false,
         overlap: false,
         swap_operands: false,
+        cluster: false,
     },
     Row {
         cuda: false,
@@ -109,6 +113,7 @@ pub(super) const ROWS: &[Row] = &[
         persistent: false,
         overlap: false,
         swap_operands: false,
+        cluster: false,
     },
     // One wave (the output's shape known, and no more 128×256 tiles than SMs: 2048³,
     // 1024×4096×4096): the persistent grid's tile loop only adds work to the one tile each SM
@@ -138,6 +143,7 @@ pub(super) const ROWS: &[Row] = &[
         persistent: false,
         overlap: false,
         swap_operands: false,
+        cluster: false,
     },
     // Groups of 16 block rows on the persistent grid: H200, ncu kernel time against groups of
     // 8 (calls Y4/Y6, docs/gpu-results/2026-12-04-y5-y6-bwd-pairs-gemm.txt): 4096³ 183.68 µs
@@ -160,6 +166,7 @@ pub(super) const ROWS: &[Row] = &[
         persistent: true,
         overlap: false,
         swap_operands: false,
+        cluster: false,
     },
     // layernorm_bwd's dx kernel (a whole row in 16-bit tiles, over four tensors loaded, the next
     // row's x, dy, mean and rstd in flight) on 8 warps keeps 2 blocks per SM (128 registers; 75
@@ -244,6 +251,7 @@ pub(super) const fn tile_row(
         persistent: false,
         overlap: false,
         swap_operands: false,
+        cluster: false,
     }
 }
 
@@ -281,6 +289,7 @@ pub(super) const fn bwd_row(
         persistent: false,
         overlap: false,
         swap_operands: false,
+        cluster: false,
     }
 }
 
@@ -299,6 +308,7 @@ const fn swapped_gemm_row(when: fn(&Features) -> bool, set: &'static [(Role, i64
         persistent: false,
         overlap: false,
         swap_operands: true,
+        cluster: false,
     }
 }
 
@@ -321,5 +331,6 @@ pub(super) const fn cuda_row(
         persistent: false,
         overlap: false,
         swap_operands: false,
+        cluster: false,
     }
 }

@@ -2,7 +2,7 @@
 //! orders them. The front end is `specialize` → `egraph` → `fusion` → `mask_split` (after
 //! `parse`, which the manager runs on the source text); the scheduling passes for a target are
 //! `swap_operands` (when asked) → `persistent` (when asked) → `pipelining` → `warp_specialize`
-//! (when asked) → `dot_overlap` (when asked).
+//! (when asked) → `dot_overlap` (when asked) → `cluster` (when asked).
 
 use super::types::{Level, Pass, PassContext, Phase, Preserves};
 use crate::options::{ws_plans, WsChoice};
@@ -21,6 +21,7 @@ pub fn standard() -> Vec<Box<dyn Pass>> {
         Box::new(Pipelining),
         Box::new(WarpSpecialize),
         Box::new(DotOverlap),
+        Box::new(Cluster),
     ]
 }
 
@@ -225,5 +226,27 @@ impl Pass for DotOverlap {
             return Ok(None);
         }
         passes::dot_overlap(m).map(|(rotated, _)| Some(rotated))
+    }
+}
+
+/// `cluster`: pairs of a persistent warp-specialized kernel's programs run as clusters of two
+/// that share their copies (passes/schedule/cluster.rs), when asked.
+pub struct Cluster;
+
+impl Pass for Cluster {
+    schedule_levels!("cluster");
+    fn run(&self, m: &Module, cx: &PassContext) -> Result<Option<Module>, Diagnostics> {
+        match (cx.schedule.cluster, cx.schedule.target) {
+            (Some(strict), Some(t)) if t.has_clusters() => passes::cluster(m, strict).map(Some),
+            (Some(true), Some(t)) => Err(Diagnostics(vec![kir_ir::Diagnostic::new(
+                kir_ir::Span::default(),
+                format!(
+                    "clusters of CTAs that share tensor copies (TMA multicast) are lowered on \
+                     sm_90a and sm_100a; {} has none",
+                    t.name()
+                ),
+            )])),
+            _ => Ok(None),
+        }
     }
 }

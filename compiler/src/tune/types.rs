@@ -63,6 +63,9 @@ impl Candidate {
         if let Some(s) = f.swap_operands {
             parts.push(format!("swap={}", if s { "on" } else { "off" }));
         }
+        if let Some(c) = f.cluster {
+            parts.push(format!("cluster={}", if c { "on" } else { "off" }));
+        }
         parts.join(" ")
     }
 
@@ -96,6 +99,9 @@ impl Candidate {
         if let Some(s) = f.swap_operands {
             parts.push(format!("--swap-operands {}", on(s)));
         }
+        if let Some(c) = f.cluster {
+            parts.push(format!("--cluster {}", on(c)));
+        }
         parts.join(" ")
     }
 
@@ -110,6 +116,7 @@ impl Candidate {
             persistent: matches!(self.flags.persistent, Some(n) if n > 0),
             overlap: self.flags.overlap == Some(true),
             swap_operands: self.flags.swap_operands == Some(true),
+            cluster: self.flags.cluster == Some(true),
             report: format!("configuration: tuned: {}", self.cli_args()),
         }
     }

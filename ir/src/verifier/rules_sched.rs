@@ -88,6 +88,21 @@ pub(crate) fn check(b: &mut Body, d: &OpData) {
                     }
                 }
             }
+            if let Some(Attr::Value(p)) = d.attr("multicast") {
+                if d.attr("bar").is_none() {
+                    err(b.errs, d.span, "`multicast` of `async_copy` needs `bar`: a shared copy completes on each CTA's barrier");
+                }
+                if let Some(t) = b.vty(*p) {
+                    if !t.is_scalar() || dtype_is(t, |x| x == Dtype::I1) == Some(false) {
+                        err(
+                            b.errs,
+                            d.span,
+                            format!("`multicast` of `async_copy` must be an i1 scalar, found {t}"),
+                        );
+                    }
+                }
+                in_cluster(b, d, "multicast");
+            }
             super::rules_memory::memory(b, d);
         }
         Opcode::AsyncCommit | Opcode::FenceAsync => {}
@@ -95,6 +110,13 @@ pub(crate) fn check(b: &mut Body, d: &OpData) {
         Opcode::MbarArrive => {
             staged(b, d, 0, "an mbarrier array");
             count_attr(b, d, "tx", 1, MAX_ARRIVALS);
+            if d.attr("cluster").is_some() {
+                count_attr(b, d, "cluster", 1, MAX_CLUSTER);
+                if d.attr("tx").is_some() {
+                    err(b.errs, d.span, "`mbar_arrive` with `cluster` takes no `tx`: the bytes a CTA owes are its own");
+                }
+                in_cluster(b, d, "cluster");
+            }
         }
         Opcode::MbarWait => {
             staged(b, d, 0, "an mbarrier array");
@@ -241,6 +263,30 @@ fn stage_text(b: &Body, d: &OpData) -> String {
     match const_int(b, s) {
         Some(c) => format!("{}[{c}]", b.vname(arr)),
         None => format!("{}[{}]", b.vname(arr), b.vname(s)),
+    }
+}
+
+/// The most CTAs of a cluster that the IR admits (the portable cluster size of PTX).
+pub const MAX_CLUSTER: i64 = 8;
+
+/// An op's cluster keyword (`key`) sits inside a `warp_specialize` with `cluster` over 1.
+fn in_cluster(b: &mut Body, d: &OpData, key: &str) {
+    let size = b
+        .enclosing_ops()
+        .find(|o| o.opcode == Opcode::WarpSpecialize)
+        .map(|o| match o.attr("cluster") {
+            Some(Attr::Expr(e)) => lit_int(e),
+            _ => Some(1),
+        });
+    if let Some(Some(1)) | None = size {
+        err(
+            b.errs,
+            d.span,
+            format!(
+                "`{key}` of `{}` needs a cluster: it must sit in a `warp_specialize` with `cluster` 2 or more",
+                d.opcode.name()
+            ),
+        );
     }
 }
 
@@ -431,6 +477,12 @@ fn warp_specialize(b: &mut Body, d: &OpData) {
                 d.span,
                 "the consumer partition of `warp_specialize` takes one i32 argument, its index",
             );
+        }
+    }
+    if let Some(Attr::Expr(e)) = d.attr("cluster") {
+        if let Some(v) = lit_int(e).filter(|&v| !(1..=MAX_CLUSTER).contains(&v) || v & (v - 1) != 0)
+        {
+            err(b.errs, e.span, format!("`cluster` of `warp_specialize` must be a power of 2 in [1, {MAX_CLUSTER}], found {v}"));
         }
     }
     if !known {

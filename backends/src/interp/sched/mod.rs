@@ -306,8 +306,17 @@ impl Sched {
     /// `mbar_arrive` (with `tx` bytes announced first) by task `me`. A task that arrives on a
     /// barrier stage twice with no `mbar_wait` passing in between is reported whatever the
     /// interleaving: where the second arrival lands (the same phase, or the next one after a
-    /// copy landed) depends on the schedule, the duplicate itself does not.
-    pub(crate) fn arrive(&self, me: usize, bar: Value, stage: usize, tx: i64) -> Result<(), Fail> {
+    /// copy landed) depends on the schedule, the duplicate itself does not. `count` arrivals
+    /// land at once: a cluster arrival counts once for each CTA of the cluster, since every CTA
+    /// makes the same one (the interpreter runs one CTA and stands for its peers).
+    pub(crate) fn arrive(
+        &self,
+        me: usize,
+        bar: Value,
+        stage: usize,
+        tx: i64,
+        count: i64,
+    ) -> Result<(), Fail> {
         let mut g = self.lock();
         let name = stage_name(&g.names, bar, stage);
         let t = &mut g.tasks[me];
@@ -325,7 +334,7 @@ impl Sched {
             .get_mut(&bar)
             .and_then(|v| v.get_mut(stage))
             .ok_or((None, format!("barrier stage {name} out of range")))?;
-        if b.pending == 0 {
+        if b.pending < count {
             return Err((
                 None,
                 format!(
@@ -336,7 +345,7 @@ impl Sched {
         }
         b.tx += tx;
         b.expect_sum += tx;
-        b.pending -= 1;
+        b.pending -= count;
         g.complete(bar, stage)
     }
 

@@ -81,6 +81,15 @@ impl Isa {
     /// `mbarrier.expect_tx` (PTX 8.0) and `mbarrier.try_wait.parity` (PTX 7.8)
     /// (§9.7.13.15.11, §9.7.13.15.16): sm_90.
     pub const MBARRIER_TX: Isa = with("mbarrier.expect_tx|try_wait", (8, 0), Feature::MbarrierTx);
+    /// Clusters of CTAs: `.reqnctapercluster` (§11.4.1.4, PTX 7.8), `%cluster_ctarank`, `mapa`
+    /// (§9.7.9.23, PTX 7.8), `barrier.cluster` (§9.7.13.3, PTX 7.8), `mbarrier.arrive` on a
+    /// `.shared::cluster` address and `try_wait` at `.cluster` scope (PTX 8.0), and
+    /// `cp.async.bulk.tensor … .multicast::cluster` (§9.7.9.25.5.2, PTX 8.0): sm_90.
+    pub const CLUSTER: Isa = with(
+        "mapa|barrier.cluster|multicast::cluster",
+        (8, 0),
+        Feature::Tma,
+    );
     /// `setmaxnreg.{inc,dec}.sync.aligned.u32` (§9.7.19.5): PTX 8.0, sm_90a/sm_100a/sm_120a.
     pub const SETMAXNREG: Isa = with("setmaxnreg", (8, 0), Feature::Setmaxnreg);
 

@@ -184,6 +184,16 @@ pub fn lower_kernel(
     // A warp-specialized kernel launches its producer's warps too, and states its register
     // count at entry (ws.rs).
     let (threads, maxnreg) = match &ws {
+        // A cluster's CTAs are launched together (`.reqnctapercluster`: the launch needs no
+        // cluster attribute, and an even grid).
+        Some(a) if a.cluster > 1 => (
+            a.threads(),
+            format!(
+                ".maxnreg {}\n.reqnctapercluster {}, 1, 1\n",
+                a.entry_regs(),
+                a.cluster
+            ),
+        ),
         Some(a) => (a.threads(), format!(".maxnreg {}\n", a.entry_regs())),
         None => (
             blk.threads,

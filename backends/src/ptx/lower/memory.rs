@@ -18,6 +18,22 @@ use crate::ptx::plan::ir::lit;
 use crate::ptx::plan::layout::{Layout, Place};
 use kir_ir::{Attr, Dtype, OpData, Opcode, Span, TensorRef};
 
+/// The predicate of a store or atomic of a tile whose `mask` is one scalar i1.
+fn scalar_mask_of_tile_write(c: &mut Ctx, op: &OpData) -> Result<Option<Reg>, PtxError> {
+    let (Opcode::Store | Opcode::AtomicAdd, Some(Attr::Value(m)), Some(&src)) =
+        (op.opcode, op.attr("mask"), op.operands.first())
+    else {
+        return Ok(None);
+    };
+    if !c.k.dfg.ty(*m).is_scalar() || c.k.dfg.ty(src).is_scalar() {
+        return Ok(None);
+    }
+    match c.val(*m, op.span)? {
+        Val::Scalar(r) => Ok(Some(r)),
+        _ => Ok(None),
+    }
+}
+
 fn mask_regs(
     c: &mut Ctx,
     op: &OpData,
@@ -39,6 +55,17 @@ fn mask_regs(
 /// Lowers load, store and atomic_add.
 pub fn lower_memory_op(c: &mut Ctx, op: &OpData) -> Result<(), PtxError> {
     let sp = op.span;
+    if let Some(p) = scalar_mask_of_tile_write(c, op)? {
+        // One predicate for the whole tile (a `cluster` program's spare tile, say): branch
+        // around the write, which keeps its vector paths.
+        let mut plain = op.clone();
+        plain.attrs.retain(|(k, _)| k != "mask");
+        let skip = c.b.label("masked_off");
+        c.b.ins_if(p, true, PtxInst::new("bra").op(&skip));
+        lower_memory_op(c, &plain)?;
+        c.b.place(&skip);
+        return Ok(());
+    }
     let t = op
         .tensor
         .as_ref()

@@ -190,6 +190,9 @@ pub struct MbarBuf {
     /// The per-stage count of rows a row-prefix-masked fill delivers (`tma_rows.rs`), for a
     /// barrier such fills complete on: one 32-bit word per stage.
     pub rows_off: Option<u32>,
+    /// Whether the cluster's CTAs arrive on it (`mbar_arrive … cluster`): its waits acquire at
+    /// cluster scope.
+    pub cluster: bool,
 }
 
 /// What the TMA lowering keeps per kernel.
@@ -225,6 +228,8 @@ pub struct WsState {
     pub(super) order: Vec<Op>,
     /// Whether every tensor the kernel copies with TMA admits a tensor map (made on first use).
     pub(super) tma_ok: Option<Reg>,
+    /// In a cluster: CTAs per cluster, and this CTA's rank in it (`%cluster_ctarank`).
+    pub(super) cluster: Option<(u32, Reg)>,
 }
 
 /// What the kernel's `print` ops need from the module and the entry (print.rs): the format

@@ -179,12 +179,18 @@ pub fn lower_alloc(c: &mut Ctx, op: &OpData) -> Result<(), PtxError> {
     c.sync_block();
     let rows_off = super::tma_rows::has_masked_fills(c.k, m)
         .then(|| c.alloc_shared_aligned(4 * stages as u32, 4));
+    let cluster = c.k.dfg.ops.values().any(|od| {
+        od.opcode == Opcode::MbarArrive
+            && od.operands.first() == Some(&m)
+            && od.attr("cluster").is_some()
+    });
     c.asyncs.tma.bars.insert(
         m,
         MbarBuf {
             off,
             stages,
             rows_off,
+            cluster,
         },
     );
     Ok(())
@@ -298,6 +304,9 @@ pub fn lower_arrive(c: &mut Ctx, op: &OpData) -> Result<(), PtxError> {
                     .addr(a)
                     .guard(l0, false),
             );
+            if c.asyncs.tma.bars.get(&m).is_some_and(|b| b.cluster) {
+                peer_arrive(c, a, l0, sp)?;
+            }
         }
     }
     Ok(())
@@ -348,6 +357,36 @@ fn arrive_owed(c: &mut Ctx, m: Value, owed: Reg, sp: Span) -> Result<(), PtxErro
             .addr(a)
             .guard(p, false),
     );
+    if buf.cluster {
+        peer_arrive(c, a, p, sp)?;
+    }
+    Ok(())
+}
+
+/// The same arrival on the peer CTA's barrier at shared address `a` (its offset in this CTA),
+/// by the threads of predicate `p`: `mapa` to the peer's window, then a release at cluster
+/// scope, so the peer's producer sees this CTA's reads of the stage done.
+fn peer_arrive(c: &mut Ctx, a: Reg, p: Reg, sp: Span) -> Result<(), PtxError> {
+    let Some((2, rank)) = c.asyncs.ws.cluster else {
+        return Err(PtxError::at(
+            sp,
+            "the PTX backend lowers cluster arrivals in warp-specialized kernels with clusters of 2",
+        ));
+    };
+    let (peer, ra) = (c.b.reg(RegClass::B32), c.b.reg(RegClass::B32));
+    c.b.ins(PtxInst::new("xor.b32").op(peer).op(rank).op(1));
+    c.b.need(Isa::CLUSTER).ins(
+        PtxInst::new("mapa.shared::cluster.u32")
+            .op(ra)
+            .op(a)
+            .op(peer),
+    );
+    c.b.need(Isa::CLUSTER).ins(
+        PtxInst::new("mbarrier.arrive.release.cluster.shared::cluster.b64")
+            .op(Operand::Sink)
+            .addr(ra)
+            .guard(p, false),
+    );
     Ok(())
 }
 
@@ -373,6 +412,7 @@ pub fn lower_wait(c: &mut Ctx, op: &OpData) -> Result<(), PtxError> {
         ));
     };
     let a = bar_addr(c, m, s, sp)?;
+    let cluster = c.asyncs.tma.bars.get(&m).is_some_and(|b| b.cluster);
     let par = match c.values.statics.get(&par) {
         Some(&p) => Operand::Imm(p & 1),
         None => match c.val(par, sp)? {
@@ -382,12 +422,16 @@ pub fn lower_wait(c: &mut Ctx, op: &OpData) -> Result<(), PtxError> {
     };
     let (p, top) = (c.b.reg(RegClass::Pred), c.b.label("mbar_wait"));
     c.b.place(&top);
-    c.b.need(Isa::MBARRIER_TX).ins(
-        PtxInst::new("mbarrier.try_wait.parity.shared::cta.b64")
-            .op(p)
-            .addr(a)
-            .op(par),
-    );
+    // A barrier the peer CTA arrives on: acquire what its consumers released, at cluster
+    // scope, before this CTA's copies overwrite the stage in both.
+    let wait = if cluster {
+        c.b.need(Isa::CLUSTER);
+        "mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64"
+    } else {
+        "mbarrier.try_wait.parity.shared::cta.b64"
+    };
+    c.b.need(Isa::MBARRIER_TX)
+        .ins(PtxInst::new(wait).op(p).addr(a).op(par));
     c.b.ins_if(p, true, PtxInst::new("bra.uni").op(&top));
     // A reader's wait on a full barrier: rows a masked copy must not deliver are zeroed.
     if !c.asyncs.tma.in_producer {
@@ -436,8 +480,37 @@ pub fn lower_copy(
     let mbar = bar_addr(c, *m, s, sp)?;
     let offs = super::elem::offsets(c, t, sp)?;
     let pre = on_elected(c);
+    let nblk = cols / TMA_BOX_COLS as usize;
+    let shared = multicast(c, op, nblk, pre)?;
+    let box_at = |c: &mut Ctx, blk: Operand, col_blk: Operand| -> (Reg, Reg) {
+        let (dst, col) = (c.b.reg(RegClass::B32), c.b.reg(RegClass::B32));
+        let smem = c.mem.smem;
+        c.b.ins(
+            PtxInst::new("mad.lo.s32")
+                .op(dst)
+                .op(blk)
+                .op((rows * 128) as u32)
+                .op(smem),
+        );
+        c.b.ins(PtxInst::new("add.u32").op(dst).op(dst).op(off));
+        let dst = c.plus_dyn(dst, dyn_off);
+        c.b.ins(
+            PtxInst::new("mad.lo.s32")
+                .op(col)
+                .op(col_blk)
+                .op(TMA_BOX_COLS)
+                .op(offs[rank - 1]),
+        );
+        (dst, col)
+    };
+    let coords = |col: Reg| {
+        // Coordinates innermost first.
+        let mut v = vec![Operand::from(col)];
+        v.extend(offs[..rank - 1].iter().rev().map(Operand::from));
+        v
+    };
     let smem = c.mem.smem;
-    for blk in 0..cols / TMA_BOX_COLS as usize {
+    for blk in 0..nblk {
         let (dst, col) = (c.b.reg(RegClass::B32), c.b.reg(RegClass::B32));
         let at = off + (blk * rows * 128) as u32;
         c.b.ins(PtxInst::new("add.u32").op(dst).op(smem).op(at));
@@ -448,20 +521,72 @@ pub fn lower_copy(
                 .op(offs[rank - 1])
                 .op(blk * TMA_BOX_COLS as usize),
         );
-        // Coordinates innermost first.
-        let mut coords = vec![Operand::from(col)];
-        coords.extend(offs[..rank - 1].iter().rev().map(Operand::from));
-        c.b.need(Isa::CP_ASYNC_BULK_TENSOR).ins(
-            PtxInst::new("cp.async.bulk.tensor")
-                .m(format_args!("{rank}d"))
-                .m("shared::cluster.global.mbarrier::complete_tx::bytes")
-                .addr(dst)
-                .op(Operand::Tensor(Box::new(map.into()), coords))
-                .addr(mbar)
-                .guard_opt(pre),
+        let inst = PtxInst::new("cp.async.bulk.tensor")
+            .m(format_args!("{rank}d"))
+            .m("shared::cluster.global.mbarrier::complete_tx::bytes")
+            .addr(dst)
+            .op(Operand::Tensor(Box::new(map.into()), coords(col)))
+            .addr(mbar);
+        let inst = match shared {
+            Some((p, _, _)) => inst.guard(p, true),
+            None => inst.guard_opt(pre),
+        };
+        c.b.need(Isa::CP_ASYNC_BULK_TENSOR).ins(inst);
+    }
+    // Shared with the peer CTA: this CTA's half of the boxes, written into both CTAs' stages
+    // (the same offsets) and completing on both CTAs' barriers `m[s]`.
+    if let Some((p, cta_rank, mask)) = shared {
+        let half = nblk / 2;
+        let first = c.b.reg(RegClass::B32);
+        c.b.ins(
+            PtxInst::new("mul.lo.s32")
+                .op(first)
+                .op(cta_rank)
+                .op(half as u32),
         );
+        for j in 0..half {
+            let b = c.b.reg(RegClass::B32);
+            c.b.ins(PtxInst::new("add.s32").op(b).op(first).op(j as u32));
+            let (dst, col) = box_at(c, Operand::from(b), Operand::from(b));
+            c.b.need(Isa::CLUSTER).need(Isa::CP_ASYNC_BULK_TENSOR).ins(
+                PtxInst::new("cp.async.bulk.tensor")
+                    .m(format_args!("{rank}d"))
+                    .m("shared::cluster.global.mbarrier::complete_tx::bytes.multicast::cluster")
+                    .addr(dst)
+                    .op(Operand::Tensor(Box::new(map.into()), coords(col)))
+                    .addr(mbar)
+                    .op(mask)
+                    .guard(p, false),
+            );
+        }
     }
     Ok(())
+}
+
+/// A copy's `multicast %p` where it can be shared: on the producer's thread of a cluster of 2,
+/// with an even number of boxes (each CTA issues half). Gives `p` as a predicate, this CTA's
+/// rank and the 16-bit CTA mask of both; `None` (each CTA copies the whole tile) otherwise.
+fn multicast(
+    c: &mut Ctx,
+    op: &OpData,
+    nblk: usize,
+    pre: Option<Reg>,
+) -> Result<Option<(Reg, Reg, Reg)>, PtxError> {
+    let Some(kir_ir::Attr::Value(v)) = op.attr("multicast") else {
+        return Ok(None);
+    };
+    let Some((2, rank)) = c.asyncs.ws.cluster else {
+        return Ok(None);
+    };
+    if pre.is_some() || nblk % 2 != 0 {
+        return Ok(None);
+    }
+    let super::ctx::Val::Scalar(r) = c.val(*v, op.span)? else {
+        return Err(PtxError::at(op.span, "`multicast` must be a scalar i1"));
+    };
+    let mask = c.b.reg(RegClass::B16);
+    c.b.ins(PtxInst::new("mov.b16").op(mask).op(3));
+    Ok(Some((r, rank, mask)))
 }
 
 /// Whether buffer `b` is filled by tensor copies (its releases are the ring's empty-barrier

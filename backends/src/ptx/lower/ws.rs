@@ -145,6 +145,7 @@ pub fn lower_ws(c: &mut Ctx, op: &OpData, lower: &dyn Regions) -> Result<(), Ptx
         ));
     };
     producer_ok(c.k, prod).map_err(|m| PtxError::at(sp, m))?;
+    cluster_start(c, &a, sp)?;
     let raw =
         c.asyncs.ws.raw_tid.ok_or_else(|| {
             PtxError::at(sp, "internal: warp_specialize without its thread setup")
@@ -219,5 +220,45 @@ pub fn lower_ws(c: &mut Ctx, op: &OpData, lower: &dyn Regions) -> Result<(), Ptx
     c.asyncs.tma.dynamic_ring = was_dyn;
     r?;
     c.b.place(&exit);
+    if c.asyncs.ws.cluster.is_some() {
+        // No CTA leaves while its peer may still arrive on its barriers or copy into it.
+        cluster_barrier(c);
+    }
     Ok(())
+}
+
+/// In a cluster (`warp_specialize … cluster 2`): this CTA's rank, and a cluster barrier that
+/// publishes both CTAs' initialised mbarriers before either copies into the other or arrives
+/// on its barriers (`fence.mbarrier_init.release.cluster` preceded it, tma.rs).
+fn cluster_start(c: &mut Ctx, a: &WsAttrs, sp: kir_ir::Span) -> Result<(), PtxError> {
+    match a.cluster {
+        1 => Ok(()),
+        2 if c.target.has_clusters() => {
+            let rank = c.b.reg(RegClass::B32);
+            c.b.need(Isa::CLUSTER).ins(
+                PtxInst::new("mov.u32")
+                    .op(rank)
+                    .op(Operand::Special("%cluster_ctarank")),
+            );
+            c.asyncs.ws.cluster = Some((2, rank));
+            cluster_barrier(c);
+            Ok(())
+        }
+        n => Err(PtxError::at(
+            sp,
+            format!(
+                "the PTX backend lowers clusters of 2 CTAs on targets with clusters; this                  `warp_specialize` asks for {n} on {}",
+                c.target.name()
+            ),
+        )),
+    }
+}
+
+/// Every thread of both CTAs: `barrier.cluster.arrive.release` then `wait.acquire` (the forms
+/// without `.aligned`: the threads may come from different branches).
+fn cluster_barrier(c: &mut Ctx) {
+    c.b.need(Isa::CLUSTER)
+        .ins(PtxInst::new("barrier.cluster.arrive.release"));
+    c.b.need(Isa::CLUSTER)
+        .ins(PtxInst::new("barrier.cluster.wait.acquire"));
 }

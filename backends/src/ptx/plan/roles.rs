@@ -16,6 +16,8 @@ pub struct WsAttrs {
     pub consumers: u32,
     pub consumer_warps: u32,
     pub consumer_regs: u32,
+    /// CTAs per cluster along the grid's first axis (1: no cluster).
+    pub cluster: u32,
 }
 
 impl WsAttrs {
@@ -57,6 +59,10 @@ pub fn ws_op(k: &Kernel) -> Option<(Op, WsAttrs)> {
             consumers: int_attr(od, "consumers")?,
             consumer_warps: int_attr(od, "consumer_warps")?,
             consumer_regs: int_attr(od, "consumer_regs")?,
+            cluster: match od.attr("cluster") {
+                Some(_) => int_attr(od, "cluster")?,
+                None => 1,
+            },
         },
     ))
 }

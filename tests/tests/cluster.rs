@@ -1,0 +1,149 @@
+//! The `cluster` pass (compiler/src/passes/schedule/cluster.rs), on the CPU: a persistent,
+//! warp-specialized GEMM in clusters of two gives outputs bit-identical to the same kernel
+//! without clusters under 20 scheduler seeds, on ragged shapes whose tile count is odd (the last
+//! pair's second program recomputes the last tile and stores nothing) and even, with tile orders
+//! that pair tiles of one column (GROUP_M) or of one row; the PTX backend lowers it with a
+//! cluster launch, multicast copies, remote arrivals and cluster barriers that ptxas accepts
+//! (where the pinned ptxas is installed); and it is refused, with the reason, where a kernel
+//! does not qualify or the target has no clusters.
+
+use kir_compiler::internal::passes::{
+    cluster, persistent, pipelining, warp_specialize_within, PipelineConfig, WsPlan,
+};
+use kir_ir::Opcode;
+use kir_tests::sched_diff::{checked, count, differential, spec};
+
+/// `name` with `defs`, persistent over `programs`, pipelined and warp-specialized with one
+/// consumer of `warps` warps (the sm_90a GEMM schedule's shape, on cp.async rings).
+fn scheduled(name: &str, defs: &[(&str, &str)], programs: u32, warps: u32) -> kir_ir::Module {
+    let cfg = PipelineConfig {
+        smem_budget: 232_448,
+        stages: Some(3),
+        hold_carried_dots: false,
+        tma_rings: false,
+    };
+    let p = persistent(&spec(name, defs), programs).expect("persistent");
+    let piped = pipelining(&p, &cfg).expect("pipelining");
+    warp_specialize_within(&piped, &WsPlan::one_consumer(warps), 232_448).expect("ws")
+}
+
+fn attr_count(m: &kir_ir::Module, op: Opcode, key: &str) -> usize {
+    m.kernels
+        .values()
+        .flat_map(|k| k.dfg.ops.values())
+        .filter(|o| o.opcode == op && o.attr(key).is_some())
+        .count()
+}
+
+#[test]
+fn clustered_gemm_matches_the_unclustered_kernel_under_20_seeds() {
+    // The op's default inputs are ragged (tests/src/inputs.rs); 16×32 tiles give an odd or an
+    // even tile count depending on the program count's pairing, and GROUP_M 2 pairs tiles of
+    // one column (B shared), GROUP_M 1 of one row (A shared), GROUP_M 3 mixes both.
+    for (defs, programs) in [
+        (
+            vec![("BLOCK_M", "16"), ("BLOCK_N", "32"), ("GROUP_M", "2")],
+            4,
+        ),
+        (
+            vec![("BLOCK_M", "16"), ("BLOCK_N", "32"), ("GROUP_M", "2")],
+            2,
+        ),
+        (vec![("BLOCK_M", "32"), ("BLOCK_N", "16")], 6),
+        (
+            vec![("BLOCK_M", "16"), ("BLOCK_N", "16"), ("GROUP_M", "3")],
+            4,
+        ),
+        (
+            vec![("EPILOGUE", "bias"), ("BLOCK_M", "16"), ("GROUP_M", "2")],
+            2,
+        ),
+        (vec![("C_IN", "1"), ("BLOCK_M", "16"), ("BLOCK_N", "32")], 4),
+    ] {
+        let what = format!("gemm {defs:?} persistent {programs}");
+        let before = scheduled("gemm", &defs, programs, 4);
+        let after = checked(
+            cluster(&before, true).unwrap_or_else(|e| panic!("{what}: {e:?}")),
+            &what,
+        );
+        let text = kir_ir::text::print(&after);
+        assert!(text.contains("cluster 2 {"), "{what}: no cluster\n{text}");
+        // Both ring copies are shareable (their indices are the tile's); every release of a
+        // stage reaches both programs.
+        assert_eq!(
+            attr_count(&after, Opcode::AsyncCopy, "multicast"),
+            count(&after, Opcode::AsyncCopy),
+            "{what}"
+        );
+        assert!(
+            attr_count(&after, Opcode::MbarArrive, "cluster") > 0,
+            "{what}"
+        );
+        // Every store is masked by the tile's liveness.
+        assert_eq!(
+            attr_count(&after, Opcode::Store, "mask"),
+            count(&after, Opcode::Store),
+            "{what}"
+        );
+        // The grid is even: a cluster's programs launch together.
+        let g = after.kernels.values().next().expect("kernel").grid[0].to_string();
+        assert!(g.starts_with("min(2 * cdiv("), "{what}: {g}");
+        differential(&what, &before, &after, 20);
+    }
+}
+
+#[test]
+fn kernels_that_cannot_share_are_refused_with_the_reason() {
+    // Not warp-specialized.
+    let plain = persistent(&spec("gemm", &[("BLOCK_M", "16")]), 4).expect("persistent");
+    let e = format!("{:?}", cluster(&plain, true).expect_err("no partitions"));
+    assert!(
+        e.contains("cannot run in clusters of 2: it is not warp-specialized"),
+        "{e}"
+    );
+    // An odd persistent grid cannot be split into pairs.
+    let odd = scheduled("gemm", &[("BLOCK_M", "16")], 5, 4);
+    let e = format!("{:?}", cluster(&odd, true).expect_err("odd grid"));
+    assert!(e.contains("persistent grid of 5 programs is odd"), "{e}");
+    // Without `strict` such kernels are left as they were.
+    let same = cluster(&odd, false).expect("lenient");
+    assert_eq!(kir_ir::text::print(&same), kir_ir::text::print(&odd));
+    // Causal attention's key loop depends on the tile: the two programs would copy different
+    // numbers of key blocks.
+    let causal = scheduled("attention_fwd", &[("CAUSAL", "1")], 4, 4);
+    let e = format!(
+        "{:?}",
+        cluster(&causal, true).expect_err("tile-dependent loop")
+    );
+    assert!(e.contains("depends on the tile"), "{e}");
+}
+
+#[test]
+fn the_verifier_keeps_cluster_keywords_inside_a_cluster() {
+    let src = "module m\nkernel @k(x: in tensor<f32>[64, 64], y: out tensor<f32>[4]) grid [2, 1, 1] {\n  \
+               %b = smem_alloc : smem<2x64x64xf32>\n  %m = mbar_alloc : mbar<2>\n  %e = mbar_alloc : mbar<2>\n  \
+               warp_specialize producer_warps 1 producer_regs 40 consumers 1 consumer_warps 4 consumer_regs 232 {\n    \
+               %z = const 0 : i32\n    %t = cmp eq %z, %z : i1\n    \
+               async_copy x[%z, %z], %b, %z bar %m multicast %t\n    yield\n  } consumer(%w) {\n    \
+               %z2 = const 0 : i32\n    mbar_arrive %e, %z2 cluster 2\n    yield\n  }\n  yield\n}\n";
+    let m = kir_ir::text::parse(src).expect("parses");
+    let e = format!(
+        "{:?}",
+        kir_ir::verifier::verify(&m).expect_err("no cluster")
+    );
+    assert!(
+        e.contains("`multicast` of `async_copy` needs a cluster"),
+        "{e}"
+    );
+    assert!(
+        e.contains("`cluster` of `mbar_arrive` needs a cluster"),
+        "{e}"
+    );
+    let ok = src.replace("consumer_regs 232 {", "consumer_regs 232 cluster 2 {");
+    let m = kir_ir::text::parse(&ok).expect("parses");
+    kir_ir::verifier::verify(&m).unwrap_or_else(|e| panic!("{e:?}"));
+    let three = src.replace("consumer_regs 232 {", "consumer_regs 232 cluster 3 {");
+    let m = kir_ir::text::parse(&three).expect("parses");
+    let e = format!("{:?}", kir_ir::verifier::verify(&m).expect_err("3"));
+    assert!(e.contains("must be a power of 2 in [1, 8], found 3"), "{e}");
+}
