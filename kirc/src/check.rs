@@ -17,8 +17,8 @@ pub struct Args {
     #[arg(short = 'D', value_name = "NAME=VALUE", value_parser = common::parse_define)]
     defines: Vec<(String, String)>,
     /// Print the canonical IR right after this pass instead of `ok` (parse, specialize, egraph,
-    /// fusion, mask_split, and with --target the scheduling passes: persistent, pipelining,
-    /// warp_specialize, dot_overlap).
+    /// fusion, mask_split, and with --target the scheduling passes: swap_operands, persistent,
+    /// pipelining, warp_specialize, dot_overlap, cluster).
     #[arg(long, value_name = "PASS")]
     dump_after: Option<String>,
     /// The target the scheduling passes schedule for (its shared-memory budget): sm_80, sm_90a,

@@ -147,3 +147,67 @@ fn the_verifier_keeps_cluster_keywords_inside_a_cluster() {
     let e = format!("{:?}", kir_ir::verifier::verify(&m).expect_err("3"));
     assert!(e.contains("must be a power of 2 in [1, 8], found 3"), "{e}");
 }
+
+#[test]
+fn the_ptx_backend_lowers_a_clustered_gemm_that_ptxas_accepts() {
+    use kir_backends::Target;
+    use kir_compiler::internal::compiled::Emit;
+    use kir_compiler::internal::plan::{CompilePlan, Flags};
+    let src = kir_compiler::internal::oplib::builtin("gemm").expect("gemm");
+    let defines = kir_tests::defs(&[
+        ("BLOCK_M", "128"),
+        ("BLOCK_N", "256"),
+        ("BLOCK_K", "64"),
+        ("GROUP_M", "16"),
+    ]);
+    let flags = |cluster| Flags {
+        warps: Some(8),
+        stages: Some(4),
+        warp_specialize: Some(true),
+        persistent: Some(132),
+        cluster,
+        ..Flags::default()
+    };
+    // Warp specialization, which the pass needs, is lowered on sm_90a.
+    for target in [Target::Sm90a] {
+        let compile = |cluster| {
+            let plan = CompilePlan::resolve(src, &defines, target, Emit::Ptx, flags(cluster))
+                .unwrap_or_else(|e| panic!("{e}"));
+            kir_compiler::internal::pipeline::compile(src, &plan)
+                .unwrap_or_else(|e| panic!("{}: {e}", target.name()))
+                .text
+        };
+        let (plain, text) = (compile(None), compile(Some(true)));
+        let name = format!("clustered gemm on {}", target.name());
+        for want in [
+            ".reqnctapercluster 2, 1, 1",
+            "%cluster_ctarank;",
+            "barrier.cluster.arrive.release;",
+            "barrier.cluster.wait.acquire;",
+            ".multicast::cluster",
+            "mapa.shared::cluster.u32",
+            "mbarrier.arrive.release.cluster.shared::cluster.b64",
+            "mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64",
+            "st.global.v4.b32",
+        ] {
+            assert!(text.contains(want), "{name}: no `{want}`");
+        }
+        for absent in [".reqnctapercluster", "multicast", "mapa", "barrier.cluster"] {
+            assert!(!plain.contains(absent), "{name}: `{absent}` without clusters");
+        }
+        // Two cluster barriers (after the barriers' set-up, before the exit); the 256-column B
+        // tile is 4 boxes, 2 issued per CTA with multicast (the 64-column A tile is 1 box, local).
+        assert_eq!(text.matches("barrier.cluster.wait.acquire;").count(), 2, "{name}");
+        assert_eq!(text.matches(".multicast::cluster [").count(), 2, "{name}");
+        let log = kir_tests::ptxas::assemble("cluster_gemm", &text, target);
+        kir_tests::ptxas::assert_no_spills(&log, &name);
+    }
+    // A target without clusters refuses the flag, naming it.
+    let only = Flags {
+        cluster: Some(true),
+        ..Flags::default()
+    };
+    let e = CompilePlan::resolve(src, &defines, Target::Sm80, Emit::Ptx, only)
+        .expect_err("sm_80 has no clusters");
+    assert!(e.to_string().contains("--cluster on needs clusters"), "{e}");
+}
