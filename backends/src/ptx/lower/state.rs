@@ -190,8 +190,8 @@ pub struct MbarBuf {
     /// The per-stage count of rows a row-prefix-masked fill delivers (`tma_rows.rs`), for a
     /// barrier such fills complete on: one 32-bit word per stage.
     pub rows_off: Option<u32>,
-    /// Whether the cluster's CTAs arrive on it (`mbar_arrive … cluster`): its waits acquire at
-    /// cluster scope.
+    /// Whether the cluster's CTAs arrive on it (`mbar_arrive … cluster`): each arrival on it
+    /// is made on the peer CTA's barrier too.
     pub cluster: bool,
 }
 
