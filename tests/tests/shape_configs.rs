@@ -102,8 +102,13 @@ fn one_wave_of_tiles_takes_a_grid_of_one_program_per_tile() {
             "the report names the output's shape: {r}"
         );
         assert_eq!(p.config.persistent, persistent, "{r}");
+        // Clusters of two sharing B from 1,024 tiles on (8192³ here); not below, nor without
+        // shapes.
+        assert_eq!(p.config.cluster, tiles >= 1024, "{r}");
+        assert_eq!(r.contains("clusters of 2"), tiles >= 1024, "{r}");
     }
     let p = plan(gemm(), &[], &[]);
+    assert!(!p.config.cluster, "{}", p.config.report);
     assert!(p.config.persistent && p.config.report.contains("persistent"));
     assert!(!p.config.report.contains("output "), "{}", p.config.report);
 }

@@ -145,6 +145,37 @@ pub(super) const ROWS: &[Row] = &[
         swap_operands: false,
         cluster: false,
     },
+    // At least 1,024 output tiles (the output's shape known): the persistent grid's programs in
+    // clusters of two that multicast the B tile both need (`cluster`). H100, `kirc bench`
+    // medians, clusters against this row without them in the same call, three rounds (call N1,
+    // docs/gpu-results/2026-12-05-n1-h100-gemm-clusters.txt): 4096×128256×4096 (16,032 tiles)
+    // 5.92–6.23 ms against 6.31–6.46, 8192³ (2,048) 1.40–1.51 against 1.44–1.56,
+    // 16384×14336×4096 (7,168) 2.67–2.77 against 2.65–2.81; with fewer tiles no gain: 4096³
+    // (512) 0.180 both, 8192×1024×8192 (256) 0.176 against 0.174.
+    Row {
+        cuda: false,
+        class: Class::DotLoop,
+        targets: &[Target::Sm90a],
+        when: |f| {
+            f.half()
+                && f.dots == 1
+                && !f.trans_a
+                && f.output_tiles(128, 256).is_some_and(|t| t >= 1024)
+        },
+        set: &[
+            (Role::MTile, 128),
+            (Role::NTile, 256),
+            (Role::KTile, 64),
+            (Role::Group, 16),
+        ],
+        warps: Some(8),
+        stages: Some(4),
+        warp_specialize: true,
+        persistent: true,
+        overlap: false,
+        swap_operands: false,
+        cluster: true,
+    },
     // Groups of 16 block rows on the persistent grid: H200, ncu kernel time against groups of
     // 8 (calls Y4/Y6, docs/gpu-results/2026-12-04-y5-y6-bwd-pairs-gemm.txt): 4096³ 183.68 µs
     // against 184.61, 8192³ 1,412.9 against 1,421.1, 16384×14336×4096 2,507–2,454 against
