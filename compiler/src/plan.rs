@@ -470,7 +470,8 @@ pub enum WsWant {
 /// The scheduling options `kirc check --dump-after PASS --target T` explores with: no
 /// configuration, the pass forced to run so it can be shown (`warp_specialize` with the
 /// target's plans unless `ws` names one, `dot_overlap` with the overlap on, `swap_operands`
-/// on, `persistent` over the target's SM count unless `persistent` says otherwise).
+/// on, `persistent` over the target's SM count unless `persistent` says otherwise, `cluster`
+/// on both of those and on a kernel that qualifies).
 pub fn explore(
     target: Option<Target>,
     pass: &str,
@@ -479,11 +480,11 @@ pub fn explore(
     persistent: Option<u32>,
 ) -> ScheduleOptions {
     let warp_specialize = match ws {
-        WsChoice::Off if pass == "warp_specialize" => WsChoice::Auto,
+        WsChoice::Off if pass == "warp_specialize" || pass == "cluster" => WsChoice::Auto,
         ws => ws,
     };
     let persistent = match persistent {
-        None if pass == "persistent" => target.map(|t| t.sm_count()),
+        None if pass == "persistent" || pass == "cluster" => target.map(|t| t.sm_count()),
         p => p,
     };
     options(
@@ -494,7 +495,8 @@ pub fn explore(
         persistent,
         pass == "dot_overlap",
         pass == "swap_operands",
-        (pass == "cluster").then_some(true),
+        // Where the kernel does not qualify, the dump shows it as it is.
+        (pass == "cluster").then_some(false),
     )
 }
 
