@@ -17,6 +17,7 @@
 
 mod arith;
 mod bulk_reduce;
+mod cluster;
 mod control;
 mod convert;
 mod cp_rows;
@@ -54,6 +55,7 @@ mod vector;
 mod wgmma;
 mod wgmma_pair;
 mod ws;
+mod ws_fallback;
 
 use kir_ir::Span;
 

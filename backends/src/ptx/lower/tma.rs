@@ -30,7 +30,6 @@ use super::PtxError;
 use crate::abi::TMA_BOX_COLS;
 use crate::ptx::emit::isa::Isa;
 use crate::ptx::emit::{Operand, PtxInst, Reg, RegClass};
-use crate::ptx::plan::roles::ws_op;
 use kir_ir::{Kernel, OpData, Opcode, ParamKind, Span, Value};
 
 /// The predicate of the thread that fills the ring: lane 0 of the block's last warp (in the
@@ -152,8 +151,9 @@ pub fn lower_alloc(c: &mut Ctx, op: &OpData) -> Result<(), PtxError> {
     // A warp-specialized kernel's full barrier counts the producer warps' arrivals instead when
     // its tensors admit no map (ws.rs).
     let count = if with_tx && c.asyncs.ws.raw_tid.is_some() {
-        let fb = fallback_arrivals(c, m).map_err(|msg| PtxError::at(sp, msg))?;
-        let (ok, r) = (tma_ok(c), c.b.reg(RegClass::B32));
+        let fb =
+            super::ws_fallback::fallback_arrivals(c, m).map_err(|msg| PtxError::at(sp, msg))?;
+        let (ok, r) = (super::ws_fallback::tma_ok(c), c.b.reg(RegClass::B32));
         c.b.ins(PtxInst::new("selp.u32").op(r).op(count).op(fb).op(ok));
         Operand::from(r)
     } else {
@@ -305,7 +305,7 @@ pub fn lower_arrive(c: &mut Ctx, op: &OpData) -> Result<(), PtxError> {
                     .guard(l0, false),
             );
             if c.asyncs.tma.bars.get(&m).is_some_and(|b| b.cluster) {
-                peer_arrive(c, a, l0, sp)?;
+                super::cluster::peer_arrive(c, a, l0, sp)?;
             }
         }
     }
@@ -358,38 +358,8 @@ fn arrive_owed(c: &mut Ctx, m: Value, owed: Reg, sp: Span) -> Result<(), PtxErro
             .guard(p, false),
     );
     if buf.cluster {
-        peer_arrive(c, a, p, sp)?;
+        super::cluster::peer_arrive(c, a, p, sp)?;
     }
-    Ok(())
-}
-
-/// The same arrival on the peer CTA's barrier at shared address `a` (its offset in this CTA),
-/// by the threads of predicate `p`: `mapa` to the peer's window, then the arrival with the
-/// default semantics (release at CTA scope). The reads it releases have completed (a wgmma's
-/// reads retire at its `wait_group`), so nothing needs ordering at cluster scope: with
-/// `.release.cluster` ptxas put `MEMBAR.ALL.GPU` before every such arrival, which made the
-/// clustered GEMM 1.6× slower on an H100.
-fn peer_arrive(c: &mut Ctx, a: Reg, p: Reg, sp: Span) -> Result<(), PtxError> {
-    let Some((2, rank)) = c.asyncs.ws.cluster else {
-        return Err(PtxError::at(
-            sp,
-            "the PTX backend lowers cluster arrivals in warp-specialized kernels with clusters of 2",
-        ));
-    };
-    let (peer, ra) = (c.b.reg(RegClass::B32), c.b.reg(RegClass::B32));
-    c.b.ins(PtxInst::new("xor.b32").op(peer).op(rank).op(1));
-    c.b.need(Isa::CLUSTER).ins(
-        PtxInst::new("mapa.shared::cluster.u32")
-            .op(ra)
-            .op(a)
-            .op(peer),
-    );
-    c.b.need(Isa::CLUSTER).ins(
-        PtxInst::new("mbarrier.arrive.shared::cluster.b64")
-            .op(Operand::Sink)
-            .addr(ra)
-            .guard(p, false),
-    );
     Ok(())
 }
 
@@ -479,28 +449,7 @@ pub fn lower_copy(
     let offs = super::elem::offsets(c, t, sp)?;
     let pre = on_elected(c);
     let nblk = cols / TMA_BOX_COLS as usize;
-    let shared = multicast(c, op, nblk, pre)?;
-    let box_at = |c: &mut Ctx, blk: Operand, col_blk: Operand| -> (Reg, Reg) {
-        let (dst, col) = (c.b.reg(RegClass::B32), c.b.reg(RegClass::B32));
-        let smem = c.mem.smem;
-        c.b.ins(
-            PtxInst::new("mad.lo.s32")
-                .op(dst)
-                .op(blk)
-                .op((rows * 128) as u32)
-                .op(smem),
-        );
-        c.b.ins(PtxInst::new("add.u32").op(dst).op(dst).op(off));
-        let dst = c.plus_dyn(dst, dyn_off);
-        c.b.ins(
-            PtxInst::new("mad.lo.s32")
-                .op(col)
-                .op(col_blk)
-                .op(TMA_BOX_COLS)
-                .op(offs[rank - 1]),
-        );
-        (dst, col)
-    };
+    let shared = super::cluster::multicast(c, op, nblk, pre)?;
     let coords = |col: Reg| {
         // Coordinates innermost first.
         let mut v = vec![Operand::from(col)];
@@ -525,66 +474,25 @@ pub fn lower_copy(
             .addr(dst)
             .op(Operand::Tensor(Box::new(map.into()), coords(col)))
             .addr(mbar);
-        let inst = match shared {
-            Some((p, _, _)) => inst.guard(p, true),
+        let inst = match &shared {
+            Some(sh) => inst.guard(sh.pred, true),
             None => inst.guard_opt(pre),
         };
         c.b.need(Isa::CP_ASYNC_BULK_TENSOR).ins(inst);
     }
-    // Shared with the peer CTA: this CTA's half of the boxes, written into both CTAs' stages
-    // (the same offsets) and completing on both CTAs' barriers `m[s]`.
-    if let Some((p, cta_rank, mask)) = shared {
-        let half = nblk / 2;
-        let first = c.b.reg(RegClass::B32);
-        c.b.ins(
-            PtxInst::new("mul.lo.s32")
-                .op(first)
-                .op(cta_rank)
-                .op(half as u32),
-        );
-        for j in 0..half {
-            let b = c.b.reg(RegClass::B32);
-            c.b.ins(PtxInst::new("add.s32").op(b).op(first).op(j as u32));
-            let (dst, col) = box_at(c, Operand::from(b), Operand::from(b));
-            c.b.need(Isa::CLUSTER).need(Isa::CP_ASYNC_BULK_TENSOR).ins(
-                PtxInst::new("cp.async.bulk.tensor")
-                    .m(format_args!("{rank}d"))
-                    .m("shared::cluster.global.mbarrier::complete_tx::bytes.multicast::cluster")
-                    .addr(dst)
-                    .op(Operand::Tensor(Box::new(map.into()), coords(col)))
-                    .addr(mbar)
-                    .op(mask)
-                    .guard(p, false),
-            );
-        }
+    if let Some(sh) = shared {
+        let copy = super::cluster::BoxCopy {
+            map,
+            mbar,
+            offs: &offs,
+            rank,
+            rows,
+            off,
+            dyn_off,
+        };
+        super::cluster::issue_shared(c, &copy, nblk, &sh);
     }
     Ok(())
-}
-
-/// A copy's `multicast %p` where it can be shared: on the producer's thread of a cluster of 2,
-/// with an even number of boxes (each CTA issues half). Gives `p` as a predicate, this CTA's
-/// rank and the 16-bit CTA mask of both; `None` (each CTA copies the whole tile) otherwise.
-fn multicast(
-    c: &mut Ctx,
-    op: &OpData,
-    nblk: usize,
-    pre: Option<Reg>,
-) -> Result<Option<(Reg, Reg, Reg)>, PtxError> {
-    let Some(kir_ir::Attr::Value(v)) = op.attr("multicast") else {
-        return Ok(None);
-    };
-    let Some((2, rank)) = c.asyncs.ws.cluster else {
-        return Ok(None);
-    };
-    if pre.is_some() || nblk % 2 != 0 {
-        return Ok(None);
-    }
-    let super::ctx::Val::Scalar(r) = c.val(*v, op.span)? else {
-        return Err(PtxError::at(op.span, "`multicast` must be a scalar i1"));
-    };
-    let mask = c.b.reg(RegClass::B16);
-    c.b.ins(PtxInst::new("mov.b16").op(mask).op(3));
-    Ok(Some((r, rank, mask)))
 }
 
 /// Whether buffer `b` is filled by tensor copies (its releases are the ring's empty-barrier
@@ -620,87 +528,4 @@ pub fn tma_rings_lowerable(
         let plan = crate::ptx::plan::plan(k, target, warps);
         target.has_tma() && copies.iter().all(|b| plan.core.contains(b))
     })
-}
-
-/// The predicate (in the prologue) that every tensor copied with TMA has a 16-byte aligned
-/// address, byte strides that are multiples of 16 and a contiguous innermost dim: exactly when
-/// the launcher encodes its tensor maps rather than passing zeros (abi.rs, `fallback`).
-pub fn tma_ok(c: &mut Ctx) -> Reg {
-    if let Some(p) = c.asyncs.ws.tma_ok {
-        return p;
-    }
-    let ok = c.b.reg(RegClass::Pred);
-    let mut params: Vec<String> = crate::abi::tma_copies(c.k)
-        .into_iter()
-        .map(|(p, _, _)| p)
-        .collect();
-    params.dedup();
-    let infos: Vec<_> = params
-        .iter()
-        .filter_map(|p| c.params.tensors.get(p).cloned())
-        .collect();
-    let mut lines = vec![PtxInst::new("setp.eq.u32").op(ok).op(0).op(0)];
-    for info in &infos {
-        if !info.contiguous_last {
-            lines.push(PtxInst::new("setp.ne.u32").op(ok).op(0).op(0));
-            continue;
-        }
-        let vec = 16 / info.dtype.size_bytes().max(1);
-        let t = c.b.reg(RegClass::B64);
-        lines.push(PtxInst::new("and.b64").op(t).op(info.ptr).op(15));
-        lines.push(PtxInst::new("setp.eq.and.u64").op(ok).op(t).op(0).op(ok));
-        for &st in &info.strides[..info.strides.len().saturating_sub(1)] {
-            let m = c.b.reg(RegClass::B32);
-            lines.push(PtxInst::new("and.b32").op(m).op(st).op(vec - 1));
-            lines.push(PtxInst::new("setp.eq.and.u32").op(ok).op(m).op(0).op(ok));
-        }
-    }
-    c.b.in_prologue(|b| {
-        for l in lines {
-            b.ins(l);
-        }
-    });
-    c.asyncs.ws.tma_ok = Some(ok);
-    ok
-}
-
-/// The arrivals per phase of full barrier `m` when the producer's warps copy (no tensor map):
-/// one per warp and copy of a loop iteration (every loop that fills `m` copies equally often),
-/// or per copy outside any loop (a one-stage operand the producer fills once, warp_spec_stage).
-pub fn fallback_arrivals(c: &Ctx, m: kir_ir::Value) -> Result<u64, String> {
-    let k = c.k;
-    let Some((_, a)) = ws_op(k) else {
-        return Err("internal: no warp_specialize".into());
-    };
-    fn walk(k: &Kernel, b: kir_ir::Block, m: kir_ir::Value, counts: &mut Vec<usize>) -> usize {
-        let mut here = 0;
-        for &o in &k.dfg.blocks[b].ops {
-            let od = &k.dfg.ops[o];
-            if od.opcode == Opcode::AsyncCopy
-                && matches!(od.attr("bar"), Some(kir_ir::Attr::Value(v)) if *v == m)
-            {
-                here += 1;
-            }
-            for &r in &od.regions {
-                let n = walk(k, r, m, counts);
-                if od.opcode == Opcode::For && n > 0 {
-                    counts.push(n);
-                } else {
-                    here += n;
-                }
-            }
-        }
-        here
-    }
-    let mut counts = Vec::new();
-    let outside = walk(k, k.body, m, &mut counts);
-    counts.dedup();
-    match (outside, counts.as_slice()) {
-        (0, &[n]) | (n @ 1.., []) => Ok(u64::from(a.producer_warps) * n as u64),
-        _ => Err(
-            "the producer's loops fill one barrier with different numbers of copies, which the \
-             copies without a tensor map cannot count"
-                .into(),
-        ),
-    }
 }

@@ -16,11 +16,11 @@
 //!   empty barriers, `expect_tx` arrivals and tensor copies; tma.rs) while the other producer
 //!   threads leave; the region may hold only scalar ops, loops and ifs over them, and those.
 //!   When a copied tensor admits no tensor map (its address, a stride or its innermost dim;
-//!   [`tma_ok`], tma.rs, the rule the launcher applies before passing zeros instead), every producer
+//!   [`tma_ok`], ws_fallback.rs, the rule the launcher applies before passing zeros instead), every producer
 //!   thread runs the region instead: each copy goes element by element (loads and shared
 //!   stores: the tensor broke the 16-byte rules) into the stage's swizzled layout, is fenced
 //!   for the async proxy by each thread, then one arrival per warp on the
-//!   full barrier, whose count the kernel picks at run time (`tma::fallback_arrivals`).
+//!   full barrier, whose count the kernel picks at run time (`ws_fallback::fallback_arrivals`).
 //! - Consumer: `setmaxnreg.inc` to its budget, then the region with every block-wide barrier a
 //!   named barrier over the consumer's threads (`Ctx::sync_block`), its stage indices in
 //!   registers (the ring is not unrolled, so every stage read must be a wgmma operand: sched.rs,
@@ -29,7 +29,7 @@
 use super::ctx::{Ctx, Val};
 use super::producer::producer_ok;
 use super::region::Regions;
-use super::tma::tma_ok;
+use super::ws_fallback::tma_ok;
 use super::PtxError;
 use crate::ptx::emit::isa::Isa;
 use crate::ptx::emit::{Operand, PtxInst, Reg, RegClass};
@@ -145,7 +145,7 @@ pub fn lower_ws(c: &mut Ctx, op: &OpData, lower: &dyn Regions) -> Result<(), Ptx
         ));
     };
     producer_ok(c.k, prod).map_err(|m| PtxError::at(sp, m))?;
-    cluster_start(c, &a, sp)?;
+    super::cluster::cluster_start(c, &a, sp)?;
     let raw =
         c.asyncs.ws.raw_tid.ok_or_else(|| {
             PtxError::at(sp, "internal: warp_specialize without its thread setup")
@@ -222,43 +222,7 @@ pub fn lower_ws(c: &mut Ctx, op: &OpData, lower: &dyn Regions) -> Result<(), Ptx
     c.b.place(&exit);
     if c.asyncs.ws.cluster.is_some() {
         // No CTA leaves while its peer may still arrive on its barriers or copy into it.
-        cluster_barrier(c);
+        super::cluster::cluster_barrier(c);
     }
     Ok(())
-}
-
-/// In a cluster (`warp_specialize … cluster 2`): this CTA's rank, and a cluster barrier that
-/// publishes both CTAs' initialised mbarriers before either copies into the other or arrives
-/// on its barriers (`fence.mbarrier_init.release.cluster` preceded it, tma.rs).
-fn cluster_start(c: &mut Ctx, a: &WsAttrs, sp: kir_ir::Span) -> Result<(), PtxError> {
-    match a.cluster {
-        1 => Ok(()),
-        2 if c.target.has_clusters() => {
-            let rank = c.b.reg(RegClass::B32);
-            c.b.need(Isa::CLUSTER).ins(
-                PtxInst::new("mov.u32")
-                    .op(rank)
-                    .op(Operand::Special("%cluster_ctarank")),
-            );
-            c.asyncs.ws.cluster = Some((2, rank));
-            cluster_barrier(c);
-            Ok(())
-        }
-        n => Err(PtxError::at(
-            sp,
-            format!(
-                "the PTX backend lowers clusters of 2 CTAs on targets with clusters; this                  `warp_specialize` asks for {n} on {}",
-                c.target.name()
-            ),
-        )),
-    }
-}
-
-/// Every thread of both CTAs: `barrier.cluster.arrive.release` then `wait.acquire` (the forms
-/// without `.aligned`: the threads may come from different branches).
-fn cluster_barrier(c: &mut Ctx) {
-    c.b.need(Isa::CLUSTER)
-        .ins(PtxInst::new("barrier.cluster.arrive.release"));
-    c.b.need(Isa::CLUSTER)
-        .ins(PtxInst::new("barrier.cluster.wait.acquire"));
 }
