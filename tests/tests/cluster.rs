@@ -93,6 +93,33 @@ fn clustered_gemm_matches_the_unclustered_kernel_under_20_seeds() {
 }
 
 #[test]
+fn clustered_attention_matches_the_unclustered_kernel_under_20_seeds() {
+    // Non-causal attention: tiles t and t xor 1 are neighbouring query blocks of one head when
+    // the head's block count is even, so their key and value blocks are the same copies; else
+    // the pair straddles two heads and shares nothing (the predicate is false at run time).
+    for (defs, programs) in [
+        (vec![("BLOCK_M", "16"), ("BLOCK_N", "16")], 4),
+        (vec![("BLOCK_M", "32"), ("BLOCK_N", "16")], 2),
+        (
+            vec![("BLOCK_M", "16"), ("BLOCK_N", "32"), ("WINDOW", "0")],
+            6,
+        ),
+    ] {
+        let what = format!("attention_fwd {defs:?} persistent {programs}");
+        let before = scheduled("attention_fwd", &defs, programs, 4);
+        let after = checked(
+            cluster(&before, true).unwrap_or_else(|e| panic!("{what}: {e:?}")),
+            &what,
+        );
+        assert!(
+            attr_count(&after, Opcode::AsyncCopy, "multicast") >= 2,
+            "{what}"
+        );
+        differential(&what, &before, &after, 20);
+    }
+}
+
+#[test]
 fn kernels_that_cannot_share_are_refused_with_the_reason() {
     // Not warp-specialized.
     let plain = persistent(&spec("gemm", &[("BLOCK_M", "16")]), 4).expect("persistent");
@@ -218,4 +245,45 @@ fn the_ptx_backend_lowers_a_clustered_gemm_that_ptxas_accepts() {
     let e = CompilePlan::resolve(src, &defines, Target::Sm80, Emit::Ptx, only)
         .expect_err("sm_80 has no clusters");
     assert!(e.to_string().contains("--cluster on needs clusters"), "{e}");
+}
+
+#[test]
+fn an_odd_tile_count_gives_the_last_pair_a_spare_tile_that_stores_nothing() {
+    use kir_backends::interp::{run_with, HostArg, RunOptions};
+    use kir_tests::{sched_diff::bits, t, Rng};
+    use std::collections::BTreeMap;
+    // 16×32 tiles of a 1 × M × N output with 3 × 3 = 9 tiles (odd), on 4 programs: programs 0
+    // and 1 walk tiles {0, 4, 8} and {1, 5, 9 (spare)}; 40 rows and 70 columns are ragged.
+    let before = scheduled(
+        "gemm",
+        &[("BLOCK_M", "16"), ("BLOCK_N", "32"), ("GROUP_M", "3")],
+        4,
+        4,
+    );
+    let after = checked(cluster(&before, true).expect("cluster"), "odd");
+    let (m, n, k) = (40usize, 70usize, 23usize);
+    let mut rng = Rng::fresh("cluster odd tile count");
+    let mut rand = |len: usize| (0..len).map(|_| 3.0 * rng.normal()).collect::<Vec<f64>>();
+    let args: BTreeMap<String, HostArg> = [
+        (
+            "a".to_string(),
+            t(kir_ir::Dtype::Bf16, &[1, m, k], rand(m * k)),
+        ),
+        (
+            "b".to_string(),
+            t(kir_ir::Dtype::Bf16, &[1, k, n], rand(k * n)),
+        ),
+        ("alpha".to_string(), HostArg::Scalar(1.25)),
+    ]
+    .into_iter()
+    .collect();
+    let want = run_with(&before, &args, &RunOptions::default()).expect("before");
+    for seed in 0..20 {
+        let opts = RunOptions {
+            parallel: seed % 2 == 0,
+            seed,
+        };
+        let got = run_with(&after, &args, &opts).unwrap_or_else(|e| panic!("seed {seed}: {e}"));
+        assert!(bits(&want) == bits(&got), "seed {seed}: outputs differ");
+    }
 }

@@ -33,7 +33,16 @@ pub(crate) struct LaunchCtx<'a> {
     pub grid: [i64; 3],
     /// Seed of the scheduled-IR scheduler (one interleaving of partitions and copies per seed).
     pub seed: u64,
+    /// The `multicast` copies made so far, by (the op's address, the first program id of its
+    /// cluster, the how-manieth execution of the op in that program): whether the copy was
+    /// shared and its element offsets, as the first program of the cluster to make it saw them.
+    /// The other program's must be the same (memops.rs, `check_shared_copy`).
+    pub shared_copies: Mutex<SharedCopies>,
 }
+
+/// [`LaunchCtx::shared_copies`]: (op address, cluster's first program id, occurrence) →
+/// (shared, offsets, how many programs of the cluster made it).
+pub(crate) type SharedCopies = HashMap<(usize, [i64; 3], usize), (bool, Vec<i64>, usize)>;
 
 /// What executing one op means for the enclosing block.
 pub(super) enum Flow {
@@ -58,6 +67,8 @@ pub(crate) struct Instance<'a> {
     pub(super) pending_dots: HashMap<Value, Arc<Tile>>,
     /// What `print` ops wrote in this program instance (shared with its partitions).
     pub(super) out: Arc<Mutex<String>>,
+    /// How often this partition has made each `multicast` copy (by the op's address).
+    pub(super) copies_made: HashMap<usize, usize>,
 }
 
 /// Evaluates a closed constant expression (a literal after specialization).
@@ -97,6 +108,7 @@ impl<'a> Instance<'a> {
             origins: HashMap::new(),
             pending_dots: HashMap::new(),
             out: Arc::default(),
+            copies_made: HashMap::new(),
         }
     }
 
@@ -118,6 +130,7 @@ impl<'a> Instance<'a> {
             origins: HashMap::new(),
             pending_dots: HashMap::new(),
             out: parent.out.clone(),
+            copies_made: HashMap::new(),
         }
     }
 

@@ -18,6 +18,54 @@ use std::sync::Arc;
 type AccessParts = (Arc<Buffer>, Vec<i64>, Option<Arc<Tile>>);
 
 impl Instance<'_> {
+    /// An `async_copy … multicast %p` (`cluster` CTAs per cluster along grid axis 0): the
+    /// programs of one cluster must compute the same %p for the n-th execution of the copy and,
+    /// where it holds, copy at the same offsets, as the multicast that the PTX backend makes of
+    /// it writes one CTA's fetch into every CTA. The first program of the cluster to get there
+    /// records what it saw; the others are checked against it.
+    pub(super) fn check_shared_copy(
+        &mut self,
+        o: &OpData,
+        shared: bool,
+        shape: &[usize],
+        cluster: i64,
+    ) -> Result<(), InterpError> {
+        let (_, offs, _) = self.access_parts(o, shape)?;
+        let site = o as *const OpData as usize;
+        let n = self.copies_made.entry(site).or_insert(0);
+        let nth = *n;
+        *n += 1;
+        let first = [
+            self.pid[0] - self.pid[0].rem_euclid(cluster),
+            self.pid[1],
+            self.pid[2],
+        ];
+        let mut seen = self
+            .ctx
+            .shared_copies
+            .lock()
+            .map_err(|_| self.fail(o.span, "internal: a poisoned lock"))?;
+        match seen.get_mut(&(site, first, nth)) {
+            None => {
+                seen.insert((site, first, nth), (shared, offs, 1));
+                Ok(())
+            }
+            Some((s, at, count)) if *s == shared && (!shared || *at == offs) => {
+                *count += 1;
+                Ok(())
+            }
+            Some((s, at, _)) => Err(self.fail(
+                o.span,
+                format!(
+                    "copy {nth} of this `multicast` copy differs within the cluster of programs \
+                     from {first:?}: one program has shared = {s} at offsets {at:?}, program \
+                     {:?} shared = {shared} at {offs:?}",
+                    self.pid
+                ),
+            )),
+        }
+    }
+
     /// The buffer, offsets and optional mask of a memory op, for a tile of `tile` shape.
     fn access_parts(&self, o: &OpData, tile: &[usize]) -> Result<AccessParts, InterpError> {
         let tr = o.tensor.as_ref().ok_or_else(|| {

@@ -364,6 +364,7 @@ fn run_kernel(
         dims,
         grid,
         seed: opts.seed,
+        shared_copies: Default::default(),
     };
     let [gx, gy, gz] = grid.map(|g| g as usize);
     let total = gx
@@ -434,5 +435,38 @@ fn run_kernel(
     } else {
         (0..total).try_for_each(run_one)?;
     }
-    Ok(())
+    every_shared_copy_made_by_the_whole_cluster(&ctx)
+}
+
+/// After a launch: every `multicast` copy was made by every program of its cluster as often
+/// (a program that made a copy its peer never made would wait forever for the peer's share).
+fn every_shared_copy_made_by_the_whole_cluster(ctx: &LaunchCtx) -> Result<(), InterpError> {
+    let k = ctx.kernel;
+    let cluster = k
+        .dfg
+        .ops
+        .values()
+        .find(|od| od.opcode == Opcode::WarpSpecialize)
+        .and_then(|od| match od.attr("cluster") {
+            Some(kir_ir::Attr::Expr(e)) => e.as_int(),
+            _ => None,
+        })
+        .unwrap_or(1);
+    let kerr = |msg: String| InterpError {
+        message: format!("kernel `{}`: {msg}", k.name),
+        span: Some(k.span),
+        kernel: Some(k.name.clone()),
+    };
+    let seen = ctx
+        .shared_copies
+        .lock()
+        .map_err(|_| kerr("internal: a poisoned lock".into()))?;
+    match seen.iter().find(|(_, v)| v.2 != cluster as usize) {
+        None => Ok(()),
+        Some(((_, first, nth), v)) => Err(kerr(format!(
+            "copy {nth} of a `multicast` copy was made by {} of the {cluster} programs of the \
+                 cluster from {first:?}: its CTAs would wait for each other's share",
+            v.2
+        ))),
+    }
 }
