@@ -2,7 +2,9 @@
 # Attention configurations that are not defaults, in one GPU call, beside the defaults and the
 # peers, with correctness checked first:
 #  1. each forward candidate (FlashAttention-3's tiles: 128x176 at d128, 128x80 at d256, plain,
-#     warp-specialized, persistent or with dot_overlap) and the backward's atomic mode, run by
+#     warp-specialized, persistent or with dot_overlap; persistent programs in clusters of two
+#     sharing the key and value blocks, `--cluster on`, which causal attention refuses) and the
+#     backward's atomic mode, run by
 #     `kirc run --device cuda` on ragged problems (GQA, Sq != Sk, causal or not) against the
 #     interpreter's outputs of the default (`--device cpu`);
 #  2. `kirc bench` of the defaults and the candidates, alternating, two rounds: attention_fwd
@@ -31,10 +33,12 @@ s64=0.125 s128=0.08838834764831845 s256=0.0625
 fwd128=("" "-D BLOCK_M=128 -D BLOCK_N=176" "-D BLOCK_M=128 -D BLOCK_N=176 --warp-specialize on"
   "-D BLOCK_M=128 -D BLOCK_N=176 --warp-specialize on --persistent 132"
   "-D BLOCK_M=128 -D BLOCK_N=112 --warp-specialize on --overlap on"
-  "-D BLOCK_M=128 -D BLOCK_N=96 --warp-specialize on --overlap on")
+  "-D BLOCK_M=128 -D BLOCK_N=96 --warp-specialize on --overlap on"
+  "--warp-specialize on --persistent 132 --cluster on")
 fwd256=("" "-D BLOCK_M=128 -D BLOCK_N=80" "-D BLOCK_M=128 -D BLOCK_N=80 --warp-specialize on"
   "-D BLOCK_M=128 -D BLOCK_N=80 --warp-specialize on --persistent 132"
-  "-D BLOCK_M=128 -D BLOCK_N=64 --warp-specialize on")
+  "-D BLOCK_M=128 -D BLOCK_N=64 --warp-specialize on"
+  "-D BLOCK_M=128 -D BLOCK_N=80 --warp-specialize on --persistent 132 --cluster on")
 bwdmodes=("" "-D DETERMINISTIC=0" "-D DETERMINISTIC=0 --warp-specialize on")
 
 if want 1; then
