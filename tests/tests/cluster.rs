@@ -287,3 +287,66 @@ fn an_odd_tile_count_gives_the_last_pair_a_spare_tile_that_stores_nothing() {
         assert!(bits(&want) == bits(&got), "seed {seed}: outputs differ");
     }
 }
+
+#[test]
+fn the_library_takes_the_configuration_s_clusters_and_the_caller_s_choice() {
+    use kir_compiler::{Kernel, Target};
+    let big = |k: Kernel| {
+        k.target(Target::Sm90a)
+            .shape("a", &[1, 8192, 4096])
+            .shape("b", &[1, 4096, 8192])
+            .cache(false)
+    };
+    // 64 × 32 = 2,048 tiles of 128×256: the row's clusters.
+    let by_row = big(Kernel::op("gemm")).compile().expect("compiles");
+    assert!(
+        by_row.configuration().contains("clusters of 2"),
+        "{}",
+        by_row.configuration()
+    );
+    assert!(by_row.code().contains(".reqnctapercluster 2, 1, 1"));
+    // The grid the launcher computes is even (a cluster's CTAs launch together): 132 programs
+    // here; 10 for an output of 3 × 3 tiles, whose ninth has a spare partner.
+    let dims = |m: i64, n: i64| [("Bt", 1i64), ("M", m), ("N", n), ("K", 4096)];
+    assert_eq!(
+        by_row.meta().grid(&dims(8192, 8192)[..]).expect("grid"),
+        [132, 1, 1]
+    );
+    let small = Kernel::op("gemm")
+        .target(Target::Sm90a)
+        .define("BLOCK_M", 128)
+        .define("BLOCK_N", 256)
+        .define("BLOCK_K", 64)
+        .warps(8)
+        .stages(4)
+        .warp_specialize(true)
+        .persistent(132)
+        .cluster(true)
+        .cache(false)
+        .compile()
+        .expect("compiles");
+    assert_eq!(
+        small.meta().grid(&dims(300, 700)[..]).expect("grid"),
+        [10, 1, 1]
+    );
+    let off = big(Kernel::op("gemm"))
+        .cluster(false)
+        .compile()
+        .expect("compiles");
+    assert!(!off.code().contains(".reqnctapercluster"));
+    // Without shapes: the general row, no clusters; asking for them on a kernel that is not
+    // warp-specialized is an error naming why.
+    let plain = Kernel::op("gemm")
+        .target(Target::Sm90a)
+        .cache(false)
+        .compile()
+        .expect("compiles");
+    assert!(!plain.code().contains(".reqnctapercluster"));
+    let e = Kernel::op("rmsnorm_fwd")
+        .target(Target::Sm90a)
+        .cluster(true)
+        .cache(false)
+        .compile()
+        .expect_err("no partitions");
+    assert!(e.to_string().contains("cannot run in clusters of 2"), "{e}");
+}

@@ -176,6 +176,15 @@ impl Kernel {
         self
     }
 
+    /// `true`: the persistent programs of a warp-specialized kernel in clusters of two that
+    /// share their ring copies, or an error naming why the kernel does not qualify; `false`: no
+    /// clusters (`--cluster on|off`; PTX on targets with clusters; default: the configuration's
+    /// choice).
+    pub fn cluster(mut self, on: bool) -> Kernel {
+        self.flags.cluster = Some(on);
+        self
+    }
+
     /// Whether the `fusion` pass's fused program is lowered (`--fuse`, `--no-fuse`; default:
     /// where the cost model estimates it faster).
     pub fn fusion(mut self, fusion: Fusion) -> Kernel {
