@@ -360,7 +360,9 @@ fn collect(
 }
 
 /// The producer's ring copies (tile loop `l`) get `multicast %same`: their tile-dependent
-/// indices, computed before the loop that copies, equal the peer program's.
+/// indices, computed before the loop that copies, equal the peer program's. The peer's indices
+/// are computed once per such loop (the ops that give them, cloned on the peer's tile), just
+/// before it.
 fn producer(k: &mut Kernel, l: Op, tile: Value, eff: Value, last: Value, one: Value) {
     let lb = k.dfg.ops[l].regions[0];
     let dep = tile_values(k, l);
@@ -369,7 +371,9 @@ fn producer(k: &mut Kernel, l: Op, tile: Value, eff: Value, last: Value, one: Va
     collect(
         k,
         lb,
-        &|od| od.opcode == Opcode::AsyncCopy && od.attr("bar").is_some(),
+        &|od| {
+            od.opcode == Opcode::AsyncCopy && od.attr("bar").is_some() && od.attr("mask").is_none()
+        },
         &mut copies,
     );
     // The peer's tile: min(tile xor 1, T − 1), right after this program's.
@@ -378,10 +382,10 @@ fn producer(k: &mut Kernel, l: Op, tile: Value, eff: Value, last: Value, one: Va
     let peer = op2(k, scratch, Opcode::Xor, None, tile, one, Dtype::I32);
     let peer_eff = op2(k, scratch, Opcode::Min, None, peer, last, Dtype::I32);
     edit::splice_ops(&mut k.dfg, lb, min_op, scratch, true);
+    // Each copy with its tile-dependent indices, by the top-level op that holds it (its ring
+    // loop), where every such index is computed at the tile body's top level before that op.
+    let mut by_holder: Vec<(Op, Vec<(Op, Vec<Value>)>)> = vec![];
     for (_, c) in copies {
-        if k.dfg.ops[c].attr("mask").is_some() {
-            continue;
-        }
         let offs: Vec<Value> = k.dfg.ops[c]
             .tensor
             .iter()
@@ -391,26 +395,35 @@ fn producer(k: &mut Kernel, l: Op, tile: Value, eff: Value, last: Value, one: Va
                 _ => None,
             })
             .collect();
-        // The top-level op of the tile body that holds the copy (its ring loop).
         let Some(&holder) = top.iter().find(|&&o| holds(k, o, c)) else {
             continue;
         };
-        // Each dependent index must be computed at the tile body's top level, before the loop.
+        let before = |v: &Value| match k.dfg.values[*v].def {
+            ValueDef::Result(d, _) => top
+                .iter()
+                .take_while(|&&o| o != holder)
+                .any(|&o| o == d && o != min_op),
+            _ => false,
+        };
+        if !offs.iter().all(before) {
+            continue;
+        }
+        match by_holder.iter_mut().find(|(h, _)| *h == holder) {
+            Some((_, list)) => list.push((c, offs)),
+            None => by_holder.push((holder, vec![(c, offs)])),
+        }
+    }
+    for (holder, list) in by_holder {
         let among: Vec<Op> = top
             .iter()
             .copied()
             .take_while(|&o| o != holder)
             .filter(|&o| o != min_op)
             .collect();
-        let defined_before = |v: &Value| match k.dfg.values[*v].def {
-            ValueDef::Result(d, _) => among.contains(&d),
-            _ => false,
-        };
-        if !offs.iter().all(defined_before) {
-            continue;
-        }
-        let forbid = HashSet::new();
-        let Some(slice) = edit::slice_among(k, &offs, &among, &forbid) else {
+        let mut roots: Vec<Value> = list.iter().flat_map(|(_, v)| v.iter().copied()).collect();
+        roots.sort();
+        roots.dedup();
+        let Some(slice) = edit::slice_among(k, &roots, &among, &HashSet::new()) else {
             continue;
         };
         let scratch = k.dfg.new_block();
@@ -420,24 +433,33 @@ fn producer(k: &mut Kernel, l: Op, tile: Value, eff: Value, last: Value, one: Va
         for &o in &slice {
             cl.op(&mut k.dfg, scratch, o);
         }
-        let mut same = op2(
-            k,
-            scratch,
-            Opcode::Cmp,
-            Some(CmpPred::Eq),
-            one,
-            one,
-            Dtype::I1,
-        );
-        for &v in &offs {
-            let pv = cl.vmap.get(&v).copied().unwrap_or(v);
-            let eq = op2(k, scratch, Opcode::Cmp, Some(CmpPred::Eq), v, pv, Dtype::I1);
-            same = op2(k, scratch, Opcode::And, None, same, eq, Dtype::I1);
+        for (c, offs) in list {
+            let mut same = None;
+            for &v in &offs {
+                let pv = cl.vmap.get(&v).copied().unwrap_or(v);
+                let eq = op2(k, scratch, Opcode::Cmp, Some(CmpPred::Eq), v, pv, Dtype::I1);
+                same = Some(match same {
+                    None => eq,
+                    Some(s) => op2(k, scratch, Opcode::And, None, s, eq, Dtype::I1),
+                });
+            }
+            // A copy whose indices do not depend on the tile is the same in every program.
+            let same = same.unwrap_or_else(|| {
+                op2(
+                    k,
+                    scratch,
+                    Opcode::Cmp,
+                    Some(CmpPred::Eq),
+                    one,
+                    one,
+                    Dtype::I1,
+                )
+            });
+            k.dfg.ops[c]
+                .attrs
+                .push(("multicast".into(), Attr::Value(same)));
         }
         splice_before(k, lb, holder, scratch);
-        k.dfg.ops[c]
-            .attrs
-            .push(("multicast".into(), Attr::Value(same)));
     }
 }
 
