@@ -33,6 +33,8 @@ pub(crate) struct LaunchCtx<'a> {
     pub grid: [i64; 3],
     /// Seed of the scheduled-IR scheduler (one interleaving of partitions and copies per seed).
     pub seed: u64,
+    /// The CTAs per cluster along grid axis 0 (`warp_specialize … cluster N`; 1 without).
+    pub cluster: i64,
     /// The `multicast` copies made so far, by (the op's address, the first program id of its
     /// cluster, the how-manieth execution of the op in that program): whether the copy was
     /// shared and its element offsets, as the first program of the cluster to make it saw them.

@@ -364,6 +364,18 @@ fn run_kernel(
         dims,
         grid,
         seed: opts.seed,
+        // The CTAs per cluster (`warp_specialize … cluster N`; 1 without).
+        cluster: k
+            .dfg
+            .ops
+            .values()
+            .find(|od| od.opcode == Opcode::WarpSpecialize)
+            .and_then(|od| match od.attr("cluster") {
+                Some(kir_ir::Attr::Expr(e)) => e.as_int(),
+                _ => None,
+            })
+            .unwrap_or(1)
+            .max(1),
         shared_copies: Default::default(),
     };
     let [gx, gy, gz] = grid.map(|g| g as usize);
@@ -442,16 +454,7 @@ fn run_kernel(
 /// (a program that made a copy its peer never made would wait forever for the peer's share).
 fn every_shared_copy_made_by_the_whole_cluster(ctx: &LaunchCtx) -> Result<(), InterpError> {
     let k = ctx.kernel;
-    let cluster = k
-        .dfg
-        .ops
-        .values()
-        .find(|od| od.opcode == Opcode::WarpSpecialize)
-        .and_then(|od| match od.attr("cluster") {
-            Some(kir_ir::Attr::Expr(e)) => e.as_int(),
-            _ => None,
-        })
-        .unwrap_or(1);
+    let cluster = ctx.cluster;
     let kerr = |msg: String| InterpError {
         message: format!("kernel `{}`: {msg}", k.name),
         span: Some(k.span),

@@ -84,21 +84,6 @@ impl Instance<'_> {
         Ok((v, s as usize))
     }
 
-    /// The CTAs per cluster of this kernel (`warp_specialize … cluster N`; 1 without).
-    fn cluster_size(&self) -> i64 {
-        let k = self.ctx.kernel;
-        k.dfg
-            .ops
-            .values()
-            .find(|od| od.opcode == Opcode::WarpSpecialize)
-            .and_then(|od| match od.attr("cluster") {
-                Some(Attr::Expr(e)) => e.as_int(),
-                _ => None,
-            })
-            .unwrap_or(1)
-            .max(1)
-    }
-
     /// Executes one op of class `Schedule`.
     pub(super) fn exec_sched(&mut self, o: &OpData) -> Result<Flow, InterpError> {
         let me = self.task;
@@ -128,8 +113,7 @@ impl Instance<'_> {
                     let shared = self.get(*p, o.span)?.bool_scalar().ok_or_else(|| {
                         self.fail(o.span, "`multicast` of `async_copy` must be an i1 scalar")
                     })?;
-                    let cluster = self.cluster_size();
-                    self.check_shared_copy(o, shared, &shape, cluster)?;
+                    self.check_shared_copy(o, shared, &shape, self.ctx.cluster)?;
                 }
                 let tile = self.read_tile(o, d, shape.clone())?;
                 let bytes = (shape.iter().product::<usize>() * d.size_bytes()) as i64;

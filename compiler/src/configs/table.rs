@@ -120,31 +120,18 @@ pub(super) const ROWS: &[Row] = &[
     // runs. H200, ncu kernel time (call Y4, docs/gpu-results/2026-12-04-y3-y4-gemm-configs.txt; 1.5–1.7 % from cuBLAS in Y6):
     // 2048³ 25.41–25.44 µs against 27.42 persistent, 1024×4096×4096 45.18 against 46.91; at
     // 4096³ (512 tiles) the persistent grid stays ahead, 180.90 against 182.56.
-    Row {
-        cuda: false,
-        class: Class::DotLoop,
-        targets: &[Target::Sm90a],
-        when: |f| {
+    wide_gemm_row(
+        |f| {
             f.half()
                 && f.dots == 1
                 && !f.trans_a
                 && f.output_tiles(128, 256)
                     .is_some_and(|t| t <= u64::from(Target::Sm90a.sm_count()))
         },
-        set: &[
-            (Role::MTile, 128),
-            (Role::NTile, 256),
-            (Role::KTile, 64),
-            (Role::Group, 8),
-        ],
-        warps: Some(8),
-        stages: Some(4),
-        warp_specialize: true,
-        persistent: false,
-        overlap: false,
-        swap_operands: false,
-        cluster: false,
-    },
+        WIDE_GROUP_8,
+        false,
+        false,
+    ),
     // At least 1,024 output tiles (the output's shape known): the persistent grid's programs in
     // clusters of two that multicast the B tile both need (`cluster`). H100, `kirc bench`
     // medians, clusters against this row without them in the same call, three rounds (call N1,
@@ -152,53 +139,27 @@ pub(super) const ROWS: &[Row] = &[
     // 5.92–6.23 ms against 6.31–6.46, 8192³ (2,048) 1.40–1.51 against 1.44–1.56,
     // 16384×14336×4096 (7,168) 2.67–2.77 against 2.65–2.81; with fewer tiles no gain: 4096³
     // (512) 0.180 both, 8192×1024×8192 (256) 0.176 against 0.174.
-    Row {
-        cuda: false,
-        class: Class::DotLoop,
-        targets: &[Target::Sm90a],
-        when: |f| {
+    wide_gemm_row(
+        |f| {
             f.half()
                 && f.dots == 1
                 && !f.trans_a
                 && f.output_tiles(128, 256).is_some_and(|t| t >= 1024)
         },
-        set: &[
-            (Role::MTile, 128),
-            (Role::NTile, 256),
-            (Role::KTile, 64),
-            (Role::Group, 16),
-        ],
-        warps: Some(8),
-        stages: Some(4),
-        warp_specialize: true,
-        persistent: true,
-        overlap: false,
-        swap_operands: false,
-        cluster: true,
-    },
+        WIDE_GROUP_16,
+        true,
+        true,
+    ),
     // Groups of 16 block rows on the persistent grid: H200, ncu kernel time against groups of
     // 8 (calls Y4/Y6, docs/gpu-results/2026-12-04-y5-y6-bwd-pairs-gemm.txt): 4096³ 183.68 µs
     // against 184.61, 8192³ 1,412.9 against 1,421.1, 16384×14336×4096 2,507–2,454 against
     // 2,529–2,471, 4096×128256×4096 5,570 against 5,622; 8192×1024×8192 178.8 against 178.5.
-    Row {
-        cuda: false,
-        class: Class::DotLoop,
-        targets: &[Target::Sm90a],
-        when: |f| f.half() && f.dots == 1 && !f.trans_a,
-        set: &[
-            (Role::MTile, 128),
-            (Role::NTile, 256),
-            (Role::KTile, 64),
-            (Role::Group, 16),
-        ],
-        warps: Some(8),
-        stages: Some(4),
-        warp_specialize: true,
-        persistent: true,
-        overlap: false,
-        swap_operands: false,
-        cluster: false,
-    },
+    wide_gemm_row(
+        |f| f.half() && f.dots == 1 && !f.trans_a,
+        WIDE_GROUP_16,
+        true,
+        false,
+    ),
     // layernorm_bwd's dx kernel (a whole row in 16-bit tiles, over four tensors loaded, the next
     // row's x, dy, mean and rstd in flight) on 8 warps keeps 2 blocks per SM (128 registers; 75
     // and one block on 16): H200, 16384×4096 bf16, 3.33 TB/s against 2.58 on 16 warps and 2.78
@@ -326,6 +287,46 @@ pub(super) const fn bwd_row(
 
 /// An sm_90a dot-loop row with the operands swapped (`swap_operands`): the few rows as wgmma's
 /// N, the 128 columns of `set`'s N tile on 8 warps (two 64-row warpgroups), six stages, one role.
+/// The 128×256 GEMM tile with 64-deep K blocks, in groups of 8 block rows.
+const WIDE_GROUP_8: &[(Role, i64)] = &[
+    (Role::MTile, 128),
+    (Role::NTile, 256),
+    (Role::KTile, 64),
+    (Role::Group, 8),
+];
+
+/// The 128×256 GEMM tile with 64-deep K blocks, in groups of 16 block rows.
+const WIDE_GROUP_16: &[(Role, i64)] = &[
+    (Role::MTile, 128),
+    (Role::NTile, 256),
+    (Role::KTile, 64),
+    (Role::Group, 16),
+];
+
+/// An sm_90a row of the 128×256 GEMM tile (`set`): 8 warps, a 4-stage ring, warp-specialized,
+/// on a persistent grid or not, in clusters of two or not.
+const fn wide_gemm_row(
+    when: fn(&Features) -> bool,
+    set: &'static [(Role, i64)],
+    persistent: bool,
+    cluster: bool,
+) -> Row {
+    Row {
+        cuda: false,
+        class: Class::DotLoop,
+        targets: &[Target::Sm90a],
+        when,
+        set,
+        warps: Some(8),
+        stages: Some(4),
+        warp_specialize: true,
+        persistent,
+        overlap: false,
+        swap_operands: false,
+        cluster,
+    }
+}
+
 const fn swapped_gemm_row(when: fn(&Features) -> bool, set: &'static [(Role, i64)]) -> Row {
     Row {
         cuda: false,
