@@ -417,7 +417,7 @@ impl CompilePlan {
             Some(false) => None,
             None => (warp_specialized
                 && self.config.cluster
-                && self.persistent(true).is_some()
+                && self.persistent(warp_specialized).is_some()
                 && self.target.has_clusters())
             .then_some(false),
         }

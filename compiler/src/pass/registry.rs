@@ -241,8 +241,8 @@ impl Pass for Cluster {
             (Some(true), Some(t)) => Err(Diagnostics(vec![kir_ir::Diagnostic::new(
                 kir_ir::Span::default(),
                 format!(
-                    "clusters of CTAs that share tensor copies (TMA multicast) are lowered on \
-                     sm_90a and sm_100a; {} has none",
+                    "--cluster on needs clusters of CTAs with multicast tensor copies, which {} \
+                     does not have (sm_90a, sm_100a and sm_120a have them)",
                     t.name()
                 ),
             )])),
