@@ -19,7 +19,7 @@ use super::arith::scalar_op;
 use super::ctx::{constant, dtype, Ctx, Val};
 use super::elem::{element, load_elem, offsets};
 use super::PtxError;
-use crate::ptx::emit::Reg;
+use crate::ptx::emit::{PtxInst, Reg, RegClass};
 use crate::ptx::plan::layout::{rowmma_slot, rows_cols, Layout};
 use kir_ir::{Access, OpData, Opcode, ParamKind, Span, Value, ValueDef};
 
@@ -57,30 +57,101 @@ pub(super) fn reload(
         .unwrap_or(0);
     let offs = offsets(c, t, sp)?;
     let coords = c.coords(Layout::RowMma, shape);
-    // One load per distinct column offset of the thread's slots.
-    let mut by_col: Vec<(usize, Reg)> = Vec::new();
-    let mut regs = Vec::with_capacity(coords.len());
+    // The thread's distinct columns (slot column offset, column register), in slot order.
+    let mut cols: Vec<(usize, Reg)> = Vec::new();
     for (s, sc) in coords.iter().enumerate() {
         let key = rowmma_slot(shape, s).1;
-        if let Some(&(_, r)) = by_col.iter().find(|(kk, _)| *kk == key) {
-            regs.push(r);
-            continue;
+        if !cols.iter().any(|(kk, _)| *kk == key) {
+            cols.push((key, sc.idx[1]));
         }
-        let col = sc.idx[1];
-        let coord = if load_rank == 2 {
+    }
+    let coord_of = |c: &mut Ctx, col: Reg| {
+        if load_rank == 2 {
             vec![c.b.imm32(0), col]
         } else {
             vec![col]
-        };
-        let (addr, inb) = element(c, &info, &offs, &coord);
-        let mut r = constant(c, d, other);
-        load_elem(c, d, r, addr, inb);
-        for &o in &chain {
-            r = apply(c, &k.dfg.ops[o], r, sp)?;
         }
-        by_col.push((key, r));
-        regs.push(r);
+    };
+    // The columns come in pairs (2q + 8j, 2q + 8j + 1): an f32 vector with a unit innermost
+    // stride whose n columns lie inside the tensor and whose row starts 8-byte aligned is read
+    // as n / 8 pair loads at constant offsets from one address; any other launch takes the
+    // per-column loads with their bounds.
+    let pairs = d == kir_ir::Dtype::F32
+        && info.contiguous_last
+        && cols
+            .iter()
+            .enumerate()
+            .all(|(i, &(kk, _))| kk == 8 * (i / 2) + i % 2);
+    let mut by_col: Vec<(usize, Reg)> = Vec::with_capacity(cols.len());
+    if pairs {
+        let raw: Vec<Reg> = cols.iter().map(|_| c.reg(d)).collect();
+        let (done, slow) = (c.b.label("row_reload_done"), c.b.label("row_reload_cols"));
+        let rank = offs.len();
+        let first = coord_of(c, cols[0].1);
+        let (addr, inb) = element(c, &info, &offs, &first);
+        let (end, p) = (c.b.reg(RegClass::B32), c.b.reg(RegClass::Pred));
+        c.b.ins(
+            PtxInst::new("add.s32")
+                .op(end)
+                .op(offs[rank - 1])
+                .op(n as u32),
+        );
+        c.b.ins(
+            PtxInst::new("setp.le.u32")
+                .op(p)
+                .op(end)
+                .op(info.dims[rank - 1]),
+        );
+        c.b.ins(PtxInst::new("and.pred").op(p).op(p).op(inb));
+        let (lo, al) = (c.b.reg(RegClass::B32), c.b.reg(RegClass::Pred));
+        c.b.ins(PtxInst::new("cvt.u32.u64").op(lo).op(addr));
+        c.b.ins(PtxInst::new("and.b32").op(lo).op(lo).op(7));
+        c.b.ins(PtxInst::new("setp.eq.u32").op(al).op(lo).op(0));
+        c.b.ins(PtxInst::new("and.pred").op(p).op(p).op(al));
+        c.b.ins_if(p, true, PtxInst::new("bra").op(&slow));
+        for (j, pair) in raw.chunks(2).enumerate() {
+            c.b.ins(
+                PtxInst::new("ld.global.v2.f32")
+                    .vec([pair[0], pair[1]])
+                    .addr_off(addr, 32 * j),
+            );
+        }
+        c.b.ins(PtxInst::new("bra.uni").op(&done));
+        c.b.place(&slow);
+        for (&(_, col), &r) in cols.iter().zip(&raw) {
+            let coord = coord_of(c, col);
+            let (addr, inb) = element(c, &info, &offs, &coord);
+            let o = constant(c, d, other);
+            c.b.ins(PtxInst::new("mov.b32").op(r).op(o));
+            load_elem(c, d, r, addr, inb);
+        }
+        c.b.place(&done);
+        for (&(key, _), &r0) in cols.iter().zip(&raw) {
+            let mut r = r0;
+            for &o in &chain {
+                r = apply(c, &k.dfg.ops[o], r, sp)?;
+            }
+            by_col.push((key, r));
+        }
+    } else {
+        for &(key, col) in &cols {
+            let coord = coord_of(c, col);
+            let (addr, inb) = element(c, &info, &offs, &coord);
+            let mut r = constant(c, d, other);
+            load_elem(c, d, r, addr, inb);
+            for &o in &chain {
+                r = apply(c, &k.dfg.ops[o], r, sp)?;
+            }
+            by_col.push((key, r));
+        }
     }
+    let regs = (0..coords.len())
+        .map(|s| {
+            let key = rowmma_slot(shape, s).1;
+            by_col.iter().find(|(kk, _)| *kk == key).map(|&(_, r)| r)
+        })
+        .collect::<Option<Vec<Reg>>>()
+        .ok_or_else(|| PtxError::at(sp, "internal: a slot without its column"))?;
     Ok(Some(regs))
 }
 
