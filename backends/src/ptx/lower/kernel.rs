@@ -156,20 +156,7 @@ pub fn lower_kernel(
     }
     ctx.b.in_prologue(|b| {
         let (lane, q) = (b.reg(RegClass::B32), b.reg(RegClass::B32));
-        // The warp index, broadcast from lane 0: ptxas then knows it is the same in every lane,
-        // so values computed from it and from other uniform values (the wgmma descriptors of a
-        // warpgroup's shared tiles) live in uniform registers instead of being computed per
-        // thread and moved over with R2UR before each wgmma (docs/backends.md).
-        let w = b.reg(RegClass::B32);
-        b.ins(PtxInst::new("shr.u32").op(w).op(tid).op(5));
-        b.need(Isa::SHFL_SYNC).ins(
-            PtxInst::new("shfl.sync.idx.b32")
-                .op(warp)
-                .op(w)
-                .op(0)
-                .op(31)
-                .op(-1),
-        );
+        b.ins(PtxInst::new("shr.u32").op(warp).op(tid).op(5));
         b.ins(PtxInst::new("and.b32").op(lane).op(tid).op(31));
         b.ins(PtxInst::new("shr.u32").op(g).op(lane).op(2));
         b.ins(PtxInst::new("and.b32").op(q).op(lane).op(3));
