@@ -154,9 +154,29 @@ pub fn lower_kernel(
             }
         }
     }
+    // On a wgmma target the warp index is broadcast from lane 0: ptxas then knows it is the
+    // same in every lane, so what is computed from it and from other uniform values (the wgmma
+    // descriptors of a warpgroup's shared tiles, a ping-pong turn's barrier) lives in uniform
+    // registers instead of being computed per thread and moved over before each wgmma
+    // (docs/backends.md, "Uniform warp index"). Other targets keep the shift: there it bought
+    // nothing to measure and cost attention_bwd a 4-byte spill on sm_100a.
+    let uniform_warp = ctx.target.has_wgmma();
     ctx.b.in_prologue(|b| {
         let (lane, q) = (b.reg(RegClass::B32), b.reg(RegClass::B32));
-        b.ins(PtxInst::new("shr.u32").op(warp).op(tid).op(5));
+        if uniform_warp {
+            let w = b.reg(RegClass::B32);
+            b.ins(PtxInst::new("shr.u32").op(w).op(tid).op(5));
+            b.need(Isa::SHFL_SYNC).ins(
+                PtxInst::new("shfl.sync.idx.b32")
+                    .op(warp)
+                    .op(w)
+                    .op(0)
+                    .op(31)
+                    .op(-1),
+            );
+        } else {
+            b.ins(PtxInst::new("shr.u32").op(warp).op(tid).op(5));
+        }
         b.ins(PtxInst::new("and.b32").op(lane).op(tid).op(31));
         b.ins(PtxInst::new("shr.u32").op(g).op(lane).op(2));
         b.ins(PtxInst::new("and.b32").op(q).op(lane).op(3));

@@ -75,8 +75,11 @@ pub(super) fn reload(
     // The columns come in pairs (2q + 8j, 2q + 8j + 1): an f32 vector with a unit innermost
     // stride whose n columns lie inside the tensor and whose row starts 8-byte aligned is read
     // as n / 8 pair loads at constant offsets from one address; any other launch takes the
-    // per-column loads with their bounds.
+    // per-column loads with their bounds. Not in a warp-specialized kernel, whose consumers
+    // run at their register budget: there the pair loads made attention_bwd d256 3 % slower,
+    // where they made d64 12 % and d128 at 1k queries 7 % faster (docs/benchmarks.md).
     let pairs = d == kir_ir::Dtype::F32
+        && c.asyncs.ws.raw_tid.is_none()
         && info.contiguous_last
         && cols
             .iter()

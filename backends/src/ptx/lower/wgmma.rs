@@ -99,30 +99,12 @@ fn descriptor_at(c: &mut Ctx, base: Reg, extra: u32) -> Reg {
     d
 }
 
-///
-/// The address field is broadcast from lane 0 (`shfl.sync`, in the convergent code a wgmma
-/// needs): every lane holds the same address, but a ring's stage index is carried by a loop
-/// that also holds per-thread branches, and ptxas proves it uniform only so; a uniform
-/// descriptor lives in uniform registers, and each wgmma of the dot then takes one uniform add
-/// instead of a 64-bit add on thread registers and two moves into uniform ones (docs/backends.md).
 fn descriptor(c: &mut Ctx, addr: Reg, extra: u32, lbo: u32) -> Reg {
-    let (a, u, d) = (
-        c.b.reg(RegClass::B32),
-        c.b.reg(RegClass::B32),
-        c.b.reg(RegClass::B64),
-    );
+    let (a, d) = (c.b.reg(RegClass::B32), c.b.reg(RegClass::B64));
     c.b.ins(PtxInst::new("add.s32").op(a).op(addr).op(extra));
     c.b.ins(PtxInst::new("shr.u32").op(a).op(a).op(4));
     c.b.ins(PtxInst::new("and.b32").op(a).op(a).op(16383));
-    c.b.need(Isa::SHFL_SYNC).ins(
-        PtxInst::new("shfl.sync.idx.b32")
-            .op(u)
-            .op(a)
-            .op(0)
-            .op(31)
-            .op(-1),
-    );
-    c.b.ins(PtxInst::new("cvt.u64.u32").op(d).op(u));
+    c.b.ins(PtxInst::new("cvt.u64.u32").op(d).op(a));
     let hi: u64 = (((lbo as u64) >> 4) << 16) | ((1024u64 >> 4) << 32) | (1u64 << 62);
     c.b.ins(PtxInst::new("or.b64").op(d).op(d).op(hi));
     d
