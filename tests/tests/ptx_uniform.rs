@@ -1,0 +1,115 @@
+//! Two PTX forms that exist for the instruction count of the Hopper kernels (docs/backends.md,
+//! "Uniform warp index" and "Row vectors into the accumulator layout"):
+//! - on sm_90a every kernel's prologue broadcasts the warp index from lane 0 (`shfl.sync.idx`
+//!   of `tid >> 5`), so ptxas keeps the wgmma descriptors in uniform registers; the other
+//!   targets keep the plain shift (on sm_100a the broadcast cost attention_bwd a spill);
+//! - attention_bwd's dK/dV kernel reads lse and delta, broadcast into its accumulator's columns,
+//!   as pair loads (`ld.global.v2.f32` at constant offsets from one address) behind one bounds
+//!   and alignment test, with the per-column loads as the other path; a warp-specialized dK/dV
+//!   kernel (d256) keeps the per-column loads alone.
+
+use kir_backends::Target;
+use kir_compiler::internal::compile::{compile, Emit};
+use kir_tests::defs;
+
+/// The PTX of built-in `op` at `d` for `target`.
+fn ptx(op: &str, d: &[(&str, &str)], target: Target) -> String {
+    let src = kir_compiler::internal::oplib::builtin(op).unwrap_or_else(|| panic!("no op {op}"));
+    compile(src, &defs(d), None, target, Emit::Ptx)
+        .unwrap_or_else(|e| panic!("{op} {d:?} on {target}: {e}"))
+        .text
+}
+
+/// The body of the kernel whose entry name starts with `name`.
+fn entry<'a>(ptx: &'a str, name: &str) -> &'a str {
+    let at = ptx
+        .find(&format!(".entry {name}"))
+        .unwrap_or_else(|| panic!("no entry {name}"));
+    let end = ptx[at..].find("\n}").map_or(ptx.len(), |e| at + e);
+    &ptx[at..end]
+}
+
+/// Per entry of `ptx`: whether the warp index `tid >> 5` is broadcast by the shuffle that
+/// follows the shift (`shr.u32 %rW, %r0, 5;` then `shfl.sync.idx.b32 %rX, %rW, 0, 31, -1;`).
+fn broadcasts(ptx: &str) -> Vec<bool> {
+    ptx.split(".entry ")
+        .skip(1)
+        .map(|k| {
+            let lines: Vec<&str> = k.lines().map(str::trim).collect();
+            let shift = lines
+                .iter()
+                .position(|l| l.starts_with("shr.u32") && l.ends_with(", %r0, 5;"))
+                .expect("every kernel computes its warp index");
+            let w = lines[shift]
+                .trim_start_matches("shr.u32 ")
+                .split(',')
+                .next()
+                .expect("the shift's destination");
+            let next = lines[shift + 1];
+            next.starts_with("shfl.sync.idx.b32 ") && next.ends_with(&format!(", {w}, 0, 31, -1;"))
+        })
+        .collect()
+}
+
+#[test]
+fn the_warp_index_is_broadcast_on_sm90a_only() {
+    let cases: [(&str, &[(&str, &str)]); 4] = [
+        ("gemm", &[]),
+        ("attention_fwd", &[("HEAD_DIM", "128")]),
+        ("attention_bwd", &[("HEAD_DIM", "64")]),
+        ("rmsnorm_fwd", &[]),
+    ];
+    for (op, d) in cases {
+        for target in [Target::Sm80, Target::Sm90a, Target::Sm100a, Target::Sm120a] {
+            let b = broadcasts(&ptx(op, d, target));
+            assert!(!b.is_empty(), "{op} on {target}: no kernel");
+            let want = target == Target::Sm90a;
+            assert!(
+                b.iter().all(|&x| x == want),
+                "{op} {d:?} on {target}: broadcast per kernel {b:?}, want all {want}"
+            );
+        }
+    }
+}
+
+#[test]
+fn lse_and_delta_take_pair_loads_in_the_dkdv_kernel() {
+    for hd in ["64", "128"] {
+        let all = ptx("attention_bwd", &[("HEAD_DIM", hd)], Target::Sm90a);
+        let k = entry(&all, "attention_bwd_dkdv");
+        // Two vectors (lse and delta), BLOCK_M = 64 columns each: a thread's 16 columns are 8
+        // pairs, at offsets 0, 32, …, 224 bytes from one address.
+        let pairs: Vec<&str> = k
+            .lines()
+            .map(str::trim)
+            .filter(|l| l.starts_with("ld.global.v2.f32"))
+            .collect();
+        assert_eq!(pairs.len(), 16, "d{hd}: {pairs:#?}");
+        for (i, l) in pairs.iter().enumerate() {
+            let off = 32 * (i % 8);
+            assert!(l.ends_with(&format!("+{off}];")), "d{hd}: pair {i}: {l}");
+        }
+        // Each behind its test, with the per-column loads as the other path.
+        assert_eq!(k.matches("$L_row_reload_cols").count(), 4, "d{hd}");
+        assert_eq!(k.matches("$L_row_reload_done").count(), 4, "d{hd}");
+        assert!(
+            k.contains("@%p") && k.contains("ld.global.f32"),
+            "d{hd}: no fallback"
+        );
+    }
+    // The warp-specialized d256 kernel keeps the per-column loads only.
+    let all = ptx("attention_bwd", &[("HEAD_DIM", "256")], Target::Sm90a);
+    let k = entry(&all, "attention_bwd_dkdv");
+    assert!(
+        k.contains("setmaxnreg"),
+        "d256's dK/dV kernel is warp-specialized"
+    );
+    assert!(
+        !k.contains("$L_row_reload_cols"),
+        "d256 took the pair loads"
+    );
+    assert!(
+        k.contains("ld.global.f32"),
+        "d256 lost its per-column loads"
+    );
+}
