@@ -1,0 +1,87 @@
+#!/usr/bin/env bash
+# A against B in one GPU call: two kirc builds (each built with --features cuda), for a change
+# whose PTX differs, with B's correctness checked first and the timing interleaved, so that a
+# difference is measured on one card in one process per run:
+#  1. B's correctness: scripts/gpu_runtime_check.sh --no-bench (every op's default against the
+#     interpreter, and the negative control) and section 1 of scripts/gpu_attention_tiles.sh
+#     (attention fwd and bwd at d64/128/256, causal and not, against the interpreter; the lines
+#     of the defaults and the atomic mode are kept);
+#  2. `kirc bench` of A then B per shape, ROUNDS rounds: attention_fwd d128 S 1k (B 16, H 16),
+#     S 16k (B 1, H 16) and causal, d256 S 4k (B 4, H 8), d64 S 4k (B 4, H 32); attention_bwd
+#     d128 S 16k, causal and DETERMINISTIC=0, d64 S 4k, d256 S 4k, d128 S 1k; gemm 8192³,
+#     16384×14336×4096, 4096³ and 4096×128256×4096; rmsnorm_fwd, layernorm_fwd, rmsnorm_bwd and
+#     layernorm_bwd at 16384×4096 (bf16 everywhere). TFLOP/s (backward at 2.5× the forward's
+#     FLOPs) or TB/s, the median of each bench's runs.
+# SET picks part of step 2: all (default), attention, bwd, gemm or norms; `--no-check` skips
+# step 1. All of it takes about 7 minutes on an H100 with ROUNDS 2.
+# usage: scripts/gpu_ab.sh KIRC_A KIRC_B [ROUNDS] [SET] [--no-check]
+set -uo pipefail
+a=${1:?usage: gpu_ab.sh KIRC_A KIRC_B [ROUNDS] [SET] [--no-check]}
+b=${2:?usage: gpu_ab.sh KIRC_A KIRC_B [ROUNDS] [SET] [--no-check]}
+rounds=${3:-2}
+set_=${4:-all}
+check=1
+for x in "$@"; do [ "$x" = --no-check ] && check=0; done
+export KIR_CACHE_DIR=off
+nvidia-smi --query-gpu=name,clocks.sm,power.draw,power.limit --format=csv,noheader
+if [ $check = 1 ]; then
+  echo "== 1. correctness of B ($b)"
+  bash scripts/gpu_runtime_check.sh "$b" "$(mktemp -d)" --no-bench 2>&1 | grep -E "FAIL|all checks|error" | tail -6
+  bash scripts/gpu_attention_tiles.sh "$b" 1 2>&1 | grep -E "FAIL|error|default\]|DETERMINISTIC=0\]"
+fi
+s64=0.125 s128=0.08838834764831845 s256=0.0625
+qkv() { echo "--shape q=$1x$2x$3x$4 --shape k=$1x$2x$3x$4 --shape v=$1x$2x$3x$4"; }
+grad() { echo "$(qkv "$@") --shape o=$1x$2x$3x$4 --shape do=$1x$2x$3x$4 --shape lse=$1x$2x$3"; }
+ab() { # NAME ARGS...: A then B
+  local name=$1
+  shift
+  for v in A B; do
+    local k=$a
+    [ $v = B ] && k=$b
+    printf '%-30s %s  ' "$name" "$v"
+    "$k" bench "$@" 2>&1 | grep -E "TFLOP/s|TB/s|error" | tail -1 | sed -E 's/ \(.*//'
+  done
+}
+want() { [ "$set_" = all ] || [ "$set_" = "$1" ]; }
+echo "== 2. A ($a) then B ($b), $rounds rounds"
+for r in $(seq "$rounds"); do
+  echo "-- round $r"
+  if want attention; then
+    # shellcheck disable=SC2046
+    {
+      ab "fwd d128 S1k B16" attention_fwd $(qkv 16 16 1024 128) --arg scale=$s128 --iters 30
+      ab "fwd d128 S16k" attention_fwd $(qkv 1 16 16384 128) --arg scale=$s128 --iters 20
+      ab "fwd d128 S16k causal" attention_fwd -D CAUSAL=1 $(qkv 1 16 16384 128) --arg scale=$s128 --iters 20
+      ab "fwd d256 S4k B4 H8" attention_fwd -D HEAD_DIM=256 $(qkv 4 8 4096 256) --arg scale=$s256 --iters 30
+      ab "fwd d64 S4k B4 H32" attention_fwd -D HEAD_DIM=64 $(qkv 4 32 4096 64) --arg scale=$s64 --iters 30
+    }
+  fi
+  if want attention || want bwd; then
+    # shellcheck disable=SC2046
+    {
+      ab "bwd d128 S16k" attention_bwd $(grad 1 16 16384 128) --arg scale=$s128 --iters 5 --flops "10*16*16384*16384*128"
+      ab "bwd d128 S16k causal" attention_bwd -D CAUSAL=1 $(grad 1 16 16384 128) --arg scale=$s128 --iters 5 --flops "5*16*16384*16384*128"
+      ab "bwd d128 S16k DETERMINISTIC=0" attention_bwd -D DETERMINISTIC=0 $(grad 1 16 16384 128) --arg scale=$s128 --iters 5 --flops "10*16*16384*16384*128"
+      ab "bwd d64 S4k B4 H32" attention_bwd -D HEAD_DIM=64 $(grad 4 32 4096 64) --arg scale=$s64 --iters 10 --flops "10*4*32*4096*4096*64"
+      ab "bwd d256 S4k B4 H8" attention_bwd -D HEAD_DIM=256 $(grad 4 8 4096 256) --arg scale=$s256 --iters 10 --flops "10*4*8*4096*4096*256"
+      ab "bwd d128 S1k B16" attention_bwd $(grad 16 16 1024 128) --arg scale=$s128 --iters 10 --flops "10*16*16*1024*1024*128"
+    }
+  fi
+  if want gemm; then
+    for s in 8192x8192x8192 16384x14336x4096 4096x4096x4096 4096x128256x4096; do
+      IFS=x read -r m n kk <<<"$s"
+      ab "gemm $s" gemm --shape "a=1x${m}x${kk}" --shape "b=1x${kk}x${n}" --arg alpha=1 --iters 30
+    done
+  fi
+  if want norms; then
+    x="--shape x=16384x4096 --shape w=4096"
+    # shellcheck disable=SC2086
+    {
+      ab "rmsnorm_fwd 16384x4096" rmsnorm_fwd $x --arg eps=1e-5
+      ab "layernorm_fwd 16384x4096" layernorm_fwd $x --shape b=4096 --arg eps=1e-5
+      ab "rmsnorm_bwd 16384x4096" rmsnorm_bwd $x --shape dy=16384x4096 --arg eps=1e-5 --bytes "6*R*N"
+      ab "layernorm_bwd 16384x4096" layernorm_bwd $x --shape dy=16384x4096 --shape mean=16384 --shape rstd=16384 --bytes "6*R*N"
+    }
+  fi
+done
+nvidia-smi --query-gpu=name,clocks.sm,power.draw --format=csv,noheader
