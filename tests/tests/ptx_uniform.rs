@@ -1,8 +1,9 @@
 //! Two PTX forms that exist for the instruction count of the Hopper kernels (docs/backends.md,
 //! "Uniform warp index" and "Row vectors into the accumulator layout"):
-//! - on sm_90a every kernel's prologue broadcasts the warp index from lane 0 (`shfl.sync.idx`
-//!   of `tid >> 5`), so ptxas keeps the wgmma descriptors in uniform registers; the other
-//!   targets keep the plain shift (on sm_100a the broadcast cost attention_bwd a spill);
+//! - the prologue of every kernel that issues wgmma (sm_90a) broadcasts the warp index from
+//!   lane 0 (`shfl.sync.idx` of `tid >> 5`), so ptxas keeps the wgmma descriptors in uniform
+//!   registers; other kernels and targets keep the plain shift (on sm_100a the broadcast cost
+//!   attention_bwd a spill);
 //! - attention_bwd's dK/dV kernel reads lse and delta, broadcast into its accumulator's columns,
 //!   as pair loads (`ld.global.v2.f32` at constant offsets from one address) behind one bounds
 //!   and alignment test, with the per-column loads as the other path; a warp-specialized dK/dV
@@ -29,9 +30,10 @@ fn entry<'a>(ptx: &'a str, name: &str) -> &'a str {
     &ptx[at..end]
 }
 
-/// Per entry of `ptx`: whether the warp index `tid >> 5` is broadcast by the shuffle that
-/// follows the shift (`shr.u32 %rW, %r0, 5;` then `shfl.sync.idx.b32 %rX, %rW, 0, 31, -1;`).
-fn broadcasts(ptx: &str) -> Vec<bool> {
+/// Per entry of `ptx`: whether it issues wgmma, and whether the warp index `tid >> 5` is
+/// broadcast by the shuffle that follows the shift (`shr.u32 %rW, %r0, 5;` then
+/// `shfl.sync.idx.b32 %rX, %rW, 0, 31, -1;`).
+fn broadcasts(ptx: &str) -> Vec<(bool, bool)> {
     ptx.split(".entry ")
         .skip(1)
         .map(|k| {
@@ -46,30 +48,38 @@ fn broadcasts(ptx: &str) -> Vec<bool> {
                 .next()
                 .expect("the shift's destination");
             let next = lines[shift + 1];
-            next.starts_with("shfl.sync.idx.b32 ") && next.ends_with(&format!(", {w}, 0, 31, -1;"))
+            let broadcast = next.starts_with("shfl.sync.idx.b32 ")
+                && next.ends_with(&format!(", {w}, 0, 31, -1;"));
+            (k.contains("wgmma.mma_async"), broadcast)
         })
         .collect()
 }
 
 #[test]
-fn the_warp_index_is_broadcast_on_sm90a_only() {
+fn the_warp_index_is_broadcast_in_wgmma_kernels_only() {
     let cases: [(&str, &[(&str, &str)]); 4] = [
         ("gemm", &[]),
         ("attention_fwd", &[("HEAD_DIM", "128")]),
         ("attention_bwd", &[("HEAD_DIM", "64")]),
         ("rmsnorm_fwd", &[]),
     ];
+    let mut wgmma_kernels = 0;
     for (op, d) in cases {
         for target in [Target::Sm80, Target::Sm90a, Target::Sm100a, Target::Sm120a] {
             let b = broadcasts(&ptx(op, d, target));
             assert!(!b.is_empty(), "{op} on {target}: no kernel");
-            let want = target == Target::Sm90a;
-            assert!(
-                b.iter().all(|&x| x == want),
-                "{op} {d:?} on {target}: broadcast per kernel {b:?}, want all {want}"
-            );
+            for (i, &(wgmma, broadcast)) in b.iter().enumerate() {
+                wgmma_kernels += usize::from(wgmma);
+                assert_eq!(
+                    broadcast, wgmma,
+                    "{op} {d:?} on {target}, kernel {i}: wgmma {wgmma}, broadcast {broadcast}"
+                );
+            }
         }
     }
+    // gemm, attention_fwd, and attention_bwd's dK/dV and dQ kernels on sm_90a; the
+    // preprocess kernel and rmsnorm_fwd there have no wgmma.
+    assert_eq!(wgmma_kernels, 4);
 }
 
 #[test]

@@ -154,13 +154,13 @@ pub fn lower_kernel(
             }
         }
     }
-    // On a wgmma target the warp index is broadcast from lane 0: ptxas then knows it is the
-    // same in every lane, so what is computed from it and from other uniform values (the wgmma
-    // descriptors of a warpgroup's shared tiles, a ping-pong turn's barrier) lives in uniform
-    // registers instead of being computed per thread and moved over before each wgmma
-    // (docs/backends.md, "Uniform warp index"). Other targets keep the shift: there it bought
-    // nothing to measure and cost attention_bwd a 4-byte spill on sm_100a.
-    let uniform_warp = ctx.target.has_wgmma();
+    // In a kernel with wgmma operands the warp index is broadcast from lane 0: ptxas then knows
+    // it is the same in every lane, so what is computed from it and from other uniform values
+    // (the wgmma descriptors of a warpgroup's shared tiles, a ping-pong turn's barrier) lives
+    // in uniform registers instead of being computed per thread and moved over before each
+    // wgmma (docs/backends.md, "Uniform warp index"). Other kernels keep the shift: they build
+    // no descriptors, and on sm_100a the broadcast cost attention_bwd a 4-byte spill.
+    let uniform_warp = ctx.target.has_wgmma() && !ctx.plan.core.is_empty();
     ctx.b.in_prologue(|b| {
         let (lane, q) = (b.reg(RegClass::B32), b.reg(RegClass::B32));
         if uniform_warp {
