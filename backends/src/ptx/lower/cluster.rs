@@ -46,6 +46,32 @@ pub(super) struct BoxCopy<'a> {
     pub(super) dyn_off: Option<Reg>,
 }
 
+impl BoxCopy<'_> {
+    /// The tensor copy of one box into shared address `dst` from column `col` of the tile
+    /// (`cp.async.bulk.tensor`, coordinates innermost first, completing on the barrier): into
+    /// this CTA's stage, or with `multicast` (the CTA mask) into the same stage of each CTA
+    /// the mask names.
+    pub(super) fn inst(&self, dst: Reg, col: Reg, multicast: Option<Reg>) -> PtxInst {
+        let mut coords = vec![Operand::from(col)];
+        coords.extend(self.offs[..self.rank - 1].iter().rev().map(Operand::from));
+        let inst = PtxInst::new("cp.async.bulk.tensor")
+            .m(format_args!("{}d", self.rank))
+            .m("shared::cluster.global.mbarrier::complete_tx::bytes");
+        let inst = match multicast {
+            Some(_) => inst.m("multicast::cluster"),
+            None => inst,
+        };
+        let inst = inst
+            .addr(dst)
+            .op(Operand::Tensor(Box::new(self.map.into()), coords))
+            .addr(self.mbar);
+        match multicast {
+            Some(mask) => inst.op(mask),
+            None => inst,
+        }
+    }
+}
+
 /// In a cluster (`warp_specialize … cluster 2`): this CTA's rank, and the first cluster barrier.
 /// Clusters of another size, or on a target without clusters, are an error naming them.
 pub(super) fn cluster_start(c: &mut Ctx, a: &WsAttrs, sp: Span) -> Result<(), PtxError> {
@@ -145,19 +171,9 @@ pub(super) fn issue_shared(c: &mut Ctx, cp: &BoxCopy, nblk: usize, sh: &Shared) 
                 .op(TMA_BOX_COLS)
                 .op(cp.offs[cp.rank - 1]),
         );
-        // Coordinates innermost first.
-        let mut coords = vec![Operand::from(col)];
-        coords.extend(cp.offs[..cp.rank - 1].iter().rev().map(Operand::from));
-        c.b.need(Isa::CLUSTER).need(Isa::CP_ASYNC_BULK_TENSOR).ins(
-            PtxInst::new("cp.async.bulk.tensor")
-                .m(format_args!("{}d", cp.rank))
-                .m("shared::cluster.global.mbarrier::complete_tx::bytes.multicast::cluster")
-                .addr(dst)
-                .op(Operand::Tensor(Box::new(cp.map.into()), coords))
-                .addr(cp.mbar)
-                .op(sh.mask)
-                .guard(sh.pred, false),
-        );
+        c.b.need(Isa::CLUSTER)
+            .need(Isa::CP_ASYNC_BULK_TENSOR)
+            .ins(cp.inst(dst, col, Some(sh.mask)).guard(sh.pred, false));
     }
 }
 

@@ -450,11 +450,14 @@ pub fn lower_copy(
     let pre = on_elected(c);
     let nblk = cols / TMA_BOX_COLS as usize;
     let shared = super::cluster::multicast(c, op, nblk, pre)?;
-    let coords = |col: Reg| {
-        // Coordinates innermost first.
-        let mut v = vec![Operand::from(col)];
-        v.extend(offs[..rank - 1].iter().rev().map(Operand::from));
-        v
+    let copy = super::cluster::BoxCopy {
+        map,
+        mbar,
+        offs: &offs,
+        rank,
+        rows,
+        off,
+        dyn_off,
     };
     let smem = c.mem.smem;
     for blk in 0..nblk {
@@ -468,12 +471,7 @@ pub fn lower_copy(
                 .op(offs[rank - 1])
                 .op(blk * TMA_BOX_COLS as usize),
         );
-        let inst = PtxInst::new("cp.async.bulk.tensor")
-            .m(format_args!("{rank}d"))
-            .m("shared::cluster.global.mbarrier::complete_tx::bytes")
-            .addr(dst)
-            .op(Operand::Tensor(Box::new(map.into()), coords(col)))
-            .addr(mbar);
+        let inst = copy.inst(dst, col, None);
         let inst = match &shared {
             Some(sh) => inst.guard(sh.pred, true),
             None => inst.guard_opt(pre),
@@ -481,15 +479,6 @@ pub fn lower_copy(
         c.b.need(Isa::CP_ASYNC_BULK_TENSOR).ins(inst);
     }
     if let Some(sh) = shared {
-        let copy = super::cluster::BoxCopy {
-            map,
-            mbar,
-            offs: &offs,
-            rank,
-            rows,
-            off,
-            dyn_off,
-        };
         super::cluster::issue_shared(c, &copy, nblk, &sh);
     }
     Ok(())
