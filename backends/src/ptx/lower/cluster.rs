@@ -11,7 +11,8 @@
 //!   number of 64-column boxes is issued half by each CTA when %p holds, each box
 //!   `.multicast::cluster` to both CTAs (mask 0b11) at the same shared offset, completing its
 //!   bytes on both CTAs' barriers at the same offset; where %p does not hold, the caller's
-//!   local copies run instead (tma.rs, `lower_copy`).
+//!   local copies run instead (tma.rs, `lower_copy`). [`BoxCopy::inst`] builds the copy
+//!   instruction of one box for both, with or without the mask.
 //! - [`peer_arrive`]: a release of a stage (`mbar_arrive … cluster 2`) also arrives on the peer
 //!   CTA's barrier (`mapa`, then `mbarrier.arrive.shared::cluster` with its default, CTA-scope
 //!   release: the reads it releases have retired, and a `.release.cluster` arrival made ptxas
