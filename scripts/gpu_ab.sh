@@ -1,49 +1,58 @@
 #!/usr/bin/env bash
-# A against B in one GPU call: two kirc builds (each built with --features cuda), for a change
-# whose PTX differs, with B's correctness checked first and the timing interleaved, so that a
+# Two or more kirc builds (each built with --features cuda) of a change whose PTX differs, in one
+# GPU call: every build after the first checked first, then the timing interleaved, so that a
 # difference is measured on one card in one process per run:
-#  1. B's correctness: scripts/gpu_runtime_check.sh --no-bench (every op's default against the
-#     interpreter, and the negative control) and section 1 of scripts/gpu_attention_tiles.sh
-#     (attention fwd and bwd at d64/128/256, causal and not, against the interpreter; the lines
-#     of the defaults and the atomic mode are kept);
-#  2. `kirc bench` of A then B per shape, ROUNDS rounds: attention_fwd d128 S 1k (B 16, H 16),
-#     S 16k (B 1, H 16) and causal, d256 S 4k (B 4, H 8), d64 S 4k (B 4, H 32); attention_bwd
-#     d128 S 16k, causal and DETERMINISTIC=0, d64 S 4k, d256 S 4k, d128 S 1k; gemm 8192³,
-#     16384×14336×4096, 4096³ and 4096×128256×4096; rmsnorm_fwd, layernorm_fwd, rmsnorm_bwd and
-#     layernorm_bwd at 16384×4096 (bf16 everywhere). TFLOP/s (backward at 2.5× the forward's
-#     FLOPs) or TB/s, the median of each bench's runs.
-# SET picks part of step 2: all (default), attention, bwd, gemm or norms; `--no-check` skips
-# step 1. All of it takes about 7 minutes on an H100 with ROUNDS 2.
-# usage: scripts/gpu_ab.sh KIRC_A KIRC_B [ROUNDS] [SET] [--no-check]
+#  1. each later build's correctness: scripts/gpu_runtime_check.sh --no-bench (every op's
+#     default against the interpreter, and the negative control) and section 1 of
+#     scripts/gpu_attention_tiles.sh (attention fwd and bwd at d64/128/256, causal and not,
+#     against the interpreter; the lines of the defaults and the atomic mode are kept);
+#  2. `kirc bench` of every build in turn per shape (the first is A, then B, C, …), ROUNDS
+#     rounds: attention_fwd d128 S 1k (B 16, H 16), S 16k (B 1, H 16) and causal, d256 S 4k
+#     (B 4, H 8), d64 S 4k (B 4, H 32); attention_bwd d128 S 16k, causal and DETERMINISTIC=0,
+#     d64 S 4k, d256 S 4k, d128 S 1k; gemm 8192³, 16384×14336×4096, 4096³ and
+#     4096×128256×4096; rmsnorm_fwd, layernorm_fwd, rmsnorm_bwd and layernorm_bwd at
+#     16384×4096 (bf16 everywhere). TFLOP/s (backward at 2.5× the forward's FLOPs) or TB/s, the
+#     median of each bench's runs.
+# --set picks part of step 2: all (default), attention, bwd, gemm or norms; --no-check skips
+# step 1. All of it takes about 7 minutes on an H100 for two builds and two rounds.
+# usage: scripts/gpu_ab.sh [--rounds N] [--set SET] [--no-check] KIRC_A KIRC_B [KIRC_C ...]
 set -uo pipefail
-a=${1:?usage: gpu_ab.sh KIRC_A KIRC_B [ROUNDS] [SET] [--no-check]}
-b=${2:?usage: gpu_ab.sh KIRC_A KIRC_B [ROUNDS] [SET] [--no-check]}
-rounds=${3:-2}
-set_=${4:-all}
-check=1
-for x in "$@"; do [ "$x" = --no-check ] && check=0; done
+rounds=2 set_=all check=1 builds=()
+while [ $# -gt 0 ]; do
+  case $1 in
+    --rounds) rounds=$2; shift 2 ;;
+    --set) set_=$2; shift 2 ;;
+    --no-check) check=0; shift ;;
+    *) builds+=("$1"); shift ;;
+  esac
+done
+[ ${#builds[@]} -ge 2 ] || { echo "usage: gpu_ab.sh [--rounds N] [--set SET] [--no-check] KIRC_A KIRC_B [KIRC_C ...]" >&2; exit 2; }
+names=(A B C D E F G H)
+for i in "${!builds[@]}"; do echo "${names[$i]} = ${builds[$i]}"; done
 export KIR_CACHE_DIR=off
 nvidia-smi --query-gpu=name,clocks.sm,power.draw,power.limit --format=csv,noheader
 if [ $check = 1 ]; then
-  echo "== 1. correctness of B ($b)"
-  bash scripts/gpu_runtime_check.sh "$b" "$(mktemp -d)" --no-bench 2>&1 | grep -E "FAIL|all checks|error" | tail -6
-  bash scripts/gpu_attention_tiles.sh "$b" 1 2>&1 | grep -E "FAIL|error|default\]|DETERMINISTIC=0\]"
+  for i in "${!builds[@]}"; do
+    [ "$i" = 0 ] && continue
+    b=${builds[$i]}
+    echo "== 1. correctness of ${names[$i]} ($b)"
+    bash scripts/gpu_runtime_check.sh "$b" "$(mktemp -d)" --no-bench 2>&1 | grep -E "FAIL|all checks|error" | tail -6
+    bash scripts/gpu_attention_tiles.sh "$b" 1 2>&1 | grep -E "FAIL|error|default\]|DETERMINISTIC=0\]"
+  done
 fi
 s64=0.125 s128=0.08838834764831845 s256=0.0625
 qkv() { echo "--shape q=$1x$2x$3x$4 --shape k=$1x$2x$3x$4 --shape v=$1x$2x$3x$4"; }
 grad() { echo "$(qkv "$@") --shape o=$1x$2x$3x$4 --shape do=$1x$2x$3x$4 --shape lse=$1x$2x$3"; }
-ab() { # NAME ARGS...: A then B
+ab() { # NAME ARGS...: every build in turn
   local name=$1
   shift
-  for v in A B; do
-    local k=$a
-    [ $v = B ] && k=$b
-    printf '%-30s %s  ' "$name" "$v"
-    "$k" bench "$@" 2>&1 | grep -E "TFLOP/s|TB/s|error" | tail -1 | sed -E 's/ \(.*//'
+  for i in "${!builds[@]}"; do
+    printf '%-30s %s  ' "$name" "${names[$i]}"
+    "${builds[$i]}" bench "$@" 2>&1 | grep -E "TFLOP/s|TB/s|error" | tail -1 | sed -E 's/ \(.*//'
   done
 }
 want() { [ "$set_" = all ] || [ "$set_" = "$1" ]; }
-echo "== 2. A ($a) then B ($b), $rounds rounds"
+echo "== 2. every build in turn, $rounds rounds"
 for r in $(seq "$rounds"); do
   echo "-- round $r"
   if want attention; then
