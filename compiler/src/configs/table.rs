@@ -312,22 +312,27 @@ const fn wide_gemm_row(
     cluster: bool,
 ) -> Row {
     Row {
-        cuda: false,
-        class: Class::DotLoop,
-        targets: &[Target::Sm90a],
-        when,
-        set,
-        warps: Some(8),
-        stages: Some(4),
         warp_specialize: true,
         persistent,
-        overlap: false,
-        swap_operands: false,
         cluster,
+        ..sm90a_gemm_row(when, set, 4)
     }
 }
 
+/// An sm_90a GEMM row with the operands swapped (`swap_operands`): 8 warps, a 6-stage ring.
 const fn swapped_gemm_row(when: fn(&Features) -> bool, set: &'static [(Role, i64)]) -> Row {
+    Row {
+        swap_operands: true,
+        ..sm90a_gemm_row(when, set, 6)
+    }
+}
+
+/// The fields the sm_90a GEMM rows share: a dot loop on 8 warps with `stages`, nothing else on.
+const fn sm90a_gemm_row(
+    when: fn(&Features) -> bool,
+    set: &'static [(Role, i64)],
+    stages: usize,
+) -> Row {
     Row {
         cuda: false,
         class: Class::DotLoop,
@@ -335,11 +340,11 @@ const fn swapped_gemm_row(when: fn(&Features) -> bool, set: &'static [(Role, i64
         when,
         set,
         warps: Some(8),
-        stages: Some(6),
+        stages: Some(stages),
         warp_specialize: false,
         persistent: false,
         overlap: false,
-        swap_operands: true,
+        swap_operands: false,
         cluster: false,
     }
 }

@@ -106,11 +106,7 @@ pub(super) fn bulk_add(
         );
         c.b.ins(PtxInst::new("and.pred").op(ok).op(ok).op(p));
     }
-    let (lo, al) = (c.b.reg(RegClass::B32), c.b.reg(RegClass::Pred));
-    c.b.ins(PtxInst::new("cvt.u32.u64").op(lo).op(gaddr));
-    c.b.ins(PtxInst::new("and.b32").op(lo).op(lo).op(15));
-    c.b.ins(PtxInst::new("setp.eq.u32").op(al).op(lo).op(0));
-    c.b.ins(PtxInst::new("and.pred").op(ok).op(ok).op(al));
+    c.and_aligned(ok, gaddr, 16);
     let (slow, done) = (c.b.label("bulk_add_slow"), c.b.label("bulk_add_done"));
     c.b.ins_if(ok, true, PtxInst::new("bra.uni").op(&slow));
     // The tile into the region, row-major: this thread's slots sit at constant offsets from

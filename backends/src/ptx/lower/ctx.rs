@@ -325,6 +325,18 @@ impl Ctx<'_> {
     }
 
     /// The shared address `off + rel` (`rel` a byte offset within the region).
+    /// `p &= (addr % bytes == 0)` for a global address `addr` (b64) and a power of two `bytes`
+    /// up to 2³¹ (the low word decides).
+    pub fn and_aligned(&mut self, p: Reg, addr: Reg, bytes: u32) {
+        debug_assert!(bytes.is_power_of_two());
+        let (lo, al) = (self.b.reg(RegClass::B32), self.b.reg(RegClass::Pred));
+        self.b.ins(PtxInst::new("cvt.u32.u64").op(lo).op(addr));
+        self.b
+            .ins(PtxInst::new("and.b32").op(lo).op(lo).op(bytes - 1));
+        self.b.ins(PtxInst::new("setp.eq.u32").op(al).op(lo).op(0));
+        self.b.ins(PtxInst::new("and.pred").op(p).op(p).op(al));
+    }
+
     /// `a + dyn_off` (a shared address plus a stage's run-time byte offset), or `a`.
     pub fn plus_dyn(&mut self, a: Reg, dyn_off: Option<Reg>) -> Reg {
         match dyn_off {

@@ -106,11 +106,7 @@ pub(super) fn reload(
                 .op(info.dims[rank - 1]),
         );
         c.b.ins(PtxInst::new("and.pred").op(p).op(p).op(inb));
-        let (lo, al) = (c.b.reg(RegClass::B32), c.b.reg(RegClass::Pred));
-        c.b.ins(PtxInst::new("cvt.u32.u64").op(lo).op(addr));
-        c.b.ins(PtxInst::new("and.b32").op(lo).op(lo).op(7));
-        c.b.ins(PtxInst::new("setp.eq.u32").op(al).op(lo).op(0));
-        c.b.ins(PtxInst::new("and.pred").op(p).op(p).op(al));
+        c.and_aligned(p, addr, 8);
         c.b.ins_if(p, true, PtxInst::new("bra").op(&slow));
         for (j, pair) in raw.chunks(2).enumerate() {
             c.b.ins(
