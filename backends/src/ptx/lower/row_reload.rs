@@ -13,7 +13,10 @@
 //! later sees the same values) with no `mask`, each thread instead loads the columns it holds
 //! straight from global memory (the load's own bounds and `other`, by `elem::element`), applies
 //! the chain to each, and deals them to its slots: no shared memory and no barrier. The vector is
-//! small and every warp reads the same bytes, so the loads hit in L1.
+//! small and every warp reads the same bytes, so the loads hit in L1. An f32 vector whose
+//! columns all lie inside the tensor, row 8-byte aligned, is read as pairs of columns (one
+//! `ld.global.v2.f32` per pair, at constant offsets) behind one run-time test, outside
+//! warp-specialized kernels (see `reload`).
 
 use super::arith::scalar_op;
 use super::ctx::{constant, dtype, Ctx, Val};
@@ -125,23 +128,16 @@ pub(super) fn reload(
             load_elem(c, d, r, addr, inb);
         }
         c.b.place(&done);
-        for (&(key, _), &r0) in cols.iter().zip(&raw) {
-            let mut r = r0;
-            for &o in &chain {
-                r = apply(c, &k.dfg.ops[o], r, sp)?;
-            }
-            by_col.push((key, r));
+        for (&(key, _), &r) in cols.iter().zip(&raw) {
+            by_col.push((key, apply_chain(c, &chain, r, sp)?));
         }
     } else {
         for &(key, col) in &cols {
             let coord = coord_of(c, col);
             let (addr, inb) = element(c, &info, &offs, &coord);
-            let mut r = constant(c, d, other);
+            let r = constant(c, d, other);
             load_elem(c, d, r, addr, inb);
-            for &o in &chain {
-                r = apply(c, &k.dfg.ops[o], r, sp)?;
-            }
-            by_col.push((key, r));
+            by_col.push((key, apply_chain(c, &chain, r, sp)?));
         }
     }
     let regs = (0..coords.len())
@@ -195,6 +191,15 @@ fn chain_of(c: &Ctx, v: Value) -> Option<(kir_ir::Op, Vec<kir_ir::Op>)> {
         cur = *od.operands.iter().find(|&&a| !k.dfg.ty(a).is_scalar())?;
     }
     None
+}
+
+/// The chain's ops, in order, on the element in `x`.
+fn apply_chain(c: &mut Ctx, chain: &[kir_ir::Op], x: Reg, sp: Span) -> Result<Reg, PtxError> {
+    let mut r = x;
+    for &o in chain {
+        r = apply(c, &c.k.dfg.ops[o], r, sp)?;
+    }
+    Ok(r)
 }
 
 /// One link of the chain on the element in `x`.
