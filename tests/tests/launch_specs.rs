@@ -88,6 +88,7 @@ fn attention_bwd_lists_its_gradients_and_temps() {
             spec("dk", Dtype::Bf16, &kv, BufferRole::Out),
             spec("dv", Dtype::Bf16, &kv, BufferRole::Out),
             spec("delta", Dtype::F32, &[b, hq, s], BufferRole::Temp),
+            spec("lse_log2", Dtype::F32, &[b, hq, s], BufferRole::Temp),
             spec("dq_acc", Dtype::F32, &acc, BufferRole::Temp),
         ];
         assert_eq!(got, want, "DETERMINISTIC={deterministic}");
