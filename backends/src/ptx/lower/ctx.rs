@@ -273,7 +273,13 @@ impl Ctx<'_> {
 
     /// Synchronizes (and orders the shared-memory accesses of) every thread that runs the code
     /// being lowered: the whole block, or the partition's named barrier (see `block_bar`).
+    /// In a kernel that may issue bulk reductions, their issuing lanes first wait until the
+    /// reductions have read their shared region, which the barrier then frees for every thread.
     pub fn sync_block(&mut self) {
+        if self.mem.bulk_expected {
+            super::bulk_reduce::wait_read(self);
+            self.mem.bulk_unfenced = false;
+        }
         match self.thread.block_bar {
             None => self.b.ins(PtxInst::new("bar.sync").op(0)),
             Some((id, n)) => self.b.ins(PtxInst::new("bar.sync").op(id).op(n)),
