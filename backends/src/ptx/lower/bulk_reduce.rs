@@ -155,7 +155,7 @@ pub(super) fn bulk_add(
     c.sync_block();
     // One thread adds the region; it waits for the read before a later barrier (above) or
     // before the kernel returns (`finish`).
-    let first = issuer(c);
+    let first = c.bulk_issuer();
     let zero = c.b.imm32(0);
     let region = c.shared_at(off, zero);
     c.b.need(Isa::CP_REDUCE_ASYNC_BULK);
@@ -181,7 +181,7 @@ pub(super) fn bulk_add(
 /// nothing in a kernel without one.
 pub(super) fn finish(c: &mut Ctx) {
     if c.mem.bulk_region.is_some() {
-        wait_read(c);
+        c.wait_bulk_reads();
     }
 }
 
@@ -189,24 +189,6 @@ pub(super) fn finish(c: &mut Ctx) {
 /// has TMA. Such a kernel's block barriers wait for the reductions' reads (`Ctx::sync_block`).
 pub(super) fn expected(k: &kir_ir::Kernel, target: &crate::target::Target) -> bool {
     target.has_tma() && k.dfg.ops.values().any(|o| o.opcode == Opcode::AtomicAdd)
-}
-
-/// The issuing thread (thread 0 of the partition) waits until its bulk reductions have read
-/// the shared region.
-pub(super) fn wait_read(c: &mut Ctx) {
-    let first = issuer(c);
-    c.b.ins_if(
-        first,
-        false,
-        PtxInst::new("cp.async.bulk.wait_group.read").op(0),
-    );
-}
-
-/// The predicate of the thread that issues bulk reductions: thread 0.
-fn issuer(c: &mut Ctx) -> Reg {
-    let p = c.b.reg(RegClass::Pred);
-    c.b.ins(PtxInst::new("setp.eq.u32").op(p).op(c.thread.tid).op(0));
-    p
 }
 
 /// The tile of `shape` starts at offset 0 of the tensor's innermost dims: the op's offsets there

@@ -277,13 +277,32 @@ impl Ctx<'_> {
     /// reductions have read their shared region, which the barrier then frees for every thread.
     pub fn sync_block(&mut self) {
         if self.mem.bulk_expected {
-            super::bulk_reduce::wait_read(self);
+            self.wait_bulk_reads();
             self.mem.bulk_unfenced = false;
         }
         match self.thread.block_bar {
             None => self.b.ins(PtxInst::new("bar.sync").op(0)),
             Some((id, n)) => self.b.ins(PtxInst::new("bar.sync").op(id).op(n)),
         }
+    }
+
+    /// The thread that issues the kernel's bulk reductions (bulk_reduce.rs) waits until they
+    /// have read their shared region.
+    pub(super) fn wait_bulk_reads(&mut self) {
+        let first = self.bulk_issuer();
+        self.b.ins_if(
+            first,
+            false,
+            PtxInst::new("cp.async.bulk.wait_group.read").op(0),
+        );
+    }
+
+    /// The predicate of the thread that issues bulk reductions: thread 0 of the partition.
+    pub(super) fn bulk_issuer(&mut self) -> Reg {
+        let p = self.b.reg(RegClass::Pred);
+        self.b
+            .ins(PtxInst::new("setp.eq.u32").op(p).op(self.thread.tid).op(0));
+        p
     }
 
     /// Reserves `bytes` of shared memory (16-byte aligned) for the rest of the kernel.
