@@ -178,7 +178,8 @@ fn the_bulk_reductions_read_is_waited_for_late() {
                 .rposition(|l| l.contains("bar.sync 0;"))
                 .expect("a block barrier before the stores");
             assert!(
-                lines[bar - 1].contains(wait) && !lines[bar..stores].iter().any(|l| l.contains(issue)),
+                lines[bar - 1].contains(wait)
+                    && !lines[bar..stores].iter().any(|l| l.contains(issue)),
                 "d{d}: {:?}",
                 &lines[bar - 1..=bar]
             );
