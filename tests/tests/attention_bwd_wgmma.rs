@@ -126,11 +126,9 @@ fn the_atomic_modes_five_dots_take_wgmma_on_sm90a() {
 #[test]
 fn the_bulk_reductions_read_is_waited_for_late() {
     // The thread that issues dqᵀ's bulk reduction waits for its shared region to be read only
-    // before a block barrier that precedes the region's next writes (here the barrier that
-    // publishes dSᵀ to the dqᵀ dot: the staging stores need no barrier of their own), and
-    // before the kernel returns (the block's shared memory is released at exit), not right
-    // after the issue, where the wait held its warp, and so its warpgroup's next wgmma, for
-    // the whole read.
+    // before the barrier that precedes the region's next writes, and before the kernel returns
+    // (the block's shared memory is released at exit), not right after the issue, where the
+    // wait held its warp, and so its warpgroup's next wgmma, for the whole read.
     let src = kir_compiler::internal::oplib::builtin("attention_bwd").expect("attention_bwd");
     let issue = "cp.reduce.async.bulk.global.shared::cta.bulk_group.add.f32";
     let wait = "cp.async.bulk.wait_group.read 0;";
@@ -167,28 +165,19 @@ fn the_bulk_reductions_read_is_waited_for_late() {
                     && !tail.iter().any(|l| l.contains(wait)),
                 "d{d}: the issue at line {i} is waited for at once: {tail:?}"
             );
-            // Before the staging writes: a barrier, and the wait right before it; no other
-            // issue in between.
+            // Before the staging writes: the wait, then the barrier.
             let stores = lines[..i]
                 .iter()
                 .rposition(|l| l.contains("st.shared.v2.f32"))
                 .expect("the staging stores");
-            let bar = lines[..stores]
+            let first_store = lines[..=stores]
                 .iter()
-                .rposition(|l| l.contains("bar.sync 0;"))
-                .expect("a block barrier before the stores");
+                .rposition(|l| !l.contains("st.shared.v2.f32"))
+                .expect("the line before the stores");
             assert!(
-                lines[bar - 1].contains(wait)
-                    && !lines[bar..stores].iter().any(|l| l.contains(issue)),
+                lines[first_store].contains("bar.sync") && lines[first_store - 1].contains(wait),
                 "d{d}: {:?}",
-                &lines[bar - 1..=bar]
-            );
-            // The stores follow the dqᵀ dot: the barrier is the one before it.
-            assert!(
-                lines[bar..stores]
-                    .iter()
-                    .any(|l| l.contains("wgmma.mma_async")),
-                "d{d}: a barrier of the stores' own at line {bar}"
+                &lines[first_store - 1..=first_store]
             );
         }
         // And once after the last issue, before the kernel returns.

@@ -7,24 +7,11 @@
 //! threads write the tile to a shared region in the tensor's own (row-major) order, fence the
 //! async proxy and meet at a barrier; then one thread issues
 //! `cp.reduce.async.bulk.global.shared::cta.bulk_group.add.f32` over the whole region (one
-//! bulk reduction, which the TMA unit performs in the L2 line by line) and commits it.
-//!
-//! The issuing thread waits until the region has been read (`cp.async.bulk.wait_group.read 0`)
-//! before a block barrier that precedes the region's next writes: at every block barrier of a
-//! kernel that may issue bulk reductions (`Ctx::sync_block`), so the tile's stores need a
-//! barrier of their own only where no block barrier has run since the last reduction on some
-//! path (`MemState::bulk_unfenced`, which control.rs keeps across loops and branches). In
-//! attention_bwd the barrier that publishes dSᵀ to the dqᵀ dot serves, one block barrier per
-//! query step fewer. It waits once more before the kernel returns (`finish`). So the read
-//! overlaps the rest of the step instead of stalling the issuing warp, and with it its
-//! warpgroup's next wgmma, right after the issue.
-//!
-//! Tried and not kept: rows padded by 16 bytes in shared memory (the 8 rows of one 8-byte store
-//! of the mma layout share 8 banks when rows are 256 bytes: ncu counted 24 % of the atomic
-//! dK/dV kernel's shared wavefronts as excess), added by one bulk reduction per row to keep
-//! the dense global rows: 128 reductions of 256 bytes per step ran the atomic mode at 217
-//! TFLOP/s against 396 (d128 S = 16k, docs/benchmarks.md). A swizzled staging through a tensor
-//! map's reduction (`cp.reduce.async.bulk.tensor`) would remove the conflicts at one request.
+//! bulk reduction, which the TMA unit performs in the L2 line by line) and commits it. That
+//! thread waits until the region has been read (`cp.async.bulk.wait_group.read 0`) only before
+//! the barrier that precedes the region's next writes, and once more before the kernel returns
+//! (`finish`), so the read overlaps the rest of the step instead of stalling the issuing
+//! warp, and with it its warpgroup's next wgmma, right after the issue.
 //!
 //! Taken when the target has TMA, the tile is an unmasked f32 `RowMma` [R, C] tile (C even)
 //! whose offsets in the tensor's innermost dims are literal 0, and the innermost stride is 1.
@@ -72,7 +59,7 @@ pub(super) fn bulk_add(
     let (rows, cols) = (shape[0], shape[1]);
     let bytes = (rows * cols * 4) as u32;
     // One region for the kernel's bulk reductions (they run one after another, each waiting
-    // until its region is read before a barrier that precedes the next one's writes).
+    // until its region is read before the barrier that ends the next one's writes).
     let off = match c.mem.bulk_region {
         Some((off, size)) if size >= bytes => off,
         _ => {
@@ -135,12 +122,11 @@ pub(super) fn bulk_add(
     );
     c.b.ins(PtxInst::new("mul.lo.s32").op(lin).op(lin).op(4));
     let base = c.shared_at(off, lin);
-    // Earlier readers of the region are done: unless a block barrier has run since the last
-    // bulk reduction on every path (the issuing thread waited for its read before it), the
-    // issuing thread waits now and the barrier tells every other thread.
-    if c.mem.bulk_unfenced {
-        c.sync_block();
-    }
+    // Earlier readers of the region are done: the issuing thread waits for the previous bulk
+    // reduction's read (none pending on the first: the wait returns at once), and the barrier
+    // tells every other thread.
+    let first = wait_read(c);
+    c.sync_block();
     for (s, pair) in regs.chunks(2).enumerate() {
         let (ro, co) = layout::rowmma_slot(shape, 2 * s);
         let at = (ro * cols + co) * 4;
@@ -153,9 +139,8 @@ pub(super) fn bulk_add(
     c.b.need(Isa::FENCE_PROXY_ASYNC)
         .ins(PtxInst::new("fence.proxy.async.shared::cta"));
     c.sync_block();
-    // One thread adds the region; it waits for the read before a later barrier (above) or
+    // One thread adds the region; it waits for the read before the next writes (above) or
     // before the kernel returns (`finish`).
-    let first = c.bulk_issuer();
     let zero = c.b.imm32(0);
     let region = c.shared_at(off, zero);
     c.b.need(Isa::CP_REDUCE_ASYNC_BULK);
@@ -168,7 +153,6 @@ pub(super) fn bulk_add(
             .op(bytes),
     );
     c.b.ins_if(first, false, PtxInst::new("cp.async.bulk.commit_group"));
-    c.mem.bulk_unfenced = true;
     c.b.ins(PtxInst::new("bra.uni").op(&done));
     c.b.place(&slow);
     fallback(c);
@@ -181,14 +165,21 @@ pub(super) fn bulk_add(
 /// nothing in a kernel without one.
 pub(super) fn finish(c: &mut Ctx) {
     if c.mem.bulk_region.is_some() {
-        c.wait_bulk_reads();
+        wait_read(c);
     }
 }
 
-/// Whether `k` may issue bulk reductions on `target`: it has an `atomic_add` and the target
-/// has TMA. Such a kernel's block barriers wait for the reductions' reads (`Ctx::sync_block`).
-pub(super) fn expected(k: &kir_ir::Kernel, target: &crate::target::Target) -> bool {
-    target.has_tma() && k.dfg.ops.values().any(|o| o.opcode == Opcode::AtomicAdd)
+/// The issuing thread (thread 0) waits until its bulk reductions have read their shared region;
+/// returns the predicate that selects that thread.
+fn wait_read(c: &mut Ctx) -> Reg {
+    let first = c.b.reg(RegClass::Pred);
+    c.b.ins(PtxInst::new("setp.eq.u32").op(first).op(c.thread.tid).op(0));
+    c.b.ins_if(
+        first,
+        false,
+        PtxInst::new("cp.async.bulk.wait_group.read").op(0),
+    );
+    first
 }
 
 /// The tile of `shape` starts at offset 0 of the tensor's innermost dims: the op's offsets there

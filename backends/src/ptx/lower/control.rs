@@ -142,9 +142,6 @@ pub(super) fn lower_for(c: &mut Ctx, op: &OpData, lower: &dyn Regions) -> Result
     // iteration's precede whatever follows the loop).
     let releases = contains(c.k, body, Opcode::SmemRelease);
     c.mem.release_pending |= releases;
-    // Likewise the previous iteration's bulk reductions precede this iteration's (bulk_reduce.rs).
-    let bulks = c.mem.bulk_expected && contains(c.k, body, Opcode::AtomicAdd);
-    c.mem.bulk_unfenced |= bulks;
     if let Some(ring) = ring {
         let arg = args[ring.carried + 1];
         lower_ring(c, op, body, iv, hi, step, &carried, ring, arg, lower)?;
@@ -170,8 +167,6 @@ pub(super) fn lower_for(c: &mut Ctx, op: &OpData, lower: &dyn Regions) -> Result
     c.asyncs.tma.dynamic_ring = was_dynamic;
     c.mem.stores = super::store_order::merge(&stores_before, &c.mem.stores);
     c.mem.release_pending |= releases;
-    // The loop may run no iteration, or end after its reductions.
-    c.mem.bulk_unfenced |= bulks;
     if c.asyncs.wgmma_in_flight {
         // A held dot's last group: its accumulator is the loop's result.
         c.b.need(Isa::WGMMA)
@@ -355,7 +350,6 @@ pub(super) fn lower_if(c: &mut Ctx, op: &OpData, lower: &dyn Regions) -> Result<
         c.mem.release_pending = false;
     }
     let pending_in = c.mem.release_pending;
-    let unfenced_in = c.mem.bulk_unfenced;
     // An empty `else` (no results, just `yield`) needs no branch around it.
     let regions: Vec<kir_ir::Block> = match op.regions[..] {
         [t, e]
@@ -370,14 +364,12 @@ pub(super) fn lower_if(c: &mut Ctx, op: &OpData, lower: &dyn Regions) -> Result<
         _ => op.regions.clone(),
     };
     let mut pending_out = regions.len() < 2 && pending_in;
-    let mut unfenced_out = regions.len() < 2 && unfenced_in;
     let (els, end) = (c.b.label("else"), c.b.label("endif"));
     c.b.ins_if(cond, true, PtxInst::new("bra.uni").op(&els));
     let stores_in = c.mem.stores.clone();
     let mut stores_out: Option<super::store_order::State> = None;
     for (i, &r) in regions.iter().enumerate() {
         c.mem.release_pending = pending_in;
-        c.mem.bulk_unfenced = unfenced_in;
         c.mem.stores = stores_in.clone();
         let y = if super::producer::producer_block(c.k, &c.k.dfg.blocks[r].ops) {
             super::producer::lower_producer_block(c, r, lower)?
@@ -385,7 +377,6 @@ pub(super) fn lower_if(c: &mut Ctx, op: &OpData, lower: &dyn Regions) -> Result<
             lower.block(c, r)?
         };
         pending_out |= c.mem.release_pending;
-        unfenced_out |= c.mem.bulk_unfenced;
         stores_out = Some(match &stores_out {
             None => c.mem.stores.clone(),
             Some(o) => super::store_order::merge(o, &c.mem.stores),
@@ -403,7 +394,6 @@ pub(super) fn lower_if(c: &mut Ctx, op: &OpData, lower: &dyn Regions) -> Result<
     }
     c.b.place(&end);
     c.mem.release_pending = pending_out;
-    c.mem.bulk_unfenced = unfenced_out;
     // One region (no else): the path around it keeps the state from before.
     let around = (regions.len() < 2).then_some(&stores_in);
     c.mem.stores = match (stores_out, around) {

@@ -273,36 +273,11 @@ impl Ctx<'_> {
 
     /// Synchronizes (and orders the shared-memory accesses of) every thread that runs the code
     /// being lowered: the whole block, or the partition's named barrier (see `block_bar`).
-    /// In a kernel that may issue bulk reductions, their issuing lanes first wait until the
-    /// reductions have read their shared region, which the barrier then frees for every thread.
     pub fn sync_block(&mut self) {
-        if self.mem.bulk_expected {
-            self.wait_bulk_reads();
-            self.mem.bulk_unfenced = false;
-        }
         match self.thread.block_bar {
             None => self.b.ins(PtxInst::new("bar.sync").op(0)),
             Some((id, n)) => self.b.ins(PtxInst::new("bar.sync").op(id).op(n)),
         }
-    }
-
-    /// The thread that issues the kernel's bulk reductions (bulk_reduce.rs) waits until they
-    /// have read their shared region.
-    pub(super) fn wait_bulk_reads(&mut self) {
-        let first = self.bulk_issuer();
-        self.b.ins_if(
-            first,
-            false,
-            PtxInst::new("cp.async.bulk.wait_group.read").op(0),
-        );
-    }
-
-    /// The predicate of the thread that issues bulk reductions: thread 0 of the partition.
-    pub(super) fn bulk_issuer(&mut self) -> Reg {
-        let p = self.b.reg(RegClass::Pred);
-        self.b
-            .ins(PtxInst::new("setp.eq.u32").op(p).op(self.thread.tid).op(0));
-        p
     }
 
     /// Reserves `bytes` of shared memory (16-byte aligned) for the rest of the kernel.

@@ -58,8 +58,6 @@ pub fn lower_kernel(
             smem_bufs: HashMap::new(),
             release_pending: false,
             bulk_region: None,
-            bulk_expected: super::bulk_reduce::expected(k, &target),
-            bulk_unfenced: false,
             stores: HashMap::new(),
             store_casts: HashMap::new(),
         },

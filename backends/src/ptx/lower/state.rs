@@ -102,12 +102,6 @@ pub struct MemState {
     /// The shared region of bulk reductions (offset, bytes): every one of the kernel's bulk
     /// `atomic_add`s reuses it, since each waits until the region is read (bulk_reduce.rs).
     pub bulk_region: Option<(u32, u32)>,
-    /// The kernel may issue bulk reductions: its block barriers first have the issuing lanes
-    /// wait for the reductions' reads (bulk_reduce.rs).
-    pub bulk_expected: bool,
-    /// On some path since the last block barrier, a bulk reduction may have been issued (on
-    /// the loop's previous iteration too): its region needs a barrier before new writes.
-    pub bulk_unfenced: bool,
 }
 
 /// Asynchronous work: TMA rings and mbarriers, warp specialization, and wgmma groups.
