@@ -6,7 +6,8 @@
 //! them ("The forward where the op's 64×64 tiles spill", "Attention backward where the op's
 //! tiles spill") choose smaller tiles, and this test fails when one spills again. Needs
 //! `KIR_PTXAS`. The atomic mode (`DETERMINISTIC=0`) is checked where it spilled (f32 d384, and
-//! 16-bit d64 causal on sm_100a) and at the head dims that have sm_90a rows.
+//! 16-bit d64 on sm_100a) and at the head dims that have sm_90a rows, and single features of
+//! the backward where a sweep found spills (an additive mask, a window, key lengths, a soft cap).
 
 use kir_backends::Target;
 use kir_compiler::internal::compile::{compile, Emit};
@@ -109,9 +110,9 @@ fn backward_f32_atomic_mode_at_the_largest_head_dims_does_not_spill() {
 }
 
 /// The atomic mode in 16 bits at the head dims with sm_90a rows (64, 128, 256), causal or not,
-/// on every target: the causal d64 dK/dV kernel spilled 4 bytes on sm_100a at the op's 64-query
-/// steps (128 registers: ptxas fitted four 4-warp blocks where shared memory allows three); the
-/// sm_100a row of compiler/src/configs/attention_rows.rs takes 32-query steps there (125 registers).
+/// on every target: the d64 dK/dV kernel spilled 4 bytes on sm_100a in the op's tiles (128
+/// registers: ptxas fitted four 4-warp blocks where shared memory allows three); the sm_100a
+/// row of compiler/src/configs/attention_rows.rs takes 16 keys per program there.
 #[test]
 fn backward_16_bit_atomic_mode_does_not_spill() {
     for dtype in ["bf16", "f16"] {
@@ -122,4 +123,45 @@ fn backward_16_bit_atomic_mode_does_not_spill() {
             &[("DETERMINISTIC", "0")],
         );
     }
+}
+
+/// The backward with one feature on, where a sweep of every feature alone (both modes, causal
+/// or not, head dims 64 to 384, bf16, four targets) found spills: on sm_90a at d128 the 64-key
+/// dK/dV kernel with an additive mask (40–44 bytes) or a causal window (36), and on sm_100a the
+/// atomic mode at d64 with a key length (4–8) and at d128 with a soft cap (12), and the
+/// deterministic mode at d256 with a soft cap (12–20). The rows of
+/// compiler/src/configs/attention_rows.rs that take other tiles there are checked on every
+/// target, causal or not.
+fn check_feature(dim: &str, feature: &str, deterministic: &str) {
+    check_dims(
+        "attention_bwd",
+        "bf16",
+        &[dim],
+        &[(feature, "1"), ("DETERMINISTIC", deterministic)],
+    );
+}
+
+#[test]
+fn backward_d128_with_a_mask_does_not_spill() {
+    check_feature("128", "MASK", "1");
+}
+
+#[test]
+fn backward_d128_with_a_window_does_not_spill() {
+    check_feature("128", "WINDOW", "1");
+}
+
+#[test]
+fn backward_atomic_d64_with_key_lengths_does_not_spill() {
+    check_feature("64", "VARLEN", "0");
+}
+
+#[test]
+fn backward_atomic_d128_with_a_soft_cap_does_not_spill() {
+    check_feature("128", "SOFTCAP", "0");
+}
+
+#[test]
+fn backward_d256_with_a_soft_cap_does_not_spill() {
+    check_feature("256", "SOFTCAP", "1");
 }

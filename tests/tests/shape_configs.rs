@@ -295,17 +295,30 @@ fn long_d128_backwards_take_128_key_dkdv_programs() {
         );
         assert!(r.contains(&format!("{s} queries")), "S = {s}: {r}");
     }
-    // Unknown shapes, other head dims and a mask keep the 64-key row.
+    // Unknown shapes and other head dims keep the 64-key row.
     for (d, more, s) in [
         (128, vec![], None),
         (64, vec![], Some(16384)),
         (256, vec![], Some(16384)),
-        (128, vec![("MASK", "1")], Some(16384)),
     ] {
         let shapes = s.map(|s| bwd(1, s, d)).unwrap_or_default();
         let p = plan(src, &hd(d, &more), &shapes);
         let r = &p.config.report;
         assert!(!r.contains("BLOCK_KV=128"), "d{d} {more:?} S {s:?}: {r}");
+    }
+    // A mask, or a window on the causal bound, takes 128 keys at any length (the 64-key
+    // kernel spills with them); a window alone (no causal bound) keeps the 64-key row.
+    for (more, s, kv) in [
+        (vec![("MASK", "1")], Some(16384), 128),
+        (vec![("MASK", "1")], None, 128),
+        (vec![("WINDOW", "1"), ("CAUSAL", "1")], Some(1024), 128),
+        (vec![("WINDOW", "1")], Some(1024), 64),
+    ] {
+        let shapes = s.map(|s| bwd(1, s, 128)).unwrap_or_default();
+        let p = plan(src, &hd(128, &more), &shapes);
+        let r = &p.config.report;
+        let want = format!("BLOCK_KV={kv} (dK/dV key block)");
+        assert!(r.contains(&want), "{more:?} S {s:?}: {want}\n{r}");
     }
 }
 

@@ -247,6 +247,17 @@ pub(super) const ATTENTION_ROWS: &[Row] = &[
             None,
         )
     },
+    // d128 with an additive mask or a key window on the causal bound (a band): the 64-key
+    // kernel's extra score-sized tile, or its second position comparison, made ptxas 13.0 spill
+    // in it (40–44 bytes with a mask, 36 with a causal window, on sm_90a); 128 keys per dK/dV
+    // program on 8 warps (two warpgroups of 64 keys, as at long sequences) assemble without
+    // spills, causal or not, at any length. Not timed with these features; without them the
+    // two rows ran within 2 % of each other up to 4,096 queries (call B2, above).
+    bwd_row(
+        |f| f.half() && f.head_dim == Some(128) && (f.mask || f.band) && !f.softcap && f.dots <= 4,
+        BWD_128_KEYS,
+        None,
+    ),
     bwd_row(
         |f| {
             let dim_ok = match f.head_dim {
@@ -321,20 +332,30 @@ pub(super) const ATTENTION_ROWS: &[Row] = &[
             (Role::KvBlock, 8),
         ],
     ),
-    // The atomic mode (`DETERMINISTIC=0`) at 16-bit d64, causal, on sm_100a: with the op's
-    // 64-query steps ptxas held the 4-warp dK/dV kernel at 128 registers (shared memory allows
-    // three blocks per SM) and spilled 4 bytes; with 32-query steps it takes 125, no spills
-    // (ptxas 13.0; tests/tests/attention_spills.rs). Speed not measured: no sm_100a GPU here.
+    // sm_100a, where ptxas 13.0 spilled in the op's tiles (64-query steps, 32 keys): the atomic
+    // mode (`DETERMINISTIC=0`) at 16-bit d64 (4 bytes; 8 causal with a key length, and still 8
+    // with 32-query steps and 32 keys) and, with a soft cap, at d128 (12 bytes), and the
+    // deterministic mode with a soft cap at d256 (12–20 bytes). 16 keys per dQ block and per
+    // dK/dV program assemble without spills with every feature, causal or not
+    // (tests/tests/attention_spills.rs). Speed not measured: no sm_100a GPU here.
     Row {
         targets: &[Target::Sm100a],
         ..tile_row(
             Class::AttentionBwd,
-            |f| f.half() && f.head_dim == Some(64) && f.causal && f.dots == 5,
+            |f| {
+                f.half()
+                    && match f.head_dim {
+                        Some(64) => f.dots == 5,
+                        Some(128) => f.dots == 5 && f.softcap,
+                        Some(256) => f.softcap,
+                        _ => false,
+                    }
+            },
             &[
-                (Role::QueryBlock, 32),
-                (Role::QueryStep, 32),
-                (Role::KeyBlock, 32),
-                (Role::KvBlock, 32),
+                (Role::QueryBlock, 64),
+                (Role::QueryStep, 64),
+                (Role::KeyBlock, 16),
+                (Role::KvBlock, 16),
             ],
         )
     },

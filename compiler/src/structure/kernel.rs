@@ -357,7 +357,8 @@ fn softmax_loop(v: &View, l: Op, dots: &[Op]) -> Option<Found> {
         dtype,
         dots: dots.len(),
         head_dim: a_dims.get(1).and_then(|e| v.int(e)),
-        causal: causal(v, b),
+        causal: position_compares(v, b) >= 1,
+        band: position_compares(v, b) >= 2,
         mask: mask(v, b, dots, &s),
         softcap: softcap(v, b, &s),
         m_dim: load_rows_dim(v, q),
@@ -411,26 +412,30 @@ fn softmax_loop(v: &View, l: Op, dots: &[Op]) -> Option<Found> {
     None
 }
 
-/// Whether a comparison in loop body `b` reads both the row and the column index of a tile
-/// (`iota axis 0` and `iota axis 1`): the score mask compares query and key positions.
-fn causal(v: &View, b: Block) -> bool {
-    v.ops(b).iter().any(|o| {
-        let d = v.op(*o);
-        if d.opcode != Opcode::Cmp {
-            return false;
-        }
-        let mut axes = BTreeSet::new();
-        for x in v.slice(d.results[0]) {
-            if let Some((_, xd)) = v.def(x) {
-                if xd.opcode == Opcode::Iota {
-                    if let Some(Attr::Expr(e)) = xd.attr("axis") {
-                        axes.extend(v.int(e));
+/// How many comparisons in loop body `b` read both the row and the column index of a tile
+/// (`iota axis 0` and `iota axis 1`): one where the score mask compares query and key
+/// positions (causal), two where a window bounds the keys from below as well (a band).
+fn position_compares(v: &View, b: Block) -> usize {
+    v.ops(b)
+        .iter()
+        .filter(|o| {
+            let d = v.op(**o);
+            if d.opcode != Opcode::Cmp {
+                return false;
+            }
+            let mut axes = BTreeSet::new();
+            for x in v.slice(d.results[0]) {
+                if let Some((_, xd)) = v.def(x) {
+                    if xd.opcode == Opcode::Iota {
+                        if let Some(Attr::Expr(e)) = xd.attr("axis") {
+                            axes.extend(v.int(e));
+                        }
                     }
                 }
             }
-        }
-        axes.contains(&0) && axes.contains(&1)
-    })
+            axes.contains(&0) && axes.contains(&1)
+        })
+        .count()
 }
 
 /// Whether loop body `b` loads a score-shaped tile that no dot takes (an additive mask).

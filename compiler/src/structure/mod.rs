@@ -61,6 +61,7 @@ pub fn analyze(m: &Module, values: &[(String, EvalVal)]) -> Structure {
         if let Some(qk) = kernels.iter().find(|k| k.kind == KernelKind::AttentionBwdQ) {
             roles.extend(qk.roles.iter().cloned());
             features.causal |= qk.features.causal;
+            features.band |= qk.features.band;
         }
         return Structure {
             class: Some(Class::AttentionBwd),

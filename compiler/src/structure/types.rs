@@ -161,6 +161,9 @@ pub struct Features {
     pub head_dim: Option<i64>,
     /// Attention: the score mask compares query and key positions.
     pub causal: bool,
+    /// Attention: the score mask compares query and key positions twice, bounding each query's
+    /// keys from below too (a causal bound and a window: a band of keys).
+    pub band: bool,
     /// Attention: the key loop loads an extra tile into the scores (an additive mask).
     pub mask: bool,
     /// Attention: the scores pass through a `tanh` (a logit soft cap).
@@ -288,6 +291,9 @@ impl Structure {
                     parts.push(format!("head dim {d}"));
                 }
                 parts.push(if f.causal { "causal" } else { "not causal" }.into());
+                if f.band {
+                    parts.push("a key window".into());
+                }
                 if f.mask {
                     parts.push("an additive mask".into());
                 }
