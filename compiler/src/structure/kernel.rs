@@ -358,7 +358,9 @@ fn softmax_loop(v: &View, l: Op, dots: &[Op]) -> Option<Found> {
         dots: dots.len(),
         head_dim: a_dims.get(1).and_then(|e| v.int(e)),
         causal: position_compares(v, b) >= 1,
-        band: position_compares(v, b) >= 2,
+        // Only the backward's loops are read for a band: the forward's carries the mask_split
+        // pass's own position comparison beside the causal one.
+        band: !row_max && position_compares(v, b) >= 2,
         mask: mask(v, b, dots, &s),
         softcap: softcap(v, b, &s),
         m_dim: load_rows_dim(v, q),

@@ -161,8 +161,10 @@ pub struct Features {
     pub head_dim: Option<i64>,
     /// Attention: the score mask compares query and key positions.
     pub causal: bool,
-    /// Attention: the score mask compares query and key positions twice, bounding each query's
-    /// keys from below too (a causal bound and a window: a band of keys).
+    /// Attention backward: the score mask compares query and key positions twice, bounding each
+    /// query's keys from below too (a causal bound and a window: a band of keys). Not read in
+    /// the forward, whose key loop carries the mask_split pass's comparison beside the causal
+    /// one.
     pub band: bool,
     /// Attention: the key loop loads an extra tile into the scores (an additive mask).
     pub mask: bool,
