@@ -165,3 +165,23 @@ fn backward_atomic_d128_with_a_soft_cap_does_not_spill() {
 fn backward_d256_with_a_soft_cap_does_not_spill() {
     check_feature("256", "SOFTCAP", "1");
 }
+
+/// 16-bit d256 with a mask, a soft cap and a window together (causal or not, both modes, every
+/// target): the op's tiles spilled 8 bytes on sm_80 and 24 on sm_90a with the causal window,
+/// before the row of 16-key tiles for a mask with a soft cap at d256.
+#[test]
+fn backward_d256_with_a_mask_a_soft_cap_and_a_window_does_not_spill() {
+    for deterministic in ["1", "0"] {
+        check_dims(
+            "attention_bwd",
+            "bf16",
+            &["256"],
+            &[
+                ("MASK", "1"),
+                ("SOFTCAP", "1"),
+                ("WINDOW", "1"),
+                ("DETERMINISTIC", deterministic),
+            ],
+        );
+    }
+}

@@ -359,6 +359,21 @@ pub(super) const ATTENTION_ROWS: &[Row] = &[
             ],
         )
     },
+    // 16-bit d256 with both an additive mask and a soft cap, on every target: in the op's tiles
+    // ptxas 13.0 spilled 8 bytes on sm_80 and 24 on sm_90a (causal, with a window) and 4 in
+    // sm_80's dQ kernel with every feature on; 16 keys per dQ block and per dK/dV program
+    // (64-query steps) assembled without spills in both modes with those combinations on all
+    // four targets (32-query steps spilled 28 bytes in the atomic mode). Speed not measured.
+    tile_row(
+        Class::AttentionBwd,
+        |f| f.half() && f.head_dim == Some(256) && f.mask && f.softcap,
+        &[
+            (Role::QueryBlock, 64),
+            (Role::QueryStep, 64),
+            (Role::KeyBlock, 16),
+            (Role::KvBlock, 16),
+        ],
+    ),
     // The atomic mode's fifth dot (dqᵀ, 384 rows) puts the dK/dV kernel on 8 warps, where 8
     // keys made ptxas cap sm_80's registers at 128 and spill; 16 keys assemble without spills
     // on every target (on sm_120a, where its tiles shrink to fit shared memory, with the
