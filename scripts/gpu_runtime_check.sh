@@ -107,19 +107,22 @@ a="$out/attention_fwd_d64"
 case_ attention_bwd_d64 attention_bwd "HEAD_DIM=64" "scale=0.125" q=@$a/in/q.npy k=@$a/in/k.npy v=@$a/in/v.npy \
   o=@$a/cpu/o.npy lse=@$a/cpu/lse.npy do=2x4x130x64
 # attention_bwd with each of the forward's features, in both DETERMINISTIC modes, on the CPU o and
-# lse of the forward with the same specialization (GQA 4/2, Sq 37, key capacity 53, head dim 64).
+# lse of the forward with the same specialization (GQA 4/2, Sq 37, key capacity 53, head dim
+# $hd: 64 unless set, as for the rows that features choose at d128 and d256 below).
 # bwd_feature NAME "DEFINES" "SCALARS" [FEATURE_INPUT=SHAPE[:RANDN_OPTIONS] ...]
 bwd_feature() {
-  local name=$1 defines=$2 scalars=$3
+  local name=$1 defines=$2 scalars=$3 d=${hd:-64}
   shift 3
-  case_ "fwd_$name" attention_fwd "HEAD_DIM=64 $defines" "scale=0.125 $scalars" \
-    q=2x4x37x64 k=2x2x53x64 v=2x2x53x64 "$@"
+  local sc
+  sc=$(python3 -c "print($d ** -0.5)")
+  case_ "fwd_$name" attention_fwd "HEAD_DIM=$d $defines" "scale=$sc $scalars" \
+    q=2x4x37x$d k=2x2x53x$d v=2x2x53x$d "$@"
   local f="$out/fwd_$name" extra=() spec det
   for spec in "$@"; do extra+=("${spec%%=*}=@$f/in/${spec%%=*}.npy"); done
   for det in 1 0; do
-    case_ "bwd_${name}_det$det" attention_bwd "HEAD_DIM=64 DETERMINISTIC=$det $defines" \
-      "scale=0.125 $scalars" q=@$f/in/q.npy k=@$f/in/k.npy v=@$f/in/v.npy o=@$f/cpu/o.npy \
-      lse=@$f/cpu/lse.npy do=2x4x37x64 "${extra[@]}"
+    case_ "bwd_${name}_det$det" attention_bwd "HEAD_DIM=$d DETERMINISTIC=$det $defines" \
+      "scale=$sc $scalars" q=@$f/in/q.npy k=@$f/in/k.npy v=@$f/in/v.npy o=@$f/cpu/o.npy \
+      lse=@$f/cpu/lse.npy do=2x4x37x$d "${extra[@]}"
   done
 }
 lengths=2:--dtype,i32,--low=0,--high=54
@@ -131,6 +134,13 @@ bwd_feature window "WINDOW=1 CAUSAL=1" "window=17"
 bwd_feature softcap "SOFTCAP=1" "softcap=5.0"
 bwd_feature all "CAUSAL=1 VARLEN=1 KV_OFFSET=1 MASK=1 WINDOW=1 SOFTCAP=1" "window=20 softcap=8.0" \
   total_lengths=$lengths past_lengths=$past mask=2x37x53:--scale,2
+# The rows that features choose to keep ptxas from spilling (docs/configs.md, "Tiles that do
+# not spill"): sm_90a's 128-key row at d128 with a mask or a causal window, and 16-key tiles at
+# d256 with a mask and a soft cap.
+hd=128 bwd_feature d128_mask "MASK=1" "" mask=8x37x53:--scale,2
+hd=128 bwd_feature d128_window "WINDOW=1 CAUSAL=1" "window=17"
+hd=256 bwd_feature d256_mask_softcap "MASK=1 SOFTCAP=1 WINDOW=1 CAUSAL=1" "window=17 softcap=5.0" \
+  mask=2x37x53:--scale,2
 # The largest head dim in f32 (the scalar parity kernel FP32 users rely on), at its rows'
 # tiles that fit the target's shared memory and do not spill (docs/configs.md).
 for c in 0 1; do
