@@ -185,3 +185,18 @@ fn backward_d256_with_a_mask_a_soft_cap_and_a_window_does_not_spill() {
         );
     }
 }
+
+/// Pairs of features at 16-bit d256 where the sweep of every pair found spills in the op's
+/// tiles: a soft cap with a key length (24 bytes on sm_80) and a mask with a key length (4 on
+/// sm_100a).
+#[test]
+fn backward_feature_pairs_do_not_spill() {
+    for (dim, a, b) in [("256", "SOFTCAP", "VARLEN"), ("256", "MASK", "VARLEN")] {
+        check_dims(
+            "attention_bwd",
+            "bf16",
+            &[dim],
+            &[(a, "1"), (b, "1"), ("DETERMINISTIC", "1")],
+        );
+    }
+}

@@ -334,10 +334,11 @@ pub(super) const ATTENTION_ROWS: &[Row] = &[
     ),
     // sm_100a, where ptxas 13.0 spilled in the op's tiles (64-query steps, 32 keys): the atomic
     // mode (`DETERMINISTIC=0`) at 16-bit d64 (4 bytes; 8 causal with a key length, and still 8
-    // with 32-query steps and 32 keys) and, with a soft cap, at d128 (12 bytes), and the
-    // deterministic mode with a soft cap at d256 (12–20 bytes). 16 keys per dQ block and per
-    // dK/dV program assemble without spills with every feature, causal or not
-    // (tests/tests/attention_spills.rs). Speed not measured: no sm_100a GPU here.
+    // with 32-query steps and 32 keys) and, with a soft cap, at d128 (12 bytes). 16 keys per
+    // dQ block and per dK/dV program assemble without spills with each feature alone, causal
+    // or not (tests/tests/attention_spills.rs). ptxas holds these 4-warp d64 kernels near 128
+    // registers on sm_100a, and no tile set swept was free of spills with every pair of
+    // features there (docs/configs.md, "Features"). Speed not measured: no sm_100a GPU here.
     Row {
         targets: &[Target::Sm100a],
         ..tile_row(
@@ -347,7 +348,6 @@ pub(super) const ATTENTION_ROWS: &[Row] = &[
                     && match f.head_dim {
                         Some(64) => f.dots == 5,
                         Some(128) => f.dots == 5 && f.softcap,
-                        Some(256) => f.softcap,
                         _ => false,
                     }
             },
@@ -359,14 +359,17 @@ pub(super) const ATTENTION_ROWS: &[Row] = &[
             ],
         )
     },
-    // 16-bit d256 with both an additive mask and a soft cap, on every target: in the op's tiles
-    // ptxas 13.0 spilled 8 bytes on sm_80 and 24 on sm_90a (causal, with a window) and 4 in
-    // sm_80's dQ kernel with every feature on; 16 keys per dQ block and per dK/dV program
-    // (64-query steps) assembled without spills in both modes with those combinations on all
-    // four targets (32-query steps spilled 28 bytes in the atomic mode). Speed not measured.
+    // 16-bit d256 with an additive mask or a soft cap, on every target: in the op's tiles
+    // ptxas 13.0 spilled with a soft cap alone on sm_100a (12–20 bytes), with a soft cap and a
+    // key length or a KV offset on sm_80 (24), with a mask and a key length on sm_100a (4),
+    // with a mask, a soft cap and a causal window on sm_80 and sm_90a (8, 24) and with every
+    // feature in sm_80's dQ kernel (4). 16 keys per dQ block and per dK/dV program (64-query
+    // steps) assembled without spills in both modes in every case swept (each feature alone,
+    // every pair, and those triples), on all four targets; 32-query steps spilled 28 bytes in
+    // the atomic mode with a mask and a soft cap. Speed not measured.
     tile_row(
         Class::AttentionBwd,
-        |f| f.half() && f.head_dim == Some(256) && f.mask && f.softcap,
+        |f| f.half() && f.head_dim == Some(256) && (f.mask || f.softcap),
         &[
             (Role::QueryBlock, 64),
             (Role::QueryStep, 64),
