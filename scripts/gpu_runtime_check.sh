@@ -136,7 +136,7 @@ bwd_feature all "CAUSAL=1 VARLEN=1 KV_OFFSET=1 MASK=1 WINDOW=1 SOFTCAP=1" "windo
   total_lengths=$lengths past_lengths=$past mask=2x37x53:--scale,2
 # The rows that features choose to keep ptxas from spilling (docs/configs.md, "Tiles that do
 # not spill"): sm_90a's 128-key row at d128 with a mask or a causal window, and 16-key tiles at
-# d256 with a mask and a soft cap.
+# d256 with a mask or a soft cap (here both, with a causal window).
 hd=128 bwd_feature d128_mask "MASK=1" "" mask=8x37x53:--scale,2
 hd=128 bwd_feature d128_window "WINDOW=1 CAUSAL=1" "window=17"
 hd=256 bwd_feature d256_mask_softcap "MASK=1 SOFTCAP=1 WINDOW=1 CAUSAL=1" "window=17 softcap=5.0" \
