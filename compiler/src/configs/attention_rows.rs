@@ -3,7 +3,7 @@
 //! every head dim and dtype free of spills on every target, and the CUDA-C backend's tiles.
 //! Each row's comment names the measurement behind it (docs/benchmarks.md, docs/configs.md).
 
-use super::table::{bwd_row, cuda_row, tile_row, Row, BWD_128_KEYS, BWD_64_KEYS};
+use super::table::{bwd_row, cuda_row, tile_row, Row, BWD_128_KEYS, BWD_16_KEYS, BWD_64_KEYS};
 use crate::structure::{Class, Role};
 use kir_backends::Target;
 
@@ -351,12 +351,7 @@ pub(super) const ATTENTION_ROWS: &[Row] = &[
                         _ => false,
                     }
             },
-            &[
-                (Role::QueryBlock, 64),
-                (Role::QueryStep, 64),
-                (Role::KeyBlock, 16),
-                (Role::KvBlock, 16),
-            ],
+            BWD_16_KEYS,
         )
     },
     // 16-bit d256 with an additive mask or a soft cap, on every target: in the op's tiles
@@ -370,12 +365,7 @@ pub(super) const ATTENTION_ROWS: &[Row] = &[
     tile_row(
         Class::AttentionBwd,
         |f| f.half() && f.head_dim == Some(256) && (f.mask || f.softcap),
-        &[
-            (Role::QueryBlock, 64),
-            (Role::QueryStep, 64),
-            (Role::KeyBlock, 16),
-            (Role::KvBlock, 16),
-        ],
+        BWD_16_KEYS,
     ),
     // The atomic mode's fifth dot (dqᵀ, 384 rows) puts the dK/dV kernel on 8 warps, where 8
     // keys made ptxas cap sm_80's registers at 128 and spill; 16 keys assemble without spills

@@ -262,6 +262,15 @@ pub(super) const BWD_128_KEYS: &[(Role, i64)] = &[
     (Role::QueryStep, 64),
 ];
 
+/// Attention-backward tiles where ptxas spilled in the op's 32-key ones (attention_rows.rs): 64-row
+/// dQ query blocks and dK/dV steps, 16 keys per dQ block and per dK/dV program.
+pub(super) const BWD_16_KEYS: &[(Role, i64)] = &[
+    (Role::QueryBlock, 64),
+    (Role::QueryStep, 64),
+    (Role::KeyBlock, 16),
+    (Role::KvBlock, 16),
+];
+
 /// A row of sm_90a's attention backward: `set`'s tiles, `warps` (or the backend's policy), no
 /// ring depth, warp roles, persistence or overlap of its own.
 pub(super) const fn bwd_row(
