@@ -353,14 +353,15 @@ fn softmax_loop(v: &View, l: Op, dots: &[Op]) -> Option<Found> {
     let a_dims = v.dims(v.op(acc).results[0]);
     let q = v.op(score).operands[0];
     let dtype = v.dtype(v.resolve(q)).unwrap_or_default();
+    let positions = position_compares(v, b);
     let features = Features {
         dtype,
         dots: dots.len(),
         head_dim: a_dims.get(1).and_then(|e| v.int(e)),
-        causal: position_compares(v, b) >= 1,
+        causal: positions >= 1,
         // Only the backward's loops are read for a band: the forward's carries the mask_split
         // pass's own position comparison beside the causal one.
-        band: !row_max && position_compares(v, b) >= 2,
+        band: !row_max && positions >= 2,
         mask: mask(v, b, dots, &s),
         softcap: softcap(v, b, &s),
         m_dim: load_rows_dim(v, q),
