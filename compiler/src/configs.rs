@@ -55,6 +55,9 @@ pub struct Config {
     /// With warp specialization on a persistent grid: clusters of two programs that share their
     /// copies (`cluster`), where the kernel qualifies.
     pub cluster: bool,
+    /// Blocks per SM that ptxas must fit (`.minnctapersm`), where ptxas's own register cap
+    /// spills (`PtxOptions::min_blocks`).
+    pub min_blocks: Option<u32>,
     /// Which row applied and why, or why none did: the `configuration:` line of
     /// `kirc compile --report` (empty where no configuration was looked up).
     pub report: String,
@@ -177,6 +180,9 @@ pub fn target_config(
     if row.cluster {
         parts.push("clusters of 2".into());
     }
+    if let Some(n) = row.min_blocks {
+        parts.push(format!("at least {n} blocks per SM"));
+    }
     Config {
         report: format!(
             "configuration: {what}: {} — matched: {}",
@@ -191,6 +197,7 @@ pub fn target_config(
         overlap: row.overlap,
         swap_operands: row.swap_operands,
         cluster: row.cluster,
+        min_blocks: row.min_blocks,
     }
 }
 

@@ -53,6 +53,7 @@ impl Flags {
             warp_specialize: self.warp_specialize,
             persistent: self.persistent,
             overlap: self.overlap,
+            min_blocks: None,
         }
     }
 
@@ -355,6 +356,7 @@ impl CompilePlan {
     pub fn ptx_options(&self) -> PtxOptions {
         PtxOptions {
             warps: self.flags.warps.or(self.config.warps),
+            min_blocks: self.config.min_blocks,
             ..self.flags.ptx_options()
         }
     }

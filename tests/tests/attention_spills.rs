@@ -6,8 +6,9 @@
 //! them ("The forward where the op's 64×64 tiles spill", "Attention backward where the op's
 //! tiles spill") choose smaller tiles, and this test fails when one spills again. Needs
 //! `KIR_PTXAS`. The atomic mode (`DETERMINISTIC=0`) is checked where it spilled (f32 d384, and
-//! 16-bit d64 on sm_100a) and at the head dims that have sm_90a rows, and single features of
-//! the backward where a sweep found spills (an additive mask, a window, key lengths, a soft cap).
+//! 16-bit d64 on sm_100a) and at the head dims that have sm_90a rows, and features of the
+//! backward, alone or together, where a sweep found spills (an additive mask, a window, key
+//! lengths, a KV offset, a soft cap).
 
 use kir_backends::Target;
 use kir_compiler::internal::compile::{compile, Emit};
@@ -38,7 +39,8 @@ fn check(op: &str, dtype: &str) {
     check_dims(op, dtype, &HEAD_DIMS, &[]);
 }
 
-/// `op` in `dtype` at each of `dims`, causal or not, with `extra` defines, on every target.
+/// `op` in `dtype` at each of `dims`, causal or not (causal only with a KV offset, which needs
+/// it), with `extra` defines, on every target.
 fn check_dims(op: &str, dtype: &str, dims: &[&str], extra: &[(&str, &str)]) {
     let src = kir_compiler::internal::oplib::builtin(op).expect("a built-in op");
     let ptxas = std::env::var("KIR_PTXAS").unwrap_or_else(|_| {
@@ -47,6 +49,9 @@ fn check_dims(op: &str, dtype: &str, dims: &[&str], extra: &[(&str, &str)]) {
     let mut bad = vec![];
     for &d in dims {
         for causal in ["0", "1"] {
+            if causal == "0" && extra.contains(&("KV_OFFSET", "1")) {
+                continue;
+            }
             let defs: Vec<(String, String)> =
                 [("DTYPE", dtype), ("HEAD_DIM", d), ("CAUSAL", causal)]
                     .iter()
@@ -112,7 +117,7 @@ fn backward_f32_atomic_mode_at_the_largest_head_dims_does_not_spill() {
 /// The atomic mode in 16 bits at the head dims with sm_90a rows (64, 128, 256), causal or not,
 /// on every target: the d64 dK/dV kernel spilled 4 bytes on sm_100a in the op's tiles (128
 /// registers: ptxas fitted four 4-warp blocks where shared memory allows three); the sm_100a
-/// row of compiler/src/configs/attention_rows.rs takes 16 keys per program there.
+/// row of compiler/src/configs/attention_rows.rs states `.minnctapersm 2` there.
 #[test]
 fn backward_16_bit_atomic_mode_does_not_spill() {
     for dtype in ["bf16", "f16"] {
@@ -125,13 +130,13 @@ fn backward_16_bit_atomic_mode_does_not_spill() {
     }
 }
 
-/// The backward with `features` on, where a sweep of every feature alone (both modes, causal
-/// or not, head dims 64 to 384, bf16, four targets) found spills: on sm_90a at d128 the 64-key
-/// dK/dV kernel with an additive mask (40–44 bytes) or a causal window (36), and on sm_100a the
-/// atomic mode at d64 with a key length (4–8) and at d128 with a soft cap (12), and the
-/// deterministic mode at d256 with a soft cap (12–20). The rows of
-/// compiler/src/configs/attention_rows.rs that take other tiles there are checked on every
-/// target, causal or not.
+/// The backward with `features` on (bf16, every target, causal or not), where a sweep found
+/// spills: of every feature alone (both modes, causal or not, head dims 64 to 384, bf16, four
+/// targets), on sm_90a at d128 the 64-key dK/dV kernel with an additive mask (40–44 bytes) or a
+/// causal window (36), and on sm_100a the atomic mode at d64 with a key length (4–8) and at
+/// d128 with a soft cap (12), and the deterministic mode at d256 with a soft cap (12–20); the
+/// tests below name the cases of later sweeps. The rows of
+/// compiler/src/configs/attention_rows.rs that fix them are checked here.
 fn check_features(dim: &str, features: &[&str], deterministic: &str) {
     let extra: Vec<(&str, &str)> = features
         .iter()
@@ -184,4 +189,34 @@ fn backward_feature_pairs_do_not_spill() {
     for pair in [["SOFTCAP", "VARLEN"], ["MASK", "VARLEN"]] {
         check_features("256", &pair, "1");
     }
+}
+
+/// Pairs at 16-bit d64 that spilled on sm_100a, where ptxas 13.0 capped the 4-warp kernels at
+/// 96–128 registers: a mask with a KV offset in the atomic mode (20 bytes, also in 16-key
+/// tiles) and a soft cap with a window in the deterministic mode (12). The sm_100a row's
+/// `.minnctapersm 2` lets them take up to 154.
+#[test]
+fn backward_d64_feature_pairs_do_not_spill() {
+    check_features("64", &["MASK", "KV_OFFSET"], "0");
+    check_features("64", &["WINDOW", "SOFTCAP"], "1");
+}
+
+/// A causal window with a key length and a KV offset at 16-bit d256 (deterministic): the
+/// warp-specialized sm_90a kernels' consumer at 240 registers spilled 20 bytes; the one
+/// consumer's budget is now what its block leaves, up to `setmaxnreg`'s 256
+/// (compiler/src/passes/schedule/warp_specialize/types.rs).
+#[test]
+fn backward_d256_with_a_window_key_lengths_and_a_kv_offset_does_not_spill() {
+    check_features("256", &["WINDOW", "VARLEN", "KV_OFFSET"], "1");
+}
+
+/// 16-bit d96 (the op's tiles), where ptxas 13.0 capped the deterministic dQ kernel at 168
+/// registers for three blocks per SM and spilled 4–12 bytes on sm_90a and sm_100a with a mask,
+/// a causal window, or those with key lengths and a KV offset; the d96 row asks for
+/// `.minnctapersm 2` there.
+#[test]
+fn backward_d96_with_a_mask_or_a_window_does_not_spill() {
+    check_features("96", &["MASK"], "1");
+    check_features("96", &["WINDOW"], "1");
+    check_features("96", &["MASK", "WINDOW", "VARLEN", "KV_OFFSET"], "1");
 }

@@ -69,6 +69,12 @@ pub struct PtxOptions {
     /// ring loop's q·kᵀ of block j and p·v of block j − 1 as `dot_async`s, the softmax under
     /// the p·v), `Some(false)` for none, `None` for the per-target configuration's choice.
     pub overlap: Option<bool>,
+    /// Blocks per SM that ptxas must fit (`.minnctapersm N`) in a kernel without warp
+    /// specialization where the backend's own rule states none and N · threads ≤ 256, so that
+    /// ptxas may still take 255 registers a thread (kernel.rs, `min_blocks`): a per-target
+    /// configuration's request where ptxas's own register cap spills (sm_100a). Not in the
+    /// kernel's symbol: it changes no code, only ptxas's register budget. `None`: the rule alone.
+    pub min_blocks: Option<u32>,
 }
 
 impl PtxOptions {
@@ -78,6 +84,13 @@ impl PtxOptions {
             if !(1..=32).contains(&w) || !(w.is_power_of_two() || w % 4 == 0) {
                 return Err(format!(
                     "--warps {w}: warps per block must be 1, 2, or a multiple of 4, up to 32"
+                ));
+            }
+        }
+        if let Some(n) = self.min_blocks {
+            if !(1..=32).contains(&n) {
+                return Err(format!(
+                    "min_blocks {n}: blocks per SM must be from 1 to 32"
                 ));
             }
         }
@@ -167,7 +180,8 @@ pub fn compile_kernels(
         opts.validate().map_err(PtxError::plain)?;
         let symbol = sanitize(&format!("{}{}", k.name, suffix));
         let abi = kernel_abi(k).map_err(|e| PtxError::at(k.span, e))?;
-        let lowered = lower::kernel::lower_kernel(k, &abi, target, &symbol, opts.warps)?;
+        let lowered =
+            lower::kernel::lower_kernel(k, &abi, target, &symbol, opts.warps, opts.min_blocks)?;
         let limit = target.smem_per_block();
         if u64::from(lowered.shared_bytes) > limit {
             let mut e = PtxError::at(

@@ -49,6 +49,7 @@ pub(super) const ATTENTION_ROWS: &[Row] = &[
         overlap: false,
         swap_operands: false,
         cluster: false,
+        min_blocks: None,
     },
     Row {
         cuda: false,
@@ -63,6 +64,7 @@ pub(super) const ATTENTION_ROWS: &[Row] = &[
         overlap: false,
         swap_operands: false,
         cluster: false,
+        min_blocks: None,
     },
     // With an additive mask tile the 160-register consumers spill (844 bytes at 192×128):
     // the unspecialized tile, two blocks of two warpgroups per SM.
@@ -79,6 +81,7 @@ pub(super) const ATTENTION_ROWS: &[Row] = &[
         overlap: false,
         swap_operands: false,
         cluster: false,
+        min_blocks: None,
     },
     Row {
         cuda: false,
@@ -93,6 +96,7 @@ pub(super) const ATTENTION_ROWS: &[Row] = &[
         overlap: false,
         swap_operands: false,
         cluster: false,
+        min_blocks: None,
     },
     Row {
         cuda: false,
@@ -107,6 +111,7 @@ pub(super) const ATTENTION_ROWS: &[Row] = &[
         overlap: false,
         swap_operands: false,
         cluster: false,
+        min_blocks: None,
     },
     Row {
         cuda: false,
@@ -125,6 +130,7 @@ pub(super) const ATTENTION_ROWS: &[Row] = &[
         overlap: false,
         swap_operands: false,
         cluster: false,
+        min_blocks: None,
     },
     // d256 without causal masking, an additive mask or a soft cap at up to 4,096 queries (the
     // query count known from the shapes): FlashAttention-3's 128×80 tile, warp-specialized, a
@@ -160,6 +166,7 @@ pub(super) const ATTENTION_ROWS: &[Row] = &[
         overlap: false,
         swap_operands: false,
         cluster: false,
+        min_blocks: None,
     },
     // d256 without causal masking, an additive mask or a soft cap at longer or unknown lengths:
     // the 128×80 tile unspecialized. Call M4 (H100), B 1 S 16k: 654.7/641.5 TFLOP/s against
@@ -178,6 +185,7 @@ pub(super) const ATTENTION_ROWS: &[Row] = &[
         overlap: false,
         swap_operands: false,
         cluster: false,
+        min_blocks: None,
     },
     Row {
         cuda: false,
@@ -192,6 +200,7 @@ pub(super) const ATTENTION_ROWS: &[Row] = &[
         overlap: false,
         swap_operands: false,
         cluster: false,
+        min_blocks: None,
     },
     // Attention backward at head dims 64 and 128 on sm_90a (the measured ones): 64 keys per dK/dV program and
     // 64-query steps, 64-row query and key blocks for dQ, on 4 warps, so that every dot of the
@@ -332,25 +341,46 @@ pub(super) const ATTENTION_ROWS: &[Row] = &[
             (Role::KvBlock, 8),
         ],
     ),
-    // sm_100a, where ptxas 13.0 spilled in the op's tiles (64-query steps, 32 keys): the atomic
-    // mode (`DETERMINISTIC=0`) at 16-bit d64 (4 bytes; 8 causal with a key length, and still 8
-    // with 32-query steps and 32 keys) and, with a soft cap, at d128 (12 bytes). 16 keys per
-    // dQ block and per dK/dV program assemble without spills with each feature alone, causal
-    // or not (tests/tests/attention_spills.rs). ptxas holds these 4-warp d64 kernels near 128
-    // registers on sm_100a, and no tile set swept was free of spills with every pair of
-    // features there (docs/configs.md, "Features"). Speed not measured: no sm_100a GPU here.
+    // sm_100a, 16-bit d64, both modes: the op's tiles (64-query steps, 32 keys) with
+    // `.minnctapersm 2`. Without a directive ptxas 13.0 capped these 4-warp kernels at 96–128
+    // registers by its own occupancy target and spilled: the atomic mode 4 bytes (8 causal
+    // with a key length), and with pairs of features 12–20 bytes (a mask with a KV offset in
+    // the atomic mode, a soft cap with a window), also in 16-key tiles. With the directive
+    // they take 114–154 registers and spill in no combination of the five features, causal
+    // or not, in either mode (a ptxas sweep; tests/tests/attention_spills.rs). Speed not
+    // measured: no sm_100a GPU here.
+    Row {
+        targets: &[Target::Sm100a],
+        min_blocks: Some(2),
+        ..tile_row(
+            Class::AttentionBwd,
+            |f| f.half() && f.head_dim == Some(64),
+            &[],
+        )
+    },
+    // 16-bit d96 on sm_90a and sm_100a, the op's tiles with `.minnctapersm 2`: ptxas 13.0
+    // capped the deterministic dQ kernel (4 warps, no directive: its shared memory allows more
+    // blocks) at 168 registers for three blocks per SM and spilled 4–12 bytes with a mask, a
+    // window on the causal bound, or those with key lengths or a KV offset. Two blocks leave it
+    // 255 registers; it takes about 172 and no combination of features spills (a ptxas sweep,
+    // both modes, causal or not). Speed not measured.
+    Row {
+        targets: &[Target::Sm90a, Target::Sm100a],
+        min_blocks: Some(2),
+        ..tile_row(
+            Class::AttentionBwd,
+            |f| f.half() && f.head_dim == Some(96),
+            &[],
+        )
+    },
+    // sm_100a, the atomic mode with a soft cap at d128: 12 bytes of spills in the op's tiles;
+    // 16 keys per dQ block and per dK/dV program assemble without spills with every
+    // combination of features, causal or not. Speed not measured.
     Row {
         targets: &[Target::Sm100a],
         ..tile_row(
             Class::AttentionBwd,
-            |f| {
-                f.half()
-                    && match f.head_dim {
-                        Some(64) => f.dots == 5,
-                        Some(128) => f.dots == 5 && f.softcap,
-                        _ => false,
-                    }
-            },
+            |f| f.half() && f.head_dim == Some(128) && f.dots == 5 && f.softcap,
             BWD_16_KEYS,
         )
     },

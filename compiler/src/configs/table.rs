@@ -32,6 +32,8 @@ pub(super) struct Row {
     /// With warp specialization on a persistent grid: clusters of two programs sharing their
     /// copies (`cluster`).
     pub(super) cluster: bool,
+    /// Blocks per SM that ptxas must fit (`.minnctapersm`; `PtxOptions::min_blocks`).
+    pub(super) min_blocks: Option<u32>,
 }
 
 /// The rows of dot loops, row reductions and elementwise kernels (H200 measurements of
@@ -95,6 +97,7 @@ pub(super) const ROWS: &[Row] = &[
         overlap: false,
         swap_operands: false,
         cluster: false,
+        min_blocks: None,
     },
     Row {
         cuda: false,
@@ -114,6 +117,7 @@ pub(super) const ROWS: &[Row] = &[
         overlap: false,
         swap_operands: false,
         cluster: false,
+        min_blocks: None,
     },
     // One wave (the output's shape known, and no more 128×256 tiles than SMs: 2048³,
     // 1024×4096×4096): the persistent grid's tile loop only adds work to the one tile each SM
@@ -244,6 +248,7 @@ pub(super) const fn tile_row(
         overlap: false,
         swap_operands: false,
         cluster: false,
+        min_blocks: None,
     }
 }
 
@@ -291,6 +296,7 @@ pub(super) const fn bwd_row(
         overlap: false,
         swap_operands: false,
         cluster: false,
+        min_blocks: None,
     }
 }
 
@@ -355,6 +361,7 @@ const fn sm90a_gemm_row(
         overlap: false,
         swap_operands: false,
         cluster: false,
+        min_blocks: None,
     }
 }
 
@@ -378,5 +385,6 @@ pub(super) const fn cuda_row(
         overlap: false,
         swap_operands: false,
         cluster: false,
+        min_blocks: None,
     }
 }

@@ -117,6 +117,9 @@ impl Candidate {
             overlap: self.flags.overlap == Some(true),
             swap_operands: self.flags.swap_operands == Some(true),
             cluster: self.flags.cluster == Some(true),
+            // The tuner runs on the GPU at hand; a row's ptxas budget for another target
+            // (sm_100a) is not one of its axes.
+            min_blocks: None,
             report: format!("configuration: tuned: {}", self.cli_args()),
         }
     }

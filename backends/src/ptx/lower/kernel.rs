@@ -18,6 +18,7 @@ pub fn lower_kernel(
     target: Target,
     symbol: &str,
     warps: Option<u32>,
+    asked_blocks: Option<u32>,
 ) -> Result<Lowered, PtxError> {
     let mut plan = crate::ptx::plan::plan(k, target, warps);
     let (blk, policy_why) = (plan.blk, plan.policy_why.take());
@@ -222,6 +223,7 @@ pub fn lower_kernel(
                 shared_bytes,
                 blk.threads,
                 isa.features.contains_key(&crate::target::Feature::Wgmma),
+                asked_blocks,
             ),
         ),
     };
@@ -259,11 +261,18 @@ pub fn lower_kernel(
 /// the directive gave the sm_90a attention kernels other registers (the causal d128 forward
 /// 160 instead of 155) and no gain in time (call E3,
 /// docs/gpu-results/2026-12-05-e3-minnctapersm-ab.txt), and they do not spill.
+///
+/// Where the rule states nothing, `asked` (a configuration's `min_blocks`) gives
+/// `.minnctapersm asked` when asked · threads ≤ 256: without any directive ptxas 13.0 caps a
+/// 4-warp sm_100a kernel's registers by its own occupancy target (96 or 128 in attention_bwd's
+/// d64 kernels, which spilled 12–20 bytes with some pairs of features); with `.minnctapersm 2`
+/// they take 114–154 registers and spill none.
 fn min_blocks(
     target: crate::target::Target,
     shared_bytes: u32,
     threads: u32,
     wgmma: bool,
+    asked: Option<u32>,
 ) -> String {
     // Each block also holds 1 KB of shared memory for the system (sm_80 and later); a block's
     // opt-in maximum plus that KB is the SM's capacity on every target kir has.
@@ -273,6 +282,9 @@ fn min_blocks(
     if shared_bytes > 0 && n >= 1 && (threads <= 128 || !wgmma) && n * u64::from(threads) <= 256 {
         format!(".minnctapersm {n}\n")
     } else {
-        String::new()
+        match asked {
+            Some(a) if a >= 1 && a * threads <= 256 => format!(".minnctapersm {a}\n"),
+            _ => String::new(),
+        }
     }
 }
