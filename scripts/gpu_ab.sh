@@ -13,8 +13,12 @@
 #     4096×128256×4096; rmsnorm_fwd, layernorm_fwd, rmsnorm_bwd and layernorm_bwd at
 #     16384×4096 (bf16 everywhere). TFLOP/s (backward at 2.5× the forward's FLOPs) or TB/s, the
 #     median of each bench's runs.
-# --set picks part of step 2: all (default), attention, bwd, gemm or norms; --no-check skips
-# step 1. All of it takes about 7 minutes on an H100 for two builds and two rounds.
+# --set picks part of step 2: all (default), attention, bwd, gemm or norms, or rows (not in
+# all): the per-target rows chosen or changed where no GPU was lent (docs/configs.md), each
+# as its median time in ms: gemm at 16 and 64 rows (the warp-specialized M ≤ 64 row and
+# the swapped one), attention_bwd d96 (`.minnctapersm 2`), d128 with a mask or a causal
+# window (the 128-key row), d256 causal and not (a 4-warp consumer at 256 registers).
+# --no-check skips step 1. All of it takes about 7 minutes on an H100 for two builds and two rounds.
 # usage: scripts/gpu_ab.sh [--rounds N] [--set SET] [--no-check] KIRC_A KIRC_B [KIRC_C ...]
 set -uo pipefail
 rounds=2 set_=all check=1 builds=()
@@ -51,7 +55,15 @@ ab() { # NAME ARGS...: every build in turn
     "${builds[$i]}" bench "$@" 2>&1 | grep -E "TFLOP/s|TB/s|error" | tail -1 | sed -E 's/ \(.*//'
   done
 }
-want() { [ "$set_" = all ] || [ "$set_" = "$1" ]; }
+want() { { [ "$set_" = all ] && [ "$1" != rows ]; } || [ "$set_" = "$1" ]; }
+ab_ms() { # NAME ARGS...: every build in turn, the median in ms
+  local name=$1
+  shift
+  for i in "${!builds[@]}"; do
+    printf '%-30s %s  ' "$name" "${names[$i]}"
+    "${builds[$i]}" bench "$@" 2>&1 | grep -E "ms median|error" | tail -1 | sed -E 's/^ +//; s/ of .*//'
+  done
+}
 echo "== 2. every build in turn, $rounds rounds"
 for r in $(seq "$rounds"); do
   echo "-- round $r"
@@ -81,6 +93,19 @@ for r in $(seq "$rounds"); do
       IFS=x read -r m n kk <<<"$s"
       ab "gemm $s" gemm --shape "a=1x${m}x${kk}" --shape "b=1x${kk}x${n}" --arg alpha=1 --iters 30
     done
+  fi
+  if want rows; then
+    # shellcheck disable=SC2046
+    {
+      ab_ms "gemm 16x14336x4096" gemm --shape a=1x16x4096 --shape b=1x4096x14336 --arg alpha=1 --iters 50
+      ab_ms "gemm 64x14336x4096" gemm --shape a=1x64x4096 --shape b=1x4096x14336 --arg alpha=1 --iters 50
+      ab_ms "bwd d96 S4k B4 H16" attention_bwd -D HEAD_DIM=96 $(grad 4 16 4096 96) --arg scale=0.10206207261596575 --iters 10
+      ab_ms "bwd d96 S4k causal" attention_bwd -D HEAD_DIM=96 -D CAUSAL=1 $(grad 4 16 4096 96) --arg scale=0.10206207261596575 --iters 10
+      ab_ms "bwd d128 S4k B4 H16 mask" attention_bwd -D MASK=1 $(grad 4 16 4096 128) --shape mask=1x4096x4096 --arg scale=$s128 --iters 10
+      ab_ms "bwd d128 S4k causal window" attention_bwd -D CAUSAL=1 -D WINDOW=1 $(grad 4 16 4096 128) --arg scale=$s128 --arg window=1024 --iters 10
+      ab_ms "bwd d256 S4k B4 H8" attention_bwd -D HEAD_DIM=256 $(grad 4 8 4096 256) --arg scale=$s256 --iters 10
+      ab_ms "bwd d256 S4k causal" attention_bwd -D HEAD_DIM=256 -D CAUSAL=1 $(grad 4 8 4096 256) --arg scale=$s256 --iters 10
+    }
   fi
   if want norms; then
     x="--shape x=16384x4096 --shape w=4096"

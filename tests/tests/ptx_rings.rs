@@ -53,6 +53,7 @@ fn pipelined_loops_lower_to_a_cp_async_ring_on_every_target() {
                     warp_specialize: Some(false),
                     persistent: None,
                     overlap: None,
+                    min_blocks: None,
                 };
                 let out = compile_stage(
                     src,
