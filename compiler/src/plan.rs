@@ -15,9 +15,9 @@ use crate::passes::{const_values, WsPlan};
 use kir_backends::ptx::{PtxOptions, PIPELINE_STAGES};
 use kir_backends::Target;
 
-/// The lowering choices a user may make (`--warps`, `--stages`, `--warp-specialize`,
-/// `--persistent`, `--overlap`, `--swap-operands`, and `--ws` for the interpreter's plans). `None` everywhere is
-/// what users get by default: the configuration's and the backend's choices.
+/// The lowering choices a user may make (`--warps`, `--stages`, `--warp-specialize`, `--persistent`,
+/// `--overlap`, `--swap-operands`, `--ws` for the interpreter's plans). `None` everywhere is what
+/// users get by default: the configuration's and the backend's choices.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Flags {
     /// Warps per block (1, 2, or a multiple of 4 up to 32).
@@ -101,16 +101,14 @@ impl Flags {
             ));
         }
         if self.ws_plan.is_some() && self.warp_specialize.is_some() {
-            return Err(
-                "--ws (an interpreter plan) and --warp-specialize do not go together".into(),
-            );
+            let why = "--ws (an interpreter plan) and --warp-specialize do not go together";
+            return Err(why.into());
         }
-        if self.stages == Some(1) && (self.warp_specialize == Some(true) || self.ws_plan.is_some())
-        {
-            return Err(
-                "--stages 1 means no ring, and warp specialization splits a ring: give 2 or more"
-                    .into(),
-            );
+        let specialized = self.warp_specialize == Some(true) || self.ws_plan.is_some();
+        if self.stages == Some(1) && specialized {
+            let why =
+                "--stages 1 means no ring, and warp specialization splits a ring: give 2 or more";
+            return Err(why.into());
         }
         Ok(())
     }
@@ -283,15 +281,12 @@ impl CompilePlan {
         if !plan.shrunk.iter().any(|n| n == name) {
             plan.shrunk.push(name.to_string());
         }
-        plan.config.report += &format!(
-            "{}shrunk to fit shared memory: {name} {v} -> {}",
-            if plan.config.report.is_empty() {
-                ""
-            } else {
-                "; "
-            },
-            v / 2
-        );
+        let sep = if plan.config.report.is_empty() {
+            ""
+        } else {
+            "; "
+        };
+        plan.config.report += &format!("{sep}shrunk to fit shared memory: {name} {v} -> {}", v / 2);
         Some(plan)
     }
 
