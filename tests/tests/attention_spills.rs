@@ -220,3 +220,17 @@ fn backward_d96_with_a_mask_or_a_window_does_not_spill() {
     check_features("96", &["WINDOW"], "1");
     check_features("96", &["MASK", "WINDOW", "VARLEN", "KV_OFFSET"], "1");
 }
+
+/// f32 d96 in the atomic mode with a soft cap and a mask or a causal window: the op's 32 keys
+/// per dK/dV program spilled 4–12 bytes on sm_80; the f32 d96 row takes 16.
+#[test]
+fn backward_f32_atomic_d96_with_a_soft_cap_does_not_spill() {
+    for pair in [["MASK", "SOFTCAP"], ["WINDOW", "SOFTCAP"]] {
+        let extra: Vec<(&str, &str)> = pair
+            .iter()
+            .map(|&f| (f, "1"))
+            .chain([("DETERMINISTIC", "0")])
+            .collect();
+        check_dims("attention_bwd", "f32", &["96"], &extra);
+    }
+}

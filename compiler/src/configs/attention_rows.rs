@@ -397,6 +397,15 @@ pub(super) const ATTENTION_ROWS: &[Row] = &[
         |f| f.half() && f.head_dim == Some(256) && (f.mask || f.softcap),
         BWD_16_KEYS,
     ),
+    // f32 d96 in the atomic mode: the op's 32 keys per dK/dV program spilled 4–12 bytes on
+    // sm_80 with a soft cap and a mask or a causal window (255 registers); 16 keys per program
+    // take about 211 and no combination of features spills on any target (a ptxas sweep).
+    // Speed not measured (f32 attention is the parity path).
+    tile_row(
+        Class::AttentionBwd,
+        |f| f.dtype == "f32" && f.head_dim == Some(96) && f.dots == 5,
+        &[(Role::KvBlock, 16)],
+    ),
     // The atomic mode's fifth dot (dqᵀ, 384 rows) puts the dK/dV kernel on 8 warps, where 8
     // keys made ptxas cap sm_80's registers at 128 and spill; 16 keys assemble without spills
     // on every target (on sm_120a, where its tiles shrink to fit shared memory, with the
