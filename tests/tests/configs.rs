@@ -263,3 +263,58 @@ fn sm90a_gemm_default_is_the_wgmma_tile_with_a_deeper_ring() {
         syms[0]
     );
 }
+
+/// A row's `min_blocks` reaches the PTX as `.minnctapersm` on the kernels where the backend's
+/// own shared-memory rule states nothing: attention_bwd at 16-bit d64 on sm_100a (the row that
+/// keeps ptxas from capping its 4-warp kernels' registers) gets `.minnctapersm 2` on both 4-warp
+/// kernels and none on the 16-warp preprocess (two such blocks would cap it at 64 registers),
+/// with the same kernel symbols as on sm_80, which has no such row.
+#[test]
+fn a_rows_min_blocks_reaches_the_ptx() {
+    let src = op("attention_bwd");
+    let d = [("HEAD_DIM", "64")];
+    let directive_after = |text: &str, threads: &str| -> Vec<Option<String>> {
+        let lines: Vec<&str> = text.lines().collect();
+        lines
+            .iter()
+            .enumerate()
+            .filter(|(_, l)| l.starts_with(&format!(".maxntid {threads},")))
+            .map(|(i, _)| {
+                lines
+                    .get(i + 1)
+                    .filter(|n| n.starts_with(".minnctapersm"))
+                    .map(|n| n.to_string())
+            })
+            .collect()
+    };
+    let (syms, text) = ptx(src, &d, Target::Sm100a, PtxOptions::default());
+    let four_warps = directive_after(&text, "128");
+    assert_eq!(
+        four_warps.len(),
+        2,
+        "two 4-warp kernels on sm_100a: {syms:?}"
+    );
+    assert!(
+        four_warps
+            .iter()
+            .all(|x| x.as_deref() == Some(".minnctapersm 2")),
+        "sm_100a d64: {four_warps:?}"
+    );
+    assert_eq!(
+        directive_after(&text, "512"),
+        vec![None],
+        "the preprocess states none"
+    );
+    let (syms80, _) = ptx(src, &d, Target::Sm80, PtxOptions::default());
+    assert_eq!(syms, syms80, "the directive is not in the symbols");
+    // A request that would cap registers below 255 (two blocks of 512 threads) is not stated.
+    let asked = PtxOptions {
+        min_blocks: Some(2),
+        ..PtxOptions::default()
+    };
+    let (_, rms) = ptx(op("rmsnorm_fwd"), &[], Target::Sm80, asked);
+    assert!(
+        !rms.contains(".minnctapersm 2"),
+        "rmsnorm_fwd's wide blocks:\n{rms}"
+    );
+}
