@@ -47,23 +47,17 @@ fi
 s64=0.125 s128=0.08838834764831845 s256=0.0625
 qkv() { echo "--shape q=$1x$2x$3x$4 --shape k=$1x$2x$3x$4 --shape v=$1x$2x$3x$4"; }
 grad() { echo "$(qkv "$@") --shape o=$1x$2x$3x$4 --shape do=$1x$2x$3x$4 --shape lse=$1x$2x$3"; }
-ab() { # NAME ARGS...: every build in turn
-  local name=$1
-  shift
+each() { # LINE SED NAME ARGS...: every build in turn, bench's last line matching LINE, edited by SED
+  local line=$1 edit=$2 name=$3
+  shift 3
   for i in "${!builds[@]}"; do
     printf '%-30s %s  ' "$name" "${names[$i]}"
-    "${builds[$i]}" bench "$@" 2>&1 | grep -E "TFLOP/s|TB/s|error" | tail -1 | sed -E 's/ \(.*//'
+    "${builds[$i]}" bench "$@" 2>&1 | grep -E "$line|error" | tail -1 | sed -E "$edit"
   done
 }
+ab() { each "TFLOP/s|TB/s" 's/ \(.*//' "$@"; }                # NAME ARGS...: the rate
+ab_ms() { each "ms median" 's/^ +//; s/ of .*//' "$@"; }       # NAME ARGS...: the median in ms
 want() { { [ "$set_" = all ] && [ "$1" != rows ]; } || [ "$set_" = "$1" ]; }
-ab_ms() { # NAME ARGS...: every build in turn, the median in ms
-  local name=$1
-  shift
-  for i in "${!builds[@]}"; do
-    printf '%-30s %s  ' "$name" "${names[$i]}"
-    "${builds[$i]}" bench "$@" 2>&1 | grep -E "ms median|error" | tail -1 | sed -E 's/^ +//; s/ of .*//'
-  done
-}
 echo "== 2. every build in turn, $rounds rounds"
 for r in $(seq "$rounds"); do
   echo "-- round $r"

@@ -138,12 +138,17 @@ fn backward_16_bit_atomic_mode_does_not_spill() {
 /// tests below name the cases of later sweeps. The rows of
 /// compiler/src/configs/attention_rows.rs that fix them are checked here.
 fn check_features(dim: &str, features: &[&str], deterministic: &str) {
+    check_features_in("bf16", dim, features, deterministic);
+}
+
+/// [`check_features`] in `dtype`.
+fn check_features_in(dtype: &str, dim: &str, features: &[&str], deterministic: &str) {
     let extra: Vec<(&str, &str)> = features
         .iter()
         .map(|&f| (f, "1"))
         .chain([("DETERMINISTIC", deterministic)])
         .collect();
-    check_dims("attention_bwd", "bf16", &[dim], &extra);
+    check_dims("attention_bwd", dtype, &[dim], &extra);
 }
 
 #[test]
@@ -226,11 +231,6 @@ fn backward_d96_with_a_mask_or_a_window_does_not_spill() {
 #[test]
 fn backward_f32_atomic_d96_with_a_soft_cap_does_not_spill() {
     for pair in [["MASK", "SOFTCAP"], ["WINDOW", "SOFTCAP"]] {
-        let extra: Vec<(&str, &str)> = pair
-            .iter()
-            .map(|&f| (f, "1"))
-            .chain([("DETERMINISTIC", "0")])
-            .collect();
-        check_dims("attention_bwd", "f32", &["96"], &extra);
+        check_features_in("f32", "96", &pair, "0");
     }
 }
