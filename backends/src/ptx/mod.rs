@@ -72,7 +72,8 @@ pub struct PtxOptions {
     /// Blocks per SM that ptxas must fit (`.minnctapersm N`) in a kernel without warp
     /// specialization where the backend's own rule states none and N · threads ≤ 256, so that
     /// ptxas may still take 255 registers a thread (kernel.rs, `min_blocks`): a per-target
-    /// configuration's request where ptxas's own register cap spills (sm_100a). Not in the
+    /// configuration's request where ptxas's own register cap spills (attention_bwd at d64 on
+    /// sm_100a, at d96 on sm_90a and sm_100a). Not in the
     /// kernel's symbol: it changes no code, only ptxas's register budget. `None`: the rule alone.
     pub min_blocks: Option<u32>,
 }

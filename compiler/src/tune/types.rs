@@ -117,8 +117,9 @@ impl Candidate {
             overlap: self.flags.overlap == Some(true),
             swap_operands: self.flags.swap_operands == Some(true),
             cluster: self.flags.cluster == Some(true),
-            // The tuner runs on the GPU at hand; a row's ptxas budget for another target
-            // (sm_100a) is not one of its axes.
+            // Not one of the tuner's axes: a tuned configuration states no `.minnctapersm` of
+            // its own, so where a row asked for one (attention_bwd d96 on sm_90a) ptxas keeps
+            // its own register cap, and a candidate that spills there is what the tuner times.
             min_blocks: None,
             report: format!("configuration: tuned: {}", self.cli_args()),
         }

@@ -265,8 +265,9 @@ pub fn lower_kernel(
 /// Where the rule states nothing, `asked` (a configuration's `min_blocks`) gives
 /// `.minnctapersm asked` when asked · threads ≤ 256: without any directive ptxas 13.0 caps a
 /// 4-warp sm_100a kernel's registers by its own occupancy target (96 or 128 in attention_bwd's
-/// d64 kernels, which spilled 12–20 bytes with some pairs of features); with `.minnctapersm 2`
-/// they take 114–154 registers and spill none.
+/// d64 kernels, which spilled 12–20 bytes with some pairs of features; 168 in the d96 dQ kernel
+/// on sm_90a and sm_100a, 4–12 bytes); with `.minnctapersm 2` they take 114–172 registers and
+/// spill none.
 fn min_blocks(
     target: crate::target::Target,
     shared_bytes: u32,
