@@ -402,7 +402,7 @@ pub fn lower(
     if w.zero_init {
         c.b.ins(PtxInst::new("setp.ne.u32").op(p_first).op(0).op(0));
     }
-    if let Some(t) = issue.turn {
+    if let Some(t) = issue.turn.filter(|t| t.lead) {
         before_issue(c, t);
     }
     c.b.ins(PtxInst::new("wgmma.fence.sync.aligned"));
@@ -475,10 +475,13 @@ pub fn lower(
         }
     }
     c.b.ins(PtxInst::new("wgmma.commit_group.sync.aligned"));
-    if let Some(t) = issue.turn {
+    if let Some(t) = issue.turn.filter(|t| t.tail) {
         after_issue(c, t);
     }
-    if issue.asynchronous || issue.paired {
+    // A dot before the tail of its ping-pong issue group stays in flight: the tail's wait
+    // retires the group's dots together (groups retire in issue order).
+    let grouped = issue.turn.is_some_and(|t| !t.tail);
+    if issue.asynchronous || issue.paired || grouped {
         c.asyncs.wgmma_in_flight = true;
     } else if issue.hold {
         // Retire the previous iteration's group, leave this one running (see [`held`]).

@@ -67,47 +67,77 @@ pub fn ws_op(k: &Kernel) -> Option<(Op, WsAttrs)> {
     ))
 }
 
-/// A dot's place in its loop's ping-pong: its index among the loop body's wgmma dots and their
-/// count.
+/// A dot's place in its loop's ping-pong: the index of its issue group among the loop body's
+/// groups of wgmma dots and their count. A group is a run of wgmma dots that stand next to each
+/// other in the body, none reading another's result, all with A from shared memory or all
+/// with A in registers (a mixed pair made the atomic backward's five-dot kernel spill): its
+/// first dot (`lead`) waits for the
+/// warpgroup's turn, its last (`tail`) hands the turn on and waits for the groups in flight, and
+/// the dots before the tail leave their groups running, so the tensor cores get them back to
+/// back.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Turn {
     pub index: usize,
     pub count: usize,
+    pub lead: bool,
+    pub tail: bool,
 }
 
 /// The ping-pong turns of the wgmma dots of `k` (by result value): for a block of exactly two
 /// warpgroups, every `for` body that issues 2 to 7 wgmma dots directly (and none nested deeper)
-/// gets one turn per dot, in program order. Empty otherwise.
+/// gets one turn per issue group (see [`Turn`]), in program order. Empty otherwise.
 pub fn pingpong(k: &Kernel, b: Block, target: Target) -> HashMap<Value, Turn> {
     let mut out = HashMap::new();
     if b.warps != 8 || !target.has_wgmma() {
         return out;
     }
     let is_wgmma = |o: &kir_ir::OpData| super::wgmma::wgmma_dot(k, o, b, target).is_some();
+    // Whether a wgmma dot's A is in registers (RS) rather than shared memory.
+    let rs = |o: &kir_ir::OpData| {
+        super::wgmma::wgmma_dot(k, o, b, target).is_some_and(|w| w.a.is_none())
+    };
     for op in k.dfg.ops.values().filter(|o| o.opcode == Opcode::For) {
         let Some(&body) = op.regions.first() else {
             continue;
         };
-        let direct: Vec<Value> = k.dfg.blocks[body]
-            .ops
-            .iter()
-            .map(|&o| &k.dfg.ops[o])
-            .filter(|o| is_wgmma(o))
-            .filter_map(|o| o.results.first().copied())
-            .collect();
-        let nested = k.dfg.blocks[body]
-            .ops
+        let ops = &k.dfg.blocks[body].ops;
+        let mut run_rs = false;
+        let nested = ops
             .iter()
             .any(|&o| !k.dfg.ops[o].regions.is_empty() && region_has_wgmma(k, o, &is_wgmma));
-        if (2..=7).contains(&direct.len()) && !nested {
-            for (index, &v) in direct.iter().enumerate() {
-                out.insert(
-                    v,
-                    Turn {
+        // Issue groups: (dot results), each a run of adjacent independent wgmma dots.
+        let mut groups: Vec<Vec<Value>> = vec![];
+        let mut run_open = false;
+        for &o in ops {
+            let od = &k.dfg.ops[o];
+            let Some(&r) = od.results.first().filter(|_| is_wgmma(od)) else {
+                run_open = false;
+                continue;
+            };
+            let joins = run_open
+                && rs(od) == run_rs
+                && groups
+                    .last()
+                    .is_some_and(|g| !od.operands.iter().any(|x| g.contains(x)));
+            run_rs = rs(od);
+            match groups.last_mut() {
+                Some(g) if joins => g.push(r),
+                _ => groups.push(vec![r]),
+            }
+            run_open = true;
+        }
+        let dots: usize = groups.iter().map(Vec::len).sum();
+        if (2..=7).contains(&dots) && !nested {
+            for (index, g) in groups.iter().enumerate() {
+                for (i, &v) in g.iter().enumerate() {
+                    let turn = Turn {
                         index,
-                        count: direct.len(),
-                    },
-                );
+                        count: groups.len(),
+                        lead: i == 0,
+                        tail: i + 1 == g.len(),
+                    };
+                    out.insert(v, turn);
+                }
             }
         }
     }
