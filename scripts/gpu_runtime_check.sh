@@ -69,7 +69,8 @@ gpu_flags=""
 case_() {
   local name=$1 op=$2 defines=$3 scalars=$4
   shift 4
-  local dir="$out/$name" dflags=() args=()
+  # Every loop variable is local: a caller's own `d` (bwd_feature's head dim) must survive.
+  local dir="$out/$name" dflags=() args=() d s spec
   mkdir -p "$dir/in"
   for d in $defines; do dflags+=(-D "$d"); done
   for s in $scalars; do args+=(--arg "$s"); done
