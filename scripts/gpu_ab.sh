@@ -13,11 +13,13 @@
 #     4096×128256×4096; rmsnorm_fwd, layernorm_fwd, rmsnorm_bwd and layernorm_bwd at
 #     16384×4096 (bf16 everywhere). TFLOP/s (backward at 2.5× the forward's FLOPs) or TB/s, the
 #     median of each bench's runs.
-# --set picks part of step 2: all (default), attention, bwd, gemm or norms, or rows (not in
+# --set picks part of step 2: all (default), attention, bwd, gemm or norms, or rows or atomic (not in
 # all): the per-target rows chosen or changed where no GPU was lent (docs/configs.md), each
 # as its median time in ms: gemm at 16 and 64 rows (the warp-specialized M ≤ 64 row and
 # the swapped one), attention_bwd d96 (`.minnctapersm 2`), d128 with a mask or a causal
 # window (the 128-key row), d256 causal and not (a 4-warp consumer at 256 registers).
+# atomic (not in all): attention_bwd's atomic mode (`DETERMINISTIC=0`) at d128 S 16k, causal
+# and S 1k (B 16), and d64 S 4k, beside the deterministic default at d128 S 16k.
 # --no-check skips step 1. All of it takes about 7 minutes on an H100 for two builds and two rounds.
 # usage: scripts/gpu_ab.sh [--rounds N] [--set SET] [--no-check] KIRC_A KIRC_B [KIRC_C ...]
 set -uo pipefail
@@ -57,7 +59,7 @@ each() { # LINE SED NAME ARGS...: every build in turn, bench's last line matchin
 }
 ab() { each "TFLOP/s|TB/s" 's/ \(.*//' "$@"; }                # NAME ARGS...: the rate
 ab_ms() { each "ms median" 's/^ +//; s/ of .*//' "$@"; }       # NAME ARGS...: the median in ms
-want() { { [ "$set_" = all ] && [ "$1" != rows ]; } || [ "$set_" = "$1" ]; }
+want() { { [ "$set_" = all ] && [ "$1" != rows ] && [ "$1" != atomic ]; } || [ "$set_" = "$1" ]; }
 echo "== 2. every build in turn, $rounds rounds"
 for r in $(seq "$rounds"); do
   echo "-- round $r"
@@ -80,6 +82,16 @@ for r in $(seq "$rounds"); do
       ab "bwd d64 S4k B4 H32" attention_bwd -D HEAD_DIM=64 $(grad 4 32 4096 64) --arg scale=$s64 --iters 10 --flops "10*4*32*4096*4096*64"
       ab "bwd d256 S4k B4 H8" attention_bwd -D HEAD_DIM=256 $(grad 4 8 4096 256) --arg scale=$s256 --iters 10 --flops "10*4*8*4096*4096*256"
       ab "bwd d128 S1k B16" attention_bwd $(grad 16 16 1024 128) --arg scale=$s128 --iters 10 --flops "10*16*16*1024*1024*128"
+    }
+  fi
+  if want atomic; then
+    # shellcheck disable=SC2046
+    {
+      ab "bwd d128 S16k DETERMINISTIC=0" attention_bwd -D DETERMINISTIC=0 $(grad 1 16 16384 128) --arg scale=$s128 --iters 5 --flops "10*16*16384*16384*128"
+      ab "bwd d128 S16k causal DET=0" attention_bwd -D DETERMINISTIC=0 -D CAUSAL=1 $(grad 1 16 16384 128) --arg scale=$s128 --iters 5 --flops "5*16*16384*16384*128"
+      ab "bwd d128 S1k B16 DET=0" attention_bwd -D DETERMINISTIC=0 $(grad 16 16 1024 128) --arg scale=$s128 --iters 10 --flops "10*16*16*1024*1024*128"
+      ab "bwd d64 S4k B4 H32 DET=0" attention_bwd -D DETERMINISTIC=0 -D HEAD_DIM=64 $(grad 4 32 4096 64) --arg scale=$s64 --iters 10 --flops "10*4*32*4096*4096*64"
+      ab "bwd d128 S16k" attention_bwd $(grad 1 16 16384 128) --arg scale=$s128 --iters 5 --flops "10*16*16384*16384*128"
     }
   fi
   if want gemm; then

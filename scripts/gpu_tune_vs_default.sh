@@ -7,7 +7,8 @@
 # space; the default is always benched with none.
 #
 # usage: scripts/gpu_tune_vs_default.sh [KIRC] [GROUPS]   (GROUPS: any of gemm fwd bwd norm;
-#   default all). attention_bwd's space is narrowed to 4 warps (its default's policy).
+#   default all). attention_bwd's space is narrowed to 4 warps (its default's policy), and at
+#   head dims 64 and 128 to unspecialized kernels.
 # Build the binary where Rust is: cargo build --release -p kirc --features cuda
 set -uo pipefail
 
@@ -51,6 +52,10 @@ want bwd && for d in 64 128; do
   # shellcheck disable=SC2086
   case_ "attention_bwd_d$d" "--stages 2 --warp-specialize off --warps 4" attention_bwd -D HEAD_DIM=$d $bwd
 done
+# d256: its default is warp-specialized (docs/configs.md), so the tuner keeps that axis open.
+want bwd && case_ attention_bwd_d256 "--stages 2 --warps 4" attention_bwd -D HEAD_DIM=256 \
+  --shape q=2x8x4096x256 --shape k=2x8x4096x256 --shape v=2x8x4096x256 --shape o=2x8x4096x256 \
+  --shape do=2x8x4096x256 --shape lse=2x8x4096 --arg scale=0.0625
 want norm && case_ rmsnorm_fwd "--stages 2 --warp-specialize off" rmsnorm_fwd --shape x=16384x4096 --shape w=4096 --arg eps=1e-5
 want norm && case_ layernorm_fwd "--stages 2 --warp-specialize off" layernorm_fwd --shape x=16384x4096 --shape w=4096 --shape b=4096 --arg eps=1e-5
 want norm && case_ rmsnorm_bwd "--stages 2 --warp-specialize off" rmsnorm_bwd --shape x=16384x4096 --shape w=4096 --shape dy=16384x4096 --arg eps=1e-5
