@@ -13,7 +13,7 @@
 #     4096×128256×4096; rmsnorm_fwd, layernorm_fwd, rmsnorm_bwd and layernorm_bwd at
 #     16384×4096 (bf16 everywhere). TFLOP/s (backward at 2.5× the forward's FLOPs) or TB/s, the
 #     median of each bench's runs.
-# --set picks part of step 2: all (default), attention, bwd, gemm or norms, or rows or atomic (not in
+# --set picks part of step 2: all (default), attention, bwd, gemm or norms, or rows (not in
 # all): the per-target rows chosen or changed where no GPU was lent (docs/configs.md), each
 # as its median time in ms: gemm at 16 and 64 rows (the warp-specialized M ≤ 64 row and
 # the swapped one), attention_bwd d96 (`.minnctapersm 2`), d128 with a mask or a causal
