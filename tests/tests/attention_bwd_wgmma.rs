@@ -165,7 +165,8 @@ fn the_bulk_reductions_read_is_waited_for_late() {
                     && !tail.iter().any(|l| l.contains(wait)),
                 "d{d}: the issue at line {i} is waited for at once: {tail:?}"
             );
-            // Before the staging writes: the wait, then the barrier.
+            // Before the staging writes: the wait, then the barrier, then only the stores'
+            // addresses (no wgmma) up to the first store.
             let stores = lines[..i]
                 .iter()
                 .rposition(|l| l.contains("st.shared.v2.f32"))
@@ -174,10 +175,17 @@ fn the_bulk_reductions_read_is_waited_for_late() {
                 .iter()
                 .rposition(|l| !l.contains("st.shared.v2.f32"))
                 .expect("the line before the stores");
+            let bar = lines[..=first_store]
+                .iter()
+                .rposition(|l| l.contains("bar.sync"))
+                .expect("a barrier before the stores");
             assert!(
-                lines[first_store].contains("bar.sync") && lines[first_store - 1].contains(wait),
+                lines[bar - 1].contains(wait)
+                    && !lines[bar..stores]
+                        .iter()
+                        .any(|l| l.contains("wgmma") || l.contains(issue)),
                 "d{d}: {:?}",
-                &lines[first_store - 1..=first_store]
+                &lines[bar - 1..=first_store]
             );
         }
         // And once after the last issue, before the kernel returns.

@@ -13,18 +13,31 @@
 //! (`finish`), so the read overlaps the rest of the step instead of stalling the issuing
 //! warp, and with it its warpgroup's next wgmma, right after the issue.
 //!
+//! The tensor's rows may be C or C + `PAD` elements long (the pad is never written by the tile
+//! and never read by attention_bwd). attention_bwd's accumulator has rows of BLOCK_M + 4: with
+//! rows of exactly C·4 bytes (256 at BLOCK_M = 64) the 8 rows that one 8-byte store of the mma
+//! layout writes fall in the same 8 banks, an 8-way conflict (ncu: 24 % of the atomic dK/dV
+//! kernel's shared wavefronts were excess); 16 more bytes shift each row by 4 banks, so the
+//! store's 256 bytes take 2 wavefronts, the least they can, and the region stays one dense
+//! range of the tensor, added by one request. One request per unpadded global row instead
+//! (128 of 256 bytes per step) ran the atomic mode at 217 TFLOP/s against 396 (d128 S = 16k,
+//! docs/benchmarks.md).
+//!
 //! Taken when the target has TMA, the tile is an unmasked f32 `RowMma` [R, C] tile (C even)
 //! whose offsets in the tensor's innermost dims are literal 0, and the innermost stride is 1.
-//! At run time the tensor's two innermost dims must be R and C and its row stride C, so the
-//! tile is exactly one dense region of R·C·4 bytes (a multiple of 16), 16-byte aligned, with
-//! its leading offsets inside the tensor; a launch that breaks a rule takes the per-element
-//! path (mma_store.rs) instead, chosen by a uniform branch.
+//! At run time the tensor's two innermost dims must be R and C or C + PAD, with dense rows, so
+//! the tile's rows are one region of R rows of the tensor (a multiple of 16 bytes), 16-byte
+//! aligned, with its leading offsets inside the tensor; a launch that breaks a rule takes the
+//! per-element path (mma_store.rs) instead, chosen by a uniform branch.
 
 use super::ctx::{Ctx, TensorInfo};
 use crate::ptx::emit::isa::Isa;
 use crate::ptx::emit::{PtxInst, Reg, RegClass};
 use crate::ptx::plan::layout::{self, Layout};
 use kir_ir::{Dtype, Offset, OpData, Opcode};
+
+/// Elements of padding a tensor's rows may have past the tile's C columns (see the module doc).
+pub const PAD: usize = 4;
 
 /// Lowers `op` (an `atomic_add` of `regs`, a `layout` tile of `shape`, at `offs` of `info`) as a
 /// bulk reduction when it qualifies (see the module doc), with `fallback` emitted on the
@@ -57,7 +70,9 @@ pub(super) fn bulk_add(
         return false;
     }
     let (rows, cols) = (shape[0], shape[1]);
-    let bytes = (rows * cols * 4) as u32;
+    // Rows of C or C + PAD elements (see the module doc): the region holds the longer.
+    let padded = cols + PAD;
+    let bytes = (rows * padded * 4) as u32;
     // One region for the kernel's bulk reductions (they run one after another, each waiting
     // until its region is read before the barrier that ends the next one's writes).
     let off = match c.mem.bulk_region {
@@ -68,20 +83,22 @@ pub(super) fn bulk_add(
             off
         }
     };
-    // The run-time rules: the innermost dims R and C, the row stride C, leading offsets inside
-    // the tensor, the base 16-byte aligned. Uniform across the block (scalars of the program).
+    // The run-time rules: the innermost dims R and C or C + PAD, dense rows, leading offsets
+    // inside the tensor, the base 16-byte aligned. Uniform across the block (scalars of the
+    // program).
     let gaddr = c.b.reg(RegClass::B64);
     c.b.ins(PtxInst::new("mov.b64").op(gaddr).op(info.ptr));
-    let ok = c.b.reg(RegClass::Pred);
-    c.b.ins(
-        PtxInst::new("setp.eq.u32")
-            .op(ok)
-            .op(info.strides[rank - 2])
-            .op(cols),
-    );
-    for (d, want) in [(rank - 2, rows), (rank - 1, cols)] {
+    let row = info.dims[rank - 1];
+    let (ok, p) = (c.b.reg(RegClass::Pred), c.b.reg(RegClass::Pred));
+    c.b.ins(PtxInst::new("setp.eq.u32").op(ok).op(row).op(cols));
+    c.b.ins(PtxInst::new("setp.eq.u32").op(p).op(row).op(padded));
+    c.b.ins(PtxInst::new("or.pred").op(ok).op(ok).op(p));
+    for (have, want) in [
+        (info.strides[rank - 2], row),
+        (info.dims[rank - 2], c.b.imm32(rows as i64)),
+    ] {
         let p = c.b.reg(RegClass::Pred);
-        c.b.ins(PtxInst::new("setp.eq.u32").op(p).op(info.dims[d]).op(want));
+        c.b.ins(PtxInst::new("setp.eq.u32").op(p).op(have).op(want));
         c.b.ins(PtxInst::new("and.pred").op(ok).op(ok).op(p));
     }
     for d in 0..rank - 2 {
@@ -109,19 +126,23 @@ pub(super) fn bulk_add(
     c.and_aligned(ok, gaddr, 16);
     let (slow, done) = (c.b.label("bulk_add_slow"), c.b.label("bulk_add_done"));
     c.b.ins_if(ok, true, PtxInst::new("bra.uni").op(&slow));
-    // The tile into the region, row-major: this thread's slots sit at constant offsets from
-    // its row and column base, its column pairs as one 8-byte store.
+    // The tile into the region in the tensor's order (rows of `pitch` bytes): this thread's
+    // slots sit at constant offsets from one address per slot row, its column pairs as one
+    // 8-byte store.
     let (rowbase, colbase) = (c.rowbase(shape), c.thread.colbase);
-    let lin = c.b.reg(RegClass::B32);
+    let pitch = c.b.reg(RegClass::B32);
+    c.b.ins(PtxInst::new("shl.b32").op(pitch).op(row).op(2));
+    let (lin, col4) = (c.b.reg(RegClass::B32), c.b.reg(RegClass::B32));
+    c.b.ins(PtxInst::new("shl.b32").op(col4).op(colbase).op(2));
     c.b.ins(
         PtxInst::new("mad.lo.s32")
             .op(lin)
             .op(rowbase)
-            .op(cols)
-            .op(colbase),
+            .op(pitch)
+            .op(col4),
     );
-    c.b.ins(PtxInst::new("mul.lo.s32").op(lin).op(lin).op(4));
     let base = c.shared_at(off, lin);
+    let mut row_bases: Vec<(usize, Reg)> = Vec::new();
     // Earlier readers of the region are done: the issuing thread waits for the previous bulk
     // reduction's read (none pending on the first: the wait returns at once), and the barrier
     // tells every other thread.
@@ -129,10 +150,25 @@ pub(super) fn bulk_add(
     c.sync_block();
     for (s, pair) in regs.chunks(2).enumerate() {
         let (ro, co) = layout::rowmma_slot(shape, 2 * s);
-        let at = (ro * cols + co) * 4;
+        let at = match row_bases.iter().find(|(r, _)| *r == ro) {
+            Some(&(_, a)) => a,
+            None => {
+                let a = c.b.reg(RegClass::B32);
+                let ro_reg = c.b.imm32(ro as i64);
+                c.b.ins(
+                    PtxInst::new("mad.lo.s32")
+                        .op(a)
+                        .op(ro_reg)
+                        .op(pitch)
+                        .op(base),
+                );
+                row_bases.push((ro, a));
+                a
+            }
+        };
         c.b.ins(
             PtxInst::new("st.shared.v2.f32")
-                .addr_off(base, at)
+                .addr_off(at, co * 4)
                 .vec([pair[0], pair[1]]),
         );
     }
@@ -143,6 +179,13 @@ pub(super) fn bulk_add(
     // before the kernel returns (`finish`).
     let zero = c.b.imm32(0);
     let region = c.shared_at(off, zero);
+    let size = c.b.reg(RegClass::B32);
+    c.b.ins(
+        PtxInst::new("mul.lo.s32")
+            .op(size)
+            .op(pitch)
+            .op(rows as u32),
+    );
     c.b.need(Isa::CP_REDUCE_ASYNC_BULK);
     c.b.ins_if(
         first,
@@ -150,7 +193,7 @@ pub(super) fn bulk_add(
         PtxInst::new("cp.reduce.async.bulk.global.shared::cta.bulk_group.add.f32")
             .addr(gaddr)
             .addr(region)
-            .op(bytes),
+            .op(size),
     );
     c.b.ins_if(first, false, PtxInst::new("cp.async.bulk.commit_group"));
     c.b.ins(PtxInst::new("bra.uni").op(&done));
