@@ -287,7 +287,10 @@ pub(super) const ATTENTION_ROWS: &[Row] = &[
     // registers at d128). H200, d128 S = 16k (call E1,
     // docs/gpu-results/2026-12-05-e1-torch-shapes-bwd-ws.txt): 322.2 TFLOP/s against the
     // deterministic default's 392.6 (warp-specialized 335.4; with a 24-register producer
-    // 359.2), so the deterministic mode stays the default.
+    // 359.2). Since dq_acc's padded rows and the dots issued in pairs (an H100, calls S3 and
+    // S6, docs/gpu-results/2026-12-06-s1-s7-h100-atomic-gemm-tune.txt): 448.5–459 against
+    // the deterministic default's 441–474 in the same calls, within the runs' spread, so the
+    // deterministic mode stays the default.
     bwd_row(
         |f| f.half() && f.head_dim == Some(64) && !f.softcap && f.dots == 5,
         BWD_64_KEYS,
