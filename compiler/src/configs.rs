@@ -58,6 +58,9 @@ pub struct Config {
     /// Blocks per SM that ptxas must fit (`.minnctapersm`), where ptxas's own register cap
     /// spills (`PtxOptions::min_blocks`).
     pub min_blocks: Option<u32>,
+    /// With warp specialization: at most this many registers a consumer thread (`None`: what
+    /// the block leaves it, up to `setmaxnreg`'s 256).
+    pub consumer_regs: Option<u32>,
     /// Which row applied and why, or why none did: the `configuration:` line of
     /// `kirc compile --report` (empty where no configuration was looked up).
     pub report: String,
@@ -183,6 +186,9 @@ pub fn target_config(
     if let Some(n) = row.min_blocks {
         parts.push(format!("at least {n} blocks per SM"));
     }
+    if let Some(n) = row.consumer_regs {
+        parts.push(format!("consumer at {n} registers"));
+    }
     Config {
         report: format!(
             "configuration: {what}: {} — matched: {}",
@@ -198,6 +204,7 @@ pub fn target_config(
         swap_operands: row.swap_operands,
         cluster: row.cluster,
         min_blocks: row.min_blocks,
+        consumer_regs: row.consumer_regs,
     }
 }
 

@@ -55,8 +55,9 @@ pub enum WsChoice {
     /// The PTX backend's plan for each kernel (`WsPlan::one_consumer`): a producer warpgroup and
     /// the kernel's own block (the warps the backend's block policy gives it) as one consumer,
     /// so each kernel of a program keeps its own warps (attention_bwd's dK/dV kernel 8 for its
-    /// 128-key rows, its dQ kernel 4); a kernel the pass cannot split is its error.
-    OneConsumer,
+    /// 128-key rows, its dQ kernel 4); a kernel the pass cannot split is its error. With a
+    /// register count, each consumer thread takes at most that many.
+    OneConsumer(Option<u32>),
 }
 
 /// What the scheduling passes may use and are asked for.

@@ -429,9 +429,10 @@ impl CompilePlan {
         } else if let Some(choice) = &self.flags.ws_plan {
             choice.clone()
         } else {
+            let max_regs = self.config.consumer_regs;
             match self.ptx_options().warps {
-                Some(w) => WsChoice::Plan(WsPlan::one_consumer(w)),
-                None => WsChoice::OneConsumer,
+                Some(w) => WsChoice::Plan(WsPlan::one_consumer(w, max_regs)),
+                None => WsChoice::OneConsumer(max_regs),
             }
         };
         options(

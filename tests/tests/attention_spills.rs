@@ -207,12 +207,44 @@ fn backward_d64_feature_pairs_do_not_spill() {
 }
 
 /// A causal window with a key length and a KV offset at 16-bit d256 (deterministic): the
-/// warp-specialized sm_90a kernels' consumer at 240 registers spilled 20 bytes; the one
-/// consumer's budget is now what its block leaves, up to `setmaxnreg`'s 256
-/// (compiler/src/passes/schedule/warp_specialize/types.rs).
+/// warp-specialized sm_90a kernels' consumer at 240 registers spilled 20 bytes; with a band of
+/// keys (a causal window) the one consumer's budget is what its block leaves, up to
+/// `setmaxnreg`'s 256 (compiler/src/passes/schedule/warp_specialize/types.rs), and 240
+/// otherwise (the d256 rows of compiler/src/configs/attention_rows.rs: 256 everywhere cost
+/// the causal kernel 2.8 %), which the key lengths and the KV offset alone fit.
 #[test]
 fn backward_d256_with_a_window_key_lengths_and_a_kv_offset_does_not_spill() {
     check_features("256", &["WINDOW", "VARLEN", "KV_OFFSET"], "1");
+    check_features("256", &["VARLEN", "KV_OFFSET"], "1");
+}
+
+/// The d256 consumer's budget by row: 240 registers without a causal window, 256 with one.
+#[test]
+fn the_d256_consumer_takes_256_registers_only_with_a_band() {
+    let src = kir_compiler::internal::oplib::builtin("attention_bwd").expect("attention_bwd");
+    for (features, want) in [
+        (&[][..], 240),
+        (&[("CAUSAL", "1")][..], 240),
+        (&[("CAUSAL", "1"), ("VARLEN", "1"), ("KV_OFFSET", "1")][..], 240),
+        (&[("CAUSAL", "1"), ("WINDOW", "1")][..], 256),
+    ] {
+        let defs: Vec<(String, String)> = [("HEAD_DIM", "256")]
+            .iter()
+            .chain(features)
+            .map(|(n, v)| (n.to_string(), v.to_string()))
+            .collect();
+        let ptx = compile(src, &defs, None, Target::Sm90a, Emit::Ptx)
+            .unwrap_or_else(|e| panic!("{features:?}: {e}"))
+            .text;
+        let budgets: Vec<&str> = ptx
+            .lines()
+            .filter_map(|l| l.trim().strip_prefix("setmaxnreg.inc.sync.aligned.u32 "))
+            .collect();
+        assert_eq!(budgets.len(), 2, "{features:?}: one consumer in each of the two kernels");
+        for b in budgets {
+            assert_eq!(b, format!("{want};"), "{features:?}");
+        }
+    }
 }
 
 /// 16-bit d96 (the op's tiles), where ptxas 13.0 capped the deterministic dQ kernel at 168

@@ -24,7 +24,7 @@ fn scheduled(name: &str, defs: &[(&str, &str)], programs: u32, warps: u32) -> ki
     };
     let p = persistent(&spec(name, defs), programs).expect("persistent");
     let piped = pipelining(&p, &cfg).expect("pipelining");
-    warp_specialize_within(&piped, &WsPlan::one_consumer(warps), 232_448).expect("ws")
+    warp_specialize_within(&piped, &WsPlan::one_consumer(warps, None), 232_448).expect("ws")
 }
 
 fn attr_count(m: &kir_ir::Module, op: Opcode, key: &str) -> usize {

@@ -69,7 +69,7 @@ fn rotated_consumer_loops_are_exact_under_20_seeds() {
     };
     let cases: &[&[(&str, &str)]] = &[&[], &[("CAUSAL", "1")], &[("HEAD_DIM", "128")]];
     for defs in cases {
-        for plan in [WsPlan::one_consumer(4), WsPlan::FA3] {
+        for plan in [WsPlan::one_consumer(4, None), WsPlan::FA3] {
             let what = format!("attention_fwd {defs:?} warp-specialized ({})", plan.name);
             let before = spec("attention_fwd", defs);
             let piped = pipelining(&before, &cp).expect("pipelining");

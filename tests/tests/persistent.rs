@@ -73,13 +73,13 @@ fn persistent_warp_specialized_rings_hold_under_20_seeds() {
         (
             "gemm",
             vec![("EPILOGUE", "bias"), ("GROUP_M", "2"), ("BLOCK_M", "16")],
-            WsPlan::one_consumer(8),
+            WsPlan::one_consumer(8, None),
         ),
         ("attention_fwd", vec![], WsPlan::GEMM),
         (
             "attention_fwd",
             vec![("CAUSAL", "1")],
-            WsPlan::one_consumer(4),
+            WsPlan::one_consumer(4, None),
         ),
     ] {
         let before = spec(name, &defs);
@@ -147,7 +147,7 @@ fn register_budgets_over_the_entry_allocation_are_refused() {
     let msg = format!("{e:?}");
     assert!(msg.contains("over the 64512"), "{msg}");
     // The backend's plan for 8 consumer warps fits.
-    let plan = WsPlan::one_consumer(8);
+    let plan = WsPlan::one_consumer(8, None);
     assert!(
         (4 * plan.producer_regs + 8 * plan.consumer_regs) * 32 <= 64_512,
         "{plan:?}"

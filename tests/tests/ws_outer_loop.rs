@@ -50,7 +50,7 @@ fn the_dkdv_kernels_outer_loop_is_warp_specialized_and_exact() {
             let before = spec("attention_bwd", defs);
             let piped = pipelining(&before, &cfg).unwrap_or_else(|e| panic!("{what}: {e:?}"));
             let after = checked(
-                warp_specialize_within(&piped, &WsPlan::one_consumer(4), 232_448)
+                warp_specialize_within(&piped, &WsPlan::one_consumer(4, None), 232_448)
                     .unwrap_or_else(|e| panic!("{what}: {e:?}")),
                 &what,
             );

@@ -50,6 +50,7 @@ pub(super) const ATTENTION_ROWS: &[Row] = &[
         swap_operands: false,
         cluster: false,
         min_blocks: None,
+        consumer_regs: None,
     },
     Row {
         cuda: false,
@@ -65,6 +66,7 @@ pub(super) const ATTENTION_ROWS: &[Row] = &[
         swap_operands: false,
         cluster: false,
         min_blocks: None,
+        consumer_regs: None,
     },
     // With an additive mask tile the 160-register consumers spill (844 bytes at 192×128):
     // the unspecialized tile, two blocks of two warpgroups per SM.
@@ -82,6 +84,7 @@ pub(super) const ATTENTION_ROWS: &[Row] = &[
         swap_operands: false,
         cluster: false,
         min_blocks: None,
+        consumer_regs: None,
     },
     Row {
         cuda: false,
@@ -97,6 +100,7 @@ pub(super) const ATTENTION_ROWS: &[Row] = &[
         swap_operands: false,
         cluster: false,
         min_blocks: None,
+        consumer_regs: None,
     },
     Row {
         cuda: false,
@@ -112,6 +116,7 @@ pub(super) const ATTENTION_ROWS: &[Row] = &[
         swap_operands: false,
         cluster: false,
         min_blocks: None,
+        consumer_regs: None,
     },
     Row {
         cuda: false,
@@ -131,6 +136,7 @@ pub(super) const ATTENTION_ROWS: &[Row] = &[
         swap_operands: false,
         cluster: false,
         min_blocks: None,
+        consumer_regs: None,
     },
     // d256 without causal masking, an additive mask or a soft cap at up to 4,096 queries (the
     // query count known from the shapes): FlashAttention-3's 128×80 tile, warp-specialized, a
@@ -167,6 +173,7 @@ pub(super) const ATTENTION_ROWS: &[Row] = &[
         swap_operands: false,
         cluster: false,
         min_blocks: None,
+        consumer_regs: None,
     },
     // d256 without causal masking, an additive mask or a soft cap at longer or unknown lengths:
     // the 128×80 tile unspecialized. Call M4 (H100), B 1 S 16k: 654.7/641.5 TFLOP/s against
@@ -186,6 +193,7 @@ pub(super) const ATTENTION_ROWS: &[Row] = &[
         swap_operands: false,
         cluster: false,
         min_blocks: None,
+        consumer_regs: None,
     },
     Row {
         cuda: false,
@@ -201,6 +209,7 @@ pub(super) const ATTENTION_ROWS: &[Row] = &[
         swap_operands: false,
         cluster: false,
         min_blocks: None,
+        consumer_regs: None,
     },
     // Attention backward at head dims 64 and 128 on sm_90a (the measured ones): 64 keys per dK/dV program and
     // 64-query steps, 64-row query and key blocks for dQ, on 4 warps, so that every dot of the
@@ -248,8 +257,23 @@ pub(super) const ATTENTION_ROWS: &[Row] = &[
     // against 8.41, dQ 8.09 against 5.45): the unspecialized dQ kernel runs two blocks per SM;
     // the 128-key dK/dV kernel runs one either way, and why it loses is not known (call G1's
     // ncu: it issues less, with more stalls on L1TEX scoreboards).
+    //
+    // Its 4-warp consumer takes 240 registers a thread, except with a band of keys (a causal
+    // window), where the dQ kernel spilled 20 bytes at 240 with key lengths and a KV offset and
+    // takes all 256 that `setmaxnreg` allows. 256 everywhere cost the causal kernel 2.8 % (an
+    // H100, call S1: 2.92–2.94 ms against 2.84–2.86 at B 4 S 4k;
+    // docs/gpu-results/2026-12-06-s1-s7-h100-atomic-gemm-tune.txt).
     Row {
         warp_specialize: true,
+        ..bwd_row(
+            |f| f.half() && f.head_dim == Some(256) && !f.mask && !f.softcap && f.dots <= 4 && f.band,
+            BWD_64_KEYS,
+            None,
+        )
+    },
+    Row {
+        warp_specialize: true,
+        consumer_regs: Some(240),
         ..bwd_row(
             |f| f.half() && f.head_dim == Some(256) && !f.mask && !f.softcap && f.dots <= 4,
             BWD_64_KEYS,
@@ -355,6 +379,7 @@ pub(super) const ATTENTION_ROWS: &[Row] = &[
     Row {
         targets: &[Target::Sm100a],
         min_blocks: Some(2),
+        consumer_regs: None,
         ..tile_row(
             Class::AttentionBwd,
             |f| f.half() && f.head_dim == Some(64),
@@ -370,6 +395,7 @@ pub(super) const ATTENTION_ROWS: &[Row] = &[
     Row {
         targets: &[Target::Sm90a, Target::Sm100a],
         min_blocks: Some(2),
+        consumer_regs: None,
         ..tile_row(
             Class::AttentionBwd,
             |f| f.half() && f.head_dim == Some(96),

@@ -34,6 +34,9 @@ pub(super) struct Row {
     pub(super) cluster: bool,
     /// Blocks per SM that ptxas must fit (`.minnctapersm`; `PtxOptions::min_blocks`).
     pub(super) min_blocks: Option<u32>,
+    /// With warp specialization: at most this many registers a consumer thread (a multiple of
+    /// 8), below what the block leaves it (`WsPlan::one_consumer`).
+    pub(super) consumer_regs: Option<u32>,
 }
 
 /// The rows of dot loops, row reductions and elementwise kernels (H200 measurements of
@@ -98,6 +101,7 @@ pub(super) const ROWS: &[Row] = &[
         swap_operands: false,
         cluster: false,
         min_blocks: None,
+        consumer_regs: None,
     },
     Row {
         cuda: false,
@@ -118,6 +122,7 @@ pub(super) const ROWS: &[Row] = &[
         swap_operands: false,
         cluster: false,
         min_blocks: None,
+        consumer_regs: None,
     },
     // One wave (the output's shape known, and no more 128×256 tiles than SMs: 2048³,
     // 1024×4096×4096): the persistent grid's tile loop only adds work to the one tile each SM
@@ -249,6 +254,7 @@ pub(super) const fn tile_row(
         swap_operands: false,
         cluster: false,
         min_blocks: None,
+        consumer_regs: None,
     }
 }
 
@@ -297,6 +303,7 @@ pub(super) const fn bwd_row(
         swap_operands: false,
         cluster: false,
         min_blocks: None,
+        consumer_regs: None,
     }
 }
 
@@ -362,6 +369,7 @@ const fn sm90a_gemm_row(
         swap_operands: false,
         cluster: false,
         min_blocks: None,
+        consumer_regs: None,
     }
 }
 
@@ -386,5 +394,6 @@ pub(super) const fn cuda_row(
         swap_operands: false,
         cluster: false,
         min_blocks: None,
+        consumer_regs: None,
     }
 }

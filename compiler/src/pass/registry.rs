@@ -196,10 +196,11 @@ impl Pass for WarpSpecialize {
             WsChoice::Off => return Ok(None),
             WsChoice::Auto => ws_plans(target),
             WsChoice::Plan(p) => vec![p.clone()],
-            WsChoice::OneConsumer => {
-                let plan = |k: &kir_ir::Kernel| {
+            WsChoice::OneConsumer(max_regs) => {
+                let max_regs = *max_regs;
+                let plan = move |k: &kir_ir::Kernel| {
                     let (block, _) = kir_backends::ptx::plan::block::block_policy(k);
-                    passes::WsPlan::one_consumer(block.warps)
+                    passes::WsPlan::one_consumer(block.warps, max_regs)
                 };
                 return passes::warp_specialize_each(m, &plan, target.smem_per_block()).map(Some);
             }

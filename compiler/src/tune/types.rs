@@ -121,6 +121,9 @@ impl Candidate {
             // its own, so where a row asked for one (attention_bwd d96 on sm_90a) ptxas keeps
             // its own register cap, and a candidate that spills there is what the tuner times.
             min_blocks: None,
+            // Nor is the consumer's register budget: a tuned warp-specialized candidate's
+            // consumer gets what its block leaves it.
+            consumer_regs: None,
             report: format!("configuration: tuned: {}", self.cli_args()),
         }
     }

@@ -61,8 +61,10 @@ impl WsPlan {
     /// one consumer at the budget left (at most `setmaxnreg`'s 256), so the consumer's code is
     /// the unspecialized kernel's. A 4-warp consumer gets 256: at 240 the d256 backward's
     /// consumer spilled 20 bytes with a causal window, key lengths and a KV offset
-    /// (tests/tests/attention_spills.rs); 8-warp consumers get 232 from their pool.
-    pub fn one_consumer(warps: u32) -> WsPlan {
+    /// (tests/tests/attention_spills.rs); 8-warp consumers get 232 from their pool. `max_regs`
+    /// caps the consumer's budget below that (a configuration row's `consumer_regs`; rounded
+    /// down to a multiple of 8, at least 24).
+    pub fn one_consumer(warps: u32, max_regs: Option<u32>) -> WsPlan {
         // What the block starts with (its `.maxnreg`), less the producer's share.
         let threads = (4 + warps.max(1)) * 32;
         let pool = 65536 / threads / 8 * 8 * threads;
@@ -73,7 +75,9 @@ impl WsPlan {
             producer_regs: 32,
             consumers: 1,
             consumer_warps: warps,
-            consumer_regs: (left / 8 * 8).min(256),
+            consumer_regs: (left / 8 * 8)
+                .min(256)
+                .min(max_regs.map_or(256, |r| (r / 8 * 8).max(24))),
             split_axis: 0,
             pingpong: false,
         }
