@@ -261,8 +261,9 @@ pub(super) const ATTENTION_ROWS: &[Row] = &[
     // Its 4-warp consumer takes 240 registers a thread, except with a band of keys (a causal
     // window), where the dQ kernel spilled 20 bytes at 240 with key lengths and a KV offset and
     // takes all 256 that `setmaxnreg` allows. 256 everywhere cost the causal kernel 2.8 % (an
-    // H100, call S1: 2.92–2.94 ms against 2.84–2.86 at B 4 S 4k;
-    // docs/gpu-results/2026-12-06-s1-s7-h100-atomic-gemm-tune.txt).
+    // H100, call S1: 2.92–2.94 ms against 2.84–2.86 at B 4 S 4k); call S8 measured this row
+    // against it: causal 2.863–2.879 ms against 2.939–2.957, non-causal within 0.5 %
+    // (docs/gpu-results/2026-12-06-s1-s8-h100-atomic-gemm-tune.txt).
     Row {
         warp_specialize: true,
         ..bwd_row(
@@ -312,7 +313,7 @@ pub(super) const ATTENTION_ROWS: &[Row] = &[
     // docs/gpu-results/2026-12-05-e1-torch-shapes-bwd-ws.txt): 322.2 TFLOP/s against the
     // deterministic default's 392.6 (warp-specialized 335.4; with a 24-register producer
     // 359.2). Since dq_acc's padded rows and the dots issued in pairs (an H100, calls S3 and
-    // S6, docs/gpu-results/2026-12-06-s1-s7-h100-atomic-gemm-tune.txt): 448.5–459 against
+    // S6, docs/gpu-results/2026-12-06-s1-s8-h100-atomic-gemm-tune.txt): 448.5–459 against
     // the deterministic default's 441–474 in the same calls, within the runs' spread, so the
     // deterministic mode stays the default.
     bwd_row(
