@@ -429,10 +429,9 @@ impl CompilePlan {
         } else if let Some(choice) = &self.flags.ws_plan {
             choice.clone()
         } else {
-            let max_regs = self.config.consumer_regs;
             match self.ptx_options().warps {
-                Some(w) => WsChoice::Plan(WsPlan::one_consumer(w, max_regs)),
-                None => WsChoice::OneConsumer(max_regs),
+                Some(w) => WsChoice::Plan(WsPlan::one_consumer(w, self.config.consumer_regs)),
+                None => WsChoice::OneConsumer(self.config.consumer_regs),
             }
         };
         options(

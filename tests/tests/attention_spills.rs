@@ -225,7 +225,10 @@ fn the_d256_consumer_takes_256_registers_only_with_a_band() {
     for (features, want) in [
         (&[][..], 240),
         (&[("CAUSAL", "1")][..], 240),
-        (&[("CAUSAL", "1"), ("VARLEN", "1"), ("KV_OFFSET", "1")][..], 240),
+        (
+            &[("CAUSAL", "1"), ("VARLEN", "1"), ("KV_OFFSET", "1")][..],
+            240,
+        ),
         (&[("CAUSAL", "1"), ("WINDOW", "1")][..], 256),
     ] {
         let defs: Vec<(String, String)> = [("HEAD_DIM", "256")]
@@ -240,7 +243,11 @@ fn the_d256_consumer_takes_256_registers_only_with_a_band() {
             .lines()
             .filter_map(|l| l.trim().strip_prefix("setmaxnreg.inc.sync.aligned.u32 "))
             .collect();
-        assert_eq!(budgets.len(), 2, "{features:?}: one consumer in each of the two kernels");
+        assert_eq!(
+            budgets.len(),
+            2,
+            "{features:?}: one consumer in each of the two kernels"
+        );
         for b in budgets {
             assert_eq!(b, format!("{want};"), "{features:?}");
         }

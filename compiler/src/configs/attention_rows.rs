@@ -267,7 +267,14 @@ pub(super) const ATTENTION_ROWS: &[Row] = &[
     Row {
         warp_specialize: true,
         ..bwd_row(
-            |f| f.half() && f.head_dim == Some(256) && !f.mask && !f.softcap && f.dots <= 4 && f.band,
+            |f| {
+                f.half()
+                    && f.head_dim == Some(256)
+                    && !f.mask
+                    && !f.softcap
+                    && f.dots <= 4
+                    && f.band
+            },
             BWD_64_KEYS,
             None,
         )
