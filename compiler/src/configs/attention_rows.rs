@@ -4,7 +4,7 @@
 //! Each row's comment names the measurement behind it (docs/benchmarks.md, docs/configs.md).
 
 use super::table::{bwd_row, cuda_row, tile_row, Row, BWD_128_KEYS, BWD_16_KEYS, BWD_64_KEYS};
-use crate::structure::{Class, Role};
+use crate::structure::{Class, Features, Role};
 use kir_backends::Target;
 
 /// The attention rows (H200 measurements of 2026-12-01 and 12-02, docs/history/benchmarks-log.md
@@ -266,27 +266,12 @@ pub(super) const ATTENTION_ROWS: &[Row] = &[
     // (docs/gpu-results/2026-12-06-s1-s8-h100-atomic-gemm-tune.txt).
     Row {
         warp_specialize: true,
-        ..bwd_row(
-            |f| {
-                f.half()
-                    && f.head_dim == Some(256)
-                    && !f.mask
-                    && !f.softcap
-                    && f.dots <= 4
-                    && f.band
-            },
-            BWD_64_KEYS,
-            None,
-        )
+        ..bwd_row(|f| bwd_d256(f) && f.band, BWD_64_KEYS, None)
     },
     Row {
         warp_specialize: true,
         consumer_regs: Some(240),
-        ..bwd_row(
-            |f| f.half() && f.head_dim == Some(256) && !f.mask && !f.softcap && f.dots <= 4,
-            BWD_64_KEYS,
-            None,
-        )
+        ..bwd_row(bwd_d256, BWD_64_KEYS, None)
     },
     // d128 with an additive mask or a key window on the causal bound (a band): the 64-key
     // kernel's extra score-sized tile, or its second position comparison, made ptxas 13.0 spill
@@ -525,3 +510,9 @@ pub(super) const ATTENTION_ROWS: &[Row] = &[
         &[(Role::QueryBlock, 32), (Role::QueryStep, 32)],
     ),
 ];
+
+/// The d256 backward rows' condition: 16-bit, no mask or soft cap, at most four dots (the
+/// deterministic mode).
+fn bwd_d256(f: &Features) -> bool {
+    f.half() && f.head_dim == Some(256) && !f.mask && !f.softcap && f.dots <= 4
+}
