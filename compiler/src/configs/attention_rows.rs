@@ -372,7 +372,6 @@ pub(super) const ATTENTION_ROWS: &[Row] = &[
     Row {
         targets: &[Target::Sm100a],
         min_blocks: Some(2),
-        consumer_regs: None,
         ..tile_row(
             Class::AttentionBwd,
             |f| f.half() && f.head_dim == Some(64),
@@ -388,7 +387,6 @@ pub(super) const ATTENTION_ROWS: &[Row] = &[
     Row {
         targets: &[Target::Sm90a, Target::Sm100a],
         min_blocks: Some(2),
-        consumer_regs: None,
         ..tile_row(
             Class::AttentionBwd,
             |f| f.half() && f.head_dim == Some(96),
