@@ -179,13 +179,18 @@ fn the_bulk_reductions_read_is_waited_for_late() {
                 .iter()
                 .rposition(|l| l.contains("bar.sync"))
                 .expect("a barrier before the stores");
+            // The barrier may be a pair (one per warpgroup, each under its predicate).
+            let bars = lines[..=bar]
+                .iter()
+                .rposition(|l| !l.contains("bar.sync"))
+                .expect("the line before the barriers");
             assert!(
-                lines[bar - 1].contains(wait)
+                lines[bars].contains(wait)
                     && !lines[bar..stores]
                         .iter()
                         .any(|l| l.contains("wgmma") || l.contains(issue)),
                 "d{d}: {:?}",
-                &lines[bar - 1..=first_store]
+                &lines[bars..=first_store]
             );
         }
         // And once after the last issue, before the kernel returns.
@@ -199,6 +204,75 @@ fn the_bulk_reductions_read_is_waited_for_late() {
             lines[after_done..].iter().any(|l| l.contains(wait)),
             "d{d}: no wait for the last bulk reduction before ret"
         );
+    }
+}
+
+#[test]
+fn each_warpgroup_adds_its_own_rows_of_dqt() {
+    // With two warpgroups (d128's 8-warp dK/dV kernel) each stages and adds its own 64 rows of
+    // dqᵀ between named barriers over its 128 threads, ids above the ping-pong's, and its first
+    // thread issues the part's reduction: no block-wide barrier between the staging and the
+    // issue. With one warpgroup (d64) the block does it between `bar.sync 0`s.
+    let src = kir_compiler::internal::oplib::builtin("attention_bwd").expect("attention_bwd");
+    let issue = "cp.reduce.async.bulk.global.shared::cta.bulk_group.add.f32";
+    for (d, split) in [("128", true), ("64", false)] {
+        let ptx = compile(
+            src,
+            &defs(&[("DETERMINISTIC", "0"), ("HEAD_DIM", d)]),
+            None,
+            Target::Sm90a,
+            Emit::Ptx,
+        )
+        .unwrap_or_else(|e| panic!("d{d}: {e}"))
+        .text;
+        let at = ptx
+            .find(".entry attention_bwd_dkdv")
+            .expect("the dK/dV entry");
+        let end = ptx[at..].find("\tret;").map(|e| at + e).expect("its ret");
+        let lines: Vec<&str> = ptx[at..end].lines().collect();
+        let i = lines
+            .iter()
+            .position(|l| l.contains(issue))
+            .expect("a bulk reduction");
+        // From the wait before the staging stores to the issue.
+        let last_store = lines[..i]
+            .iter()
+            .rposition(|l| l.contains("st.shared.v2.f32"))
+            .expect("the staging stores");
+        let wait = lines[..last_store]
+            .iter()
+            .rposition(|l| l.contains("cp.async.bulk.wait_group.read 0;"))
+            .expect("the wait before the staging");
+        let window = &lines[wait..i];
+        let block_bars = window.iter().filter(|l| l.contains("bar.sync 0;")).count();
+        let group_bars = window
+            .iter()
+            .filter(|l| l.contains("bar.sync 6, 128;") || l.contains("bar.sync 7, 128;"))
+            .count();
+        // The issuing thread: each warpgroup's first (tid & 127 == 0) or the block's thread 0.
+        let lead = lines[wait.saturating_sub(3)..wait]
+            .iter()
+            .any(|l| l.contains(", 127;"));
+        if split {
+            assert!(
+                block_bars == 0 && group_bars == 4 && lead,
+                "d{d}: {block_bars} block barriers, {group_bars} warpgroup barriers, per-warpgroup issuer {lead}: {window:#?}"
+            );
+            // Each warpgroup adds 64 rows of the padded 68-column f32 rows.
+            let part = lines[last_store..i]
+                .iter()
+                .any(|l| l.contains("mul.lo.s32") && l.ends_with(", 64;"));
+            assert!(
+                part,
+                "d{d}: no 64-row part size: {:#?}",
+                &lines[last_store..=i]
+            );
+        } else {
+            assert!(
+                block_bars >= 2 && group_bars == 0 && !lead,
+                "d{d}: {block_bars} block barriers, {group_bars} warpgroup barriers: {window:#?}"
+            );
+        }
     }
 }
 

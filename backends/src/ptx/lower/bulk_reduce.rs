@@ -23,6 +23,14 @@
 //! (128 of 256 bytes per step) ran the atomic mode at 217 TFLOP/s against 396 (d128 S = 16k,
 //! docs/benchmarks.md).
 //!
+//! In a block of G ≥ 2 warpgroups (the `RowMma` layout stacks warps along rows, so warpgroup w
+//! holds rows [w·R/G, (w+1)·R/G), a contiguous part of the region), each warpgroup writes and
+//! adds its own part: its first thread waits for its previous reduction's read, a named barrier
+//! over the warpgroup's 128 threads (ids above the ping-pong's, [`Split`]) stands for the
+//! block barriers, and that thread issues the part's reduction. The warpgroups then need not
+//! meet at all for the reduction: the block-wide form's two barriers a step held every
+//! warpgroup until the slowest had staged its rows.
+//!
 //! Taken when the target has TMA, the tile is an unmasked f32 `RowMma` [R, C] tile (C even)
 //! whose offsets in the tensor's innermost dims are literal 0, and the innermost stride is 1.
 //! At run time the tensor's two innermost dims must be R and C or C + PAD, with dense rows, so
@@ -31,6 +39,7 @@
 //! per-element path (mma_store.rs) instead, chosen by a uniform branch.
 
 use super::ctx::{Ctx, TensorInfo};
+use super::state::{Region, Split};
 use crate::ptx::emit::isa::Isa;
 use crate::ptx::emit::{PtxInst, Reg, RegClass};
 use crate::ptx::plan::layout::{self, Layout};
@@ -38,6 +47,42 @@ use kir_ir::{Dtype, Offset, OpData, Opcode};
 
 /// Elements of padding a tensor's rows may have past the tile's C columns (see the module doc).
 pub const PAD: usize = 4;
+
+/// A warpgroup's named barrier: ids `first` and `first + 1` under a predicate (true on
+/// warpgroup 0), or the id in a register.
+#[derive(Clone, Copy)]
+enum GroupBar {
+    Two(Reg, u32),
+    Reg(Reg),
+}
+
+/// How a tile of `rows` rows of `padded` f32 each splits between the block's warpgroups: per
+/// warpgroup when there are at least two and a named barrier id is free for each between the
+/// ping-pong's (ids 1 ..= 2k − 1, wgmma.rs) and the warp-specialized consumer's
+/// (`ws::CONSUMER_BARRIER`), else by the block.
+fn split_of(c: &Ctx, rows: usize, padded: usize) -> Split {
+    let warps = c.plan.blk.warps;
+    let groups = warps / 4;
+    let first_bar = 1 + c
+        .plan
+        .pingpong
+        .values()
+        .map(|t| 2 * t.count as u32 - 1)
+        .max()
+        .unwrap_or(0);
+    if warps % 4 != 0
+        || groups < 2
+        || rows % groups as usize != 0
+        || first_bar + groups > super::ws::CONSUMER_BARRIER
+    {
+        return Split::Block;
+    }
+    Split::Groups {
+        groups,
+        part_bytes: (rows / groups as usize * padded * 4) as u32,
+        first_bar,
+    }
+}
 
 /// Lowers `op` (an `atomic_add` of `regs`, a `layout` tile of `shape`, at `offs` of `info`) as a
 /// bulk reduction when it qualifies (see the module doc), with `fallback` emitted on the
@@ -74,12 +119,15 @@ pub(super) fn bulk_add(
     let padded = cols + PAD;
     let bytes = (rows * padded * 4) as u32;
     // One region for the kernel's bulk reductions (they run one after another, each waiting
-    // until its region is read before the barrier that ends the next one's writes).
+    // until its region is read before the barrier that ends the next one's writes), split
+    // alike by every one of them.
+    let split = split_of(c, rows, padded);
     let off = match c.mem.bulk_region {
-        Some((off, size)) if size >= bytes => off,
+        Some(r) if r.split != split => return false,
+        Some(r) if r.bytes >= bytes => r.off,
         _ => {
             let off = c.alloc_shared_aligned(bytes, 128);
-            c.mem.bulk_region = Some((off, bytes));
+            c.mem.bulk_region = Some(Region { off, bytes, split });
             off
         }
     };
@@ -143,11 +191,41 @@ pub(super) fn bulk_add(
     );
     let base = c.shared_at(off, lin);
     let mut row_bases: Vec<(usize, Reg)> = Vec::new();
-    // Earlier readers of the region are done: the issuing thread waits for the previous bulk
-    // reduction's read (none pending on the first: the wait returns at once), and the barrier
-    // tells every other thread.
-    let first = wait_read(c);
-    c.sync_block();
+    // The warpgroup's index, and its barrier: with two warpgroups a literal id under a
+    // predicate each (so that ptxas counts the barriers the kernel uses), else an id in a
+    // register.
+    let group_bar = match split {
+        Split::Block => None,
+        Split::Groups {
+            groups, first_bar, ..
+        } => {
+            let wg = c.b.reg(RegClass::B32);
+            c.b.ins(PtxInst::new("shr.u32").op(wg).op(c.thread.warp).op(2));
+            let id = if groups == 2 {
+                let p = c.b.reg(RegClass::Pred);
+                c.b.ins(PtxInst::new("setp.eq.u32").op(p).op(wg).op(0));
+                GroupBar::Two(p, first_bar)
+            } else {
+                let id = c.b.reg(RegClass::B32);
+                c.b.ins(PtxInst::new("add.u32").op(id).op(wg).op(first_bar));
+                GroupBar::Reg(id)
+            };
+            Some((wg, id))
+        }
+    };
+    // Earlier readers of the region (or of this warpgroup's part) are done: the issuing thread
+    // waits for its previous bulk reduction's read (none pending on the first: the wait
+    // returns at once), and the barrier tells the others.
+    let first = wait_read(c, split);
+    let sync = |c: &mut Ctx| match group_bar {
+        None => c.sync_block(),
+        Some((_, GroupBar::Reg(id))) => c.b.ins(PtxInst::new("bar.sync").op(id).op(128)),
+        Some((_, GroupBar::Two(p, id))) => {
+            c.b.ins(PtxInst::new("bar.sync").op(id).op(128).guard(p, false));
+            c.b.ins(PtxInst::new("bar.sync").op(id + 1).op(128).guard(p, true));
+        }
+    };
+    sync(c);
     for (s, pair) in regs.chunks(2).enumerate() {
         let (ro, co) = layout::rowmma_slot(shape, 2 * s);
         let at = match row_bases.iter().find(|(r, _)| *r == ro) {
@@ -174,18 +252,35 @@ pub(super) fn bulk_add(
     }
     c.b.need(Isa::FENCE_PROXY_ASYNC)
         .ins(PtxInst::new("fence.proxy.async.shared::cta"));
-    c.sync_block();
-    // One thread adds the region; it waits for the read before the next writes (above) or
-    // before the kernel returns (`finish`).
+    sync(c);
+    // One thread adds the region (or its warpgroup's part: rows / groups rows from
+    // wg · rows / groups on, in shared memory and in the tensor alike); it waits for the read
+    // before the next writes (above) or before the kernel returns (`finish`).
     let zero = c.b.imm32(0);
-    let region = c.shared_at(off, zero);
+    let mut region = c.shared_at(off, zero);
     let size = c.b.reg(RegClass::B32);
+    let part_rows = match split {
+        Split::Block => rows,
+        Split::Groups { groups, .. } => rows / groups as usize,
+    };
     c.b.ins(
         PtxInst::new("mul.lo.s32")
             .op(size)
             .op(pitch)
-            .op(rows as u32),
+            .op(part_rows as u32),
     );
+    if let Some((wg, _)) = group_bar {
+        let (skip, skip64, part) = (
+            c.b.reg(RegClass::B32),
+            c.b.reg(RegClass::B64),
+            c.b.reg(RegClass::B32),
+        );
+        c.b.ins(PtxInst::new("mul.lo.s32").op(skip).op(wg).op(size));
+        c.b.ins(PtxInst::new("add.u32").op(part).op(region).op(skip));
+        c.b.ins(PtxInst::new("cvt.u64.u32").op(skip64).op(skip));
+        c.b.ins(PtxInst::new("add.s64").op(gaddr).op(gaddr).op(skip64));
+        region = part;
+    }
     c.b.need(Isa::CP_REDUCE_ASYNC_BULK);
     c.b.ins_if(
         first,
@@ -207,16 +302,24 @@ pub(super) fn bulk_add(
 /// region has been read, since the block's shared memory is released when it exits. Emits
 /// nothing in a kernel without one.
 pub(super) fn finish(c: &mut Ctx) {
-    if c.mem.bulk_region.is_some() {
-        wait_read(c);
+    if let Some(r) = c.mem.bulk_region {
+        wait_read(c, r.split);
     }
 }
 
-/// The issuing thread (thread 0) waits until its bulk reductions have read their shared region;
-/// returns the predicate that selects that thread.
-fn wait_read(c: &mut Ctx) -> Reg {
+/// The issuing thread (thread 0, or each warpgroup's first thread) waits until its bulk
+/// reductions have read their shared region; returns the predicate that selects that thread.
+fn wait_read(c: &mut Ctx, split: Split) -> Reg {
     let first = c.b.reg(RegClass::Pred);
-    c.b.ins(PtxInst::new("setp.eq.u32").op(first).op(c.thread.tid).op(0));
+    let lane = match split {
+        Split::Block => c.thread.tid,
+        Split::Groups { .. } => {
+            let l = c.b.reg(RegClass::B32);
+            c.b.ins(PtxInst::new("and.b32").op(l).op(c.thread.tid).op(127));
+            l
+        }
+    };
+    c.b.ins(PtxInst::new("setp.eq.u32").op(first).op(lane).op(0));
     c.b.ins_if(
         first,
         false,

@@ -99,9 +99,9 @@ pub struct MemState {
     pub stores: State,
     /// Casts a store converts itself: cast result → its f32 source (mma_store.rs).
     pub store_casts: HashMap<Value, Value>,
-    /// The shared region of bulk reductions (offset, bytes): every one of the kernel's bulk
-    /// `atomic_add`s reuses it, since each waits until the region is read (bulk_reduce.rs).
-    pub bulk_region: Option<(u32, u32)>,
+    /// The shared region of bulk reductions: every one of the kernel's bulk `atomic_add`s
+    /// reuses it, since each waits until the region is read (bulk_reduce.rs).
+    pub bulk_region: Option<Region>,
 }
 
 /// Asynchronous work: TMA rings and mbarriers, warp specialization, and wgmma groups.
@@ -245,4 +245,28 @@ pub struct PrintState {
     pub args_bytes: u32,
     /// The generic address of the argument buffer (set in the prologue at the first print).
     pub args: Option<Reg>,
+}
+
+/// The kernel's bulk-reduction region: its shared offset and bytes, and how it is split
+/// between the warpgroups (every bulk reduction of a kernel must split it alike, so that a
+/// warpgroup's wait for its own reads covers every later write to its part).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Region {
+    pub off: u32,
+    pub bytes: u32,
+    pub split: Split,
+}
+
+/// Who writes and issues a bulk reduction (bulk_reduce.rs).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Split {
+    /// The whole block writes the region between block barriers; thread 0 issues.
+    Block,
+    /// Each of `groups` warpgroups writes its `part_bytes` of the region between named
+    /// barriers `first_bar + w` over its 128 threads; its first thread issues.
+    Groups {
+        groups: u32,
+        part_bytes: u32,
+        first_bar: u32,
+    },
 }
