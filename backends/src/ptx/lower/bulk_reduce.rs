@@ -59,7 +59,7 @@ enum GroupBar {
 /// How a tile of `rows` rows of `padded` f32 each splits between the block's warpgroups: per
 /// warpgroup when there are at least two and a named barrier id is free for each between the
 /// ping-pong's (ids 1 ..= 2k − 1, wgmma.rs) and the warp-specialized consumer's
-/// (`ws::CONSUMER_BARRIER`), else by the block.
+/// (`roles::CONSUMER_BARRIER`), else by the block.
 fn split_of(c: &Ctx, rows: usize, padded: usize) -> Split {
     let warps = c.plan.blk.warps;
     let groups = warps / 4;
@@ -73,7 +73,7 @@ fn split_of(c: &Ctx, rows: usize, padded: usize) -> Split {
     if warps % 4 != 0
         || groups < 2
         || rows % groups as usize != 0
-        || first_bar + groups > super::ws::CONSUMER_BARRIER
+        || first_bar + groups > crate::ptx::plan::roles::CONSUMER_BARRIER
     {
         return Split::Block;
     }

@@ -33,11 +33,8 @@ use super::ws_fallback::tma_ok;
 use super::PtxError;
 use crate::ptx::emit::isa::Isa;
 use crate::ptx::emit::{Operand, PtxInst, Reg, RegClass};
-use crate::ptx::plan::roles::{ws_op, WsAttrs};
+use crate::ptx::plan::roles::{ws_op, WsAttrs, CONSUMER_BARRIER};
 use kir_ir::{OpData, Opcode};
-
-/// The named barrier of the consumer partition (ids 1.. are ping-pong's, wgmma.rs).
-pub const CONSUMER_BARRIER: u32 = 15;
 
 /// Sets up the thread index of a warp-specialized kernel (in the prologue: `tid` becomes the
 /// consumer's, counted from its first warp) and the ops deferred to the consumer partition
