@@ -6,7 +6,7 @@ use super::ctx::{Ctx, Lowered, MemState, PrintState, TensorInfo, ThreadRegs, SCR
 use super::PtxError;
 use crate::abi::{AbiArg, KernelAbi};
 use crate::ptx::emit::isa::Isa;
-use crate::ptx::emit::{Builder, Operand, PtxInst, RegClass};
+use crate::ptx::emit::{Builder, Operand, Placed, PtxInst, RegClass};
 use crate::target::Target;
 use kir_ir::{Dtype, Kernel};
 use std::collections::HashMap;
@@ -201,7 +201,10 @@ pub fn lower_kernel(
     let report = super::notes::build(&mut ctx, symbol, from, shared_bytes, &isa);
     ctx.b.ins(PtxInst::new("ret"));
     let instructions = ctx.b.instructions();
-    let body = ctx.b.finish(scratch_at);
+    let body = ctx.b.finish(Placed {
+        scratch_at,
+        arena_stride: 0,
+    });
     // A warp-specialized kernel launches its producer's warps too, and states its register
     // count at entry (ws.rs).
     let (threads, maxnreg) = match &ws {
