@@ -274,9 +274,12 @@ impl Ctx<'_> {
     /// Synchronizes (and orders the shared-memory accesses of) every thread that runs the code
     /// being lowered: the whole block, or the partition's named barrier (see `block_bar`).
     pub fn sync_block(&mut self) {
-        match self.thread.block_bar {
+        match &self.thread.block_bar {
             None => self.b.ins(PtxInst::new("bar.sync").op(0)),
-            Some((id, n)) => self.b.ins(PtxInst::new("bar.sync").op(id).op(n)),
+            Some((id, n)) => {
+                let inst = PtxInst::new("bar.sync").op(id.clone()).op(*n);
+                self.b.ins(inst)
+            }
         }
     }
 

@@ -2,7 +2,7 @@
 //! memory, and asynchronous work (TMA, warp specialization, wgmma). Each struct is the state one
 //! concern of the lowering keeps while it emits a kernel.
 
-use crate::ptx::emit::Reg;
+use crate::ptx::emit::{Operand, Reg};
 use crate::ptx::plan::layout::Layout;
 use kir_ir::{Dtype, Op, Value};
 use std::collections::{HashMap, HashSet};
@@ -71,8 +71,9 @@ pub struct ThreadRegs {
     pub quad_leader: Reg,
     /// The barrier that synchronizes the threads running the code being lowered: `None` is the
     /// whole block (`bar.sync 0`); `Some((id, threads))` a named barrier, inside a
-    /// warp-specialized partition whose other warps never reach it.
-    pub block_bar: Option<(u32, u32)>,
+    /// warp-specialized partition whose other warps never reach it. The id is an immediate, or
+    /// a register where each of several consumers takes its own (consumers.rs).
+    pub block_bar: Option<(Operand, u32)>,
     pub(super) rowbases: HashMap<usize, Reg>,
     pub(super) gridbases: HashMap<(usize, usize), (Reg, Reg)>,
     pub(super) ldm_lane: Option<(Reg, Reg, Reg)>,

@@ -202,7 +202,7 @@ pub fn lower_ws(c: &mut Ctx, op: &OpData, lower: &dyn Regions) -> Result<(), Ptx
     let was_bar = c
         .thread
         .block_bar
-        .replace((CONSUMER_BARRIER, a.consumer_warps * 32));
+        .replace((Operand::Imm(CONSUMER_BARRIER.into()), a.consumer_warps * 32));
     let r = (|| {
         for o in c.asyncs.ws.order.clone() {
             let k = c.k;
