@@ -8,8 +8,9 @@ use kir_backends::ptx::PtxOptions;
 use kir_backends::Target;
 
 /// The lowering choices a user may make (`--warps`, `--stages`, `--warp-specialize`, `--persistent`,
-/// `--overlap`, `--swap-operands`, `--ws` for the interpreter's plans). `None` everywhere is what
-/// users get by default: the configuration's and the backend's choices.
+/// `--overlap`, `--swap-operands`, `--ws` for the interpreter's plans or the PTX backend's).
+/// `None` everywhere is what users get by default: the configuration's and the backend's
+/// choices.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Flags {
     /// Warps per block (1, 2, or a multiple of 4 up to 32).
@@ -25,10 +26,16 @@ pub struct Flags {
     pub overlap: Option<bool>,
     /// `Some(true)`: `swap_operands` on every dot loop; `Some(false)`: on none.
     pub swap_operands: Option<bool>,
-    /// A warp-specialization plan of the interpreter's (`kirc run/check --ws`): the plans of
-    /// the target in order, or one by name. Such modules are judged by the interpreter, not a
-    /// code generator.
+    /// A warp-specialization plan of the interpreter's (`kirc run --device cpu` and `kirc
+    /// check` with `--ws`): the plans of the target in order, or one by name. Such modules are
+    /// judged by the interpreter, not a code generator.
     pub ws_plan: Option<WsChoice>,
+    /// A warp-specialization plan the PTX backend lowers (`kirc compile`, `kirc run --device
+    /// cuda` and `kirc bench` with `--ws`): the target's plans in order, or one by name, in
+    /// place of the configuration's warp roles (no configuration row applies). The PTX backend
+    /// judges the schedule, the plan must apply (its error is the compilation's), and the
+    /// kernel symbols end in `_WSPLAN_<name>` ([`Flags::ws_suffix`]).
+    pub ws_ptx: Option<WsChoice>,
     /// Whether fusion is lowered (`--fuse`, `--no-fuse`; by default the cost model decides).
     pub fusion: Fusion,
     /// `Some(true)`: clusters of two programs sharing their copies (`cluster`), or an error
@@ -62,7 +69,7 @@ impl Flags {
                 ("--overlap", self.overlap.is_some()),
                 ("--swap-operands", self.swap_operands.is_some()),
                 ("--cluster", self.cluster.is_some()),
-                ("--ws", self.ws_plan.is_some()),
+                ("--ws", self.ws_plan.is_some() || self.ws_ptx.is_some()),
             ];
             if let Some((flag, _)) = set.iter().find(|(_, s)| *s) {
                 return Err(format!(
@@ -96,12 +103,44 @@ impl Flags {
             let why = "--ws (an interpreter plan) and --warp-specialize do not go together";
             return Err(why.into());
         }
-        let specialized = self.warp_specialize == Some(true) || self.ws_plan.is_some();
+        if self.ws_ptx.is_some() {
+            if self.ws_plan.is_some() {
+                let why =
+                    "--ws names one plan, for the interpreter or for the PTX backend, not both";
+                return Err(why.into());
+            }
+            if self.warp_specialize.is_some() {
+                let why =
+                    "--ws (a warp-specialization plan) and --warp-specialize do not go together";
+                return Err(why.into());
+            }
+            if !(target.has_wgmma() && target.has_setmaxnreg() && target.has_tma()) {
+                return Err(format!(
+                    "--ws PLAN is lowered where the producer's tensor copies feed wgmma and \
+                     `setmaxnreg` splits the registers (sm_90a); {} has no such lowering",
+                    target.name()
+                ));
+            }
+        }
+        let specialized =
+            self.warp_specialize == Some(true) || self.ws_plan.is_some() || self.ws_ptx.is_some();
         if self.stages == Some(1) && specialized {
             let why =
                 "--stages 1 means no ring, and warp specialization splits a ring: give 2 or more";
             return Err(why.into());
         }
         Ok(())
+    }
+
+    /// The kernel-symbol suffix of a plan the PTX backend lowers (`_WSPLAN_fa3`, `_WSPLAN_auto`;
+    /// empty without one), so that code compiled under a named plan never shares a symbol, or
+    /// a cache entry's kernels, with the configuration's.
+    pub fn ws_suffix(&self) -> String {
+        match &self.ws_ptx {
+            None | Some(WsChoice::Off) => String::new(),
+            Some(WsChoice::Auto) => "_WSPLAN_auto".into(),
+            Some(WsChoice::Plan(p)) => format!("_WSPLAN_{}", p.name),
+            Some(WsChoice::OneConsumer(_)) => "_WSPLAN_1c".into(),
+        }
     }
 }

@@ -91,7 +91,8 @@ impl CompilePlan {
     ) -> Result<CompilePlan, CompileError> {
         flags.validate(target, emit).map_err(CompileError::Plain)?;
         let dims = bound_dims(src, defines, shapes);
-        let (config, kernel_configs) = if flags.ws_plan.is_some() {
+        // A named warp-specialization plan replaces the rows' warp roles (and their tiles).
+        let (config, kernel_configs) = if flags.ws_plan.is_some() || flags.ws_ptx.is_some() {
             (Config::default(), vec![])
         } else {
             target_config(src, defines, target, emit == Emit::Cuda, &flags, &dims)
@@ -260,11 +261,12 @@ impl CompilePlan {
 
     /// Whether a producer/consumer split is tried first, and whether it must succeed.
     pub fn warp_specialize(&self) -> WsWant {
-        match (&self.flags.ws_plan, self.flags.warp_specialize) {
-            (Some(_), _) | (None, Some(true)) => WsWant::Required,
-            (None, Some(false)) => WsWant::No,
-            (None, None) if self.config.warp_specialize => WsWant::Preferred,
-            (None, None) => WsWant::No,
+        let named = self.flags.ws_plan.is_some() || self.flags.ws_ptx.is_some();
+        match (named, self.flags.warp_specialize) {
+            (true, _) | (false, Some(true)) => WsWant::Required,
+            (false, Some(false)) => WsWant::No,
+            (false, None) if self.config.warp_specialize => WsWant::Preferred,
+            (false, None) => WsWant::No,
         }
     }
 
@@ -328,7 +330,7 @@ impl CompilePlan {
     pub fn schedule(&self, stages: usize, warp_specialized: bool, tma: bool) -> ScheduleOptions {
         let warp_specialize = if !warp_specialized {
             WsChoice::Off
-        } else if let Some(choice) = &self.flags.ws_plan {
+        } else if let Some(choice) = self.flags.ws_plan.as_ref().or(self.flags.ws_ptx.as_ref()) {
             choice.clone()
         } else {
             match self.ptx_options().warps {
@@ -348,9 +350,10 @@ impl CompilePlan {
         )
     }
 
-    /// The kernel-symbol suffix of the flags that were set.
-    pub fn flags_suffix(&self) -> String {
-        self.flags.ptx_options().suffix()
+    /// The kernel-symbol suffix of the PTX backend's options ([`CompilePlan::ptx_options`])
+    /// and of a plan it lowers ([`Flags::ws_suffix`]): what follows the specialization's.
+    pub fn symbol_suffix(&self) -> String {
+        self.ptx_options().suffix() + &self.flags.ws_suffix()
     }
 }
 

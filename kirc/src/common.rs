@@ -284,6 +284,7 @@ impl PtxFlags {
             overlap: self.overlap.map(|w| w == WsFlag::On),
             swap_operands: self.swap_operands.map(|w| w == WsFlag::On),
             ws_plan,
+            ws_ptx: None,
             fusion: self.fusion(),
             cluster: self.cluster.map(|w| w == WsFlag::On),
         }
