@@ -117,7 +117,7 @@ fn check_consumers(what: &str, c: &Compiled, n: u32, warps: u32) -> u32 {
     // Shared memory: the shared part and one arena per consumer.
     let (arena, copies) = report.consumer_arena.expect("an arena");
     assert_eq!((arena, copies), (stride, n), "{what}");
-    assert!(stride > 0 && stride % 16 == 0, "{what}: stride {stride}");
+    assert!(stride > 0 && stride.is_multiple_of(16), "{what}: stride {stride}");
     assert!(report.shared_bytes > n * stride, "{what}: shared bytes");
     let meta = c.meta.as_ref().expect("META.json");
     assert_eq!(
@@ -236,9 +236,9 @@ fn unsupported_consumers_are_errors_naming_why() {
         consumer_regs: 112,
         ..WsPlan::FA3
     };
-    let e = compile_with(pingpong, &[("HEAD_DIM", "64"), ("BLOCK_M", "128")])
-        .err()
-        .expect("an error");
+    let Err(e) = compile_with(pingpong, &[("HEAD_DIM", "64"), ("BLOCK_M", "128")]) else {
+        panic!("consumers of two warpgroups compiled");
+    };
     assert!(e.contains("2 consumers") && e.contains("ping-pong"), "{e}");
     let many = WsPlan {
         name: "fa3",
@@ -248,9 +248,9 @@ fn unsupported_consumers_are_errors_naming_why() {
         consumer_regs: 56,
         ..WsPlan::FA3
     };
-    let e = compile_with(many, &[("HEAD_DIM", "64"), ("BLOCK_M", "16")])
-        .err()
-        .expect("an error");
+    let Err(e) = compile_with(many, &[("HEAD_DIM", "64"), ("BLOCK_M", "16")]) else {
+        panic!("16 consumers compiled");
+    };
     assert!(
         e.contains("16 consumers") && e.contains("at most 15"),
         "{e}"
