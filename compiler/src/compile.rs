@@ -51,6 +51,7 @@ pub fn compile_stage(
         overlap: opts.overlap,
         swap_operands: None,
         ws_plan: None,
+        ws_ptx: None,
         fusion: Default::default(),
         cluster: None,
     };

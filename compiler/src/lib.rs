@@ -33,6 +33,7 @@ mod api;
 pub mod internal;
 
 mod configs;
+mod flags;
 mod search;
 mod split;
 mod structure;

@@ -249,7 +249,7 @@ fn lower(
         (_, Judge::CudaC) => Box::new(CudaCBackend { target }),
         (_, Judge::Interp) => Box::new(InterpBackend { target }),
         (_, Judge::Ptx) => {
-            suffix.push_str(&plan.ptx_options().suffix());
+            suffix.push_str(&plan.symbol_suffix());
             Box::new(PtxBackend {
                 target,
                 opts: plan.ptx_options(),

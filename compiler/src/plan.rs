@@ -10,109 +10,11 @@
 
 use crate::compiled::{CompileError, Emit, Stage};
 use crate::configs::{self, Config};
-use crate::options::{Fusion, ScheduleOptions, WsChoice};
+pub use crate::flags::Flags;
+use crate::options::{ScheduleOptions, WsChoice};
 use crate::passes::{const_values, WsPlan};
 use kir_backends::ptx::{PtxOptions, PIPELINE_STAGES};
 use kir_backends::Target;
-
-/// The lowering choices a user may make (`--warps`, `--stages`, `--warp-specialize`, `--persistent`,
-/// `--overlap`, `--swap-operands`, `--ws` for the interpreter's plans). `None` everywhere is what
-/// users get by default: the configuration's and the backend's choices.
-#[derive(Clone, Debug, Default, PartialEq)]
-pub struct Flags {
-    /// Warps per block (1, 2, or a multiple of 4 up to 32).
-    pub warps: Option<u32>,
-    /// Ring depth of `pipelining` (1 to 16; 1 = no ring).
-    pub stages: Option<usize>,
-    /// `Some(true)`: a producer warpgroup and the block's warps as one consumer, or an error
-    /// naming why the kernel does not qualify; `Some(false)`: one role.
-    pub warp_specialize: Option<bool>,
-    /// `Some(n)`, n ≥ 1: a persistent grid of n programs; `Some(0)`: none.
-    pub persistent: Option<u32>,
-    /// `Some(true)`: `dot_overlap` on the TMA rings (or the consumer's).
-    pub overlap: Option<bool>,
-    /// `Some(true)`: `swap_operands` on every dot loop; `Some(false)`: on none.
-    pub swap_operands: Option<bool>,
-    /// A warp-specialization plan of the interpreter's (`kirc run/check --ws`): the plans of
-    /// the target in order, or one by name. Such modules are judged by the interpreter, not a
-    /// code generator.
-    pub ws_plan: Option<WsChoice>,
-    /// Whether fusion is lowered (`--fuse`, `--no-fuse`; by default the cost model decides).
-    pub fusion: Fusion,
-    /// `Some(true)`: clusters of two programs sharing their copies (`cluster`), or an error
-    /// naming why the kernel does not qualify; `Some(false)`: none.
-    pub cluster: Option<bool>,
-}
-
-impl Flags {
-    /// The backend's view of the flags (warps, and the suffix naming what was set).
-    pub fn ptx_options(&self) -> PtxOptions {
-        PtxOptions {
-            warps: self.warps,
-            stages: self.stages,
-            warp_specialize: self.warp_specialize,
-            persistent: self.persistent,
-            overlap: self.overlap,
-            min_blocks: None,
-        }
-    }
-
-    /// Checks every flag against its range, the emitted language and the target; the message
-    /// names the flag.
-    pub fn validate(&self, target: Target, emit: Emit) -> Result<(), String> {
-        self.ptx_options().validate()?;
-        if emit == Emit::Cuda {
-            let set = [
-                ("--warps", self.warps.is_some()),
-                ("--stages", self.stages.is_some()),
-                ("--warp-specialize", self.warp_specialize.is_some()),
-                ("--persistent", self.persistent.is_some()),
-                ("--overlap", self.overlap.is_some()),
-                ("--swap-operands", self.swap_operands.is_some()),
-                ("--cluster", self.cluster.is_some()),
-                ("--ws", self.ws_plan.is_some()),
-            ];
-            if let Some((flag, _)) = set.iter().find(|(_, s)| *s) {
-                return Err(format!(
-                    "{flag} does not apply to --emit cuda (the CUDA-C parity backend has no warps, \
-                     pipeline stages, warp roles or asynchronous matrix instructions)"
-                ));
-            }
-        }
-        if self.overlap == Some(true) && !(target.has_wgmma() && target.has_tma()) {
-            return Err(format!(
-                "--overlap on needs asynchronous warpgroup MMA (wgmma) and tensor copies (TMA), \
-                 which {} does not have (sm_90a has both)",
-                target.name()
-            ));
-        }
-        if self.warp_specialize == Some(true) && !(target.has_wgmma() && target.has_setmaxnreg()) {
-            return Err(format!(
-                "--warp-specialize on is lowered where the producer's tensor copies feed wgmma and \
-                 `setmaxnreg` splits the registers (sm_90a); {} has no such lowering",
-                target.name()
-            ));
-        }
-        if self.cluster == Some(true) && !target.has_clusters() {
-            return Err(format!(
-                "--cluster on needs clusters of CTAs with multicast tensor copies, which {} does \
-                 not have (sm_90a, sm_100a and sm_120a have them)",
-                target.name()
-            ));
-        }
-        if self.ws_plan.is_some() && self.warp_specialize.is_some() {
-            let why = "--ws (an interpreter plan) and --warp-specialize do not go together";
-            return Err(why.into());
-        }
-        let specialized = self.warp_specialize == Some(true) || self.ws_plan.is_some();
-        if self.stages == Some(1) && specialized {
-            let why =
-                "--stages 1 means no ring, and warp specialization splits a ring: give 2 or more";
-            return Err(why.into());
-        }
-        Ok(())
-    }
-}
 
 /// Which backend decides whether a candidate schedule fits: the code generator being targeted,
 /// or the interpreter (for `--ws` plans, which no code generator is asked to lower).
@@ -189,7 +91,8 @@ impl CompilePlan {
     ) -> Result<CompilePlan, CompileError> {
         flags.validate(target, emit).map_err(CompileError::Plain)?;
         let dims = bound_dims(src, defines, shapes);
-        let (config, kernel_configs) = if flags.ws_plan.is_some() {
+        // A named warp-specialization plan replaces the rows' warp roles (and their tiles).
+        let (config, kernel_configs) = if flags.ws_plan.is_some() || flags.ws_ptx.is_some() {
             (Config::default(), vec![])
         } else {
             target_config(src, defines, target, emit == Emit::Cuda, &flags, &dims)
@@ -358,11 +261,12 @@ impl CompilePlan {
 
     /// Whether a producer/consumer split is tried first, and whether it must succeed.
     pub fn warp_specialize(&self) -> WsWant {
-        match (&self.flags.ws_plan, self.flags.warp_specialize) {
-            (Some(_), _) | (None, Some(true)) => WsWant::Required,
-            (None, Some(false)) => WsWant::No,
-            (None, None) if self.config.warp_specialize => WsWant::Preferred,
-            (None, None) => WsWant::No,
+        let named = self.flags.ws_plan.is_some() || self.flags.ws_ptx.is_some();
+        match (named, self.flags.warp_specialize) {
+            (true, _) | (false, Some(true)) => WsWant::Required,
+            (false, Some(false)) => WsWant::No,
+            (false, None) if self.config.warp_specialize => WsWant::Preferred,
+            (false, None) => WsWant::No,
         }
     }
 
@@ -426,7 +330,7 @@ impl CompilePlan {
     pub fn schedule(&self, stages: usize, warp_specialized: bool, tma: bool) -> ScheduleOptions {
         let warp_specialize = if !warp_specialized {
             WsChoice::Off
-        } else if let Some(choice) = &self.flags.ws_plan {
+        } else if let Some(choice) = self.flags.ws_plan.as_ref().or(self.flags.ws_ptx.as_ref()) {
             choice.clone()
         } else {
             match self.ptx_options().warps {
@@ -446,9 +350,10 @@ impl CompilePlan {
         )
     }
 
-    /// The kernel-symbol suffix of the flags that were set.
-    pub fn flags_suffix(&self) -> String {
-        self.flags.ptx_options().suffix()
+    /// The kernel-symbol suffix of the PTX backend's options ([`CompilePlan::ptx_options`])
+    /// and of a plan it lowers ([`Flags::ws_suffix`]): what follows the specialization's.
+    pub fn symbol_suffix(&self) -> String {
+        self.ptx_options().suffix() + &self.flags.ws_suffix()
     }
 }
 

@@ -34,7 +34,7 @@ pub fn lower(
         let kplan = plan.for_kernel(&k.name);
         let one = entry_module(spec.clone(), Some(&k.name)).map_err(CompileError::Plain)?;
         let opts = kplan.ptx_options();
-        let ksuffix = format!("{suffix}{}", opts.suffix());
+        let ksuffix = format!("{suffix}{}", kplan.symbol_suffix());
         let backend = PtxBackend { target, opts };
         let s = search::search(&kplan, &one, &backend, &ksuffix)?;
         tried.extend(s.tried.iter().map(|t| format!("kernel `{}`: {t}", k.name)));

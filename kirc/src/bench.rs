@@ -1,7 +1,7 @@
 //! `kirc bench FILE [--kernel NAME] [-D NAME=VALUE]... --shape NAME=AxBxC ... [--arg
 //! NAME=NUMBER|PATH.npy]... [--warmup N] [--iters N] [--flops EXPR | --bytes EXPR] [--target T]
-//! [--no-cache]`: times a module's entry on the GPU (feature `cuda`), compiled and loaded through
-//! the on-disk cache of docs/cache.md unless `--no-cache` is given.
+//! [--ws PLAN] [--no-cache]`: times a module's entry on the GPU (feature `cuda`), compiled and
+//! loaded through the on-disk cache of docs/cache.md unless `--no-cache` is given.
 //!
 //! Tensors named by `--shape` get random values generated on the device (floats uniform in
 //! [-1, 1), u8 any byte, i32/i64/i1 0 or 1); the others come from `--arg` `.npy` files, as for
@@ -68,6 +68,10 @@ pub struct Args {
     seed: u32,
     #[command(flatten)]
     ptx: common::PtxFlags,
+    /// Warp-specialize with this plan (auto, fa3, gemm, 2p6c; docs/passes.md) instead of the
+    /// configuration's warp roles, as `kirc compile --ws` does.
+    #[arg(long, value_name = "PLAN")]
+    ws: Option<String>,
     /// Compile and load without the on-disk cache (docs/cache.md).
     #[arg(long)]
     no_cache: bool,
@@ -270,10 +274,14 @@ pub fn main(a: Args, format: MessageFormat) -> Result<ExitCode, CliError> {
     // untunable constants), target, shape bucket and GPU applies unless the user chose lowering
     // flags or tunable constants themselves.
     let mut defines = a.defines.clone();
-    let mut flags = a.ptx.flags(None);
+    let mut flags = kir_compiler::internal::plan::Flags {
+        ws_ptx: common::ws_ptx(a.ws.as_deref())?,
+        ..a.ptx.flags(None)
+    };
     let mut tuned = Vec::new();
     let (spec, user_tiles) = device::split_tunable(&src.text, &a.defines);
-    if let (Some(c), false, true) = (&cache, a.ptx.any(), user_tiles.is_empty()) {
+    let chosen = a.ptx.any() || a.ws.is_some();
+    if let (Some(c), false, true) = (&cache, chosen, user_tiles.is_empty()) {
         let target = device::target_of(a.target.as_deref(), &gpu)?;
         let bucket = device::shape_bucket(&a.shapes);
         if let Some(t) = c.lookup_tuned(

@@ -166,6 +166,12 @@ pub fn ws_choice(ws: Option<&str>) -> Result<pipeline::WsChoice, CliError> {
     }
 }
 
+/// The plan `--ws` names for the PTX backend (`kirc compile`, `kirc run --device cuda`, `kirc
+/// bench`): `None` without the flag, else the target's plans in order (`auto`) or one by name.
+pub fn ws_ptx(ws: Option<&str>) -> Result<Option<pipeline::WsChoice>, CliError> {
+    ws.map(|w| ws_choice(Some(w))).transpose()
+}
+
 /// A target by name, or an error listing the targets.
 pub fn target(name: &str) -> Result<kir_backends::Target, CliError> {
     use kir_backends::Target;
@@ -271,7 +277,9 @@ pub enum WsFlag {
 }
 
 impl PtxFlags {
-    /// The compile plan's flags, with the interpreter plan of `--ws` (`kirc run`) if any.
+    /// The compile plan's flags, with the interpreter plan of `--ws` (`kirc run --device cpu`)
+    /// if any (`kirc compile`, `run --device cuda` and `bench` set `ws_ptx`, the PTX backend's
+    /// plan, on the result).
     pub fn flags(
         &self,
         ws_plan: Option<pipeline::WsChoice>,
@@ -284,6 +292,7 @@ impl PtxFlags {
             overlap: self.overlap.map(|w| w == WsFlag::On),
             swap_operands: self.swap_operands.map(|w| w == WsFlag::On),
             ws_plan,
+            ws_ptx: None,
             fusion: self.fusion(),
             cluster: self.cluster.map(|w| w == WsFlag::On),
         }

@@ -1,5 +1,5 @@
 //! `kirc compile FILE [--kernel NAME] [-D NAME=VALUE]... --target T --emit ptx|cuda|ir -o OUT
-//! [--meta META.json] [--lowered FILE] [--report[=FILE]] [--no-cache]`: compile a module and
+//! [--meta META.json] [--lowered FILE] [--report[=FILE]] [--ws PLAN] [--no-cache]`: compile a module and
 //! write the code, its launch metadata, the module that was lowered, and (PTX) the backend's
 //! lowering decisions.
 //!
@@ -63,6 +63,11 @@ pub struct Args {
     stage: Option<String>,
     #[command(flatten)]
     ptx: common::PtxFlags,
+    /// Warp-specialize with this plan for the PTX backend (auto, fa3, gemm, 2p6c; docs/passes.md
+    /// describes them) instead of the configuration's warp roles: an error where the plan does
+    /// not apply; kernel symbols end in `_WSPLAN_<plan>`.
+    #[arg(long, value_name = "PLAN")]
+    ws: Option<String>,
     /// Compile without the on-disk cache (neither read nor written).
     #[arg(long)]
     no_cache: bool,
@@ -224,16 +229,15 @@ fn plan(
     target: kir_backends::Target,
     emit: Emit,
 ) -> Result<CompilePlan, CliError> {
-    Ok(CompilePlan::resolve_for(
-        &src.text,
-        &a.defines,
-        target,
-        emit,
-        a.ptx.flags(None),
-        &a.shapes,
+    let flags = kir_compiler::internal::plan::Flags {
+        ws_ptx: common::ws_ptx(a.ws.as_deref())?,
+        ..a.ptx.flags(None)
+    };
+    Ok(
+        CompilePlan::resolve_for(&src.text, &a.defines, target, emit, flags, &a.shapes)
+            .map_err(|e| common::compile_error(src, e))?
+            .with_kernel(a.kernel.as_deref()),
     )
-    .map_err(|e| common::compile_error(src, e))?
-    .with_kernel(a.kernel.as_deref()))
 }
 
 /// Writes the code to `out` (a file, or stdout for `-`) and the other files (metadata, report)

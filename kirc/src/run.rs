@@ -1,9 +1,11 @@
 //! `kirc run FILE [--kernel NAME] [-D NAME=VALUE]... --arg NAME=PATH.npy|NUMBER ... --out DIR
 //! [--device cpu|cuda] [--target T] [--ws PLAN] [--seed N] [--no-cache]`: runs a module's entry (its program,
 //! its single kernel, or the kernel `--kernel` names) on the CPU interpreter (`--device cpu`, the
-//! default; with `--target`, the scheduled IR for that target under scheduler seed `--seed`) or
-//! on the GPU (`--device cuda`: its PTX through the CUDA runtime, for `--target` or the target
-//! of the GPU present; through the on-disk cache of docs/cache.md unless `--no-cache`) and writes every `out`/`inout` tensor to `DIR/NAME.npy` (the fixed
+//! default; with `--target`, the scheduled IR for that target under scheduler seed `--seed`,
+//! with `--ws` under that warp-specialization plan) or on the GPU (`--device cuda`: its PTX
+//! through the CUDA runtime, for `--target` or the target of the GPU present, with `--ws` the
+//! PTX backend's lowering of that plan; through the on-disk cache of docs/cache.md unless
+//! `--no-cache`) and writes every `out`/`inout` tensor to `DIR/NAME.npy` (the fixed
 //! contract of the CLI). Both devices take the same arguments and write the same files.
 //!
 //! Inputs: each tensor param takes a C-order `.npy`; its shape binds the symbolic dims and its
@@ -58,7 +60,9 @@ pub struct Args {
     /// warp specialization) under the interpreter's protocol checks.
     #[arg(long, value_name = "TARGET")]
     target: Option<String>,
-    /// With `--target` on the CPU: warp-specialize with this plan (auto, fa3, gemm, 2p6c).
+    /// Warp-specialize with this plan (auto, fa3, gemm, 2p6c). With `--target` on the CPU: the
+    /// interpreter runs the plan's scheduled IR; with `--device cuda`: the PTX backend lowers
+    /// it (as `kirc compile --ws` does).
     #[arg(long, value_name = "PLAN")]
     ws: Option<String>,
     /// The interpreter's scheduler seed for scheduled IR (one interleaving of partitions and
@@ -260,12 +264,16 @@ fn run_cuda(
 ) -> Result<BTreeMap<String, HostTensor>, CliError> {
     let gpu = device::open_gpu(src)?;
     let cache = common::cache(a.no_cache);
+    let flags = kir_compiler::internal::plan::Flags {
+        ws_ptx: common::ws_ptx(a.ws.as_deref())?,
+        ..a.ptx.flags(None)
+    };
     let c = device::compile_for(
         src,
         &a.defines,
         a.kernel.as_deref(),
         a.target.as_deref(),
-        a.ptx.flags(None),
+        flags,
         &gpu,
         cache.as_ref(),
         &device::tensor_shapes(args),
@@ -332,13 +340,6 @@ pub fn main(a: Args) -> Result<ExitCode, CliError> {
                     .into(),
             ));
         }
-    }
-    if a.device == Device::Cuda && a.ws.is_some() {
-        return Err(CliError::Plain(
-            "--ws is a plan of the interpreter's (--device cpu --target T); on the GPU use \
-             --warp-specialize"
-                .into(),
-        ));
     }
     let f = common::frontend_with(&src, &a.defines, a.ptx.fusion())?;
     let m = entry_module(f.output, a.kernel.as_deref())?;

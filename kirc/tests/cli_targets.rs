@@ -247,3 +247,56 @@ fn scheduling_passes_dump_and_run_on_the_interpreter() {
         );
     }
 }
+
+/// `kirc compile --ws PLAN` lowers the named plan for the PTX backend: attention_fwd under
+/// `fa3` (two consumer warpgroups) writes PTX and META.json whose kernel symbol ends in
+/// `_WSPLAN_fa3`, with the block of the producer and both consumers, and its report names the
+/// consumers and their arenas; a target without the lowering, `--emit cuda`, `--warp-specialize`
+/// beside it and an unknown plan are errors naming why.
+#[test]
+fn compile_with_a_named_ws_plan() {
+    let d = scratch("cli", "ws_plan");
+    let (ptx, meta) = (d.join("fa3.ptx"), d.join("fa3.json"));
+    let base = [
+        "compile",
+        "attention_fwd",
+        "-D",
+        "HEAD_DIM=64",
+        "--ws",
+        "fa3",
+    ];
+    let o = kirc(&[&base[..], &["-o", s(&ptx), "--meta", s(&meta), "--report"]].concat());
+    assert!(o.status.success(), "{}", stderr(&o));
+    let text = std::fs::read_to_string(&ptx).expect("the PTX");
+    let json: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&meta).expect("META.json")).expect("json");
+    let sym = json["kernels"][0]["symbol"].as_str().expect("a symbol");
+    assert!(sym.ends_with("_WSPLAN_fa3"), "{sym}");
+    assert!(text.contains(&format!(".visible .entry {sym}(")), "{sym}");
+    assert_eq!(json["kernels"][0]["block"][0].as_u64(), Some(384));
+    let report = stderr(&o);
+    assert!(
+        report.contains("2 consumers of 4 warps each")
+            && report.contains("for each consumer's own"),
+        "{report}"
+    );
+    for (extra, why) in [
+        (&["--target", "sm_80"][..], "sm_80 has no such lowering"),
+        (
+            &["--emit", "cuda"][..],
+            "--ws does not apply to --emit cuda",
+        ),
+        (&["--warp-specialize", "on"][..], "do not go together"),
+    ] {
+        let o = kirc(&[&base[..], extra].concat());
+        assert_eq!(o.status.code(), Some(2), "{extra:?}");
+        assert!(stderr(&o).contains(why), "{extra:?}: {}", stderr(&o));
+    }
+    let o = kirc(&["compile", "attention_fwd", "--ws", "fa4"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        stderr(&o).contains("unknown --ws plan `fa4`"),
+        "{}",
+        stderr(&o)
+    );
+}

@@ -44,6 +44,7 @@ impl TunedConfig {
             overlap: self.overlap,
             swap_operands: self.swap_operands,
             ws_plan: None,
+            ws_ptx: None,
             fusion: Default::default(),
             cluster: self.cluster,
         }

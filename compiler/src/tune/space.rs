@@ -125,6 +125,13 @@ pub fn enumerate(
             "an interpreter warp-specialization plan (--ws) cannot be tuned on a GPU".into(),
         ));
     }
+    if fixed.ws_ptx.is_some() {
+        return Err(TuneError::Space(
+            "a named warp-specialization plan (--ws) is not among the tuner's choices: its \
+             warp roles are fixed (compile or bench it with -D for the tiles)"
+                .into(),
+        ));
+    }
     if fixed.warps.is_none() {
         axes.push(Axis::Warps(WARPS.to_vec()));
     }

@@ -2,7 +2,7 @@
 //! instructions, labels, comments) in two sections, the prologue and the body. The kernel's
 //! [`Requirements`] and its instruction count are read from the instructions it holds.
 
-use super::inst::{Label, Operand, PtxInst, Reg, RegClass};
+use super::inst::{Label, Operand, Placed, PtxInst, Reg, RegClass};
 use super::isa::{Isa, Requirements};
 use kir_ir::Span;
 use std::fmt::Write;
@@ -168,9 +168,10 @@ impl Builder {
         std::mem::swap(&mut self.body, &mut self.prologue);
     }
 
-    /// Register declarations, then the prologue, then the body, with every scratch offset
-    /// ([`Operand::Scratch`]) placed at `scratch_at`.
-    pub fn finish(self, scratch_at: u32) -> String {
+    /// Register declarations, then the prologue, then the body, with every placeholder
+    /// resolved: each scratch offset ([`Operand::Scratch`]) placed at `at.scratch_at`, the arena
+    /// stride ([`Operand::ArenaStride`]) `at.arena_stride`.
+    pub fn finish(self, at: Placed) -> String {
         let mut s = String::new();
         for (i, c) in RegClass::ALL.iter().enumerate() {
             if self.counts[i] > 0 {
@@ -186,7 +187,7 @@ impl Builder {
         for line in self.prologue.into_iter().chain(self.body) {
             match line {
                 Line::Inst(depth, mut inst, _) => {
-                    inst.resolve_scratch(scratch_at);
+                    inst.resolve(at);
                     let _ = writeln!(s, "{}{inst};", "\t".repeat(depth));
                 }
                 Line::Label(l) => {

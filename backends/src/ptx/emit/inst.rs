@@ -97,6 +97,10 @@ pub enum Operand {
     /// An offset into the scratch region, whose base is known only when the kernel is finished
     /// ([`super::Builder::finish`] turns it into an immediate).
     Scratch(u32),
+    /// The bytes between two consumers' copies of the shared memory a consumer partition
+    /// allocates (its arena), known only when the kernel is finished
+    /// ([`super::Builder::finish`] turns it into an immediate).
+    ArenaStride,
     /// The sink `_` (a result nobody reads).
     Sink,
     /// A memory address: `[base]`, or `[base+off]` when an offset is given (even 0).
@@ -137,6 +141,16 @@ impl Operand {
     }
 }
 
+/// Where the placeholders of a finished kernel land ([`Operand::Scratch`],
+/// [`Operand::ArenaStride`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Placed {
+    /// The byte offset of the scratch region in the kernel's shared memory.
+    pub scratch_at: u32,
+    /// The bytes between two consumers' arenas (0 in a kernel without several consumers).
+    pub arena_stride: u32,
+}
+
 fn list(f: &mut fmt::Formatter<'_>, items: &[Operand]) -> fmt::Result {
     for (i, x) in items.iter().enumerate() {
         if i > 0 {
@@ -158,6 +172,7 @@ impl fmt::Display for Operand {
             Operand::Label(l) => write!(f, "{l}"),
             Operand::Special(s) => f.write_str(s),
             Operand::Scratch(n) => write!(f, "KIRSCRATCH{n}"),
+            Operand::ArenaStride => f.write_str("KIRARENASTRIDE"),
             Operand::Sink => f.write_str("_"),
             Operand::Addr(base, None) => write!(f, "[{base}]"),
             Operand::Addr(base, Some(off)) => write!(f, "[{base}+{off}]"),
@@ -361,21 +376,23 @@ impl PtxInst {
         &self.operands
     }
 
-    /// Replaces every scratch offset (also inside addresses and vectors) by `base + offset`.
-    pub(super) fn resolve_scratch(&mut self, base: u32) {
-        fn walk(o: &mut Operand, base: u32) {
+    /// Replaces every placeholder operand (also inside addresses and vectors) by its value:
+    /// a scratch offset by `at.scratch_at + offset`, the arena stride by `at.arena_stride`.
+    pub(super) fn resolve(&mut self, at: Placed) {
+        fn walk(o: &mut Operand, at: Placed) {
             match o {
-                Operand::Scratch(n) => *o = Operand::Imm(i64::from(base + *n)),
-                Operand::Addr(b, _) => walk(b, base),
+                Operand::Scratch(n) => *o = Operand::Imm(i64::from(at.scratch_at + *n)),
+                Operand::ArenaStride => *o = Operand::Imm(i64::from(at.arena_stride)),
+                Operand::Addr(b, _) => walk(b, at),
                 Operand::Tensor(m, cs) => {
-                    walk(m, base);
-                    cs.iter_mut().for_each(|c| walk(c, base));
+                    walk(m, at);
+                    cs.iter_mut().for_each(|c| walk(c, at));
                 }
-                Operand::Vec(items) => items.iter_mut().for_each(|c| walk(c, base)),
+                Operand::Vec(items) => items.iter_mut().for_each(|c| walk(c, at)),
                 _ => {}
             }
         }
-        self.operands.iter_mut().for_each(|o| walk(o, base));
+        self.operands.iter_mut().for_each(|o| walk(o, at));
     }
 }
 
@@ -421,6 +438,32 @@ mod tests {
         assert_eq!(t.to_string(), "x [m, {%r3}]");
         assert_eq!(Operand::f32(1.0).to_string(), "0f3F800000");
         assert_eq!(Operand::Hex(u32::MAX).to_string(), "0xffffffff");
+    }
+
+    #[test]
+    fn placeholders_resolve_to_immediates_inside_addresses_and_vectors() {
+        let r = Reg {
+            class: RegClass::B32,
+            id: 2,
+        };
+        let mut i = PtxInst::new("mad.lo.s32")
+            .op(r)
+            .op(r)
+            .op(Operand::ArenaStride)
+            .op(Operand::Addr(Box::new(Operand::Scratch(8)), None))
+            .op(Operand::vec([Operand::ArenaStride, Operand::Scratch(0)]));
+        assert_eq!(
+            i.to_string(),
+            "mad.lo.s32 %r2, %r2, KIRARENASTRIDE, [KIRSCRATCH8], {KIRARENASTRIDE, KIRSCRATCH0}"
+        );
+        i.resolve(Placed {
+            scratch_at: 1024,
+            arena_stride: 16384,
+        });
+        assert_eq!(
+            i.to_string(),
+            "mad.lo.s32 %r2, %r2, 16384, [1032], {16384, 1024}"
+        );
     }
 
     #[test]

@@ -8,5 +8,5 @@ pub mod inst;
 pub mod isa;
 
 pub use builder::{f32_lit, Builder};
-pub use inst::{Label, Operand, PtxInst};
+pub use inst::{Label, Operand, Placed, PtxInst};
 pub use inst::{Reg, RegClass};

@@ -264,19 +264,41 @@ impl Ctx<'_> {
         t
     }
 
-    /// Like [`Ctx::alloc_shared`], at a multiple of `align` bytes (a power of two).
+    /// Like [`Ctx::alloc_shared`], at a multiple of `align` bytes (a power of two). Inside the
+    /// region of one of several consumers the allocation is in its arena, whose copies keep
+    /// the alignment ([`super::state::Arena`]).
     pub fn alloc_shared_aligned(&mut self, bytes: u32, align: u32) -> u32 {
         let off = self.mem.smem_top.div_ceil(align) * align;
         self.mem.smem_top = off + bytes;
+        if let Some(a) = self.mem.arena.as_mut().filter(|a| a.base.is_some()) {
+            a.align = a.align.max(align);
+        }
         off
+    }
+
+    /// The register that shared offset `off` is added to: the kernel's shared base, or, inside
+    /// the region of one of several consumers, that consumer's arena base for an offset the
+    /// region allocated (at or above the arena's start, the scratch region included).
+    pub fn smem_base(&self, off: u32) -> Reg {
+        match self.mem.arena {
+            Some(super::state::Arena {
+                start,
+                base: Some(b),
+                ..
+            }) if off >= start => b,
+            _ => self.mem.smem,
+        }
     }
 
     /// Synchronizes (and orders the shared-memory accesses of) every thread that runs the code
     /// being lowered: the whole block, or the partition's named barrier (see `block_bar`).
     pub fn sync_block(&mut self) {
-        match self.thread.block_bar {
+        match &self.thread.block_bar {
             None => self.b.ins(PtxInst::new("bar.sync").op(0)),
-            Some((id, n)) => self.b.ins(PtxInst::new("bar.sync").op(id).op(n)),
+            Some((id, n)) => {
+                let inst = PtxInst::new("bar.sync").op(id.clone()).op(*n);
+                self.b.ins(inst)
+            }
         }
     }
 
@@ -306,7 +328,7 @@ impl Ctx<'_> {
                 .op(a)
                 .op(a)
                 .op(eb)
-                .op(self.mem.smem),
+                .op(self.smem_base(off)),
         );
         if off >= SCRATCH_BASE {
             // The scratch region goes after every other region; its offset is patched in once

@@ -139,7 +139,7 @@ mod tests {
                 let x = b.reg(RegClass::B32);
                 let r: Reg = b.reg(RegClass::B32);
                 signed(&mut b, div, k, r, x);
-                let (text, x_name) = (b.finish(0), x.to_string());
+                let (text, x_name) = (b.finish(crate::ptx::emit::Placed::default()), x.to_string());
                 for &x in &xs {
                     let want = if div {
                         x.wrapping_div(d)

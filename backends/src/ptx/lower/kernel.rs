@@ -6,7 +6,7 @@ use super::ctx::{Ctx, Lowered, MemState, PrintState, TensorInfo, ThreadRegs, SCR
 use super::PtxError;
 use crate::abi::{AbiArg, KernelAbi};
 use crate::ptx::emit::isa::Isa;
-use crate::ptx::emit::{Builder, Operand, PtxInst, RegClass};
+use crate::ptx::emit::{Builder, Operand, Placed, PtxInst, RegClass};
 use crate::target::Target;
 use kir_ir::{Dtype, Kernel};
 use std::collections::HashMap;
@@ -59,6 +59,7 @@ pub fn lower_kernel(
             smem_bufs: HashMap::new(),
             release_pending: false,
             bulk_region: None,
+            arena: None,
             stores: HashMap::new(),
             store_casts: HashMap::new(),
         },
@@ -191,17 +192,22 @@ pub fn lower_kernel(
     // largest tile spilled there (a layout conversion or reduction), not the largest tile of the
     // kernel (a bias row broadcast into a 128×256 accumulator needs 1 KB, not 128 KB).
     let scratch_at = ctx.mem.smem_top.div_ceil(16) * 16;
-    let shared_bytes = if ctx.mem.scratch_used {
+    let end = if ctx.mem.scratch_used {
         scratch_at + ctx.mem.scratch_peak
     } else {
         ctx.mem.smem_top
     };
+    // With several consumers, each has its own copy of what its region allocated.
+    let (shared_bytes, arena_stride) = super::consumers::arena_bytes(&ctx.mem, end);
     let isa = ctx.b.requirements().clone();
     let from = super::report::warps_from(policy_why);
-    let report = super::notes::build(&mut ctx, symbol, from, shared_bytes, &isa);
+    let report = super::notes::build(&mut ctx, symbol, from, (shared_bytes, arena_stride), &isa);
     ctx.b.ins(PtxInst::new("ret"));
     let instructions = ctx.b.instructions();
-    let body = ctx.b.finish(scratch_at);
+    let body = ctx.b.finish(Placed {
+        scratch_at,
+        arena_stride,
+    });
     // A warp-specialized kernel launches its producer's warps too, and states its register
     // count at entry (ws.rs).
     let (threads, maxnreg) = match &ws {

@@ -9,7 +9,8 @@
 //! reduction), `dot`/`wgmma`
 //! (with ping-pong)/`rescale` (dots), `reduce` (reductions), `control` (loops and ifs), `sched`
 //! (the cp.async stage rings of scheduled IR), `tma`/`tma_rows`/`producer` (TMA rings, mbarriers
-//! and the blocks one thread runs), `ws` (warp specialization), and `report` (the decisions, for
+//! and the blocks one thread runs), `ws`/`consumers` (warp specialization, with one consumer or
+//! several), and `report` (the decisions, for
 //! `--report`). Every concern reads values through `values` (`Ctx::val`, `regs_in`, lazy tiles)
 //! and `convert` (layout conversions); the concerns that hold regions lower them through
 //! `region`'s `Regions`, which `dispatch` implements. The files import each other in layers,
@@ -18,6 +19,7 @@
 mod arith;
 mod bulk_reduce;
 mod cluster;
+mod consumers;
 mod control;
 mod convert;
 mod cp_rows;

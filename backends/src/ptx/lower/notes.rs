@@ -180,13 +180,13 @@ pub(super) fn note_join_in_flight(c: &mut Ctx, op: &OpData) {
     }
 }
 
-/// The report of the kernel `c` lowered, with the block's origin, the shared bytes and what its
-/// instructions need.
+/// The report of the kernel `c` lowered, with the block's origin, the shared bytes (and, with
+/// several consumers, the stride of their arenas) and what its instructions need.
 pub(super) fn build(
     c: &mut Ctx,
     symbol: &str,
     warps_from: WarpsFrom,
-    shared_bytes: u32,
+    (shared_bytes, arena_stride): (u32, u32),
     isa: &Requirements,
 ) -> PtxReport {
     let k = c.k;
@@ -253,5 +253,6 @@ pub(super) fn build(
         features: isa.features.keys().copied().collect(),
         families: isa.used.iter().copied().collect(),
         shared_bytes,
+        consumer_arena: c.mem.arena.map(|a| (arena_stride, a.copies)),
     }
 }

@@ -127,6 +127,10 @@ pub struct PtxReport {
     pub families: Vec<&'static str>,
     /// Dynamic shared memory per block, in bytes.
     pub shared_bytes: u32,
+    /// With several consumer partitions: the bytes of each consumer's own copy of what its
+    /// region allocated (its arena, consumers.rs) and the consumer count; `shared_bytes` holds
+    /// the copies. `None` otherwise.
+    pub consumer_arena: Option<(u32, u32)>,
     /// f32 registers per thread that hold dot accumulators, summed over the dots: the part of
     /// the register budget the warps policy looks at (ptxas gives the full count).
     pub acc_regs: usize,
@@ -235,9 +239,16 @@ impl PtxReport {
             feats.join(", "),
             self.families.join(", ")
         );
+        let arena = match self.consumer_arena {
+            Some((bytes, n)) => format!(
+                " ({} shared by the consumers, {n} × {bytes} for each consumer's own)",
+                self.shared_bytes - n * bytes
+            ),
+            None => String::new(),
+        };
         let _ = writeln!(
             o,
-            "  shared memory: {} bytes; dot accumulators: {} f32 registers/thread",
+            "  shared memory: {} bytes{arena}; dot accumulators: {} f32 registers/thread",
             self.shared_bytes, self.acc_regs
         );
         o

@@ -155,7 +155,7 @@ pub(super) fn reduce_blocked_rows(
                 .op(addr)
                 .op(idx)
                 .op(4)
-                .op(c.mem.smem),
+                .op(c.smem_base(off)),
         );
         c.b.ins_if(
             w,
@@ -175,7 +175,7 @@ pub(super) fn reduce_blocked_rows(
             c.b.ins(
                 PtxInst::new("add.s32")
                     .op(base)
-                    .op(c.mem.smem)
+                    .op(c.smem_base(off))
                     .op(off as usize + r * subs * 4),
             );
             out.push(sum_partials(c, kind, d, base, subs, None));
@@ -190,7 +190,7 @@ pub(super) fn reduce_blocked_rows(
                     .op(base)
                     .op(sc.idx[0])
                     .op(subs * 4)
-                    .op(c.mem.smem),
+                    .op(c.smem_base(off)),
             );
             c.b.ins(PtxInst::new("add.s32").op(base).op(base).op(off));
             out.push(sum_partials(c, kind, d, base, subs, sc.valid));

@@ -171,7 +171,7 @@ fn program(n: usize, emit: impl Fn(&mut Builder, Reg, &[Reg])) -> (Prog, Vec<usi
     let ins: Vec<Reg> = (0..n).map(|_| b.reg(RegClass::F32)).collect();
     let r = b.reg(RegClass::F32);
     emit(&mut b, r, &ins);
-    let mut p = Prog::parse(&b.finish(0));
+    let mut p = Prog::parse(&b.finish(crate::ptx::emit::Placed::default()));
     let mut index = |r: Reg| match p.arg(&r.to_string()) {
         Arg::R(i) => i,
         Arg::I(_) => unreachable!("a register"),

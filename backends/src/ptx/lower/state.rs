@@ -2,7 +2,7 @@
 //! memory, and asynchronous work (TMA, warp specialization, wgmma). Each struct is the state one
 //! concern of the lowering keeps while it emits a kernel.
 
-use crate::ptx::emit::Reg;
+use crate::ptx::emit::{Operand, Reg};
 use crate::ptx::plan::layout::Layout;
 use kir_ir::{Dtype, Op, Value};
 use std::collections::{HashMap, HashSet};
@@ -71,8 +71,9 @@ pub struct ThreadRegs {
     pub quad_leader: Reg,
     /// The barrier that synchronizes the threads running the code being lowered: `None` is the
     /// whole block (`bar.sync 0`); `Some((id, threads))` a named barrier, inside a
-    /// warp-specialized partition whose other warps never reach it.
-    pub block_bar: Option<(u32, u32)>,
+    /// warp-specialized partition whose other warps never reach it. The id is an immediate, or
+    /// a register where each of several consumers takes its own (consumers.rs).
+    pub block_bar: Option<(Operand, u32)>,
     pub(super) rowbases: HashMap<usize, Reg>,
     pub(super) gridbases: HashMap<(usize, usize), (Reg, Reg)>,
     pub(super) ldm_lane: Option<(Reg, Reg, Reg)>,
@@ -102,6 +103,29 @@ pub struct MemState {
     /// The shared region of bulk reductions: every one of the kernel's bulk `atomic_add`s
     /// reuses it, since each waits until the region is read (bulk_reduce.rs).
     pub bulk_region: Option<Region>,
+    /// In a kernel with several consumer partitions, the shared memory each consumer allocates
+    /// for itself (consumers.rs); `None` otherwise.
+    pub arena: Option<Arena>,
+}
+
+/// The shared memory that each of several consumer partitions allocates for itself while its
+/// region is lowered (staged operands, reduction partials, the bulk-reduction region, the
+/// scratch region): one copy per consumer, consumer i's at `i × stride` past consumer 0's, where
+/// the stride (the arena's size, rounded up to its alignment) is known only when the kernel is
+/// finished ([`crate::ptx::emit::Operand::ArenaStride`]). Everything below `start` (the rings,
+/// barriers and operands every consumer reads) has one copy.
+#[derive(Clone, Copy, Debug)]
+pub struct Arena {
+    /// The first offset of the arena: the allocation top when the consumer region began.
+    pub start: u32,
+    /// How many copies there are (the consumer count).
+    pub copies: u32,
+    /// The largest alignment an allocation inside the arena asked for (16 at least): the
+    /// stride is a multiple of it, so every copy keeps its allocations' alignment.
+    pub align: u32,
+    /// This consumer's base address, `kir_smem + %i × stride`, while the consumer region is
+    /// lowered (every offset at or above `start` is added to it); `None` before and after.
+    pub base: Option<Reg>,
 }
 
 /// Asynchronous work: TMA rings and mbarriers, warp specialization, and wgmma groups.

@@ -1,9 +1,9 @@
 //! Warp specialization on the PTX backend (targets with `has_setmaxnreg`, `has_tma` and
-//! `has_mbarrier_tx`): the `warp_specialize` op of scheduled IR (docs/ir.md) with one consumer
-//! partition.
+//! `has_mbarrier_tx`): the `warp_specialize` op of scheduled IR (docs/ir.md), with one consumer
+//! partition or several (consumers.rs holds what several change).
 //!
-//! - The block has `producer_warps + consumer_warps` warps; the producer warps come first. Every
-//!   layout, warp grid and wgmma decision is made for the consumer's warps alone
+//! - The block has `producer_warps + consumers · consumer_warps` warps; the producer warps come
+//!   first. Every layout, warp grid and wgmma decision is made for one consumer's warps
 //!   (`plan::plan`), and the consumer's code sees a thread index counted from its first warp
 //!   (`Ctx::tid`; the launch's own is `WsState::raw_tid`), so it is the code a block of
 //!   `consumer_warps` warps would run.
@@ -22,9 +22,14 @@
 //!   for the async proxy by each thread, then one arrival per warp on the
 //!   full barrier, whose count the kernel picks at run time (`ws_fallback::fallback_arrivals`).
 //! - Consumer: `setmaxnreg.inc` to its budget, then the region with every block-wide barrier a
-//!   named barrier over the consumer's threads (`Ctx::sync_block`), its stage indices in
-//!   registers (the ring is not unrolled, so every stage read must be a wgmma operand: sched.rs,
-//!   `dynamic_ring`), and its empty-barrier arrivals one per warp (tma.rs).
+//!   named barrier over the consumer's threads (`Ctx::sync_block`; 15, or 15 − i for consumer
+//!   i of several), its stage indices in registers (the ring is not unrolled, so every stage
+//!   read must be a wgmma operand: sched.rs, `dynamic_ring`), and its empty-barrier arrivals
+//!   one per warp (tma.rs). With one consumer its index (the region's argument) is the static
+//!   0; with several it is a register and each consumer's shared allocations are its own
+//!   (consumers.rs).
+//!
+//! [`WsState::deferred`]: super::state::WsState::deferred
 
 use super::ctx::{Ctx, Val};
 use super::producer::producer_ok;
@@ -37,8 +42,9 @@ use crate::ptx::plan::roles::{ws_op, WsAttrs, CONSUMER_BARRIER};
 use kir_ir::{OpData, Opcode};
 
 /// Sets up the thread index of a warp-specialized kernel (in the prologue: `tid` becomes the
-/// consumer's, counted from its first warp) and the ops deferred to the consumer partition
-/// (tile ops before `warp_specialize`, except index tiles, which are lazy everywhere).
+/// consumer's, counted from its first warp; with several consumers, from its own consumer's:
+/// consumers.rs) and the ops deferred to the consumer partition (tile ops before
+/// `warp_specialize`, except index tiles, which are lazy everywhere).
 pub fn setup(c: &mut Ctx, a: &WsAttrs) {
     let (raw, tid) = (c.b.reg(RegClass::B32), c.thread.tid);
     let skip = a.producer_warps * 32;
@@ -48,8 +54,12 @@ pub fn setup(c: &mut Ctx, a: &WsAttrs) {
                 .op(raw)
                 .op(Operand::Special("%tid.x")),
         );
-        b.ins(PtxInst::new("sub.u32").op(tid).op(raw).op(skip));
     });
+    if a.consumers > 1 {
+        super::consumers::setup(c, a, raw);
+    } else {
+        c.b.in_prologue(|b| b.ins(PtxInst::new("sub.u32").op(tid).op(raw).op(skip)));
+    }
     c.asyncs.ws.raw_tid = Some(raw);
     let k = c.k;
     for &o in &k.dfg.blocks[k.body].ops {
@@ -118,29 +128,22 @@ pub fn lower_ws(c: &mut Ctx, op: &OpData, lower: &dyn Regions) -> Result<(), Ptx
             ),
         ));
     }
-    let (_, a) = ws_op(c.k).ok_or_else(|| {
+    let (ws, a) = ws_op(c.k).ok_or_else(|| {
         PtxError::at(
             sp,
             "the PTX backend lowers `warp_specialize` only at the top level of a kernel, with \
              literal warp counts and budgets",
         )
     })?;
-    if a.consumers != 1 {
-        return Err(PtxError::at(
-            sp,
-            format!(
-                "the PTX backend lowers `warp_specialize` with one consumer partition; this one \
-                 has {} (consumers that split the grid would each need their own shared tiles)",
-                a.consumers
-            ),
-        ));
-    }
     let (Some(&prod), Some(&cons)) = (op.regions.first(), op.regions.get(1)) else {
         return Err(PtxError::at(
             sp,
             "internal: warp_specialize needs two regions",
         ));
     };
+    if a.consumers > 1 {
+        super::consumers::check(c, &a, ws, cons, sp)?;
+    }
     producer_ok(c.k, prod).map_err(|m| PtxError::at(sp, m))?;
     super::cluster::cluster_start(c, &a, sp)?;
     let raw =
@@ -191,15 +194,19 @@ pub fn lower_ws(c: &mut Ctx, op: &OpData, lower: &dyn Regions) -> Result<(), Ptx
     c.b.place(&consumer);
     c.b.need(Isa::SETMAXNREG)
         .ins(PtxInst::new("setmaxnreg.inc.sync.aligned.u32").op(a.consumer_regs));
-    if let Some(&wg) = c.k.dfg.blocks[cons].args.first() {
-        let zero = c.b.imm32(0);
-        c.values.vals.insert(wg, Val::Scalar(zero));
-        c.values.statics.insert(wg, 0);
-    }
-    let was_bar = c
-        .thread
-        .block_bar
-        .replace((CONSUMER_BARRIER, a.consumer_warps * 32));
+    let index = c.k.dfg.blocks[cons].args.first().copied();
+    let was_bar = c.thread.block_bar.clone();
+    let entered = if a.consumers > 1 {
+        Some(super::consumers::enter(c, &a, raw, index))
+    } else {
+        if let Some(wg) = index {
+            let zero = c.b.imm32(0);
+            c.values.vals.insert(wg, Val::Scalar(zero));
+            c.values.statics.insert(wg, 0);
+        }
+        c.thread.block_bar = Some((Operand::Imm(CONSUMER_BARRIER.into()), a.consumer_warps * 32));
+        None
+    };
     let r = (|| {
         for o in c.asyncs.ws.order.clone() {
             let k = c.k;
@@ -215,6 +222,9 @@ pub fn lower_ws(c: &mut Ctx, op: &OpData, lower: &dyn Regions) -> Result<(), Ptx
     })();
     c.thread.block_bar = was_bar;
     c.asyncs.tma.dynamic_ring = was_dyn;
+    if let Some(e) = entered {
+        super::consumers::leave(c, e);
+    }
     r?;
     c.b.place(&exit);
     if c.asyncs.ws.cluster.is_some() {

@@ -39,12 +39,21 @@ pub fn plan(k: &Kernel, target: Target, warps: Option<u32>) -> KernelPlan {
         // A warp-specialized kernel's code is the consumer's (ws.rs).
         (Some(a), _) => (
             a.consumer_block(),
-            Some(format!(
-                "warp-specialized: {} producer warps, a consumer of {} warps ({} threads)",
-                a.producer_warps,
-                a.consumer_warps,
-                a.threads()
-            )),
+            Some(match a.consumers {
+                1 => format!(
+                    "warp-specialized: {} producer warps, a consumer of {} warps ({} threads)",
+                    a.producer_warps,
+                    a.consumer_warps,
+                    a.threads()
+                ),
+                n => format!(
+                    "warp-specialized: {} producer warps, {n} consumers of {} warps each ({} \
+                     threads)",
+                    a.producer_warps,
+                    a.consumer_warps,
+                    a.threads()
+                ),
+            }),
         ),
         (None, Some(w)) => (
             Block {

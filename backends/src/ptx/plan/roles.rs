@@ -8,8 +8,9 @@ use crate::target::Target;
 use kir_ir::{Kernel, Op, OpData, Opcode, Value};
 use std::collections::HashMap;
 
-/// The named barrier of a warp-specialized consumer partition (`lower/ws.rs`); ids 1.. are the
-/// ping-pong's (`lower/wgmma.rs`), and per-warpgroup bulk reductions take ids between
+/// The named barrier of a warp-specialized consumer partition (`lower/ws.rs`; consumer i of
+/// several takes this − i, `lower/consumers.rs`); ids 1.. are the ping-pong's
+/// (`lower/wgmma.rs`), and per-warpgroup bulk reductions take ids between
 /// (`lower/bulk_reduce.rs`).
 pub const CONSUMER_BARRIER: u32 = 15;
 
