@@ -258,7 +258,7 @@ fn each_warpgroup_adds_its_own_rows_of_dqt() {
                 block_bars == 0 && group_bars == 4 && lead,
                 "d{d}: {block_bars} block barriers, {group_bars} warpgroup barriers, per-warpgroup issuer {lead}: {window:#?}"
             );
-            // Each warpgroup adds 64 rows of the padded 68-column f32 rows.
+            // Each warpgroup adds 64 rows of the padded 72-column f32 rows.
             let part = lines[last_store..i]
                 .iter()
                 .any(|l| l.contains("mul.lo.s32") && l.ends_with(", 64;"));

@@ -14,13 +14,16 @@
 //! warp, and with it its warpgroup's next wgmma, right after the issue.
 //!
 //! The tensor's rows may be C or C + `PAD` elements long (the pad is never written by the tile
-//! and never read by attention_bwd). attention_bwd's accumulator has rows of BLOCK_M + 4: with
+//! and never read by attention_bwd). attention_bwd's accumulator has rows of BLOCK_M + 8: with
 //! rows of exactly C·4 bytes (256 at BLOCK_M = 64) the 8 rows that one 8-byte store of the mma
 //! layout writes fall in the same 8 banks, an 8-way conflict (ncu: 24 % of the atomic dK/dV
-//! kernel's shared wavefronts were excess); 16 more bytes shift each row by 4 banks, so the
-//! store's 256 bytes take 2 wavefronts, the least they can, and the region stays one dense
-//! range of the tensor, added by one request. One request per unpadded global row instead
-//! (128 of 256 bytes per step) ran the atomic mode at 217 TFLOP/s against 396 (d128 S = 16k,
+//! kernel's shared wavefronts were excess). An 8-byte store is served by half-warps: lanes
+//! 0–15 write rows g = 0..3 (8 columns each), so each row must start 8 banks after the one
+//! before for the half-warp to take one wavefront. 32 more bytes a row do that (rows of 16
+//! more bytes, 4 banks apart, overlapped by 4 banks: ncu counted two wavefronts more per store
+//! than the least, 10 % of the kernel's, call V3), and the region stays one dense range of the
+//! tensor, added by one request. One request per unpadded global row instead (128 of 256
+//! bytes per step) ran the atomic mode at 217 TFLOP/s against 396 (d128 S = 16k,
 //! docs/benchmarks.md).
 //!
 //! In a block of G ≥ 2 warpgroups (the `RowMma` layout stacks warps along rows, so warpgroup w
@@ -46,7 +49,7 @@ use crate::ptx::plan::layout::{self, Layout};
 use kir_ir::{Dtype, Offset, OpData, Opcode};
 
 /// Elements of padding a tensor's rows may have past the tile's C columns (see the module doc).
-pub const PAD: usize = 4;
+pub const PAD: usize = 8;
 
 /// A warpgroup's named barrier: ids `first` and `first + 1` under a predicate (true on
 /// warpgroup 0), or the id in a register.
