@@ -13,17 +13,22 @@
 //! (`finish`), so the read overlaps the rest of the step instead of stalling the issuing
 //! warp, and with it its warpgroup's next wgmma, right after the issue.
 //!
-//! The tensor's rows may be C or C + `PAD` elements long (the pad is never written by the tile
-//! and never read by attention_bwd). attention_bwd's accumulator has rows of BLOCK_M + 8: with
-//! rows of exactly C·4 bytes (256 at BLOCK_M = 64) the 8 rows that one 8-byte store of the mma
-//! layout writes fall in the same 8 banks, an 8-way conflict (ncu: 24 % of the atomic dK/dV
-//! kernel's shared wavefronts were excess). An 8-byte store is served by half-warps: lanes
-//! 0–15 write rows g = 0..3 (8 columns each), so each row must start 8 banks after the one
-//! before for the half-warp to take one wavefront. 32 more bytes a row do that (rows of 16
-//! more bytes, 4 banks apart, overlapped by 4 banks: ncu counted two wavefronts more per store
-//! than the least, 10 % of the kernel's, call V3), and the region stays one dense range of the
-//! tensor, added by one request. One request per unpadded global row instead (128 of 256
-//! bytes per step) ran the atomic mode at 217 TFLOP/s against 396 (d128 S = 16k,
+//! The tensor's rows may be C, C + 4 or C + 8 elements long (the pad is never written by the
+//! tile and never read by attention_bwd). With rows of exactly C·4 bytes (256 at BLOCK_M = 64)
+//! the 8 rows that one 8-byte store of the mma layout writes fall in the same 8 banks, an 8-way
+//! conflict (ncu: 24 % of the atomic dK/dV kernel's shared wavefronts were excess). An 8-byte
+//! store is served by half-warps: lanes 0–15 write rows g = 0..3 (8 columns each), so each row
+//! must start 8 banks after the one before for the half-warp to take one wavefront. Rows of
+//! C + 8 do that; rows of C + 4 start 4 banks apart and overlap by 4, two wavefronts more per
+//! store than the least (10 % of the d128 kernel's wavefronts in ncu, call V3), but a region 4
+//! columns shorter. So the region holds rows of C + 8 where the block splits it between
+//! warpgroups ([`Split::Groups`]: attention_bwd's d128 kernel, +2–19 % on an H100, call V4),
+//! and of C + 4 where the block writes it whole (its d64 kernel, whose three blocks per SM
+//! did not survive 1 KB more shared memory: −6 % with C + 8, V4); a launch whose rows are
+//! longer than the region's takes the per-element path. attention_bwd's accumulator declares
+//! rows of BLOCK_M + 4 at head dim 64 and BLOCK_M + 8 above. The region stays one dense range
+//! of the tensor, added by one request. One request per unpadded global row instead (128 of
+//! 256 bytes per step) ran the atomic mode at 217 TFLOP/s against 396 (d128 S = 16k,
 //! docs/benchmarks.md).
 //!
 //! In a block of G ≥ 2 warpgroups (the `RowMma` layout stacks warps along rows, so warpgroup w
@@ -36,7 +41,8 @@
 //!
 //! Taken when the target has TMA, the tile is an unmasked f32 `RowMma` [R, C] tile (C even)
 //! whose offsets in the tensor's innermost dims are literal 0, and the innermost stride is 1.
-//! At run time the tensor's two innermost dims must be R and C or C + PAD, with dense rows, so
+//! At run time the tensor's two innermost dims must be R and C, C + 4 or C + 8 (at most the
+//! region's row), with dense rows, so
 //! the tile's rows are one region of R rows of the tensor (a multiple of 16 bytes), 16-byte
 //! aligned, with its leading offsets inside the tensor; a launch that breaks a rule takes the
 //! per-element path (mma_store.rs) instead, chosen by a uniform branch.
@@ -48,8 +54,9 @@ use crate::ptx::emit::{PtxInst, Reg, RegClass};
 use crate::ptx::plan::layout::{self, Layout};
 use kir_ir::{Dtype, Offset, OpData, Opcode};
 
-/// Elements of padding a tensor's rows may have past the tile's C columns (see the module doc).
-pub const PAD: usize = 8;
+/// Elements of padding a tensor's rows may have past the tile's C columns (see the module doc):
+/// the region's rows are C + `PAD[1]` when warpgroups split it, else C + `PAD[0]`.
+pub const PAD: [usize; 2] = [4, 8];
 
 /// A warpgroup's named barrier: ids `first` and `first + 1` under a predicate (true on
 /// warpgroup 0), or the id in a register.
@@ -59,11 +66,12 @@ enum GroupBar {
     Reg(Reg),
 }
 
-/// How a tile of `rows` rows of `padded` f32 each splits between the block's warpgroups: per
+/// How a tile of `rows` rows of `cols` f32 each (region rows of C + `PAD[1]` when split) splits
+/// between the block's warpgroups: per
 /// warpgroup when there are at least two and a named barrier id is free for each between the
 /// ping-pong's (ids 1 ..= 2k − 1, wgmma.rs) and the warp-specialized consumer's
 /// (`roles::CONSUMER_BARRIER`), else by the block.
-fn split_of(c: &Ctx, rows: usize, padded: usize) -> Split {
+fn split_of(c: &Ctx, rows: usize, cols: usize) -> Split {
     let warps = c.plan.blk.warps;
     let groups = warps / 4;
     let first_bar = 1 + c
@@ -82,7 +90,7 @@ fn split_of(c: &Ctx, rows: usize, padded: usize) -> Split {
     }
     Split::Groups {
         groups,
-        part_bytes: (rows / groups as usize * padded * 4) as u32,
+        part_bytes: (rows / groups as usize * (cols + PAD[1]) * 4) as u32,
         first_bar,
     }
 }
@@ -118,13 +126,16 @@ pub(super) fn bulk_add(
         return false;
     }
     let (rows, cols) = (shape[0], shape[1]);
-    // Rows of C or C + PAD elements (see the module doc): the region holds the longer.
-    let padded = cols + PAD;
-    let bytes = (rows * padded * 4) as u32;
     // One region for the kernel's bulk reductions (they run one after another, each waiting
     // until its region is read before the barrier that ends the next one's writes), split
-    // alike by every one of them.
-    let split = split_of(c, rows, padded);
+    // alike by every one of them, with rows of C + PAD[0] or C + PAD[1] elements (see the
+    // module doc): the region holds the longest rows a launch may have.
+    let split = split_of(c, rows, cols);
+    let padded = match split {
+        Split::Block => cols + PAD[0],
+        Split::Groups { .. } => cols + PAD[1],
+    };
+    let bytes = (rows * padded * 4) as u32;
     let off = match c.mem.bulk_region {
         Some(r) if r.split != split => return false,
         Some(r) if r.bytes >= bytes => r.off,
@@ -134,16 +145,19 @@ pub(super) fn bulk_add(
             off
         }
     };
-    // The run-time rules: the innermost dims R and C or C + PAD, dense rows, leading offsets
-    // inside the tensor, the base 16-byte aligned. Uniform across the block (scalars of the
-    // program).
+    // The run-time rules: the innermost dims R and C, C + 4 or C + 8 (at most the region's
+    // rows), dense rows, leading offsets inside the tensor, the base 16-byte aligned. Uniform
+    // across the block (scalars of the program).
     let gaddr = c.b.reg(RegClass::B64);
     c.b.ins(PtxInst::new("mov.b64").op(gaddr).op(info.ptr));
     let row = info.dims[rank - 1];
-    let (ok, p) = (c.b.reg(RegClass::Pred), c.b.reg(RegClass::Pred));
+    let ok = c.b.reg(RegClass::Pred);
     c.b.ins(PtxInst::new("setp.eq.u32").op(ok).op(row).op(cols));
-    c.b.ins(PtxInst::new("setp.eq.u32").op(p).op(row).op(padded));
-    c.b.ins(PtxInst::new("or.pred").op(ok).op(ok).op(p));
+    for pad in PAD.into_iter().filter(|&p| cols + p <= padded) {
+        let p = c.b.reg(RegClass::Pred);
+        c.b.ins(PtxInst::new("setp.eq.u32").op(p).op(row).op(cols + pad));
+        c.b.ins(PtxInst::new("or.pred").op(ok).op(ok).op(p));
+    }
     for (have, want) in [
         (info.strides[rank - 2], row),
         (info.dims[rank - 2], c.b.imm32(rows as i64)),
