@@ -10,18 +10,7 @@ set -uo pipefail
 K=$1
 d=${OUT:-/tmp}/ws_consumers
 mkdir -p "$d"
-cmp() {  # cmp NAME DIR_A DIR_REF OUTPUTS...
-  python3 - "$@" <<'PY'
-import sys, numpy as np
-name, a, r, *outs = sys.argv[1:]
-for n in outs:
-    x = np.load(f"{a}/{n}.npy").astype(np.float64); y = np.load(f"{r}/{n}.npy").astype(np.float64)
-    fin = np.isfinite(y)
-    rel = np.linalg.norm(np.where(fin, x - y, 0)) / max(np.linalg.norm(np.where(fin, y, 0)), 1e-30)
-    ok = rel < 1e-2 and bool(np.all(np.isfinite(x) == fin))
-    print(f"{'PASS' if ok else 'FAIL'} {name} {n}: rel L2 {rel:.2e}")
-PY
-}
+cmp() { python3 "$(dirname "$0")/npy_cmp.py" "$@"; }  # cmp NAME DIR_A DIR_REF OUTPUTS...
 for hd in 64 128; do
   c=$d/attn_d$hd; mkdir -p "$c"
   # 257 query rows: the last program's second consumer has no query block (it keeps its place

@@ -37,6 +37,26 @@ fn dot_paths(d: &[(&str, &str)]) -> (Vec<(String, Vec<DotPath>)>, String) {
     (paths, report)
 }
 
+/// The atomic mode's dK/dV kernel at head dim `d` on sm_90a: its PTX from the entry to its
+/// `ret`.
+fn atomic_dkdv_ptx(d: &str) -> String {
+    let src = kir_compiler::internal::oplib::builtin("attention_bwd").expect("attention_bwd");
+    let ptx = compile(
+        src,
+        &defs(&[("DETERMINISTIC", "0"), ("HEAD_DIM", d)]),
+        None,
+        Target::Sm90a,
+        Emit::Ptx,
+    )
+    .unwrap_or_else(|e| panic!("d{d}: {e}"))
+    .text;
+    let at = ptx
+        .find(".entry attention_bwd_dkdv")
+        .expect("the dK/dV entry");
+    let end = ptx[at..].find("\tret;").map(|e| at + e).expect("its ret");
+    ptx[at..end].to_string()
+}
+
 #[test]
 fn every_backward_dot_takes_wgmma_on_sm90a() {
     let cases: [&[(&str, &str)]; 8] = [
@@ -129,24 +149,10 @@ fn the_bulk_reductions_read_is_waited_for_late() {
     // before the barrier that precedes the region's next writes, and before the kernel returns
     // (the block's shared memory is released at exit), not right after the issue, where the
     // wait held its warp, and so its warpgroup's next wgmma, for the whole read.
-    let src = kir_compiler::internal::oplib::builtin("attention_bwd").expect("attention_bwd");
     let issue = "cp.reduce.async.bulk.global.shared::cta.bulk_group.add.f32";
     let wait = "cp.async.bulk.wait_group.read 0;";
     for d in ["64", "128"] {
-        let ptx = compile(
-            src,
-            &defs(&[("DETERMINISTIC", "0"), ("HEAD_DIM", d)]),
-            None,
-            Target::Sm90a,
-            Emit::Ptx,
-        )
-        .unwrap_or_else(|e| panic!("d{d}: {e}"))
-        .text;
-        let at = ptx
-            .find(".entry attention_bwd_dkdv")
-            .expect("the dK/dV entry");
-        let end = ptx[at..].find("\tret;").map(|e| at + e).expect("its ret");
-        let body = &ptx[at..end];
+        let body = atomic_dkdv_ptx(d);
         let lines: Vec<&str> = body.lines().collect();
         let issues: Vec<usize> = (0..lines.len())
             .filter(|&i| lines[i].contains(issue))
@@ -213,23 +219,10 @@ fn each_warpgroup_adds_its_own_rows_of_dqt() {
     // dqᵀ between named barriers over its 128 threads, ids above the ping-pong's, and its first
     // thread issues the part's reduction: no block-wide barrier between the staging and the
     // issue. With one warpgroup (d64) the block does it between `bar.sync 0`s.
-    let src = kir_compiler::internal::oplib::builtin("attention_bwd").expect("attention_bwd");
     let issue = "cp.reduce.async.bulk.global.shared::cta.bulk_group.add.f32";
     for (d, split) in [("128", true), ("64", false)] {
-        let ptx = compile(
-            src,
-            &defs(&[("DETERMINISTIC", "0"), ("HEAD_DIM", d)]),
-            None,
-            Target::Sm90a,
-            Emit::Ptx,
-        )
-        .unwrap_or_else(|e| panic!("d{d}: {e}"))
-        .text;
-        let at = ptx
-            .find(".entry attention_bwd_dkdv")
-            .expect("the dK/dV entry");
-        let end = ptx[at..].find("\tret;").map(|e| at + e).expect("its ret");
-        let lines: Vec<&str> = ptx[at..end].lines().collect();
+        let body = atomic_dkdv_ptx(d);
+        let lines: Vec<&str> = body.lines().collect();
         let i = lines
             .iter()
             .position(|l| l.contains(issue))
