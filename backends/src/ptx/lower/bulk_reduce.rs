@@ -52,6 +52,7 @@ use super::state::{Region, Split};
 use crate::ptx::emit::isa::Isa;
 use crate::ptx::emit::{PtxInst, Reg, RegClass};
 use crate::ptx::plan::layout::{self, Layout};
+use crate::ptx::plan::roles;
 use kir_ir::{Dtype, Offset, OpData, Opcode};
 
 /// Elements of padding a tensor's rows may have past the tile's C columns (see the module doc):
@@ -69,11 +70,14 @@ enum GroupBar {
 /// How a tile of `rows` rows of `cols` f32 each (region rows of C + `PAD[1]` when split) splits
 /// between the block's warpgroups: per
 /// warpgroup when there are at least two and a named barrier id is free for each between the
-/// ping-pong's (ids 1 ..= 2k − 1, wgmma.rs) and the warp-specialized consumer's
-/// (`roles::CONSUMER_BARRIER`), else by the block.
+/// ping-pong's (ids 1 ..= 2k − 1, wgmma.rs) and the warp-specialized consumers' (C consumers
+/// take `roles::CONSUMER_BARRIER` down to `CONSUMER_BARRIER` − C + 1, consumers.rs), else by
+/// the block.
 fn split_of(c: &Ctx, rows: usize, cols: usize) -> Split {
     let warps = c.plan.blk.warps;
     let groups = warps / 4;
+    // The consumers' barriers (one, 15, in a block without warp specialization too).
+    let consumers = roles::ws_op(c.k).map_or(1, |(_, a)| a.consumers.max(1));
     let first_bar = 1 + c
         .plan
         .pingpong
@@ -84,7 +88,7 @@ fn split_of(c: &Ctx, rows: usize, cols: usize) -> Split {
     if warps % 4 != 0
         || groups < 2
         || rows % groups as usize != 0
-        || first_bar + groups > crate::ptx::plan::roles::CONSUMER_BARRIER
+        || first_bar + groups > roles::CONSUMER_BARRIER + 1 - consumers
     {
         return Split::Block;
     }
