@@ -346,6 +346,10 @@ op_table! {
         "Writes a tile at element offsets; `mask` skips elements, `guard` skips out-of-bounds ones.";
     AtomicAdd "atomic_add" Memory elem=None effect=WritesMemory lead=None, tensor=true, operands=F(1), kw=[("mask", Value), ("guard", Flag)], results=F(0), regions=0,
         "Atomically adds a tile into a tensor at element offsets (mask and guard as for store).";
+    SemWait "sem_wait" Memory elem=None effect=WritesMemory lead=None, tensor=true, operands=F(1), kw=[], results=F(0), regions=0,
+        "Waits until the i32 element at the offsets (a counter of `sem_signal`s) is at least the i32 operand, then orders this program's later writes after the writes those signals released (acquire, GPU scope). A program may wait only for programs earlier in grid order (axis 0 fastest), which a GPU starts first.";
+    SemSignal "sem_signal" Memory elem=None effect=WritesMemory lead=None, tensor=true, operands=F(0), kw=[("guard", Flag)], results=F(0), regions=0,
+        "Once this program's earlier writes and `atomic_add`s are complete, adds 1 to the i32 element at the offsets (release, GPU scope); `guard` skips an out-of-bounds element.";
     Neg "neg" Unary elem=Unary(Arith) effect=Pure lead=None, tensor=false, operands=F(1), kw=[], results=F(1), regions=0, "−x.";
     Abs "abs" Unary elem=Unary(Arith) effect=Pure lead=None, tensor=false, operands=F(1), kw=[], results=F(1), regions=0, "|x|.";
     Exp "exp" Unary elem=Unary(Float) effect=Pure lead=None, tensor=false, operands=F(1), kw=[], results=F(1), regions=0, "eˣ (float).";

@@ -557,3 +557,35 @@ fn feature_errors_are_clear_and_located() {
         );
     }
 }
+
+/// ORDERED = 1 (the deterministic mode that adds dqᵀ in the dK/dV kernel, in key-block order
+/// under counters) with every feature it takes (all but WINDOW): key lengths, a KV offset
+/// (negative too), mask planes, the soft cap, combined, causal or not, GQA, over every dtype,
+/// and through split accumulators. The interpreter runs the programs in grid order and fails a
+/// wait that a GPU would never see end, so every case also checks each wait's count.
+#[test]
+fn ordered_dq_with_features() {
+    let ordered = [("ORDERED", "1")];
+    for (n, dt) in DTYPES.into_iter().enumerate() {
+        let mag = [1.0, 3.0][n % 2];
+        for causal in [false, true] {
+            let mut p = pr(3, 4, 2, 37, 53, 64);
+            p.causal = causal;
+            p.total_lengths = Some(vec![0, 29, 53]);
+            case_with(p, dt, true, None, mag, &ordered);
+            let mut p = pr(2, 4, 2, 37, 53, 64);
+            p.causal = causal;
+            p.softcap = Some(5.0);
+            case_with(p, dt, true, Some(8), 4.0 - mag, &ordered);
+        }
+        let mut p = pr(3, 4, 2, 37, 140, 64);
+        p.past_lengths = Some(vec![17, 80, -5]);
+        p.total_lengths = Some(vec![45, 140, 20]);
+        case_with(p, dt, true, Some(3), mag, &ordered);
+    }
+    let mut p = pr(2, 4, 2, 45, 150, 136);
+    p.past_lengths = Some(vec![40, 100]);
+    p.total_lengths = Some(vec![70, 137]);
+    p.softcap = Some(8.0);
+    case_with(p, "bf16", true, Some(8), 3.0, &[("ORDERED", "1"), ("BLOCK_KV", "64")]);
+}

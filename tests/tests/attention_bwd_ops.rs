@@ -178,6 +178,58 @@ fn split_accumulators() {
     }
 }
 
+/// ORDERED = 1: the dK/dV kernel adds dqᵀ into dq_acc in ascending key-block order, each add
+/// waiting on its query block's counter: every dtype, causal and not, GQA, ragged shapes with
+/// partial key blocks, the 32- and 128-key programs, the sm_90a d128 row's tiles (128 keys on 8
+/// warps) and split accumulators at d256. The interpreter runs programs in grid order and fails
+/// a wait that would never end on a GPU, so each case also checks the counts the kernel waits
+/// for.
+#[test]
+fn ordered_dq() {
+    for (n, dt) in ["f32", "f16", "bf16"].into_iter().enumerate() {
+        for causal in [false, true] {
+            let mag = [1.0, 3.0][(n + causal as usize) % 2];
+            let ordered = [("ORDERED", "1")];
+            case_with(pr(2, 4, 2, 70, 150, 64, causal), dt, true, mag, &ordered);
+            case_with(pr(1, 14, 2, 30, 70, 32, causal), dt, true, 4.0 - mag, &ordered);
+        }
+    }
+    let wide = [("ORDERED", "1"), ("BLOCK_KV", "128"), ("BLOCK_M", "64"), ("BLOCK_N", "64")];
+    case_with(pr(1, 4, 2, 300, 300, 128, true), "bf16", true, 3.0, &wide);
+    case_with(pr(2, 2, 1, 150, 290, 128, false), "f16", true, 1.0, &wide);
+    let split = [("ORDERED", "1"), ("BLOCK_KV", "64"), ("BLOCK_M", "64"), ("BLOCK_N", "64")];
+    case_with(pr(2, 4, 2, 70, 150, 256, true), "bf16", true, 3.0, &split);
+}
+
+/// ORDERED = 1 with the dK/dV programs' counts one too high: the interpreter, running programs
+/// in grid order, reports the wait that a GPU would never see end.
+#[test]
+fn ordered_dq_reports_a_wait_that_never_ends() {
+    let src = kir_compiler::internal::oplib::builtin(BWD).expect("attention_bwd is built in");
+    let wrong = src.replace(
+        "sem_wait dq_sem[%b, %h, %qblk], %nblk",
+        "sem_wait dq_sem[%b, %h, %qblk], %one",
+    );
+    assert_ne!(wrong, src, "the ordered wait is in the op");
+    let p = pr(1, 1, 1, 40, 90, 32, false);
+    let defs: Vec<(String, String)> = [("DTYPE", "f32"), ("HEAD_DIM", "32"), ("ORDERED", "1")]
+        .iter()
+        .map(|(a, b)| (a.to_string(), b.to_string()))
+        .collect();
+    let spec = kir_compiler::internal::pipeline::output(&wrong, &defs)
+        .unwrap_or_else(|e| panic!("{}", e.render("attention_bwd.kir", &wrong)));
+    let mut rng = Rng::fresh("attention_bwd ordered wrong count");
+    let mut p = p;
+    p.scale = p.scale as f32 as f64;
+    let args = inputs(&p, Dtype::F32, 1.0, &mut rng);
+    let err = run_with(&spec, &args, &RunOptions::default()).expect_err("the wait never ends");
+    assert!(
+        err.message.contains("would wait forever") && err.message.contains("program (0, 0, 0)"),
+        "{}",
+        err.message
+    );
+}
+
 #[test]
 fn random_shapes() {
     let mut rng = Rng::fresh("attention_bwd random shapes");

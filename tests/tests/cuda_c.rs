@@ -114,12 +114,13 @@ fn cases() -> Vec<Case> {
             ("OUT_LAYOUT", "bshd"),
         ]),
     ));
-    for det in ["0", "1"] {
+    for (det, ordered) in [("0", "0"), ("1", "0"), ("1", "1")] {
         v.push((
             "attention_bwd",
             defs(&[
                 ("HEAD_DIM", "64"),
                 ("DETERMINISTIC", det),
+                ("ORDERED", ordered),
                 ("BLOCK_M", "32"),
                 ("BLOCK_N", "32"),
             ]),

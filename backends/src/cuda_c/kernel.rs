@@ -475,6 +475,7 @@ impl Emitter<'_> {
             Opcode::Load => self.load(op)?,
             Opcode::Store => self.store(op, false)?,
             Opcode::AtomicAdd => self.store(op, true)?,
+            Opcode::SemWait | Opcode::SemSignal => self.semaphore(op)?,
             kir_ir::elementwise_ops!() => self.elementwise(op)?,
             Opcode::Reduce => self.reduce(op)?,
             Opcode::Dot => self.dot(op)?,

@@ -1,6 +1,7 @@
 //! Global memory: the kernel prologue (launch requirements, tensor dims and strides) and the
 //! `load`, `store` and `atomic_add` statements with their bounds checks, masks, `other` and
-//! `guard`, exactly as docs/ir.md specifies them.
+//! `guard`, exactly as docs/ir.md specifies them, and the semaphores `sem_wait` and
+//! `sem_signal` (thread 0 of the block waits or signals, at a block barrier).
 //!
 //! A tile access walks the tile's elements; element (e0, …) of a tile of rank r at offsets
 //! (o0, …, oR-1) is tensor element (o0, …, oR-r-1, oR-r + e0, …). It is in bounds when every
@@ -11,7 +12,7 @@ use super::compute;
 use super::kernel::Emitter;
 use super::plan::shape_dtype;
 use super::{ctype, CudaError};
-use kir_ir::{Attr, Dtype, Expr, ExprKind, Offset, OpData, ParamKind};
+use kir_ir::{Attr, Dtype, Expr, ExprKind, Offset, OpData, Opcode, ParamKind};
 
 impl Emitter<'_> {
     /// A dim/stride expression as C (long long arithmetic, floor division as the IR's); in a
@@ -370,6 +371,51 @@ impl Emitter<'_> {
             self.close_elements(&shape, start);
         }
         self.sync();
+        Ok(())
+    }
+
+    /// `sem_wait` (thread 0 polls the counter with volatile reads until it reaches the count,
+    /// fences, and the block meets at a barrier) or `sem_signal` (the block meets at a barrier
+    /// after its writes, then thread 0 fences and adds 1): the pattern of a grid-wide ordered
+    /// reduction, with thread 0 standing for the block.
+    pub(crate) fn semaphore(&mut self, op: &OpData) -> Result<(), CudaError> {
+        let tensor = op
+            .tensor
+            .as_ref()
+            .map_or(String::new(), |t| t.param.clone());
+        let what = op.opcode.name();
+        let wait = op.opcode == Opcode::SemWait;
+        let want = match (wait, op.operands.first()) {
+            (true, Some(&x)) => Some(self.read(x, &[], None)?),
+            (true, None) => return Err(self.err_op(op, "needs the count it waits for")),
+            (false, _) => None,
+        };
+        if !wait {
+            self.sync();
+        }
+        self.line(format!("if (threadIdx.x == 0) {{  // thread 0 {}", if wait { "waits" } else { "signals" }));
+        self.depth_in();
+        let addr = self.address(op, &[])?;
+        let fail = format!("kir_fail(\"kernel {}: {what} on {tensor} out of bounds\");", self.k.name);
+        match want {
+            Some(w) => {
+                self.line(format!("if (!in_bounds) {fail}"));
+                self.line(format!("else {{ while (*(volatile int*)&{addr} < {w}) {{}} __threadfence(); }}"));
+            }
+            None => {
+                let body = format!("{{ __threadfence(); atomicAdd(&{addr}, 1); }}");
+                if matches!(op.attr("guard"), Some(Attr::Flag)) {
+                    self.line(format!("if (in_bounds) {body}  // guard: out of bounds is skipped"));
+                } else {
+                    self.line(format!("if (in_bounds) {body} else {fail}"));
+                }
+            }
+        }
+        self.depth_out();
+        self.line("}");
+        if wait {
+            self.sync();
+        }
         Ok(())
     }
 }

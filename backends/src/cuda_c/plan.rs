@@ -429,7 +429,12 @@ impl Planner<'_> {
                     self.store_result(r, pos, &[*acc], &[*a, *b])?;
                 }
             }
-            Opcode::Store | Opcode::AtomicAdd | Opcode::Print | Opcode::Yield => {}
+            Opcode::Store
+            | Opcode::AtomicAdd
+            | Opcode::SemWait
+            | Opcode::SemSignal
+            | Opcode::Print
+            | Opcode::Yield => {}
             Opcode::For => self.for_op(o, pos, end)?,
             Opcode::If => {
                 for &r in &op.results {

@@ -416,6 +416,8 @@ impl<'a> Instance<'a> {
             Opcode::Load => self.load(o),
             Opcode::Store => self.store(o, false),
             Opcode::AtomicAdd => self.store(o, true),
+            Opcode::SemWait => self.sem_wait(o),
+            Opcode::SemSignal => self.sem_signal(o),
             kir_ir::unary_ops!() => self.exec_unary(o),
             kir_ir::binary_ops!() => self.exec_binary(o),
             Opcode::Cast => {

@@ -1,5 +1,5 @@
 //! Memory ops of the dispatcher: `load`, `store` and `atomic_add` with their offsets, masks,
-//! `other` values, `guard` and bounds checks.
+//! `other` values, `guard` and bounds checks, and the semaphores `sem_wait` and `sem_signal`.
 //!
 //! A load with `other` reads it for out-of-bounds and masked-off elements without touching
 //! memory. A load without `other` reads poison for masked-off elements (also never touching
@@ -260,6 +260,66 @@ impl Instance<'_> {
                 buf.write(a, s)
             };
             r.map_err(|m| self.fail(o.span, m))
+        })?;
+        Ok(Flow::Next)
+    }
+
+    /// `sem_wait`: the programs run one by one in grid order (axis 0 fastest, as a GPU starts
+    /// them), so every signal a wait may count has been given when it runs. A count still below
+    /// the one expected would make a GPU wait forever (or for a program later in grid order,
+    /// which a GPU need not start first): an error.
+    pub(super) fn sem_wait(&mut self, o: &OpData) -> Result<Flow, InterpError> {
+        let want = self.operand(o, 0)?;
+        let Some(want) = want.int_scalar() else {
+            return Err(self.fail(o.span, "`sem_wait` expects an i32 scalar count"));
+        };
+        let (buf, offs, _) = self.access_parts(o, &[])?;
+        let acc = Access {
+            shape: &buf.shape,
+            strides: &buf.strides,
+            offsets: &offs,
+            tile: &[],
+        };
+        let mut have = None;
+        acc.visit(|lin, addr| {
+            let Some(a) = addr else {
+                return Err(self.oob(o, "sem_wait", &buf, &acc, lin));
+            };
+            have = Some(buf.read(a).map_err(|m| self.fail(o.span, m))?);
+            Ok(())
+        })?;
+        match have {
+            Some(Scalar::I(n)) if n >= want => Ok(Flow::Next),
+            Some(Scalar::I(n)) => Err(self.fail(
+                o.span,
+                format!(
+                    "`sem_wait` on `{}` expects at least {want} signals but the programs before \
+                     it in grid order gave {n}: on a GPU this program would wait forever",
+                    buf.name
+                ),
+            )),
+            _ => Err(self.fail(o.span, format!("`sem_wait` needs an i32 counter, `{}` holds {}", buf.name, buf.dtype))),
+        }
+    }
+
+    /// `sem_signal`: adds 1 to the counter (programs run one by one, so every earlier write of
+    /// this program is complete); `guard` skips an out-of-bounds element.
+    pub(super) fn sem_signal(&mut self, o: &OpData) -> Result<Flow, InterpError> {
+        let (buf, offs, _) = self.access_parts(o, &[])?;
+        if buf.dtype != Dtype::I32 {
+            return Err(self.fail(o.span, format!("`sem_signal` needs an i32 counter, `{}` holds {}", buf.name, buf.dtype)));
+        }
+        let guard = matches!(o.attr("guard"), Some(Attr::Flag));
+        let acc = Access {
+            shape: &buf.shape,
+            strides: &buf.strides,
+            offsets: &offs,
+            tile: &[],
+        };
+        acc.visit(|lin, addr| match addr {
+            Some(a) => buf.atomic_add(a, Scalar::I(1)).map_err(|m| self.fail(o.span, m)),
+            None if guard => Ok(()),
+            None => Err(self.oob(o, "sem_signal", &buf, &acc, lin)),
         })?;
         Ok(Flow::Next)
     }

@@ -355,7 +355,7 @@ fn run_kernel(
     let atomic = ops
         .iter()
         .filter_map(|&o| k.dfg.ops.get(o))
-        .any(|o| o.opcode == Opcode::AtomicAdd);
+        .any(|o| matches!(o.opcode, Opcode::AtomicAdd | Opcode::SemWait | Opcode::SemSignal));
     let ctx = LaunchCtx {
         kernel: k,
         types,

@@ -39,6 +39,8 @@ pub fn weight(op: Opcode, is_float: bool) -> f64 {
         Opcode::Load
         | Opcode::Store
         | Opcode::AtomicAdd
+        | Opcode::SemWait
+        | Opcode::SemSignal
         | Opcode::For
         | Opcode::If
         | Opcode::StaticIf

@@ -154,7 +154,11 @@ fn elementwise(v: &View, ops: &[Op]) -> Option<Found> {
     for &o in ops {
         let d = v.op(o);
         let dims = match d.opcode {
-            Opcode::For | Opcode::Reduce | Opcode::AtomicAdd => return None,
+            Opcode::For
+            | Opcode::Reduce
+            | Opcode::AtomicAdd
+            | Opcode::SemWait
+            | Opcode::SemSignal => return None,
             Opcode::Load => v.dims(d.results[0]),
             Opcode::Store => v.dims(*d.operands.first()?),
             _ => continue,

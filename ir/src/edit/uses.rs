@@ -4,7 +4,7 @@
 
 use crate::entities::{Block, Op, Value};
 use crate::module::{Access, Dfg, Kernel, Offset, OpData, ParamKind, ValueDef};
-use crate::ops::{Attr, Effect, OpClass, Opcode};
+use crate::ops::{Attr, Effect, OpClass};
 use std::collections::HashSet;
 
 /// The op defining `v`; `None` for a block argument or a value not in the arena.
@@ -66,11 +66,10 @@ pub fn contains(dfg: &Dfg, b: Block, pred: &dyn Fn(&OpData) -> bool) -> bool {
     })
 }
 
-/// True if block `b` (recursively) holds a store or an atomic.
+/// True if block `b` (recursively) holds an op that writes global memory (a store, an atomic or
+/// a semaphore: the `WritesMemory` effect).
 pub fn writes_memory(dfg: &Dfg, b: Block) -> bool {
-    contains(dfg, b, &|od| {
-        matches!(od.opcode, Opcode::Store | Opcode::AtomicAdd)
-    })
+    contains(dfg, b, &|od| od.opcode.effect() == Effect::WritesMemory)
 }
 
 /// True if block `b` (recursively) holds a `print` (an op with the `Output` effect), which a

@@ -24,6 +24,7 @@ pub(crate) fn check_op(b: &mut Body, _op: crate::entities::Op, d: &OpData) {
         Opcode::Reshape => reshape(b, d),
         Opcode::Transpose => transpose(b, d),
         Opcode::Load | Opcode::Store | Opcode::AtomicAdd => super::rules_memory::memory(b, d),
+        Opcode::SemWait | Opcode::SemSignal => super::rules_memory::semaphore(b, d),
         // The dtypes a unary or binary op accepts come from its table row.
         crate::ops::unary_ops!() | crate::ops::binary_ops!() => elementwise(b, d),
         Opcode::Cast => rc::cast(b, d),

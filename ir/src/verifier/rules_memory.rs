@@ -1,7 +1,9 @@
 //! Type rules of memory ops (`load`, `store`, `atomic_add`): the tensor reference names a tensor
 //! param of the right access, one offset per tensor dim (i32/i64 scalars or constants), the data
 //! tile matches the tensor's dtype and rank, the mask is i1 of the data's shape, and a masked
-//! `load` says what masked-off elements read (`other`, a literal).
+//! `load` says what masked-off elements read (`other`, a literal). Semaphores (`sem_wait`,
+//! `sem_signal`): the same reference rules on one i32 element of an `inout` tensor, and the
+//! count a wait expects is an i32 scalar.
 
 use super::body::Body;
 use super::body::{check_literal, opd, res};
@@ -33,6 +35,44 @@ pub(crate) fn memory(b: &mut Body, d: &OpData) {
     }
     *b.errs = saved;
     b.errs.extend(first.unwrap_or_default());
+}
+
+/// `sem_wait` and `sem_signal`: the reference rules of [`memory`] (one offset per dim, a tensor
+/// the op may write), on one element of an i32 tensor that the kernel both reads and writes
+/// (`inout`), and for a wait an i32 scalar count.
+pub(crate) fn semaphore(b: &mut Body, d: &OpData) {
+    memory(b, d);
+    let name = d.opcode.name();
+    let Some(tr) = &d.tensor else { return };
+    let decl = b.k.params.iter().find(|p| p.name == tr.param);
+    if let Some(ParamKind::Tensor(acc, tt)) = decl.map(|p| &p.kind) {
+        if *acc != Access::InOut {
+            err_note(
+                b.errs,
+                tr.span,
+                format!("`{name}` reads and writes `{}`, which is not an `inout` param", tr.param),
+                "declare the counters `inout`: a wait reads what other programs' signals wrote",
+            );
+        }
+        if elem_eq(&tt.elem, &crate::types::ElemType::Known(Dtype::I32)) == Some(false) {
+            err(
+                b.errs,
+                tr.span,
+                format!("`{name}` counts in an i32 element, but `{}` holds {}", tr.param, tt.elem),
+            );
+        }
+    }
+    if d.opcode == Opcode::SemWait {
+        if let Some(t) = opd(b, d, 0) {
+            if !t.is_scalar() || dtype_is(t, |x| x == Dtype::I32) == Some(false) {
+                err(
+                    b.errs,
+                    d.span,
+                    format!("the count `sem_wait` expects must be an i32 scalar, found {t}"),
+                );
+            }
+        }
+    }
 }
 
 fn memory_against(b: &mut Body, d: &OpData, decl: Option<&Param>) {

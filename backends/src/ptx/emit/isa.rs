@@ -45,6 +45,9 @@ impl Isa {
     /// `cp.async.cg.shared.global`, `cp.async.commit_group`, `cp.async.wait_group`
     /// (§9.7.9.25.3): PTX 7.0, sm_80.
     pub const CP_ASYNC: Isa = base("cp.async", (7, 0));
+    /// `ld.acquire.gpu` and `red.release.gpu` (the memory consistency model's scoped
+    /// operations, §9.7.9.8 and §9.7.13.5): PTX 6.0, sm_70.
+    pub const ACQUIRE_RELEASE: Isa = base("ld.acquire|red.release", (6, 0));
     /// `ldmatrix.sync.aligned.m8n8` (§9.7.14.5.15): PTX 6.5, sm_75.
     pub const LDMATRIX: Isa = base("ldmatrix", (6, 5));
     /// `mma.sync.aligned.m16n8k16` with f16 or bf16 inputs (§9.7.14.5.14): PTX 7.0, sm_80.

@@ -48,7 +48,7 @@
 //! per-element path (mma_store.rs) instead, chosen by a uniform branch.
 
 use super::ctx::{Ctx, TensorInfo};
-use super::state::{Region, Split};
+use super::state::{Region, SemWait, Split};
 use crate::ptx::emit::isa::Isa;
 use crate::ptx::emit::{PtxInst, Reg, RegClass};
 use crate::ptx::plan::layout::{self, Layout};
@@ -102,7 +102,8 @@ fn split_of(c: &Ctx, rows: usize, cols: usize) -> Split {
 /// Lowers `op` (an `atomic_add` of `regs`, a `layout` tile of `shape`, at `offs` of `info`) as a
 /// bulk reduction when it qualifies (see the module doc), with `fallback` emitted on the
 /// run-time path where a rule fails; returns false, having emitted nothing, when it does not
-/// qualify statically.
+/// qualify statically. With `wait` (a `sem_wait` right before the add), each issuing thread
+/// spins on the counter just before its issue, so the other threads stage their rows meanwhile.
 #[allow(clippy::too_many_arguments)]
 pub(super) fn bulk_add(
     c: &mut Ctx,
@@ -112,6 +113,7 @@ pub(super) fn bulk_add(
     layout: Layout,
     shape: &[usize],
     regs: &[Reg],
+    wait: Option<SemWait>,
     fallback: &mut dyn FnMut(&mut Ctx),
 ) -> bool {
     let rank = offs.len();
@@ -212,40 +214,12 @@ pub(super) fn bulk_add(
     );
     let base = c.shared_at(off, lin);
     let mut row_bases: Vec<(usize, Reg)> = Vec::new();
-    // The warpgroup's index, and its barrier: with two warpgroups a literal id under a
-    // predicate each (so that ptxas counts the barriers the kernel uses), else an id in a
-    // register.
-    let group_bar = match split {
-        Split::Block => None,
-        Split::Groups {
-            groups, first_bar, ..
-        } => {
-            let wg = c.b.reg(RegClass::B32);
-            c.b.ins(PtxInst::new("shr.u32").op(wg).op(c.thread.warp).op(2));
-            let id = if groups == 2 {
-                let p = c.b.reg(RegClass::Pred);
-                c.b.ins(PtxInst::new("setp.eq.u32").op(p).op(wg).op(0));
-                GroupBar::Two(p, first_bar)
-            } else {
-                let id = c.b.reg(RegClass::B32);
-                c.b.ins(PtxInst::new("add.u32").op(id).op(wg).op(first_bar));
-                GroupBar::Reg(id)
-            };
-            Some((wg, id))
-        }
-    };
+    let group_bar = group_bar(c, split);
     // Earlier readers of the region (or of this warpgroup's part) are done: the issuing thread
     // waits for its previous bulk reduction's read (none pending on the first: the wait
     // returns at once), and the barrier tells the others.
     let first = wait_read(c, split);
-    let sync = |c: &mut Ctx| match group_bar {
-        None => c.sync_block(),
-        Some((_, GroupBar::Reg(id))) => c.b.ins(PtxInst::new("bar.sync").op(id).op(128)),
-        Some((_, GroupBar::Two(p, id))) => {
-            c.b.ins(PtxInst::new("bar.sync").op(id).op(128).guard(p, false));
-            c.b.ins(PtxInst::new("bar.sync").op(id + 1).op(128).guard(p, true));
-        }
-    };
+    let sync = |c: &mut Ctx| sync_part(c, group_bar);
     sync(c);
     for (s, pair) in regs.chunks(2).enumerate() {
         let (ro, co) = layout::rowmma_slot(shape, 2 * s);
@@ -303,20 +277,89 @@ pub(super) fn bulk_add(
         region = part;
     }
     c.b.need(Isa::CP_REDUCE_ASYNC_BULK);
-    c.b.ins_if(
-        first,
-        false,
-        PtxInst::new("cp.reduce.async.bulk.global.shared::cta.bulk_group.add.f32")
-            .addr(gaddr)
-            .addr(region)
-            .op(size),
-    );
-    c.b.ins_if(first, false, PtxInst::new("cp.async.bulk.commit_group"));
+    let reduce = PtxInst::new("cp.reduce.async.bulk.global.shared::cta.bulk_group.add.f32")
+        .addr(gaddr)
+        .addr(region)
+        .op(size);
+    match wait {
+        // An ordered add (`sem_wait` before it): the issuing thread alone waits for the
+        // counter, then orders the async proxy's add after what it acquired.
+        Some(w) => {
+            let skip = c.b.label("bulk_add_issued");
+            c.b.ins_if(first, true, PtxInst::new("bra").op(&skip));
+            spin(c, w);
+            c.b.need(Isa::FENCE_PROXY_ASYNC)
+                .ins(PtxInst::new("fence.proxy.async.global"));
+            c.b.ins(reduce);
+            c.b.ins(PtxInst::new("cp.async.bulk.commit_group"));
+            c.b.place(&skip);
+        }
+        None => {
+            c.b.ins_if(first, false, reduce);
+            c.b.ins_if(first, false, PtxInst::new("cp.async.bulk.commit_group"));
+        }
+    }
     c.b.ins(PtxInst::new("bra.uni").op(&done));
     c.b.place(&slow);
     fallback(c);
     c.b.place(&done);
     true
+}
+
+/// The warpgroup's index, and its barrier: with two warpgroups a literal id under a predicate
+/// each (so that ptxas counts the barriers the kernel uses), else an id in a register; `None`
+/// for `Split::Block`.
+fn group_bar(c: &mut Ctx, split: Split) -> Option<(Reg, GroupBar)> {
+    match split {
+        Split::Block => None,
+        Split::Groups {
+            groups, first_bar, ..
+        } => {
+            let wg = c.b.reg(RegClass::B32);
+            c.b.ins(PtxInst::new("shr.u32").op(wg).op(c.thread.warp).op(2));
+            let id = if groups == 2 {
+                let p = c.b.reg(RegClass::Pred);
+                c.b.ins(PtxInst::new("setp.eq.u32").op(p).op(wg).op(0));
+                GroupBar::Two(p, first_bar)
+            } else {
+                let id = c.b.reg(RegClass::B32);
+                c.b.ins(PtxInst::new("add.u32").op(id).op(wg).op(first_bar));
+                GroupBar::Reg(id)
+            };
+            Some((wg, id))
+        }
+    }
+}
+
+/// The barrier of a part: the block's, or the warpgroup's over its 128 threads.
+fn sync_part(c: &mut Ctx, group_bar: Option<(Reg, GroupBar)>) {
+    match group_bar {
+        None => c.sync_block(),
+        Some((_, GroupBar::Reg(id))) => c.b.ins(PtxInst::new("bar.sync").op(id).op(128)),
+        Some((_, GroupBar::Two(p, id))) => {
+            c.b.ins(PtxInst::new("bar.sync").op(id).op(128).guard(p, false));
+            c.b.ins(PtxInst::new("bar.sync").op(id + 1).op(128).guard(p, true));
+        }
+    }
+}
+
+/// Every thread of the kernel's part (see [`kernel_split`]) meets at the part's barrier;
+/// returns the predicate of the part's first thread, the one that issues its bulk reductions.
+pub(super) fn meet_part(c: &mut Ctx) -> Reg {
+    let split = kernel_split(c);
+    let bar = group_bar(c, split);
+    sync_part(c, bar);
+    let first = c.b.reg(RegClass::Pred);
+    let lane = match split {
+        Split::Block => c.thread.tid,
+        Split::Groups { .. } => {
+            let l = c.b.reg(RegClass::B32);
+            c.b.ins(PtxInst::new("and.b32").op(l).op(c.thread.tid).op(127));
+            l
+        }
+    };
+    c.b.ins(PtxInst::new("setp.eq.u32").op(first).op(lane).op(0));
+    first
 }
 
 /// Before the kernel returns: the thread that issued bulk reductions waits until their shared
@@ -359,4 +402,40 @@ fn covers_trailing(c: &Ctx, op: &OpData, shape: &[usize]) -> bool {
             Offset::Expr(e) => e.as_int() == Some(0),
             Offset::Value(v) => c.values.statics.get(v).copied() == Some(0),
         })
+}
+
+/// How the kernel's bulk reductions split (see [`Split`]): that of its first f32 `atomic_add` of
+/// a 2-D tile, whose split every bulk reduction of the kernel shares, or `Split::Block`. The
+/// semaphores signal once per part (semaphore.rs), whether a launch takes the bulk path or
+/// the per-element one.
+pub(super) fn kernel_split(c: &Ctx) -> Split {
+    if !c.target.has_tma() {
+        return Split::Block;
+    }
+    let first = c.k.dfg.ops.values().find_map(|o| {
+        let &v = o.operands.first()?;
+        let ty = c.k.dfg.ty(v);
+        let shape = ty.shape()?;
+        (o.opcode == Opcode::AtomicAdd && shape.len() == 2 && ty.dtype() == Some(Dtype::F32))
+            .then(|| (shape[0], shape[1]))
+    });
+    match first {
+        Some((rows, cols)) => split_of(c, rows, cols),
+        None => Split::Block,
+    }
+}
+
+/// Spins until the counter of `w` reaches its count (`ld.acquire.gpu`, so this thread's later
+/// accesses are ordered after the writes the counted signals released); a counter outside its
+/// tensor is not waited for.
+pub(super) fn spin(c: &mut Ctx, w: SemWait) {
+    let (top, past) = (c.b.label("sem_spin"), c.b.label("sem_reached"));
+    c.b.ins_if(w.inb, true, PtxInst::new("bra").op(&past));
+    c.b.place(&top);
+    let (have, low) = (c.b.reg(RegClass::B32), c.b.reg(RegClass::Pred));
+    c.b.need(Isa::ACQUIRE_RELEASE)
+        .ins(PtxInst::new("ld.acquire.gpu.global.s32").op(have).addr(w.addr));
+    c.b.ins(PtxInst::new("setp.lt.s32").op(low).op(have).op(w.want));
+    c.b.ins_if(low, false, PtxInst::new("bra").op(&top));
+    c.b.place(&past);
 }

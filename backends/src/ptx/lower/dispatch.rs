@@ -83,7 +83,9 @@ fn block(c: &mut Ctx, b: Block) -> Result<Vec<Value>, PtxError> {
             }
         }
         lower_op(c, op)?;
+        super::semaphore::after_op(c, op);
     }
+    super::semaphore::flush(c);
     super::deferred::leave_block(c, &yielded);
     Ok(yielded)
 }
@@ -95,6 +97,7 @@ fn def(c: &mut Ctx, v: Value, val: Val) {
 /// Lowers one op.
 fn lower_op(c: &mut Ctx, op: &OpData) -> Result<(), PtxError> {
     super::deferred::before(c, op);
+    super::semaphore::before(c, op);
     let sp = op.span;
     c.b.at(sp);
     let res = op.results.first().copied();
@@ -169,6 +172,8 @@ fn lower_op(c: &mut Ctx, op: &OpData) -> Result<(), PtxError> {
         | Opcode::Transpose
         | Opcode::Reduce => super::tile::lower_shape_op(c, op)?,
         Opcode::Load | Opcode::Store | Opcode::AtomicAdd => super::memory::lower_memory_op(c, op)?,
+        Opcode::SemWait => super::semaphore::lower_wait(c, op)?,
+        Opcode::SemSignal => super::semaphore::lower_signal(c, op)?,
         Opcode::Dot | Opcode::DotAsync => super::dot::lower_dot(c, op)?,
         Opcode::DotWait => super::dot::lower_dot_wait(c, op)?,
         kir_ir::elementwise_ops!() => elementwise(c, op)?,

@@ -59,6 +59,8 @@ pub fn lower_kernel(
             smem_bufs: HashMap::new(),
             release_pending: false,
             bulk_region: None,
+            sem_wait: None,
+            signal: None,
             arena: None,
             stores: HashMap::new(),
             store_casts: HashMap::new(),
@@ -186,7 +188,9 @@ pub fn lower_kernel(
         b.ins(PtxInst::new("setp.eq.u32").op(quad_leader).op(q).op(0));
     });
     ctx.setup_tensors()?;
+    super::semaphore::start(&mut ctx);
     super::dispatch::lower_body(&mut ctx)?;
+    super::semaphore::give(&mut ctx);
     super::bulk_reduce::finish(&mut ctx);
     // Place the scratch region after all others, and only if something used it: as large as the
     // largest tile spilled there (a layout conversion or reduction), not the largest tile of the

@@ -1,5 +1,6 @@
 //! Global memory (load, store, atomic_add with predication for bounds, masks and `guard`) and
-//! the loading of dot operands straight into shared memory.
+//! the loading of dot operands straight into shared memory. An `atomic_add` right after a
+//! `sem_wait` makes that wait's spin (semaphore.rs).
 //!
 //! GPU code never touches memory out of bounds: an element outside the tensor reads `other`
 //! (or 0 when the op has no `other`) and is skipped by stores. The interpreter reports such
@@ -223,11 +224,20 @@ pub fn lower_memory_op(c: &mut Ctx, op: &OpData) -> Result<(), PtxError> {
                     return Ok(());
                 }
             }
+            // A `sem_wait` right before an add: its issuing threads spin on a bulk
+            // reduction's path, every thread on the others (semaphore.rs).
+            let wait = match op.opcode {
+                Opcode::AtomicAdd => super::semaphore::take(c),
+                _ => None,
+            };
             if let (Opcode::AtomicAdd, Some(l)) = (op.opcode, layout) {
                 // A tile that is one contiguous region: one bulk reduction (sm_90+), with the
                 // per-element path below for launches whose strides or alignment break it
                 // (bulk_reduce.rs qualifies only tiles that path takes).
                 let mut per_element = |c: &mut Ctx| {
+                    if let Some(w) = wait {
+                        super::bulk_reduce::spin(c, w);
+                    }
                     super::mma_store::store(c, op, &info, &offs, l, &shape, &regs, owner);
                 };
                 if super::bulk_reduce::bulk_add(
@@ -238,10 +248,16 @@ pub fn lower_memory_op(c: &mut Ctx, op: &OpData) -> Result<(), PtxError> {
                     l,
                     &shape,
                     &regs,
+                    wait,
                     &mut per_element,
                 ) {
                     return Ok(());
                 }
+            }
+            if let Some(w) = wait {
+                super::bulk_reduce::spin(c, w);
+            }
+            if let (Opcode::AtomicAdd, Some(l)) = (op.opcode, layout) {
                 if super::mma_store::store(c, op, &info, &offs, l, &shape, &regs, owner) {
                     return Ok(());
                 }

@@ -43,6 +43,7 @@ mod rescale;
 mod row_reload;
 mod rows;
 mod sched;
+mod semaphore;
 mod sign;
 mod special;
 mod stages;

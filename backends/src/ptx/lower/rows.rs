@@ -379,6 +379,8 @@ pub(super) fn replicated(c: &Ctx, v: Value, depth: usize) -> bool {
         | Opcode::Load
         | Opcode::Store
         | Opcode::AtomicAdd
+        | Opcode::SemWait
+        | Opcode::SemSignal
         | Opcode::Dot
         | Opcode::For
         | Opcode::If

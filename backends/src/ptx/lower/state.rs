@@ -103,6 +103,12 @@ pub struct MemState {
     /// The shared region of bulk reductions: every one of the kernel's bulk `atomic_add`s
     /// reuses it, since each waits until the region is read (bulk_reduce.rs).
     pub bulk_region: Option<Region>,
+    /// A lowered `sem_wait` whose spin the next op makes: an `atomic_add` lowered as a bulk
+    /// reduction spins in its issuing threads only; any other op first spins in every thread
+    /// (semaphore.rs).
+    pub sem_wait: Option<SemWait>,
+    /// In a kernel with a `sem_signal`: the registers of the signal it defers (semaphore.rs).
+    pub signal: Option<Signal>,
     /// In a kernel with several consumer partitions, the shared memory each consumer allocates
     /// for itself (consumers.rs); `None` otherwise.
     pub arena: Option<Arena>,
@@ -279,6 +285,23 @@ pub struct Region {
     pub off: u32,
     pub bytes: u32,
     pub split: Split,
+}
+
+/// A `sem_wait` not yet spun on: the counter's address, whether it is inside its tensor, and
+/// the count to reach (the IR's count times the signals each program gives, semaphore.rs).
+#[derive(Clone, Copy, Debug)]
+pub struct SemWait {
+    pub addr: Reg,
+    pub inb: Reg,
+    pub want: Reg,
+}
+
+/// The deferred `sem_signal` of a kernel (semaphore.rs): the counter's address, and whether a
+/// signal is owed (uniform across the block).
+#[derive(Clone, Copy, Debug)]
+pub struct Signal {
+    pub addr: Reg,
+    pub owed: Reg,
 }
 
 /// Who writes and issues a bulk reduction (bulk_reduce.rs).

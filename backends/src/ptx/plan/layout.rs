@@ -298,6 +298,8 @@ pub fn assign_for(
             | Opcode::Load
             | Opcode::Store
             | Opcode::AtomicAdd
+            | Opcode::SemWait
+            | Opcode::SemSignal
             | Opcode::Print
             | Opcode::Yield => {}
             // No register tiles: a stage read is placed like a load (below); the ops the PTX

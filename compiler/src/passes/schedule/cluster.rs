@@ -88,6 +88,12 @@ fn shape(k: &Kernel) -> Result<Shape, String> {
     if lit("cluster").is_some_and(|c| c != 1) {
         return Err("it already runs in clusters".into());
     }
+    if kir_ir::edit::contains(dfg, k.body, &|od| {
+        matches!(od.opcode, Opcode::SemWait | Opcode::SemSignal)
+    }) {
+        // A spare program's writes are masked off; a semaphore has no mask.
+        return Err("it orders its adds with semaphores".into());
+    }
     let programs = persistent_programs(k).ok_or("its grid is not persistent")?;
     if programs % CLUSTER != 0 {
         return Err(format!("its persistent grid of {programs} programs is odd"));

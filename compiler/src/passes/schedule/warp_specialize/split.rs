@@ -215,7 +215,7 @@ pub(super) fn guard_effects(k: &mut Kernel, b: Block, valid: Value) {
         for r in k.dfg.ops[o].regions.clone() {
             guard_effects(k, r, valid);
         }
-        if matches!(k.dfg.ops[o].opcode, Opcode::Store | Opcode::AtomicAdd) {
+        if k.dfg.ops[o].opcode.effect() == kir_ir::Effect::WritesMemory {
             let then = edit::yield_block(&mut k.dfg, vec![o], vec![]);
             let els = edit::yield_block(&mut k.dfg, vec![], vec![]);
             let scratch = k.dfg.new_block();
