@@ -82,6 +82,8 @@ fn one_wave_of_tiles_takes_a_grid_of_one_program_per_tile() {
         (1, 4096, 4096, 4096, true),  // 512
         (2, 2048, 2048, 2048, true),  // 256
         (1, 8192, 8192, 8192, true),  // 2,048
+        (1, 16384, 14336, 4096, true), // 7,168, N > 8,192
+        (1, 4096, 128256, 4096, true), // 16,032, N > 8,192
     ] {
         let p = plan(gemm(), &[], &batched(bt, m, n, k));
         let r = &p.config.report;
@@ -102,10 +104,11 @@ fn one_wave_of_tiles_takes_a_grid_of_one_program_per_tile() {
             "the report names the output's shape: {r}"
         );
         assert_eq!(p.config.persistent, persistent, "{r}");
-        // Clusters of two sharing B from 1,024 tiles on (8192³ here); not below, nor without
-        // shapes.
-        assert_eq!(p.config.cluster, tiles >= 1024, "{r}");
-        assert_eq!(r.contains("clusters of 2"), tiles >= 1024, "{r}");
+        // Clusters of two sharing B from 1,024 tiles on where N ≤ 8,192 (8192³ here); not
+        // below, not on wider outputs (16384×14336×4096, 4096×128256×4096), nor without shapes.
+        let cluster = tiles >= 1024 && n <= 8192;
+        assert_eq!(p.config.cluster, cluster, "{r}");
+        assert_eq!(r.contains("clusters of 2"), cluster, "{r}");
     }
     let p = plan(gemm(), &[], &[]);
     assert!(!p.config.cluster, "{}", p.config.report);

@@ -141,19 +141,26 @@ pub(super) const ROWS: &[Row] = &[
         false,
         false,
     ),
-    // At least 1,024 output tiles (the output's shape known): the persistent grid's programs in
-    // clusters of two that multicast the B tile both need (`cluster`). H100, `kirc bench`
-    // medians, clusters against this row without them in the same call, three rounds (call N1,
-    // docs/gpu-results/2026-12-05-n1-h100-gemm-clusters.txt): 4096×128256×4096 (16,032 tiles)
-    // 5.92–6.23 ms against 6.31–6.46, 8192³ (2,048) 1.40–1.51 against 1.44–1.56,
-    // 16384×14336×4096 (7,168) 2.67–2.77 against 2.65–2.81; with fewer tiles no gain: 4096³
-    // (512) 0.180 both, 8192×1024×8192 (256) 0.176 against 0.174.
+    // At least 1,024 output tiles and at most 8,192 output columns (the output's shape known):
+    // the persistent grid's programs in clusters of two that multicast the B tile both need
+    // (`cluster`). By `kirc bench` medians on an H100 (call N1,
+    // docs/gpu-results/2026-12-05-n1-h100-gemm-clusters.txt, three rounds) clusters looked
+    // level or ahead from 1,024 tiles, within rounds that spread 5–10 %; by kernel time (ncu,
+    // clocks left alone, median of 5 launches; calls V1 and O5 on two H100s,
+    // docs/gpu-results/2026-12-06-v1-v3-h100-gemm-wg-bulk.txt and
+    // 2026-12-06-o1-o5-h100-ordered-dq-gemm-clusters.txt, five rounds in all) they gain only at
+    // 8192³ (1,349–1,351 µs against 1,352–1,353 in O5, 1,369 against 1,374–1,375 in V1) and
+    // lose where N ≥ 14,336: 16384×14336×4096 2,390–2,398 against 2,382–2,386 (O5; V1: 2,436–2,450
+    // against 2,418–2,421), 4096×128256×4096 5,348–5,386 against 5,287–5,292 (O5; V1:
+    // 5,528–5,530 against 5,373–5,375), 8192×14336×4096 level (1,205–1,206 both, O5). With
+    // fewer tiles no gain: 4096³ (512) 0.180 ms both, 8192×1024×8192 (256) 0.176 against 0.174.
     wide_gemm_row(
         |f| {
             f.half()
                 && f.dots == 1
                 && !f.trans_a
                 && f.output_tiles(128, 256).is_some_and(|t| t >= 1024)
+                && f.output_cols().is_some_and(|n| n <= 8192)
         },
         WIDE_GROUP_16,
         true,

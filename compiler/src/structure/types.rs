@@ -178,6 +178,11 @@ impl Features {
         matches!(self.dtype.as_str(), "bf16" | "f16")
     }
 
+    /// A dot loop's output columns (N, the output's last dim), when the shapes are known.
+    pub fn output_cols(&self) -> Option<u64> {
+        self.out_shape.as_ref()?.last().copied()
+    }
+
     /// A dot loop's output tiles of `rows`×`cols` (the leading dims' product times the row and
     /// column blocks), when the shapes are known.
     pub fn output_tiles(&self, rows: u64, cols: u64) -> Option<u64> {
