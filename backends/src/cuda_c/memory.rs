@@ -393,19 +393,29 @@ impl Emitter<'_> {
         if !wait {
             self.sync();
         }
-        self.line(format!("if (threadIdx.x == 0) {{  // thread 0 {}", if wait { "waits" } else { "signals" }));
+        self.line(format!(
+            "if (threadIdx.x == 0) {{  // thread 0 {}",
+            if wait { "waits" } else { "signals" }
+        ));
         self.depth_in();
         let addr = self.address(op, &[])?;
-        let fail = format!("kir_fail(\"kernel {}: {what} on {tensor} out of bounds\");", self.k.name);
+        let fail = format!(
+            "kir_fail(\"kernel {}: {what} on {tensor} out of bounds\");",
+            self.k.name
+        );
         match want {
             Some(w) => {
                 self.line(format!("if (!in_bounds) {fail}"));
-                self.line(format!("else {{ while (*(volatile int*)&{addr} < {w}) {{}} __threadfence(); }}"));
+                self.line(format!(
+                    "else {{ while (*(volatile int*)&{addr} < {w}) {{}} __threadfence(); }}"
+                ));
             }
             None => {
                 let body = format!("{{ __threadfence(); atomicAdd(&{addr}, 1); }}");
                 if matches!(op.attr("guard"), Some(Attr::Flag)) {
-                    self.line(format!("if (in_bounds) {body}  // guard: out of bounds is skipped"));
+                    self.line(format!(
+                        "if (in_bounds) {body}  // guard: out of bounds is skipped"
+                    ));
                 } else {
                     self.line(format!("if (in_bounds) {body} else {fail}"));
                 }

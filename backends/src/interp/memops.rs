@@ -298,7 +298,13 @@ impl Instance<'_> {
                     buf.name
                 ),
             )),
-            _ => Err(self.fail(o.span, format!("`sem_wait` needs an i32 counter, `{}` holds {}", buf.name, buf.dtype))),
+            _ => Err(self.fail(
+                o.span,
+                format!(
+                    "`sem_wait` needs an i32 counter, `{}` holds {}",
+                    buf.name, buf.dtype
+                ),
+            )),
         }
     }
 
@@ -307,7 +313,13 @@ impl Instance<'_> {
     pub(super) fn sem_signal(&mut self, o: &OpData) -> Result<Flow, InterpError> {
         let (buf, offs, _) = self.access_parts(o, &[])?;
         if buf.dtype != Dtype::I32 {
-            return Err(self.fail(o.span, format!("`sem_signal` needs an i32 counter, `{}` holds {}", buf.name, buf.dtype)));
+            return Err(self.fail(
+                o.span,
+                format!(
+                    "`sem_signal` needs an i32 counter, `{}` holds {}",
+                    buf.name, buf.dtype
+                ),
+            ));
         }
         let guard = matches!(o.attr("guard"), Some(Attr::Flag));
         let acc = Access {
@@ -317,7 +329,9 @@ impl Instance<'_> {
             tile: &[],
         };
         acc.visit(|lin, addr| match addr {
-            Some(a) => buf.atomic_add(a, Scalar::I(1)).map_err(|m| self.fail(o.span, m)),
+            Some(a) => buf
+                .atomic_add(a, Scalar::I(1))
+                .map_err(|m| self.fail(o.span, m)),
             None if guard => Ok(()),
             None => Err(self.oob(o, "sem_signal", &buf, &acc, lin)),
         })?;

@@ -352,10 +352,12 @@ fn run_kernel(
             _ => return Err(kerr(d.span, format!("value {v} has type `{}`, which is not concrete", d.ty))),
         }
     }
-    let atomic = ops
-        .iter()
-        .filter_map(|&o| k.dfg.ops.get(o))
-        .any(|o| matches!(o.opcode, Opcode::AtomicAdd | Opcode::SemWait | Opcode::SemSignal));
+    let atomic = ops.iter().filter_map(|&o| k.dfg.ops.get(o)).any(|o| {
+        matches!(
+            o.opcode,
+            Opcode::AtomicAdd | Opcode::SemWait | Opcode::SemSignal
+        )
+    });
     let ctx = LaunchCtx {
         kernel: k,
         types,

@@ -50,7 +50,10 @@ pub(crate) fn semaphore(b: &mut Body, d: &OpData) {
             err_note(
                 b.errs,
                 tr.span,
-                format!("`{name}` reads and writes `{}`, which is not an `inout` param", tr.param),
+                format!(
+                    "`{name}` reads and writes `{}`, which is not an `inout` param",
+                    tr.param
+                ),
                 "declare the counters `inout`: a wait reads what other programs' signals wrote",
             );
         }
@@ -58,7 +61,10 @@ pub(crate) fn semaphore(b: &mut Body, d: &OpData) {
             err(
                 b.errs,
                 tr.span,
-                format!("`{name}` counts in an i32 element, but `{}` holds {}", tr.param, tt.elem),
+                format!(
+                    "`{name}` counts in an i32 element, but `{}` holds {}",
+                    tr.param, tt.elem
+                ),
             );
         }
     }

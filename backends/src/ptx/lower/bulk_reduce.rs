@@ -349,6 +349,11 @@ pub(super) fn meet_part(c: &mut Ctx) -> Reg {
     let split = kernel_split(c);
     let bar = group_bar(c, split);
     sync_part(c, bar);
+    part_leader(c, split)
+}
+
+/// The predicate of the part's first thread: thread 0, or each warpgroup's first thread.
+fn part_leader(c: &mut Ctx, split: Split) -> Reg {
     let first = c.b.reg(RegClass::Pred);
     let lane = match split {
         Split::Block => c.thread.tid,
@@ -374,16 +379,7 @@ pub(super) fn finish(c: &mut Ctx) {
 /// The issuing thread (thread 0, or each warpgroup's first thread) waits until its bulk
 /// reductions have read their shared region; returns the predicate that selects that thread.
 fn wait_read(c: &mut Ctx, split: Split) -> Reg {
-    let first = c.b.reg(RegClass::Pred);
-    let lane = match split {
-        Split::Block => c.thread.tid,
-        Split::Groups { .. } => {
-            let l = c.b.reg(RegClass::B32);
-            c.b.ins(PtxInst::new("and.b32").op(l).op(c.thread.tid).op(127));
-            l
-        }
-    };
-    c.b.ins(PtxInst::new("setp.eq.u32").op(first).op(lane).op(0));
+    let first = part_leader(c, split);
     c.b.ins_if(
         first,
         false,
@@ -433,8 +429,11 @@ pub(super) fn spin(c: &mut Ctx, w: SemWait) {
     c.b.ins_if(w.inb, true, PtxInst::new("bra").op(&past));
     c.b.place(&top);
     let (have, low) = (c.b.reg(RegClass::B32), c.b.reg(RegClass::Pred));
-    c.b.need(Isa::ACQUIRE_RELEASE)
-        .ins(PtxInst::new("ld.acquire.gpu.global.s32").op(have).addr(w.addr));
+    c.b.need(Isa::ACQUIRE_RELEASE).ins(
+        PtxInst::new("ld.acquire.gpu.global.s32")
+            .op(have)
+            .addr(w.addr),
+    );
     c.b.ins(PtxInst::new("setp.lt.s32").op(low).op(have).op(w.want));
     c.b.ins_if(low, false, PtxInst::new("bra").op(&top));
     c.b.place(&past);

@@ -290,6 +290,25 @@ impl Ctx<'_> {
         }
     }
 
+    /// The tensor a memory op (or a semaphore) references, and what the kernel knows of it.
+    pub fn tensor_of<'o>(
+        &self,
+        op: &'o kir_ir::OpData,
+    ) -> Result<(&'o kir_ir::TensorRef, TensorInfo), PtxError> {
+        let sp = op.span;
+        let t = op
+            .tensor
+            .as_ref()
+            .ok_or_else(|| PtxError::at(sp, "memory op without a tensor"))?;
+        let info = self
+            .params
+            .tensors
+            .get(&t.param)
+            .cloned()
+            .ok_or_else(|| PtxError::at(sp, format!("unknown tensor `{}`", t.param)))?;
+        Ok((t, info))
+    }
+
     /// Synchronizes (and orders the shared-memory accesses of) every thread that runs the code
     /// being lowered: the whole block, or the partition's named barrier (see `block_bar`).
     pub fn sync_block(&mut self) {

@@ -67,16 +67,7 @@ pub fn lower_memory_op(c: &mut Ctx, op: &OpData) -> Result<(), PtxError> {
         c.b.place(&skip);
         return Ok(());
     }
-    let t = op
-        .tensor
-        .as_ref()
-        .ok_or_else(|| PtxError::at(sp, "memory op without a tensor"))?;
-    let info = c
-        .params
-        .tensors
-        .get(&t.param)
-        .cloned()
-        .ok_or_else(|| PtxError::at(sp, format!("unknown tensor `{}`", t.param)))?;
+    let (t, info) = c.tensor_of(op)?;
     let offs = offsets(c, t, sp)?;
     super::store_order::before_access(c, op, &t.param);
     match op.opcode {

@@ -43,20 +43,16 @@ use kir_ir::{Block, Dtype, OpData, Opcode};
 /// The counter's address and in-bounds predicate.
 fn counter(c: &mut Ctx, op: &OpData) -> Result<(Reg, Reg), PtxError> {
     let sp = op.span;
-    let t = op
-        .tensor
-        .as_ref()
-        .ok_or_else(|| PtxError::at(sp, "a semaphore without a tensor"))?;
-    let info = c
-        .params
-        .tensors
-        .get(&t.param)
-        .cloned()
-        .ok_or_else(|| PtxError::at(sp, format!("unknown tensor `{}`", t.param)))?;
+    let (t, info) = c.tensor_of(op)?;
     if info.dtype != Dtype::I32 {
         return Err(PtxError::at(
             sp,
-            format!("`{}` counts in i32, `{}` holds {}", op.opcode.name(), t.param, info.dtype),
+            format!(
+                "`{}` counts in i32, `{}` holds {}",
+                op.opcode.name(),
+                t.param,
+                info.dtype
+            ),
         ));
     }
     let offs = offsets(c, t, sp)?;
@@ -151,7 +147,9 @@ pub(super) fn give(c: &mut Ctx) {
     c.b.need(Isa::ACQUIRE_RELEASE).ins_if(
         lead,
         false,
-        PtxInst::new("red.release.gpu.global.add.s32").addr(addr).op(one),
+        PtxInst::new("red.release.gpu.global.add.s32")
+            .addr(addr)
+            .op(one),
     );
     c.b.ins(PtxInst::new("mov.pred").op(owed).op(0));
     c.b.place(&skip);
@@ -165,7 +163,10 @@ pub(super) fn lower_signal(c: &mut Ctx, op: &OpData) -> Result<(), PtxError> {
     give(c);
     let (addr, inb) = counter(c, op)?;
     let Some(sig) = c.mem.signal else {
-        return Err(PtxError::at(op.span, "internal: a `sem_signal` the kernel's scan missed"));
+        return Err(PtxError::at(
+            op.span,
+            "internal: a `sem_signal` the kernel's scan missed",
+        ));
     };
     c.b.ins(PtxInst::new("mov.b64").op(sig.addr).op(addr));
     c.b.ins(PtxInst::new("mov.pred").op(sig.owed).op(inb));
