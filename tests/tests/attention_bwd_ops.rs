@@ -178,6 +178,23 @@ fn split_accumulators() {
     }
 }
 
+/// The dQ kernel's own query blocks (BLOCK_MQ) apart from the dK/dV kernel's query steps
+/// (BLOCK_M): sm_90a's d128 tiles (128-row dQ programs over 128-key blocks, 64-query dK/dV steps
+/// of 128 keys) and smaller ones, causal and not, GQA, ragged sequences whose last blocks are
+/// partial, every dtype.
+#[test]
+fn dq_blocks_of_their_own() {
+    let sm90 = [("BLOCK_MQ", "128"), ("BLOCK_N", "128"), ("BLOCK_KV", "128"), ("BLOCK_M", "64")];
+    let small = [("BLOCK_MQ", "32"), ("BLOCK_N", "16"), ("BLOCK_KV", "32"), ("BLOCK_M", "64")];
+    for (n, dt) in ["f32", "f16", "bf16"].into_iter().enumerate() {
+        for causal in [false, true] {
+            let mag = [1.0, 3.0][(n + causal as usize) % 2];
+            case_with(pr(1, 4, 2, 300, 290, 128, causal), dt, true, mag, &sm90);
+            case_with(pr(2, 2, 1, 150, 170, 64, causal), dt, true, 4.0 - mag, &small);
+        }
+    }
+}
+
 /// ORDERED = 1: the dK/dV kernel adds dqᵀ into dq_acc in ascending key-block order, each add
 /// waiting on its query block's counter: every dtype, causal and not, GQA, ragged shapes with
 /// partial key blocks, the 32- and 128-key programs, the sm_90a d128 row's tiles (128 keys on 8

@@ -3,7 +3,10 @@
 //! every head dim and dtype free of spills on every target, and the CUDA-C backend's tiles.
 //! Each row's comment names the measurement behind it (docs/benchmarks.md, docs/configs.md).
 
-use super::table::{bwd_row, cuda_row, tile_row, Row, BWD_128_KEYS, BWD_16_KEYS, BWD_64_KEYS};
+use super::table::{
+    bwd_row, cuda_row, tile_row, Row, BWD_128_KEYS, BWD_128_KEYS_DQ128, BWD_16_KEYS, BWD_64_KEYS,
+    BWD_64_KEYS_DQ128,
+};
 use crate::structure::{Class, Features, Role};
 use kir_backends::Target;
 
@@ -235,16 +238,19 @@ pub(super) const ATTENTION_ROWS: &[Row] = &[
     // 381.9–384.3, causal 390.1–393.1 against 377.1–378.7; at S = 4k the two were within the
     // runs' spread (non-causal 386.8–406.7 against 377.4–385.9, causal 360.0–362.3 against
     // 354.0–365.7), at 2k even, and at 1k (B 16) 128 keys lost 1.3–1.9 %.
+    // With dQ programs of 128 query rows over 128-key blocks (table.rs, `BWD_128_KEYS_DQ128`),
+    // but not with a band of keys (a window), which keeps the 64-row dQ below.
     bwd_row(
         |f| {
             f.half()
                 && f.head_dim == Some(128)
                 && !f.mask
                 && !f.softcap
+                && !f.band
                 && f.dots <= 4
                 && f.m.is_some_and(|m| m >= 8192)
         },
-        BWD_128_KEYS,
+        BWD_128_KEYS_DQ128,
         None,
     ),
     // d256 warp-specialized (`WsPlan::one_consumer` for each kernel: a producer warpgroup
@@ -282,6 +288,13 @@ pub(super) const ATTENTION_ROWS: &[Row] = &[
     bwd_row(
         |f| f.half() && f.head_dim == Some(128) && (f.mask || f.band) && !f.softcap && f.dots <= 4,
         BWD_128_KEYS,
+        None,
+    ),
+    // d128 without a mask, a soft cap or a window: dQ programs of 128 query rows over 128-key
+    // blocks (table.rs, `BWD_64_KEYS_DQ128`).
+    bwd_row(
+        |f| f.half() && f.head_dim == Some(128) && !f.mask && !f.softcap && !f.band && f.dots <= 4,
+        BWD_64_KEYS_DQ128,
         None,
     ),
     bwd_row(

@@ -280,6 +280,25 @@ pub(super) const BWD_128_KEYS: &[(Role, i64)] = &[
     (Role::QueryStep, 64),
 ];
 
+/// The d128 tiles of the recomputing backward: as [`BWD_64_KEYS`] and [`BWD_128_KEYS`], but dQ
+/// programs of 128 query rows (8 warps) over 128-key blocks. An H100, `kirc bench --kernel
+/// attention_bwd_dq` (call O7, docs/gpu-results/2026-12-06-o7-h100-dq-tiles.txt, two rounds):
+/// d128 S = 16k 4.75–4.83 ms against 5.55 for 64×64, causal 2.33–2.37 against 2.77–2.78, S = 1k
+/// (B 16) 0.348–0.350 against 0.366; 128×64 on 8 warps 5.23–5.29 and 64×128 on 4 warps
+/// 6.58–6.66. At d64 every one of them lost (1.33 ms for 64×64, 1.34–1.65 for the others).
+pub(super) const BWD_64_KEYS_DQ128: &[(Role, i64)] = &[
+    (Role::QueryBlock, 128),
+    (Role::KeyBlock, 128),
+    (Role::KvBlock, 64),
+    (Role::QueryStep, 64),
+];
+pub(super) const BWD_128_KEYS_DQ128: &[(Role, i64)] = &[
+    (Role::QueryBlock, 128),
+    (Role::KeyBlock, 128),
+    (Role::KvBlock, 128),
+    (Role::QueryStep, 64),
+];
+
 /// Attention-backward tiles where ptxas spilled in the op's 32-key ones (attention_rows.rs): 64-row
 /// dQ query blocks and dK/dV steps, 16 keys per dQ block and per dK/dV program.
 pub(super) const BWD_16_KEYS: &[(Role, i64)] = &[
