@@ -587,5 +587,12 @@ fn ordered_dq_with_features() {
     p.past_lengths = Some(vec![40, 100]);
     p.total_lengths = Some(vec![70, 137]);
     p.softcap = Some(8.0);
-    case_with(p, "bf16", true, Some(8), 3.0, &[("ORDERED", "1"), ("BLOCK_KV", "64")]);
+    case_with(
+        p,
+        "bf16",
+        true,
+        Some(8),
+        3.0,
+        &[("ORDERED", "1"), ("BLOCK_KV", "64")],
+    );
 }

@@ -184,13 +184,29 @@ fn split_accumulators() {
 /// partial, every dtype.
 #[test]
 fn dq_blocks_of_their_own() {
-    let sm90 = [("BLOCK_MQ", "128"), ("BLOCK_N", "128"), ("BLOCK_KV", "128"), ("BLOCK_M", "64")];
-    let small = [("BLOCK_MQ", "32"), ("BLOCK_N", "16"), ("BLOCK_KV", "32"), ("BLOCK_M", "64")];
+    let sm90 = [
+        ("BLOCK_MQ", "128"),
+        ("BLOCK_N", "128"),
+        ("BLOCK_KV", "128"),
+        ("BLOCK_M", "64"),
+    ];
+    let small = [
+        ("BLOCK_MQ", "32"),
+        ("BLOCK_N", "16"),
+        ("BLOCK_KV", "32"),
+        ("BLOCK_M", "64"),
+    ];
     for (n, dt) in ["f32", "f16", "bf16"].into_iter().enumerate() {
         for causal in [false, true] {
             let mag = [1.0, 3.0][(n + causal as usize) % 2];
             case_with(pr(1, 4, 2, 300, 290, 128, causal), dt, true, mag, &sm90);
-            case_with(pr(2, 2, 1, 150, 170, 64, causal), dt, true, 4.0 - mag, &small);
+            case_with(
+                pr(2, 2, 1, 150, 170, 64, causal),
+                dt,
+                true,
+                4.0 - mag,
+                &small,
+            );
         }
     }
 }
@@ -208,13 +224,29 @@ fn ordered_dq() {
             let mag = [1.0, 3.0][(n + causal as usize) % 2];
             let ordered = [("ORDERED", "1")];
             case_with(pr(2, 4, 2, 70, 150, 64, causal), dt, true, mag, &ordered);
-            case_with(pr(1, 14, 2, 30, 70, 32, causal), dt, true, 4.0 - mag, &ordered);
+            case_with(
+                pr(1, 14, 2, 30, 70, 32, causal),
+                dt,
+                true,
+                4.0 - mag,
+                &ordered,
+            );
         }
     }
-    let wide = [("ORDERED", "1"), ("BLOCK_KV", "128"), ("BLOCK_M", "64"), ("BLOCK_N", "64")];
+    let wide = [
+        ("ORDERED", "1"),
+        ("BLOCK_KV", "128"),
+        ("BLOCK_M", "64"),
+        ("BLOCK_N", "64"),
+    ];
     case_with(pr(1, 4, 2, 300, 300, 128, true), "bf16", true, 3.0, &wide);
     case_with(pr(2, 2, 1, 150, 290, 128, false), "f16", true, 1.0, &wide);
-    let split = [("ORDERED", "1"), ("BLOCK_KV", "64"), ("BLOCK_M", "64"), ("BLOCK_N", "64")];
+    let split = [
+        ("ORDERED", "1"),
+        ("BLOCK_KV", "64"),
+        ("BLOCK_M", "64"),
+        ("BLOCK_N", "64"),
+    ];
     case_with(pr(2, 4, 2, 70, 150, 256, true), "bf16", true, 3.0, &split);
 }
 

@@ -80,7 +80,8 @@ fn every_backward_dot_takes_wgmma_on_sm90a() {
     for d in cases {
         let (paths, report) = dot_paths(d);
         assert!(
-            report.contains("sm_90a attention-backward row: BLOCK_M=64"),
+            report.contains("sm_90a attention-backward row: ")
+                && report.contains("BLOCK_M=64 (dK/dV query step)"),
             "{d:?}: {report}"
         );
         let dkdv = paths

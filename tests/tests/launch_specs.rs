@@ -92,6 +92,13 @@ fn attention_bwd_lists_its_gradients_and_temps() {
             spec("delta", Dtype::F32, &[b, hq, s], BufferRole::Temp),
             spec("lse_log2", Dtype::F32, &[b, hq, s], BufferRole::Temp),
             spec("dq_acc", Dtype::F32, &acc, BufferRole::Temp),
+            // The counters of ORDERED = 1 (0 here): no rows.
+            spec(
+                "dq_sem",
+                Dtype::I32,
+                &[0, hq, s.div_ceil(64)],
+                BufferRole::Temp,
+            ),
         ];
         assert_eq!(got, want, "DETERMINISTIC={deterministic}");
     }

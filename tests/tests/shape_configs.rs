@@ -75,13 +75,13 @@ fn one_wave_of_tiles_takes_a_grid_of_one_program_per_tile() {
         vec![("a".into(), vec![bt, m, k]), ("b".into(), vec![bt, k, n])]
     };
     for (bt, m, n, k, persistent) in [
-        (1, 2048, 2048, 2048, false), // 16 × 8 = 128 tiles
-        (1, 1024, 4096, 4096, false), // 8 × 16 = 128
-        (1, 1100, 3000, 512, false),  // 9 × 12 = 108: ragged edges count
-        (1, 2100, 2100, 512, true),   // 17 × 9 = 153
-        (1, 4096, 4096, 4096, true),  // 512
-        (2, 2048, 2048, 2048, true),  // 256
-        (1, 8192, 8192, 8192, true),  // 2,048
+        (1, 2048, 2048, 2048, false),  // 16 × 8 = 128 tiles
+        (1, 1024, 4096, 4096, false),  // 8 × 16 = 128
+        (1, 1100, 3000, 512, false),   // 9 × 12 = 108: ragged edges count
+        (1, 2100, 2100, 512, true),    // 17 × 9 = 153
+        (1, 4096, 4096, 4096, true),   // 512
+        (2, 2048, 2048, 2048, true),   // 256
+        (1, 8192, 8192, 8192, true),   // 2,048
         (1, 16384, 14336, 4096, true), // 7,168, N > 8,192
         (1, 4096, 128256, 4096, true), // 16,032, N > 8,192
     ] {
@@ -292,8 +292,10 @@ fn long_d128_backwards_take_128_key_dkdv_programs() {
         let r = &p.config.report;
         let want = format!("BLOCK_KV={kv} (dK/dV key block)");
         assert!(r.contains(&want), "S = {s} causal {causal}: {want}\n{r}");
+        // dQ's own 128-row blocks over 128-key blocks, the dK/dV kernel's 64-query steps.
         assert!(
-            r.contains("BLOCK_M=64 (query block), BLOCK_N=64 (key block)"),
+            r.contains("BLOCK_MQ=128 (query block), BLOCK_N=128 (key block)")
+                && r.contains("BLOCK_M=64 (dK/dV query step)"),
             "{r}"
         );
         assert!(r.contains(&format!("{s} queries")), "S = {s}: {r}");

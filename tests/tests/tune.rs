@@ -516,7 +516,10 @@ fn the_built_in_ops_declare_tune_sets_on_their_tiles() {
     for (op, consts) in [
         ("gemm", &["BLOCK_M", "BLOCK_N", "BLOCK_K", "GROUP_M"][..]),
         ("attention_fwd", &["BLOCK_M", "BLOCK_N", "GROUP_H"]),
-        ("attention_bwd", &["BLOCK_M", "BLOCK_N", "BLOCK_KV"]),
+        (
+            "attention_bwd",
+            &["BLOCK_M", "BLOCK_N", "BLOCK_KV", "BLOCK_MQ"],
+        ),
         ("gemm_nf4", &["BLOCK_M", "BLOCK_N", "BLOCK_K"]),
         ("rmsnorm_fwd", &["BLOCK", "ROWS"]),
         ("rmsnorm_bwd", &["BLOCK"]),

@@ -148,7 +148,7 @@ pub(super) const ROWS: &[Row] = &[
     // level or ahead from 1,024 tiles, within rounds that spread 5–10 %; by kernel time (ncu,
     // clocks left alone, median of 5 launches; calls V1 and O5 on two H100s,
     // docs/gpu-results/2026-12-06-v1-v3-h100-gemm-wg-bulk.txt and
-    // 2026-12-06-o1-o6-h100-ordered-dq-gemm-clusters.txt, five rounds in all) they gain only at
+    // 2026-12-06-o1-o9-h100-ordered-dq-gemm-clusters.txt, five rounds in all) they gain only at
     // 8192³ (1,349–1,351 µs against 1,352–1,353 in O5, 1,369 against 1,374–1,375 in V1) and
     // lose where N ≥ 14,336: 16384×14336×4096 2,390–2,398 against 2,382–2,386 (O5; V1: 2,436–2,450
     // against 2,418–2,421), 4096×128256×4096 5,348–5,386 against 5,287–5,292 (O5; V1:

@@ -402,6 +402,15 @@ fn check_inner(
     let seed = seed_of(text).ok_or_else(|| fail("generate", "no `// rpg seed S` line"))?;
     let (module_text, twin) = split_twin(text);
     let spec = front("generate", module_text)?;
+    // Kernels that order an add with a semaphore (`ordered`).
+    let ordered = spec
+        .kernels
+        .values()
+        .filter(|k| k.dfg.ops.values().any(|o| o.opcode == Opcode::SemWait))
+        .count();
+    if ordered > 0 {
+        stats.add("ordered sections", ordered as u64);
+    }
     let args = match super::inputs::args(&spec, seed) {
         Ok(a) => a,
         Err(e) => return Ok(Verdict::Skip(format!("inputs: {e}"))),

@@ -5,7 +5,8 @@
 //! Dims are ragged against every tile most of the time (1–100, sometimes a multiple of 16 or
 //! 64, rarely 0; `D`, a head dim, 1–16). Floats mix normal values at scales 1, 8 and 100 with, per tensor, a density of
 //! specials (NaN, ±inf, ±0, values near f16's largest; none for tensors named `fin_*`); integers mix small values with the
-//! dtype's extremes. Every float is rounded to the param's dtype by the interpreter.
+//! dtype's extremes. Every float is rounded to the param's dtype by the interpreter. Semaphore
+//! counters (tensors named `sem*`, see `ordered`) start at zero: a count of signals given.
 
 use super::module::mix;
 use crate::Rng;
@@ -37,8 +38,17 @@ pub fn dim_size(seed: u64, name: &str) -> usize {
     }
 }
 
-/// `n` values of dtype `d` for the argument `name` (i64 held exactly, extremes included).
+/// Whether the tensor param `name` is a semaphore counter (see `ordered`): its input is zeros.
+pub fn is_counter(name: &str) -> bool {
+    name.starts_with("sem")
+}
+
+/// `n` values of dtype `d` for the argument `name` (i64 held exactly, extremes included; zeros
+/// for a semaphore counter).
 pub fn data(seed: u64, name: &str, d: Dtype, n: usize) -> HostData {
+    if is_counter(name) {
+        return HostData::F64(vec![0.0; n]);
+    }
     if d == Dtype::I64 {
         let mut r = stream(seed, &format!("data {name}"));
         let special = [0.0, 0.0, 0.002, 0.03][r.range(0, 4)];

@@ -7,9 +7,13 @@
 //!   `transpose`) with a carried accumulator, optional masks and extra carried values, then a
 //!   random epilogue; this is the loop shape the `pipelining` pass rings and `warp_specialize`
 //!   partitions (with 16-bit operands and BM, BK multiples of 64, the held ring of sm_90a).
+//!
+//! Any of them may end with an ordered section (`ordered`): an `atomic_add` in grid order under
+//! a semaphore counter, moved to a random top-level position.
 
 use super::gen::{Features, Kb, Tensor};
 use super::gen_ctl::Origin;
+use super::ordered::{section, Ordered};
 use super::ty::{lit, Facts, Ty, Val};
 use crate::Rng;
 use kir_ir::Dtype;
@@ -20,6 +24,8 @@ pub struct Built {
     pub text: String,
     /// What the body contains.
     pub feats: Features,
+    /// Tensor params an ordered section added (after the spec's tensors, before its scalars).
+    pub extra: Vec<Tensor>,
 }
 
 /// What every kernel shape takes.
@@ -38,12 +44,15 @@ pub struct Spec<'a> {
     pub tile_consts: Option<(String, String)>,
     /// Roughly how many ops the body gets.
     pub ops: usize,
+    /// The ordered section the kernel gets, if any (`ordered::plan`).
+    pub ordered: Option<Ordered>,
 }
 
-fn params_text(s: &Spec) -> String {
+fn params_text(s: &Spec, extra: &[Tensor]) -> String {
     let mut ps: Vec<String> = s
         .tensors
         .iter()
+        .chain(extra)
         .map(|t| {
             format!(
                 "  {}: {} tensor<{}>[{}],",
@@ -67,11 +76,11 @@ fn dims_text(s: &Spec) -> (String, String) {
     }
 }
 
-fn header(s: &Spec, grid: &str) -> String {
+fn header(s: &Spec, grid: &str, extra: &[Tensor]) -> String {
     format!(
         "kernel @{}(\n{}\n) grid [{grid}] {{",
         s.name,
-        params_text(s)
+        params_text(s, extra)
     )
 }
 
@@ -137,8 +146,14 @@ fn final_stores(kb: &mut Kb, o: &Origin) {
     }
 }
 
-fn finish(s: &Spec, grid: &str, kb: Kb) -> Built {
-    let mut text = header(s, grid);
+/// The kernel's text; first its ordered section, if it has one, at the top level (`o`: the
+/// top-level block origin, `axes`: the grid axes the kernel spans).
+fn finish(s: &Spec, grid: &str, mut kb: Kb, o: &Origin, axes: usize) -> Built {
+    let extra = match &s.ordered {
+        Some(od) => section(&mut kb, od, o, axes),
+        None => vec![],
+    };
+    let mut text = header(s, grid, &extra);
     text.push('\n');
     for l in &kb.lines {
         text.push_str(l);
@@ -148,6 +163,7 @@ fn finish(s: &Spec, grid: &str, kb: Kb) -> Built {
     Built {
         text,
         feats: kb.feats,
+        extra,
     }
 }
 
@@ -170,7 +186,7 @@ pub fn tile_kernel(rng: &mut Rng, s: &Spec) -> Built {
     seed_loads(&mut kb, &o);
     kb.block(s.ops, &o);
     final_stores(&mut kb, &o);
-    finish(s, &grid, kb)
+    finish(s, &grid, kb, &o, 2)
 }
 
 /// The row-loop shape (see the module doc).
@@ -268,7 +284,7 @@ pub fn row_loop_kernel(rng: &mut Rng, s: &Spec) -> Built {
         kb.line(format!("store {}[{}], {} guard", t.name, m0.r(), flat.r()));
         kb.feats.add("store");
     }
-    finish(s, &grid, kb)
+    finish(s, &grid, kb, &before, 1)
 }
 
 /// GEMM options.
@@ -474,5 +490,5 @@ pub fn gemm_kernel(rng: &mut Rng, s: &Spec, g: &Gemm) -> Built {
     kb.line(format!("store c[{}, {}], {} guard", m0.r(), n0.r(), v.r()));
     kb.feats.add("store");
     final_stores(&mut kb, &o);
-    finish(s, &grid, kb)
+    finish(s, &grid, kb, &o, 2)
 }

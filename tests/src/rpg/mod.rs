@@ -10,9 +10,10 @@
 //!
 //! Files: `module` (shapes of whole programs), `kernels`, `attention` and `rings` (kernel
 //! shapes), `gen`, `gen_ops` and `gen_ctl` (the body builder: values, pure ops, control flow and
-//! memory), `ty` (types and literals), `inputs`, `check` and `compare` (the differential check),
-//! `bounds` with `bounds_walk` and `bounds_ops` (how far a pass or the GPU may move an output),
-//! `reduce`, and `artifacts` (programs for `scripts/gpu_rpg.py`). docs/testing.md describes the
+//! memory), `ordered` (an `atomic_add` in grid order under a semaphore counter), `ty` (types and
+//! literals), `inputs`, `check` and `compare` (the differential check), `bounds` with
+//! `bounds_walk` and `bounds_ops` (how far a pass or the GPU may move an output), `reduce`, and
+//! `artifacts` (programs for `scripts/gpu_rpg.py`). docs/testing.md describes the
 //! whole ("Random programs").
 
 pub mod artifacts;
@@ -29,6 +30,7 @@ pub mod gen_ops;
 pub mod inputs;
 pub mod kernels;
 pub mod module;
+pub mod ordered;
 pub mod outcome;
 pub mod reduce;
 pub mod rings;

@@ -1,10 +1,13 @@
 //! Whole modules: a seed picks a shape (one kernel, a program of launches over temps, a GEMM,
 //! a hand-scheduled ring, or an attention-shaped masked loop), the dtypes, tile sizes and params, module constants (integers
 //! for `static_if`, tile sizes for grids and tiles), and the body sizes; the text starts with
-//! `// rpg seed S`, from which the inputs are derived again (see `inputs`).
+//! `// rpg seed S`, from which the inputs are derived again (see `inputs`). A tile, row-loop,
+//! program or gemm kernel may also get an ordered section with a semaphore counter of its own
+//! (`ordered`; decided on a stream of its own, so other seeds' programs are unchanged).
 
 use super::gen::{Features, Tensor};
 use super::kernels::{gemm_kernel, row_loop_kernel, tile_kernel, Built, Gemm, Spec};
+use super::ordered;
 use crate::Rng;
 use kir_ir::Dtype;
 
@@ -164,14 +167,17 @@ fn single(rng: &mut Rng, seed: u64) -> (String, &'static str, Features) {
     let tile = [tile_dim(rng), tile_dim(rng)];
     let with_tiles = rng.range(0, 3) == 0;
     let (lines, ints, tc) = consts(rng, tile, with_tiles);
+    let tensors = elementwise_tensors(rng, row);
+    let ordered = ordered::plan(seed, 0, "", &tensors);
     let spec = Spec {
         name: "k",
-        tensors: elementwise_tensors(rng, row),
+        tensors,
         scalars: scalars(rng),
         consts: ints,
         tile,
         tile_consts: tc,
         ops: body_ops(rng),
+        ordered,
     };
     let b = if row {
         row_loop_kernel(rng, &spec)
@@ -234,6 +240,7 @@ fn gemm(rng: &mut Rng, seed: u64) -> (String, &'static str, Features) {
     }
     let with_tiles = rng.range(0, 3) == 0;
     let (lines, ints, tc) = consts(rng, tile, with_tiles);
+    let ordered = ordered::plan(seed, 0, "", &ts);
     let spec = Spec {
         name: "gemm",
         tensors: ts,
@@ -242,6 +249,7 @@ fn gemm(rng: &mut Rng, seed: u64) -> (String, &'static str, Features) {
         tile,
         tile_consts: tc,
         ops: body_ops(rng) / 2,
+        ordered,
     };
     let b = gemm_kernel(rng, &spec, &Gemm { dt, bk, trans_b });
     (module_text(seed, &lines, &[b.text]), "gemm", b.feats)
@@ -300,6 +308,8 @@ fn program(rng: &mut Rng, seed: u64) -> (String, &'static str, Features) {
             body_ops(rng)
         };
         let name = format!("k{li}");
+        // Each launch's counter is its own (`sem0`, `sem1`, …): a counter is never reset.
+        let ordered = ordered::plan(seed, li, &li.to_string(), &ts);
         let spec = Spec {
             name: &name,
             tensors: ts.clone(),
@@ -308,6 +318,7 @@ fn program(rng: &mut Rng, seed: u64) -> (String, &'static str, Features) {
             tile: kt,
             tile_consts: if kt == tile { tc.clone() } else { None },
             ops,
+            ordered,
         };
         let b: Built = if rng.range(0, 4) == 0 {
             row_loop_kernel(rng, &spec)
@@ -318,7 +329,8 @@ fn program(rng: &mut Rng, seed: u64) -> (String, &'static str, Features) {
             *feats.ops.entry(k).or_default() += v;
         }
         kernels.push(b.text);
-        let binds: Vec<String> = ts.iter().map(|p| p.name.clone()).collect();
+        let binds: Vec<String> = ts.iter().chain(&b.extra).map(|p| p.name.clone()).collect();
+        prog_params.extend(b.extra.iter().cloned());
         let mut binds = binds;
         for (n, _) in &sc {
             binds.push(n.clone());

@@ -234,6 +234,107 @@ fn a_program_that_does_not_verify_fails_at_generate() {
     assert_eq!(f.stage, "generate");
 }
 
+/// Ordered sections (`ordered`): each counter (`sem…`, zeros on input) is touched only by
+/// `sem_wait` and `sem_signal`, at the top level of one kernel, which waits and signals once; the
+/// reference run never finds a wait unreached, and each counter ends holding the number of
+/// programs of its kernel.
+#[test]
+fn ordered_sections_signal_once_per_program_at_the_top_level() {
+    use super::inputs::{args, dim_size, is_counter};
+    use kir_backends::interp::{HostArg, HostData, RunOptions};
+    use kir_ir::{EvalVal, Opcode};
+    let mut seen = 0;
+    let mut ran = 0;
+    for s in 0..600 {
+        let text = generate(s).text;
+        if !text.contains("sem_wait") {
+            continue;
+        }
+        seen += 1;
+        let m = spec(&text);
+        let a = args(&m, s).expect("inputs");
+        let mut programs = std::collections::BTreeMap::new();
+        for k in m.kernels.values() {
+            let d = &k.dfg;
+            let (mut waits, mut signals) = (0, 0);
+            for b in d.blocks.values() {
+                for &o in &b.ops {
+                    let od = &d.ops[o];
+                    let Some(t) = &od.tensor else { continue };
+                    let sem = matches!(od.opcode, Opcode::SemWait | Opcode::SemSignal);
+                    assert_eq!(
+                        is_counter(&t.param),
+                        sem,
+                        "seed {s}: `{}` on `{}`",
+                        od.opcode.name(),
+                        t.param
+                    );
+                    if !sem {
+                        continue;
+                    }
+                    assert!(
+                        d.blocks[k.body].ops.contains(&o),
+                        "seed {s}: a semaphore op below the top level"
+                    );
+                    if od.opcode == Opcode::SemWait {
+                        waits += 1;
+                    } else {
+                        signals += 1;
+                    }
+                    let dims = |n: &str| Some(EvalVal::Int(dim_size(s, n) as i64));
+                    let n: i64 = k
+                        .grid
+                        .iter()
+                        .map(|e| e.eval_int(&dims).expect("grid").max(0))
+                        .product();
+                    let by = (k.name.clone(), n);
+                    let had = programs.insert(t.param.clone(), by.clone());
+                    assert!(
+                        had.is_none_or(|x| x == by),
+                        "seed {s}: a counter of two kernels"
+                    );
+                }
+            }
+            assert!(
+                waits <= 1 && waits == signals,
+                "seed {s}: {waits} waits, {signals} signals in @{}",
+                k.name
+            );
+        }
+        for name in programs.keys() {
+            let Some(HostArg::Tensor(h)) = a.get(name) else {
+                panic!("seed {s}: no input for `{name}`");
+            };
+            assert!(
+                matches!(&h.data, HostData::F64(v) if v.iter().all(|&x| x == 0.0)),
+                "seed {s}: `{name}` does not start at 0"
+            );
+        }
+        let out = match super::check::run_with(&m, &a, &RunOptions::default()) {
+            Ok(o) => o,
+            Err(e) => {
+                assert!(!e.message.contains("sem_wait"), "seed {s}: {}", e.message);
+                continue;
+            }
+        };
+        ran += 1;
+        for (name, (_, n)) in &programs {
+            let HostData::F64(v) = &out[name].data else {
+                panic!("seed {s}: `{name}` is not held as numbers");
+            };
+            assert_eq!(
+                v.iter().sum::<f64>(),
+                *n as f64,
+                "seed {s}: `{name}` after the run: {v:?}"
+            );
+        }
+    }
+    assert!(
+        seen >= 20 && ran >= seen / 2,
+        "{seen} programs with ordered sections, {ran} ran"
+    );
+}
+
 #[test]
 fn every_op_of_the_table_is_generated() {
     let mut seen = std::collections::BTreeSet::new();

@@ -343,15 +343,6 @@ fn sync_part(c: &mut Ctx, group_bar: Option<(Reg, GroupBar)>) {
     }
 }
 
-/// Every thread of the kernel's part (see [`kernel_split`]) meets at the part's barrier;
-/// returns the predicate of the part's first thread, the one that issues its bulk reductions.
-pub(super) fn meet_part(c: &mut Ctx) -> Reg {
-    let split = kernel_split(c);
-    let bar = group_bar(c, split);
-    sync_part(c, bar);
-    part_leader(c, split)
-}
-
 /// The predicate of the part's first thread: thread 0, or each warpgroup's first thread.
 fn part_leader(c: &mut Ctx, split: Split) -> Reg {
     let first = c.b.reg(RegClass::Pred);
@@ -398,27 +389,6 @@ fn covers_trailing(c: &Ctx, op: &OpData, shape: &[usize]) -> bool {
             Offset::Expr(e) => e.as_int() == Some(0),
             Offset::Value(v) => c.values.statics.get(v).copied() == Some(0),
         })
-}
-
-/// How the kernel's bulk reductions split (see [`Split`]): that of its first f32 `atomic_add` of
-/// a 2-D tile, whose split every bulk reduction of the kernel shares, or `Split::Block`. The
-/// semaphores signal once per part (semaphore.rs), whether a launch takes the bulk path or
-/// the per-element one.
-pub(super) fn kernel_split(c: &Ctx) -> Split {
-    if !c.target.has_tma() {
-        return Split::Block;
-    }
-    let first = c.k.dfg.ops.values().find_map(|o| {
-        let &v = o.operands.first()?;
-        let ty = c.k.dfg.ty(v);
-        let shape = ty.shape()?;
-        (o.opcode == Opcode::AtomicAdd && shape.len() == 2 && ty.dtype() == Some(Dtype::F32))
-            .then(|| (shape[0], shape[1]))
-    });
-    match first {
-        Some((rows, cols)) => split_of(c, rows, cols),
-        None => Split::Block,
-    }
 }
 
 /// Spins until the counter of `w` reaches its count (`ld.acquire.gpu`, so this thread's later

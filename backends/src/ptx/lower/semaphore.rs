@@ -2,13 +2,12 @@
 //! programs (attention_bwd's ordered dq, docs/ops.md), the pattern of FlashAttention-3's
 //! deterministic backward.
 //!
-//! **Signal.** The IR's `sem_signal` adds 1 once the program's earlier writes are complete. The
-//! block signals once per part of its bulk reductions ([`kernel_split`]: each warpgroup whose
-//! rows it adds, or the whole block): every thread waits for its bulk reductions to complete
-//! (`cp.async.bulk.wait_group 0`; only their issuing thread has any), the part's threads meet
-//! at its barrier (the bulk reduction's named barrier, or the block's), so their earlier
-//! writes precede what the part's first thread does next, and that thread adds 1 with
-//! `red.release.gpu`. A program therefore adds P to the counter, P the number of parts.
+//! **Signal.** The IR's `sem_signal` adds 1 once the program's earlier writes are complete:
+//! every thread waits for its bulk reductions to complete (`cp.async.bulk.wait_group 0`; only
+//! their issuing threads have any), the block meets at its barrier, so every thread's earlier
+//! writes precede what thread 0 does next, and thread 0 adds 1 with `red.release.gpu`, the
+//! counter's value exactly what the IR says (the interpreter and the CUDA-C backend count the
+//! same).
 //!
 //! A signal may come later than the IR places it (a wait for it then lasts longer, nothing
 //! else changes), and it does: right after the add, the add has not completed, and waiting for
@@ -20,8 +19,8 @@
 //! unordered adds, docs/benchmarks.md), after a loop that holds one, and before the kernel
 //! returns.
 //!
-//! **Wait.** The IR's count n (programs) becomes n·P signals. When the next op is an
-//! `atomic_add` lowered as a bulk reduction, only its issuing threads spin (right before their
+//! **Wait.** When the next op is an `atomic_add` lowered as a bulk reduction, only its issuing
+//! threads (thread 0, or each warpgroup's first thread) spin (right before their
 //! issue, after the other threads staged the rows) and then fence the async proxy
 //! (`fence.proxy.async.global`), so the wait overlaps the staging; on the per-element path of
 //! that add, and before any other op, every thread spins by itself (`ld.acquire.gpu` in a
@@ -31,10 +30,10 @@
 //! earlier programs (the IR's rule) waits for programs that run or have run. The interpreter
 //! runs programs in that order and reports a wait that would never end.
 
-use super::bulk_reduce::{kernel_split, meet_part, spin};
+use super::bulk_reduce::spin;
 use super::ctx::{Ctx, Val};
 use super::elem::{element, offsets};
-use super::state::{SemWait, Signal, Split};
+use super::state::{SemWait, Signal};
 use super::PtxError;
 use crate::ptx::emit::isa::Isa;
 use crate::ptx::emit::{PtxInst, Reg, RegClass};
@@ -59,14 +58,6 @@ fn counter(c: &mut Ctx, op: &OpData) -> Result<(Reg, Reg), PtxError> {
     Ok(element(c, &info, &offs, &[]))
 }
 
-/// Signals each program gives a counter: one per part of its bulk reductions.
-fn parts(c: &Ctx) -> u32 {
-    match kernel_split(c) {
-        Split::Block => 1,
-        Split::Groups { groups, .. } => groups,
-    }
-}
-
 /// Lowers `sem_wait`: records the wait for the next op to spin on (see the module doc).
 pub(super) fn lower_wait(c: &mut Ctx, op: &OpData) -> Result<(), PtxError> {
     flush(c);
@@ -80,9 +71,7 @@ pub(super) fn lower_wait(c: &mut Ctx, op: &OpData) -> Result<(), PtxError> {
         return Err(PtxError::at(op.span, "`sem_wait` counts with a scalar"));
     };
     let (addr, inb) = counter(c, op)?;
-    let want = c.b.reg(RegClass::B32);
-    c.b.ins(PtxInst::new("mul.lo.s32").op(want).op(n).op(parts(c)));
-    c.mem.sem_wait = Some(SemWait { addr, inb, want });
+    c.mem.sem_wait = Some(SemWait { addr, inb, want: n });
     Ok(())
 }
 
@@ -131,8 +120,7 @@ pub(super) fn after_op(c: &mut Ctx, op: &OpData) {
 }
 
 /// Gives the signal owed, if any (a uniform branch around it): every thread waits for its
-/// bulk reductions, each part's threads meet, and the part's first thread adds 1 with release
-/// semantics.
+/// bulk reductions, the block meets, and thread 0 adds 1 with release semantics.
 pub(super) fn give(c: &mut Ctx) {
     let Some(Signal { addr, owed }) = c.mem.signal else {
         return;
@@ -142,7 +130,9 @@ pub(super) fn give(c: &mut Ctx) {
     if c.target.has_tma() && c.k.dfg.ops.values().any(|o| o.opcode == Opcode::AtomicAdd) {
         c.b.ins(PtxInst::new("cp.async.bulk.wait_group").op(0));
     }
-    let lead = meet_part(c);
+    c.sync_block();
+    let lead = c.b.reg(RegClass::Pred);
+    c.b.ins(PtxInst::new("setp.eq.u32").op(lead).op(c.thread.tid).op(0));
     let one = c.b.imm32(1);
     c.b.need(Isa::ACQUIRE_RELEASE).ins_if(
         lead,

@@ -49,8 +49,8 @@ pub fn persistent(m: &Module, programs: u32) -> Result<Module, Diagnostics> {
     Ok(out)
 }
 
-/// Whether `k` is rewritten: a top-level `for`, a grid the body can compute, and no scheduled
-/// IR (a kernel already split into partitions or rings keeps its own schedule).
+/// Whether `k` is rewritten: a top-level `for`, a grid the body can compute, no scheduled IR (a
+/// kernel already split into partitions or rings keeps its own schedule) and no semaphores.
 pub fn qualifies(k: &Kernel) -> bool {
     let top = &k.dfg.blocks[k.body].ops;
     let has_loop = top.iter().any(|&o| k.dfg.ops[o].opcode == Opcode::For);
@@ -60,8 +60,21 @@ pub fn qualifies(k: &Kernel) -> bool {
             Opcode::SmemAlloc | Opcode::MbarAlloc | Opcode::WarpSpecialize
         )
     });
+    // A program of a persistent grid runs several of the original programs, so a semaphore
+    // wait of one of them may count on a later tile of its own program or of a later one (the
+    // IR lets a program wait only for programs before it in grid order).
+    let ordered = k
+        .dfg
+        .ops
+        .values()
+        .any(|d| matches!(d.opcode, Opcode::SemWait | Opcode::SemSignal));
     let one_tile = k.grid.iter().all(|e| e.as_int() == Some(1));
-    has_loop && !scheduled && !one_tile && k.grid.len() == 3 && k.grid.iter().all(lowerable)
+    has_loop
+        && !scheduled
+        && !ordered
+        && !one_tile
+        && k.grid.len() == 3
+        && k.grid.iter().all(lowerable)
 }
 
 /// Appends `opc x` of scalar type `d` to block `b`.

@@ -22,6 +22,18 @@ pub(super) fn split_consumers(
     outside: &[Op],
     inside: &[Op],
 ) -> Result<(Vec<Op>, Vec<Op>, Split), Diagnostic> {
+    // Each consumer stands for a program of the original grid, so a semaphore wait of one
+    // consumer would count the signals of another consumer of the same program, which docs/ir.md
+    // does not allow (a program waits only for programs before it in grid order).
+    if edit::contains(&k.dfg, k.body, &|od| {
+        matches!(od.opcode, Opcode::SemWait | Opcode::SemSignal)
+    }) {
+        return Err(bad(
+            k.span,
+            k,
+            "it orders its programs with semaphores, and the consumers of one program would wait for each other's signals",
+        ));
+    }
     let axis = plan.split_axis as i64;
     let pid_ops = axis_ops(k, Opcode::ProgramId, axis as usize);
     // Ops outside the partitions that depend on the split axis move into both partitions.
