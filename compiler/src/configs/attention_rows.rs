@@ -239,7 +239,12 @@ pub(super) const ATTENTION_ROWS: &[Row] = &[
     // runs' spread (non-causal 386.8–406.7 against 377.4–385.9, causal 360.0–362.3 against
     // 354.0–365.7), at 2k even, and at 1k (B 16) 128 keys lost 1.3–1.9 %.
     // With dQ programs of 128 query rows over 128-key blocks (table.rs, `BWD_128_KEYS_DQ128`),
-    // but not with a band of keys (a window), which keeps the 64-row dQ below.
+    // but not with a band of keys (a window), which keeps the 64-row dQ below: with a causal
+    // window the 128-row dQ kernel (spill-free) lost at a window of 1,024 (0.412–0.415 ms
+    // against 0.401–0.406 at S = 16k, 0.380–0.384 against 0.366–0.371 at B 4 S = 4k) and won at
+    // 4,096 (1.075–1.078 against 1.168–1.169; an H100, call O10,
+    // docs/gpu-results/2026-12-06-o10-h100-dq-tiles-window.txt). With a mask or a soft cap it
+    // spills (72–544 bytes on sm_90a).
     bwd_row(
         |f| {
             f.half()
