@@ -13,6 +13,13 @@ use super::ty::{float_lit, lit, Facts, Ty, Val};
 use crate::Rng;
 use kir_ir::Dtype;
 
+/// Mixes a seed so neighbouring seeds give unrelated streams (the module shapes, the inputs and
+/// the ordered sections each draw from their own).
+pub fn mix(seed: u64, salt: u64) -> u64 {
+    let mut r = Rng::seeded(seed ^ salt.wrapping_mul(0xA24B_AED4_963E_E407));
+    r.next_u64()
+}
+
 /// A tensor param of the kernel being built.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Tensor {

@@ -8,7 +8,7 @@
 //! dtype's extremes. Every float is rounded to the param's dtype by the interpreter. Semaphore
 //! counters (tensors named `sem*`, see `ordered`) start at zero: a count of signals given.
 
-use super::module::mix;
+use super::gen::mix;
 use crate::Rng;
 use kir_backends::interp::{HostArg, HostData, HostTensor};
 use kir_ir::{Dtype, EvalVal, ExprKind, Module, ParamKind};

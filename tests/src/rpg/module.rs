@@ -5,7 +5,7 @@
 //! program or gemm kernel may also get an ordered section with a semaphore counter of its own
 //! (`ordered`; decided on a stream of its own, so other seeds' programs are unchanged).
 
-use super::gen::{Features, Tensor};
+use super::gen::{mix, Features, Tensor};
 use super::kernels::{gemm_kernel, row_loop_kernel, tile_kernel, Built, Gemm, Spec};
 use super::ordered;
 use crate::Rng;
@@ -22,12 +22,6 @@ pub struct Case {
     pub shape: &'static str,
     /// What the kernels contain.
     pub feats: Features,
-}
-
-/// Mixes a seed so neighbouring seeds give unrelated streams.
-pub fn mix(seed: u64, salt: u64) -> u64 {
-    let mut r = Rng::seeded(seed ^ salt.wrapping_mul(0xA24B_AED4_963E_E407));
-    r.next_u64()
 }
 
 fn t(name: &str, access: &'static str, dt: Dtype, dims: &[&'static str]) -> Tensor {

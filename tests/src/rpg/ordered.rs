@@ -25,9 +25,8 @@
 //! generated before sections existed, and one that gets a section differs from that program only
 //! by the section's lines and the params (and launch arguments) it adds.
 
-use super::gen::{Kb, Tensor};
+use super::gen::{mix, Kb, Tensor};
 use super::gen_ctl::Origin;
-use super::module::mix;
 use super::ty::{Facts, Ty};
 use crate::Rng;
 use kir_ir::Dtype;

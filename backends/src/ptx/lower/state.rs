@@ -288,7 +288,7 @@ pub struct Region {
 }
 
 /// A `sem_wait` not yet spun on: the counter's address, whether it is inside its tensor, and
-/// the count to reach (the IR's count times the signals each program gives, semaphore.rs).
+/// the count to reach (semaphore.rs).
 #[derive(Clone, Copy, Debug)]
 pub struct SemWait {
     pub addr: Reg,
