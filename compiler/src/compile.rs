@@ -54,6 +54,7 @@ pub fn compile_stage(
         ws_ptx: None,
         fusion: Default::default(),
         cluster: None,
+        stream_k: None,
     };
     let plan = CompilePlan::resolve(src, defines, target, emit, flags)?
         .with_kernel(kernel)

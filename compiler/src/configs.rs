@@ -55,6 +55,9 @@ pub struct Config {
     /// With warp specialization on a persistent grid: clusters of two programs that share their
     /// copies (`cluster`), where the kernel qualifies.
     pub cluster: bool,
+    /// With a persistent grid: its last tiles shared out by K iterations (`stream_k`), where
+    /// the kernel qualifies.
+    pub stream_k: bool,
     /// Blocks per SM that ptxas must fit (`.minnctapersm`), where ptxas's own register cap
     /// spills (`PtxOptions::min_blocks`).
     pub min_blocks: Option<u32>,
@@ -183,6 +186,9 @@ pub fn target_config(
     if row.cluster {
         parts.push("clusters of 2".into());
     }
+    if row.stream_k {
+        parts.push("stream-K tail".into());
+    }
     if let Some(n) = row.min_blocks {
         parts.push(format!("at least {n} blocks per SM"));
     }
@@ -203,6 +209,7 @@ pub fn target_config(
         overlap: row.overlap,
         swap_operands: row.swap_operands,
         cluster: row.cluster,
+        stream_k: row.stream_k,
         min_blocks: row.min_blocks,
         consumer_regs: row.consumer_regs,
     }

@@ -41,6 +41,9 @@ pub struct Flags {
     /// `Some(true)`: clusters of two programs sharing their copies (`cluster`), or an error
     /// naming why the kernel does not qualify; `Some(false)`: none.
     pub cluster: Option<bool>,
+    /// `Some(true)`: a persistent grid's last tiles shared out by K iterations (`stream_k`)
+    /// where the kernel qualifies; `Some(false)`: none.
+    pub stream_k: Option<bool>,
 }
 
 impl Flags {
@@ -69,6 +72,7 @@ impl Flags {
                 ("--overlap", self.overlap.is_some()),
                 ("--swap-operands", self.swap_operands.is_some()),
                 ("--cluster", self.cluster.is_some()),
+                ("--stream-k", self.stream_k.is_some()),
                 ("--ws", self.ws_plan.is_some() || self.ws_ptx.is_some()),
             ];
             if let Some((flag, _)) = set.iter().find(|(_, s)| *s) {
@@ -98,6 +102,13 @@ impl Flags {
                  not have (sm_90a, sm_100a and sm_120a have them)",
                 target.name()
             ));
+        }
+        if self.stream_k == Some(true) && self.persistent == Some(0) {
+            return Err(
+                "--stream-k on shares out the last wave of a persistent grid; --persistent off \
+                 leaves none"
+                    .into(),
+            );
         }
         if self.ws_plan.is_some() && self.warp_specialize.is_some() {
             let why = "--ws (an interpreter plan) and --warp-specialize do not go together";

@@ -300,12 +300,15 @@ impl CompilePlan {
     }
 
     /// The program count of a persistent grid: `--persistent N` (0: none), else the target's SM
-    /// count where the configuration asks for it (warp-specialized candidates only).
+    /// count where the configuration asks for it (warp-specialized candidates only) or
+    /// `--stream-k on` does (a stream-K tail needs a persistent grid).
     pub fn persistent(&self, warp_specialized: bool) -> Option<u32> {
         match self.flags.persistent {
             Some(0) => None,
             Some(n) => Some(n),
-            None => (warp_specialized && self.config.persistent).then(|| self.target.sm_count()),
+            None => ((warp_specialized && self.config.persistent)
+                || self.flags.stream_k == Some(true))
+            .then(|| self.target.sm_count()),
         }
     }
 
@@ -322,6 +325,13 @@ impl CompilePlan {
                 && self.target.has_clusters())
             .then_some(false),
         }
+    }
+
+    /// Whether a persistent grid gets a stream-K tail (`stream_k`): `--stream-k on|off`, else
+    /// the configuration's choice; only with a persistent grid.
+    pub fn stream_k(&self, warp_specialized: bool) -> bool {
+        self.persistent(warp_specialized).is_some()
+            && self.flags.stream_k.unwrap_or(self.config.stream_k)
     }
 
     /// The scheduling options of one candidate: `stages` deep, warp-specialized or not, with
@@ -347,6 +357,7 @@ impl CompilePlan {
             self.overlap() && (warp_specialized || tma),
             self.swap_operands(),
             self.cluster(warp_specialized),
+            self.stream_k(warp_specialized),
         )
     }
 
@@ -386,7 +397,9 @@ pub fn explore(
         ws => ws,
     };
     let persistent = match persistent {
-        None if pass == "persistent" || pass == "cluster" => target.map(|t| t.sm_count()),
+        None if pass == "persistent" || pass == "cluster" || pass == "stream_k" => {
+            target.map(|t| t.sm_count())
+        }
         p => p,
     };
     options(
@@ -399,10 +412,12 @@ pub fn explore(
         pass == "swap_operands",
         // Where the kernel does not qualify, the dump shows it as it is.
         (pass == "cluster").then_some(false),
+        pass == "stream_k",
     )
 }
 
 /// The one constructor of [`ScheduleOptions`] (a test checks that no other code builds one).
+#[allow(clippy::too_many_arguments)]
 fn options(
     target: Option<Target>,
     stages: Option<usize>,
@@ -412,6 +427,7 @@ fn options(
     overlap: bool,
     swap_operands: bool,
     cluster: Option<bool>,
+    stream_k: bool,
 ) -> ScheduleOptions {
     ScheduleOptions {
         target,
@@ -422,6 +438,7 @@ fn options(
         overlap,
         swap_operands,
         cluster,
+        stream_k,
     }
 }
 

@@ -248,6 +248,12 @@ pub struct PtxFlags {
     /// per-target configuration's choice
     #[arg(long, value_name = "on|off")]
     pub cluster: Option<WsFlag>,
+    /// A persistent grid's last tiles shared out by K iterations, so that the last wave keeps
+    /// every program busy (the `stream_k` pass, docs/passes.md): `on` (where a kernel
+    /// qualifies: one K loop of dot accumulators) or `off`. Default: the per-target
+    /// configuration's choice
+    #[arg(long = "stream-k", value_name = "on|off")]
+    pub stream_k: Option<WsFlag>,
     /// Lower the `fusion` pass's fused program wherever the pass applies. Default: the fused
     /// program where the cost model estimates it faster on the target than the unfused kernels
     /// (both as they would be scheduled; `--report` shows the two estimates)
@@ -295,6 +301,7 @@ impl PtxFlags {
             ws_ptx: None,
             fusion: self.fusion(),
             cluster: self.cluster.map(|w| w == WsFlag::On),
+            stream_k: self.stream_k.map(|w| w == WsFlag::On),
         }
     }
 
@@ -318,6 +325,7 @@ impl PtxFlags {
             || self.overlap.is_some()
             || self.swap_operands.is_some()
             || self.cluster.is_some()
+            || self.stream_k.is_some()
     }
 }
 

@@ -274,6 +274,7 @@ fn gpu_main(a: &Args, src: &common::Source) -> Result<ExitCode, CliError> {
             overlap: w.flags.overlap,
             swap_operands: w.flags.swap_operands,
             cluster: w.flags.cluster,
+            stream_k: w.flags.stream_k,
         };
         let bucket = crate::device::shape_bucket(&a.shapes);
         let id = crate::device::gpu_id(&gpu);

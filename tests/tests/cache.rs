@@ -419,6 +419,7 @@ fn cubins_are_kept_per_arch_and_tuned_configs_per_gpu_and_bucket() {
         overlap: Some(false),
         swap_operands: Some(true),
         cluster: Some(false),
+        stream_k: Some(true),
     };
     let d = vec![("TRANS_B".to_string(), "1".to_string())];
     c.store_tuned(s, "gemm", &d, Target::Sm90a, &bucket, Some(&h200), &tuned)

@@ -185,6 +185,14 @@ impl Kernel {
         self
     }
 
+    /// `true`: a persistent grid's last tiles shared out by K iterations, so the last wave
+    /// keeps every program busy (`--stream-k on|off`; PTX only; default: the configuration's
+    /// choice).
+    pub fn stream_k(mut self, on: bool) -> Kernel {
+        self.flags.stream_k = Some(on);
+        self
+    }
+
     /// Whether the `fusion` pass's fused program is lowered (`--fuse`, `--no-fuse`; default:
     /// where the cost model estimates it faster).
     pub fn fusion(mut self, fusion: Fusion) -> Kernel {

@@ -31,6 +31,8 @@ pub struct TunedConfig {
     pub swap_operands: Option<bool>,
     /// `--cluster on|off`.
     pub cluster: Option<bool>,
+    /// `--stream-k on|off`.
+    pub stream_k: Option<bool>,
 }
 
 impl TunedConfig {
@@ -47,6 +49,7 @@ impl TunedConfig {
             ws_ptx: None,
             fusion: Default::default(),
             cluster: self.cluster,
+            stream_k: self.stream_k,
         }
     }
 
@@ -61,6 +64,7 @@ impl TunedConfig {
             "overlap": self.overlap,
             "swap_operands": self.swap_operands,
             "cluster": self.cluster,
+            "stream_k": self.stream_k,
         })
     }
 
@@ -95,6 +99,11 @@ impl TunedConfig {
             overlap: opt_bool("overlap")?,
             swap_operands: opt_bool("swap_operands")?,
             cluster: opt_bool("cluster")?,
+            // Absent from entries written before the flag existed.
+            stream_k: match v.get("stream_k") {
+                None => None,
+                Some(_) => opt_bool("stream_k")?,
+            },
         })
     }
 }

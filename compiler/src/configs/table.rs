@@ -32,6 +32,8 @@ pub(super) struct Row {
     /// With warp specialization on a persistent grid: clusters of two programs sharing their
     /// copies (`cluster`).
     pub(super) cluster: bool,
+    /// With a persistent grid: its last tiles shared out by K iterations (`stream_k`).
+    pub(super) stream_k: bool,
     /// Blocks per SM that ptxas must fit (`.minnctapersm`; `PtxOptions::min_blocks`).
     pub(super) min_blocks: Option<u32>,
     /// With warp specialization: at most this many registers a consumer thread (a multiple of
@@ -100,6 +102,7 @@ pub(super) const ROWS: &[Row] = &[
         overlap: false,
         swap_operands: false,
         cluster: false,
+        stream_k: false,
         min_blocks: None,
         consumer_regs: None,
     },
@@ -121,6 +124,7 @@ pub(super) const ROWS: &[Row] = &[
         overlap: false,
         swap_operands: false,
         cluster: false,
+        stream_k: false,
         min_blocks: None,
         consumer_regs: None,
     },
@@ -260,6 +264,7 @@ pub(super) const fn tile_row(
         overlap: false,
         swap_operands: false,
         cluster: false,
+        stream_k: false,
         min_blocks: None,
         consumer_regs: None,
     }
@@ -328,6 +333,7 @@ pub(super) const fn bwd_row(
         overlap: false,
         swap_operands: false,
         cluster: false,
+        stream_k: false,
         min_blocks: None,
         consumer_regs: None,
     }
@@ -394,6 +400,7 @@ const fn sm90a_gemm_row(
         overlap: false,
         swap_operands: false,
         cluster: false,
+        stream_k: false,
         min_blocks: None,
         consumer_regs: None,
     }
@@ -419,6 +426,7 @@ pub(super) const fn cuda_row(
         overlap: false,
         swap_operands: false,
         cluster: false,
+        stream_k: false,
         min_blocks: None,
         consumer_regs: None,
     }

@@ -1,7 +1,7 @@
 //! The registry: every pass of the pipeline as a [`Pass`], and [`standard`], the one list that
 //! orders them. The front end is `specialize` → `egraph` → `fusion` → `mask_split` (after
 //! `parse`, which the manager runs on the source text); the scheduling passes for a target are
-//! `swap_operands` (when asked) → `persistent` (when asked) → `pipelining` → `warp_specialize`
+//! `swap_operands` (when asked) → `stream_k` (when asked) → `persistent` (when asked) → `pipelining` → `warp_specialize`
 //! (when asked) → `dot_overlap` (when asked) → `cluster` (when asked).
 
 use super::types::{Level, Pass, PassContext, Phase, Preserves};
@@ -17,6 +17,7 @@ pub fn standard() -> Vec<Box<dyn Pass>> {
         Box::new(Fusion),
         Box::new(MaskSplit),
         Box::new(SwapOperands),
+        Box::new(StreamK),
         Box::new(Persistent),
         Box::new(Pipelining),
         Box::new(WarpSpecialize),
@@ -126,6 +127,21 @@ macro_rules! schedule_levels {
             KEEPS_ALL
         }
     };
+}
+
+/// `stream_k`: a persistent grid whose last tiles are shared out by K iterations
+/// (passes/schedule/stream_k.rs), on the kernels that qualify; runs when
+/// [`crate::pipeline::ScheduleOptions::stream_k`] and `persistent` are set.
+pub struct StreamK;
+
+impl Pass for StreamK {
+    schedule_levels!("stream_k");
+    fn run(&self, m: &Module, cx: &PassContext) -> Result<Option<Module>, Diagnostics> {
+        match cx.schedule.persistent {
+            Some(n) if cx.schedule.stream_k => passes::stream_k(m, n).map(Some),
+            _ => Ok(None),
+        }
+    }
 }
 
 /// `persistent`: a fixed number of programs walking every tile (passes/persistent.rs); runs

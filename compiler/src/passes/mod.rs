@@ -13,6 +13,6 @@ pub use frontend::{
     specialize, FusionReport, NOMINAL_DIM,
 };
 pub use schedule::{
-    cluster, dot_overlap, persistent, pipelining, swap_operands, warp_specialize,
+    cluster, dot_overlap, persistent, pipelining, stream_k, swap_operands, warp_specialize,
     warp_specialize_each, warp_specialize_within, PipelineConfig, WsPlan,
 };

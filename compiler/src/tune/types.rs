@@ -66,6 +66,9 @@ impl Candidate {
         if let Some(c) = f.cluster {
             parts.push(format!("cluster={}", if c { "on" } else { "off" }));
         }
+        if let Some(s) = f.stream_k {
+            parts.push(format!("stream_k={}", if s { "on" } else { "off" }));
+        }
         parts.join(" ")
     }
 
@@ -102,6 +105,9 @@ impl Candidate {
         if let Some(c) = f.cluster {
             parts.push(format!("--cluster {}", on(c)));
         }
+        if let Some(s) = f.stream_k {
+            parts.push(format!("--stream-k {}", on(s)));
+        }
         parts.join(" ")
     }
 
@@ -117,6 +123,7 @@ impl Candidate {
             overlap: self.flags.overlap == Some(true),
             swap_operands: self.flags.swap_operands == Some(true),
             cluster: self.flags.cluster == Some(true),
+            stream_k: self.flags.stream_k == Some(true),
             // Not one of the tuner's axes: a tuned configuration states no `.minnctapersm` of
             // its own, so where a row asked for one (attention_bwd d96 on sm_90a) ptxas keeps
             // its own register cap, and a candidate that spills there is what the tuner times.

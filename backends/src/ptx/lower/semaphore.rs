@@ -10,7 +10,8 @@
 //! same).
 //!
 //! A signal may come later than the IR places it (a wait for it then lasts longer, nothing
-//! else changes), and it does: right after the add, the add has not completed, and waiting for
+//! else changes), and in a kernel with `atomic_add`s it does (in one without, whose writes
+//! are plain stores, it is given where the IR places it): right after the add, the add has not completed, and waiting for
 //! it would hold the warpgroup's next dot. So `sem_signal` only records the counter and that a
 //! signal is owed (two registers, uniform across the block); the signal is given before the
 //! program's next `sem_wait` or `sem_signal` (in attention_bwd's loop, at the next query
@@ -160,5 +161,10 @@ pub(super) fn lower_signal(c: &mut Ctx, op: &OpData) -> Result<(), PtxError> {
     };
     c.b.ins(PtxInst::new("mov.b64").op(sig.addr).op(addr));
     c.b.ins(PtxInst::new("mov.pred").op(sig.owed).op(inb));
+    // Without asynchronous adds to wait for, nothing is gained by deferring: the writes before
+    // the signal are plain stores, complete at the block's barrier, so it is given now.
+    if !c.k.dfg.ops.values().any(|o| o.opcode == Opcode::AtomicAdd) {
+        give(c);
+    }
     Ok(())
 }

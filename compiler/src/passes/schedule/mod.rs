@@ -11,6 +11,7 @@ pub mod dot_overlap;
 mod grid;
 pub mod persistent;
 pub mod pipelining;
+pub mod stream_k;
 pub mod swap_operands;
 pub mod warp_specialize;
 
@@ -18,5 +19,6 @@ pub use cluster::cluster;
 pub use dot_overlap::dot_overlap;
 pub use persistent::persistent;
 pub use pipelining::{pipelining, PipelineConfig};
+pub use stream_k::stream_k;
 pub use swap_operands::swap_operands;
 pub use warp_specialize::{warp_specialize, warp_specialize_each, warp_specialize_within, WsPlan};

@@ -25,7 +25,7 @@
 use super::grid::{expr_value, lowerable};
 use kir_ir::edit::{self, op2, simple};
 use kir_ir::{
-    Attr, BinOp, Block, Diagnostic, Diagnostics, Dtype, Expr, ExprKind, Func, Kernel, Module,
+    Attr, BinOp, Block, Diagnostic, Diagnostics, Dtype, Expr, ExprKind, Func, Kernel, Module, Op,
     Opcode, Span, Type, Value,
 };
 
@@ -78,7 +78,7 @@ pub fn qualifies(k: &Kernel) -> bool {
 }
 
 /// Appends `opc x` of scalar type `d` to block `b`.
-fn un(k: &mut Kernel, b: Block, opc: Opcode, x: Value, d: Dtype) -> Value {
+pub(super) fn un(k: &mut Kernel, b: Block, opc: Opcode, x: Value, d: Dtype) -> Value {
     let id = k
         .dfg
         .append_op(b, simple(opc, vec![x], None), vec![(Type::scalar(d), None)]);
@@ -86,7 +86,7 @@ fn un(k: &mut Kernel, b: Block, opc: Opcode, x: Value, d: Dtype) -> Value {
 }
 
 /// Appends `program_id axis` or `num_programs axis` to block `b`.
-fn grid_query(k: &mut Kernel, b: Block, opc: Opcode, axis: i64) -> Value {
+pub(super) fn grid_query(k: &mut Kernel, b: Block, opc: Opcode, axis: i64) -> Value {
     let op = simple(opc, vec![], Some(Attr::Expr(Expr::int(axis))));
     let id = k
         .dfg
@@ -94,14 +94,71 @@ fn grid_query(k: &mut Kernel, b: Block, opc: Opcode, axis: i64) -> Value {
     k.dfg.ops[id].results[0]
 }
 
-fn bin_expr(op: BinOp, a: Expr, b: Expr) -> Expr {
+/// The grid expression `a op b`.
+pub(super) fn bin_expr(op: BinOp, a: Expr, b: Expr) -> Expr {
     Expr {
         kind: ExprKind::Binary(op, Box::new(a), Box::new(b)),
         span: Span::default(),
     }
 }
 
-fn kernel(k: &mut Kernel, programs: u32) {
+/// Appends to block `b` the grid's tile counts (as i32, recomputed from the dims: cheap, and
+/// not live across a tile's mainloop, where a warp-specialized consumer has no register to
+/// spare) and the coordinates of `tile` in grid order (axis 0 fastest); returns
+/// (coordinates, counts).
+pub(super) fn tile_coords(
+    k: &mut Kernel,
+    b: Block,
+    tile: Value,
+    grid: &[Expr],
+) -> ([Value; 3], Vec<Value>) {
+    let mut g = vec![];
+    for e in grid {
+        let wide = expr_value(k, b, e);
+        g.push(un(k, b, Opcode::Cast, wide, Dtype::I32));
+    }
+    let x = op2(k, b, Opcode::Rem, None, tile, g[0], Dtype::I32);
+    let r = op2(k, b, Opcode::Div, None, tile, g[0], Dtype::I32);
+    let y = op2(k, b, Opcode::Rem, None, r, g[1], Dtype::I32);
+    let z = op2(k, b, Opcode::Div, None, r, g[1], Dtype::I32);
+    ([x, y, z], g)
+}
+
+/// Replaces every `program_id a` among `ops` (at any depth) by `coord[a]` and every
+/// `num_programs a` by `g[a]`, and removes those ops.
+pub(super) fn replace_grid_queries(k: &mut Kernel, ops: &[Op], coord: [Value; 3], g: &[Value]) {
+    let mut queries = vec![];
+    let mut stack: Vec<Op> = ops.to_vec();
+    while let Some(o) = stack.pop() {
+        let d = &k.dfg.ops[o];
+        for &rb in &d.regions {
+            stack.extend(k.dfg.blocks[rb].ops.iter().copied());
+        }
+        if matches!(d.opcode, Opcode::ProgramId | Opcode::NumPrograms) {
+            let axis = match &d.lead {
+                Some(Attr::Expr(e)) => e.as_int().unwrap_or(0).clamp(0, 2) as usize,
+                _ => 0,
+            };
+            queries.push((o, d.opcode, axis));
+        }
+    }
+    for (o, opc, axis) in queries {
+        let to = if opc == Opcode::ProgramId {
+            coord[axis]
+        } else {
+            g[axis]
+        };
+        let from = k.dfg.ops[o].results[0];
+        edit::replace_uses(&mut k.dfg, from, to, None);
+        let blocks: Vec<Block> = k.dfg.blocks.keys().collect();
+        for b in blocks {
+            k.dfg.blocks[b].ops.retain(|&q| q != o);
+        }
+    }
+}
+
+/// Rewrites `k` onto a persistent grid of `programs` programs (see the module doc).
+pub(super) fn kernel(k: &mut Kernel, programs: u32) {
     let body = k.body;
     let mut old = std::mem::take(&mut k.dfg.blocks[body].ops);
     let yield_op = old.pop().expect("a body ends with yield");
@@ -126,48 +183,9 @@ fn kernel(k: &mut Kernel, programs: u32) {
         Some("tile".into()),
         Span::default(),
     );
-    // The counts again, inside the loop: cheap to recompute from the dims, and not live
-    // across the tile's mainloop (a warp-specialized consumer has no register to spare).
-    let mut g = vec![];
-    for e in &grid {
-        let wide = expr_value(k, lb, e);
-        g.push(un(k, lb, Opcode::Cast, wide, Dtype::I32));
-    }
-    let x = op2(k, lb, Opcode::Rem, None, tile, g[0], Dtype::I32);
-    let r = op2(k, lb, Opcode::Div, None, tile, g[0], Dtype::I32);
-    let y = op2(k, lb, Opcode::Rem, None, r, g[1], Dtype::I32);
-    let z = op2(k, lb, Opcode::Div, None, r, g[1], Dtype::I32);
-    let coord = [x, y, z];
-    // Every program_id / num_programs of the original body (at any depth).
-    let mut queries = vec![];
-    let mut stack: Vec<kir_ir::Op> = old.clone();
-    while let Some(o) = stack.pop() {
-        let d = &k.dfg.ops[o];
-        for &rb in &d.regions {
-            stack.extend(k.dfg.blocks[rb].ops.iter().copied());
-        }
-        if matches!(d.opcode, Opcode::ProgramId | Opcode::NumPrograms) {
-            let axis = match &d.lead {
-                Some(Attr::Expr(e)) => e.as_int().unwrap_or(0).clamp(0, 2) as usize,
-                _ => 0,
-            };
-            queries.push((o, d.opcode, axis));
-        }
-    }
-    k.dfg.blocks[lb].ops.extend(old);
-    for (o, opc, axis) in queries {
-        let to = if opc == Opcode::ProgramId {
-            coord[axis]
-        } else {
-            g[axis]
-        };
-        let from = k.dfg.ops[o].results[0];
-        edit::replace_uses(&mut k.dfg, from, to, None);
-        let blocks: Vec<Block> = k.dfg.blocks.keys().collect();
-        for b in blocks {
-            k.dfg.blocks[b].ops.retain(|&q| q != o);
-        }
-    }
+    let (coord, g) = tile_coords(k, lb, tile, &grid);
+    k.dfg.blocks[lb].ops.extend(old.iter().copied());
+    replace_grid_queries(k, &old, coord, &g);
     k.dfg
         .append_op(lb, simple(Opcode::Yield, vec![], None), vec![]);
     let mut f = simple(Opcode::For, vec![first, total, step], None);
