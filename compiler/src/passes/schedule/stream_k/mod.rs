@@ -48,7 +48,7 @@
 //! kernel, and the temps to the module's program (made if the module had none: its params are
 //! the kernel's, launched as they are).
 //!
-//! Measured on an H100 (docs/history/benchmarks-log.md, "stream-K", calls I1–I4): correct and
+//! Measured on an H100 (docs/history/benchmarks-log.md, "stream-K", calls I1–I5): correct and
 //! the same bits run to run, but not yet faster than the persistent grid it replaces (8192 ×
 //! 14336 × 4096 −0.7 %, 16384 × 14336 × 4096 +0.3 %, 4096³ +14 % in kernel time), so no
 //! configuration row turns it on; `--stream-k on` does.
