@@ -86,9 +86,11 @@ pub struct ScheduleOptions {
     /// alone, `Some(false)` applies it where a kernel qualifies, `Some(true)` makes a kernel that
     /// does not an error.
     pub cluster: Option<bool>,
-    /// With `persistent`: the grid's last tiles shared out by K iterations where a kernel
-    /// qualifies (`stream_k`, in place of `persistent`); kernels that do not are persistent.
-    pub stream_k: bool,
+    /// With `persistent`: the grid's last tiles shared out by K iterations (`stream_k`, before
+    /// `persistent`, which takes the kernels it leaves): `None` runs no such pass, `Some(false)`
+    /// applies it where a kernel qualifies, `Some(true)` makes a module with no kernel that
+    /// qualifies an error.
+    pub stream_k: Option<bool>,
 }
 
 /// The warp-specialization plans of a target, most preferred first: FA3's two ping-pong consumer

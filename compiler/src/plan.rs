@@ -327,11 +327,18 @@ impl CompilePlan {
         }
     }
 
-    /// Whether a persistent grid gets a stream-K tail (`stream_k`): `--stream-k on|off`, else
-    /// the configuration's choice; only with a persistent grid.
-    pub fn stream_k(&self, warp_specialized: bool) -> bool {
-        self.persistent(warp_specialized).is_some()
-            && self.flags.stream_k.unwrap_or(self.config.stream_k)
+    /// Whether a persistent grid gets a stream-K tail (`stream_k`), and strictly: `--stream-k
+    /// on` (an error where no kernel qualifies), `--stream-k off`, else where the
+    /// configuration asks for it (where a kernel qualifies); only with a persistent grid.
+    pub fn stream_k(&self, warp_specialized: bool) -> Option<bool> {
+        if self.persistent(warp_specialized).is_none() {
+            return None;
+        }
+        match self.flags.stream_k {
+            Some(true) => Some(true),
+            Some(false) => None,
+            None => self.config.stream_k.then_some(false),
+        }
     }
 
     /// The scheduling options of one candidate: `stages` deep, warp-specialized or not, with
@@ -412,7 +419,7 @@ pub fn explore(
         pass == "swap_operands",
         // Where the kernel does not qualify, the dump shows it as it is.
         (pass == "cluster").then_some(false),
-        pass == "stream_k",
+        (pass == "stream_k").then_some(false),
     )
 }
 
@@ -427,7 +434,7 @@ fn options(
     overlap: bool,
     swap_operands: bool,
     cluster: Option<bool>,
-    stream_k: bool,
+    stream_k: Option<bool>,
 ) -> ScheduleOptions {
     ScheduleOptions {
         target,

@@ -107,7 +107,7 @@ fn stream_k_gemm_matches_the_oracle_on_ragged_shapes() {
         ] {
             let what = format!("gemm {tiles:?} {extra:?} stream_k {programs} {dims:?}");
             let m = checked(
-                stream_k(&gemm(tiles, &extra), programs as u32).expect("stream_k"),
+                stream_k(&gemm(tiles, &extra), programs as u32, true).expect("stream_k"),
                 &what,
             );
             assert_eq!(count(&m, Opcode::SemWait), 1, "{what}");
@@ -132,7 +132,7 @@ fn stream_k_gemm_matches_the_oracle_on_ragged_shapes() {
 
 #[test]
 fn the_program_zeroes_the_counters_before_each_launch() {
-    let m = stream_k(&gemm((16, 16, 16), &[]), 4).expect("stream_k");
+    let m = stream_k(&gemm((16, 16, 16), &[]), 4, true).expect("stream_k");
     let p = m.program.as_ref().expect("a program");
     let launches: Vec<&str> = p.launches.iter().map(|l| l.kernel.as_str()).collect();
     assert_eq!(launches, ["gemm_stream_k_zero", "gemm"]);
@@ -160,23 +160,35 @@ fn the_program_zeroes_the_counters_before_each_launch() {
 }
 
 #[test]
-fn kernels_without_one_summed_k_loop_are_left_alone() {
-    // Attention's key loop carries a running max and sum: not a sum of dot products.
-    for name in ["attention_fwd", "rmsnorm_fwd", "layernorm_fwd"] {
+fn kernels_without_one_summed_k_loop_are_left_alone_or_refused_with_the_reason() {
+    // Attention's key loop rescales its accumulator (not a sum of dot products); the norms'
+    // kernels have no loop a persistent grid takes.
+    for (name, why) in [
+        (
+            "attention_fwd",
+            "its K loop carries `%acc`, which is not a zero f32 tile that only one `dot` accumulates into",
+        ),
+        ("rmsnorm_fwd", "a persistent grid does not take it"),
+        ("layernorm_fwd", "a persistent grid does not take it"),
+    ] {
         let m = spec(name, &[]);
-        let out = stream_k(&m, 4).expect("stream_k");
+        let out = stream_k(&m, 4, false).expect("stream_k");
         assert_eq!(
             kir_ir::text::print(&out),
             kir_ir::text::print(&m),
             "{name} changed"
         );
+        // `--stream-k on` (strict): an error naming the kernel and why.
+        let e = format!("{:?}", stream_k(&m, 4, true).expect_err(name));
+        assert!(e.contains(&format!("`@{name}` cannot share out")), "{e}");
+        assert!(e.contains(why), "{name}: {e}");
     }
     // SwiGLU's two accumulators are both sums: it qualifies, with a partial temp for each.
-    let m = stream_k(&gemm((16, 16, 16), &[("EPILOGUE", "swiglu")]), 4).expect("stream_k");
+    let m = stream_k(&gemm((16, 16, 16), &[("EPILOGUE", "swiglu")]), 4, true).expect("stream_k");
     let temps = &m.program.as_ref().expect("a program").temps;
     assert_eq!(temps.len(), 3, "two partial temps and the counters");
     assert!(
-        stream_k(&m, 0).is_err(),
+        stream_k(&m, 0, false).is_err(),
         "a grid of no programs is an error"
     );
 }

@@ -138,7 +138,10 @@ impl Pass for StreamK {
     schedule_levels!("stream_k");
     fn run(&self, m: &Module, cx: &PassContext) -> Result<Option<Module>, Diagnostics> {
         match cx.schedule.persistent {
-            Some(n) if cx.schedule.stream_k => passes::stream_k(m, n).map(Some),
+            Some(n) => match cx.schedule.stream_k {
+                Some(strict) => passes::stream_k(m, n, strict).map(Some),
+                None => Ok(None),
+            },
             _ => Ok(None),
         }
     }

@@ -63,8 +63,9 @@ use shape::Shape;
 
 /// Rewrites every kernel of `m` that qualifies (see the module doc) onto a persistent grid of
 /// `programs` programs with a stream-K tail, and adds the temps and the zeroing launches to
-/// the module's program. `programs` must be at least 1.
-pub fn stream_k(m: &Module, programs: u32) -> Result<Module, Diagnostics> {
+/// the module's program. `programs` must be at least 1. With `strict` (`--stream-k on`), a
+/// module none of whose kernels qualifies is an error that says why each does not.
+pub fn stream_k(m: &Module, programs: u32, strict: bool) -> Result<Module, Diagnostics> {
     if programs == 0 {
         return Err(Diagnostics(vec![Diagnostic::new(
             Span::default(),
@@ -73,19 +74,42 @@ pub fn stream_k(m: &Module, programs: u32) -> Result<Module, Diagnostics> {
     }
     let mut out = m.clone();
     let mut split = vec![];
+    let mut why = vec![];
     let ids: Vec<_> = out.kernels.keys().collect();
     for id in ids {
-        if !persistent::qualifies(&out.kernels[id]) {
+        let k = &out.kernels[id];
+        if !persistent::qualifies(k) {
+            why.push(Diagnostic::new(
+                k.span,
+                format!(
+                    "`@{}` cannot share out its last tiles by K iterations: a persistent grid \
+                     does not take it (no top-level loop, a one-program grid, scheduled IR or \
+                     semaphores)",
+                    k.name
+                ),
+            ));
             continue;
         }
-        if let Some(s) = Shape::of(&out.kernels[id]) {
-            let original = out.kernels[id].params.clone();
-            let names = fresh_names(&out, &out.kernels[id].name, s.accs.len());
-            let k = &mut out.kernels[id];
-            rewrite::rewrite(k, programs, &s, &names);
-            kir_ir::renumber::renumber_kernel(k);
-            split.push((k.name.clone(), original, names));
+        match Shape::of(k) {
+            Ok(s) => {
+                let original = k.params.clone();
+                let names = fresh_names(&out, &k.name, s.accs.len());
+                let k = &mut out.kernels[id];
+                rewrite::rewrite(k, programs, &s, &names);
+                kir_ir::renumber::renumber_kernel(k);
+                split.push((k.name.clone(), original, names));
+            }
+            Err(e) => why.push(Diagnostic::new(
+                k.span,
+                format!(
+                    "`@{}` cannot share out its last tiles by K iterations: {e}",
+                    k.name
+                ),
+            )),
         }
+    }
+    if strict && split.is_empty() {
+        return Err(Diagnostics(why));
     }
     for (kernel, original, names) in split {
         add_launches(&mut out, &kernel, original, &names, programs)?;

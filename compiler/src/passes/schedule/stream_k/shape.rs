@@ -17,74 +17,97 @@ pub(super) struct Shape {
 }
 
 impl Shape {
-    /// The kernel's K loop if the pass can split it (the module doc's conditions).
-    pub(super) fn of(k: &Kernel) -> Option<Shape> {
+    /// The kernel's K loop if the pass can split it (the module doc's conditions), else why
+    /// not (a phrase that follows "cannot share out its last tiles by K iterations: ").
+    pub(super) fn of(k: &Kernel) -> Result<Shape, String> {
         let body = &k.dfg.blocks[k.body].ops;
         let fors: Vec<usize> = (0..body.len())
             .filter(|&i| k.dfg.ops[body[i]].opcode == Opcode::For)
             .collect();
-        let [pos] = fors[..] else { return None };
+        let [pos] = fors[..] else {
+            return Err(format!(
+                "its body holds {} top-level loops, not one K loop",
+                fors.len()
+            ));
+        };
         let lp = body[pos];
         let d = &k.dfg.ops[lp];
         if body[..pos].iter().any(|&o| effects(k, o)) {
-            return None;
+            return Err("an op before its K loop writes memory or prints".into());
         }
         let lb = d.regions[0];
         if edit::writes_memory(&k.dfg, lb) || edit::prints(&k.dfg, lb) {
-            return None;
+            return Err("its K loop writes memory or prints".into());
         }
-        // lo, hi: tile-independent; step: a positive constant.
         if !uniform(k, d.operands[0]) || !uniform(k, d.operands[1]) {
-            return None;
+            return Err("its K loop's bounds depend on the tile".into());
         }
-        let step = edit::def_data(&k.dfg, d.operands[2]).and_then(kir_ir::edit::fold::const_int)?;
-        if step <= 0 {
-            return None;
+        let step = edit::def_data(&k.dfg, d.operands[2]).and_then(kir_ir::edit::fold::const_int);
+        if !step.is_some_and(|s| s > 0) {
+            return Err("its K loop's step is not a positive constant".into());
         }
-        let yield_vals = k.dfg.ops[*k.dfg.blocks[lb].ops.last()?].operands.clone();
+        let Some(&last) = k.dfg.blocks[lb].ops.last() else {
+            return Err("its K loop has no body".into());
+        };
+        let yield_vals = k.dfg.ops[last].operands.clone();
+        let not_sum = |i: usize| {
+            let name = d
+                .results
+                .get(i)
+                .and_then(|&r| k.dfg.values[r].name.clone())
+                .map_or(format!("value {i}"), |n| format!("`%{n}`"));
+            format!(
+                "its K loop carries {name}, which is not a zero f32 tile that only one `dot` \
+                 accumulates into (a sum over the loop's iterations)"
+            )
+        };
         let mut accs = vec![];
         for (i, &res) in d.results.iter().enumerate() {
             let arg = k.dfg.blocks[lb].args[i + 1];
-            let next = *yield_vals.get(i)?;
+            let Some(&next) = yield_vals.get(i) else {
+                return Err(not_sum(i));
+            };
             let used = edit::use_count(&k.dfg, res) > 0;
             if next == arg {
                 if used {
-                    return None;
+                    return Err(not_sum(i));
                 }
                 continue;
             }
             // next = dot(a, b, arg), and arg has no other use.
-            let nd = edit::def_data(&k.dfg, next)?;
-            if nd.opcode != Opcode::Dot
-                || nd.operands.get(2) != Some(&arg)
-                || edit::parent_block(&k.dfg, edit::def_op(&k.dfg, next)?) != lb
-                || edit::use_count(&k.dfg, arg) != 1
-                || edit::use_count(&k.dfg, next) != 1
-            {
-                return None;
-            }
-            let init = edit::def_data(&k.dfg, d.operands[3 + i])?;
-            let zero = match &init.lead {
-                Some(Attr::Expr(e)) => match &e.kind {
-                    ExprKind::Int(0) => true,
-                    ExprKind::Float(f) => f.0 == 0.0,
-                    _ => false,
-                },
-                _ => false,
-            };
+            let summed = edit::def_data(&k.dfg, next).is_some_and(|nd| {
+                nd.opcode == Opcode::Dot
+                    && nd.operands.get(2) == Some(&arg)
+                    && edit::def_op(&k.dfg, next)
+                        .is_some_and(|o| edit::parent_block(&k.dfg, o) == lb)
+                    && edit::use_count(&k.dfg, arg) == 1
+                    && edit::use_count(&k.dfg, next) == 1
+            });
+            let zero = edit::def_data(&k.dfg, d.operands[3 + i]).is_some_and(|init| {
+                init.opcode == Opcode::Const
+                    && match &init.lead {
+                        Some(Attr::Expr(e)) => match &e.kind {
+                            ExprKind::Int(0) => true,
+                            ExprKind::Float(f) => f.0 == 0.0,
+                            _ => false,
+                        },
+                        _ => false,
+                    }
+            });
             let ty = &k.dfg.values[res].ty;
-            if init.opcode != Opcode::Const || !zero || ty.dtype() != Some(Dtype::F32) {
-                return None;
-            }
-            let shape = ty.shape().filter(|s| !s.is_empty())?;
+            let shape = ty.shape().filter(|s| !s.is_empty());
+            let Some(shape) = shape.filter(|_| summed && zero && ty.dtype() == Some(Dtype::F32))
+            else {
+                return Err(not_sum(i));
+            };
             if used {
                 accs.push((i, shape));
             }
         }
         if accs.is_empty() {
-            return None;
+            return Err("its epilogue reads no accumulator of its K loop".into());
         }
-        Some(Shape { pos, lp, accs })
+        Ok(Shape { pos, lp, accs })
     }
 }
 
