@@ -331,9 +331,7 @@ impl CompilePlan {
     /// on` (an error where no kernel qualifies), `--stream-k off`, else where the
     /// configuration asks for it (where a kernel qualifies); only with a persistent grid.
     pub fn stream_k(&self, warp_specialized: bool) -> Option<bool> {
-        if self.persistent(warp_specialized).is_none() {
-            return None;
-        }
+        self.persistent(warp_specialized)?;
         match self.flags.stream_k {
             Some(true) => Some(true),
             Some(false) => None,

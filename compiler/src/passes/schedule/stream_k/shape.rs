@@ -43,7 +43,7 @@ impl Shape {
             return Err("its K loop's bounds depend on the tile".into());
         }
         let step = edit::def_data(&k.dfg, d.operands[2]).and_then(kir_ir::edit::fold::const_int);
-        if !step.is_some_and(|s| s > 0) {
+        if step.is_none_or(|s| s <= 0) {
             return Err("its K loop's step is not a positive constant".into());
         }
         let Some(&last) = k.dfg.blocks[lb].ops.last() else {
