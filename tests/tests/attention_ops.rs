@@ -579,3 +579,39 @@ fn a_scale_that_is_not_positive_is_a_launch_error() {
         assert!(e.contains("attention_fwd.kir:") && e.contains('^'), "{e}");
     }
 }
+
+/// The running max moves only when a key block's max passes it by more than 8 in the log2
+/// domain (the op's conditional rescaling). Keys whose scores grow block by block, by a little
+/// (the max stays, P grows up to 2⁸) and by a lot (the max moves, the accumulator is
+/// rescaled), and then shrink again, against the f64 oracle in every dtype, causal or not.
+#[test]
+fn conditional_rescaling_with_growing_and_shrinking_scores() {
+    for (n, dt) in DTYPES.iter().enumerate() {
+        for causal in [false, true] {
+            let mut p = pr(1, 2, 1, 70, 300, 64);
+            p.causal = causal;
+            let dty = dtype(dt);
+            let name = format!("{FWD} {dt} conditional rescaling causal={causal}");
+            let mut rng = Rng::fresh(&name);
+            let [q, mut k, v] = qkv(&p, dty, 1.0, &mut rng);
+            // Key j's scale: small for the first keys, then steps of about 2 and then 6 (in
+            // units of the score's spread), then back down: some blocks' maxima pass the
+            // running max by less than 8 in log2 units, some by more.
+            for j in 0..p.cap {
+                let f = match j {
+                    0..=40 => 0.3,
+                    41..=120 => 1.5 + (n as f64) * 0.5,
+                    121..=200 => 5.0,
+                    _ => 0.5,
+                };
+                for x in &mut k[j * p.d..(j + 1) * p.d] {
+                    *x = kir_tests::round(dty, *x * f);
+                }
+            }
+            let inputs = [q, k, v];
+            p.scale = (1.0 / (p.d as f64).sqrt()) as f32 as f64;
+            let out = run_fwd(fwd_src(), &p, dt, false, &inputs);
+            check(&p, dt, false, &out, &inputs, &name);
+        }
+    }
+}
