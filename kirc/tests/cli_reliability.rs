@@ -308,6 +308,7 @@ fn ptx_only_flags_with_cuda_c_are_errors() {
     for args in [
         vec!["--emit", "cuda", "--stages", "3"],
         vec!["--emit", "cuda", "--warps", "4"],
+        vec!["--emit", "cuda", "--stream-k", "on"],
     ] {
         let mut a = vec!["compile", "rmsnorm_fwd", "-o", s(&out)];
         a.extend(args);
@@ -323,6 +324,36 @@ fn ptx_only_flags_with_cuda_c_are_errors() {
             s(&d.join("m")),
         ]),
         "--meta does not go with --dump-after",
+    );
+    // A stream-K tail needs a persistent grid, and a kernel whose K loop is a sum of dots:
+    // each refusal names why, the second at the kernel's line with a caret.
+    user_error(
+        &kirc(&[
+            "compile",
+            "gemm",
+            "--stream-k",
+            "on",
+            "--persistent",
+            "off",
+            "-o",
+            s(&out),
+        ]),
+        "--stream-k on shares out the last wave of a persistent grid",
+    );
+    let o = kirc(&[
+        "compile",
+        "attention_fwd",
+        "--stream-k",
+        "on",
+        "-o",
+        s(&out),
+    ]);
+    user_error(&o, "attention_fwd.kir:");
+    let e = stderr(&o);
+    assert!(
+        e.contains("`@attention_fwd` cannot share out its last tiles by K iterations")
+            && e.contains('^'),
+        "{e}"
     );
     assert!(listing(&d).is_empty());
 }
