@@ -89,6 +89,26 @@ pub struct Param {
     pub span: Span,
 }
 
+impl Param {
+    /// An unconditional tensor param `name: access tensor<d>[dims]` (contiguous, no source
+    /// position): what a pass adds to a kernel, or a test builds.
+    pub fn tensor(name: &str, access: Access, d: crate::dtype::Dtype, dims: Vec<Expr>) -> Param {
+        Param {
+            name: name.to_string(),
+            kind: ParamKind::Tensor(
+                access,
+                TensorType {
+                    elem: ElemType::Known(d),
+                    dims,
+                    strides: None,
+                },
+            ),
+            cond: None,
+            span: Span::default(),
+        }
+    }
+}
+
 /// Where an SSA value comes from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ValueDef {

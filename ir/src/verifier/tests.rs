@@ -7,7 +7,7 @@ use crate::expr::Expr;
 use crate::module::*;
 use crate::ops::{Attr, Opcode};
 use crate::span::Span;
-use crate::types::{ElemType, TensorType, Type};
+use crate::types::{ElemType, Type};
 use crate::Dtype::{self, F32, I1, I32};
 use cranelift_entity::PrimaryMap;
 
@@ -91,19 +91,7 @@ pub(super) fn tensor(name: &str, acc: Access, d: Dtype, dims: &[&str]) -> Param 
                 .unwrap_or_else(|_| Expr::ident(n))
         })
         .collect();
-    Param {
-        name: name.into(),
-        kind: ParamKind::Tensor(
-            acc,
-            TensorType {
-                elem: ElemType::Known(d),
-                dims,
-                strides: None,
-            },
-        ),
-        cond: None,
-        span: Span::default(),
-    }
+    Param::tensor(name, acc, d, dims)
 }
 
 pub(super) fn kernel(name: &str, params: Vec<Param>, kb: Kb) -> Kernel {

@@ -231,19 +231,7 @@ impl B {
 
 /// A tensor param with identifier or literal dims.
 pub(crate) fn tparam(n: &str, acc: Access, d: Dtype, dims: Vec<Expr>) -> Param {
-    Param {
-        name: n.into(),
-        kind: ParamKind::Tensor(
-            acc,
-            TensorType {
-                elem: ElemType::Known(d),
-                dims,
-                strides: None,
-            },
-        ),
-        cond: None,
-        span: Span::default(),
-    }
+    Param::tensor(n, acc, d, dims)
 }
 
 /// A scalar param.

@@ -3,8 +3,7 @@
 //! kernel before each launch of the kernel.
 
 use kir_ir::{
-    Access, ArgBinding, Diagnostic, Diagnostics, Dtype, ElemType, Expr, Launch, Module, Param,
-    ParamKind, Program, Span, TempDecl, TensorType,
+    ArgBinding, Diagnostic, Diagnostics, Launch, Module, Param, ParamKind, Program, Span, TempDecl,
 };
 use std::collections::HashSet;
 
@@ -50,23 +49,6 @@ pub(super) fn fresh_names(m: &Module, kernel: &str, accs: usize) -> Names {
         partials,
         flags: fresh("stream_k_flags".into()),
         zero_kernel: fresh(format!("{kernel}_stream_k_zero")),
-    }
-}
-
-/// A tensor param (no condition) of `access`, dtype `d` and `dims`.
-pub(super) fn tensor_param(name: &str, access: Access, d: Dtype, dims: Vec<Expr>) -> Param {
-    Param {
-        name: name.to_string(),
-        kind: ParamKind::Tensor(
-            access,
-            TensorType {
-                elem: ElemType::Known(d),
-                dims,
-                strides: None,
-            },
-        ),
-        cond: None,
-        span: Span::default(),
     }
 }
 

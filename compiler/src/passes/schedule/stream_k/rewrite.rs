@@ -3,7 +3,7 @@
 //! and the partial store and signal of the program holding its first iterations.
 
 use super::super::persistent::{bin_expr, grid_query, replace_grid_queries, tile_coords, un};
-use super::program::{tensor_param, Names};
+use super::program::Names;
 use super::shape::Shape;
 use kir_ir::edit::{self, iconst, op2, simple};
 use kir_ir::{
@@ -303,14 +303,14 @@ pub(super) fn rewrite(k: &mut Kernel, programs: u32, s: &Shape, names: &Names) {
     for (n, (_, shape)) in s.accs.iter().enumerate() {
         let mut dims = vec![Expr::int(p_count)];
         dims.extend(shape.iter().map(|&d| Expr::int(d as i64)));
-        k.params.push(tensor_param(
+        k.params.push(kir_ir::Param::tensor(
             &names.partials[n],
             Access::InOut,
             Dtype::F32,
             dims,
         ));
     }
-    k.params.push(tensor_param(
+    k.params.push(kir_ir::Param::tensor(
         &names.flags,
         Access::InOut,
         Dtype::I32,
