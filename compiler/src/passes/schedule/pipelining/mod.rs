@@ -285,6 +285,64 @@ fn guarded_copies(
     }
 }
 
+/// The op of `parent` before which a TMA ring's prologue goes: loop `l`, or earlier, over the
+/// ops right before it that are pure (arithmetic, loads of `in` tensors: nothing writes memory,
+/// touches a ring or holds a region in between) and define none of the prologue's `inputs`.
+/// The copies only write their fresh stages, so issuing them earlier changes no value.
+fn prologue_at(k: &Kernel, parent: Block, l: Op, inputs: &HashSet<Value>) -> Op {
+    let ops = &k.dfg.blocks[parent].ops;
+    let mut i = ops
+        .iter()
+        .position(|&o| o == l)
+        .expect("the loop is in its parent block");
+    while i > 0 {
+        let od = &k.dfg.ops[ops[i - 1]];
+        if !od.regions.is_empty()
+            || !edit::is_pure(k, od)
+            || od.results.iter().any(|r| inputs.contains(r))
+        {
+            break;
+        }
+        i -= 1;
+    }
+    ops[i]
+}
+
+/// Moves the tile loads of `in` tensors before a TMA ring's prologue (`pro`, already in
+/// `parent`) to right after it, in their order, where neither the prologue nor an op between
+/// reads them: the prologue's copies then start first when its bounds come from ops after such
+/// a load (attention_fwd's causal key range, computed after its query tile's load).
+fn sink_loads_past(k: &mut Kernel, parent: Block, pro: &[Op]) {
+    let (Some(&first), Some(&last)) = (pro.first(), pro.last()) else {
+        return;
+    };
+    let pos = |k: &Kernel, o: Op| {
+        k.dfg.blocks[parent]
+            .ops
+            .iter()
+            .position(|&x| x == o)
+            .expect("the prologue is in its parent block")
+    };
+    for i in (0..pos(k, first)).rev() {
+        let x = k.dfg.blocks[parent].ops[i];
+        let od = &k.dfg.ops[x];
+        if od.opcode != Opcode::Load || !edit::is_pure(k, od) {
+            continue;
+        }
+        let end = pos(k, last);
+        let ops = &k.dfg.blocks[parent].ops;
+        let read = od
+            .results
+            .iter()
+            .any(|&r| ops[i + 1..=end].iter().any(|&o| edit::reads_deep(&k.dfg, o, r)));
+        if !read {
+            let ops = &mut k.dfg.blocks[parent].ops;
+            ops.remove(i);
+            ops.insert(end, x);
+        }
+    }
+}
+
 /// Rewrites loop `l` as the module doc describes; with `bars` (full, empty) as a TMA ring, which
 /// inside the loops `nest` (outermost first) carries a parity per stage through them.
 #[allow(clippy::too_many_arguments)]
@@ -333,7 +391,20 @@ fn rewrite_loop(
         guarded_copies(k, pro, l, cands, bufs, at, jv, hi, fill(wait));
     }
     let zero = iconst(k, pro, 0);
-    edit::splice_ops(&mut k.dfg, parent, l, pro, false);
+    // A TMA ring's first copies go as early as their operands allow, so they are in flight
+    // while, say, the query tile's load (whose wait for its own copy comes at once) runs.
+    let pro_ops = k.dfg.blocks[pro].ops.clone();
+    let at = match bars {
+        Some(_) => {
+            let inputs: HashSet<Value> = edit::region_inputs(&k.dfg, pro).into_iter().collect();
+            prologue_at(k, parent, l, &inputs)
+        }
+        None => l,
+    };
+    edit::splice_ops(&mut k.dfg, parent, at, pro, false);
+    if bars.is_some() {
+        sink_loads_past(k, parent, &pro_ops);
+    }
     // The carried stage index.
     let (s, _) = add_carried(&mut k.dfg, l, zero, Type::scalar(Dtype::I32), None);
     // A TMA ring's parity of the current round, or a nested one's parity mask.
