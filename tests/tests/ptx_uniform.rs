@@ -123,3 +123,57 @@ fn lse_and_delta_take_pair_loads_in_the_dkdv_kernel() {
         "d256 lost its per-column loads"
     );
 }
+
+/// The `shfl.sync.bfly` lines of `lines` (trimmed), each with whether it feeds an add (a row
+/// sum's step: `add.f32` within the three lines after the shuffle) rather than a max.
+fn butterflies(lines: &[&str]) -> Vec<bool> {
+    lines
+        .iter()
+        .enumerate()
+        .filter(|(_, l)| l.starts_with("shfl.sync.bfly"))
+        .map(|(i, _)| lines[i + 1..(i + 4).min(lines.len())].iter().any(|l| l.starts_with("add.f32")))
+        .collect()
+}
+
+/// attention_fwd's online-softmax row sum stays quad partials through the key loop
+/// (docs/backends.md, "Row sums kept as quad partials"): on every target the loop's shuffles
+/// are the row max's alone, and the sum's come once, after the loop ends.
+#[test]
+fn the_softmax_row_sum_is_reduced_once_after_the_key_loop() {
+    for target in Target::ALL {
+        for d in [vec![], vec![("CAUSAL", "1")], vec![("HEAD_DIM", "64")]] {
+            let text = ptx("attention_fwd", &d, target);
+            let lines: Vec<&str> = text.lines().map(str::trim).collect();
+            let is_head = |l: &&str| l.starts_with("$L_for") || l.starts_with("$L_pfor");
+            let is_end = |l: &&str| l.starts_with("$L_endfor") || l.starts_with("$L_endpfor");
+            // Every loop (a head and the next end) whose body shuffles: the consumer's key
+            // loop (a warp-specialized kernel's producer loop has none).
+            let mut loops = vec![];
+            let mut at = 0;
+            while let Some(h) = lines[at..].iter().position(is_head) {
+                let head = at + h;
+                let Some(e) = lines[head..].iter().position(is_end) else {
+                    break;
+                };
+                let end = head + e;
+                let inside = butterflies(&lines[head..end]);
+                if !inside.is_empty() {
+                    loops.push((end, inside));
+                }
+                at = end;
+            }
+            let (end, inside) = loops
+                .last()
+                .unwrap_or_else(|| panic!("{d:?} on {target}: no key loop that shuffles"));
+            let after = butterflies(&lines[*end..(*end + 60).min(lines.len())]);
+            assert!(
+                inside.iter().all(|&sum| !sum),
+                "{d:?} on {target}: a row sum's shuffle inside the key loop ({inside:?})"
+            );
+            assert!(
+                after.iter().filter(|&&sum| sum).count() >= 2,
+                "{d:?} on {target}: no quad reduction of the row sum after the loop ({after:?})"
+            );
+        }
+    }
+}

@@ -177,6 +177,9 @@ pub(super) fn lower_for(c: &mut Ctx, op: &OpData, lower: &dyn Regions) -> Result
     }
     for (&r, v) in op.results.iter().zip(carried) {
         if let Some(v) = v {
+            if let (true, Val::Tile { regs, .. }) = (c.plan.lazy.finish.contains(&r), &v) {
+                super::reduce::quad_sum(c, regs);
+            }
             c.values.vals.insert(r, v);
         }
     }

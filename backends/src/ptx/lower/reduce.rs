@@ -58,8 +58,12 @@ pub(super) fn reduce(
                     }
                 }
             }
-            for lane_mask in [1, 2] {
-                shfl_combine(c, kind, d, acc, lane_mask);
+            // A row sum its loop keeps as quad partials is reduced where the loop ends
+            // (plan/lazy_sum.rs, `quad_sum` below).
+            if !op.results.first().is_some_and(|r| c.plan.lazy.partial.contains(r)) {
+                for lane_mask in [1, 2] {
+                    shfl_combine(c, kind, d, acc, lane_mask);
+                }
             }
             round(c, d, acc);
             out.push(acc);
@@ -111,3 +115,14 @@ pub(super) fn reduce(
     }
     Ok(out)
 }
+
+/// Reduces the f32 registers `regs` of a row vector held as quad partials over the quad's four
+/// lanes (two butterfly shuffles each): the end of the loop that carried them (plan/lazy_sum.rs).
+pub(super) fn quad_sum(c: &mut Ctx, regs: &[Reg]) {
+    for &r in regs {
+        for lane_mask in [1, 2] {
+            shfl_combine(c, kir_ir::ReduceKind::Sum, Dtype::F32, r, lane_mask);
+        }
+    }
+}
+

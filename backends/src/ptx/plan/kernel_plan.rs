@@ -9,6 +9,7 @@
 use super::block::VEC;
 use super::block::{block_policy, Block};
 use super::layout::{self, grid_dims, Layout, Place};
+use super::lazy_sum::{lazy_sums, LazySums};
 use super::roles::{pingpong, ws_op, Turn};
 use super::wgmma::core_tiles;
 use crate::target::Target;
@@ -28,6 +29,8 @@ pub struct KernelPlan {
     pub core: HashSet<Value>,
     /// The ping-pong turn of each wgmma dot that takes turns, by result.
     pub pingpong: HashMap<Value, Turn>,
+    /// The row sums a loop carries as quad partials, reduced where it ends.
+    pub lazy: LazySums,
 }
 
 /// The plan of kernel `k` on `target`, with `warps` per block when the caller chooses them
@@ -64,10 +67,12 @@ pub fn plan(k: &Kernel, target: Target, warps: Option<u32>) -> KernelPlan {
         ),
         (None, None) => (policy, Some(why)),
     };
+    let places = layout::assign_for(k, blk, Some(target));
     KernelPlan {
         blk,
         policy_why,
-        places: layout::assign_for(k, blk, Some(target)),
+        lazy: lazy_sums(k, &places, blk),
+        places,
         core: core_tiles(k, blk, target),
         pingpong: pingpong(k, blk, target),
     }
