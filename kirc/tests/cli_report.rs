@@ -120,7 +120,8 @@ fn one_report_per_kernel_located_in_the_source() {
 
 /// `--dump-after layout` shows the layouts of the module the PTX backend lowers for the target:
 /// sm_90a's configuration (a consumer of 12 warps, wgmma operands in the swizzled layout: the
-/// query block read from the stage the producer fills), sm_80's own.
+/// query block read from the stage the producer fills), sm_80's own, and on both the row sum
+/// the key loop keeps as quad partials.
 #[test]
 fn the_layout_dump_follows_the_target() {
     let dump = |t: &str| {
@@ -148,4 +149,13 @@ fn the_layout_dump_follows_the_target() {
     );
     assert!(ampere.contains("%qt = shared(rows padded 16 B)"));
     assert!(!ampere.contains("core matrices"));
+    // The online softmax's row sum stays quad partials through the key loop on both targets
+    // (docs/backends.md, "Row sums kept as quad partials"): the block's sum and the loop say so.
+    for d in [&hopper, &ampere] {
+        assert!(d.contains("row sum: quad partials"), "{d}");
+        assert!(
+            d.contains("row sum: carried as quad partials, reduced over the quad after the loop"),
+            "{d}"
+        );
+    }
 }

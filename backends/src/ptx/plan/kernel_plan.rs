@@ -82,7 +82,8 @@ pub fn plan(k: &Kernel, target: Target, warps: Option<u32>) -> KernelPlan {
 /// carry a comment naming the layout of each tile they define, as the backend assigns them for
 /// `target` with `warps[kernel name]` warps per block (a kernel not listed: the backend's
 /// policy) — what `kirc compile --dump-after layout` prints. Shared tiles that wgmma reads are
-/// shown in its swizzled layout, and wgmma dots that take ping-pong turns their turn.
+/// shown in its swizzled layout, wgmma dots that take ping-pong turns their turn, and the row
+/// sums a loop keeps as quad partials (and the loops that reduce them) say so.
 pub fn annotate(
     m: &kir_ir::Module,
     target: crate::target::Target,
@@ -96,6 +97,7 @@ pub fn annotate(
             places,
             core,
             pingpong,
+            lazy,
             ..
         } = plan(k, target, warps.get(&k.name).copied());
         let names = kir_ir::text::printer::value_names(k);
@@ -129,6 +131,21 @@ pub fn annotate(
                 .collect();
             if !parts.is_empty() {
                 notes.push((o, format!("layout: {}", parts.join(", "))));
+            }
+            if op.results.iter().any(|r| lazy.partial.contains(r)) {
+                notes.push((
+                    o,
+                    "row sum: quad partials (each thread's own columns; its loop reduces them \
+                     over the quad where it ends)"
+                        .to_string(),
+                ));
+            }
+            if op.results.iter().any(|r| lazy.finish.contains(r)) {
+                notes.push((
+                    o,
+                    "row sum: carried as quad partials, reduced over the quad after the loop"
+                        .to_string(),
+                ));
             }
             for t in op.results.iter().filter_map(|r| pingpong.get(r)) {
                 notes.push((
