@@ -205,8 +205,16 @@ fn a_tma_rings_first_copies_go_before_the_query_tiles_load() {
             warp_specialize: Some(false),
             ..Default::default()
         };
-        let out = compile_stage(src, &d, None, Target::Sm90a, Emit::Ptx, Stage::Output, &opts)
-            .unwrap_or_else(|e| panic!("causal {causal}: {e}"));
+        let out = compile_stage(
+            src,
+            &d,
+            None,
+            Target::Sm90a,
+            Emit::Ptx,
+            Stage::Output,
+            &opts,
+        )
+        .unwrap_or_else(|e| panic!("causal {causal}: {e}"));
         let line = |pat: &str| {
             out.text
                 .lines()

@@ -131,7 +131,11 @@ fn butterflies(lines: &[&str]) -> Vec<bool> {
         .iter()
         .enumerate()
         .filter(|(_, l)| l.starts_with("shfl.sync.bfly"))
-        .map(|(i, _)| lines[i + 1..(i + 4).min(lines.len())].iter().any(|l| l.starts_with("add.f32")))
+        .map(|(i, _)| {
+            lines[i + 1..(i + 4).min(lines.len())]
+                .iter()
+                .any(|l| l.starts_with("add.f32"))
+        })
         .collect()
 }
 

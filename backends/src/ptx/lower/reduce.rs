@@ -60,7 +60,11 @@ pub(super) fn reduce(
             }
             // A row sum its loop keeps as quad partials is reduced where the loop ends
             // (plan/lazy_sum.rs, `quad_sum` below).
-            if !op.results.first().is_some_and(|r| c.plan.lazy.partial.contains(r)) {
+            if !op
+                .results
+                .first()
+                .is_some_and(|r| c.plan.lazy.partial.contains(r))
+            {
                 for lane_mask in [1, 2] {
                     shfl_combine(c, kind, d, acc, lane_mask);
                 }
@@ -125,4 +129,3 @@ pub(super) fn quad_sum(c: &mut Ctx, regs: &[Reg]) {
         }
     }
 }
-

@@ -308,10 +308,11 @@ fn prologue_at(k: &Kernel, parent: Block, l: Op, inputs: &HashSet<Value>) -> Op 
     ops[i]
 }
 
-/// Moves the tile loads of `in` tensors before a TMA ring's prologue (`pro`, already in
-/// `parent`) to right after it, in their order, where neither the prologue nor an op between
-/// reads them: the prologue's copies then start first when its bounds come from ops after such
-/// a load (attention_fwd's causal key range, computed after its query tile's load).
+/// Moves the tile loads of `in` tensors in the run of pure ops right before a TMA ring's
+/// prologue (`pro`, already in `parent`) to right after it, in their order, where neither the
+/// prologue nor an op between reads them: the prologue's copies then start first when its
+/// bounds come from ops after such a load (attention_fwd's causal key range, computed after
+/// its query tile's load).
 fn sink_loads_past(k: &mut Kernel, parent: Block, pro: &[Op]) {
     let (Some(&first), Some(&last)) = (pro.first(), pro.last()) else {
         return;
@@ -326,15 +327,21 @@ fn sink_loads_past(k: &mut Kernel, parent: Block, pro: &[Op]) {
     for i in (0..pos(k, first)).rev() {
         let x = k.dfg.blocks[parent].ops[i];
         let od = &k.dfg.ops[x];
-        if od.opcode != Opcode::Load || !edit::is_pure(k, od) {
+        // Only the run of pure ops right before the prologue is searched: loads stay on their
+        // side of any op with effects or regions.
+        if !edit::is_pure(k, od) || !od.regions.is_empty() {
+            break;
+        }
+        if od.opcode != Opcode::Load {
             continue;
         }
         let end = pos(k, last);
         let ops = &k.dfg.blocks[parent].ops;
-        let read = od
-            .results
-            .iter()
-            .any(|&r| ops[i + 1..=end].iter().any(|&o| edit::reads_deep(&k.dfg, o, r)));
+        let read = od.results.iter().any(|&r| {
+            ops[i + 1..=end]
+                .iter()
+                .any(|&o| edit::reads_deep(&k.dfg, o, r))
+        });
         if !read {
             let ops = &mut k.dfg.blocks[parent].ops;
             ops.remove(i);
