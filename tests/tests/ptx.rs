@@ -1,7 +1,8 @@
 //! The PTX backend in CI: every op × representative specializations × every target is compiled
 //! and assembled with the pinned `ptxas` (13.0); any spill fails; the `ptxas -v` report of the
 //! hot kernels and one golden PTX per op per target (sm_80 only for the big kernels, whose other
-//! targets tests/tests/ptx_checks.rs checks with check lines) are snapshotted. Needs
+//! targets tests/tests/ptx_checks.rs checks with check lines) are snapshotted; the 128×64
+//! attention tile's first tensor copies come before its query tile's copy. Needs
 //! `KIR_PTXAS` (set by scripts/test.sh) and fails loudly without it.
 
 use kir_backends::ptx::PtxOptions;
@@ -122,34 +123,31 @@ fn every_op_assembles_for_every_target_without_spills() {
     assert!(runs >= 70, "expected the whole matrix to run, ran {runs}");
 }
 
+/// attention_fwd in bf16 at d128 on sm_90a with the 128×64 tile (causal `causal`) and `opts`.
+fn attention_128x64(causal: &str, opts: &PtxOptions) -> kir_compiler::internal::compiled::Compiled {
+    let src = kir_compiler::internal::oplib::builtin("attention_fwd").expect("built-in op");
+    let d = defs(&[
+        ("DTYPE", "bf16"),
+        ("HEAD_DIM", "128"),
+        ("CAUSAL", causal),
+        ("BLOCK_M", "128"),
+        ("BLOCK_N", "64"),
+    ]);
+    compile_stage(src, &d, None, Target::Sm90a, Emit::Ptx, Stage::Output, opts)
+        .unwrap_or_else(|e| panic!("causal {causal}: {e}"))
+}
+
 /// The fastest attention tile on the H200 (`--warps 4`, BLOCK_M = 128, BLOCK_N = 64 at d = 128:
 /// two 16-row fragments per warp, at the 255-register limit) assembles without spills on
 /// sm_90a, causal or not, with every option named in the symbol and the block in META.
 #[test]
 fn four_warp_attention_tile_does_not_spill_on_sm90a() {
-    let src = kir_compiler::internal::oplib::builtin("attention_fwd").expect("built-in op");
     let opts = PtxOptions {
         warps: Some(4),
         ..Default::default()
     };
     for causal in ["0", "1"] {
-        let d = defs(&[
-            ("DTYPE", "bf16"),
-            ("HEAD_DIM", "128"),
-            ("CAUSAL", causal),
-            ("BLOCK_M", "128"),
-            ("BLOCK_N", "64"),
-        ]);
-        let out = compile_stage(
-            src,
-            &d,
-            None,
-            Target::Sm90a,
-            Emit::Ptx,
-            Stage::Output,
-            &opts,
-        )
-        .expect("compile");
+        let out = attention_128x64(causal, &opts);
         let meta = out.meta.expect("meta");
         let k = &meta["kernels"][0];
         assert_eq!(k["block"][0], 128, "4 warps");
@@ -158,6 +156,36 @@ fn four_warp_attention_tile_does_not_spill_on_sm90a() {
             .is_some_and(|s| s.ends_with("_WARPS_4")));
         let log = assemble("attention_fwd_w4", &out.text, Target::Sm90a);
         assert_no_spills(&log, &format!("causal {causal}"));
+    }
+}
+
+/// A TMA ring's prologue goes as early as its operands allow (compiler/src/passes/schedule/
+/// pipelining/mod.rs): in sm_90a's unspecialized attention_fwd (the S <= 2k row's 128x64 tile on
+/// 8 warps, causal or not) the first tensor copies of K and V are issued before the query
+/// tile's copy, whose wait and block barrier would otherwise hold them back (call J1 on an
+/// H100: 583-585 TFLOP/s against 571 at B 16, S 1k), and before the loop's first wait.
+#[test]
+fn a_tma_rings_first_copies_go_before_the_query_tiles_load() {
+    let opts = PtxOptions {
+        warps: Some(8),
+        warp_specialize: Some(false),
+        ..Default::default()
+    };
+    for causal in ["0", "1"] {
+        let out = attention_128x64(causal, &opts);
+        let line = |pat: &str| {
+            out.text
+                .lines()
+                .position(|l| l.contains(pat))
+                .unwrap_or_else(|| panic!("causal {causal}: no `{pat}` in the PTX"))
+        };
+        let tma = line("cp.async.bulk.tensor");
+        let q = line("cp.async.cg.shared.global");
+        let wait = line("mbarrier.try_wait");
+        assert!(
+            tma < q && tma < wait,
+            "causal {causal}: first tensor copy at line {tma}, the query copy at {q}, the first wait at {wait}"
+        );
     }
 }
 

@@ -184,53 +184,6 @@ fn pipelined_loops_lower_to_a_cp_async_ring_on_every_target() {
     }
 }
 
-/// A TMA ring's prologue goes as early as its operands allow (compiler/src/passes/schedule/
-/// pipelining/mod.rs): in sm_90a's unspecialized attention_fwd (the S <= 2k row's 128x64 tile on
-/// 8 warps, causal or not) the first tensor copies of K and V are issued before the query
-/// tile's copy, whose wait and block barrier would otherwise hold them back (call J1 on an
-/// H100: 583-585 TFLOP/s against 571 at B 16, S 1k), and before the loop's first wait.
-#[test]
-fn a_tma_rings_first_copies_go_before_the_query_tiles_load() {
-    let src = kir_compiler::internal::oplib::builtin("attention_fwd").expect("built-in op");
-    for causal in ["0", "1"] {
-        let d = defs(&[
-            ("DTYPE", "bf16"),
-            ("HEAD_DIM", "128"),
-            ("CAUSAL", causal),
-            ("BLOCK_M", "128"),
-            ("BLOCK_N", "64"),
-        ]);
-        let opts = PtxOptions {
-            warps: Some(8),
-            warp_specialize: Some(false),
-            ..Default::default()
-        };
-        let out = compile_stage(
-            src,
-            &d,
-            None,
-            Target::Sm90a,
-            Emit::Ptx,
-            Stage::Output,
-            &opts,
-        )
-        .unwrap_or_else(|e| panic!("causal {causal}: {e}"));
-        let line = |pat: &str| {
-            out.text
-                .lines()
-                .position(|l| l.contains(pat))
-                .unwrap_or_else(|| panic!("causal {causal}: no `{pat}` in the PTX"))
-        };
-        let tma = line("cp.async.bulk.tensor");
-        let q = line("cp.async.cg.shared.global");
-        let wait = line("mbarrier.try_wait");
-        assert!(
-            tma < q && tma < wait,
-            "causal {causal}: first tensor copy at line {tma}, the query copy at {q}, the first wait at {wait}"
-        );
-    }
-}
-
 /// A default ring that does not fit the target's shared memory gets shallower, down to plain
 /// loops (the 128x256x128 GEMM tiles need 192 KB for 2 stages: sm_90a holds them, sm_80 does
 /// not; sm_120a's 99 KB do not hold even the plain loop's 102,400 bytes, an error naming the

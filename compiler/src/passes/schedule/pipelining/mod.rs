@@ -285,6 +285,12 @@ fn guarded_copies(
     }
 }
 
+/// Whether a TMA prologue (or a load) may move over op `od`: it is pure (arithmetic, a load of
+/// an `in` tensor) and holds no region.
+fn movable_over(k: &Kernel, od: &OpData) -> bool {
+    od.regions.is_empty() && edit::is_pure(k, od)
+}
+
 /// The op of `parent` before which a TMA ring's prologue goes: loop `l`, or earlier, over the
 /// ops right before it that are pure (arithmetic, loads of `in` tensors: nothing writes memory,
 /// touches a ring or holds a region in between) and define none of the prologue's `inputs`.
@@ -297,10 +303,7 @@ fn prologue_at(k: &Kernel, parent: Block, l: Op, inputs: &HashSet<Value>) -> Op 
         .expect("the loop is in its parent block");
     while i > 0 {
         let od = &k.dfg.ops[ops[i - 1]];
-        if !od.regions.is_empty()
-            || !edit::is_pure(k, od)
-            || od.results.iter().any(|r| inputs.contains(r))
-        {
+        if !movable_over(k, od) || od.results.iter().any(|r| inputs.contains(r)) {
             break;
         }
         i -= 1;
@@ -329,7 +332,7 @@ fn sink_loads_past(k: &mut Kernel, parent: Block, pro: &[Op]) {
         let od = &k.dfg.ops[x];
         // Only the run of pure ops right before the prologue is searched: loads stay on their
         // side of any op with effects or regions.
-        if !edit::is_pure(k, od) || !od.regions.is_empty() {
+        if !movable_over(k, od) {
             break;
         }
         if od.opcode != Opcode::Load {
@@ -400,17 +403,14 @@ fn rewrite_loop(
     let zero = iconst(k, pro, 0);
     // A TMA ring's first copies go as early as their operands allow, so they are in flight
     // while, say, the query tile's load (whose wait for its own copy comes at once) runs.
-    let pro_ops = k.dfg.blocks[pro].ops.clone();
-    let at = match bars {
-        Some(_) => {
-            let inputs: HashSet<Value> = edit::region_inputs(&k.dfg, pro).into_iter().collect();
-            prologue_at(k, parent, l, &inputs)
-        }
-        None => l,
-    };
-    edit::splice_ops(&mut k.dfg, parent, at, pro, false);
     if bars.is_some() {
+        let pro_ops = k.dfg.blocks[pro].ops.clone();
+        let inputs: HashSet<Value> = edit::region_inputs(&k.dfg, pro).into_iter().collect();
+        let at = prologue_at(k, parent, l, &inputs);
+        edit::splice_ops(&mut k.dfg, parent, at, pro, false);
         sink_loads_past(k, parent, &pro_ops);
+    } else {
+        edit::splice_ops(&mut k.dfg, parent, l, pro, false);
     }
     // The carried stage index.
     let (s, _) = add_carried(&mut k.dfg, l, zero, Type::scalar(Dtype::I32), None);
