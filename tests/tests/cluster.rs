@@ -146,6 +146,44 @@ fn kernels_that_cannot_share_are_refused_with_the_reason() {
 }
 
 #[test]
+fn a_helper_kernel_beside_one_that_qualifies_is_left_alone_and_errors_name_each_kernel() {
+    // A program's helper kernel (as stream-K's counter-zeroing kernel) never qualifies: with
+    // `strict` the GEMM beside it still forms clusters and the helper stays as it was.
+    let helper = kir_ir::text::parse(
+        "module h\nkernel @zero_flags(flags: out tensor<i32>[8]) grid [1, 1, 1] {\n  \
+         %z = const 0 : tile<8xi32>\n  store flags[0], %z guard\n}\n",
+    )
+    .expect("parses");
+    let mut mixed = scheduled("gemm", &[("BLOCK_M", "16"), ("GROUP_M", "2")], 4, 4);
+    let helper_kernel = helper.kernels.into_iter().next().expect("one kernel").1;
+    mixed.kernels.push(helper_kernel.clone());
+    let after = cluster(&mixed, true).expect("the GEMM qualifies");
+    assert!(attr_count(&after, Opcode::AsyncCopy, "multicast") >= 2);
+    let (_, z) = after.kernel("zero_flags").expect("the helper is kept");
+    assert_eq!(z, &helper_kernel);
+    // When none qualifies, the error names every kernel by its name, each with its reason.
+    let mut none = persistent(&spec("gemm", &[("BLOCK_M", "16")]), 4).expect("persistent");
+    let helper = kir_ir::text::parse(
+        "module h\nkernel @zero_flags(flags: out tensor<i32>[8]) grid [1, 1, 1] {\n  \
+         %z = const 0 : tile<8xi32>\n  store flags[0], %z guard\n}\n",
+    )
+    .expect("parses");
+    none.kernels
+        .push(helper.kernels.into_iter().next().expect("one kernel").1);
+    let e = cluster(&none, true).expect_err("no kernel qualifies");
+    let text = format!("{e:?}");
+    assert_eq!(e.0.len(), 2, "{text}");
+    assert!(
+        text.contains("kernel `@gemm` cannot run in clusters of 2: it is not warp-specialized"),
+        "{text}"
+    );
+    assert!(
+        text.contains("kernel `@zero_flags` cannot run in clusters of 2"),
+        "{text}"
+    );
+}
+
+#[test]
 fn the_verifier_keeps_cluster_keywords_inside_a_cluster() {
     let src = "module m\nkernel @k(x: in tensor<f32>[64, 64], y: out tensor<f32>[4]) grid [2, 1, 1] {\n  \
                %b = smem_alloc : smem<2x64x64xf32>\n  %m = mbar_alloc : mbar<2>\n  %e = mbar_alloc : mbar<2>\n  \

@@ -38,24 +38,32 @@ use std::collections::HashSet;
 /// The programs of a cluster this pass forms.
 pub const CLUSTER: i64 = 2;
 
-/// Forms clusters of two in every kernel of `m` that qualifies (module doc). With `strict`, a
-/// kernel that does not qualify is an error naming why; otherwise it is left as it is.
+/// Forms clusters of two in every kernel of `m` that qualifies (module doc); the others are
+/// left as they are. With `strict` (`--cluster on`), a module none of whose kernels qualifies
+/// is an error that names each kernel and why it does not (a program's helper kernels, such as
+/// stream-K's zeroing kernel, never qualify and need not).
 pub fn cluster(m: &Module, strict: bool) -> Result<Module, Diagnostics> {
     let mut out = m.clone();
-    for (name, k) in out.kernels.iter_mut() {
+    let mut formed = false;
+    let mut why = vec![];
+    for (_, k) in out.kernels.iter_mut() {
         match shape(k) {
             Ok(s) => {
                 rewrite(k, &s);
                 kir_ir::renumber::renumber_kernel(k);
+                formed = true;
             }
-            Err(why) if strict => {
-                return Err(Diagnostics(vec![Diagnostic::new(
-                    Span::default(),
-                    format!("kernel `{name}` cannot run in clusters of {CLUSTER}: {why}"),
-                )]))
-            }
-            Err(_) => {}
+            Err(e) => why.push(Diagnostic::new(
+                k.span,
+                format!(
+                    "kernel `@{}` cannot run in clusters of {CLUSTER}: {e}",
+                    k.name
+                ),
+            )),
         }
+    }
+    if strict && !formed {
+        return Err(Diagnostics(why));
     }
     Ok(out)
 }

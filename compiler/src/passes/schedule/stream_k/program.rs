@@ -63,6 +63,7 @@ pub(super) fn add_launches(
 ) -> Result<(), Diagnostics> {
     let (_, k) = m.kernel(kernel).expect("the kernel was just rewritten");
     let added: Vec<Param> = k.params[original.len()..].to_vec();
+    let kernel_span = k.span;
     let program = m.program.get_or_insert_with(|| Program {
         launches: vec![Launch {
             kernel: kernel.to_string(),
@@ -123,7 +124,9 @@ pub(super) fn add_launches(
             format!("internal: the stream-K zeroing kernel does not parse: {e:?}"),
         )])
     })?;
-    let zk = z.kernels.into_iter().next().expect("one kernel").1;
+    let mut zk = z.kernels.into_iter().next().expect("one kernel").1;
+    // Its text is made here, so a diagnostic about it points at the kernel it serves.
+    zk.span = kernel_span;
     m.kernels.push(zk);
     Ok(())
 }
