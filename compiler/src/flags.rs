@@ -38,8 +38,8 @@ pub struct Flags {
     pub ws_ptx: Option<WsChoice>,
     /// Whether fusion is lowered (`--fuse`, `--no-fuse`; by default the cost model decides).
     pub fusion: Fusion,
-    /// `Some(true)`: clusters of two programs sharing their copies (`cluster`), or an error
-    /// naming why the kernel does not qualify; `Some(false)`: none.
+    /// `Some(true)`: clusters of two programs sharing their copies (`cluster`), or, where no
+    /// kernel qualifies, an error naming each and why; `Some(false)`: none.
     pub cluster: Option<bool>,
     /// `Some(true)`: a persistent grid's last tiles shared out by K iterations (`stream_k`)
     /// where the kernel qualifies; `Some(false)`: none.

@@ -83,8 +83,8 @@ pub struct ScheduleOptions {
     pub swap_operands: bool,
     /// Pair the programs of a persistent warp-specialized kernel into clusters of two that
     /// share their copies (`cluster`), last of the scheduling passes: `None` leaves kernels
-    /// alone, `Some(false)` applies it where a kernel qualifies, `Some(true)` makes a kernel that
-    /// does not an error.
+    /// alone, `Some(false)` applies it where a kernel qualifies, `Some(true)` also makes a
+    /// module none of whose kernels qualifies an error.
     pub cluster: Option<bool>,
     /// With `persistent`: the grid's last tiles shared out by K iterations (`stream_k`, before
     /// `persistent`, which takes the kernels it leaves): `None` runs no such pass, `Some(false)`

@@ -312,8 +312,8 @@ impl CompilePlan {
         }
     }
 
-    /// Whether the `cluster` pass runs, and strictly: `--cluster on` (an error where the
-    /// kernel does not qualify), `--cluster off`, else where the configuration asks for it
+    /// Whether the `cluster` pass runs, and strictly: `--cluster on` (an error where no kernel
+    /// of the module qualifies), `--cluster off`, else where the configuration asks for it
     /// (warp-specialized persistent candidates on a target with clusters, where qualifying).
     pub fn cluster(&self, warp_specialized: bool) -> Option<bool> {
         match self.flags.cluster {

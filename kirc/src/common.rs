@@ -244,7 +244,7 @@ pub struct PtxFlags {
     pub swap_operands: Option<WsFlag>,
     /// Clusters of two programs that share their tensor copies (TMA multicast), for a
     /// warp-specialized kernel on a persistent grid (the `cluster` pass, docs/passes.md): `on`
-    /// (an error naming why where the kernel does not qualify) or `off`. Default: the
+    /// (an error naming each kernel and why where none qualifies) or `off`. Default: the
     /// per-target configuration's choice
     #[arg(long, value_name = "on|off")]
     pub cluster: Option<WsFlag>,

@@ -177,7 +177,8 @@ impl Kernel {
     }
 
     /// `true`: the persistent programs of a warp-specialized kernel in clusters of two that
-    /// share their ring copies, or an error naming why the kernel does not qualify; `false`: no
+    /// share their ring copies, or, where no kernel of the module qualifies, an error naming
+    /// each kernel and why; `false`: no
     /// clusters (`--cluster on|off`; PTX on targets with clusters; default: the configuration's
     /// choice).
     pub fn cluster(mut self, on: bool) -> Kernel {
