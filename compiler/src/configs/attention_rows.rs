@@ -284,6 +284,14 @@ pub(super) const ATTENTION_ROWS: &[Row] = &[
     // H100, call S1: 2.92–2.94 ms against 2.84–2.86 at B 4 S 4k); call S8 measured this row
     // against it: causal 2.863–2.879 ms against 2.939–2.957, non-causal within 0.5 %
     // (docs/gpu-results/2026-12-06-s1-s8-h100-atomic-gemm-tune.txt).
+    // Causal d256 without a band of keys: both kernels unspecialized. On an H100 (call F6,
+    // docs/gpu-results/2026-12-06-f5-f7-h100-d256-bwd-roles.txt, three rounds, B 4 H 8 S 4k)
+    // 251.5–254.4 TFLOP/s against 240.0–240.9 for the warp-specialized row below (233.9–234.6
+    // with 256 consumer registers); without causal masking the warp-specialized row stays
+    // ahead (295.3–296.9 against 271.4–274.2). E2 (H200, the kernels of then) had found the
+    // warp-specialized causal dK/dV kernel faster; the unspecialized kernels have since gained
+    // the row loads in pairs, the uniform warp index and `lse_log2`.
+    bwd_row(|f| bwd_d256(f) && f.causal && !f.band, BWD_64_KEYS, None),
     Row {
         warp_specialize: true,
         ..bwd_row(|f| bwd_d256(f) && f.band, BWD_64_KEYS, None)
