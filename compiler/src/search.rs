@@ -11,7 +11,12 @@
 //!    count, or [`Rejection::OverShared`] from the backend) is retried one stage shallower, down
 //!    to depth 1: the unscheduled module.
 //!
-//! Every candidate tried, and why it was left, is kept in [`Searched::tried`].
+//! Every candidate tried, and why it was left, is kept in [`Searched::tried`]. When every
+//! candidate fails after a preferred warp-specialized one, the error is the last candidate's with
+//! the warp-specialized one's reason as a note ([`SearchError::noting`]): a one-role candidate's
+//! error alone can mislead where only the specialized form could have qualified (`--cluster on`
+//! with stream-K: the one-role kernel "is not warp-specialized", the specialized one "orders its
+//! adds with semaphores").
 
 use crate::options::{ScheduleOptions, WsChoice};
 use crate::pass::PassManager;
@@ -41,6 +46,30 @@ pub enum SearchError {
     Plain(String),
 }
 
+impl SearchError {
+    /// This error with `note` (why an earlier candidate was left) added: under the first
+    /// located error that has no note of its own, else as a line after a plain message.
+    pub fn noting(self, note: &Option<String>) -> SearchError {
+        let Some(note) = note else {
+            return self;
+        };
+        match self {
+            SearchError::Source(mut d) => {
+                match d.0.iter_mut().find(|e| e.note.is_none()) {
+                    Some(e) => e.note = Some(note.clone()),
+                    None => d.0.push(Diagnostic {
+                        message: note.clone(),
+                        span: d.0.first().map(|e| e.span).unwrap_or_default(),
+                        note: None,
+                    }),
+                }
+                SearchError::Source(d)
+            }
+            SearchError::Plain(m) => SearchError::Plain(format!("{m}\n({note})")),
+        }
+    }
+}
+
 /// Runs the search for `spec` (the front end's module for the plan's stage) with `backend`.
 pub fn search(
     plan: &CompilePlan,
@@ -52,6 +81,7 @@ pub fn search(
     if !backend.takes_scheduled_ir() {
         return unscheduled(backend, spec, suffix, tried);
     }
+    let mut ws_left: Option<String> = None;
     match plan.warp_specialize() {
         WsWant::No => {}
         want => {
@@ -68,7 +98,13 @@ pub fn search(
                     return Ok(s);
                 }
                 Err(e) if want == WsWant::Required => return Err(e.into_error()),
-                Err(e) => tried.push(format!("warp-specialized, {stages} stages: {}", e.why())),
+                Err(e) => {
+                    let why = e.why();
+                    tried.push(format!("warp-specialized, {stages} stages: {why}"));
+                    ws_left = Some(format!(
+                        "the warp-specialized candidate ({stages} stages) was tried first: {why}"
+                    ));
+                }
             }
         }
     }
@@ -76,7 +112,7 @@ pub fn search(
     let mut stages = plan.first_stages(false);
     loop {
         if stages < 2 {
-            return unscheduled(backend, spec, suffix, tried);
+            return unscheduled(backend, spec, suffix, tried).map_err(|e| e.noting(&ws_left));
         }
         // Tensor-copy rings where the pass makes them (targets with TMA and wgmma); a module
         // whose tensor copies the backend would not lay out (written by hand, or a tile whose
@@ -110,7 +146,7 @@ pub fn search(
                 tried.push(format!("{stages} stages: {}", e.why()));
                 stages -= 1;
             }
-            Err(e) => return Err(e.into_error()),
+            Err(e) => return Err(e.into_error().noting(&ws_left)),
         }
     }
 }

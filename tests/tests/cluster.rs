@@ -184,6 +184,30 @@ fn a_helper_kernel_beside_one_that_qualifies_is_left_alone_and_errors_name_each_
 }
 
 #[test]
+fn a_failed_search_keeps_the_warp_specialized_candidate_s_reason() {
+    // `--stream-k on --cluster on`: the GEMM row prefers warp specialization, whose stream-K
+    // kernel orders its adds with semaphores (no clusters); the one-role fallback then fails as
+    // "not warp-specialized". The error keeps both reasons.
+    use kir_compiler::{Kernel, Target};
+    let e = Kernel::op("gemm")
+        .target(Target::Sm90a)
+        .shape("a", &[1, 16384, 4096])
+        .shape("b", &[1, 4096, 14336])
+        .stream_k(true)
+        .cluster(true)
+        .cache(false)
+        .compile()
+        .expect_err("no kernel qualifies");
+    let text = format!("{e:?}");
+    assert!(text.contains("it is not warp-specialized"), "{text}");
+    assert!(
+        text.contains("the warp-specialized candidate (4 stages) was tried first")
+            && text.contains("it orders its adds with semaphores"),
+        "{text}"
+    );
+}
+
+#[test]
 fn the_verifier_keeps_cluster_keywords_inside_a_cluster() {
     let src = "module m\nkernel @k(x: in tensor<f32>[64, 64], y: out tensor<f32>[4]) grid [2, 1, 1] {\n  \
                %b = smem_alloc : smem<2x64x64xf32>\n  %m = mbar_alloc : mbar<2>\n  %e = mbar_alloc : mbar<2>\n  \
