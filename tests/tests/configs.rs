@@ -33,17 +33,29 @@ fn sm90a_attention_defaults_follow_the_table() {
     let cases = [
         // d128: warp-specialized, three consumer warpgroups on 192×128.
         (vec![], "BLOCK_M_192_BLOCK_N_128_GROUP_H_1_WARPS_12"),
+        // Causal d128: 128×128, a producer warpgroup and two consumer warpgroups.
         (
             vec![("CAUSAL", "1")],
             "BLOCK_M_128_BLOCK_N_128_GROUP_H_1_WARPS_8",
         ),
-        // d256: FlashAttention-3's 128×80 tile; causal masking keeps 128×64.
+        // ... but unspecialized with an additive mask (the consumers would spill).
+        (
+            vec![("CAUSAL", "1"), ("MASK", "1")],
+            "BLOCK_M_128_BLOCK_N_128_GROUP_H_1_WARPS_8",
+        ),
+        // d256: FlashAttention-3's 128×80 tile (unspecialized at an unknown length; causal
+        // masking warp-specialized).
         (
             vec![("HEAD_DIM", "256")],
             "BLOCK_M_128_BLOCK_N_80_GROUP_H_1_WARPS_8",
         ),
         (
             vec![("HEAD_DIM", "256"), ("CAUSAL", "1")],
+            "BLOCK_M_128_BLOCK_N_80_GROUP_H_1_WARPS_8",
+        ),
+        // With an additive mask the causal d256 consumers would spill: 128×64 unspecialized.
+        (
+            vec![("HEAD_DIM", "256"), ("CAUSAL", "1"), ("MASK", "1")],
             "BLOCK_M_128_BLOCK_N_64_GROUP_H_1_WARPS_8",
         ),
         (
@@ -73,8 +85,20 @@ fn sm90a_attention_defaults_follow_the_table() {
             "{d:?}: symbol {} should end with {want}",
             syms[0]
         );
-        if want.contains("WARPS_8") {
+        let causal = d.contains(&("CAUSAL", "1"));
+        let masked = d.contains(&("MASK", "1"));
+        let d64 = d.contains(&("HEAD_DIM", "64"));
+        if want.contains("WARPS_8") && causal && !masked && !d64 {
+            // A producer warpgroup beside the two consumer warpgroups.
+            assert!(text.contains(".maxntid 384, 1, 1"), "{d:?}: 12 warps");
+            assert!(
+                text.contains("setmaxnreg.inc"),
+                "{d:?}: consumers' registers"
+            );
+        } else if want.contains("WARPS_8") {
             assert!(text.contains(".maxntid 256, 1, 1"), "{d:?}: 8 warps");
+        }
+        if want.contains("WARPS_8") {
             assert!(text.contains("wgmma.mma_async"), "{d:?}: wgmma");
             assert!(
                 text.contains("bar.arrive 1, 256"),

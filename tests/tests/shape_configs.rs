@@ -251,6 +251,8 @@ fn short_sequences_take_the_unspecialized_attention_tile() {
         "{}",
         p.config.report
     );
+    // Causal d128 takes the warp-specialized 128×128 row at every length (1k too), and the
+    // unspecialized one with an additive mask.
     let causal = vec![("CAUSAL".to_string(), "1".to_string())];
     let p = plan(src, &causal, &qkv(1024));
     assert!(
@@ -258,8 +260,12 @@ fn short_sequences_take_the_unspecialized_attention_tile() {
         "{}",
         p.config.report
     );
+    assert!(p.config.warp_specialize, "{}", p.config.report);
+    let mut causal_masked = causal.clone();
+    causal_masked.push(("MASK".to_string(), "1".to_string()));
+    let p = plan(src, &causal_masked, &qkv(1024));
     assert!(
-        !p.config.report.contains("warp-specialized"),
+        p.config.report.contains("BLOCK_N=128 (key block)") && !p.config.warp_specialize,
         "{}",
         p.config.report
     );

@@ -22,7 +22,8 @@ use kir_backends::Target;
 /// stages the query block"), d64 with 128-key blocks (454.7; 64-key blocks 381.5, the 64×128
 /// tile on one warpgroup 410.3), d256 with 64-key blocks (560.2). Causal key ranges are TMA
 /// rings too (their rows past the range zeroed in shared memory), taking the query blocks with
-/// the most keys first: d128 with 128-key blocks (467.9–470.4; 64-key blocks 462.8–464.0), d64
+/// the most keys first: d128 with 128-key blocks (467.9–470.4; 64-key blocks 462.8–464.0;
+/// warp-specialized since calls T1/T2, and d256 on the 128×80 tile likewise: the rows below), d64
 /// with 128×128 on two warpgroups, two blocks per SM at 128 registers since the loop bound lives
 /// in shared memory (408.6–410.2 against 388.0–388.6 for 64×128 on one warpgroup, three stages
 /// 340.6: one block per SM; docs/history/benchmarks-log.md "Causal d64 at two blocks per SM"),
@@ -84,6 +85,31 @@ pub(super) const ATTENTION_ROWS: &[Row] = &[
         warps: Some(8),
         stages: None,
         warp_specialize: false,
+        persistent: false,
+        overlap: false,
+        swap_operands: false,
+        cluster: false,
+        stream_k: false,
+        min_blocks: None,
+        consumer_regs: None,
+    },
+    // Causal d128: the 128×128 tile warp-specialized (a producer warpgroup on the K and V
+    // copies, two consumer warpgroups). Calls T1/T2 (H100, 2026-12-06,
+    // docs/gpu-results/2026-12-06-t1-t3-h100-roles-causal-fwd.txt, `kirc bench`, two rounds,
+    // TFLOP/s): B 1 H 16 S 16k 646.2/649.9 against 585.9/598.6 unspecialized (the row before;
+    // cuDNN 633.6/628.9), B 4 S 4k 539.1/533.7 against 525.9/522.9, B 16 S 1k 367.4/362.9
+    // against 357.6/359.8; the 192×128 tile on three consumers lost at 1k (306.9/309.7) and
+    // spread at 16k (633.0/682.4). With an additive mask the consumers spill beside the other
+    // features (28 bytes with a soft cap, a window and VARLEN): the unspecialized row below.
+    Row {
+        cuda: false,
+        class: Class::Attention,
+        targets: &[Target::Sm90a],
+        when: |f| f.half() && f.head_dim == Some(128) && f.causal && !f.mask,
+        set: &[(Role::QueryBlock, 128), (Role::KeyBlock, 128)],
+        warps: Some(8),
+        stages: None,
+        warp_specialize: true,
         persistent: false,
         overlap: false,
         swap_operands: false,
@@ -198,6 +224,28 @@ pub(super) const ATTENTION_ROWS: &[Row] = &[
         warps: Some(8),
         stages: None,
         warp_specialize: false,
+        persistent: false,
+        overlap: false,
+        swap_operands: false,
+        cluster: false,
+        stream_k: false,
+        min_blocks: None,
+        consumer_regs: None,
+    },
+    // Causal d256 without an additive mask (with one its consumers spill 52 bytes) or a soft
+    // cap (not timed): the 128×80 tile warp-specialized. Calls T2/T3 (H100, 2026-12-06, same
+    // file as the causal d128 row above, TFLOP/s in two rounds): B 4 H 8 S 4k 601.2/605.4
+    // against 572.6/563.7 for the 128×64 tile unspecialized (the row below; cuDNN
+    // 599.6/599.2), B 1 S 16k 729.2/762.6 against 706.9/700.1 (cuDNN 652.2/652.6).
+    Row {
+        cuda: false,
+        class: Class::Attention,
+        targets: &[Target::Sm90a],
+        when: |f| f.half() && f.head_dim == Some(256) && f.causal && !f.mask && !f.softcap,
+        set: &[(Role::QueryBlock, 128), (Role::KeyBlock, 80)],
+        warps: Some(8),
+        stages: None,
+        warp_specialize: true,
         persistent: false,
         overlap: false,
         swap_operands: false,
