@@ -10,6 +10,7 @@ Why: the two roles' kernels gain from different backend changes (the row loads i
 uniform warp index reach the unspecialized kernels first), so a row's role measured once can go
 stale. Call F6 (docs/history/benchmarks-log.md, 2026-12-06) found causal d256 attention_bwd 5 %
 faster unspecialized, against call E2's choice; this script repeats that question for every row.
+Its first run (call T1) found the causal forwards faster warp-specialized, which their rows now are.
 
 usage: scripts/gpu_roles.py KIRC [ROUNDS] [--dry]   (KIRC built with --features cuda; ROUNDS 2)
        --dry prints the flipped flags of each case (no GPU needed).
@@ -29,6 +30,8 @@ CASES = [
     ("fwd d128 S1k", "attention_fwd", 128, 0, 16, 16, 1024),
     ("fwd d128 S16k", "attention_fwd", 128, 0, 1, 16, 16384),
     ("fwd d128 causal", "attention_fwd", 128, 1, 1, 16, 16384),
+    ("fwd d128 causal S4k", "attention_fwd", 128, 1, 4, 16, 4096),
+    ("fwd d128 causal S1k", "attention_fwd", 128, 1, 16, 16, 1024),
     ("fwd d256 S4k", "attention_fwd", 256, 0, 4, 8, 4096),
     ("fwd d256 causal", "attention_fwd", 256, 1, 4, 8, 4096),
     ("bwd d64", "attention_bwd", 64, 0, 4, 32, 4096),
