@@ -122,6 +122,19 @@ fn sm90a_attention_defaults_follow_the_table() {
 }
 
 #[test]
+fn sm90a_d256_backward_walks_80_key_dq_blocks_only_without_causal_masking() {
+    let src = op("attention_bwd");
+    for (causal, want) in [("0", "BLOCK_N_80_"), ("1", "BLOCK_N_64_")] {
+        let d = [("HEAD_DIM", "256"), ("CAUSAL", causal)];
+        let (syms, _) = ptx(src, &d, Target::Sm90a, PtxOptions::default());
+        assert_eq!(syms.len(), 3, "{d:?}: {syms:?}");
+        for s in &syms {
+            assert!(s.contains(want) && s.contains("BLOCK_KV_64_"), "{d:?}: {s}");
+        }
+    }
+}
+
+#[test]
 fn other_targets_and_user_choices_keep_the_op_defaults() {
     let src = op("attention_fwd");
     for t in [Target::Sm80, Target::Sm100a, Target::Sm120a] {

@@ -5,7 +5,7 @@
 
 use super::table::{
     bwd_row, cuda_row, tile_row, Row, BWD_128_KEYS, BWD_128_KEYS_DQ128, BWD_16_KEYS, BWD_64_KEYS,
-    BWD_64_KEYS_DQ128,
+    BWD_64_KEYS_DQ128, BWD_64_KEYS_DQ80,
 };
 use crate::structure::{Class, Features, Role};
 use kir_backends::Target;
@@ -331,7 +331,9 @@ pub(super) const ATTENTION_ROWS: &[Row] = &[
     // takes all 256 that `setmaxnreg` allows. 256 everywhere cost the causal kernel 2.8 % (an
     // H100, call S1: 2.92–2.94 ms against 2.84–2.86 at B 4 S 4k); call S8 measured this row
     // against it: causal 2.863–2.879 ms against 2.939–2.957, non-causal within 0.5 %
-    // (docs/gpu-results/2026-12-06-s1-s8-h100-atomic-gemm-tune.txt).
+    // (docs/gpu-results/2026-12-06-s1-s8-h100-atomic-gemm-tune.txt). Without causal masking or
+    // a band its dQ programs walk 80-key blocks (table.rs, `BWD_64_KEYS_DQ80`: +1.1 % on an
+    // H100, call T5).
     // Causal d256 without a band of keys: both kernels unspecialized. On an H100 (call F6,
     // docs/gpu-results/2026-12-06-f5-f7-h100-d256-bwd-roles.txt, three rounds, B 4 H 8 S 4k)
     // 251.5–254.4 TFLOP/s against 240.0–240.9 for the warp-specialized row below (233.9–234.6
@@ -347,7 +349,7 @@ pub(super) const ATTENTION_ROWS: &[Row] = &[
     Row {
         warp_specialize: true,
         consumer_regs: Some(240),
-        ..bwd_row(bwd_d256, BWD_64_KEYS, None)
+        ..bwd_row(bwd_d256, BWD_64_KEYS_DQ80, None)
     },
     // d128 with an additive mask or a key window on the causal bound (a band): the 64-key
     // kernel's extra score-sized tile, or its second position comparison, made ptxas 13.0 spill

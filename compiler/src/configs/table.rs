@@ -304,6 +304,18 @@ pub(super) const BWD_128_KEYS_DQ128: &[(Role, i64)] = &[
     (Role::QueryStep, 64),
 ];
 
+/// The d256 tiles of the warp-specialized backward: as [`BWD_64_KEYS`], but dQ programs over
+/// 80-key blocks (two stages of 80-row K and V tiles, 230,400 bytes of shared memory). An
+/// H100, `kirc bench`, B 4 H 8 S 4k, three interleaved rounds (call T5,
+/// docs/gpu-results/2026-12-06-t4-t6-h100-gemm-store-bound-dq80.txt): 299.1–300.1 TFLOP/s
+/// against 294.7–297.6 for 64-key blocks.
+pub(super) const BWD_64_KEYS_DQ80: &[(Role, i64)] = &[
+    (Role::QueryBlock, 64),
+    (Role::KeyBlock, 80),
+    (Role::KvBlock, 64),
+    (Role::QueryStep, 64),
+];
+
 /// Attention-backward tiles where ptxas spilled in the op's 32-key ones (attention_rows.rs): 64-row
 /// dQ query blocks and dK/dV steps, 16 keys per dQ block and per dK/dV program.
 pub(super) const BWD_16_KEYS: &[(Role, i64)] = &[
