@@ -10,6 +10,26 @@ use super::table::{
 use crate::structure::{Class, Features, Role};
 use kir_backends::Target;
 
+/// Causal d128 on sm_90a: 128×128 on 8 warps (warp-specialized in the rows without a mask,
+/// [`ATTENTION_ROWS`]).
+const CAUSAL_D128: Row = Row {
+    cuda: false,
+    class: Class::Attention,
+    targets: &[Target::Sm90a],
+    when: |f| f.half() && f.head_dim == Some(128) && f.causal,
+    set: &[(Role::QueryBlock, 128), (Role::KeyBlock, 128)],
+    warps: Some(8),
+    stages: None,
+    warp_specialize: false,
+    persistent: false,
+    overlap: false,
+    swap_operands: false,
+    cluster: false,
+    stream_k: false,
+    min_blocks: None,
+    consumer_regs: None,
+};
+
 /// The attention rows (H200 measurements of 2026-12-01 and 12-02, docs/history/benchmarks-log.md
 /// "Hopper fast path" and the sections named below). sm_90a attention: 128-row query blocks on
 /// two warpgroups (one 64-row wgmma fragment each, ping-ponging on the tensor cores). Without
@@ -102,39 +122,11 @@ pub(super) const ATTENTION_ROWS: &[Row] = &[
     // spread at 16k (633.0/682.4). With an additive mask the consumers spill beside the other
     // features (28 bytes with a soft cap, a window and VARLEN): the unspecialized row below.
     Row {
-        cuda: false,
-        class: Class::Attention,
-        targets: &[Target::Sm90a],
         when: |f| f.half() && f.head_dim == Some(128) && f.causal && !f.mask,
-        set: &[(Role::QueryBlock, 128), (Role::KeyBlock, 128)],
-        warps: Some(8),
-        stages: None,
         warp_specialize: true,
-        persistent: false,
-        overlap: false,
-        swap_operands: false,
-        cluster: false,
-        stream_k: false,
-        min_blocks: None,
-        consumer_regs: None,
+        ..CAUSAL_D128
     },
-    Row {
-        cuda: false,
-        class: Class::Attention,
-        targets: &[Target::Sm90a],
-        when: |f| f.half() && f.head_dim == Some(128) && f.causal,
-        set: &[(Role::QueryBlock, 128), (Role::KeyBlock, 128)],
-        warps: Some(8),
-        stages: None,
-        warp_specialize: false,
-        persistent: false,
-        overlap: false,
-        swap_operands: false,
-        cluster: false,
-        stream_k: false,
-        min_blocks: None,
-        consumer_regs: None,
-    },
+    CAUSAL_D128,
     Row {
         cuda: false,
         class: Class::Attention,
