@@ -12,6 +12,7 @@
 //! combination the forward rejects is rejected the same way, located (the feature
 //! specializations' ptxas check is in attention_bwd_wgmma.rs). With HEAD_DIM > 128 and
 //! BLOCK_KV ≥ 64 the dK/dV accumulators are split between programs: every feature through both.
+//! And the sm_90a d256 row's tiles, dQ over 80-key blocks, with uneven key lengths.
 
 use kir_backends::interp::{run_with, HostArg, HostTensor, RunOptions};
 use kir_ir::{Diagnostic, Dtype};
@@ -310,6 +311,24 @@ fn split_accumulators_with_every_feature() {
         p.window = Some(60);
         p.softcap = Some(8.0);
         case_with(p, dt, det, Some(8), mag, &[("BLOCK_KV", "64")]);
+    }
+}
+
+/// The sm_90a d256 row's tiles (configs/table.rs `BWD_64_KEYS_DQ80`: dQ programs over 80-key
+/// blocks beside 64-key dK/dV programs): uneven key lengths that end inside a block of 80, a
+/// zero-length batch, GQA, both modes.
+#[test]
+fn d256_row_tiles_with_80_key_dq_blocks() {
+    let tiles = [
+        ("BLOCK_MQ", "64"),
+        ("BLOCK_N", "80"),
+        ("BLOCK_KV", "64"),
+        ("BLOCK_M", "64"),
+    ];
+    for (dt, det, mag) in [("bf16", true, 3.0), ("f16", false, 1.0)] {
+        let mut p = pr(3, 4, 2, 41, 170, 256);
+        p.total_lengths = Some(vec![0, 93, 170]);
+        case_with(p, dt, det, None, mag, &tiles);
     }
 }
 
