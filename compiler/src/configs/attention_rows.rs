@@ -309,7 +309,7 @@ pub(super) const ATTENTION_ROWS: &[Row] = &[
     ),
     // d256 warp-specialized (`WsPlan::one_consumer` for each kernel: a producer warpgroup
     // feeding the rings by TMA, the 4-warp block as the consumer). Both d256 kernels hold one
-    // block per SM for their shared memory (197–199 KB), so the producer's warps cost no
+    // block per SM for their shared memory (197–230 KB), so the producer's warps cost no
     // occupancy. H200, call E2 (docs/gpu-results/2026-12-05-e2-bwd-ws-per-kernel.txt), B 4 H 8
     // S 4k, `kirc bench --kernel`: dK/dV 3.110 ms against 3.830, causal 1.834 against 2.199;
     // dQ 1.632 against 1.586, causal 0.917 against 0.865; the program (E1) 287.8 TFLOP/s
