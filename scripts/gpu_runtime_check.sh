@@ -107,6 +107,11 @@ case_ attention_fwd_d256 attention_fwd "HEAD_DIM=256" "scale=0.0625" q=2x4x300x2
 a="$out/attention_fwd_d64"
 case_ attention_bwd_d64 attention_bwd "HEAD_DIM=64" "scale=0.125" q=@$a/in/q.npy k=@$a/in/k.npy v=@$a/in/v.npy \
   o=@$a/cpu/o.npy lse=@$a/cpu/lse.npy do=2x4x130x64
+# d256's backward row: warp-specialized, its dQ programs over 80-key blocks (257 keys end inside
+# the fourth block).
+a="$out/attention_fwd_d256"
+case_ attention_bwd_d256 attention_bwd "HEAD_DIM=256" "scale=0.0625" q=@$a/in/q.npy k=@$a/in/k.npy \
+  v=@$a/in/v.npy o=@$a/cpu/o.npy lse=@$a/cpu/lse.npy do=2x4x300x256
 # attention_bwd with each of the forward's features, in both DETERMINISTIC modes, on the CPU o and
 # lse of the forward with the same specialization (GQA 4/2, Sq 37, key capacity 53, head dim
 # $hd: 64 unless set, as for the rows that features choose at d128 and d256 below).
@@ -137,9 +142,11 @@ bwd_feature all "CAUSAL=1 VARLEN=1 KV_OFFSET=1 MASK=1 WINDOW=1 SOFTCAP=1" "windo
   total_lengths=$lengths past_lengths=$past mask=2x37x53:--scale,2
 # The rows that features choose to keep ptxas from spilling (docs/configs.md, "Tiles that do
 # not spill"): sm_90a's 128-key row at d128 with a mask or a causal window, and 16-key tiles at
-# d256 with a mask or a soft cap (here both, with a causal window).
+# d256 with a mask or a soft cap (here both, with a causal window); and d256 with VARLEN, whose
+# row (80-key dQ blocks) is the default's.
 hd=128 bwd_feature d128_mask "MASK=1" "" mask=8x37x53:--scale,2
 hd=128 bwd_feature d128_window "WINDOW=1 CAUSAL=1" "window=17"
+hd=256 bwd_feature d256_varlen "VARLEN=1" "" total_lengths=$lengths
 hd=256 bwd_feature d256_mask_softcap "MASK=1 SOFTCAP=1 WINDOW=1 CAUSAL=1" "window=17 softcap=5.0" \
   mask=2x37x53:--scale,2
 # The largest head dim in f32 (the scalar parity kernel FP32 users rely on), at its rows'
