@@ -4,31 +4,20 @@
 //! Each row's comment names the measurement behind it (docs/benchmarks.md, docs/configs.md).
 
 use super::table::{
-    bwd_row, cuda_row, tile_row, Row, BWD_128_KEYS, BWD_128_KEYS_DQ128, BWD_16_KEYS, BWD_64_KEYS,
-    BWD_64_KEYS_DQ128, BWD_64_KEYS_DQ80,
+    attention_row, bwd_row, cuda_row, tile_row, Row, BWD_128_KEYS, BWD_128_KEYS_DQ128, BWD_16_KEYS,
+    BWD_64_KEYS, BWD_64_KEYS_DQ128, BWD_64_KEYS_DQ80,
 };
 use crate::structure::{Class, Features, Role};
 use kir_backends::Target;
 
 /// Causal d128 on sm_90a: 128×128 on 8 warps (warp-specialized in the rows without a mask,
 /// [`ATTENTION_ROWS`]).
-const CAUSAL_D128: Row = Row {
-    cuda: false,
-    class: Class::Attention,
-    targets: &[Target::Sm90a],
-    when: |f| f.half() && f.head_dim == Some(128) && f.causal,
-    set: &[(Role::QueryBlock, 128), (Role::KeyBlock, 128)],
-    warps: Some(8),
-    stages: None,
-    warp_specialize: false,
-    persistent: false,
-    overlap: false,
-    swap_operands: false,
-    cluster: false,
-    stream_k: false,
-    min_blocks: None,
-    consumer_regs: None,
-};
+const CAUSAL_D128: Row = attention_row(
+    |f| f.half() && f.head_dim == Some(128) && f.causal,
+    &[(Role::QueryBlock, 128), (Role::KeyBlock, 128)],
+    8,
+    false,
+);
 
 /// The attention rows (H200 measurements of 2026-12-01 and 12-02, docs/history/benchmarks-log.md
 /// "Hopper fast path" and the sections named below). sm_90a attention: 128-row query blocks on
@@ -58,61 +47,29 @@ pub(super) const ATTENTION_ROWS: &[Row] = &[
     // at two blocks per SM is faster there (call W3, docs/gpu-results/2026-12-04-w3-fwd.txt,
     // B 16, H 16, S 1,024: 517.9 TFLOP/s against 457.9; earlier calls L2/L3: 517.0–517.2
     // against 459.7–461.2 at 1k, 605.3–613.2 against 594.3–627.6 at 4k).
+    attention_row(
+        |f| f.half() && f.head_dim == Some(128) && !f.causal && f.m.is_some_and(|m| m <= 2048),
+        &[(Role::QueryBlock, 128), (Role::KeyBlock, 64)],
+        8,
+        false,
+    ),
     Row {
-        cuda: false,
-        class: Class::Attention,
-        targets: &[Target::Sm90a],
-        when: |f| {
-            f.half() && f.head_dim == Some(128) && !f.causal && f.m.is_some_and(|m| m <= 2048)
-        },
-        set: &[(Role::QueryBlock, 128), (Role::KeyBlock, 64)],
-        warps: Some(8),
-        stages: None,
-        warp_specialize: false,
-        persistent: false,
-        overlap: false,
-        swap_operands: false,
-        cluster: false,
-        stream_k: false,
-        min_blocks: None,
-        consumer_regs: None,
-    },
-    Row {
-        cuda: false,
-        class: Class::Attention,
-        targets: &[Target::Sm90a],
-        when: |f| f.half() && f.head_dim == Some(128) && !f.causal && !f.mask,
-        set: &[(Role::QueryBlock, 192), (Role::KeyBlock, 128)],
-        warps: Some(12),
         stages: Some(2),
-        warp_specialize: true,
-        persistent: false,
-        overlap: false,
-        swap_operands: false,
-        cluster: false,
-        stream_k: false,
-        min_blocks: None,
-        consumer_regs: None,
+        ..attention_row(
+            |f| f.half() && f.head_dim == Some(128) && !f.causal && !f.mask,
+            &[(Role::QueryBlock, 192), (Role::KeyBlock, 128)],
+            12,
+            true,
+        )
     },
     // With an additive mask tile the 160-register consumers spill (844 bytes at 192×128):
     // the unspecialized tile, two blocks of two warpgroups per SM.
-    Row {
-        cuda: false,
-        class: Class::Attention,
-        targets: &[Target::Sm90a],
-        when: |f| f.half() && f.head_dim == Some(128) && !f.causal,
-        set: &[(Role::QueryBlock, 128), (Role::KeyBlock, 64)],
-        warps: Some(8),
-        stages: None,
-        warp_specialize: false,
-        persistent: false,
-        overlap: false,
-        swap_operands: false,
-        cluster: false,
-        stream_k: false,
-        min_blocks: None,
-        consumer_regs: None,
-    },
+    attention_row(
+        |f| f.half() && f.head_dim == Some(128) && !f.causal,
+        &[(Role::QueryBlock, 128), (Role::KeyBlock, 64)],
+        8,
+        false,
+    ),
     // Causal d128: the 128×128 tile warp-specialized (a producer warpgroup on the K and V
     // copies, two consumer warpgroups). Calls T1/T2 (H100, 2026-12-06,
     // docs/gpu-results/2026-12-06-t1-t3-h100-roles-causal-fwd.txt, `kirc bench`, two rounds,
@@ -127,44 +84,22 @@ pub(super) const ATTENTION_ROWS: &[Row] = &[
         ..CAUSAL_D128
     },
     CAUSAL_D128,
-    Row {
-        cuda: false,
-        class: Class::Attention,
-        targets: &[Target::Sm90a],
-        when: |f| f.half() && f.head_dim == Some(64) && !f.causal,
-        set: &[(Role::QueryBlock, 128), (Role::KeyBlock, 128)],
-        warps: Some(8),
-        stages: None,
-        warp_specialize: false,
-        persistent: false,
-        overlap: false,
-        swap_operands: false,
-        cluster: false,
-        stream_k: false,
-        min_blocks: None,
-        consumer_regs: None,
-    },
-    Row {
-        cuda: false,
-        class: Class::Attention,
-        targets: &[Target::Sm90a],
-        when: |f| f.half() && f.head_dim == Some(64) && f.causal,
-        set: &[
+    attention_row(
+        |f| f.half() && f.head_dim == Some(64) && !f.causal,
+        &[(Role::QueryBlock, 128), (Role::KeyBlock, 128)],
+        8,
+        false,
+    ),
+    attention_row(
+        |f| f.half() && f.head_dim == Some(64) && f.causal,
+        &[
             (Role::QueryBlock, 128),
             (Role::KeyBlock, 128),
             (Role::Group, 2),
         ],
-        warps: Some(8),
-        stages: None,
-        warp_specialize: false,
-        persistent: false,
-        overlap: false,
-        swap_operands: false,
-        cluster: false,
-        stream_k: false,
-        min_blocks: None,
-        consumer_regs: None,
-    },
+        8,
+        false,
+    ),
     // d256 without causal masking, an additive mask or a soft cap at up to 4,096 queries (the
     // query count known from the shapes): FlashAttention-3's 128×80 tile, warp-specialized, a
     // producer warpgroup on the K and V copies, both dots on wgmma (P·V's K of 80 keys in
@@ -179,11 +114,8 @@ pub(super) const ATTENTION_ROWS: &[Row] = &[
     // M4 (H100, docs/gpu-results/2026-12-05-m4-h100-bwd-order-d256-fwd.txt) confirmed this row
     // at B 16 S 1k (598.2/596.2 against 571.9/571.2 for 128×64 warp-specialized) and B 4 S 4k
     // (688.1/686.2 against 655.7/648.4).
-    Row {
-        cuda: false,
-        class: Class::Attention,
-        targets: &[Target::Sm90a],
-        when: |f| {
+    attention_row(
+        |f| {
             f.half()
                 && f.head_dim == Some(256)
                 && !f.causal
@@ -191,78 +123,37 @@ pub(super) const ATTENTION_ROWS: &[Row] = &[
                 && !f.softcap
                 && f.m.is_some_and(|m| m <= 4096)
         },
-        set: &[(Role::QueryBlock, 128), (Role::KeyBlock, 80)],
-        warps: Some(8),
-        stages: None,
-        warp_specialize: true,
-        persistent: false,
-        overlap: false,
-        swap_operands: false,
-        cluster: false,
-        stream_k: false,
-        min_blocks: None,
-        consumer_regs: None,
-    },
+        &[(Role::QueryBlock, 128), (Role::KeyBlock, 80)],
+        8,
+        true,
+    ),
     // d256 without causal masking, an additive mask or a soft cap at longer or unknown lengths:
     // the 128×80 tile unspecialized. Call M4 (H100), B 1 S 16k: 654.7/641.5 TFLOP/s against
     // 630.6/609.0 for the 128×64 tile of the row below (618.3/609.2 warp-specialized); at B 4
     // S 4k 673.3/671.6 (M4; 672.0/670.0 in M1) against 655.7/648.4 for 128×64 warp-specialized.
-    Row {
-        cuda: false,
-        class: Class::Attention,
-        targets: &[Target::Sm90a],
-        when: |f| f.half() && f.head_dim == Some(256) && !f.causal && !f.mask && !f.softcap,
-        set: &[(Role::QueryBlock, 128), (Role::KeyBlock, 80)],
-        warps: Some(8),
-        stages: None,
-        warp_specialize: false,
-        persistent: false,
-        overlap: false,
-        swap_operands: false,
-        cluster: false,
-        stream_k: false,
-        min_blocks: None,
-        consumer_regs: None,
-    },
+    attention_row(
+        |f| f.half() && f.head_dim == Some(256) && !f.causal && !f.mask && !f.softcap,
+        &[(Role::QueryBlock, 128), (Role::KeyBlock, 80)],
+        8,
+        false,
+    ),
     // Causal d256 without an additive mask (with one its consumers spill 52 bytes) or a soft
     // cap (not timed): the 128×80 tile warp-specialized. Calls T2/T3 (H100, 2026-12-06, same
     // file as the causal d128 row above, TFLOP/s in two rounds): B 4 H 8 S 4k 601.2/605.4
     // against 572.6/563.7 for the 128×64 tile unspecialized (the row below; cuDNN
     // 599.6/599.2), B 1 S 16k 729.2/762.6 against 706.9/700.1 (cuDNN 652.2/652.6).
-    Row {
-        cuda: false,
-        class: Class::Attention,
-        targets: &[Target::Sm90a],
-        when: |f| f.half() && f.head_dim == Some(256) && f.causal && !f.mask && !f.softcap,
-        set: &[(Role::QueryBlock, 128), (Role::KeyBlock, 80)],
-        warps: Some(8),
-        stages: None,
-        warp_specialize: true,
-        persistent: false,
-        overlap: false,
-        swap_operands: false,
-        cluster: false,
-        stream_k: false,
-        min_blocks: None,
-        consumer_regs: None,
-    },
-    Row {
-        cuda: false,
-        class: Class::Attention,
-        targets: &[Target::Sm90a],
-        when: |f| f.half() && f.head_dim == Some(256),
-        set: &[(Role::QueryBlock, 128), (Role::KeyBlock, 64)],
-        warps: Some(8),
-        stages: None,
-        warp_specialize: false,
-        persistent: false,
-        overlap: false,
-        swap_operands: false,
-        cluster: false,
-        stream_k: false,
-        min_blocks: None,
-        consumer_regs: None,
-    },
+    attention_row(
+        |f| f.half() && f.head_dim == Some(256) && f.causal && !f.mask && !f.softcap,
+        &[(Role::QueryBlock, 128), (Role::KeyBlock, 80)],
+        8,
+        true,
+    ),
+    attention_row(
+        |f| f.half() && f.head_dim == Some(256),
+        &[(Role::QueryBlock, 128), (Role::KeyBlock, 64)],
+        8,
+        false,
+    ),
     // Attention backward at head dims 64 and 128 on sm_90a (the measured ones): 64 keys per dK/dV program and
     // 64-query steps, 64-row query and key blocks for dQ, on 4 warps, so that every dot of the
     // key-major dK/dV kernel (sᵀ = k·qᵀ, dv += pᵀ·do, dpᵀ = v·doᵀ, dk += dsᵀ·q) and of the dQ

@@ -270,6 +270,22 @@ pub(super) const fn tile_row(
     }
 }
 
+/// A row of sm_90a's attention forward: `set`'s tiles on `warps` warps, warp-specialized or
+/// not, no ring depth, persistence, overlap or clusters of its own.
+pub(super) const fn attention_row(
+    when: fn(&Features) -> bool,
+    set: &'static [(Role, i64)],
+    warps: u32,
+    warp_specialize: bool,
+) -> Row {
+    Row {
+        targets: &[Target::Sm90a],
+        warps: Some(warps),
+        warp_specialize,
+        ..tile_row(Class::Attention, when, set)
+    }
+}
+
 /// The sm_90a attention-backward tiles: 64-row query and key blocks for dQ, 64-query dK/dV
 /// steps, and 64 or 128 keys per dK/dV program.
 pub(super) const BWD_64_KEYS: &[(Role, i64)] = &[
@@ -333,26 +349,12 @@ pub(super) const fn bwd_row(
     warps: Option<u32>,
 ) -> Row {
     Row {
-        cuda: false,
-        class: Class::AttentionBwd,
         targets: &[Target::Sm90a],
-        when,
-        set,
         warps,
-        stages: None,
-        warp_specialize: false,
-        persistent: false,
-        overlap: false,
-        swap_operands: false,
-        cluster: false,
-        stream_k: false,
-        min_blocks: None,
-        consumer_regs: None,
+        ..tile_row(Class::AttentionBwd, when, set)
     }
 }
 
-/// An sm_90a dot-loop row with the operands swapped (`swap_operands`): the few rows as wgmma's
-/// N, the 128 columns of `set`'s N tile on 8 warps (two 64-row warpgroups), six stages, one role.
 /// The 128×256 GEMM tile with 64-deep K blocks, in groups of 8 block rows.
 const WIDE_GROUP_8: &[(Role, i64)] = &[
     (Role::MTile, 128),
