@@ -1,6 +1,6 @@
 //! ptxas for the tests that assemble PTX: the pinned ptxas (`KIR_PTXAS`, which
-//! ./scripts/test.sh installs and exports), an assembler that fails the test on an error or a
-//! warning, the no-spill check on its report, and a compile result that may only fail for a
+//! ./scripts/test.sh installs and exports), an assembler that fails the test on an error, a
+//! warning or a performance-loss note, the no-spill check on its report, and a compile result that may only fail for a
 //! target's shared-memory limit.
 
 use kir_backends::Target;
@@ -42,6 +42,13 @@ pub fn assemble(name: &str, ptx: &str, target: Target) -> String {
     assert!(
         !log.contains("warning"),
         "ptxas warned for {name} on {}:\n{log}",
+        target.name()
+    );
+    // ptxas's C7512 note: wgmma instructions serialized for want of registers (no spill, but a
+    // slow kernel: tests/tests/attention_spills.rs).
+    assert!(
+        !log.contains("Performance Loss"),
+        "ptxas noted a performance loss for {name} on {}:\n{log}",
         target.name()
     );
     log

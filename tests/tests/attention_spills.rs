@@ -15,7 +15,10 @@ use kir_compiler::internal::compile::{compile, Emit};
 
 const HEAD_DIMS: [&str; 7] = ["64", "96", "128", "160", "192", "256", "384"];
 
-/// The kernels of ptxas's report `log` that spill, with their spill lines.
+/// The kernels of ptxas's report `log` that spill, with their spill lines, and those whose
+/// wgmma instructions ptxas serialized for want of registers (its C7512 "Potential Performance
+/// Loss" note: no spill, but each wgmma waits for the previous one; the d256 backward's dQ
+/// kernel on 80-key blocks at 240 registers ran 17 % slower so, call D2).
 fn spills(log: &str) -> Vec<String> {
     let mut out = vec![];
     let mut kernel = "";
@@ -23,6 +26,9 @@ fn spills(log: &str) -> Vec<String> {
     for line in log.lines() {
         if let Some(k) = line.split("Compiling entry function '").nth(1) {
             kernel = k.split('\'').next().unwrap_or("");
+        }
+        if line.contains("Performance Loss") {
+            out.push(line.trim().to_string());
         }
         if line.contains("bytes spill stores") {
             lines += 1;
@@ -219,15 +225,16 @@ fn backward_d256_with_a_window_key_lengths_and_a_kv_offset_does_not_spill() {
     check_features("256", &["VARLEN", "KV_OFFSET"], "1");
 }
 
-/// The d256 kernels' roles by row: warp-specialized with a consumer of 240 registers without
-/// causal masking, of 256 with a causal window, and unspecialized (no `setmaxnreg`) when causal
-/// without a window (call F6 in docs/history/benchmarks-log.md).
+/// The d256 kernels' roles by row: warp-specialized with a consumer of 256 registers without
+/// causal masking (at 240 ptxas serialized the 80-key dQ kernel's wgmmas, call D2) and with a
+/// causal window, and unspecialized (no `setmaxnreg`) when causal without a window (call F6 in
+/// docs/history/benchmarks-log.md).
 #[test]
-fn the_d256_consumer_takes_256_registers_only_with_a_band() {
+fn the_d256_consumer_takes_256_registers_where_specialized() {
     let src = kir_compiler::internal::oplib::builtin("attention_bwd").expect("attention_bwd");
     for (features, want) in [
-        (&[][..], Some(240)),
-        (&[("VARLEN", "1")][..], Some(240)),
+        (&[][..], Some(256)),
+        (&[("VARLEN", "1")][..], Some(256)),
         (&[("CAUSAL", "1")][..], None),
         (
             &[("CAUSAL", "1"), ("VARLEN", "1"), ("KV_OFFSET", "1")][..],

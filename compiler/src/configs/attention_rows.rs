@@ -209,14 +209,15 @@ pub(super) const ATTENTION_ROWS: &[Row] = &[
     // the 128-key dK/dV kernel runs one either way, and why it loses is not known (call G1's
     // ncu: it issues less, with more stalls on L1TEX scoreboards).
     //
-    // Its 4-warp consumer takes 240 registers a thread, except with a band of keys (a causal
-    // window), where the dQ kernel spilled 20 bytes at 240 with key lengths and a KV offset and
-    // takes all 256 that `setmaxnreg` allows. 256 everywhere cost the causal kernel 2.8 % (an
-    // H100, call S1: 2.92–2.94 ms against 2.84–2.86 at B 4 S 4k); call S8 measured this row
-    // against it: causal 2.863–2.879 ms against 2.939–2.957, non-causal within 0.5 %
-    // (docs/gpu-results/2026-12-06-s1-s8-h100-atomic-gemm-tune.txt). Without causal masking or
-    // a band its dQ programs walk 80-key blocks (table.rs, `BWD_64_KEYS_DQ80`: +1.1 % on an
-    // H100, call T5).
+    // Its 4-warp consumer takes all 256 registers that `setmaxnreg` allows. With a band of keys
+    // (a causal window) the dQ kernel spilled 20 bytes at 240 with key lengths and a KV offset;
+    // without causal masking or a band its dQ programs walk 80-key blocks (table.rs,
+    // `BWD_64_KEYS_DQ80`: +1.1 % on an H100 at 256, call T5), whose wgmmas ptxas 13.0
+    // serializes at 240 for want of registers (its C7512 note; no spill): 246–247 TFLOP/s
+    // against 297 at 256 at B 4 H 8 S 4k (an H100, call D2,
+    // docs/gpu-results/2026-12-06-d1-d2-h200-h100-bars-d256-bwd-regs.txt; 249 on the H200 in
+    // D1). 240 had been this row's budget since call S8 (64-key dQ blocks then: within 0.5 %
+    // of 256 without causal masking, docs/gpu-results/2026-12-06-s1-s8-h100-atomic-gemm-tune.txt).
     // Causal d256 without a band of keys: both kernels unspecialized. On an H100 (call F6,
     // docs/gpu-results/2026-12-06-f5-f7-h100-d256-bwd-roles.txt, three rounds, B 4 H 8 S 4k)
     // 251.5–254.4 TFLOP/s against 240.0–240.9 for the warp-specialized row below (233.9–234.6
@@ -231,7 +232,6 @@ pub(super) const ATTENTION_ROWS: &[Row] = &[
     },
     Row {
         warp_specialize: true,
-        consumer_regs: Some(240),
         ..bwd_row(bwd_d256, BWD_64_KEYS_DQ80, None)
     },
     // d128 with an additive mask or a key window on the causal bound (a band): the 64-key
