@@ -378,3 +378,48 @@ fn problems_of_one_configuration_share_a_cache_entry_and_others_do_not() {
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// Every sm_90a GEMM row, reached by its shapes (and the default row without them), with every
+/// epilogue, bf16 and f16, assembles with the pinned ptxas without a spill or a serialized
+/// wgmma. The bias epilogue on the persistent 128×256 rows spilled 164–216 bytes while its
+/// `[N]` vector was reloaded per column beside the accumulator
+/// (backends/src/ptx/lower/row_reload.rs; call D3 in docs/benchmarks.md). `C_IN = 1` is not
+/// here: its `[M, N]` tile beside the 128×256 accumulator still spills up to 904 bytes
+/// (docs/benchmarks.md, "Known gaps").
+#[test]
+fn every_gemm_row_and_epilogue_assembles_without_spills() {
+    let cases: [(&[(&str, &str)], &str); 6] = [
+        (&[], "none"),
+        (&[("EPILOGUE", "bias")], "bias"),
+        (&[("EPILOGUE", "relu")], "relu"),
+        (&[("EPILOGUE", "silu")], "silu"),
+        (&[("EPILOGUE", "gelu")], "gelu"),
+        (&[("EPILOGUE", "swiglu")], "swiglu"),
+    ];
+    let problems: [Option<(usize, usize, usize)>; 7] = [
+        None,
+        Some((16, 14336, 4096)),
+        Some((64, 14336, 4096)),
+        Some((128, 14336, 4096)),
+        Some((2048, 2048, 2048)),
+        Some((4096, 4096, 4096)),
+        Some((8192, 14336, 4096)),
+    ];
+    for dtype in ["bf16", "f16"] {
+        for (defs, name) in cases {
+            for problem in problems {
+                let d: Vec<(String, String)> = [("DTYPE", dtype)]
+                    .iter()
+                    .chain(defs)
+                    .map(|(a, b)| (a.to_string(), b.to_string()))
+                    .collect();
+                let s = problem.map_or(vec![], |(m, n, k)| shapes(m, n, k));
+                let what = format!("gemm {dtype} {name} at {problem:?}");
+                let out = pipeline::compile(gemm(), &plan(gemm(), &d, &s))
+                    .unwrap_or_else(|e| panic!("{what}: {e}"));
+                let log = kir_tests::ptxas::assemble("gemm", &out.text, Target::Sm90a);
+                kir_tests::ptxas::assert_no_spills(&log, &what);
+            }
+        }
+    }
+}

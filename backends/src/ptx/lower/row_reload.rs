@@ -16,7 +16,8 @@
 //! small and every warp reads the same bytes, so the loads hit in L1. An f32 vector whose
 //! columns all lie inside the tensor, row 8-byte aligned, is read as pairs of columns (one
 //! `ld.global.v2.f32` per pair, at constant offsets) behind one run-time test, outside
-//! warp-specialized kernels (see `reload`).
+//! warp-specialized kernels (see `reload`). A 16-bit vector in a warp-specialized kernel keeps
+//! the general conversion (its consumer has no registers to spare for the per-column loads).
 
 use super::arith::scalar_op;
 use super::ctx::{constant, dtype, Ctx, Val};
@@ -51,6 +52,13 @@ pub(super) fn reload(
         return Ok(None);
     };
     let d = info.dtype;
+    // A 16-bit vector in a warp-specialized consumer (a GEMM's bias) takes the general
+    // conversion through shared memory: reloaded per column beside a 128×256 tile's
+    // accumulator at the consumer's 232 registers it made ptxas spill 164–216 bytes, and the
+    // conversion ran 7.8 % faster at 4096³ and 12 % at 8192³ (call D3, docs/benchmarks.md).
+    if matches!(d, kir_ir::Dtype::F16 | kir_ir::Dtype::Bf16) && c.asyncs.ws.raw_tid.is_some() {
+        return Ok(None);
+    }
     let other = crate::ptx::plan::ir::lit(lop.attr("other")).unwrap_or(0.0);
     let load_rank = k
         .dfg
