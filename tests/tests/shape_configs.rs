@@ -423,3 +423,38 @@ fn every_gemm_row_and_epilogue_assembles_without_spills() {
         }
     }
 }
+
+/// The attention rows that the sequence length picks (the forward's short-sequence tiles, the
+/// backward's 128-key dK/dV programs from 8,192 queries), at head dims 64, 128 and 256, causal
+/// or not, bf16, assemble with the pinned ptxas without a spill or a serialized wgmma, as the
+/// rows without shapes do (tests/tests/attention_spills.rs).
+#[test]
+fn attention_rows_by_sequence_length_assemble_without_spills() {
+    for op in ["attention_fwd", "attention_bwd"] {
+        let src = kir_compiler::internal::oplib::builtin(op).expect("a built-in op");
+        for d in [64usize, 128, 256] {
+            for causal in ["0", "1"] {
+                for s in [1024usize, 4096, 16384] {
+                    let names: &[&str] = if op == "attention_fwd" {
+                        &["q", "k", "v"]
+                    } else {
+                        &["q", "k", "v", "o", "do"]
+                    };
+                    let shapes: Vec<(String, Vec<usize>)> = names
+                        .iter()
+                        .map(|n| (n.to_string(), vec![1, 16, s, d]))
+                        .collect();
+                    let defs = vec![
+                        ("HEAD_DIM".to_string(), d.to_string()),
+                        ("CAUSAL".to_string(), causal.to_string()),
+                    ];
+                    let what = format!("{op} d{d} causal {causal} S {s}");
+                    let out = pipeline::compile(src, &plan(src, &defs, &shapes))
+                        .unwrap_or_else(|e| panic!("{what}: {e}"));
+                    let log = kir_tests::ptxas::assemble(op, &out.text, Target::Sm90a);
+                    kir_tests::ptxas::assert_no_spills(&log, &what);
+                }
+            }
+        }
+    }
+}
