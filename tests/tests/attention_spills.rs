@@ -15,20 +15,19 @@ use kir_compiler::internal::compile::{compile, Emit};
 
 const HEAD_DIMS: [&str; 7] = ["64", "96", "128", "160", "192", "256", "384"];
 
-/// The kernels of ptxas's report `log` that spill, with their spill lines, and those whose
-/// wgmma instructions ptxas serialized for want of registers (its C7512 "Potential Performance
-/// Loss" note: no spill, but each wgmma waits for the previous one; the d256 backward's dQ
-/// kernel on 80-key blocks at 240 registers ran 17 % slower so, call D2).
+/// The kernels of ptxas's report `log` that spill, with their spill lines, and ptxas's
+/// performance-loss notes (`kir_tests::ptxas::performance_losses`: wgmma serialized for want of
+/// registers, no spill but a slow kernel).
 fn spills(log: &str) -> Vec<String> {
-    let mut out = vec![];
+    let mut out: Vec<String> = kir_tests::ptxas::performance_losses(log)
+        .into_iter()
+        .map(String::from)
+        .collect();
     let mut kernel = "";
     let mut lines = 0;
     for line in log.lines() {
         if let Some(k) = line.split("Compiling entry function '").nth(1) {
             kernel = k.split('\'').next().unwrap_or("");
-        }
-        if line.contains("Performance Loss") {
-            out.push(line.trim().to_string());
         }
         if line.contains("bytes spill stores") {
             lines += 1;

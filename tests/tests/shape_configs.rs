@@ -379,6 +379,21 @@ fn problems_of_one_configuration_share_a_cache_entry_and_others_do_not() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// Built-in `op` with `defs`, planned for `shapes` on sm_90a, assembles with the pinned ptxas
+/// without a spill or a performance-loss note (`kir_tests::ptxas::assemble`).
+fn assembles_cleanly(
+    op: &str,
+    defs: &[(String, String)],
+    shapes: &[(String, Vec<usize>)],
+    what: &str,
+) {
+    let src = kir_compiler::internal::oplib::builtin(op).expect("a built-in op");
+    let out =
+        pipeline::compile(src, &plan(src, defs, shapes)).unwrap_or_else(|e| panic!("{what}: {e}"));
+    let log = kir_tests::ptxas::assemble(op, &out.text, Target::Sm90a);
+    kir_tests::ptxas::assert_no_spills(&log, what);
+}
+
 /// Every sm_90a GEMM row, reached by its shapes (and the default row without them), with every
 /// epilogue, bf16 and f16, assembles with the pinned ptxas without a spill or a serialized
 /// wgmma. The bias epilogue on the persistent 128×256 rows spilled 164–216 bytes while its
@@ -415,10 +430,7 @@ fn every_gemm_row_and_epilogue_assembles_without_spills() {
                     .collect();
                 let s = problem.map_or(vec![], |(m, n, k)| shapes(m, n, k));
                 let what = format!("gemm {dtype} {name} at {problem:?}");
-                let out = pipeline::compile(gemm(), &plan(gemm(), &d, &s))
-                    .unwrap_or_else(|e| panic!("{what}: {e}"));
-                let log = kir_tests::ptxas::assemble("gemm", &out.text, Target::Sm90a);
-                kir_tests::ptxas::assert_no_spills(&log, &what);
+                assembles_cleanly("gemm", &d, &s, &what);
             }
         }
     }
@@ -431,7 +443,6 @@ fn every_gemm_row_and_epilogue_assembles_without_spills() {
 #[test]
 fn attention_rows_by_sequence_length_assemble_without_spills() {
     for op in ["attention_fwd", "attention_bwd"] {
-        let src = kir_compiler::internal::oplib::builtin(op).expect("a built-in op");
         for d in [64usize, 128, 256] {
             for causal in ["0", "1"] {
                 for s in [1024usize, 4096, 16384] {
@@ -449,10 +460,7 @@ fn attention_rows_by_sequence_length_assemble_without_spills() {
                         ("CAUSAL".to_string(), causal.to_string()),
                     ];
                     let what = format!("{op} d{d} causal {causal} S {s}");
-                    let out = pipeline::compile(src, &plan(src, &defs, &shapes))
-                        .unwrap_or_else(|e| panic!("{what}: {e}"));
-                    let log = kir_tests::ptxas::assemble(op, &out.text, Target::Sm90a);
-                    kir_tests::ptxas::assert_no_spills(&log, &what);
+                    assembles_cleanly(op, &defs, &shapes, &what);
                 }
             }
         }
