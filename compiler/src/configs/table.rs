@@ -128,6 +128,27 @@ pub(super) const ROWS: &[Row] = &[
         min_blocks: None,
         consumer_regs: None,
     },
+    // A tile of the output's shape added in the epilogue (gemm's `C_IN = 1`, the backward's
+    // `dA += dC·Bᵀ`): on the 128×256 rows below each consumer thread held the c_in tile's 128
+    // values beside its 128 accumulator registers and ptxas spilled 900–904 bytes. 128×128
+    // halves both; groups of 8 block rows and a 4-stage ring won the sweep (calls W1–W4, an
+    // H100, docs/gpu-results/2026-12-06-w1-w4-h100-bars-gemm-c-in.txt, `kirc bench` TFLOP/s,
+    // two rounds): 4096³ 567–569 against the 128×256 row's 437–440, 8192³ 654–655 against
+    // 568–592, 16384×14336×4096 586–587 against 383–385 (torch's addmm 691, 667, 620).
+    Row {
+        warp_specialize: true,
+        persistent: true,
+        ..sm90a_gemm_row(
+            |f| f.half() && f.dots == 1 && !f.trans_a && f.acc_loads > 0,
+            &[
+                (Role::MTile, 128),
+                (Role::NTile, 128),
+                (Role::KTile, 64),
+                (Role::Group, 8),
+            ],
+            4,
+        )
+    },
     // One wave (the output's shape known, and no more 128×256 tiles than SMs: 2048³,
     // 1024×4096×4096): the persistent grid's tile loop only adds work to the one tile each SM
     // runs. H200, ncu kernel time (call Y4, docs/gpu-results/2026-12-04-y3-y4-gemm-configs.txt; 1.5–1.7 % from cuBLAS in Y6):

@@ -196,6 +196,7 @@ fn dot_loop(v: &View, l: Op, dots: &[Op]) -> Option<Found> {
     let features = Features {
         dtype,
         dots: dots.len(),
+        acc_loads: acc_shaped_loads(v, b, &out),
         trans_a: trans.0,
         trans_b: trans.1,
         m_dim: rows_dim(v, &out),
@@ -216,10 +217,7 @@ fn rows_dim(v: &View, out: &[Expr]) -> Option<String> {
 /// The tensor param a tile of dims `out` (the accumulator's) is stored to: the last store of
 /// the kernel whose tile's trailing dims are `out`'s.
 fn stored_param(v: &View, out: &[Expr]) -> Option<String> {
-    let same = |a: &Expr, b: &Expr| match (v.const_name(a), v.const_name(b)) {
-        (Some(x), Some(y)) => x == y,
-        _ => v.int(a).is_some() && v.int(a) == v.int(b),
-    };
+    let same = |a: &Expr, b: &Expr| same_extent(v, a, b);
     let mut found = None;
     for b in v.blocks() {
         for &o in v.ops(b) {
@@ -241,6 +239,36 @@ fn stored_param(v: &View, out: &[Expr]) -> Option<String> {
         }
     }
     found
+}
+
+/// Two tile extents are the same: the same constant, or the same literal value.
+fn same_extent(v: &View, a: &Expr, b: &Expr) -> bool {
+    match (v.const_name(a), v.const_name(b)) {
+        (Some(x), Some(y)) => x == y,
+        _ => v.int(a).is_some() && v.int(a) == v.int(b),
+    }
+}
+
+/// The tile loads outside the loop body `body` whose tiles have the accumulator's dims `out`:
+/// a tile of the output's shape read in the epilogue (gemm's `c_in`).
+fn acc_shaped_loads(v: &View, body: Block, out: &[Expr]) -> usize {
+    let mut n = 0;
+    for b in v.blocks() {
+        if b == body {
+            continue;
+        }
+        for &o in v.ops(b) {
+            let d = v.op(o);
+            if d.opcode != Opcode::Load {
+                continue;
+            }
+            let dims = v.dims(d.results[0]);
+            if dims.len() == out.len() && dims.iter().zip(out).all(|(a, b)| same_extent(v, a, b)) {
+                n += 1;
+            }
+        }
+    }
+    n
 }
 
 /// Every dim of tensor param `name`, when each is a bare name.

@@ -131,6 +131,9 @@ pub struct Features {
     pub dots: usize,
     /// Row reduction, elementwise: tensors the program loads tiles of.
     pub inputs: usize,
+    /// Dot loop: tiles of the accumulator's dims loaded outside the loop (a tile of the output's
+    /// shape added in the epilogue, as gemm's `c_in` is), each held beside the accumulator.
+    pub acc_loads: usize,
     /// Dot loop: the runtime dim of the output tensor's rows (the problem's M: `M` of
     /// `c: out tensor<T>[Bt, M, N]`), where the accumulator is stored to a tensor whose
     /// second-to-last dim is a bare name. Attention: the rows dim of the tensor the score
@@ -278,6 +281,11 @@ impl Structure {
                 ));
                 if f.trans_b {
                     parts.push("B transposed".into());
+                }
+                match f.acc_loads {
+                    0 => {}
+                    1 => parts.push("a tile of the output's shape loaded".into()),
+                    n => parts.push(format!("{n} tiles of the output's shape loaded")),
                 }
                 if let Some(m) = f.m {
                     parts.push(format!("M = {m}"));
