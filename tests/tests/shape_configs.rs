@@ -118,8 +118,8 @@ fn one_wave_of_tiles_takes_a_grid_of_one_program_per_tile() {
 
 #[test]
 fn the_rows_dim_follows_the_declared_shape_not_the_argument_order() {
-    // TRANS_A=1 declares a as [Bt, K, M]: M is the last extent of a. The row needs A not
-    // transposed, so none applies, but the bound dims say M = 16.
+    // TRANS_A=1 declares a as [Bt, K, M]: M is the last extent of a, and the bound dims say
+    // M = 16, which picks the one-warpgroup 64×128 row (the swapped rows need A not transposed).
     let d = vec![("TRANS_A".to_string(), "1".to_string())];
     let s = vec![
         ("a".into(), vec![1, 4096, 16]),
@@ -128,6 +128,13 @@ fn the_rows_dim_follows_the_declared_shape_not_the_argument_order() {
     let p = plan(gemm(), &d, &s);
     assert!(p.dims.contains(&("M".to_string(), 16)), "{:?}", p.dims);
     assert!(p.dims.contains(&("K".to_string(), 4096)), "{:?}", p.dims);
+    assert!(
+        p.config
+            .report
+            .contains("BLOCK_M=64 (M tile), BLOCK_N=128 (N tile)"),
+        "{}",
+        p.config.report
+    );
     // A user's matmul (tests/in/user/matmul_leaky_relu.kir: c is [M, N]) with few rows.
     let path = concat!(env!("CARGO_MANIFEST_DIR"), "/in/user/matmul_leaky_relu.kir");
     let src = std::fs::read_to_string(path).expect("user matmul");
@@ -223,6 +230,82 @@ fn a_gemm_adding_a_tile_of_its_output_takes_the_128x128_row_and_stays_correct() 
             }
         }
         compare(&format!("gemm c_in {m}x{n}x{k}"), c, &want, tolerance(dt));
+    }
+}
+
+/// A GEMM whose A is stored transposed (`TRANS_A = 1`: a is [Bt, K, M], the weight gradient
+/// dB = Aᵀ·dC of a linear layer's backward) takes the same sm_90a rows as one that is not (A
+/// read M-major by wgmma, docs/backends.md), with or without B transposed; the scheduled kernels
+/// match an f64 oracle on ragged shapes.
+#[test]
+fn a_transposed_a_takes_the_wgmma_rows_and_stays_correct() {
+    let ta = |tb: bool| {
+        let mut d = vec![("TRANS_A".to_string(), "1".to_string())];
+        if tb {
+            d.push(("TRANS_B".to_string(), "1".to_string()));
+        }
+        d
+    };
+    let shapes_t = |m: usize, n: usize, k: usize, tb: bool| -> Vec<(String, Vec<usize>)> {
+        let b = if tb { vec![1, n, k] } else { vec![1, k, n] };
+        vec![("a".into(), vec![1, k, m]), ("b".into(), b)]
+    };
+    for tb in [false, true] {
+        for (s, want) in [
+            (vec![], "BLOCK_M=128 (M tile), BLOCK_N=256 (N tile)"),
+            (shapes_t(8192, 8192, 8192, tb), "BLOCK_N=256 (N tile)"),
+            (
+                shapes_t(100, 4096, 4096, tb),
+                "BLOCK_M=128 (M tile), BLOCK_N=128",
+            ),
+        ] {
+            let r = plan(gemm(), &ta(tb), &s).config.report;
+            assert!(r.contains(want), "{want}\n{r}");
+            assert!(r.contains("A transposed") && !r.contains("A not"), "{r}");
+        }
+    }
+    let dt = Dtype::Bf16;
+    let mut rng = Rng::fresh("trans_a gemm");
+    for (m, n, k, tb) in [
+        (300, 257, 130, false),
+        (129, 1001, 70, true),
+        (40, 300, 200, false),
+    ] {
+        let p = plan(gemm(), &ta(tb), &shapes_t(m, n, k, tb));
+        let out = pipeline::compile(gemm(), &p).expect("compiles");
+        assert!(
+            out.text.contains("wgmma.mma_async"),
+            "wgmma: {}",
+            p.config.report
+        );
+        // a is [K, M]; b is [N, K] when transposed, else [K, N].
+        let a = rng.tensor(k * m, 3.0, dt);
+        let b = rng.tensor(k * n, 3.0, dt);
+        let b_dims = if tb { [1, n, k] } else { [1, k, n] };
+        let args: BTreeMap<String, interp::HostArg> = [
+            ("a".to_string(), t(dt, &[1, k, m], a.clone())),
+            ("b".to_string(), t(dt, &b_dims, b.clone())),
+            ("alpha".to_string(), interp::HostArg::Scalar(1.5)),
+        ]
+        .into_iter()
+        .collect();
+        let res = interp::run(&out.module, &args).expect("runs");
+        let c = res["c"].data.as_f64().expect("f64");
+        let mut want = vec![0.0; m * n];
+        for i in 0..m {
+            for j in 0..n {
+                let s: f64 = (0..k)
+                    .map(|kk| a[kk * m + i] * if tb { b[j * k + kk] } else { b[kk * n + j] })
+                    .sum();
+                want[i * n + j] = round(dt, 1.5 * s);
+            }
+        }
+        compare(
+            &format!("gemm trans_a {m}x{n}x{k} tb {tb}"),
+            c,
+            &want,
+            tolerance(dt),
+        );
     }
 }
 
@@ -455,7 +538,7 @@ fn assembles_cleanly(
 /// kernel that loads a tile of the output's shape took its own 128×128 row (calls W1–W4).
 #[test]
 fn every_gemm_row_and_epilogue_assembles_without_spills() {
-    let cases: [(&[(&str, &str)], &str); 11] = [
+    let cases: [(&[(&str, &str)], &str); 15] = [
         (&[], "none"),
         (&[("EPILOGUE", "bias")], "bias"),
         (&[("EPILOGUE", "relu")], "relu"),
@@ -467,6 +550,10 @@ fn every_gemm_row_and_epilogue_assembles_without_spills() {
         (&[("C_IN", "1"), ("EPILOGUE", "relu")], "c_in relu"),
         (&[("C_IN", "1"), ("EPILOGUE", "silu")], "c_in silu"),
         (&[("C_IN", "1"), ("EPILOGUE", "gelu")], "c_in gelu"),
+        (&[("TRANS_A", "1")], "trans_a"),
+        (&[("TRANS_A", "1"), ("TRANS_B", "1")], "trans_a trans_b"),
+        (&[("TRANS_A", "1"), ("C_IN", "1")], "trans_a c_in"),
+        (&[("TRANS_A", "1"), ("EPILOGUE", "bias")], "trans_a bias"),
     ];
     let problems: [Option<(usize, usize, usize)>; 7] = [
         None,

@@ -52,7 +52,12 @@ pub(super) struct Row {
 /// 16384×14336×4096 524–541 against 483–492; 16 since call Y6, below), on a persistent grid of
 /// the target's SM count (8192³ 695–698 against 634–654, 4096³ 640–650 against 609–622;
 /// 16384×14336×4096 both ways between calls; docs/history/benchmarks-log.md "Persistent
-/// GEMM"); swiglu (two dots sharing A) keeps the op's tile.
+/// GEMM"); swiglu (two dots sharing A) keeps the op's tile. A stored transposed (`TRANS_A = 1`,
+/// read M-major by wgmma: the weight gradient dB = Aᵀ·dC) takes the same rows but the swapped
+/// ones; it matched none before call W5 (an H100,
+/// docs/gpu-results/2026-12-06-w5-h100-gemm-trans-a.txt, `kirc bench`, two rounds): 4096³
+/// 765–771 TFLOP/s against 159–160 on the op's tiles (torch's `a.t() @ b` 790), 8192³ 768–804
+/// against 161 (748–796), 16384×14336×4096 752–761 against 151 (724–784).
 pub(super) const ROWS: &[Row] = &[
     // At most 32 rows (M known): the accumulator computed transposed (`swap_operands`), so the
     // weight's 128 columns of a block are the M of two 64-row warpgroups and the few rows are
@@ -88,7 +93,7 @@ pub(super) const ROWS: &[Row] = &[
         cuda: false,
         class: Class::DotLoop,
         targets: &[Target::Sm90a],
-        when: |f| f.half() && f.dots == 1 && !f.trans_a && f.m.is_some_and(|m| m <= 64),
+        when: |f| f.half() && f.dots == 1 && f.m.is_some_and(|m| m <= 64),
         set: &[
             (Role::MTile, 64),
             (Role::NTile, 128),
@@ -110,7 +115,7 @@ pub(super) const ROWS: &[Row] = &[
         cuda: false,
         class: Class::DotLoop,
         targets: &[Target::Sm90a],
-        when: |f| f.half() && f.dots == 1 && !f.trans_a && f.m.is_some_and(|m| m <= 128),
+        when: |f| f.half() && f.dots == 1 && f.m.is_some_and(|m| m <= 128),
         set: &[
             (Role::MTile, 128),
             (Role::NTile, 128),
@@ -139,7 +144,7 @@ pub(super) const ROWS: &[Row] = &[
         warp_specialize: true,
         persistent: true,
         ..sm90a_gemm_row(
-            |f| f.half() && f.dots == 1 && !f.trans_a && f.acc_loads > 0,
+            |f| f.half() && f.dots == 1 && f.acc_loads > 0,
             &[
                 (Role::MTile, 128),
                 (Role::NTile, 128),
@@ -158,7 +163,6 @@ pub(super) const ROWS: &[Row] = &[
         |f| {
             f.half()
                 && f.dots == 1
-                && !f.trans_a
                 && f.output_tiles(128, 256)
                     .is_some_and(|t| t <= u64::from(Target::Sm90a.sm_count()))
         },
@@ -183,7 +187,6 @@ pub(super) const ROWS: &[Row] = &[
         |f| {
             f.half()
                 && f.dots == 1
-                && !f.trans_a
                 && f.output_tiles(128, 256).is_some_and(|t| t >= 1024)
                 && f.output_cols().is_some_and(|n| n <= 8192)
         },
@@ -195,12 +198,7 @@ pub(super) const ROWS: &[Row] = &[
     // 8 (calls Y4/Y6, docs/gpu-results/2026-12-04-y5-y6-bwd-pairs-gemm.txt): 4096³ 183.68 µs
     // against 184.61, 8192³ 1,412.9 against 1,421.1, 16384×14336×4096 2,507–2,454 against
     // 2,529–2,471, 4096×128256×4096 5,570 against 5,622; 8192×1024×8192 178.8 against 178.5.
-    wide_gemm_row(
-        |f| f.half() && f.dots == 1 && !f.trans_a,
-        WIDE_GROUP_16,
-        true,
-        false,
-    ),
+    wide_gemm_row(|f| f.half() && f.dots == 1, WIDE_GROUP_16, true, false),
     // layernorm_bwd's dx kernel (a whole row in 16-bit tiles, over four tensors loaded, the next
     // row's x, dy, mean and rstd in flight) on 8 warps keeps 2 blocks per SM (128 registers; 75
     // and one block on 16): H200, 16384×4096 bf16, 3.33 TB/s against 2.58 on 16 warps and 2.78
