@@ -296,6 +296,24 @@ pub fn try_op(
     })
 }
 
+/// The sm_90a PTX plan of module `src` with `defs`, made for the tensor `shapes` as `kirc bench
+/// --shape` makes it (`CompilePlan::resolve_for`: shapes can choose the configuration).
+pub fn sm90a_plan(
+    src: &str,
+    defs: &[(String, String)],
+    shapes: &[(String, Vec<usize>)],
+) -> kir_compiler::internal::plan::CompilePlan {
+    kir_compiler::internal::plan::CompilePlan::resolve_for(
+        src,
+        defs,
+        kir_backends::Target::Sm90a,
+        kir_compiler::internal::compile::Emit::Ptx,
+        kir_compiler::internal::plan::Flags::default(),
+        shapes,
+    )
+    .unwrap_or_else(|e| panic!("plan for {defs:?} {shapes:?}: {e}"))
+}
+
 /// Every `.kir` file in the repository (op library, test inputs, error cases, fusion programs),
 /// sorted.
 pub fn kir_files() -> Vec<std::path::PathBuf> {

@@ -9,11 +9,10 @@
 
 use kir_backends::interp;
 use kir_backends::Target;
-use kir_compiler::internal::compile::Emit;
 use kir_compiler::internal::pipeline;
-use kir_compiler::internal::plan::{CompilePlan, Flags};
+use kir_compiler::internal::plan::CompilePlan;
 use kir_ir::Dtype;
-use kir_tests::{compare, round, t, tolerance, Rng};
+use kir_tests::{compare, round, sm90a_plan as plan, t, tolerance, Rng};
 use std::collections::BTreeMap;
 
 fn gemm() -> &'static str {
@@ -22,10 +21,6 @@ fn gemm() -> &'static str {
 
 fn shapes(m: usize, n: usize, k: usize) -> Vec<(String, Vec<usize>)> {
     vec![("a".into(), vec![1, m, k]), ("b".into(), vec![1, k, n])]
-}
-
-fn plan(src: &str, d: &[(String, String)], s: &[(String, Vec<usize>)]) -> CompilePlan {
-    CompilePlan::resolve_for(src, d, Target::Sm90a, Emit::Ptx, Flags::default(), s).expect("plan")
 }
 
 #[test]

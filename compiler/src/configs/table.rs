@@ -138,8 +138,9 @@ pub(super) const ROWS: &[Row] = &[
     // values beside its 128 accumulator registers and ptxas spilled 900–904 bytes. 128×128
     // halves both; groups of 8 block rows and a 4-stage ring won the sweep (calls W1–W4, an
     // H100, docs/gpu-results/2026-12-06-w1-w4-h100-bars-gemm-c-in.txt, `kirc bench` TFLOP/s,
-    // two rounds): 4096³ 567–569 against the 128×256 row's 437–440, 8192³ 654–655 against
-    // 568–592, 16384×14336×4096 586–587 against 383–385 (torch's addmm 691, 667, 620).
+    // two rounds each in W3 and W4): 4096³ 565–573 against the 128×256 row's 436–440, 8192³
+    // 654–660 against 568–592, 16384×14336×4096 583–596 against 381–385 (torch's addmm 691–696,
+    // 648–667, 620–656).
     Row {
         warp_specialize: true,
         persistent: true,

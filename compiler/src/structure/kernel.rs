@@ -217,7 +217,6 @@ fn rows_dim(v: &View, out: &[Expr]) -> Option<String> {
 /// The tensor param a tile of dims `out` (the accumulator's) is stored to: the last store of
 /// the kernel whose tile's trailing dims are `out`'s.
 fn stored_param(v: &View, out: &[Expr]) -> Option<String> {
-    let same = |a: &Expr, b: &Expr| same_extent(v, a, b);
     let mut found = None;
     for b in v.blocks() {
         for &o in v.ops(b) {
@@ -230,7 +229,7 @@ fn stored_param(v: &View, out: &[Expr]) -> Option<String> {
                 continue;
             }
             let tail = &dims[dims.len() - 2..];
-            if !(same(&tail[0], &out[0]) && same(&tail[1], &out[1])) {
+            if !(same_extent(v, &tail[0], &out[0]) && same_extent(v, &tail[1], &out[1])) {
                 continue;
             }
             if let Some(t) = d.tensor.as_ref() {
