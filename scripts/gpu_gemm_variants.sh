@@ -12,6 +12,7 @@
 #      `a.t() @ b`, `addmm(c, a, b)`, `silu(x @ wg) * (x @ wu)`; CUDA events, median of 30),
 #      ROUNDS rounds; with BASE (another kirc, e.g. the previous commit's) timed beside KIRC.
 # usage: scripts/gpu_gemm_variants.sh KIRC [ROUNDS] [BASE]   (each kirc built with --features cuda)
+#   CHECK=0 skips part 1; VARIANTS="swiglu:8192x4096x4096 c_in:4096x4096x4096" times only those.
 set -uo pipefail
 kirc=${1:?usage: gpu_gemm_variants.sh KIRC [ROUNDS] [BASE]}
 rounds=${2:-2}
@@ -22,7 +23,7 @@ tmp=$(mktemp -d)
 nvidia-smi --query-gpu=name,clocks.sm,power.draw --format=csv,noheader
 
 # 1. Checks against float64.
-python3 - "$kirc" "$tmp" <<'PY'
+[ "${CHECK:-1}" = 0 ] || python3 - "$kirc" "$tmp" <<'PY'
 import os, subprocess, sys
 import numpy as np
 kirc, d = sys.argv[1:]
@@ -100,10 +101,10 @@ bench() {
   "$bin" bench gemm "$@" --arg alpha=1 --iters 30 2>&1 | grep -E " ms |rror" | tail -1
 }
 for r in $(seq "$rounds"); do
-  for v in "trans_a 4096x4096x4096" "trans_a 8192x8192x8192" "trans_a 16384x14336x4096" \
-    "c_in 4096x4096x4096" "c_in 8192x8192x8192" "c_in 16384x14336x4096" \
-    "swiglu 8192x4096x4096" "swiglu 16384x14336x4096"; do
-    set -- $v
+  for v in ${VARIANTS:-trans_a:4096x4096x4096 trans_a:8192x8192x8192 trans_a:16384x14336x4096 \
+    c_in:4096x4096x4096 c_in:8192x8192x8192 c_in:16384x14336x4096 \
+    swiglu:8192x4096x4096 swiglu:16384x14336x4096}; do
+    set -- ${v/:/ }
     IFS=x read -r m n kk <<<"$2"
     echo "round $r $1 $2 kir: $(bench "$kirc" "$1" "$m" "$n" "$kk")"
     [ -n "$base" ] && echo "round $r $1 $2 base: $(bench "$base" "$1" "$m" "$n" "$kk")"

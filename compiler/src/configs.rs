@@ -235,15 +235,81 @@ pub fn kernel_configs(
     if s.class.is_some() || s.kernels.len() < 2 {
         return vec![];
     }
+    let each: Vec<Structure> = s.kernels.iter().map(crate::structure::of_kernel).collect();
+    merged_configs(&each, generic, target, cuda, user_defines, user_tiles)
+}
+
+/// The configurations of the kernels of `fused`, the module the `fusion` pass made of a module
+/// configured kernel by kernel (`source`, the generic module's structure; [`kernel_configs`]):
+/// a kernel that fusion left as it was takes its own row as before; a kernel that fusion made
+/// (two projections over shared loads of A, a GEMM with its consumer's elementwise work) is
+/// classified by what it is now and takes the row of that structure. Its tiles are literals
+/// in the specialized module, so each role it plays is mapped back to the one constant that
+/// plays that role in every source kernel of its kind (a role whose source kernels name
+/// different constants, or none, has no constant, and no row applies). Merged as
+/// [`kernel_configs`] merges. Each report names the kernel.
+pub fn fused_configs(
+    fused: &Structure,
+    source: &Structure,
+    generic: &Module,
+    target: Target,
+    cuda: bool,
+    user_defines: &[(String, String)],
+    user_tiles: bool,
+) -> Vec<(String, Config)> {
+    let each: Vec<Structure> = fused
+        .kernels
+        .iter()
+        .map(|k| match source.kernels.iter().find(|s| s.name == k.name) {
+            Some(kept) => crate::structure::of_kernel(kept),
+            None => {
+                let mut k = k.clone();
+                for (role, name) in &mut k.roles {
+                    let mut names: Vec<&str> = source
+                        .kernels
+                        .iter()
+                        .filter(|s| s.kind == k.kind)
+                        .flat_map(|s| s.roles.iter())
+                        .filter(|(r, _)| r == role)
+                        .filter_map(|(_, n)| n.as_deref())
+                        .collect();
+                    names.sort_unstable();
+                    names.dedup();
+                    if let [one] = names[..] {
+                        *name = Some(one.to_string());
+                    }
+                }
+                crate::structure::of_kernel(&k)
+            }
+        })
+        .collect();
+    merged_configs(&each, generic, target, cuda, user_defines, user_tiles)
+}
+
+/// Each kernel's configuration (`each`: one single-kernel structure per kernel, in launch
+/// order) by [`target_config`], the rows' tile constants merged into the module's one set of
+/// defines: a constant that an earlier kernel's row set to another value keeps that value, and
+/// the later kernel gets no row, as does one whose values break a `where` clause together with
+/// the earlier rows'.
+fn merged_configs(
+    each: &[Structure],
+    generic: &Module,
+    target: Target,
+    cuda: bool,
+    user_defines: &[(String, String)],
+    user_tiles: bool,
+) -> Vec<(String, Config)> {
     // (constant, value, the kernel whose row set it)
     let mut merged: Vec<(String, String, String)> = vec![];
     let mut out = vec![];
-    for k in &s.kernels {
-        let ks = crate::structure::of_kernel(k);
+    for ks in each {
+        let Some(k) = ks.kernels.first() else {
+            continue;
+        };
         let mut c = if ks.class.is_none() {
             Config::none(&k.kind)
         } else {
-            target_config(&ks, generic, target, cuda, user_defines, user_tiles)
+            target_config(ks, generic, target, cuda, user_defines, user_tiles)
         };
         let clash = c.defines.iter().find_map(|(n, v)| {
             merged

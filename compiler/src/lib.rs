@@ -34,6 +34,7 @@ pub mod internal;
 
 mod configs;
 mod flags;
+mod fused_plan;
 mod search;
 mod split;
 mod structure;

@@ -132,28 +132,53 @@ fn compile_planned(
     plan: &CompilePlan,
     observe: &mut dyn FnMut(&str, &Module),
 ) -> Result<Compiled, CompileError> {
-    let frontend = |pm: PassManager, seen: &mut Vec<(String, Module)>| {
-        pm.run_frontend(src, &plan.defines, &mut |p, m| {
+    let frontend = |pm: PassManager, defines: &Defines, seen: &mut Vec<(String, Module)>| {
+        pm.run_frontend(src, defines, &mut |p, m| {
             seen.push((p.to_string(), m.clone()))
         })
         .map_err(CompileError::Source)
     };
     let mut seen = vec![];
-    let manager = match plan.flags.fusion {
+    let manager = || match plan.flags.fusion {
         Fusion::Off => PassManager::standard().without("fusion"),
         Fusion::Auto | Fusion::On => PassManager::standard(),
     };
-    let f = frontend(manager, &mut seen)?;
-    let fused = f.fused != f.optimized;
+    let mut f = frontend(manager(), &plan.defines, &mut seen)?;
+    let mut fused = f.fused != f.optimized;
+    // The fused kernels' own configurations (crate::fused_plan): the fused candidate is
+    // specialized and lowered with them, the unfused one with `plan`.
+    let mut fused_plan = None;
+    if fused && matches!(plan.stage, Stage::Fused | Stage::Output) {
+        if let Some(p) = plan.for_fused(src, &f.fused) {
+            if p.defines != plan.defines {
+                let mut again = vec![];
+                let g = frontend(manager(), &p.defines, &mut again)?;
+                if g.fused != g.optimized {
+                    (f, seen) = (g, again);
+                    fused_plan = Some(p);
+                }
+            } else {
+                fused_plan = Some(p);
+            }
+        }
+    }
+    fused = f.fused != f.optimized;
+    let fused_config = fused_plan
+        .as_ref()
+        .map(|p| format!("; the fused module's {}", p.config_report()));
     let weigh = plan.flags.fusion == Fusion::Auto
         && fused
         && plan.judge == Judge::Ptx
         && plan.emit == Emit::Ptx
         && plan.stage == Stage::Output;
-    let mut out = lower(f, plan, &mut seen)?;
+    let mut out = lower(f, fused_plan.as_ref().unwrap_or(plan), &mut seen)?;
     if weigh {
         let mut seen_unfused = vec![];
-        let g = frontend(PassManager::standard().without("fusion"), &mut seen_unfused)?;
+        let g = frontend(
+            PassManager::standard().without("fusion"),
+            &plan.defines,
+            &mut seen_unfused,
+        )?;
         let unfused = lower(g, plan, &mut seen_unfused)?;
         let cost = |c: &Compiled, seen: &[(String, Module)]| {
             let spec = seen
@@ -173,7 +198,7 @@ fn compile_planned(
             None => "unknown".to_string(),
         };
         let note = format!(
-            "{} (estimates with every dim = {}: fused {}, unfused {})",
+            "{} (estimates with every dim = {}: fused {}, unfused {}){}",
             if take_unfused {
                 "not taken, the unfused kernels are estimated faster"
             } else {
@@ -181,17 +206,19 @@ fn compile_planned(
             },
             passes::NOMINAL_DIM,
             text(&a),
-            text(&b)
+            text(&b),
+            fused_config.clone().unwrap_or_default()
         );
         if take_unfused {
             (out, seen) = (unfused, seen_unfused);
         }
         out.fusion = Some(note);
     } else if fused {
-        out.fusion = Some(match plan.flags.fusion {
-            Fusion::On => "taken (--fuse)".to_string(),
-            _ => "taken (no target to estimate for)".to_string(),
-        });
+        let why = match plan.flags.fusion {
+            Fusion::On => "taken (--fuse)",
+            _ => "taken (no target to estimate for)",
+        };
+        out.fusion = Some(format!("{why}{}", fused_config.unwrap_or_default()));
     } else if plan.flags.fusion == Fusion::Off {
         out.fusion = Some("not run (--no-fuse)".to_string());
     }

@@ -287,7 +287,8 @@ fn sm90a_gemm_default_is_the_wgmma_tile_with_a_deeper_ring() {
         "{}",
         syms[0]
     );
-    // swiglu (two dots sharing A) keeps the op's tile.
+    // swiglu (two dots sharing A) takes the two-accumulator row: 128×128 tiles in groups of 8
+    // (tests/tests/gemm_variant_rows.rs checks its warp roles and results).
     let (syms, _) = ptx(
         src,
         &[("EPILOGUE", "swiglu")],
@@ -295,7 +296,7 @@ fn sm90a_gemm_default_is_the_wgmma_tile_with_a_deeper_ring() {
         PtxOptions::default(),
     );
     assert!(
-        syms[0].ends_with("BLOCK_M_64_BLOCK_N_64_BLOCK_K_32_GROUP_M_1"),
+        syms[0].contains("BLOCK_M_128_BLOCK_N_128_BLOCK_K_64_GROUP_M_8"),
         "{}",
         syms[0]
     );

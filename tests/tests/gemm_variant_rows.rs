@@ -1,9 +1,10 @@
 //! GEMM variants on the sm_90a rows by their structure (compiler/src/structure/,
 //! compiler/src/configs/table.rs, docs/configs.md): a dot loop that loads a tile of its
-//! output's shape (gemm's `C_IN = 1`, `Features::acc_loads`) takes its own 128×128 row, and one
-//! whose A is stored transposed (`TRANS_A = 1`, read M-major by wgmma) the rows of the
-//! untransposed GEMM; the scheduled kernels of both match the f64 oracle
-//! (`kir_tests::oracle_ops::gemm`) on the interpreter, on ragged shapes with magnitudes above 1.
+//! output's shape (gemm's `C_IN = 1`, `Features::acc_loads`) takes its own 128×128 row, one
+//! of two dots sharing A (`EPILOGUE=swiglu`) the two-accumulator 128×128 row, and one whose A
+//! is stored transposed (`TRANS_A = 1`, read M-major by wgmma) the rows of the untransposed
+//! GEMM; the scheduled kernels match the f64 oracle (`kir_tests::oracle_ops::gemm`) on the
+//! interpreter, on ragged shapes with magnitudes above 1.
 //! (Their PTX assembles without spills: tests/tests/shape_configs.rs,
 //! `every_gemm_row_and_epilogue_assembles_without_spills`.)
 
@@ -20,7 +21,8 @@ fn gemm() -> &'static str {
 }
 
 /// One GEMM problem: M×N×K, A stored [1, K, M] when `ta` (else [1, M, K]), B [1, N, K] when
-/// `tb` (else [1, K, N]), and a c_in added when `c_in`.
+/// `tb` (else [1, K, N]), a c_in added when `c_in`, and the SwiGLU epilogue over a second B
+/// (b2, stored as B is) when `swiglu`.
 #[derive(Clone, Copy)]
 struct Problem {
     m: usize,
@@ -29,6 +31,7 @@ struct Problem {
     ta: bool,
     tb: bool,
     c_in: bool,
+    swiglu: bool,
 }
 
 impl Problem {
@@ -60,15 +63,22 @@ impl Problem {
                 d.push((name.to_string(), "1".to_string()));
             }
         }
+        if self.swiglu {
+            d.push(("EPILOGUE".to_string(), "swiglu".to_string()));
+        }
         d
     }
 
     /// The input shapes a caller hands the plan (`kirc bench --shape`).
     fn shapes(&self) -> Vec<(String, Vec<usize>)> {
-        vec![
+        let mut s = vec![
             ("a".into(), self.a_dims().to_vec()),
             ("b".into(), self.b_dims().to_vec()),
-        ]
+        ];
+        if self.swiglu {
+            s.push(("b2".into(), self.b_dims().to_vec()));
+        }
+        s
     }
 
     /// The sm_90a plan of gemm for this problem.
@@ -94,6 +104,7 @@ fn check_scheduled(p: Problem, rng: &mut Rng) {
     let a = rng.tensor(m * k, 3.0, dt);
     let b = rng.tensor(k * n, 3.0, dt);
     let c0 = rng.tensor(m * n, 2.0 * (k as f64).sqrt() * 9.0, dt);
+    let b2 = rng.tensor(k * n, 3.0, dt);
     let mut args: BTreeMap<String, HostArg> = [
         ("a".to_string(), t(dt, &p.a_dims(), a.clone())),
         ("b".to_string(), t(dt, &p.b_dims(), b.clone())),
@@ -105,20 +116,23 @@ fn check_scheduled(p: Problem, rng: &mut Rng) {
         args.insert("c_in".into(), t(dt, &[1, m, n], c0.clone()));
         args.insert("beta".into(), HostArg::Scalar(-0.75));
     }
+    if p.swiglu {
+        args.insert("b2".into(), t(dt, &p.b_dims(), b2.clone()));
+    }
     let res = interp::run(&out.module, &args).expect("runs");
     let c = res["c"].data.as_f64().expect("f64");
     let want: Vec<f64> = oracle_ops::gemm(&oracle_ops::Gemm {
         dims: (1, m, k, n),
         a: &a,
         b: &b,
-        b2: None,
+        b2: p.swiglu.then_some(&b2[..]),
         bias: None,
         c_in: p.c_in.then_some((&c0[..], -0.75)),
         trans_a: p.ta,
         trans_b: p.tb,
         bf16_trunc: false,
         alpha: 1.5,
-        epi: Epi::None,
+        epi: if p.swiglu { Epi::Swiglu } else { Epi::None },
     })
     .into_iter()
     .map(|x| round(dt, x))
@@ -139,6 +153,7 @@ fn a_gemm_adding_a_tile_of_its_output_takes_the_128x128_row_and_stays_correct() 
         ta: false,
         tb: false,
         c_in: true,
+        swiglu: false,
     };
     let plain = |m, n, k| Problem {
         c_in: false,
@@ -180,6 +195,7 @@ fn a_transposed_a_takes_the_wgmma_rows_and_stays_correct() {
         ta: true,
         tb,
         c_in: false,
+        swiglu: false,
     };
     for tb in [false, true] {
         for (p, want) in [
@@ -210,6 +226,48 @@ fn a_transposed_a_takes_the_wgmma_rows_and_stays_correct() {
             ..ta(150, 300, 90, true)
         },
     ] {
+        check_scheduled(p, &mut rng);
+    }
+}
+
+/// A dot loop of two dots sharing A (gemm's `EPILOGUE=swiglu`: silu(α·a·b) ⊙ α·a·b2, an MLP's
+/// gate and up projections in one kernel) takes the two-accumulator 128×128 row (warp-specialized,
+/// persistent; it kept the op's 64×64 tiles on mma.sync before), with shapes or without, B
+/// transposed or not; the scheduled kernels match the f64 oracle on ragged shapes.
+#[test]
+fn two_dots_sharing_a_take_the_two_accumulator_row_and_stay_correct() {
+    let sw = |m, n, k, tb| Problem {
+        m,
+        n,
+        k,
+        ta: false,
+        tb,
+        c_in: false,
+        swiglu: true,
+    };
+    for tb in [false, true] {
+        for p in [sw(8192, 4096, 4096, tb), sw(100, 14336, 4096, tb)] {
+            for r in [
+                p.plan().config.report,
+                plan(gemm(), &p.defs(), &[]).config.report,
+            ] {
+                for want in [
+                    "BLOCK_M=128 (M tile), BLOCK_N=128 (N tile), BLOCK_K=64 (K tile), GROUP_M=8",
+                    "warps 8, stages 4, warp-specialized, persistent",
+                    "2 dots sharing A",
+                ] {
+                    assert!(r.contains(want), "{want}\n{r}");
+                }
+            }
+        }
+    }
+    let mut rng = Rng::fresh("swiglu gemm");
+    for p in [sw(300, 257, 130, false), sw(129, 1001, 70, true)] {
+        assert!(
+            p.plan().config.warp_specialize,
+            "{}",
+            p.plan().config.report
+        );
         check_scheduled(p, &mut rng);
     }
 }

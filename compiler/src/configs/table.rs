@@ -52,7 +52,7 @@ pub(super) struct Row {
 /// 16384×14336×4096 524–541 against 483–492; 16 since call Y6, below), on a persistent grid of
 /// the target's SM count (8192³ 695–698 against 634–654, 4096³ 640–650 against 609–622;
 /// 16384×14336×4096 both ways between calls; docs/history/benchmarks-log.md "Persistent
-/// GEMM"); swiglu (two dots sharing A) keeps the op's tile. A stored transposed (`TRANS_A = 1`,
+/// GEMM"); swiglu (two dots sharing A) takes its own 128×128 row. A stored transposed (`TRANS_A = 1`,
 /// read M-major by wgmma: the weight gradient dB = Aᵀ·dC) takes the same rows but the swapped
 /// ones; it matched none before call W5 (an H100,
 /// docs/gpu-results/2026-12-06-w5-h100-gemm-trans-a.txt, `kirc bench`, two rounds): 4096³
@@ -146,6 +146,27 @@ pub(super) const ROWS: &[Row] = &[
         persistent: true,
         ..sm90a_gemm_row(
             |f| f.half() && f.dots == 1 && f.acc_loads > 0,
+            &[
+                (Role::MTile, 128),
+                (Role::NTile, 128),
+                (Role::KTile, 64),
+                (Role::Group, 8),
+            ],
+            4,
+        )
+    },
+    // Two dots sharing A (gemm's `EPILOGUE=swiglu`: silu(a·b) ⊙ a·b2, an MLP's gate and up
+    // projections in one kernel, and a user's two GEMMs over the same activations once fused):
+    // two 128×128 accumulators take the registers of one 128×256 tile, so the same ring and
+    // roles with B and B2 in their own rings (three, 193 KB at 4 stages), no spill (ptxas 13.0,
+    // tests/tests/shape_configs.rs). Chosen by that register budget, not yet timed on a GPU
+    // (it ran the op's 64×64 tiles before: 2.449 ms at M = 8192, K = N = 4096 in call C2,
+    // against 0.898 for two GEMMs and the elementwise SwiGLU; docs/benchmarks.md).
+    Row {
+        warp_specialize: true,
+        persistent: true,
+        ..sm90a_gemm_row(
+            |f| f.half() && f.dots == 2 && f.acc_loads == 0,
             &[
                 (Role::MTile, 128),
                 (Role::NTile, 128),
