@@ -98,7 +98,7 @@ bench() {
     c_in) set -- -D C_IN=1 --shape "a=1x${m}x${kk}" --shape "b=1x${kk}x${n}" --shape "c_in=1x${m}x${n}" --arg beta=1 ;;
     swiglu) set -- -D EPILOGUE=swiglu --shape "a=1x${m}x${kk}" --shape "b=1x${kk}x${n}" --shape "b2=1x${kk}x${n}" ;;
   esac
-  "$bin" bench gemm "$@" --arg alpha=1 --iters 30 2>&1 | grep -E " ms |rror" | tail -1
+  "$bin" bench gemm "$@" --arg alpha=1 --iters 30 2>&1 | grep -E " ms median|rror" | tail -1
 }
 for r in $(seq "$rounds"); do
   for v in ${VARIANTS:-trans_a:4096x4096x4096 trans_a:8192x8192x8192 trans_a:16384x14336x4096 \

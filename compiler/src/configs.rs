@@ -27,7 +27,7 @@ mod attention_rows;
 mod table;
 
 use crate::passes::const_values;
-use crate::structure::{NoRole, Structure};
+use crate::structure::{NoRole, Role, Structure};
 use attention_rows::ATTENTION_ROWS;
 use kir_backends::Target;
 use kir_ir::Module;
@@ -64,6 +64,9 @@ pub struct Config {
     /// With warp specialization: at most this many registers a consumer thread (`None`: what
     /// the block leaves it, up to `setmaxnreg`'s 256).
     pub consumer_regs: Option<u32>,
+    /// With a persistent grid, for a kernel with no group constant of its own: its tiles
+    /// walked in groups of this many rows (the row's group value; `persistent` pass).
+    pub tile_group: Option<u32>,
     /// Which row applied and why, or why none did: the `configuration:` line of
     /// `kirc compile --report` (empty where no configuration was looked up).
     pub report: String,
@@ -119,9 +122,21 @@ pub fn target_config(
     }
     let mut defines: Vec<(String, String)> = vec![];
     let mut parts: Vec<String> = vec![];
+    let mut tile_group = None;
     for (role, value) in row.set {
         let c = match s.role(*role) {
             Ok(c) => c,
+            // A kernel that orders its tiles in no groups of its own gets the row's group from
+            // the persistent grid's order (bit for bit the same tiles, in another order).
+            Err(NoRole::Absent) if *role == Role::Group && row.persistent => {
+                tile_group = u32::try_from(*value).ok();
+                parts.push(format!(
+                    "{} {value} (none in the kernel: the persistent grid walks its tiles in \
+                     groups of {value} rows)",
+                    role.name()
+                ));
+                continue;
+            }
             Err(NoRole::Absent) => {
                 parts.push(format!("{} skipped (none in the kernel)", role.name()));
                 continue;
@@ -212,6 +227,7 @@ pub fn target_config(
         stream_k: row.stream_k,
         min_blocks: row.min_blocks,
         consumer_regs: row.consumer_regs,
+        tile_group,
     }
 }
 

@@ -75,6 +75,10 @@ pub struct ScheduleOptions {
     /// Make kernels persistent over this many programs (`persistent` pass) before pipelining;
     /// `None` leaves grids as they are.
     pub persistent: Option<u32>,
+    /// With `persistent`: the tiles walked in groups of this many rows of the grid's axis 1
+    /// (the configuration's group, for a kernel that orders its tiles in no groups of its own);
+    /// `None`: in grid order.
+    pub tile_group: Option<u32>,
     /// Pair each TMA ring loop's fresh stage dot with the previous block's accumulating dot
     /// (`dot_overlap`), after pipelining or, in a warp-specialized kernel, in its consumer.
     pub overlap: bool,

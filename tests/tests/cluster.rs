@@ -22,7 +22,7 @@ fn scheduled(name: &str, defs: &[(&str, &str)], programs: u32, warps: u32) -> ki
         hold_carried_dots: false,
         tma_rings: false,
     };
-    let p = persistent(&spec(name, defs), programs).expect("persistent");
+    let p = persistent(&spec(name, defs), programs, None).expect("persistent");
     let piped = pipelining(&p, &cfg).expect("pipelining");
     warp_specialize_within(&piped, &WsPlan::one_consumer(warps, None), 232_448).expect("ws")
 }
@@ -122,7 +122,7 @@ fn clustered_attention_matches_the_unclustered_kernel_under_20_seeds() {
 #[test]
 fn kernels_that_cannot_share_are_refused_with_the_reason() {
     // Not warp-specialized.
-    let plain = persistent(&spec("gemm", &[("BLOCK_M", "16")]), 4).expect("persistent");
+    let plain = persistent(&spec("gemm", &[("BLOCK_M", "16")]), 4, None).expect("persistent");
     let e = format!("{:?}", cluster(&plain, true).expect_err("no partitions"));
     assert!(
         e.contains("cannot run in clusters of 2: it is not warp-specialized"),
@@ -162,7 +162,7 @@ fn a_helper_kernel_beside_one_that_qualifies_is_left_alone_and_errors_name_each_
     let (_, z) = after.kernel("zero_flags").expect("the helper is kept");
     assert_eq!(z, &helper_kernel);
     // When none qualifies, the error names every kernel by its name, each with its reason.
-    let mut none = persistent(&spec("gemm", &[("BLOCK_M", "16")]), 4).expect("persistent");
+    let mut none = persistent(&spec("gemm", &[("BLOCK_M", "16")]), 4, None).expect("persistent");
     let helper = kir_ir::text::parse(
         "module h\nkernel @zero_flags(flags: out tensor<i32>[8]) grid [1, 1, 1] {\n  \
          %z = const 0 : tile<8xi32>\n  store flags[0], %z guard\n}\n",

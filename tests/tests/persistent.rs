@@ -30,7 +30,7 @@ fn persistent_kernels_compute_every_tile_once() {
         for programs in [1, 3, 7] {
             let what = format!("{name} {defs:?} persistent {programs}");
             let after = checked(
-                persistent(&before, programs).unwrap_or_else(|e| panic!("{what}: {e:?}")),
+                persistent(&before, programs, None).unwrap_or_else(|e| panic!("{what}: {e:?}")),
                 &what,
             );
             // Every kernel with a top-level loop walks tiles: its grid is one axis now (a kernel
@@ -52,6 +52,62 @@ fn persistent_kernels_compute_every_tile_once() {
                 );
             }
             differential(&what, &before, &after, 1);
+        }
+    }
+}
+
+/// Tiles walked in groups of rows (`persistent(m, P, Some(group))`, the configuration's group
+/// for a kernel with none of its own): still every tile once, bit for bit, with groups that do
+/// and do not divide the grid's rows, more and fewer programs than tiles, a user's matmul (a
+/// 2-D grid, no group constant), gemm with and without its own groups (a 3-D grid: the batch is
+/// walked slice by slice) and a causal attention forward.
+#[test]
+fn persistent_kernels_in_groups_of_rows_compute_every_tile_once() {
+    let user = {
+        let path = format!(
+            "{}/in/user/matmul_leaky_relu.kir",
+            env!("CARGO_MANIFEST_DIR")
+        );
+        let src = std::fs::read_to_string(&path).expect("read");
+        let d = [
+            ("BM".to_string(), "16".to_string()),
+            ("BN".to_string(), "16".to_string()),
+            ("BK".to_string(), "16".to_string()),
+        ];
+        kir_compiler::internal::pipeline::output(&src, &d).expect("specializes")
+    };
+    let cases = [
+        ("user matmul".to_string(), user),
+        (
+            "gemm".to_string(),
+            spec("gemm", &[("BLOCK_M", "16"), ("BLOCK_N", "16")]),
+        ),
+        (
+            "gemm GROUP_M 4".to_string(),
+            spec(
+                "gemm",
+                &[("BLOCK_M", "16"), ("BLOCK_N", "32"), ("GROUP_M", "4")],
+            ),
+        ),
+        (
+            "attention_fwd causal".to_string(),
+            spec("attention_fwd", &[("CAUSAL", "1")]),
+        ),
+    ];
+    for (name, before) in &cases {
+        for (programs, group) in [(1, 2), (3, 3), (7, 8), (64, 5)] {
+            let what = format!("{name} persistent {programs} in groups of {group}");
+            let after = checked(
+                persistent(before, programs, Some(group))
+                    .unwrap_or_else(|e| panic!("{what}: {e:?}")),
+                &what,
+            );
+            assert_ne!(
+                kir_ir::text::print(&after),
+                kir_ir::text::print(&persistent(before, programs, None).expect("persistent")),
+                "{what}: the order is not grouped"
+            );
+            differential(&what, before, &after, 1);
         }
     }
 }
@@ -89,7 +145,7 @@ fn persistent_warp_specialized_rings_hold_under_20_seeds() {
                 "{name} {defs:?} persistent {programs} plan {} budget {budget}",
                 plan.name
             );
-            let p = persistent(&before, programs).expect("persistent");
+            let p = persistent(&before, programs, None).expect("persistent");
             let piped = pipelining(&p, &cfg).unwrap_or_else(|e| panic!("{what}: {e:?}"));
             let after = checked(
                 warp_specialize_within(&piped, &plan, budget)
@@ -126,7 +182,8 @@ fn a_persistent_kernel_takes_one_consumer() {
         hold_carried_dots: false,
         tma_rings: false,
     };
-    let piped = pipelining(&persistent(&before, 4).expect("persistent"), &cfg).expect("piped");
+    let piped =
+        pipelining(&persistent(&before, 4, None).expect("persistent"), &cfg).expect("piped");
     let e = warp_specialize(&piped, &WsPlan::FA3).expect_err("two consumers");
     let msg = format!("{e:?}");
     assert!(

@@ -271,7 +271,7 @@ fn a_user_matmul_gets_the_dot_loop_row_and_stays_correct() {
     let report = &plan.config.report;
     for want in [
         "configuration: sm_90a dot-loop row: BM=128 (M tile), BN=256 (N tile), BK=64 (K tile)",
-        "group skipped (none in the kernel)",
+        "group 16 (none in the kernel: the persistent grid walks its tiles in groups of 16 rows)",
         "warps 8, stages 4, warp-specialized, persistent",
         "matched: one dot loop, f16 operands, A not transposed",
     ] {

@@ -19,7 +19,8 @@
 //! stream: the [`Bound`] holds only addresses.
 
 use super::driver::{launch, CUstream};
-use super::program::{entry_of, Bound, DevBuf};
+use super::fork::{conflict, Fork};
+use super::program::{entry_of, Bound, DevBuf, Ready};
 use super::{Program, RuntimeError};
 use crate::interp::bind::{alloc, bind_entry, EntryEnv, NewBuf};
 use crate::interp::memory::contiguous_strides;
@@ -250,25 +251,49 @@ impl Program<'_> {
 
     /// Launches every kernel of the program bound in `b`, in order, on `stream` (null: the
     /// default stream), asynchronously, after making the GPU's primary context current on this
-    /// thread. Launches with an empty grid are skipped.
+    /// thread. Launches with an empty grid are skipped. Two consecutive launches that touch no
+    /// common memory at the buffers' current addresses run together (`fork.rs`): the first on
+    /// the binding's own stream, both after the work already on `stream`, and the work put on
+    /// `stream` afterwards waits for both.
     pub fn launch_on(&self, b: &mut Bound, stream: CUstream) -> Result<(), RuntimeError> {
         self.gpu.make_current()?;
-        for r in &mut b.ready {
-            if r.grid.contains(&0) {
+        let runs = |r: &Ready| !r.grid.contains(&0);
+        let mut i = 0;
+        while i < b.ready.len() {
+            let pair = i + 1 < b.ready.len()
+                && runs(&b.ready[i])
+                && runs(&b.ready[i + 1])
+                && !conflict(&b.ready[i].touches, &b.ready[i + 1].touches, &b.addrs);
+            if pair {
+                if b.fork.is_none() {
+                    b.fork = Some(Fork::new()?);
+                }
+                let fork = b.fork.as_ref().expect("made above");
+                let (first, rest) = b.ready[i..].split_at_mut(1);
+                fork.around(stream, |s| go(&mut first[0], s), |s| go(&mut rest[0], s))?;
+                i += 2;
                 continue;
             }
-            launch(
-                r.func,
-                r.grid,
-                r.block,
-                r.shared_bytes,
-                &mut r.args,
-                stream,
-                &r.symbol,
-            )?;
+            if runs(&b.ready[i]) {
+                go(&mut b.ready[i], stream)?;
+            }
+            i += 1;
         }
         Ok(())
     }
+}
+
+/// Launches `r` on `stream`.
+fn go(r: &mut Ready, stream: CUstream) -> Result<(), RuntimeError> {
+    launch(
+        r.func,
+        r.grid,
+        r.block,
+        r.shared_bytes,
+        &mut r.args,
+        stream,
+        &r.symbol,
+    )
 }
 
 /// The buffer type of a binding that only records shapes.

@@ -22,7 +22,8 @@
 //!   encode nothing; an empty tensor in a launch that runs maps a zeroed stand-in.
 //! - **Launching.** Every launch of the program in order on the default stream, parameters in
 //!   ABI order (`abi.rs`; a tensor map passed by value, 128 bytes), block and dynamic shared
-//!   memory from META.
+//!   memory from META; two consecutive launches that touch no common memory run together, the
+//!   first on a stream of the binding's own (`fork.rs`).
 //! - **A caller's tensors and stream** (`external.rs`): [`Program::buffer_specs`],
 //!   [`Program::bind_device`] and [`Program::launch_on`] bind device memory the caller owns
 //!   (a framework's tensors) and launch on the caller's stream, with the same checks.
@@ -31,6 +32,7 @@
 mod driver;
 mod external;
 mod fill;
+mod fork;
 mod kernels;
 mod maps;
 mod prepared;

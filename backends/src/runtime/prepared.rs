@@ -185,6 +185,9 @@ impl Program<'_> {
             for (ready, at, arg) in new {
                 p.bound.ready[ready].args[at] = arg;
             }
+            for (name, &ptr) in p.names.iter().zip(ptrs) {
+                p.bound.addrs.insert(name.clone(), ptr);
+            }
             p.last.copy_from_slice(ptrs);
         }
         self.launch_on(&mut p.bound, stream)
@@ -218,6 +221,7 @@ mod tests {
             shared_bytes: 0,
             args: Vec::new(),
             patches,
+            touches: Vec::new(),
         }
     }
 

@@ -5,6 +5,7 @@
 
 use super::driver::{CuModule, DevMem, Gpu, KernelArg, TensorMapBytes};
 use super::fill::Filler;
+use super::fork::{Fork, Touch};
 use super::kernels::{meta_err, meta_kernels, split_entries};
 use super::maps::encode_tensor_map;
 use super::{Image, RuntimeError};
@@ -76,6 +77,9 @@ pub(super) struct Ready {
     /// from it): what a prepared binding rewrites when it launches on new addresses
     /// (`prepared.rs`). A launch with an empty grid has none (it never runs).
     pub(super) patches: Vec<Patch>,
+    /// The buffers the launch binds, for deciding whether it may run beside the next one
+    /// (`fork.rs`).
+    pub(super) touches: Vec<Touch>,
 }
 
 /// An argument of a [`Ready`] launch that depends on a bound tensor's address.
@@ -104,6 +108,10 @@ pub struct Bound {
     _zeros: Option<DevMem>,
     /// The entry's dims, bound from the input shapes.
     pub dims: BTreeMap<String, i64>,
+    /// Every bound buffer's current address by name (a prepared binding updates the caller's).
+    pub(super) addrs: BTreeMap<String, u64>,
+    /// The stream and events that let two launches run together, made on the first fork.
+    pub(super) fork: Option<Fork>,
 }
 
 impl Bound {
@@ -351,11 +359,18 @@ impl<'g> Program<'g> {
             }
         }
         let dims = env.dims.clone();
+        let addrs = env
+            .buffers
+            .iter()
+            .map(|(n, b)| (n.clone(), b.ptr))
+            .collect();
         Ok(Bound {
             env,
             ready,
             _zeros: zeros,
             dims,
+            addrs,
+            fork: None,
         })
     }
 
@@ -453,6 +468,22 @@ impl<'g> Program<'g> {
                 }
             });
         }
+        let touches = k
+            .params
+            .iter()
+            .filter_map(|p| match &p.kind {
+                ParamKind::Tensor(acc, _) => {
+                    let b = tensors.get(&p.name)?;
+                    let len = storage_len(&b.name, &b.shape, &b.strides).ok()?;
+                    Some(Touch {
+                        name: b.name.clone(),
+                        bytes: (len * native_width(b.dtype)) as u64,
+                        write: acc.writes(),
+                    })
+                }
+                ParamKind::Scalar(_) => None,
+            })
+            .collect();
         Ok(Ready {
             func: loaded.func,
             symbol: loaded.symbol.clone(),
@@ -461,6 +492,7 @@ impl<'g> Program<'g> {
             shared_bytes: loaded.shared_bytes,
             args,
             patches,
+            touches,
         })
     }
 

@@ -159,9 +159,10 @@ pub(super) const ROWS: &[Row] = &[
     // projections in one kernel, and a user's two GEMMs over the same activations once fused):
     // two 128×128 accumulators take the registers of one 128×256 tile, so the same ring and
     // roles with B and B2 in their own rings (three, 193 KB at 4 stages), no spill (ptxas 13.0,
-    // tests/tests/shape_configs.rs). Chosen by that register budget, not yet timed on a GPU
-    // (it ran the op's 64×64 tiles before: 2.449 ms at M = 8192, K = N = 4096 in call C2,
-    // against 0.898 for two GEMMs and the elementwise SwiGLU; docs/benchmarks.md).
+    // tests/tests/shape_configs.rs). An H100, M = 8192, K = N = 4096 (calls Y2/Y3,
+    // docs/gpu-results/2026-12-07-y2-y4-h100-swiglu-row-fused-config-launch-pairs.txt, `kirc
+    // bench`): 0.734–0.737 ms against 2.707–2.709 on the op's 64×64 tiles before (torch's
+    // `silu(x @ wg) * (x @ wu)` 0.817–0.829); the sweep of tiles is not done.
     Row {
         warp_specialize: true,
         persistent: true,

@@ -155,7 +155,7 @@ impl Pass for Persistent {
     schedule_levels!("persistent");
     fn run(&self, m: &Module, cx: &PassContext) -> Result<Option<Module>, Diagnostics> {
         match cx.schedule.persistent {
-            Some(n) => passes::persistent(m, n).map(Some),
+            Some(n) => passes::persistent(m, n, cx.schedule.tile_group).map(Some),
             None => Ok(None),
         }
     }

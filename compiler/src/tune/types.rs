@@ -131,6 +131,9 @@ impl Candidate {
             // Nor is the consumer's register budget: a tuned warp-specialized candidate's
             // consumer gets what its block leaves it.
             consumer_regs: None,
+            // Nor is the tile order of a kernel with no group constant: a tuned persistent
+            // candidate walks its tiles in grid order.
+            tile_group: None,
             report: format!("configuration: tuned: {}", self.cli_args()),
         }
     }

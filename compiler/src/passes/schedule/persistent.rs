@@ -31,8 +31,9 @@ use kir_ir::{
 
 /// Makes every qualifying kernel of `m` persistent over `programs` programs (see the module
 /// doc). Kernels without a top-level loop, or that already hold scheduled IR, are unchanged.
-/// `programs` must be at least 1.
-pub fn persistent(m: &Module, programs: u32) -> Result<Module, Diagnostics> {
+/// `programs` must be at least 1. With `group`, the tiles are walked in groups of that many
+/// rows of axis 1 ([`grouped_coords`]) instead of in grid order.
+pub fn persistent(m: &Module, programs: u32, group: Option<u32>) -> Result<Module, Diagnostics> {
     if programs == 0 {
         return Err(Diagnostics(vec![Diagnostic::new(
             Span::default(),
@@ -42,7 +43,7 @@ pub fn persistent(m: &Module, programs: u32) -> Result<Module, Diagnostics> {
     let mut out = m.clone();
     for k in out.kernels.values_mut() {
         if qualifies(k) {
-            kernel(k, programs);
+            kernel(k, programs, group);
             kir_ir::renumber::renumber_kernel(k);
         }
     }
@@ -157,8 +158,46 @@ pub(super) fn replace_grid_queries(k: &mut Kernel, ops: &[Op], coord: [Value; 3]
     }
 }
 
-/// Rewrites `k` onto a persistent grid of `programs` programs (see the module doc).
-pub(super) fn kernel(k: &mut Kernel, programs: u32) {
+/// Appends to block `b` the coordinates of `tile` when the tiles of each axis-2 slice are
+/// walked in groups of `group` rows of axis 1: within a group, down its rows first, then to the
+/// next column (`r = tile mod (g0 · g1)`, `first = (r div (group · g0)) · group`, `rows =
+/// min(g1 − first, group)`, `y = first + (r mod (group · g0)) mod rows`, `x = (r mod (group ·
+/// g0)) div rows`, `z = tile div (g0 · g1)`). A bijection of each slice's tiles, so every tile
+/// is still computed once; the programs running together share fewer operand panels (a GEMM
+/// grid's `group` rows of A and about P / `group` columns of B, where grid order shares a row
+/// or two of A and every column of B). Returns (coordinates, counts) as [`tile_coords`] does.
+pub(super) fn grouped_coords(
+    k: &mut Kernel,
+    b: Block,
+    tile: Value,
+    grid: &[Expr],
+    group: u32,
+) -> ([Value; 3], Vec<Value>) {
+    let mut g = vec![];
+    for e in grid {
+        let wide = expr_value(k, b, e);
+        g.push(un(k, b, Opcode::Cast, wide, Dtype::I32));
+    }
+    let i32_ = Dtype::I32;
+    let slice = op2(k, b, Opcode::Mul, None, g[0], g[1], i32_);
+    let z = op2(k, b, Opcode::Div, None, tile, slice, i32_);
+    let r = op2(k, b, Opcode::Rem, None, tile, slice, i32_);
+    let gr = edit::iconst(k, b, group as i64);
+    let span = op2(k, b, Opcode::Mul, None, gr, g[0], i32_);
+    let which = op2(k, b, Opcode::Div, None, r, span, i32_);
+    let first = op2(k, b, Opcode::Mul, None, which, gr, i32_);
+    let left = op2(k, b, Opcode::Sub, None, g[1], first, i32_);
+    let rows = op2(k, b, Opcode::Min, None, left, gr, i32_);
+    let within = op2(k, b, Opcode::Rem, None, r, span, i32_);
+    let dy = op2(k, b, Opcode::Rem, None, within, rows, i32_);
+    let y = op2(k, b, Opcode::Add, None, first, dy, i32_);
+    let x = op2(k, b, Opcode::Div, None, within, rows, i32_);
+    ([x, y, z], g)
+}
+
+/// Rewrites `k` onto a persistent grid of `programs` programs (see the module doc), its tiles in
+/// groups of `group` rows when given.
+pub(super) fn kernel(k: &mut Kernel, programs: u32, group: Option<u32>) {
     let body = k.body;
     let mut old = std::mem::take(&mut k.dfg.blocks[body].ops);
     let yield_op = old.pop().expect("a body ends with yield");
@@ -183,7 +222,11 @@ pub(super) fn kernel(k: &mut Kernel, programs: u32) {
         Some("tile".into()),
         Span::default(),
     );
-    let (coord, g) = tile_coords(k, lb, tile, &grid);
+    let (coord, g) = match group {
+        // One row of tiles (or none to group): grid order is the grouped order.
+        Some(gr) if gr > 1 && grid[1].as_int() != Some(1) => grouped_coords(k, lb, tile, &grid, gr),
+        _ => tile_coords(k, lb, tile, &grid),
+    };
     k.dfg.blocks[lb].ops.extend(old.iter().copied());
     replace_grid_queries(k, &old, coord, &g);
     k.dfg
