@@ -1,8 +1,9 @@
 //! The buffers a caller provides to launch on its own memory (`kir_backends::runtime::
 //! buffer_specs`, what `kir.torch` allocates with PyTorch's allocator): for the built-in
 //! programs at random ragged shapes, every `out` param and temp with the dtype, shape and
-//! strides the ops document (compiler/ops/*.kir), written out here by hand; and the binding's
-//! errors for inputs that disagree. Needs no GPU: the specs come from the specialized module.
+//! strides the ops document (compiler/ops/*.kir), written out here by hand; the binding's
+//! errors for inputs that disagree; and which launches run together (`launch_pairs`). Needs no
+//! GPU: the specs come from the specialized module.
 
 use kir_backends::runtime::{self, BufferRole, BufferSpec, DeviceArg, DeviceTensor};
 use kir_backends::Target;
@@ -194,4 +195,88 @@ fn inputs_that_disagree_are_errors_naming_them() {
         let e = runtime::buffer_specs(&m, &inputs).expect_err(want);
         assert!(e.to_string().contains(want), "{e} (want {want})");
     }
+}
+
+/// Which launches run together (`runtime::launch_pairs`, what `Program::launch_on` forks when
+/// no two of the caller's tensors share memory): attention_bwd's dK/dV and dQ kernels in the
+/// deterministic mode (each writes its own gradients; the atomic mode's dq_acc is empty), not
+/// in the atomic mode (the dK/dV kernel adds into dq_acc, which the dQ kernel reads), nor a
+/// norm backward's dx kernel and the sums of its partials, nor a GEMM alone; a user's unfused
+/// gate and up projections (each reads x and writes its own temp) do, and the SwiGLU after
+/// them, which reads both, does not.
+#[test]
+fn launches_that_touch_nothing_in_common_pair_up() {
+    let mut rng = Rng::fresh("launch pairs");
+    let (b, h, s) = (rng.range(1, 3), 2 * rng.range(1, 3), rng.range(17, 300));
+    let q = [b, h, s, 64];
+    let bwd = |det: &str| {
+        let m = module(
+            "attention_bwd",
+            &[("HEAD_DIM", "64"), ("DETERMINISTIC", det)],
+        );
+        let inputs = args(vec![
+            ("q", t(Dtype::Bf16, &q)),
+            ("k", t(Dtype::Bf16, &q)),
+            ("v", t(Dtype::Bf16, &q)),
+            ("o", t(Dtype::Bf16, &q)),
+            ("do", t(Dtype::Bf16, &q)),
+            ("lse", t(Dtype::F32, &[b, h, s])),
+            ("scale", DeviceArg::Scalar(0.125)),
+        ]);
+        runtime::launch_pairs(&m, &inputs).expect("pairs")
+    };
+    assert_eq!(
+        bwd("1"),
+        vec![(
+            "attention_bwd_dkdv".to_string(),
+            "attention_bwd_dq".to_string()
+        )]
+    );
+    assert_eq!(bwd("0"), vec![]);
+    let (r, n) = (rng.range(3, 70), rng.range(5, 300));
+    let m = module("rmsnorm_bwd", &[]);
+    let inputs = args(vec![
+        ("x", t(Dtype::Bf16, &[r, n])),
+        ("w", t(Dtype::Bf16, &[n])),
+        ("dy", t(Dtype::Bf16, &[r, n])),
+        ("eps", DeviceArg::Scalar(1e-5)),
+    ]);
+    assert_eq!(runtime::launch_pairs(&m, &inputs).expect("pairs"), vec![]);
+    let m = module("gemm", &[]);
+    let inputs = args(vec![
+        ("a", t(Dtype::Bf16, &[1, r, n])),
+        ("b", t(Dtype::Bf16, &[1, n, r])),
+        ("alpha", DeviceArg::Scalar(1.0)),
+    ]);
+    assert_eq!(runtime::launch_pairs(&m, &inputs).expect("pairs"), vec![]);
+    // A user's program, unfused.
+    let path = format!(
+        "{}/in/fusion/gate_up_swiglu.kir",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    let src = std::fs::read_to_string(&path).expect("read");
+    let flags = kir_compiler::internal::plan::Flags {
+        fusion: kir_compiler::internal::options::Fusion::Off,
+        ..Default::default()
+    };
+    let plan = kir_compiler::internal::plan::CompilePlan::resolve(
+        &src,
+        &[],
+        Target::Sm90a,
+        Emit::Ptx,
+        flags,
+    )
+    .expect("plan");
+    let m = kir_compiler::internal::pipeline::compile(&src, &plan)
+        .expect("compiles")
+        .module;
+    let inputs = args(vec![
+        ("x", t(Dtype::Bf16, &[r, n])),
+        ("wg", t(Dtype::Bf16, &[n, r])),
+        ("wu", t(Dtype::Bf16, &[n, r])),
+    ]);
+    assert_eq!(
+        runtime::launch_pairs(&m, &inputs).expect("pairs"),
+        vec![("gate_proj".to_string(), "up_proj".to_string())]
+    );
 }

@@ -19,10 +19,10 @@
 //! stream: the [`Bound`] holds only addresses.
 
 use super::driver::{launch, CUstream};
-use super::fork::{conflict, Fork};
+use super::fork::{conflict, touches, Fork};
 use super::program::{entry_of, Bound, DevBuf, Ready};
 use super::{Program, RuntimeError};
-use crate::interp::bind::{alloc, bind_entry, EntryEnv, NewBuf};
+use crate::interp::bind::{alloc, bind_entry, bind_launch, EntryEnv, NewBuf};
 use crate::interp::memory::contiguous_strides;
 use crate::interp::{HostArg, HostData, HostTensor, InterpError};
 use kir_ir::{Dtype, Module, ParamKind};
@@ -156,6 +156,84 @@ pub fn buffer_specs(
         }
     }
     Ok(specs)
+}
+
+/// A buffer of a binding that keeps shapes only ([`launch_pairs`]).
+struct ShapeOnly {
+    name: String,
+    dtype: Dtype,
+    shape: Vec<usize>,
+    strides: Vec<usize>,
+}
+
+impl crate::interp::bind::Shaped for ShapeOnly {
+    fn name(&self) -> &str {
+        &self.name
+    }
+    fn dtype(&self) -> Dtype {
+        self.dtype
+    }
+    fn shape(&self) -> &[usize] {
+        &self.shape
+    }
+    fn strides(&self) -> &[usize] {
+        &self.strides
+    }
+}
+
+/// The consecutive launches of `module`'s program (specialized) that run together when the
+/// entry gets `inputs` (shapes only), by kernel name, as [`Program::launch_on`] pairs them when
+/// no two of the caller's tensors share memory: from the first launch on, a launch and the next
+/// one that touch no common buffer (one that either may write, empty buffers aside) form a pair,
+/// and the launch after a pair starts afresh. Fails as [`buffer_specs`] does. Needs no GPU.
+pub fn launch_pairs(
+    module: &Module,
+    inputs: &BTreeMap<String, DeviceArg>,
+) -> Result<Vec<(String, String)>, RuntimeError> {
+    let (params, span) = entry_of(module)?;
+    let mut make = |n: NewBuf<'_>| -> Result<ShapeOnly, String> {
+        Ok(ShapeOnly {
+            name: n.name.to_string(),
+            dtype: n.dtype,
+            strides: n.strides.unwrap_or_else(|| contiguous_strides(&n.shape)),
+            shape: n.shape,
+        })
+    };
+    let mut env =
+        bind_entry(params, &shape_args(inputs), span, &mut make).map_err(RuntimeError::Bind)?;
+    let Some(p) = &module.program else {
+        return Ok(vec![]);
+    };
+    for t in &p.temps {
+        let b = alloc(&t.name, &t.ty, &env.dims, t.span, &mut make).map_err(RuntimeError::Bind)?;
+        env.buffers.insert(t.name.clone(), std::sync::Arc::new(b));
+    }
+    let mut each = vec![];
+    for l in &p.launches {
+        let (_, k) = module
+            .kernel(&l.kernel)
+            .ok_or_else(|| RuntimeError::Cuda(format!("no kernel `@{}`", l.kernel)))?;
+        let (tensors, _, _) = bind_launch(k, l, &env).map_err(RuntimeError::Bind)?;
+        each.push((k.name.clone(), touches(k, &tensors)));
+    }
+    // Buffers of distinct names never share memory here: each its own far-apart address.
+    let addrs: BTreeMap<String, u64> = env
+        .buffers
+        .keys()
+        .enumerate()
+        .map(|(i, n)| (n.clone(), (i as u64 + 1) << 44))
+        .collect();
+    let mut pairs = vec![];
+    let mut i = 0;
+    while i + 1 < each.len() {
+        if conflict(&each[i].1, &each[i + 1].1, &addrs) {
+            i += 1;
+        } else {
+            pairs.push((each[i].0.clone(), each[i + 1].0.clone()));
+            i += 2;
+        }
+    }
+    Ok(pairs)
 }
 
 impl Program<'_> {

@@ -13,8 +13,12 @@
 
 use super::driver::check;
 use super::RuntimeError;
+use crate::interp::bind::Shaped;
+use crate::interp::memory::{native_width, storage_len};
 use cudarc::driver::sys;
+use kir_ir::{Kernel, ParamKind};
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 /// One buffer a launch binds: its name in the program (an entry param or a temp), the bytes
 /// of its storage and whether the kernel's param may write it (`out` or `inout`).
@@ -23,6 +27,26 @@ pub(crate) struct Touch {
     pub(crate) name: String,
     pub(crate) bytes: u64,
     pub(crate) write: bool,
+}
+
+/// What a launch of kernel `k` touches, from its bound buffers by kernel param (`tensors`): each
+/// tensor param's buffer, its storage's bytes, and whether the param is `out` or `inout`.
+pub(crate) fn touches<B: Shaped>(k: &Kernel, tensors: &BTreeMap<String, Arc<B>>) -> Vec<Touch> {
+    k.params
+        .iter()
+        .filter_map(|p| match &p.kind {
+            ParamKind::Tensor(acc, _) => {
+                let b = tensors.get(&p.name)?;
+                let len = storage_len(b.name(), b.shape(), b.strides()).ok()?;
+                Some(Touch {
+                    name: b.name().to_string(),
+                    bytes: (len * native_width(b.dtype())) as u64,
+                    write: acc.writes(),
+                })
+            }
+            ParamKind::Scalar(_) => None,
+        })
+        .collect()
 }
 
 /// Whether launches touching `a` and `b` must stay in order: some buffer that one may write

@@ -39,7 +39,7 @@ mod prepared;
 mod program;
 
 pub use driver::{CUstream, Gpu};
-pub use external::{buffer_specs, BufferRole, BufferSpec, DeviceArg, DeviceTensor};
+pub use external::{buffer_specs, launch_pairs, BufferRole, BufferSpec, DeviceArg, DeviceTensor};
 pub use kernels::{check_meta, split_entries};
 pub use prepared::Prepared;
 pub use program::{Bound, Program};

@@ -5,7 +5,7 @@
 
 use super::driver::{CuModule, DevMem, Gpu, KernelArg, TensorMapBytes};
 use super::fill::Filler;
-use super::fork::{Fork, Touch};
+use super::fork::{touches, Fork, Touch};
 use super::kernels::{meta_err, meta_kernels, split_entries};
 use super::maps::encode_tensor_map;
 use super::{Image, RuntimeError};
@@ -468,22 +468,7 @@ impl<'g> Program<'g> {
                 }
             });
         }
-        let touches = k
-            .params
-            .iter()
-            .filter_map(|p| match &p.kind {
-                ParamKind::Tensor(acc, _) => {
-                    let b = tensors.get(&p.name)?;
-                    let len = storage_len(&b.name, &b.shape, &b.strides).ok()?;
-                    Some(Touch {
-                        name: b.name.clone(),
-                        bytes: (len * native_width(b.dtype)) as u64,
-                        write: acc.writes(),
-                    })
-                }
-                ParamKind::Scalar(_) => None,
-            })
-            .collect();
+        let touches = touches(k, tensors);
         Ok(Ready {
             func: loaded.func,
             symbol: loaded.symbol.clone(),
