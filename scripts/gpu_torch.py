@@ -18,8 +18,9 @@
    calls, no sync), beside F.scaled_dot_product_attention, F.rms_norm, a @ b and a Triton
    kernel's launch; then where kir.torch.attention's time goes.
 
-usage: PYTHONPATH=<folder holding the kir package> python3 scripts/gpu_torch.py [--only overhead]
-(--only overhead runs part 5 alone.)
+usage: PYTHONPATH=<folder holding the kir package> python3 scripts/gpu_torch.py [--only overhead|attention]
+(--only overhead runs part 5 alone; --only attention the attention cases with a backward and the
+side stream.)
 Exit code: 0 when every check passes.
 """
 
@@ -388,6 +389,14 @@ def main():
     print(f"device: {torch.cuda.get_device_name()}, torch {torch.__version__}")
     if sys.argv[1:] == ["--only", "overhead"]:
         guarded(overhead)
+        print("FAILED: " + ", ".join(failures) if failures else "gpu_torch.py: all checks passed")
+        sys.exit(1 if failures else 0)
+    if sys.argv[1:] == ["--only", "attention"]:
+        for dtype in (torch.bfloat16, torch.float16):
+            guarded(attention_case, dtype, 2, 8, 8, 777, 777, 64, True)
+            guarded(attention_case, dtype, 1, 16, 4, 513, 513, 128, True)
+        guarded(attention_case, torch.bfloat16, 1, 2, 2, 8200, 8200, 128, True)
+        guarded(stream_case)
         print("FAILED: " + ", ".join(failures) if failures else "gpu_torch.py: all checks passed")
         sys.exit(1 if failures else 0)
     for dtype in (torch.bfloat16, torch.float16):
