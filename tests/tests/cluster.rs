@@ -2,7 +2,8 @@
 //! warp-specialized GEMM in clusters of two gives outputs bit-identical to the same kernel
 //! without clusters under 20 scheduler seeds, on ragged shapes whose tile count is odd (the last
 //! pair's second program recomputes the last tile and stores nothing) and even, with tile orders
-//! that pair tiles of one column (GROUP_M) or of one row; the PTX backend lowers it with a
+//! that pair tiles of one column (GROUP_M, or the persistent grid's own groups of rows) or of
+//! one row; the PTX backend lowers it with a
 //! cluster launch, multicast copies, remote arrivals and cluster barriers that ptxas accepts
 //! (where the pinned ptxas is installed); and it is refused, with the reason, where a kernel
 //! does not qualify or the target has no clusters.
@@ -16,13 +17,25 @@ use kir_tests::sched_diff::{checked, count, differential, spec};
 /// `name` with `defs`, persistent over `programs`, pipelined and warp-specialized with one
 /// consumer of `warps` warps (the sm_90a GEMM schedule's shape, on cp.async rings).
 fn scheduled(name: &str, defs: &[(&str, &str)], programs: u32, warps: u32) -> kir_ir::Module {
+    scheduled_grouped(name, defs, programs, warps, None)
+}
+
+/// [`scheduled`] with the persistent grid's tiles walked in groups of `group` rows (the order
+/// a kernel with no group constant of its own gets from its row).
+fn scheduled_grouped(
+    name: &str,
+    defs: &[(&str, &str)],
+    programs: u32,
+    warps: u32,
+    group: Option<u32>,
+) -> kir_ir::Module {
     let cfg = PipelineConfig {
         smem_budget: 232_448,
         stages: Some(3),
         hold_carried_dots: false,
         tma_rings: false,
     };
-    let p = persistent(&spec(name, defs), programs, None).expect("persistent");
+    let p = persistent(&spec(name, defs), programs, group).expect("persistent");
     let piped = pipelining(&p, &cfg).expect("pipelining");
     warp_specialize_within(&piped, &WsPlan::one_consumer(warps, None), 232_448).expect("ws")
 }
@@ -40,7 +53,7 @@ fn clustered_gemm_matches_the_unclustered_kernel_under_20_seeds() {
     // The op's default inputs are ragged (tests/src/inputs.rs); 16×32 tiles give an odd or an
     // even tile count depending on the program count's pairing, and GROUP_M 2 pairs tiles of
     // one column (B shared), GROUP_M 1 of one row (A shared), GROUP_M 3 mixes both.
-    for (defs, programs) in [
+    for (defs, programs, group) in [
         (
             vec![("BLOCK_M", "16"), ("BLOCK_N", "32"), ("GROUP_M", "2")],
             4,
@@ -59,9 +72,17 @@ fn clustered_gemm_matches_the_unclustered_kernel_under_20_seeds() {
             2,
         ),
         (vec![("C_IN", "1"), ("BLOCK_M", "16"), ("BLOCK_N", "32")], 4),
-    ] {
-        let what = format!("gemm {defs:?} persistent {programs}");
-        let before = scheduled("gemm", &defs, programs, 4);
+    ]
+    .into_iter()
+    .map(|(d, p)| (d, p, None))
+    // The persistent grid's own groups of rows (GROUP_M 1: the kernel orders none itself), of
+    // an even and an odd height.
+    .chain([
+        (vec![("BLOCK_M", "16"), ("BLOCK_N", "16")], 4, Some(2)),
+        (vec![("BLOCK_M", "16"), ("BLOCK_N", "32")], 6, Some(3)),
+    ]) {
+        let what = format!("gemm {defs:?} persistent {programs} groups {group:?}");
+        let before = scheduled_grouped("gemm", &defs, programs, 4, group);
         let after = checked(
             cluster(&before, true).unwrap_or_else(|e| panic!("{what}: {e:?}")),
             &what,
