@@ -114,22 +114,37 @@ pub fn target_config(
             s.describe()
         ));
     };
+    // A kernel that orders its tiles in no groups of its own walks a persistent grid in the
+    // row's groups of rows (bit for bit the same tiles, in another order), whoever asked for the
+    // grid (the row, `--persistent`, a tuned candidate): the order is no tile choice.
+    let tile_group = row
+        .set
+        .iter()
+        .find(|(r, _)| *r == Role::Group)
+        .filter(|_| matches!(s.role(Role::Group), Err(NoRole::Absent)))
+        .and_then(|(_, v)| u32::try_from(*v).ok());
+    let none = |why: String| Config {
+        tile_group,
+        ..Config::none(match tile_group {
+            Some(g) => format!(
+                "{why}; a persistent grid walks the tiles in groups of {g} rows, the row's \
+                 group, as the kernel orders them in none"
+            ),
+            None => why,
+        })
+    };
     if user_tiles {
-        return Config::none(format!(
+        return none(format!(
             "--warps or --stages given, so the {what} is not applied: a row never mixes with a \
              partial user choice"
         ));
     }
     let mut defines: Vec<(String, String)> = vec![];
     let mut parts: Vec<String> = vec![];
-    let mut tile_group = None;
     for (role, value) in row.set {
         let c = match s.role(*role) {
             Ok(c) => c,
-            // A kernel that orders its tiles in no groups of its own gets the row's group from
-            // the persistent grid's order (bit for bit the same tiles, in another order).
             Err(NoRole::Absent) if *role == Role::Group && row.persistent => {
-                tile_group = u32::try_from(*value).ok();
                 parts.push(format!(
                     "{} {value} (none in the kernel: the persistent grid walks its tiles in \
                      groups of {value} rows)",
@@ -142,28 +157,28 @@ pub fn target_config(
                 continue;
             }
             Err(NoRole::NotConstant) => {
-                return Config::none(format!(
+                return none(format!(
                     "the {what} sets the {}, which is not a constant in the kernel",
                     role.name()
                 ))
             }
         };
         if interface_dim(generic, c) {
-            return Config::none(format!(
+            return none(format!(
                 "the {what} sets the {}, which is `{c}`, a dim of the kernel's tensors (part of \
                  its interface, not a tile)",
                 role.name()
             ));
         }
         if user_defines.iter().any(|(u, _)| u == c) {
-            return Config::none(format!(
+            return none(format!(
                 "-D {c} given, the {} of the {what}: a row never mixes with a partial user choice",
                 role.name()
             ));
         }
         match defines.iter().find(|(n, _)| n == c) {
             Some((_, v)) if *v != value.to_string() => {
-                return Config::none(format!(
+                return none(format!(
                     "the {what} sets {c} to both {v} and {value} (it plays two roles)"
                 ))
             }
@@ -178,7 +193,7 @@ pub fn target_config(
     all.extend(defines.iter().cloned());
     if let Err(d) = const_values(generic, &all) {
         let msg = d.0.first().map(|d| d.message.clone()).unwrap_or_default();
-        return Config::none(format!("the {what} does not fit the constants: {msg}"));
+        return none(format!("the {what} does not fit the constants: {msg}"));
     }
     if let Some(w) = row.warps {
         parts.push(format!("warps {w}"));

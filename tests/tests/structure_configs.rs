@@ -263,6 +263,51 @@ fn leaky_relu_oracle(a: &[f64], b: &[f64], m: usize, k: usize, n: usize) -> Vec<
     c
 }
 
+/// A user's matmul orders its tiles in no groups of its own, so a persistent grid walks them in
+/// the dot-loop row's groups of rows, whoever asks for the grid: the row, or the user's (or a
+/// tuned candidate's) `--persistent` beside tiles, warps or stages of their own, which keep the
+/// row out. Without a persistent grid there is no order to choose; the built-in gemm keeps its
+/// own `GROUP_M`.
+#[test]
+fn a_kernel_without_groups_walks_a_persistent_grid_in_the_rows_groups() {
+    let src = user_matmul();
+    let tiles: Vec<(String, String)> = [("BM", "128"), ("BN", "256"), ("BK", "64")]
+        .iter()
+        .map(|(a, b)| (a.to_string(), b.to_string()))
+        .collect();
+    let persistent = Flags {
+        warps: Some(8),
+        stages: Some(4),
+        warp_specialize: Some(true),
+        persistent: Some(132),
+        ..Flags::default()
+    };
+    for (defs, flags, groups) in [
+        (vec![], Flags::default(), Some(16)),
+        (tiles.clone(), persistent.clone(), Some(16)),
+        (
+            tiles.clone(),
+            Flags {
+                persistent: Some(0),
+                ..persistent.clone()
+            },
+            None,
+        ),
+    ] {
+        let plan = CompilePlan::resolve(&src, &defs, Target::Sm90a, Emit::Ptx, flags.clone())
+            .expect("plan");
+        let what = format!("{defs:?} {flags:?}: {}", plan.config.report);
+        assert_eq!(plan.schedule(4, true, true).tile_group, groups, "{what}");
+        if groups.is_some() {
+            assert!(plan.config.report.contains("groups of 16 rows"), "{what}");
+        }
+    }
+    let gemm = kir_compiler::internal::oplib::builtin("gemm").expect("gemm");
+    let plan =
+        CompilePlan::resolve(gemm, &[], Target::Sm90a, Emit::Ptx, Flags::default()).expect("plan");
+    assert_eq!(plan.schedule(4, true, true).tile_group, None);
+}
+
 #[test]
 fn a_user_matmul_gets_the_dot_loop_row_and_stays_correct() {
     let src = user_matmul();
