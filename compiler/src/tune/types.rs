@@ -131,8 +131,8 @@ impl Candidate {
             // Nor is the consumer's register budget: a tuned warp-specialized candidate's
             // consumer gets what its block leaves it.
             consumer_regs: None,
-            // Nor is the tile order of a kernel with no group constant: a tuned persistent
-            // candidate walks its tiles in grid order.
+            // Nor is the tile order of a kernel with no group constant: the plan resolved with
+            // the candidate's flags takes it from the row its structure matches (configs.rs).
             tile_group: None,
             report: format!("configuration: tuned: {}", self.cli_args()),
         }
