@@ -7,6 +7,8 @@
 #      float64 oracle in numpy on ragged shapes (300×1001×200 to 4100×2050×130, M = 40 and 100
 #      for the small-M rows; inputs about 2 in magnitude, c_in about 40, a bias about 30, alpha
 #      1.5, beta 0.75; SwiGLU's inputs about 0.5): relative L2 and the count of non-finite values;
+#      and a user's matmul with no group constant (tests/in/user/matmul_leaky_relu.kir) at a
+#      shape whose persistent grid runs in clusters of two;
 #   2. `kirc bench` (median of 30) of each variant at 4096³, 8192³ and 16384×14336×4096 (SwiGLU
 #      at M = 8192, N = K = 4096 and 16384×14336×4096), beside the same work in torch (cuBLAS:
 #      `a.t() @ b`, `addmm(c, a, b)`, `silu(x @ wg) * (x @ wu)`; CUDA events, median of 30),
@@ -70,6 +72,22 @@ for (m, n, k) in ((300, 1001, 200), (1000, 1000, 520), (4100, 2050, 130), (100, 
             continue
         rel = np.linalg.norm(out - ref) / np.linalg.norm(ref)
         print(f"check gemm {var} {m}x{n}x{k}: rel L2 {rel:.2e}, non-finite {int(np.sum(~np.isfinite(out)))}", flush=True)
+# A user's matmul (tests/in/user/matmul_leaky_relu.kir, f16, no group constant: its persistent
+# grid walks the tiles in the row's groups of rows, in clusters of two from 1,024 tiles).
+for (m, n, k) in ((4100, 8192, 130), (1000, 1001, 520)):
+    a = (r.standard_normal((m, k)) * 2).astype(np.float32); b = (r.standard_normal((k, n)) * 2).astype(np.float32)
+    np.save(f"{d}/ua.npy", a); np.save(f"{d}/ub.npy", b)
+    p = subprocess.run([kirc, "run", "tests/in/user/matmul_leaky_relu.kir", "--arg", f"a={d}/ua.npy",
+                        "--arg", f"b={d}/ub.npy", "--device", "cuda", "--out", f"{d}/uo"],
+                       capture_output=True, text=True)
+    if p.returncode:
+        print(f"check user matmul {m}x{n}x{k}: did not run: {p.stderr.strip().splitlines()[-1:]}", flush=True)
+        continue
+    s16 = a.astype(np.float16).astype(np.float64) @ b.astype(np.float16).astype(np.float64)
+    ref = np.where(s16 > 0, s16, 0.01 * s16)
+    out = np.load(f"{d}/uo/c.npy").astype(np.float64)
+    rel = np.linalg.norm(out - ref) / np.linalg.norm(ref)
+    print(f"check user matmul {m}x{n}x{k}: rel L2 {rel:.2e}, non-finite {int(np.sum(~np.isfinite(out)))}", flush=True)
 PY
 
 # 2. Timing beside torch.
