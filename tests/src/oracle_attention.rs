@@ -176,6 +176,37 @@ pub fn attention_fwd(p: &Problem, q: &[f64], k: &[f64], v: &[f64]) -> (Vec<f64>,
     (o, lse)
 }
 
+/// Per row of lse [b, hq, sq]: the size of the terms it is computed from, max over the keys the
+/// row sees of scale·Σ_x |q_ix·k_jx| + |mask_ij|, and at least |lse| (0 for a row that sees no
+/// key). A kernel's lse is m + log Σ exp(s − m) over scores summed in f32 from D products, so
+/// its rounding error scales with these terms, not with lse, which can be near 0 where the
+/// scores are not.
+pub fn lse_terms(p: &Problem, q: &[f64], k: &[f64]) -> Vec<f64> {
+    let (_, lse) = attention_fwd(p, q, k, &vec![0.0; k.len()]);
+    let mut out = vec![0.0; p.b * p.hq * p.sq];
+    for bi in 0..p.b {
+        for h in 0..p.hq {
+            let hk = h / (p.hq / p.hkv);
+            for i in 0..p.sq {
+                let qrow = &q[p.q_at(bi, h, i)..][..p.d];
+                let mut t: f64 = 0.0;
+                for j in (0..p.cap).filter(|&j| p.sees(bi, i, j)) {
+                    let krow = &k[p.k_at(bi, hk, j)..][..p.d];
+                    let dot: f64 = qrow.iter().zip(krow).map(|(a, b)| (a * b).abs()).sum();
+                    t = t.max(p.scale * dot + p.mask_at(bi, h, i, j).abs());
+                }
+                let at = (bi * p.hq + h) * p.sq + i;
+                out[at] = if lse[at].is_finite() {
+                    t.max(lse[at].abs())
+                } else {
+                    0.0
+                };
+            }
+        }
+    }
+    out
+}
+
 /// `o` [b, hq, sq, d] rearranged to the token-major layout [b, sq, hq·d].
 pub fn to_bshd(p: &Problem, o: &[f64]) -> Vec<f64> {
     let mut out = vec![0.0; o.len()];

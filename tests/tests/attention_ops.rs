@@ -146,11 +146,15 @@ fn check(
         &o_ref,
         tolerance(dty),
     );
-    // lse is f32 from exactly rounded inputs: only f32 rounding separates it from f64.
-    compare(
+    // lse is f32 from exactly rounded inputs: only f32 rounding separates it from f64, and that
+    // rounding is of the scores' D-term dots, so it is measured against the size of those terms
+    // (`oracle::lse_terms`); against lse itself a row whose lse is near 0 failed at d384 with
+    // magnitudes 3 (rel 1.5e-5 over two rows, the scores about 9).
+    kir_tests::compare_scaled(
         &format!("{name}: lse"),
         out["lse"].data.f64s(),
         &lse_ref,
+        &oracle::lse_terms(p, &qkv[0], &qkv[1]),
         (1e-5, 1e-4),
     );
 }
