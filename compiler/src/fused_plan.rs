@@ -19,16 +19,9 @@ use kir_ir::Module;
 impl CompilePlan {
     /// The user's own `-D` values: the plan's defines that no configuration set.
     pub fn user_defines(&self) -> Vec<(String, String)> {
-        let chosen = |name: &str| {
-            self.config.defines.iter().any(|(n, _)| n == name)
-                || self
-                    .kernel_configs
-                    .iter()
-                    .any(|(_, c)| c.defines.iter().any(|(n, _)| n == name))
-        };
         self.defines
             .iter()
-            .filter(|(n, _)| !chosen(n))
+            .filter(|(n, _)| !self.configured(n))
             .cloned()
             .collect()
     }

@@ -141,13 +141,7 @@ impl CompilePlan {
         let values = const_values(&generic, &self.defines).ok()?;
         let s = crate::structure::analyze(&generic, &values);
         // The user's own `-D`s: the plan's defines that no configuration set.
-        let chosen = |name: &str| {
-            self.config.defines.iter().any(|(n, _)| n == name)
-                || self
-                    .kernel_configs
-                    .iter()
-                    .any(|(_, c)| c.defines.iter().any(|(n, _)| n == name))
-        };
+        let chosen = |name: &str| self.configured(name);
         let halved = |name: &str| self.shrunk.iter().any(|n| n == name);
         let user = |name: &str| {
             self.defines.iter().any(|(n, _)| n == name) && !chosen(name) && !halved(name)
@@ -191,6 +185,16 @@ impl CompilePlan {
         };
         plan.config.report += &format!("{sep}shrunk to fit shared memory: {name} {v} -> {}", v / 2);
         Some(plan)
+    }
+
+    /// Whether constant `name` was set by the plan's configuration (the module's or a kernel's
+    /// row), not by the user.
+    pub fn configured(&self, name: &str) -> bool {
+        self.config.defines.iter().any(|(n, _)| n == name)
+            || self
+                .kernel_configs
+                .iter()
+                .any(|(_, c)| c.defines.iter().any(|(n, _)| n == name))
     }
 
     /// The plan of kernel `name` of a module configured kernel by kernel: its own

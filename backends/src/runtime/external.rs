@@ -158,29 +158,6 @@ pub fn buffer_specs(
     Ok(specs)
 }
 
-/// A buffer of a binding that keeps shapes only ([`launch_pairs`]).
-struct ShapeOnly {
-    name: String,
-    dtype: Dtype,
-    shape: Vec<usize>,
-    strides: Vec<usize>,
-}
-
-impl crate::interp::bind::Shaped for ShapeOnly {
-    fn name(&self) -> &str {
-        &self.name
-    }
-    fn dtype(&self) -> Dtype {
-        self.dtype
-    }
-    fn shape(&self) -> &[usize] {
-        &self.shape
-    }
-    fn strides(&self) -> &[usize] {
-        &self.strides
-    }
-}
-
 /// The consecutive launches of `module`'s program (specialized) that run together when the
 /// entry gets `inputs` (shapes only), by kernel name, as [`Program::launch_on`] pairs them when
 /// no two of the caller's tensors share memory: from the first launch on, a launch and the next
@@ -191,12 +168,15 @@ pub fn launch_pairs(
     inputs: &BTreeMap<String, DeviceArg>,
 ) -> Result<Vec<(String, String)>, RuntimeError> {
     let (params, span) = entry_of(module)?;
-    let mut make = |n: NewBuf<'_>| -> Result<ShapeOnly, String> {
-        Ok(ShapeOnly {
+    // Shapes only: no memory, no address.
+    let mut make = |n: NewBuf<'_>| -> Result<DevBuf, String> {
+        Ok(DevBuf {
             name: n.name.to_string(),
             dtype: n.dtype,
             strides: n.strides.unwrap_or_else(|| contiguous_strides(&n.shape)),
             shape: n.shape,
+            ptr: 0,
+            mem: None,
         })
     };
     let mut env =
