@@ -9,7 +9,8 @@
    relative L2 error against the reference is at most twice PyTorch's own error at the same
    dtype (SDPA, F.rms_norm, F.layer_norm, a @ b, silu(g)·u), floored at 1e-3, and it is finite.
    Inputs are random with magnitudes above 1 where the op allows, shapes ragged.
-2. The same ops launched on a side stream (torch.cuda.Stream) match the default-stream results.
+2. The same ops launched on a side stream (torch.cuda.Stream) match the default-stream results;
+   two threads on two streams running one backward program at once match the serial results.
 3. Bad inputs (a CPU tensor, float64, a non-contiguous view, mismatched heads) raise ValueError
    before anything launches.
 4. torch.compile(fullgraph=True) of a small transformer block built on kir.torch: forward and
@@ -19,8 +20,8 @@
    kernel's launch; then where kir.torch.attention's time goes.
 
 usage: PYTHONPATH=<folder holding the kir package> python3 scripts/gpu_torch.py [--only overhead|attention]
-(--only overhead runs part 5 alone; --only attention the attention cases with a backward and the
-side stream.)
+(--only overhead runs part 5 alone; --only attention the attention cases with a backward, the
+side stream and two threads launching one program on two streams at once.)
 Exit code: 0 when every check passes.
 """
 
@@ -242,6 +243,51 @@ def stream_case():
             failures.append(f"side stream {n}")
 
 
+def threads_case():
+    """Two threads, each on its own stream, run the same backward (one loaded program, whose
+    dK/dV and dQ launches fork onto the program's one side stream under its lock) many times at
+    once; every gradient must equal, bit for bit, the one computed alone (deterministic mode)."""
+    import threading
+
+    print("two threads, two streams, one program")
+    sets = []
+    for _ in range(2):
+        q, k, v, do = (rnd(2, 8, 1500, 128, dtype=torch.bfloat16) for _ in range(4))
+        sets.append((q, k, v, do))
+
+    def grads(q, k, v, do):
+        leaves = [t.detach().clone().requires_grad_(True) for t in (q, k, v)]
+        kt.attention(*leaves).backward(do)
+        return [t.grad for t in leaves]
+
+    want = [grads(*x) for x in sets]
+    torch.cuda.synchronize()
+    got, errors = [[] for _ in sets], []
+
+    def work(i):
+        try:
+            s = torch.cuda.Stream()
+            with torch.cuda.stream(s):
+                for _ in range(12):
+                    got[i].append(grads(*sets[i]))
+            s.synchronize()
+        except Exception as e:  # noqa: BLE001 - reported below
+            errors.append(repr(e))
+
+    ts = [threading.Thread(target=work, args=(i,)) for i in range(len(sets))]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    torch.cuda.synchronize()
+    same = not errors and all(
+        all(torch.equal(a, b) for a, b in zip(g, want[i])) for i in range(len(sets)) for g in got[i]
+    )
+    print(f"  {sum(len(g) for g in got)} backwards bit-identical to the serial ones: {same} {errors or ''}")
+    if not same:
+        failures.append("two threads")
+
+
 def bad_inputs():
     print("bad inputs raise ValueError")
     q = rnd(1, 2, 64, 64, dtype=torch.bfloat16)
@@ -397,6 +443,7 @@ def main():
             guarded(attention_case, dtype, 1, 16, 4, 513, 513, 128, True)
         guarded(attention_case, torch.bfloat16, 1, 2, 2, 8200, 8200, 128, True)
         guarded(stream_case)
+        guarded(threads_case)
         print("FAILED: " + ", ".join(failures) if failures else "gpu_torch.py: all checks passed")
         sys.exit(1 if failures else 0)
     for dtype in (torch.bfloat16, torch.float16):
@@ -411,6 +458,7 @@ def main():
     guarded(attention_case, torch.bfloat16, 1, 2, 2, 8200, 8200, 128, True)
     guarded(norm_cases, torch.float32)
     guarded(stream_case)
+    guarded(threads_case)
     guarded(bad_inputs)
     guarded(compile_case)
     guarded(overhead)

@@ -311,7 +311,7 @@ impl Program<'_> {
     /// default stream), asynchronously, after making the GPU's primary context current on this
     /// thread. Launches with an empty grid are skipped. Two consecutive launches that touch no
     /// common memory at the buffers' current addresses run together (`fork.rs`): the first on
-    /// the binding's own stream, both after the work already on `stream`, and the work put on
+    /// the program's own stream (one for all its bindings), both after the work already on `stream`, and the work put on
     /// `stream` afterwards waits for both.
     pub fn launch_on(&self, b: &mut Bound, stream: CUstream) -> Result<(), RuntimeError> {
         self.gpu.make_current()?;
@@ -323,10 +323,13 @@ impl Program<'_> {
                 && runs(&b.ready[i + 1])
                 && !conflict(&b.ready[i].touches, &b.ready[i + 1].touches, &b.addrs);
             if pair {
-                if b.fork.is_none() {
-                    b.fork = Some(Fork::new()?);
+                // A thread that panicked while holding the lock left the fork whole (its
+                // handles change only in `new` and `drop`), so a poisoned lock is taken as is.
+                let mut held = self.fork.lock().unwrap_or_else(|e| e.into_inner());
+                if held.is_none() {
+                    *held = Some(Fork::new()?);
                 }
-                let fork = b.fork.as_ref().expect("made above");
+                let fork = held.as_ref().expect("made above");
                 let (first, rest) = b.ready[i..].split_at_mut(1);
                 fork.around(stream, |s| go(&mut first[0], s), |s| go(&mut rest[0], s))?;
                 i += 2;

@@ -1,5 +1,5 @@
 //! Two launches of a program that touch no common memory run together: the first on a stream of
-//! the binding's own, the second on the caller's, both after the work already on the caller's
+//! the program's own (one for all its bindings), the second on the caller's, both after the work already on the caller's
 //! stream, and the caller's stream waits for both before anything after them (a fork and a
 //! join through two events). So the second kernel's blocks fill the SMs that the first one's
 //! last wave leaves idle, instead of waiting for its last block: attention_bwd's dK/dV and dQ
@@ -67,7 +67,7 @@ pub(crate) fn conflict(a: &[Touch], b: &[Touch], addrs: &BTreeMap<String, u64>) 
 }
 
 /// A non-blocking stream (no implicit ordering with the legacy default stream) and the two
-/// events of a fork and a join, timing off; made on a binding's first fork.
+/// events of a fork and a join, timing off; made on a program's first fork.
 pub(crate) struct Fork {
     aux: sys::CUstream,
     fork: sys::CUevent,
@@ -75,7 +75,7 @@ pub(crate) struct Fork {
 }
 
 // SAFETY: driver handles of the GPU's primary context, valid on any thread that makes it
-// current; a `Fork` is used through `&mut Bound` only, so never from two threads at once.
+// current; a `Fork` is used under its program's lock only, so never from two threads at once.
 unsafe impl Send for Fork {}
 
 impl Fork {

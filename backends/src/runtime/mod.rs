@@ -23,7 +23,7 @@
 //! - **Launching.** Every launch of the program in order on the default stream, parameters in
 //!   ABI order (`abi.rs`; a tensor map passed by value, 128 bytes), block and dynamic shared
 //!   memory from META; two consecutive launches that touch no common memory run together, the
-//!   first on a stream of the binding's own (`fork.rs`).
+//!   first on a stream of the program's own (`fork.rs`).
 //! - **A caller's tensors and stream** (`external.rs`): [`Program::buffer_specs`],
 //!   [`Program::bind_device`] and [`Program::launch_on`] bind device memory the caller owns
 //!   (a framework's tensors) and launch on the caller's stream, with the same checks.

@@ -20,7 +20,7 @@ use cudarc::driver::sys::CUfunction;
 use kir_ir::{Dtype, Module, Param, ParamKind, Span};
 use serde_json::Value;
 use std::collections::{BTreeMap, BTreeSet};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 /// A tensor in device memory: the binding's view of it, its address, and its allocation when
 /// the runtime made it (`None` for a caller's tensor, which the caller keeps alive).
@@ -110,8 +110,6 @@ pub struct Bound {
     pub dims: BTreeMap<String, i64>,
     /// Every bound buffer's current address by name (a prepared binding updates the caller's).
     pub(super) addrs: BTreeMap<String, u64>,
-    /// The stream and events that let two launches run together, made on the first fork.
-    pub(super) fork: Option<Fork>,
 }
 
 impl Bound {
@@ -154,6 +152,11 @@ pub(super) fn entry_of(m: &Module) -> Result<(&[Param], Span), RuntimeError> {
 pub struct Program<'g> {
     pub(super) gpu: &'g Gpu,
     pub(super) module: Module,
+    /// The stream and events that let two launches run together (`fork.rs`), one set for every
+    /// binding of the program, made on its first fork; held while a pair is queued, so two
+    /// threads launching the same program fork one after the other. Declared before the
+    /// modules, so the stream goes before the code its launches run.
+    pub(super) fork: Mutex<Option<Fork>>,
     _cu: Vec<CuModule>,
     kernels: BTreeMap<String, Loaded>,
     filler: Option<Filler>,
@@ -246,6 +249,7 @@ impl<'g> Program<'g> {
         Ok(Program {
             gpu,
             module: module.clone(),
+            fork: Mutex::new(None),
             _cu: cu,
             kernels,
             filler: None,
@@ -370,7 +374,6 @@ impl<'g> Program<'g> {
             _zeros: zeros,
             dims,
             addrs,
-            fork: None,
         })
     }
 
