@@ -87,11 +87,12 @@ impl Problem {
     }
 }
 
-/// The scheduled kernel of `p`'s plan on the interpreter, its output against the f64 oracle
-/// rounded to bf16: inputs fresh per call, about 3 in magnitude; c_in as large as the
+/// The scheduled kernel of `p`'s plan on the interpreter with `alpha`, its output against the
+/// f64 oracle rounded to bf16: inputs fresh per call, about 3 in magnitude; c_in as large as the
 /// product's terms sum to (1.5·√K·9), so that its part is half the output and a wrong beta or
-/// a c_in element at the wrong place fails.
-fn check_scheduled(p: Problem, rng: &mut Rng) {
+/// a c_in element at the wrong place fails. The callers alternate alpha = 1 (the op skips the
+/// scaling) with 1.5.
+fn check_scheduled(p: Problem, alpha: f64, rng: &mut Rng) {
     let dt = Dtype::Bf16;
     let plan = p.plan();
     let out = pipeline::compile(gemm(), &plan).expect("compiles");
@@ -108,7 +109,7 @@ fn check_scheduled(p: Problem, rng: &mut Rng) {
     let mut args: BTreeMap<String, HostArg> = [
         ("a".to_string(), t(dt, &p.a_dims(), a.clone())),
         ("b".to_string(), t(dt, &p.b_dims(), b.clone())),
-        ("alpha".to_string(), HostArg::Scalar(1.5)),
+        ("alpha".to_string(), HostArg::Scalar(alpha)),
     ]
     .into_iter()
     .collect();
@@ -131,13 +132,13 @@ fn check_scheduled(p: Problem, rng: &mut Rng) {
         trans_a: p.ta,
         trans_b: p.tb,
         bf16_trunc: false,
-        alpha: 1.5,
+        alpha,
         epi: if p.swiglu { Epi::Swiglu } else { Epi::None },
     })
     .into_iter()
     .map(|x| round(dt, x))
     .collect();
-    let what = format!("gemm {m}x{n}x{k} {:?}", p.defs());
+    let what = format!("gemm {m}x{n}x{k} alpha {alpha} {:?}", p.defs());
     compare(&what, c, &want, tolerance(dt));
 }
 
@@ -175,10 +176,10 @@ fn a_gemm_adding_a_tile_of_its_output_takes_the_128x128_row_and_stays_correct() 
         }
     }
     let mut rng = Rng::fresh("c_in gemm");
-    for (m, n, k) in [(300, 257, 130), (129, 1001, 70)] {
+    for ((m, n, k), alpha) in [((300, 257, 130), 1.5), ((129, 1001, 70), 1.0)] {
         let p = c_in(m, n, k);
         assert!(p.plan().config.persistent, "{}", p.plan().config.report);
-        check_scheduled(p, &mut rng);
+        check_scheduled(p, alpha, &mut rng);
     }
 }
 
@@ -217,16 +218,19 @@ fn a_transposed_a_takes_the_wgmma_rows_and_stays_correct() {
         }
     }
     let mut rng = Rng::fresh("trans_a gemm");
-    for p in [
-        ta(300, 257, 130, false),
-        ta(129, 1001, 70, true),
-        ta(40, 300, 200, false),
-        Problem {
-            c_in: true,
-            ..ta(150, 300, 90, true)
-        },
+    for (p, alpha) in [
+        (ta(300, 257, 130, false), 1.0),
+        (ta(129, 1001, 70, true), 1.5),
+        (ta(40, 300, 200, false), 1.5),
+        (
+            Problem {
+                c_in: true,
+                ..ta(150, 300, 90, true)
+            },
+            1.0,
+        ),
     ] {
-        check_scheduled(p, &mut rng);
+        check_scheduled(p, alpha, &mut rng);
     }
 }
 
@@ -262,12 +266,15 @@ fn two_dots_sharing_a_take_the_two_accumulator_row_and_stay_correct() {
         }
     }
     let mut rng = Rng::fresh("swiglu gemm");
-    for p in [sw(300, 257, 130, false), sw(129, 1001, 70, true)] {
+    for (p, alpha) in [
+        (sw(300, 257, 130, false), 1.0),
+        (sw(129, 1001, 70, true), 1.5),
+    ] {
         assert!(
             p.plan().config.warp_specialize,
             "{}",
             p.plan().config.report
         );
-        check_scheduled(p, &mut rng);
+        check_scheduled(p, alpha, &mut rng);
     }
 }
