@@ -40,33 +40,12 @@ for (m, n, k) in ((4100, 2000, 130), (300, 1001, 520), (2050, 8200, 256)):
             rel = np.linalg.norm(o - ref) / np.linalg.norm(ref)
             print(f"check gemm {ep} alpha {alpha} {m}x{n}x{k}: rel L2 {rel:.2e}, non-finite {int((~np.isfinite(o)).sum())}", flush=True)
 PY
-ncu=$(command -v ncu || echo /usr/local/cuda/bin/ncu)
-cat >"$tmp/cublas.py" <<'PY'
-import sys, torch
-m, n, k = map(int, sys.argv[1].split("x"))
-a = torch.randn(m, k, device="cuda", dtype=torch.bfloat16); b = torch.randn(k, n, device="cuda", dtype=torch.bfloat16)
-for _ in range(3): a @ b
-torch.cuda.synchronize(); torch.cuda.cudart().cudaProfilerStart()
-for _ in range(7): a @ b
-torch.cuda.synchronize(); torch.cuda.cudart().cudaProfilerStop()
-PY
-median_us() {
-  python3 -c "
-import sys, csv
-v = [float(r[-1].replace(',', '')) for r in csv.reader(sys.stdin) if len(r) > 5 and r[-3] == 'gpu__time_duration.sum'][-5:]
-print(f'{sorted(v)[len(v) // 2] / 1e3:.2f}' if v else 'none')"
-}
+source "$(dirname "$0")/ncu_gemm.sh"
 for r in $(seq "$rounds"); do
   for s in $shapes; do
-    IFS=x read -r m n k <<<"$s"
     for kirc in "$a" "$b"; do
-      x=$("$ncu" --clock-control none --print-units base --csv --metrics gpu__time_duration.sum -k regex:gemm \
-        --launch-skip 2 --launch-count 7 "$kirc" bench gemm --shape "a=1x${m}x${k}" --shape "b=1x${k}x${n}" \
-        --arg alpha=1 --iters 7 --warmup 2 2>/dev/null | median_us)
-      echo "round $r gemm $s $kirc: $x us"
+      echo "round $r gemm $s $kirc: $(gemm_us "$kirc" "$s") us"
     done
-    p=$("$ncu" --clock-control none --print-units base --csv --metrics gpu__time_duration.sum \
-      --profile-from-start off python3 "$tmp/cublas.py" "$s" 2>/dev/null | median_us)
-    echo "round $r gemm $s cuBLAS: $p us"
+    echo "round $r gemm $s cuBLAS: $(cublas_us "$s") us"
   done
 done

@@ -38,34 +38,13 @@ for flags in cands:
         print(f"check {flags} {m}x{n}x{k}: rel L2 {np.linalg.norm(out - ref) / np.linalg.norm(ref):.2e}, non-finite {int((~np.isfinite(out)).sum())}", flush=True)
 PY
 # 2. Kernel time.
-ncu=$(command -v ncu || echo /usr/local/cuda/bin/ncu)
-cat >"$tmp/cublas.py" <<'PY'
-import sys, torch
-m, n, k = map(int, sys.argv[1].split("x"))
-a = torch.randn(m, k, device="cuda", dtype=torch.bfloat16); b = torch.randn(k, n, device="cuda", dtype=torch.bfloat16)
-for _ in range(3): a @ b
-torch.cuda.synchronize(); torch.cuda.cudart().cudaProfilerStart()
-for _ in range(7): a @ b
-torch.cuda.synchronize(); torch.cuda.cudart().cudaProfilerStop()
-PY
-median_us() {
-  python3 -c "
-import sys, csv
-v = [float(r[-1].replace(',', '')) for r in csv.reader(sys.stdin) if len(r) > 5 and r[-3] == 'gpu__time_duration.sum'][-5:]
-print(f'{sorted(v)[len(v) // 2] / 1e3:.2f}' if v else 'none')"
-}
+source "$(dirname "$0")/ncu_gemm.sh"
 for r in $(seq "$rounds"); do
   for s in $shapes; do
-    IFS=x read -r m n k <<<"$s"
     for cand in default n192; do
       flags=""; [ "$cand" = n192 ] && flags=$(n192 "$s")
-      x=$("$ncu" --clock-control none --print-units base --csv --metrics gpu__time_duration.sum -k regex:gemm \
-        --launch-skip 2 --launch-count 7 "$kirc" bench gemm $flags --shape "a=1x${m}x${k}" --shape "b=1x${k}x${n}" \
-        --arg alpha=1 --iters 7 --warmup 2 2>/dev/null | median_us)
-      echo "round $r $s $cand: ${x} us  ($flags)"
+      echo "round $r $s $cand: $(gemm_us "$kirc" "$s" $flags) us  ($flags)"
     done
-    p=$("$ncu" --clock-control none --print-units base --csv --metrics gpu__time_duration.sum \
-      --profile-from-start off python3 "$tmp/cublas.py" "$s" 2>/dev/null | median_us)
-    echo "round $r $s cuBLAS: ${p} us"
+    echo "round $r $s cuBLAS: $(cublas_us "$s") us"
   done
 done

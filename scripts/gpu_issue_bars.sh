@@ -110,32 +110,11 @@ for r in $(seq "$rounds"); do
 done
 
 # 3. GEMM beside cuBLAS by kernel time.
-ncu=$(command -v ncu || echo /usr/local/cuda/bin/ncu)
-cat >"$tmp/cublas.py" <<'PY'
-import sys, torch
-m, n, k = map(int, sys.argv[1].split("x"))
-a = torch.randn(m, k, device="cuda", dtype=torch.bfloat16); b = torch.randn(k, n, device="cuda", dtype=torch.bfloat16)
-for _ in range(3): a @ b
-torch.cuda.synchronize(); torch.cuda.cudart().cudaProfilerStart()
-for _ in range(7): a @ b
-torch.cuda.synchronize(); torch.cuda.cudart().cudaProfilerStop()
-PY
-median_us() {
-  python3 -c "
-import sys, csv
-v = [float(r[-1].replace(',', '')) for r in csv.reader(sys.stdin) if len(r) > 5 and r[-3] == 'gpu__time_duration.sum'][-5:]
-print(f'{sorted(v)[len(v) // 2] / 1e3:.2f}' if v else 'none')"
-}
-if [ -x "$ncu" ]; then
+source "$(dirname "$0")/ncu_gemm.sh"
+if [ -x "$ncu_bin" ]; then
   for r in $(seq "$rounds"); do
     for s in 16384x14336x4096 8192x8192x8192; do
-      IFS=x read -r m n kk <<<"$s"
-      x=$("$ncu" --clock-control none --print-units base --csv --metrics gpu__time_duration.sum -k regex:gemm \
-        --launch-skip 2 --launch-count 7 "$kirc" bench gemm --shape "a=1x${m}x${kk}" --shape "b=1x${kk}x${n}" \
-        --arg alpha=1 --iters 7 --warmup 2 2>/dev/null | median_us)
-      p=$("$ncu" --clock-control none --print-units base --csv --metrics gpu__time_duration.sum \
-        --profile-from-start off python3 "$tmp/cublas.py" "$s" 2>/dev/null | median_us)
-      echo "gemm $s (us)|kir|${x:-none}|cuBLAS|${p:-none}" | tee -a "$res"
+      echo "gemm $s (us)|kir|$(gemm_us "$kirc" "$s")|cuBLAS|$(cublas_us "$s")" | tee -a "$res"
     done
   done
 else
