@@ -311,8 +311,8 @@ impl Program<'_> {
     /// default stream), asynchronously, after making the GPU's primary context current on this
     /// thread. Launches with an empty grid are skipped. Two consecutive launches that touch no
     /// common memory at the buffers' current addresses run together (`fork.rs`): the first on
-    /// the program's own stream (one for all its bindings), both after the work already on `stream`, and the work put on
-    /// `stream` afterwards waits for both.
+    /// the program's own stream (one for all its bindings), both after the work already on
+    /// `stream`, and the work put on `stream` afterwards waits for both.
     pub fn launch_on(&self, b: &mut Bound, stream: CUstream) -> Result<(), RuntimeError> {
         self.gpu.make_current()?;
         let runs = |r: &Ready| !r.grid.contains(&0);

@@ -1,10 +1,10 @@
 //! Two launches of a program that touch no common memory run together: the first on a stream of
-//! the program's own (one for all its bindings), the second on the caller's, both after the work already on the caller's
-//! stream, and the caller's stream waits for both before anything after them (a fork and a
-//! join through two events). So the second kernel's blocks fill the SMs that the first one's
-//! last wave leaves idle, instead of waiting for its last block: attention_bwd's dK/dV and dQ
-//! kernels (each reads q, k, v, do and the preprocess's temps, and writes its own gradients)
-//! lose that tail (docs/backends.md, "Launches that run together").
+//! the program's own (one for all its bindings), the second on the caller's, both after the
+//! work already on the caller's stream, and the caller's stream waits for both before anything
+//! after them (a fork and a join through two events). So the second kernel's blocks fill the
+//! SMs that the first one's last wave leaves idle, instead of waiting for its last block:
+//! attention_bwd's dK/dV and dQ kernels (each reads q, k, v, do and the preprocess's temps, and
+//! writes its own gradients) lose that tail (docs/backends.md, "Launches that run together").
 //!
 //! Whether two launches may overlap is decided at each launch from what they touch
 //! ([`Touch`]: a buffer's name, its bytes, whether the kernel may write it) and the buffers'
