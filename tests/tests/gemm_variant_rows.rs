@@ -90,8 +90,8 @@ impl Problem {
 /// The scheduled kernel of `p`'s plan on the interpreter with `alpha`, its output against the
 /// f64 oracle rounded to bf16: inputs fresh per call, about 3 in magnitude; c_in as large as the
 /// product's terms sum to (1.5·√K·9), so that its part is half the output and a wrong beta or
-/// a c_in element at the wrong place fails. The callers alternate alpha = 1 (the op skips the
-/// scaling) with 1.5.
+/// a c_in element at the wrong place fails. The callers alternate alpha = 1 (kir.torch's
+/// plain product) with 1.5.
 fn check_scheduled(p: Problem, alpha: f64, rng: &mut Rng) {
     let dt = Dtype::Bf16;
     let plan = p.plan();
