@@ -223,8 +223,10 @@ pub(super) const ATTENTION_ROWS: &[Row] = &[
     // 251.5–254.4 TFLOP/s against 240.0–240.9 for the warp-specialized row below (233.9–234.6
     // with 256 consumer registers); without causal masking the warp-specialized row stays
     // ahead (295.3–296.9 against 271.4–274.2). E2 (H200, the kernels of then) had found the
-    // warp-specialized causal dK/dV kernel faster; the unspecialized kernels have since gained
-    // the row loads in pairs, the uniform warp index and `lse_log2`.
+    // warp-specialized causal dK/dV kernel faster; the unspecialized kernels had since gained
+    // the row loads in pairs, the uniform warp index and `lse_log2` (the warp-specialized ones
+    // read lse and delta in pairs too since call L3 of 2026-12-07: non-causal +2 %; causal not
+    // timed again).
     bwd_row(|f| bwd_d256(f) && f.causal && !f.band, BWD_64_KEYS, None),
     Row {
         warp_specialize: true,

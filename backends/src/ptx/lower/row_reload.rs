@@ -15,8 +15,8 @@
 //! the chain to each, and deals them to its slots: no shared memory and no barrier. The vector is
 //! small and every warp reads the same bytes, so the loads hit in L1. An f32 vector whose
 //! columns all lie inside the tensor, row 8-byte aligned, is read as pairs of columns (one
-//! `ld.global.v2.f32` per pair, at constant offsets) behind one run-time test, outside
-//! warp-specialized kernels (see `reload`). A 16-bit vector in a warp-specialized kernel keeps
+//! `ld.global.v2.f32` per pair, at constant offsets) behind one run-time test (see `reload`).
+//! A 16-bit vector in a warp-specialized kernel keeps
 //! the general conversion (its consumer has no registers to spare for the per-column loads).
 
 use super::arith::scalar_op;
@@ -86,11 +86,11 @@ pub(super) fn reload(
     // The columns come in pairs (2q + 8j, 2q + 8j + 1): an f32 vector with a unit innermost
     // stride whose n columns lie inside the tensor and whose row starts 8-byte aligned is read
     // as n / 8 pair loads at constant offsets from one address; any other launch takes the
-    // per-column loads with their bounds. Not in a warp-specialized kernel, whose consumers
-    // run at their register budget: there the pair loads made attention_bwd d256 3 % slower,
-    // where they made d64 12 % and d128 at 1k queries 7 % faster (docs/benchmarks.md).
+    // per-column loads with their bounds. The pair loads made d64 12 % and d128 at 1k queries
+    // 7 % faster unspecialized, and the warp-specialized d256 dK/dV kernel (a 4-warp consumer
+    // at 256 registers) 2 % faster (call L3 of 2026-12-07, docs/benchmarks.md; at a 240-register
+    // budget they had cost it 3 %).
     let pairs = d == kir_ir::Dtype::F32
-        && c.asyncs.ws.raw_tid.is_none()
         && info.contiguous_last
         && cols
             .iter()
