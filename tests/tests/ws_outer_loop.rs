@@ -128,12 +128,11 @@ fn warp_specialize_on_compiles_every_attention_backward_kernel_with_its_own_warp
     }
 }
 
-/// attention_bwd at d256 (16-bit, no mask or soft cap) is warp-specialized by default on sm_90a
-/// without causal masking and with a causal window (compiler/src/configs/attention_rows.rs: both
-/// kernels hold one block per SM for their shared memory, so the producer's warps cost no
-/// occupancy): its dK/dV and dQ kernels each get a producer warpgroup, with and without shapes;
-/// causal without a window runs both kernels unspecialized (faster there since call F6), and a
-/// mask keeps the op's tiles, unspecialized.
+/// attention_bwd at d256 (16-bit, no mask or soft cap) is warp-specialized by default on sm_90a,
+/// causal or not (compiler/src/configs/attention_rows.rs: both kernels hold one block per SM
+/// for their shared memory, so the producer's warps cost no occupancy): its dK/dV and dQ
+/// kernels each get a producer warpgroup, with and without shapes; a mask keeps the op's
+/// tiles, unspecialized.
 #[test]
 fn the_d256_backward_default_is_warp_specialized() {
     let src = kir_compiler::internal::oplib::builtin("attention_bwd").expect("attention_bwd");
@@ -141,8 +140,8 @@ fn the_d256_backward_default_is_warp_specialized() {
     for (extra, with_shapes, want) in [
         (None, false, 2),
         (None, true, 2),
-        (Some(("CAUSAL", "1")), true, 0),
-        (Some(("CAUSAL", "1")), false, 0),
+        (Some(("CAUSAL", "1")), true, 2),
+        (Some(("CAUSAL", "1")), false, 2),
         (Some(("DTYPE", "f16")), false, 2),
         (Some(("MASK", "1")), false, 0),
     ] {

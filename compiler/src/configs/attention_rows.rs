@@ -218,19 +218,21 @@ pub(super) const ATTENTION_ROWS: &[Row] = &[
     // docs/gpu-results/2026-12-06-d1-d2-h200-h100-bars-d256-bwd-regs.txt; 249 on the H200 in
     // D1). 240 had been this row's budget since call S8 (64-key dQ blocks then: within 0.5 %
     // of 256 without causal masking, docs/gpu-results/2026-12-06-s1-s8-h100-atomic-gemm-tune.txt).
-    // Causal d256 without a band of keys: both kernels unspecialized. On an H100 (call F6,
-    // docs/gpu-results/2026-12-06-f5-f7-h100-d256-bwd-roles.txt, three rounds, B 4 H 8 S 4k)
-    // 251.5–254.4 TFLOP/s against 240.0–240.9 for the warp-specialized row below (233.9–234.6
-    // with 256 consumer registers); without causal masking the warp-specialized row stays
-    // ahead (295.3–296.9 against 271.4–274.2). E2 (H200, the kernels of then) had found the
-    // warp-specialized causal dK/dV kernel faster; the unspecialized kernels had since gained
-    // the row loads in pairs, the uniform warp index and `lse_log2` (the warp-specialized ones
-    // read lse and delta in pairs too since call L3 of 2026-12-07: non-causal +2 %; causal not
-    // timed again).
-    bwd_row(|f| bwd_d256(f) && f.causal && !f.band, BWD_64_KEYS, None),
+    // Causal d256 (with a band of keys or not) on 64-key dQ blocks, warp-specialized since call
+    // L4 of 2026-12-07 (an H100, docs/gpu-results/2026-12-07-l4-l6-h100-d256-bwd-roles-bars.txt,
+    // three rounds, B 4 H 8 S 4k): 279.6–281.7 TFLOP/s against 259.6–260.3 with both kernels
+    // unspecialized, as the row had been since call F6 (251.5–254.4 against 240.0–240.9 then,
+    // docs/gpu-results/2026-12-06-f5-f7-h100-d256-bwd-roles.txt), when the unspecialized
+    // kernels had the row loads in pairs and the warp-specialized ones did not (they do since
+    // call L3). Specializing the dK/dV kernel alone ran 275.9–276.2 (L5): the dQ kernel alone
+    // is 4–5 % faster unspecialized (`kirc bench --kernel`, L4), but beside the specialized
+    // dK/dV kernel in the program it is not; without causal masking too (296.8–301.6 against
+    // 305.7–310.0 for both specialized, L5). L6 timed this row at 278.4–281.8 against
+    // 255.9–258.1, matched the interpreter, ran bit for bit twice and was clean under
+    // compute-sanitizer's memcheck, racecheck and synccheck, causal or not.
     Row {
         warp_specialize: true,
-        ..bwd_row(|f| bwd_d256(f) && f.band, BWD_64_KEYS, None)
+        ..bwd_row(|f| bwd_d256(f) && (f.causal || f.band), BWD_64_KEYS, None)
     },
     Row {
         warp_specialize: true,
