@@ -16,8 +16,8 @@
 //! small and every warp reads the same bytes, so the loads hit in L1. An f32 vector whose
 //! columns all lie inside the tensor, row 8-byte aligned, is read as pairs of columns (one
 //! `ld.global.v2.f32` per pair, at constant offsets) behind one run-time test (see `reload`).
-//! A 16-bit vector in a warp-specialized kernel keeps
-//! the general conversion (its consumer has no registers to spare for the per-column loads).
+//! A 16-bit vector in a warp-specialized kernel keeps the general conversion (its consumer has
+//! no registers to spare for the per-column loads).
 
 use super::arith::scalar_op;
 use super::ctx::{constant, dtype, Ctx, Val};
