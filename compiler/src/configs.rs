@@ -64,6 +64,9 @@ pub struct Config {
     /// With warp specialization: at most this many registers a consumer thread (`None`: what
     /// the block leaves it, up to `setmaxnreg`'s 256).
     pub consumer_regs: Option<u32>,
+    /// With warp specialization: a kernel whose grid has the constant extent 2 along axis 2
+    /// (two programs of a tile with different roles) runs them as two consumers of one block.
+    pub roles: bool,
     /// With a persistent grid, for a kernel with no group constant of its own: its tiles
     /// walked in groups of this many rows (the row's group value; `persistent` pass).
     pub tile_group: Option<u32>,
@@ -225,6 +228,9 @@ pub fn target_config(
     if let Some(n) = row.consumer_regs {
         parts.push(format!("consumer at {n} registers"));
     }
+    if row.roles {
+        parts.push("the two programs of grid axis 2 as two consumers".into());
+    }
     Config {
         report: format!(
             "configuration: {what}: {} — matched: {}",
@@ -242,6 +248,7 @@ pub fn target_config(
         stream_k: row.stream_k,
         min_blocks: row.min_blocks,
         consumer_regs: row.consumer_regs,
+        roles: row.roles,
         tile_group,
     }
 }

@@ -151,7 +151,7 @@ impl Flags {
             None | Some(WsChoice::Off) => String::new(),
             Some(WsChoice::Auto) => "_WSPLAN_auto".into(),
             Some(WsChoice::Plan(p)) => format!("_WSPLAN_{}", p.name),
-            Some(WsChoice::OneConsumer(_)) => "_WSPLAN_1c".into(),
+            Some(WsChoice::PerKernel { .. }) => "_WSPLAN_1c".into(),
         }
     }
 }

@@ -55,9 +55,12 @@ pub enum WsChoice {
     /// The PTX backend's plan for each kernel (`WsPlan::one_consumer`): a producer warpgroup and
     /// the kernel's own block (the warps the backend's block policy gives it) as one consumer,
     /// so each kernel of a program keeps its own warps (attention_bwd's dK/dV kernel 8 for its
-    /// 128-key rows, its dQ kernel 4); a kernel the pass cannot split is its error. With a
-    /// register count, each consumer thread takes at most that many.
-    OneConsumer(Option<u32>),
+    /// 128-key rows, its dQ kernel 4); a kernel the pass cannot split is its error. With
+    /// `max_regs`, each consumer thread takes at most that many. With `roles`, a kernel whose
+    /// grid has the constant extent 2 along axis 2 (two programs of one tile that take
+    /// different roles over the same stages: attention_bwd's dk and dv at head dims above 128)
+    /// runs them as two consumers of one block instead (`WsPlan::roles`).
+    PerKernel { max_regs: Option<u32>, roles: bool },
 }
 
 /// What the scheduling passes may use and are asked for.

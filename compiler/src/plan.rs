@@ -354,7 +354,10 @@ impl CompilePlan {
         } else {
             match self.ptx_options().warps {
                 Some(w) => WsChoice::Plan(WsPlan::one_consumer(w, self.config.consumer_regs)),
-                None => WsChoice::OneConsumer(self.config.consumer_regs),
+                None => WsChoice::PerKernel {
+                    max_regs: self.config.consumer_regs,
+                    roles: self.config.roles,
+                },
             }
         };
         options(

@@ -10,7 +10,9 @@
 
 use kir_backends::Target;
 use kir_compiler::internal::compile::Emit;
-use kir_compiler::internal::passes::{pipelining, warp_specialize_within, PipelineConfig, WsPlan};
+use kir_compiler::internal::passes::{
+    pipelining, warp_specialize_each, warp_specialize_within, PipelineConfig, WsPlan,
+};
 use kir_compiler::internal::pipeline;
 use kir_compiler::internal::plan::{CompilePlan, Flags};
 use kir_ir::Opcode;
@@ -76,6 +78,84 @@ fn the_dkdv_kernels_outer_loop_is_warp_specialized_and_exact() {
                 0,
                 "{what}: copy groups left"
             );
+            differential(&what, &before, &after, 20);
+        }
+    }
+}
+
+/// Two consumers that split grid axis 2 around the outer loop (outer_split.rs): the dK/dV
+/// kernel's two programs per key block at head dims above 128 (dk's and dv's accumulators)
+/// become two consumers of one block that read every q and do stage once; with and without
+/// ping-pong turns, causal and with
+/// the d256 row's features, bit for bit the unscheduled module under 20 scheduler seeds. The
+/// grid loses its axis-2 programs, and only the consumer region reads the consumer's role.
+#[test]
+fn two_consumers_split_the_dkdv_roles_around_the_outer_loop_exactly() {
+    let cases: [&[(&str, &str)]; 3] = [
+        &[("HEAD_DIM", "136"), ("BLOCK_KV", "64"), ("BLOCK_M", "16")],
+        &[("HEAD_DIM", "136"), ("BLOCK_KV", "64"), ("BLOCK_M", "16"), ("CAUSAL", "1")],
+        &[
+            ("HEAD_DIM", "136"),
+            ("BLOCK_KV", "64"),
+            ("BLOCK_M", "16"),
+            ("CAUSAL", "1"),
+            ("VARLEN", "1"),
+            ("WINDOW", "1"),
+            ("KV_OFFSET", "1"),
+        ],
+    ];
+    for defs in cases {
+        for pingpong in [false, true] {
+            let cfg = PipelineConfig {
+                smem_budget: 232_448,
+                stages: Some(2),
+                hold_carried_dots: false,
+                tma_rings: false,
+            };
+            let what = format!("attention_bwd {defs:?} pingpong {pingpong}");
+            let before = spec("attention_bwd", defs);
+            let piped = pipelining(&before, &cfg).unwrap_or_else(|e| panic!("{what}: {e:?}"));
+            let roles = WsPlan {
+                name: "roles",
+                producer_warps: 4,
+                producer_regs: 24,
+                consumers: 2,
+                consumer_warps: 4,
+                consumer_regs: 240,
+                split_axis: 2,
+                pingpong,
+            };
+            let plan = |k: &kir_ir::Kernel| {
+                if k.name == "attention_bwd_dkdv" {
+                    roles.clone()
+                } else {
+                    WsPlan::one_consumer(4, None)
+                }
+            };
+            let after = checked(
+                warp_specialize_each(&piped, &plan, 232_448)
+                    .unwrap_or_else(|e| panic!("{what}: {e:?}")),
+                &what,
+            );
+            let dkdv = after
+                .kernels
+                .values()
+                .find(|k| k.name == "attention_bwd_dkdv")
+                .expect("the dK/dV kernel");
+            assert_eq!(dkdv.grid[2].to_string(), "cdiv(2, 2)", "{what}");
+            let top: Vec<Opcode> = dkdv.dfg.blocks[dkdv.body]
+                .ops
+                .iter()
+                .map(|&o| dkdv.dfg.ops[o].opcode)
+                .collect();
+            assert!(top.contains(&Opcode::WarpSpecialize), "{what}: {top:?}");
+            // Axes 0 and 1 may stay in the body; axis 2 is the consumer's own.
+            let axis2_outside = dkdv.dfg.blocks[dkdv.body].ops.iter().any(|&o| {
+                let d = &dkdv.dfg.ops[o];
+                d.opcode == Opcode::ProgramId
+                    && matches!(&d.lead, Some(kir_ir::Attr::Expr(e)) if e.as_int() == Some(2))
+            });
+            assert!(!axis2_outside, "{what}: axis 2 read outside the consumers");
             differential(&what, &before, &after, 20);
         }
     }

@@ -230,12 +230,23 @@ pub(super) const ATTENTION_ROWS: &[Row] = &[
     // 305.7–310.0 for both specialized, L5). L6 timed this row at 278.4–281.8 against
     // 255.9–258.1, matched the interpreter, ran bit for bit twice and was clean under
     // compute-sanitizer's memcheck, racecheck and synccheck, causal or not.
+    //
+    // The dK/dV kernel's two programs per key block (dk's accumulator and dv's, grid axis 2)
+    // run as two consumers of one block (`roles`, `WsPlan::roles`: 240 registers each, beside a
+    // producer warpgroup at 24) since call Q1 of 2026-12-07 (an H100, three rounds, B 4 H 8
+    // S 4k, docs/gpu-results/2026-12-07-q1-h100-d256-bwd-two-consumers.txt): they read each q
+    // and do stage once, the key and value blocks are filled once by the producer, and one
+    // consumer's softmax runs under the other's dots. The program 366.3–389.2 TFLOP/s against
+    // 304.5–308.3 with one consumer per block, causal 348.2–352.3 against 279.9–281.2; the dK/dV
+    // kernel alone 1.956 ms against 2.925 (`kirc bench --kernel`), 2.137 with ping-pong turns.
     Row {
         warp_specialize: true,
+        roles: true,
         ..bwd_row(|f| bwd_d256(f) && (f.causal || f.band), BWD_64_KEYS, None)
     },
     Row {
         warp_specialize: true,
+        roles: true,
         ..bwd_row(bwd_d256, BWD_64_KEYS_DQ80, None)
     },
     // d128 with an additive mask or a key window on the causal bound (a band): the 64-key

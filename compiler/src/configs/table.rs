@@ -39,6 +39,9 @@ pub(super) struct Row {
     /// With warp specialization: at most this many registers a consumer thread (a multiple of
     /// 8), below what the block leaves it (`WsPlan::one_consumer`).
     pub(super) consumer_regs: Option<u32>,
+    /// With warp specialization: a kernel whose grid has the constant extent 2 along axis 2
+    /// runs its two programs of a tile as two consumers of one block (`WsPlan::roles`).
+    pub(super) roles: bool,
 }
 
 /// The rows of dot loops, row reductions and elementwise kernels (H200 measurements of
@@ -110,6 +113,7 @@ pub(super) const ROWS: &[Row] = &[
         stream_k: false,
         min_blocks: None,
         consumer_regs: None,
+        roles: false,
     },
     Row {
         cuda: false,
@@ -132,6 +136,7 @@ pub(super) const ROWS: &[Row] = &[
         stream_k: false,
         min_blocks: None,
         consumer_regs: None,
+        roles: false,
     },
     // A tile of the output's shape added in the epilogue (gemm's `C_IN = 1`, the backward's
     // `dA += dC·Bᵀ`): on the 128×256 rows below each consumer thread held the c_in tile's 128
@@ -309,6 +314,7 @@ pub(super) const fn tile_row(
         stream_k: false,
         min_blocks: None,
         consumer_regs: None,
+        roles: false,
     }
 }
 
@@ -459,6 +465,7 @@ const fn sm90a_gemm_row(
         stream_k: false,
         min_blocks: None,
         consumer_regs: None,
+        roles: false,
     }
 }
 
@@ -485,5 +492,6 @@ pub(super) const fn cuda_row(
         stream_k: false,
         min_blocks: None,
         consumer_regs: None,
+        roles: false,
     }
 }

@@ -215,11 +215,15 @@ impl Pass for WarpSpecialize {
             WsChoice::Off => return Ok(None),
             WsChoice::Auto => ws_plans(target),
             WsChoice::Plan(p) => vec![p.clone()],
-            WsChoice::OneConsumer(max_regs) => {
-                let max_regs = *max_regs;
+            WsChoice::PerKernel { max_regs, roles } => {
+                let (max_regs, roles) = (*max_regs, *roles);
                 let plan = move |k: &kir_ir::Kernel| {
                     let (block, _) = kir_backends::ptx::plan::block::block_policy(k);
-                    passes::WsPlan::one_consumer(block.warps, max_regs)
+                    if roles && k.grid[2].as_int() == Some(2) {
+                        passes::WsPlan::roles(block.warps, max_regs)
+                    } else {
+                        passes::WsPlan::one_consumer(block.warps, max_regs)
+                    }
                 };
                 return passes::warp_specialize_each(m, &plan, target.smem_per_block()).map(Some);
             }

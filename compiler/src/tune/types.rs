@@ -131,6 +131,9 @@ impl Candidate {
             // Nor is the consumer's register budget: a tuned warp-specialized candidate's
             // consumer gets what its block leaves it.
             consumer_regs: None,
+            // Nor are two programs' roles as two consumers (`WsPlan::roles`): a tuned
+            // warp-specialized candidate gives each kernel one consumer.
+            roles: false,
             // Nor is the tile order of a kernel with no group constant: the plan resolved with
             // the candidate's flags takes it from the row its structure matches (configs.rs).
             tile_group: None,

@@ -34,6 +34,7 @@
 //! consumer's matrix work overlaps the other's softmax.
 
 mod loops;
+mod outer_split;
 mod persist;
 mod split;
 mod stage;
@@ -237,14 +238,21 @@ fn kernel(k: &mut Kernel, plan: &WsPlan, smem_budget: u64) -> Result<(), Diagnos
         .collect();
     let c = plan.consumers as i64;
     if let Some(tl) = outer {
-        if c > 1 {
-            return Err(bad(
-                k.span,
-                k,
-                "a persistent kernel takes one consumer, as does one whose rings sit in an outer loop (the plan has more)",
-            ));
-        }
-        build(
+        // Several consumers split a grid axis around an outer loop that carries their values;
+        // a persistent grid's tile loop (which carries nothing) walks the split axis itself.
+        let carries = k.dfg.ops[tl].operands.len() > 3;
+        let split = match (c > 1, carries) {
+            (false, _) => None,
+            (true, true) => Some(outer_split::prepare(k, plan, tl, &loops)?),
+            (true, false) => {
+                return Err(bad(
+                    k.span,
+                    k,
+                    "a persistent kernel takes one consumer (the plan has more)",
+                ))
+            }
+        };
+        let entry = build(
             k, plan, blk, &loops, outside, inside, yield_op, stages, None,
         )?;
         let tile = TileLoop {
@@ -253,12 +261,22 @@ fn kernel(k: &mut Kernel, plan: &WsPlan, smem_budget: u64) -> Result<(), Diagnos
             step: k.dfg.ops[tl].operands[2],
         };
         stage_operands(k, blk, plan, Some(tile), smem_budget);
-        return persist::hoist(k, tl, &loops);
+        persist::hoist(k, tl, &loops)?;
+        if let Some(os) = split {
+            outer_split::enter(k, plan, os, &entry)?;
+            // The tiles loaded before the outer loop (attention_bwd's key and value blocks)
+            // are filled once by the producer: one copy in shared memory that every consumer
+            // reads, where each consumer would otherwise stage its own.
+            let body = k.body;
+            stage_operands(k, body, plan, None, smem_budget);
+            edit::dce(k);
+        }
+        return Ok(());
     }
     if c > 1 {
         let (stay, inside_all, split) = split::split_consumers(k, plan, &loops, &outside, &inside)?;
         let body = k.body;
-        return build(
+        build(
             k,
             plan,
             body,
@@ -268,7 +286,8 @@ fn kernel(k: &mut Kernel, plan: &WsPlan, smem_budget: u64) -> Result<(), Diagnos
             yield_op,
             stages,
             Some(split),
-        );
+        )?;
+        return Ok(());
     }
     build(
         k, plan, blk, &loops, outside, inside, yield_op, stages, None,
@@ -291,7 +310,9 @@ fn piped_loops(k: &Kernel, b: Block) -> Result<Vec<Piped>, Diagnostic> {
     Ok(loops)
 }
 
-/// Builds the barriers, the two partitions and the `warp_specialize` op.
+/// Builds the barriers, the two partitions and the `warp_specialize` op; returns the ops at the
+/// top of the consumer region that run once per consumer before its loops (consumer 0's first
+/// ping-pong turn), which an outer loop's hoist must keep out of that loop.
 #[allow(clippy::too_many_arguments)]
 fn build(
     k: &mut Kernel,
@@ -303,8 +324,9 @@ fn build(
     yield_op: Op,
     stages: usize,
     split: Option<Split>,
-) -> Result<(), Diagnostic> {
+) -> Result<Vec<Op>, Diagnostic> {
     let c = plan.consumers as usize;
+    let mut entry = vec![];
     // Barriers.
     let bar = |k: &mut Kernel, arrivals: i64, n: usize| mbar(k, body, arrivals, n);
     k.dfg.blocks[body].ops = outside;
@@ -426,6 +448,7 @@ fn build(
         let els = edit::yield_block(&mut k.dfg, vec![], vec![]);
         edit::append_if(&mut k.dfg, pre, is0, then, els, vec![]);
         let pre_ops = std::mem::take(&mut k.dfg.blocks[pre].ops);
+        entry.extend(pre_ops.iter().copied());
         k.dfg.blocks[cons].ops.splice(0..0, pre_ops);
     }
     let mut t_in = None;
@@ -482,5 +505,5 @@ fn build(
     k.dfg.append_op(body, ws, vec![]);
     k.dfg.blocks[body].ops.push(yield_op);
     edit::dce(k);
-    Ok(())
+    Ok(entry)
 }

@@ -108,7 +108,7 @@ pub(super) fn split_consumers(
 }
 
 /// The ops of `k` with `opcode` (`program_id` or `num_programs`) along grid axis `axis`.
-fn axis_ops(k: &Kernel, opcode: Opcode, axis: usize) -> Vec<Op> {
+pub(super) fn axis_ops(k: &Kernel, opcode: Opcode, axis: usize) -> Vec<Op> {
     k.dfg
         .ops
         .keys()
@@ -151,7 +151,7 @@ pub(super) fn num_programs_as_grid(k: &mut Kernel, axis: usize) {
 }
 
 /// The grid expression along `axis` before the split (undoing `cdiv(·, C)`).
-fn g_tiles(k: &Kernel, axis: usize) -> Expr {
+pub(super) fn g_tiles(k: &Kernel, axis: usize) -> Expr {
     match &k.grid[axis].kind {
         ExprKind::Call(Func::Cdiv, a) => a[0].clone(),
         _ => k.grid[axis].clone(),
@@ -177,7 +177,7 @@ fn first_tile(k: &mut Kernel, b: Block, plan: &WsPlan) -> Value {
 /// Appends to block `b` the tile of consumer `w` (a value) of this program, `pid · C + w`, and
 /// whether it is inside the original grid; a tile past it is replaced by `pid · C`, consumer 0's,
 /// which always is. Returns (tile, valid).
-fn tile_of(k: &mut Kernel, b: Block, plan: &WsPlan, w: Value, sp: &Split) -> (Value, Value) {
+pub(super) fn tile_of(k: &mut Kernel, b: Block, plan: &WsPlan, w: Value, sp: &Split) -> (Value, Value) {
     let first = first_tile(k, b, plan);
     let tile = op2(k, b, Opcode::Add, None, first, w, Dtype::I32);
     let n = expr_value(k, b, &sp.tiles);
@@ -242,7 +242,7 @@ pub(super) fn guard_effects(k: &mut Kernel, b: Block, valid: Value) {
 }
 
 /// The first of `roots` whose value (transitively through `among`) depends on `dep`.
-fn depends_on(k: &Kernel, roots: &[Value], dep: &HashSet<Value>, among: &[Op]) -> Option<Value> {
+pub(super) fn depends_on(k: &Kernel, roots: &[Value], dep: &HashSet<Value>, among: &[Op]) -> Option<Value> {
     let set: HashSet<Op> = among.iter().copied().collect();
     for &r in roots {
         let mut stack = vec![r];
@@ -263,7 +263,7 @@ fn depends_on(k: &Kernel, roots: &[Value], dep: &HashSet<Value>, among: &[Op]) -
 
 /// The values op `o` reads: its operands, offsets and mask, and what its regions read from
 /// outside them (an `if` whose branch yields `program_id` depends on the split axis).
-fn all_uses(k: &Kernel, o: Op) -> Vec<Value> {
+pub(super) fn all_uses(k: &Kernel, o: Op) -> Vec<Value> {
     let d = &k.dfg.ops[o];
     let mut v = d.uses();
     for &r in &d.regions {
