@@ -85,24 +85,18 @@ fn the_dkdv_kernels_outer_loop_is_warp_specialized_and_exact() {
 
 /// Two consumers that split grid axis 2 around the outer loop (outer_split.rs): the dK/dV
 /// kernel's two programs per key block at head dims above 128 (dk's and dv's accumulators)
-/// become two consumers of one block that read every q and do stage once; with and without
-/// ping-pong turns, causal and with
-/// the d256 row's features, bit for bit the unscheduled module under 20 scheduler seeds. The
-/// grid loses its axis-2 programs, and only the consumer region reads the consumer's role.
+/// become two consumers of one block that read every q and do stage once, the key and value
+/// blocks filled once by the producer; with and without ping-pong turns, causal and with a
+/// window, bit for bit the unscheduled module under 20 scheduler seeds. The grid loses its
+/// axis-2 programs, and only the consumer region reads the consumer's role. With key lengths
+/// the key and value loads are masked, which no tensor copy makes: the plan is refused (each
+/// consumer would stage its own copy) and the next one, a single consumer, applies.
 #[test]
 fn two_consumers_split_the_dkdv_roles_around_the_outer_loop_exactly() {
     let cases: [&[(&str, &str)]; 3] = [
-        &[("HEAD_DIM", "136"), ("BLOCK_KV", "64"), ("BLOCK_M", "16")],
-        &[("HEAD_DIM", "136"), ("BLOCK_KV", "64"), ("BLOCK_M", "16"), ("CAUSAL", "1")],
-        &[
-            ("HEAD_DIM", "136"),
-            ("BLOCK_KV", "64"),
-            ("BLOCK_M", "16"),
-            ("CAUSAL", "1"),
-            ("VARLEN", "1"),
-            ("WINDOW", "1"),
-            ("KV_OFFSET", "1"),
-        ],
+        &[("HEAD_DIM", "192"), ("BLOCK_KV", "64"), ("BLOCK_M", "16")],
+        &[("HEAD_DIM", "192"), ("BLOCK_KV", "64"), ("BLOCK_M", "16"), ("CAUSAL", "1")],
+        &[("HEAD_DIM", "192"), ("BLOCK_KV", "64"), ("BLOCK_M", "32"), ("CAUSAL", "1"), ("WINDOW", "1")],
     ];
     for defs in cases {
         for pingpong in [false, true] {
@@ -127,9 +121,9 @@ fn two_consumers_split_the_dkdv_roles_around_the_outer_loop_exactly() {
             };
             let plan = |k: &kir_ir::Kernel| {
                 if k.name == "attention_bwd_dkdv" {
-                    roles.clone()
+                    vec![roles.clone()]
                 } else {
-                    WsPlan::one_consumer(4, None)
+                    vec![WsPlan::one_consumer(4, None)]
                 }
             };
             let after = checked(
@@ -149,6 +143,10 @@ fn two_consumers_split_the_dkdv_roles_around_the_outer_loop_exactly() {
                 .map(|&o| dkdv.dfg.ops[o].opcode)
                 .collect();
             assert!(top.contains(&Opcode::WarpSpecialize), "{what}: {top:?}");
+            assert!(
+                !top.contains(&Opcode::Load),
+                "{what}: a tile load stayed before the partitions: {top:?}"
+            );
             // Axes 0 and 1 may stay in the body; axis 2 is the consumer's own.
             let axis2_outside = dkdv.dfg.blocks[dkdv.body].ops.iter().any(|&o| {
                 let d = &dkdv.dfg.ops[o];
@@ -159,6 +157,34 @@ fn two_consumers_split_the_dkdv_roles_around_the_outer_loop_exactly() {
             differential(&what, &before, &after, 20);
         }
     }
+    let defs = [("HEAD_DIM", "192"), ("BLOCK_KV", "64"), ("BLOCK_M", "16"), ("VARLEN", "1")];
+    let cfg = PipelineConfig {
+        smem_budget: 232_448,
+        stages: Some(2),
+        hold_carried_dots: false,
+        tma_rings: false,
+    };
+    let before = spec("attention_bwd", &defs);
+    let piped = pipelining(&before, &cfg).expect("pipelined");
+    let roles = WsPlan::roles(4, None);
+    let err = warp_specialize_each(&piped, &|_| vec![roles.clone()], 232_448)
+        .expect_err("masked key and value loads refuse two consumers");
+    assert!(
+        format!("{err:?}").contains("would stage its own copy"),
+        "{err:?}"
+    );
+    let plans = |_: &kir_ir::Kernel| vec![roles.clone(), WsPlan::one_consumer(4, None)];
+    let after = checked(
+        warp_specialize_each(&piped, &plans, 232_448).expect("one consumer"),
+        "varlen",
+    );
+    let dkdv = after
+        .kernels
+        .values()
+        .find(|k| k.name == "attention_bwd_dkdv")
+        .expect("the dK/dV kernel");
+    assert_eq!(dkdv.grid[2].as_int(), Some(2), "one consumer keeps the grid");
+    differential("varlen, one consumer", &before, &after, 4);
 }
 
 #[test]

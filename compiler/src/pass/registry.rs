@@ -219,10 +219,11 @@ impl Pass for WarpSpecialize {
                 let (max_regs, roles) = (*max_regs, *roles);
                 let plan = move |k: &kir_ir::Kernel| {
                     let (block, _) = kir_backends::ptx::plan::block::block_policy(k);
+                    let one = passes::WsPlan::one_consumer(block.warps, max_regs);
                     if roles && k.grid[2].as_int() == Some(2) {
-                        passes::WsPlan::roles(block.warps, max_regs)
+                        vec![passes::WsPlan::roles(block.warps, max_regs), one]
                     } else {
-                        passes::WsPlan::one_consumer(block.warps, max_regs)
+                        vec![one]
                     }
                 };
                 return passes::warp_specialize_each(m, &plan, target.smem_per_block()).map(Some);

@@ -67,24 +67,34 @@ pub fn warp_specialize_within(
     plan: &WsPlan,
     smem_budget: u64,
 ) -> Result<Module, Diagnostics> {
-    warp_specialize_each(m, &|_| plan.clone(), smem_budget)
+    warp_specialize_each(m, &|_| vec![plan.clone()], smem_budget)
 }
 
-/// [`warp_specialize_within`] with each kernel's own plan, `plan(kernel)` (asked before the
-/// kernel changes).
+/// [`warp_specialize_within`] with each kernel's own plans, `plans(kernel)` (asked before the
+/// kernel changes) in order of preference: the first that applies to the kernel; where none
+/// does, the last one's error.
 pub fn warp_specialize_each(
     m: &Module,
-    plan: &dyn Fn(&Kernel) -> WsPlan,
+    plans: &dyn Fn(&Kernel) -> Vec<WsPlan>,
     smem_budget: u64,
 ) -> Result<Module, Diagnostics> {
     let mut out = m.clone();
     let mut errs = vec![];
     for k in out.kernels.values_mut() {
-        let plan = plan(k);
-        match kernel(k, &plan, smem_budget) {
-            Ok(()) => kir_ir::renumber::renumber_kernel(k),
-            Err(d) => errs.push(d),
+        let mut last = None;
+        for plan in plans(k) {
+            let mut tried = k.clone();
+            match kernel(&mut tried, &plan, smem_budget) {
+                Ok(()) => {
+                    kir_ir::renumber::renumber_kernel(&mut tried);
+                    *k = tried;
+                    last = None;
+                    break;
+                }
+                Err(d) => last = Some(d),
+            }
         }
+        errs.extend(last);
     }
     if errs.is_empty() {
         Ok(out)
@@ -269,6 +279,7 @@ fn kernel(k: &mut Kernel, plan: &WsPlan, smem_budget: u64) -> Result<(), Diagnos
             // reads, where each consumer would otherwise stage its own.
             let body = k.body;
             stage_operands(k, body, plan, None, smem_budget);
+            outer_split::shared_tiles_filled(k, plan)?;
             edit::dce(k);
         }
         return Ok(());

@@ -22,7 +22,7 @@ use super::split::{all_uses, axis_ops, depends_on, g_tiles, guard_effects, tile_
 use super::types::{bad, Piped, Split, WsPlan};
 use crate::passes::schedule::grid::lowerable;
 use kir_ir::edit::{self};
-use kir_ir::{Diagnostic, Expr, ExprKind, Func, Kernel, Op, Opcode, Span, Value};
+use kir_ir::{Diagnostic, Expr, ExprKind, Func, Kernel, Op, Opcode, Span, Type, Value};
 use std::collections::HashSet;
 
 /// What [`prepare`] found: the split and the kernel-body ops (before the outer loop) that
@@ -205,5 +205,37 @@ pub(super) fn enter(
         guard_effects(k, cons, valid);
     }
     edit::dce(k);
+    Ok(())
+}
+
+/// An error unless every tile the consumers read that is loaded before the partitions was
+/// taken over by the producer (`stage_operands`): a tile load left there is lowered in the
+/// consumer region, each consumer staging its own copy (a load that no tensor copy makes: a
+/// masked one, as attention_bwd's key and value blocks under key lengths or a KV offset, or a
+/// tile of columns that are not a multiple of 64), which at d256 outgrows the block's shared
+/// memory; the caller then takes its next plan.
+pub(super) fn shared_tiles_filled(k: &Kernel, plan: &WsPlan) -> Result<(), Diagnostic> {
+    for &o in &k.dfg.blocks[k.body].ops {
+        let od = &k.dfg.ops[o];
+        if od.opcode == Opcode::WarpSpecialize {
+            break;
+        }
+        let tile = od.results.iter().any(|&r| matches!(k.dfg.ty(r), Type::Tile(..)));
+        if od.opcode == Opcode::Load && tile {
+            let name = od.results[0];
+            let name = k.dfg.values[name]
+                .name
+                .as_ref()
+                .map_or("a tile".to_string(), |n| format!("`%{n}`"));
+            return Err(bad(
+                od.span,
+                k,
+                &format!(
+                    "{name} is loaded before the partitions in a form no tensor copy of the producer makes (masked, or its columns not a multiple of 64), so each of plan `{}`'s {} consumers would stage its own copy",
+                    plan.name, plan.consumers
+                ),
+            ));
+        }
+    }
     Ok(())
 }
