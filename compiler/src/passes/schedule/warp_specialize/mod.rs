@@ -32,6 +32,10 @@
 //! tests check bit for bit.
 //! With `pingpong`, consumers take turns through an ordering barrier per consumer, so one
 //! consumer's matrix work overlaps the other's softmax.
+//! Around an outer loop that carries the consumer's values (`persist.rs`), C consumers split a
+//! grid axis that only their own work reads (`outer_split.rs`: attention_bwd's d256 dK/dV
+//! kernel, whose two programs per key block accumulate dk and dv over the same stages).
+//! `warp_specialize_each` gives each kernel a list of plans and keeps the first that applies.
 
 mod loops;
 mod outer_split;
