@@ -88,7 +88,9 @@ fn the_dkdv_kernels_outer_loop_is_warp_specialized_and_exact() {
 /// become two consumers of one block that read every q and do stage once, the key and value
 /// blocks filled once by the producer; with and without ping-pong turns, causal and with a
 /// window, bit for bit the unscheduled module under 20 scheduler seeds. The grid loses its
-/// axis-2 programs, and only the consumer region reads the consumer's role. With key lengths
+/// axis-2 programs, and only the consumer region reads the consumer's role. The forward's `fa3`
+/// split of axis 0 (two key blocks a block, their own key and value tiles) is exact too, and
+/// refused when causal (each consumer's query range starts at its key block). With key lengths
 /// the key and value loads are masked, which no tensor copy makes: the plan is refused (each
 /// consumer would stage its own copy) and the next one, a single consumer, applies.
 #[test]
@@ -156,6 +158,37 @@ fn two_consumers_split_the_dkdv_roles_around_the_outer_loop_exactly() {
             assert!(!axis2_outside, "{what}: axis 2 read outside the consumers");
             differential(&what, &before, &after, 20);
         }
+    }
+    // FlashAttention-3's split of grid axis 0 (`fa3`: two ping-pong consumers): around the
+    // outer loop the consumers take two key blocks, each with its own key and value tiles,
+    // sharing the q and do stages. Causal, their query ranges start at their own key blocks,
+    // which around an outer loop is refused (the consumers walk the same loops).
+    for causal in ["0", "1"] {
+        let defs = [("HEAD_DIM", "64"), ("BLOCK_KV", "16"), ("BLOCK_M", "16"), ("CAUSAL", causal)];
+        let cfg = PipelineConfig {
+            smem_budget: 232_448,
+            stages: Some(2),
+            hold_carried_dots: false,
+            tma_rings: false,
+        };
+        let what = format!("attention_bwd fa3 causal {causal}");
+        let before = spec("attention_bwd", &defs);
+        let piped = pipelining(&before, &cfg).expect("pipelined");
+        let plans = |k: &kir_ir::Kernel| {
+            if k.name == "attention_bwd_dkdv" {
+                vec![WsPlan::FA3]
+            } else {
+                vec![WsPlan::one_consumer(4, None)]
+            }
+        };
+        let ws = warp_specialize_each(&piped, &plans, 232_448);
+        if causal == "1" {
+            let err = format!("{:?}", ws.expect_err("causal bounds differ per key block"));
+            assert!(err.contains("the loop bounds depend on it"), "{what}: {err}");
+            continue;
+        }
+        let after = checked(ws.unwrap_or_else(|e| panic!("{what}: {e:?}")), &what);
+        differential(&what, &before, &after, 20);
     }
     let defs = [("HEAD_DIM", "192"), ("BLOCK_KV", "64"), ("BLOCK_M", "16"), ("VARLEN", "1")];
     let cfg = PipelineConfig {
