@@ -262,6 +262,21 @@ fn the_d256_consumers_take_their_registers_where_specialized() {
             "{features:?}: a producer and two consumers in the dK/dV kernel's block"
         );
     }
+    // Head dim 192 takes the d256 rows, two consumers included.
+    for causal in ["0", "1"] {
+        let defs: Vec<(String, String)> = [("HEAD_DIM", "192"), ("CAUSAL", causal)]
+            .iter()
+            .map(|(n, v)| (n.to_string(), v.to_string()))
+            .collect();
+        let ptx = compile(src, &defs, None, Target::Sm90a, Emit::Ptx)
+            .unwrap_or_else(|e| panic!("d192 causal {causal}: {e}"))
+            .text;
+        assert_eq!(
+            ptx.matches(".maxntid 384, 1, 1").count(),
+            1,
+            "d192 causal {causal}: the dK/dV kernel's two consumers"
+        );
+    }
 }
 
 /// 16-bit d96 (the op's tiles), where ptxas 13.0 capped the deterministic dQ kernel at 168

@@ -219,7 +219,26 @@ fn short_sequences_take_the_unspecialized_attention_tile() {
         );
     }
     // d256 without causal masking: FlashAttention-3's 128×80 tile, warp-specialized up to 4,096
-    // queries and unspecialized beyond.
+    // queries and unspecialized beyond; d192 takes the same rows.
+    for d in [256, 192] {
+        let dims = |s: usize| -> Vec<(String, Vec<usize>)> {
+            ["q", "k", "v"]
+                .iter()
+                .map(|n| (n.to_string(), vec![4, 8, s, d]))
+                .collect()
+        };
+        let hd = vec![("HEAD_DIM".to_string(), d.to_string())];
+        for (s, ws) in [(1024, true), (4096, true), (4097, false), (16384, false)] {
+            let p = plan(src, &hd, &dims(s));
+            let r = &p.config.report;
+            assert!(
+                r.contains("BLOCK_M=128 (query block), BLOCK_N=80 (key block)"),
+                "d{d} S = {s}: {r}"
+            );
+            assert_eq!(r.contains("warp-specialized"), ws, "d{d} S = {s}: {r}");
+            assert_eq!(p.config.warp_specialize, ws, "d{d} S = {s}: {r}");
+        }
+    }
     let d256 = |s: usize| -> Vec<(String, Vec<usize>)> {
         ["q", "k", "v"]
             .iter()
@@ -227,16 +246,6 @@ fn short_sequences_take_the_unspecialized_attention_tile() {
             .collect()
     };
     let hd = vec![("HEAD_DIM".to_string(), "256".to_string())];
-    for (s, ws) in [(1024, true), (4096, true), (4097, false), (16384, false)] {
-        let p = plan(src, &hd, &d256(s));
-        let r = &p.config.report;
-        assert!(
-            r.contains("BLOCK_M=128 (query block), BLOCK_N=80 (key block)"),
-            "d256 S = {s}: {r}"
-        );
-        assert_eq!(r.contains("warp-specialized"), ws, "d256 S = {s}: {r}");
-        assert_eq!(p.config.warp_specialize, ws, "d256 S = {s}: {r}");
-    }
     let mut masked = hd.clone();
     masked.push(("MASK".to_string(), "1".to_string()));
     let p = plan(src, &masked, &d256(1024));

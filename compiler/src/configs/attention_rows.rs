@@ -117,7 +117,7 @@ pub(super) const ATTENTION_ROWS: &[Row] = &[
     attention_row(
         |f| {
             f.half()
-                && f.head_dim == Some(256)
+                && wide(f)
                 && !f.causal
                 && !f.mask
                 && !f.softcap
@@ -132,7 +132,7 @@ pub(super) const ATTENTION_ROWS: &[Row] = &[
     // 630.6/609.0 for the 128×64 tile of the row below (618.3/609.2 warp-specialized); at B 4
     // S 4k 673.3/671.6 (M4; 672.0/670.0 in M1) against 655.7/648.4 for 128×64 warp-specialized.
     attention_row(
-        |f| f.half() && f.head_dim == Some(256) && !f.causal && !f.mask && !f.softcap,
+        |f| f.half() && wide(f) && !f.causal && !f.mask && !f.softcap,
         &[(Role::QueryBlock, 128), (Role::KeyBlock, 80)],
         8,
         false,
@@ -143,13 +143,13 @@ pub(super) const ATTENTION_ROWS: &[Row] = &[
     // against 572.6/563.7 for the 128×64 tile unspecialized (the row below; cuDNN
     // 599.6/599.2), B 1 S 16k 729.2/762.6 against 706.9/700.1 (cuDNN 652.2/652.6).
     attention_row(
-        |f| f.half() && f.head_dim == Some(256) && f.causal && !f.mask && !f.softcap,
+        |f| f.half() && wide(f) && f.causal && !f.mask && !f.softcap,
         &[(Role::QueryBlock, 128), (Role::KeyBlock, 80)],
         8,
         true,
     ),
     attention_row(
-        |f| f.half() && f.head_dim == Some(256),
+        |f| f.half() && wide(f),
         &[(Role::QueryBlock, 128), (Role::KeyBlock, 64)],
         8,
         false,
@@ -271,7 +271,7 @@ pub(super) const ATTENTION_ROWS: &[Row] = &[
         |f| {
             let dim_ok = match f.head_dim {
                 Some(64 | 128) => true,
-                Some(256) => !f.mask,
+                Some(192 | 256) => !f.mask,
                 _ => false,
             };
             f.half() && dim_ok && !f.softcap && f.dots <= 4
@@ -495,5 +495,14 @@ pub(super) const ATTENTION_ROWS: &[Row] = &[
 /// The d256 backward rows' condition: 16-bit, no mask or soft cap, at most four dots (the
 /// deterministic mode).
 fn bwd_d256(f: &Features) -> bool {
-    f.half() && f.head_dim == Some(256) && !f.mask && !f.softcap && f.dots <= 4
+    f.half() && wide(f) && !f.mask && !f.softcap && f.dots <= 4
+}
+
+/// The head dims the d256 rows take: 256, and 192, whose tiles are smaller in the same layouts
+/// (a multiple of 64 columns, as tensor copies into wgmma's 128-byte swizzle need; 160 is not),
+/// so the d256 schedules fit its shared memory and registers with room to spare. At d192 on an
+/// H100 (call Q4 of 2026-12-07, B 4 H 8 S 4k) they ran the forward at 1.86× the op's tiles
+/// (0.97× cuDNN) and the backward at 2.6× (0.87× cuDNN); docs/configs.md.
+fn wide(f: &Features) -> bool {
+    matches!(f.head_dim, Some(192 | 256))
 }
