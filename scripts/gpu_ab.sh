@@ -20,6 +20,10 @@
 # window (the 128-key row), d256 causal and not (a 4-warp consumer at 256 registers).
 # atomic (not in all): attention_bwd's atomic mode (`DETERMINISTIC=0`) at d128 S 16k, causal
 # and S 1k (B 16), and d64 S 4k, beside the deterministic default at d128 S 16k.
+# wide (not in all): attention_bwd above head dim 128 (the rows whose dK/dV kernel runs its dk
+# and dv programs as two consumers, docs/configs.md) off the bar's shape: d256 at S 16k (B 1,
+# H 8) causal or not, S 1k (B 16, H 8), GQA (B 4, 16 query heads on 2 kv heads, S 4k) causal
+# or not, and d192 at S 4k (B 4, H 8) causal or not.
 # --no-check skips step 1. All of it takes about 7 minutes on an H100 for two builds and two rounds.
 # usage: scripts/gpu_ab.sh [--rounds N] [--set SET] [--no-check] KIRC_A KIRC_B [KIRC_C ...]
 set -uo pipefail
@@ -59,7 +63,10 @@ each() { # LINE SED NAME ARGS...: every build in turn, bench's last line matchin
 }
 ab() { each "TFLOP/s|TB/s" 's/ \(.*//' "$@"; }                # NAME ARGS...: the rate
 ab_ms() { each "ms median" 's/^ +//; s/ of .*//' "$@"; }       # NAME ARGS...: the median in ms
-want() { { [ "$set_" = all ] && [ "$1" != rows ] && [ "$1" != atomic ]; } || [ "$set_" = "$1" ]; }
+want() { { [ "$set_" = all ] && [ "$1" != rows ] && [ "$1" != atomic ] && [ "$1" != wide ]; } || [ "$set_" = "$1" ]; }
+gqa() { # B HQ HKV S D: attention_bwd's shapes with HKV kv heads
+  echo "--shape q=$1x$2x$4x$5 --shape k=$1x$3x$4x$5 --shape v=$1x$3x$4x$5 --shape o=$1x$2x$4x$5 --shape do=$1x$2x$4x$5 --shape lse=$1x$2x$4"
+}
 echo "== 2. every build in turn, $rounds rounds"
 for r in $(seq "$rounds"); do
   echo "-- round $r"
@@ -92,6 +99,18 @@ for r in $(seq "$rounds"); do
       ab "bwd d128 S1k B16 DET=0" attention_bwd -D DETERMINISTIC=0 $(grad 16 16 1024 128) --arg scale=$s128 --iters 10 --flops "10*16*16*1024*1024*128"
       ab "bwd d64 S4k B4 H32 DET=0" attention_bwd -D DETERMINISTIC=0 -D HEAD_DIM=64 $(grad 4 32 4096 64) --arg scale=$s64 --iters 10 --flops "10*4*32*4096*4096*64"
       ab "bwd d128 S16k" attention_bwd $(grad 1 16 16384 128) --arg scale=$s128 --iters 5 --flops "10*16*16384*16384*128"
+    }
+  fi
+  if want wide; then
+    # shellcheck disable=SC2046
+    {
+      ab "bwd d256 S16k B1 H8" attention_bwd -D HEAD_DIM=256 $(grad 1 8 16384 256) --arg scale=$s256 --iters 5 --flops "10*8*16384*16384*256"
+      ab "bwd d256 S16k causal" attention_bwd -D HEAD_DIM=256 -D CAUSAL=1 $(grad 1 8 16384 256) --arg scale=$s256 --iters 5 --flops "5*8*16384*16384*256"
+      ab "bwd d256 S1k B16 H8" attention_bwd -D HEAD_DIM=256 $(grad 16 8 1024 256) --arg scale=$s256 --iters 10 --flops "10*16*8*1024*1024*256"
+      ab "bwd d256 S4k GQA 16/2" attention_bwd -D HEAD_DIM=256 $(gqa 4 16 2 4096 256) --arg scale=$s256 --iters 10 --flops "10*4*16*4096*4096*256"
+      ab "bwd d256 S4k GQA causal" attention_bwd -D HEAD_DIM=256 -D CAUSAL=1 $(gqa 4 16 2 4096 256) --arg scale=$s256 --iters 10 --flops "5*4*16*4096*4096*256"
+      ab "bwd d192 S4k B4 H8" attention_bwd -D HEAD_DIM=192 $(grad 4 8 4096 192) --arg scale=0.07216878364870323 --iters 10 --flops "10*4*8*4096*4096*192"
+      ab "bwd d192 S4k causal" attention_bwd -D HEAD_DIM=192 -D CAUSAL=1 $(grad 4 8 4096 192) --arg scale=0.07216878364870323 --iters 10 --flops "5*4*8*4096*4096*192"
     }
   fi
   if want gemm; then
