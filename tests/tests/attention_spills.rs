@@ -235,11 +235,19 @@ fn the_d256_consumers_take_their_registers_where_specialized() {
     for (features, want, roles) in [
         (&[][..], &["240;", "256;"][..], true),
         (&[("CAUSAL", "1")][..], &["240;", "256;"][..], true),
-        (&[("CAUSAL", "1"), ("WINDOW", "1")][..], &["240;", "256;"][..], true),
+        (
+            &[("CAUSAL", "1"), ("WINDOW", "1")][..],
+            &["240;", "256;"][..],
+            true,
+        ),
         // Key lengths and a KV offset mask the key and value loads, which the producer's
         // tensor copies cannot make: one consumer per kernel (outer_split.rs).
         (&[("VARLEN", "1")][..], &["256;", "256;"][..], false),
-        (&[("CAUSAL", "1"), ("VARLEN", "1"), ("KV_OFFSET", "1")][..], &["256;", "256;"][..], false),
+        (
+            &[("CAUSAL", "1"), ("VARLEN", "1"), ("KV_OFFSET", "1")][..],
+            &["256;", "256;"][..],
+            false,
+        ),
         (&[("MASK", "1")][..], &[][..], false),
     ] {
         let defs: Vec<(String, String)> = [("HEAD_DIM", "256")]

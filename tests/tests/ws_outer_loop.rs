@@ -15,7 +15,7 @@ use kir_compiler::internal::passes::{
 };
 use kir_compiler::internal::pipeline;
 use kir_compiler::internal::plan::{CompilePlan, Flags};
-use kir_ir::Opcode;
+use kir_ir::{Module, Opcode};
 use kir_tests::sched_diff::{checked, count, differential, spec};
 
 #[test]
@@ -42,25 +42,14 @@ fn the_dkdv_kernels_outer_loop_is_warp_specialized_and_exact() {
     ];
     for defs in cases {
         for stages in [2, 3] {
-            let cfg = PipelineConfig {
-                smem_budget: 232_448,
-                stages: Some(stages),
-                hold_carried_dots: false,
-                tma_rings: false,
-            };
             let what = format!("attention_bwd {defs:?} stages {stages}");
-            let before = spec("attention_bwd", defs);
-            let piped = pipelining(&before, &cfg).unwrap_or_else(|e| panic!("{what}: {e:?}"));
+            let (before, piped) = spec_piped(defs, stages, &what);
             let after = checked(
                 warp_specialize_within(&piped, &WsPlan::one_consumer(4, None), 232_448)
                     .unwrap_or_else(|e| panic!("{what}: {e:?}")),
                 &what,
             );
-            let dkdv = after
-                .kernels
-                .values()
-                .find(|k| k.name == "attention_bwd_dkdv")
-                .expect("the dK/dV kernel");
+            let dkdv = dkdv_of(&after);
             // The kernel body holds warp_specialize and no loop: each partition walks the heads.
             let top: Vec<Opcode> = dkdv.dfg.blocks[dkdv.body]
                 .ops
@@ -97,29 +86,27 @@ fn the_dkdv_kernels_outer_loop_is_warp_specialized_and_exact() {
 fn two_consumers_split_the_dkdv_roles_around_the_outer_loop_exactly() {
     let cases: [&[(&str, &str)]; 3] = [
         &[("HEAD_DIM", "192"), ("BLOCK_KV", "64"), ("BLOCK_M", "16")],
-        &[("HEAD_DIM", "192"), ("BLOCK_KV", "64"), ("BLOCK_M", "16"), ("CAUSAL", "1")],
-        &[("HEAD_DIM", "192"), ("BLOCK_KV", "64"), ("BLOCK_M", "32"), ("CAUSAL", "1"), ("WINDOW", "1")],
+        &[
+            ("HEAD_DIM", "192"),
+            ("BLOCK_KV", "64"),
+            ("BLOCK_M", "16"),
+            ("CAUSAL", "1"),
+        ],
+        &[
+            ("HEAD_DIM", "192"),
+            ("BLOCK_KV", "64"),
+            ("BLOCK_M", "32"),
+            ("CAUSAL", "1"),
+            ("WINDOW", "1"),
+        ],
     ];
     for defs in cases {
         for pingpong in [false, true] {
-            let cfg = PipelineConfig {
-                smem_budget: 232_448,
-                stages: Some(2),
-                hold_carried_dots: false,
-                tma_rings: false,
-            };
             let what = format!("attention_bwd {defs:?} pingpong {pingpong}");
-            let before = spec("attention_bwd", defs);
-            let piped = pipelining(&before, &cfg).unwrap_or_else(|e| panic!("{what}: {e:?}"));
+            let (before, piped) = spec_piped(defs, 2, &what);
             let roles = WsPlan {
-                name: "roles",
-                producer_warps: 4,
-                producer_regs: 24,
-                consumers: 2,
-                consumer_warps: 4,
-                consumer_regs: 240,
-                split_axis: 2,
                 pingpong,
+                ..WsPlan::roles(4, None)
             };
             let plan = |k: &kir_ir::Kernel| {
                 if k.name == "attention_bwd_dkdv" {
@@ -133,11 +120,7 @@ fn two_consumers_split_the_dkdv_roles_around_the_outer_loop_exactly() {
                     .unwrap_or_else(|e| panic!("{what}: {e:?}")),
                 &what,
             );
-            let dkdv = after
-                .kernels
-                .values()
-                .find(|k| k.name == "attention_bwd_dkdv")
-                .expect("the dK/dV kernel");
+            let dkdv = dkdv_of(&after);
             assert_eq!(dkdv.grid[2].to_string(), "cdiv(2, 2)", "{what}");
             let top: Vec<Opcode> = dkdv.dfg.blocks[dkdv.body]
                 .ops
@@ -164,16 +147,14 @@ fn two_consumers_split_the_dkdv_roles_around_the_outer_loop_exactly() {
     // sharing the q and do stages. Causal, their query ranges start at their own key blocks,
     // which around an outer loop is refused (the consumers walk the same loops).
     for causal in ["0", "1"] {
-        let defs = [("HEAD_DIM", "64"), ("BLOCK_KV", "16"), ("BLOCK_M", "16"), ("CAUSAL", causal)];
-        let cfg = PipelineConfig {
-            smem_budget: 232_448,
-            stages: Some(2),
-            hold_carried_dots: false,
-            tma_rings: false,
-        };
+        let defs = [
+            ("HEAD_DIM", "64"),
+            ("BLOCK_KV", "16"),
+            ("BLOCK_M", "16"),
+            ("CAUSAL", causal),
+        ];
         let what = format!("attention_bwd fa3 causal {causal}");
-        let before = spec("attention_bwd", &defs);
-        let piped = pipelining(&before, &cfg).expect("pipelined");
+        let (before, piped) = spec_piped(&defs, 2, &what);
         let plans = |k: &kir_ir::Kernel| {
             if k.name == "attention_bwd_dkdv" {
                 vec![WsPlan::FA3]
@@ -184,21 +165,22 @@ fn two_consumers_split_the_dkdv_roles_around_the_outer_loop_exactly() {
         let ws = warp_specialize_each(&piped, &plans, 232_448);
         if causal == "1" {
             let err = format!("{:?}", ws.expect_err("causal bounds differ per key block"));
-            assert!(err.contains("the loop bounds depend on it"), "{what}: {err}");
+            assert!(
+                err.contains("the loop bounds depend on it"),
+                "{what}: {err}"
+            );
             continue;
         }
         let after = checked(ws.unwrap_or_else(|e| panic!("{what}: {e:?}")), &what);
         differential(&what, &before, &after, 20);
     }
-    let defs = [("HEAD_DIM", "192"), ("BLOCK_KV", "64"), ("BLOCK_M", "16"), ("VARLEN", "1")];
-    let cfg = PipelineConfig {
-        smem_budget: 232_448,
-        stages: Some(2),
-        hold_carried_dots: false,
-        tma_rings: false,
-    };
-    let before = spec("attention_bwd", &defs);
-    let piped = pipelining(&before, &cfg).expect("pipelined");
+    let defs = [
+        ("HEAD_DIM", "192"),
+        ("BLOCK_KV", "64"),
+        ("BLOCK_M", "16"),
+        ("VARLEN", "1"),
+    ];
+    let (before, piped) = spec_piped(&defs, 2, "varlen");
     let roles = WsPlan::roles(4, None);
     let err = warp_specialize_each(&piped, &|_| vec![roles.clone()], 232_448)
         .expect_err("masked key and value loads refuse two consumers");
@@ -211,12 +193,12 @@ fn two_consumers_split_the_dkdv_roles_around_the_outer_loop_exactly() {
         warp_specialize_each(&piped, &plans, 232_448).expect("one consumer"),
         "varlen",
     );
-    let dkdv = after
-        .kernels
-        .values()
-        .find(|k| k.name == "attention_bwd_dkdv")
-        .expect("the dK/dV kernel");
-    assert_eq!(dkdv.grid[2].as_int(), Some(2), "one consumer keeps the grid");
+    let dkdv = dkdv_of(&after);
+    assert_eq!(
+        dkdv.grid[2].as_int(),
+        Some(2),
+        "one consumer keeps the grid"
+    );
     differential("varlen, one consumer", &before, &after, 4);
 }
 
@@ -306,4 +288,26 @@ fn bwd_shapes(bhsd: [usize; 4]) -> Vec<(String, Vec<usize>)> {
         .iter()
         .map(|n| (n.to_string(), bhsd.to_vec()))
         .collect()
+}
+
+/// attention_bwd specialized with `defs`, and the same module pipelined into `stages`-deep
+/// cp.async rings (the input `warp_specialize` takes).
+fn spec_piped(defs: &[(&str, &str)], stages: usize, what: &str) -> (Module, Module) {
+    let cfg = PipelineConfig {
+        smem_budget: 232_448,
+        stages: Some(stages),
+        hold_carried_dots: false,
+        tma_rings: false,
+    };
+    let before = spec("attention_bwd", defs);
+    let piped = pipelining(&before, &cfg).unwrap_or_else(|e| panic!("{what}: {e:?}"));
+    (before, piped)
+}
+
+/// The dK/dV kernel of an attention_bwd module.
+fn dkdv_of(m: &Module) -> &kir_ir::Kernel {
+    m.kernels
+        .values()
+        .find(|k| k.name == "attention_bwd_dkdv")
+        .expect("the dK/dV kernel")
 }

@@ -18,11 +18,13 @@
 //! consumer's tile p · C + w (`split::tile_of`), and when n need not be a multiple of C every
 //! store and atomic of the region is guarded by the tile being inside the original grid.
 
-use super::split::{all_uses, axis_ops, depends_on, g_tiles, guard_effects, tile_of};
+use super::split::{
+    any_writes, axis_dependents, axis_ops, depends_on, guard_effects, has_semaphores, shrink_grid,
+    tile_of, SEMAPHORES,
+};
 use super::types::{bad, Piped, Split, WsPlan};
-use crate::passes::schedule::grid::lowerable;
-use kir_ir::edit::{self};
-use kir_ir::{Diagnostic, Expr, ExprKind, Func, Kernel, Op, Opcode, Span, Type, Value};
+use kir_ir::edit;
+use kir_ir::{Diagnostic, Kernel, Op, Opcode, Type, Value};
 use std::collections::HashSet;
 
 /// What [`prepare`] found: the split and the kernel-body ops (before the outer loop) that
@@ -50,13 +52,8 @@ pub(super) fn prepare(
             ),
         )
     };
-    if edit::contains(&k.dfg, k.body, &|od| {
-        matches!(od.opcode, Opcode::SemWait | Opcode::SemSignal)
-    }) {
-        return Err(refuse(
-            k,
-            "it orders its programs with semaphores, and the consumers of one program would wait for each other's signals",
-        ));
+    if has_semaphores(k) {
+        return Err(refuse(k, SEMAPHORES));
     }
     let axis = plan.split_axis as usize;
     let pid_ops = axis_ops(k, Opcode::ProgramId, axis);
@@ -71,24 +68,8 @@ pub(super) fn prepare(
         ));
     }
     // The ops before the outer loop that depend on the axis.
-    let mut dep: HashSet<Value> = pid_ops
-        .iter()
-        .flat_map(|&o| k.dfg.ops[o].results.clone())
-        .collect();
-    let mut moved = vec![];
-    for &o in &top[..at] {
-        if pid_ops.contains(&o) || all_uses(k, o).iter().any(|u| dep.contains(u)) {
-            dep.extend(k.dfg.ops[o].results.iter().copied());
-            moved.push(o);
-        }
-    }
-    if moved.iter().any(|&o| {
-        let d = &k.dfg.ops[o];
-        d.opcode.has_side_effects()
-            || d.regions
-                .iter()
-                .any(|&r| edit::writes_memory(&k.dfg, r))
-    }) {
+    let (moved, dep) = axis_dependents(k, &pid_ops, &top[..at]);
+    if any_writes(k, &moved) {
         return Err(refuse(
             k,
             "code before the outer loop that depends on the axis writes memory",
@@ -116,21 +97,7 @@ pub(super) fn prepare(
             "the copies or the loop bounds depend on it (the consumers share every stage and walk the same loops)",
         ));
     }
-    let g = k.grid[axis].clone();
-    if !lowerable(&g) {
-        return Err(refuse(
-            k,
-            "its grid along the axis is not an integer expression of dims, which the consumers need to skip the tiles past it",
-        ));
-    }
-    k.grid[axis] = Expr {
-        kind: ExprKind::Call(Func::Cdiv, vec![g, Expr::int(plan.consumers as i64)]),
-        span: Span::default(),
-    };
-    let split = Split {
-        pid_ops,
-        tiles: g_tiles(k, axis),
-    };
+    let split = shrink_grid(k, plan, pid_ops).map_err(|why| refuse(k, &why))?;
     Ok(OuterSplit { split, moved })
 }
 
@@ -157,10 +124,11 @@ pub(super) fn enter(
         .iter()
         .flat_map(|&o| k.dfg.ops[o].results.clone())
         .collect();
-    let producer_reads = k.dfg.blocks[prod]
-        .ops
-        .iter()
-        .any(|&o| edit::uses_deep(&k.dfg, o).iter().any(|v| moved_values.contains(v)));
+    let producer_reads = k.dfg.blocks[prod].ops.iter().any(|&o| {
+        edit::uses_deep(&k.dfg, o)
+            .iter()
+            .any(|v| moved_values.contains(v))
+    });
     if producer_reads {
         return Err(bad(
             k.span,
@@ -220,7 +188,10 @@ pub(super) fn shared_tiles_filled(k: &Kernel, plan: &WsPlan) -> Result<(), Diagn
         if od.opcode == Opcode::WarpSpecialize {
             break;
         }
-        let tile = od.results.iter().any(|&r| matches!(k.dfg.ty(r), Type::Tile(..)));
+        let tile = od
+            .results
+            .iter()
+            .any(|&r| matches!(k.dfg.ty(r), Type::Tile(..)));
         if od.opcode == Opcode::Load && tile {
             let name = od.results[0];
             let name = k.dfg.values[name]

@@ -22,42 +22,19 @@ pub(super) fn split_consumers(
     outside: &[Op],
     inside: &[Op],
 ) -> Result<(Vec<Op>, Vec<Op>, Split), Diagnostic> {
-    // Each consumer stands for a program of the original grid, so a semaphore wait of one
-    // consumer would count the signals of another consumer of the same program, which docs/ir.md
-    // does not allow (a program waits only for programs before it in grid order).
-    if edit::contains(&k.dfg, k.body, &|od| {
-        matches!(od.opcode, Opcode::SemWait | Opcode::SemSignal)
-    }) {
-        return Err(bad(
-            k.span,
-            k,
-            "it orders its programs with semaphores, and the consumers of one program would wait for each other's signals",
-        ));
+    if has_semaphores(k) {
+        return Err(bad(k.span, k, SEMAPHORES));
     }
     let axis = plan.split_axis as i64;
     let pid_ops = axis_ops(k, Opcode::ProgramId, axis as usize);
     // Ops outside the partitions that depend on the split axis move into both partitions.
-    let mut dep: HashSet<Value> = pid_ops
+    let (moved, dep) = axis_dependents(k, &pid_ops, outside);
+    let stay: Vec<Op> = outside
         .iter()
-        .flat_map(|&o| k.dfg.ops[o].results.clone())
+        .copied()
+        .filter(|o| !moved.contains(o))
         .collect();
-    let mut moved = vec![];
-    let mut stay = vec![];
-    for &o in outside {
-        let d = &k.dfg.ops[o];
-        let hit = all_uses(k, o).iter().any(|u| dep.contains(u)) || pid_ops.contains(&o);
-        if hit {
-            dep.extend(d.results.iter().copied());
-            moved.push(o);
-        } else {
-            stay.push(o);
-        }
-    }
-    if moved.iter().any(|&o| {
-        k.dfg.ops[o].opcode.has_side_effects()
-            || !k.dfg.ops[o].regions.is_empty()
-                && edit::writes_memory(&k.dfg, k.dfg.ops[o].regions[0])
-    }) {
+    if any_writes(k, &moved) {
         return Err(bad(
             k.span,
             k,
@@ -84,27 +61,72 @@ pub(super) fn split_consumers(
     }
     let mut inside_all = moved.clone();
     inside_all.extend_from_slice(inside);
-    // grid[axis] := cdiv(grid[axis], C); the consumers compute the old one as IR.
-    let g = k.grid[axis as usize].clone();
-    if !lowerable(&g) {
-        return Err(bad(
-            k.span,
-            k,
-            &format!("its grid along axis {axis} is not an integer expression of dims, which the consumers need to skip the tiles past it"),
-        ));
+    let split = shrink_grid(k, plan, pid_ops).map_err(|why| bad(k.span, k, &why))?;
+    Ok((stay, inside_all, split))
+}
+
+/// Why a kernel with semaphores takes no split: each consumer stands for a program of the
+/// original grid, so a semaphore wait of one consumer would count the signals of another
+/// consumer of the same program, which docs/ir.md does not allow (a program waits only for
+/// programs before it in grid order).
+pub(super) const SEMAPHORES: &str = "it orders its programs with semaphores, and the consumers of one program would wait for each other's signals";
+
+/// Whether the kernel orders its programs with `sem_wait` or `sem_signal`.
+pub(super) fn has_semaphores(k: &Kernel) -> bool {
+    edit::contains(&k.dfg, k.body, &|od| {
+        matches!(od.opcode, Opcode::SemWait | Opcode::SemSignal)
+    })
+}
+
+/// The ops of `ops` (in order) that depend on the split axis: its `program_id` ops `pid_ops`
+/// and every op that reads (at any depth) a result of one before it; and the values they define.
+pub(super) fn axis_dependents(k: &Kernel, pid_ops: &[Op], ops: &[Op]) -> (Vec<Op>, HashSet<Value>) {
+    let mut dep: HashSet<Value> = pid_ops
+        .iter()
+        .flat_map(|&o| k.dfg.ops[o].results.clone())
+        .collect();
+    let mut moved = vec![];
+    for &o in ops {
+        if pid_ops.contains(&o) || all_uses(k, o).iter().any(|u| dep.contains(u)) {
+            dep.extend(k.dfg.ops[o].results.iter().copied());
+            moved.push(o);
+        }
     }
-    k.grid[axis as usize] = Expr {
+    (moved, dep)
+}
+
+/// Whether one of `ops` writes memory: an op with effects, or a region that writes.
+pub(super) fn any_writes(k: &Kernel, ops: &[Op]) -> bool {
+    ops.iter().any(|&o| {
+        let d = &k.dfg.ops[o];
+        d.opcode.has_side_effects() || d.regions.iter().any(|&r| edit::writes_memory(&k.dfg, r))
+    })
+}
+
+/// Shrinks the grid along the plan's axis to cdiv(n, C) (the consumers compute n as IR) and
+/// returns the split of the axis's `program_id` ops `pid_ops`; an error saying why when n is not
+/// an integer expression of dims.
+pub(super) fn shrink_grid(
+    k: &mut Kernel,
+    plan: &WsPlan,
+    pid_ops: Vec<Op>,
+) -> Result<Split, String> {
+    let axis = plan.split_axis as usize;
+    let g = k.grid[axis].clone();
+    if !lowerable(&g) {
+        return Err(format!("its grid along axis {axis} is not an integer expression of dims, which the consumers need to skip the tiles past it"));
+    }
+    k.grid[axis] = Expr {
         kind: ExprKind::Call(
             kir_ir::Func::Cdiv,
             vec![g, Expr::int(plan.consumers as i64)],
         ),
         span: Span::default(),
     };
-    let split = Split {
+    Ok(Split {
         pid_ops,
-        tiles: g_tiles(k, axis as usize),
-    };
-    Ok((stay, inside_all, split))
+        tiles: g_tiles(k, axis),
+    })
 }
 
 /// The ops of `k` with `opcode` (`program_id` or `num_programs`) along grid axis `axis`.
@@ -151,7 +173,7 @@ pub(super) fn num_programs_as_grid(k: &mut Kernel, axis: usize) {
 }
 
 /// The grid expression along `axis` before the split (undoing `cdiv(·, C)`).
-pub(super) fn g_tiles(k: &Kernel, axis: usize) -> Expr {
+fn g_tiles(k: &Kernel, axis: usize) -> Expr {
     match &k.grid[axis].kind {
         ExprKind::Call(Func::Cdiv, a) => a[0].clone(),
         _ => k.grid[axis].clone(),
@@ -177,7 +199,13 @@ fn first_tile(k: &mut Kernel, b: Block, plan: &WsPlan) -> Value {
 /// Appends to block `b` the tile of consumer `w` (a value) of this program, `pid · C + w`, and
 /// whether it is inside the original grid; a tile past it is replaced by `pid · C`, consumer 0's,
 /// which always is. Returns (tile, valid).
-pub(super) fn tile_of(k: &mut Kernel, b: Block, plan: &WsPlan, w: Value, sp: &Split) -> (Value, Value) {
+pub(super) fn tile_of(
+    k: &mut Kernel,
+    b: Block,
+    plan: &WsPlan,
+    w: Value,
+    sp: &Split,
+) -> (Value, Value) {
     let first = first_tile(k, b, plan);
     let tile = op2(k, b, Opcode::Add, None, first, w, Dtype::I32);
     let n = expr_value(k, b, &sp.tiles);
@@ -242,7 +270,12 @@ pub(super) fn guard_effects(k: &mut Kernel, b: Block, valid: Value) {
 }
 
 /// The first of `roots` whose value (transitively through `among`) depends on `dep`.
-pub(super) fn depends_on(k: &Kernel, roots: &[Value], dep: &HashSet<Value>, among: &[Op]) -> Option<Value> {
+pub(super) fn depends_on(
+    k: &Kernel,
+    roots: &[Value],
+    dep: &HashSet<Value>,
+    among: &[Op],
+) -> Option<Value> {
     let set: HashSet<Op> = among.iter().copied().collect();
     for &r in roots {
         let mut stack = vec![r];
@@ -263,7 +296,7 @@ pub(super) fn depends_on(k: &Kernel, roots: &[Value], dep: &HashSet<Value>, amon
 
 /// The values op `o` reads: its operands, offsets and mask, and what its regions read from
 /// outside them (an `if` whose branch yields `program_id` depends on the split axis).
-pub(super) fn all_uses(k: &Kernel, o: Op) -> Vec<Value> {
+fn all_uses(k: &Kernel, o: Op) -> Vec<Value> {
     let d = &k.dfg.ops[o];
     let mut v = d.uses();
     for &r in &d.regions {

@@ -65,19 +65,13 @@ impl WsPlan {
     /// caps the consumer's budget below that (a configuration row's `consumer_regs`; rounded
     /// down to a multiple of 8, at least 24).
     pub fn one_consumer(warps: u32, max_regs: Option<u32>) -> WsPlan {
-        // What the block starts with (its `.maxnreg`), less the producer's share.
-        let threads = (4 + warps.max(1)) * 32;
-        let pool = 65536 / threads / 8 * 8 * threads;
-        let left = (pool - 4 * 32 * 32) / (warps.max(1) * 32);
         WsPlan {
             name: "1c",
             producer_warps: 4,
             producer_regs: 32,
             consumers: 1,
             consumer_warps: warps,
-            consumer_regs: (left / 8 * 8)
-                .min(256)
-                .min(max_regs.map_or(256, |r| (r / 8 * 8).max(24))),
+            consumer_regs: consumer_budget(32, 1, warps, max_regs),
             split_axis: 0,
             pingpong: false,
         }
@@ -90,19 +84,13 @@ impl WsPlan {
     /// ran 2.14 ms against 1.96 on an H100, call Q1 of 2026-12-07). Each consumer takes what
     /// the block leaves it (240 registers for 4 warps), at most `max_regs`.
     pub fn roles(warps: u32, max_regs: Option<u32>) -> WsPlan {
-        let w = warps.max(1);
-        let threads = (4 + 2 * w) * 32;
-        let pool = 65536 / threads / 8 * 8 * threads;
-        let left = (pool - 4 * 32 * 24) / (2 * w * 32);
         WsPlan {
             name: "roles",
             producer_warps: 4,
             producer_regs: 24,
             consumers: 2,
-            consumer_warps: w,
-            consumer_regs: (left / 8 * 8)
-                .min(256)
-                .min(max_regs.map_or(256, |r| (r / 8 * 8).max(24))),
+            consumer_warps: warps.max(1),
+            consumer_regs: consumer_budget(24, 2, warps, max_regs),
             split_axis: 2,
             pingpong: false,
         }
@@ -115,6 +103,21 @@ impl WsPlan {
     pub fn from_name(s: &str) -> Option<WsPlan> {
         WsPlan::ALL.into_iter().find(|p| p.name == s)
     }
+}
+
+/// The registers per thread of each of `consumers` consumers of `warps` warps beside a producer
+/// warpgroup at `producer_regs`: what the block starts with (its `.maxnreg`, ⌊65536 / threads
+/// / 8⌋ · 8 per thread) less the producer's share, rounded down to a multiple of 8, at most
+/// `setmaxnreg`'s 256 and at most `max_regs` (itself rounded down to a multiple of 8, at least
+/// 24).
+fn consumer_budget(producer_regs: u32, consumers: u32, warps: u32, max_regs: Option<u32>) -> u32 {
+    let consumer_threads = consumers * warps.max(1) * 32;
+    let threads = 4 * 32 + consumer_threads;
+    let pool = 65536 / threads / 8 * 8 * threads;
+    let left = (pool - 4 * 32 * producer_regs) / consumer_threads;
+    (left / 8 * 8)
+        .min(256)
+        .min(max_regs.map_or(256, |r| (r / 8 * 8).max(24)))
 }
 
 /// One pipelined loop and the parts of it the pass rewrites.
