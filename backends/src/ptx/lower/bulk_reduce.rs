@@ -136,7 +136,18 @@ pub(super) fn bulk_add(
     // until its region is read before the barrier that ends the next one's writes), split
     // alike by every one of them, with rows of C + PAD[0] or C + PAD[1] elements (see the
     // module doc): the region holds the longest rows a launch may have.
-    let split = split_of(c, rows, cols);
+    // With a writer warp (writer.rs) the parts are the consumer's warpgroups, which meet the
+    // writer on mbarriers instead of named barriers.
+    let writer = c.mem.writer.filter(|w| rows % w.parts as usize == 0);
+    let split = match writer {
+        Some(w) if w.parts >= 2 => Split::Groups {
+            groups: w.parts,
+            part_bytes: (rows / w.parts as usize * (cols + PAD[1]) * 4) as u32,
+            first_bar: 0,
+        },
+        Some(_) => Split::Block,
+        None => split_of(c, rows, cols),
+    };
     let padded = match split {
         Split::Block => cols + PAD[0],
         Split::Groups { .. } => cols + PAD[1],
@@ -195,6 +206,12 @@ pub(super) fn bulk_add(
         c.b.ins(PtxInst::new("and.pred").op(ok).op(ok).op(p));
     }
     c.and_aligned(ok, gaddr, 16);
+    if writer.is_some() {
+        // The producer's warps copy element by element when a tensor map is invalid, and the
+        // writer then never runs.
+        let maps = super::ws_fallback::tma_ok(c);
+        c.b.ins(PtxInst::new("and.pred").op(ok).op(ok).op(maps));
+    }
     let (slow, done) = (c.b.label("bulk_add_slow"), c.b.label("bulk_add_done"));
     c.b.ins_if(ok, true, PtxInst::new("bra.uni").op(&slow));
     // The tile into the region in the tensor's order (rows of `pitch` bytes): this thread's
@@ -214,13 +231,19 @@ pub(super) fn bulk_add(
     );
     let base = c.shared_at(off, lin);
     let mut row_bases: Vec<(usize, Reg)> = Vec::new();
-    let group_bar = group_bar(c, split);
-    // Earlier readers of the region (or of this warpgroup's part) are done: the issuing thread
-    // waits for its previous bulk reduction's read (none pending on the first: the wait
-    // returns at once), and the barrier tells the others.
-    let first = wait_read(c, split);
-    let sync = |c: &mut Ctx| sync_part(c, group_bar);
-    sync(c);
+    let (group_bar, first, claimed) = match writer {
+        // The writer has read this warpgroup's part.
+        Some(w) => (None, None, Some(super::writer::claim(c, w))),
+        None => {
+            let group_bar = group_bar(c, split);
+            // Earlier readers of the region (or of this warpgroup's part) are done: the
+            // issuing thread waits for its previous bulk reduction's read (none pending on the
+            // first: the wait returns at once), and the barrier tells the others.
+            let first = wait_read(c, split);
+            sync_part(c, group_bar);
+            (group_bar, Some(first), None)
+        }
+    };
     for (s, pair) in regs.chunks(2).enumerate() {
         let (ro, co) = layout::rowmma_slot(shape, 2 * s);
         let at = match row_bases.iter().find(|(r, _)| *r == ro) {
@@ -247,7 +270,40 @@ pub(super) fn bulk_add(
     }
     c.b.need(Isa::FENCE_PROXY_ASYNC)
         .ins(PtxInst::new("fence.proxy.async.shared::cta"));
-    sync(c);
+    if let (Some(w), Some(g)) = (writer, claimed) {
+        let zero = c.b.imm32(0);
+        let region = c.shared_at(off, zero);
+        let size = c.b.reg(RegClass::B32);
+        let part_rows = (rows / w.parts as usize) as u32;
+        c.b.ins(PtxInst::new("mul.lo.s32").op(size).op(pitch).op(part_rows));
+        let (skip, skip64, part) = (
+            c.b.reg(RegClass::B32),
+            c.b.reg(RegClass::B64),
+            c.b.reg(RegClass::B32),
+        );
+        c.b.ins(PtxInst::new("mul.lo.s32").op(skip).op(g).op(size));
+        c.b.ins(PtxInst::new("add.u32").op(part).op(region).op(skip));
+        c.b.ins(PtxInst::new("cvt.u64.u32").op(skip64).op(skip));
+        c.b.ins(PtxInst::new("add.s64").op(gaddr).op(gaddr).op(skip64));
+        // The `sem_signal` right after the add is the writer's to give (semaphore.rs skips it
+        // on this path).
+        let signal = match c.mem.next_op.map(|n| &c.k.dfg.ops[n]) {
+            Some(nd) if nd.opcode == Opcode::SemSignal => super::semaphore::counter(c, nd).ok(),
+            _ => None,
+        };
+        if signal.is_some() {
+            c.mem.taken_signal = Some(ok);
+        }
+        let ord = super::writer::Ordered { wait, signal };
+        super::writer::send(c, w, g, gaddr, part, size, &ord);
+        c.b.ins(PtxInst::new("bra.uni").op(&done));
+        c.b.place(&slow);
+        fallback(c);
+        c.b.place(&done);
+        return true;
+    }
+    let first = first.unwrap_or_else(|| part_leader(c, split));
+    sync_part(c, group_bar);
     // One thread adds the region (or its warpgroup's part: rows / groups rows from
     // wg · rows / groups on, in shared memory and in the tensor alike); it waits for the read
     // before the next writes (above) or before the kernel returns (`finish`).

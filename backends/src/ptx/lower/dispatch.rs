@@ -82,6 +82,7 @@ fn block(c: &mut Ctx, b: Block) -> Result<Vec<Value>, PtxError> {
                 continue;
             }
         }
+        c.mem.next_op = c.k.dfg.blocks[b].ops.get(i + 1).copied();
         lower_op(c, op)?;
         super::semaphore::after_op(c, op);
     }

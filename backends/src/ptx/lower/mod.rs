@@ -57,6 +57,7 @@ mod values;
 mod vector;
 mod wgmma;
 mod wgmma_pair;
+mod writer;
 mod ws;
 mod ws_fallback;
 

@@ -41,7 +41,7 @@ use crate::ptx::emit::{PtxInst, Reg, RegClass};
 use kir_ir::{Block, Dtype, OpData, Opcode};
 
 /// The counter's address and in-bounds predicate.
-fn counter(c: &mut Ctx, op: &OpData) -> Result<(Reg, Reg), PtxError> {
+pub(super) fn counter(c: &mut Ctx, op: &OpData) -> Result<(Reg, Reg), PtxError> {
     let sp = op.span;
     let (t, info) = c.tensor_of(op)?;
     if info.dtype != Dtype::I32 {
@@ -150,6 +150,22 @@ pub(super) fn give(c: &mut Ctx) {
 /// A counter outside its tensor is never touched (`guard` only spares the interpreter's error;
 /// GPU code never accesses memory out of bounds, docs/backends.md).
 pub(super) fn lower_signal(c: &mut Ctx, op: &OpData) -> Result<(), PtxError> {
+    // Given by the writer warp after the add before it completes, on that add's writer path
+    // (writer.rs); lowered here for its other path.
+    let by_writer = c.mem.taken_signal.take().map(|fast| {
+        let l = c.b.label("signal_by_writer");
+        c.b.ins_if(fast, false, PtxInst::new("bra.uni").op(&l));
+        l
+    });
+    let r = owe(c, op);
+    if let Some(l) = by_writer {
+        c.b.place(&l);
+    }
+    r
+}
+
+/// `sem_signal` without the writer: gives any signal still owed, then owes this one.
+fn owe(c: &mut Ctx, op: &OpData) -> Result<(), PtxError> {
     flush(c);
     give(c);
     let (addr, inb) = counter(c, op)?;

@@ -112,6 +112,26 @@ pub struct MemState {
     /// In a kernel with several consumer partitions, the shared memory each consumer allocates
     /// for itself (consumers.rs); `None` otherwise.
     pub arena: Option<Arena>,
+    /// In a warp-specialized kernel whose producer's second warp issues the consumer's bulk
+    /// reductions (writer.rs): its barriers, mailboxes and the consumer's phase.
+    pub writer: Option<Writer>,
+    /// The op after the one being lowered in its block (an `atomic_add` through the writer
+    /// takes the `sem_signal` that follows it).
+    pub next_op: Option<Op>,
+    /// Set by an `atomic_add` that gave the following `sem_signal` to the writer: the predicate
+    /// of its writer path, on which that signal's own lowering is skipped (semaphore.rs).
+    pub taken_signal: Option<Reg>,
+}
+
+/// The writer warp's shared state (writer.rs): `parts` full barriers then `parts` empty ones
+/// at `bars`, `parts` mailboxes at `mail`, and the consumer's phase register (flipped at each
+/// message).
+#[derive(Clone, Copy, Debug)]
+pub struct Writer {
+    pub bars: u32,
+    pub mail: u32,
+    pub parts: u32,
+    pub phase: Reg,
 }
 
 /// The shared memory that each of several consumer partitions allocates for itself while its

@@ -150,8 +150,14 @@ pub fn lower_ws(c: &mut Ctx, op: &OpData, lower: &dyn Regions) -> Result<(), Ptx
         c.asyncs.ws.raw_tid.ok_or_else(|| {
             PtxError::at(sp, "internal: warp_specialize without its thread setup")
         })?;
+    // The consumer's bulk reductions issued by the producer's second warp (writer.rs).
+    if super::writer::wanted(c, cons, a.consumers, a.producer_warps, a.consumer_warps) {
+        super::writer::setup(c, a.consumer_warps / 4);
+    }
     let (is_prod, not_first) = (c.b.reg(RegClass::Pred), c.b.reg(RegClass::Pred));
     let (consumer, exit) = (c.b.label("ws_consumer"), c.b.label("ws_exit"));
+    let writer = c.mem.writer.map(|_| c.b.label("ws_writer"));
+    let others = writer.as_ref().unwrap_or(&exit);
     c.b.ins(
         PtxInst::new("setp.lt.u32")
             .op(is_prod)
@@ -167,7 +173,7 @@ pub fn lower_ws(c: &mut Ctx, op: &OpData, lower: &dyn Regions) -> Result<(), Ptx
     let by_warps = c.b.label("ws_by_warps");
     c.b.ins_if(ok, true, PtxInst::new("bra.uni").op(&by_warps));
     c.b.ins(PtxInst::new("setp.ne.u32").op(not_first).op(raw).op(0));
-    c.b.ins_if(not_first, false, PtxInst::new("bra").op(&exit));
+    c.b.ins_if(not_first, false, PtxInst::new("bra").op(others));
     let (was_prod, was_dyn) = (c.asyncs.tma.in_producer, c.asyncs.tma.dynamic_ring);
     c.asyncs.tma.in_producer = true;
     c.asyncs.tma.dynamic_ring = true;
@@ -218,7 +224,11 @@ pub fn lower_ws(c: &mut Ctx, op: &OpData, lower: &dyn Regions) -> Result<(), Ptx
                 _ => lower.op(c, od)?,
             }
         }
-        lower.block(c, cons)
+        lower.block(c, cons)?;
+        if let Some(w) = c.mem.writer {
+            super::writer::close(c, w);
+        }
+        Ok(())
     })();
     c.thread.block_bar = was_bar;
     c.asyncs.tma.dynamic_ring = was_dyn;
@@ -226,6 +236,11 @@ pub fn lower_ws(c: &mut Ctx, op: &OpData, lower: &dyn Regions) -> Result<(), Ptx
         super::consumers::leave(c, e);
     }
     r?;
+    if let (Some(w), Some(writer)) = (c.mem.writer, &writer) {
+        c.b.ins(PtxInst::new("bra").op(&exit));
+        c.b.place(writer);
+        super::writer::run(c, w, raw, &exit);
+    }
     c.b.place(&exit);
     if c.asyncs.ws.cluster.is_some() {
         // No CTA leaves while its peer may still arrive on its barriers or copy into it.
