@@ -343,7 +343,7 @@ pub(super) fn bulk_add(
         Some(w) => {
             let skip = c.b.label("bulk_add_issued");
             c.b.ins_if(first, true, PtxInst::new("bra").op(&skip));
-            spin(c, w);
+            super::semaphore::spin(c, w);
             c.b.need(Isa::FENCE_PROXY_ASYNC)
                 .ins(PtxInst::new("fence.proxy.async.global"));
             c.b.ins(reduce);
@@ -445,22 +445,4 @@ fn covers_trailing(c: &Ctx, op: &OpData, shape: &[usize]) -> bool {
             Offset::Expr(e) => e.as_int() == Some(0),
             Offset::Value(v) => c.values.statics.get(v).copied() == Some(0),
         })
-}
-
-/// Spins until the counter of `w` reaches its count (`ld.acquire.gpu`, so this thread's later
-/// accesses are ordered after the writes the counted signals released); a counter outside its
-/// tensor is not waited for.
-pub(super) fn spin(c: &mut Ctx, w: SemWait) {
-    let (top, past) = (c.b.label("sem_spin"), c.b.label("sem_reached"));
-    c.b.ins_if(w.inb, true, PtxInst::new("bra").op(&past));
-    c.b.place(&top);
-    let (have, low) = (c.b.reg(RegClass::B32), c.b.reg(RegClass::Pred));
-    c.b.need(Isa::ACQUIRE_RELEASE).ins(
-        PtxInst::new("ld.acquire.gpu.global.s32")
-            .op(have)
-            .addr(w.addr),
-    );
-    c.b.ins(PtxInst::new("setp.lt.s32").op(low).op(have).op(w.want));
-    c.b.ins_if(low, false, PtxInst::new("bra").op(&top));
-    c.b.place(&past);
 }

@@ -227,7 +227,7 @@ pub fn lower_memory_op(c: &mut Ctx, op: &OpData) -> Result<(), PtxError> {
                 // (bulk_reduce.rs qualifies only tiles that path takes).
                 let mut per_element = |c: &mut Ctx| {
                     if let Some(w) = wait {
-                        super::bulk_reduce::spin(c, w);
+                        super::semaphore::spin(c, w);
                     }
                     super::mma_store::store(c, op, &info, &offs, l, &shape, &regs, owner);
                 };
@@ -246,7 +246,7 @@ pub fn lower_memory_op(c: &mut Ctx, op: &OpData) -> Result<(), PtxError> {
                 }
             }
             if let Some(w) = wait {
-                super::bulk_reduce::spin(c, w);
+                super::semaphore::spin(c, w);
             }
             if let (Opcode::AtomicAdd, Some(l)) = (op.opcode, layout) {
                 if super::mma_store::store(c, op, &info, &offs, l, &shape, &regs, owner) {

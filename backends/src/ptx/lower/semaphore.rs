@@ -31,7 +31,6 @@
 //! earlier programs (the IR's rule) waits for programs that run or have run. The interpreter
 //! runs programs in that order and reports a wait that would never end.
 
-use super::bulk_reduce::spin;
 use super::ctx::{Ctx, Val};
 use super::elem::{element, offsets};
 use super::state::{SemWait, Signal};
@@ -183,4 +182,22 @@ fn owe(c: &mut Ctx, op: &OpData) -> Result<(), PtxError> {
         give(c);
     }
     Ok(())
+}
+
+/// Spins until the counter of `w` reaches its count (`ld.acquire.gpu`, so this thread's later
+/// accesses are ordered after the writes the counted signals released); a counter outside its
+/// tensor is not waited for.
+pub(super) fn spin(c: &mut Ctx, w: SemWait) {
+    let (top, past) = (c.b.label("sem_spin"), c.b.label("sem_reached"));
+    c.b.ins_if(w.inb, true, PtxInst::new("bra").op(&past));
+    c.b.place(&top);
+    let (have, low) = (c.b.reg(RegClass::B32), c.b.reg(RegClass::Pred));
+    c.b.need(Isa::ACQUIRE_RELEASE).ins(
+        PtxInst::new("ld.acquire.gpu.global.s32")
+            .op(have)
+            .addr(w.addr),
+    );
+    c.b.ins(PtxInst::new("setp.lt.s32").op(low).op(have).op(w.want));
+    c.b.ins_if(low, false, PtxInst::new("bra").op(&top));
+    c.b.place(&past);
 }

@@ -74,7 +74,8 @@ pub(super) fn wanted(
 pub(super) fn setup(c: &mut Ctx, parts: u32) {
     let bars = c.alloc_shared_aligned(16 * parts, 8);
     let mail = c.alloc_shared_aligned(MAIL * parts, 16);
-    let e = super::tma::elected(c);
+    let e = c.b.reg(RegClass::Pred);
+    c.b.ins(PtxInst::new("setp.eq.u32").op(e).op(c.thread.tid).op(0));
     let smem = c.mem.smem;
     for g in 0..2 * parts {
         let a = c.b.reg(RegClass::B32);
@@ -272,7 +273,7 @@ pub(super) fn run(c: &mut Ctx, w: Writer, raw: Reg, out: &Label) {
             c.b.ins_if(inb, true, PtxInst::new("bra").op(&skip));
             c.b.ins(PtxInst::new("ld.shared.u32").op(want).addr_off(mail, 20));
             c.b.ins(PtxInst::new("ld.shared.u64").op(addr).addr_off(mail, 24));
-            super::bulk_reduce::spin(c, SemWait { addr, inb, want });
+            super::semaphore::spin(c, SemWait { addr, inb, want });
             c.b.need(Isa::FENCE_PROXY_ASYNC)
                 .ins(PtxInst::new("fence.proxy.async.global"));
             c.b.place(&skip);
