@@ -39,6 +39,10 @@
 //! meet at all for the reduction: the block-wide form's two barriers a step held every
 //! warpgroup until the slowest had staged its rows.
 //!
+//! In a warp-specialized kernel with one consumer, the producer's second warp issues the parts
+//! instead (writer.rs): each warpgroup waits on an mbarrier until the writer has read its part,
+//! stages its rows and posts a message, with no named barrier and no issue of its own.
+//!
 //! Taken when the target has TMA, the tile is an unmasked f32 `RowMma` [R, C] tile (C even)
 //! whose offsets in the tensor's innermost dims are literal 0, and the innermost stride is 1.
 //! At run time the tensor's two innermost dims must be R and C, C + 4 or C + 8 (at most the

@@ -20,6 +20,10 @@
 //! unordered adds, docs/benchmarks.md), after a loop that holds one, and before the kernel
 //! returns.
 //!
+//! With a writer warp (writer.rs) an ordered add's wait and signal are the writer's: it spins
+//! before its issue and signals once the add completes; the `sem_signal` after such an add is
+//! lowered here only for the add's per-element path.
+//!
 //! **Wait.** When the next op is an `atomic_add` lowered as a bulk reduction, only its issuing
 //! threads (thread 0, or each warpgroup's first thread) spin (right before their
 //! issue, after the other threads staged the rows) and then fence the async proxy
