@@ -118,6 +118,16 @@ fn the_producers_second_warp_issues_the_adds_spins_and_signals() {
             inits.len() >= 2 * groups,
             "d{d}: the writer's barriers: {inits:#?}"
         );
+        // The IR's `sem_signal` after the add is the writer's on the writer path: the
+        // consumer's own deferred signal is lowered behind a branch on that path's predicate
+        // (for the per-element path), and is given only where a signal is owed.
+        let skip = cons
+            .find("bra.uni $L_signal_by_writer")
+            .unwrap_or_else(|| panic!("d{d}: no branch around the consumer's signal"));
+        let label = cons
+            .find("\n$L_signal_by_writer")
+            .expect("the label after the consumer's signal");
+        assert!(skip < label, "d{d}: the branch follows its label");
         kir_tests::ptxas::assemble(&format!("writer_ordered_d{d}"), &ptx, Target::Sm90a);
     }
 }
