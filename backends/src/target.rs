@@ -44,11 +44,13 @@ pub enum Feature {
     AsyncProxyFence,
     /// bf16 reductions in global memory, `red.add.noftz.bf16` (§9.7.13.6): sm_90 or higher.
     RedBf16,
+    /// One lane elected from a warp, `elect.sync` (§9.7.13.13): sm_90 or higher.
+    Elect,
 }
 
 impl Feature {
     /// Every feature, in order.
-    pub const ALL: [Feature; 7] = [
+    pub const ALL: [Feature; 8] = [
         Feature::Wgmma,
         Feature::Tma,
         Feature::MbarrierTx,
@@ -56,6 +58,7 @@ impl Feature {
         Feature::Tcgen05,
         Feature::AsyncProxyFence,
         Feature::RedBf16,
+        Feature::Elect,
     ];
 
     /// A short name for messages and reports (`wgmma`, `tma`, …).
@@ -68,6 +71,7 @@ impl Feature {
             Feature::Tcgen05 => "tcgen05",
             Feature::AsyncProxyFence => "fence-proxy-async",
             Feature::RedBf16 => "red-bf16",
+            Feature::Elect => "elect",
         }
     }
 }
@@ -186,7 +190,11 @@ impl Target {
                 Target::Sm90a => true,
                 Target::Sm80 | Target::Sm100a | Target::Sm120a => false,
             },
-            Feature::Tma | Feature::MbarrierTx | Feature::AsyncProxyFence | Feature::RedBf16 => {
+            Feature::Tma
+            | Feature::MbarrierTx
+            | Feature::AsyncProxyFence
+            | Feature::RedBf16
+            | Feature::Elect => {
                 match self {
                     Target::Sm90a | Target::Sm100a | Target::Sm120a => true,
                     Target::Sm80 => false,
@@ -285,7 +293,8 @@ mod tests {
                 "mbarrier-tx",
                 "setmaxnreg",
                 "fence-proxy-async",
-                "red-bf16"
+                "red-bf16",
+                "elect"
             ]
         );
         assert_eq!(
@@ -296,7 +305,8 @@ mod tests {
                 "setmaxnreg",
                 "tcgen05",
                 "fence-proxy-async",
-                "red-bf16"
+                "red-bf16",
+                "elect"
             ]
         );
         assert_eq!(
@@ -306,7 +316,8 @@ mod tests {
                 "mbarrier-tx",
                 "setmaxnreg",
                 "fence-proxy-async",
-                "red-bf16"
+                "red-bf16",
+                "elect"
             ]
         );
         let async_mma: Vec<bool> = Target::ALL.iter().map(|t| t.has_async_mma()).collect();

@@ -342,16 +342,19 @@ fn stores_of_one_tensor_by_different_threads_are_ordered() {
     }
 }
 
-/// Causal attention's TMA ring on sm_90a refills on the filling thread alone, as the
-/// non-causal ring does: the copies' row-prefix masks (`keys < hi`) are tile ops, and a producer
-/// block that kept them ran on every thread, so every thread waited for the stage's release —
-/// a block-wide wait each iteration that ended the two warpgroups' ping-pong (9–10 % of causal
-/// d128 and d256 on the H200, docs/history/benchmarks-log.md). Every tensor copy and `expect_tx` arrival
-/// sits between `@!%p bra $L_producer_end_N` and its label, unpredicated, and the loop's refill
-/// region holds the wait for the stage's release. Each fill of a masked (causal) ring stores the
-/// stage's valid-row count there, before its `expect_tx` arrival.
+/// Causal attention's TMA ring on sm_90a refills on the filling warp alone, as the non-causal
+/// ring does: the copies' row-prefix masks (`keys < hi`) are tile ops, and a producer block that
+/// kept them ran on every thread, so every thread waited for the stage's release — a
+/// block-wide wait each iteration that ended the two warpgroups' ping-pong (9–10 % of causal
+/// d128 and d256 on the H200, docs/history/benchmarks-log.md). Every tensor copy and `expect_tx`
+/// arrival sits between `@!%p bra.uni $L_producer_end_N` (a branch uniform in each warp: on one
+/// thread it diverged inside the warp and ptxas kept the loop's wgmma descriptors in thread
+/// registers, backends/src/ptx/lower/producer.rs) and its label, predicated on the lane that
+/// the region's `elect.sync` elects, and the loop's refill region holds the wait for the
+/// stage's release. Each fill of a masked (causal) ring stores the stage's valid-row count
+/// there, on the same lane, before its `expect_tx` arrival.
 #[test]
-fn causal_ring_refills_on_the_filling_thread() {
+fn causal_ring_refills_on_the_filling_warp() {
     let src = kir_compiler::internal::oplib::builtin("attention_fwd").expect("built-in op");
     for d in ["64", "128", "256"] {
         for causal in ["0", "1"] {
@@ -378,18 +381,32 @@ fn causal_ring_refills_on_the_filling_thread() {
             }
             let (mut open, mut regions, mut waits_inside, mut copies) = (None, 0, 0, 0);
             let (mut arrivals, mut counts) = (0, 0);
+            let mut lead: Option<String> = None;
             for line in text.lines().map(str::trim) {
-                if let Some(l) = line.strip_suffix(';').and_then(|l| l.split("bra ").nth(1)) {
+                if let Some(l) = line.strip_suffix(';').and_then(|l| l.split("bra.uni ").nth(1)) {
                     if l.starts_with("$L_producer_end_") && line.starts_with("@!%p") {
                         assert!(open.is_none(), "{what}: nested producer regions");
                         open = Some(l.to_string());
+                        lead = None;
                         continue;
                     }
                 }
+                assert!(
+                    !line.contains("bra $L_producer_end_"),
+                    "{what}: a producer region entered by a branch that may diverge: {line}"
+                );
                 if open.as_deref().is_some_and(|l| line == format!("{l}:")) {
                     open = None;
                     regions += 1;
                     continue;
+                }
+                if open.is_some() {
+                    if let Some(p) = line
+                        .strip_prefix("elect.sync _|")
+                        .and_then(|r| r.split(',').next())
+                    {
+                        lead = Some(format!("@{p} "));
+                    }
                 }
                 let fill = line.contains("cp.async.bulk.tensor")
                     || line.contains("mbarrier.arrive.expect_tx");
@@ -399,7 +416,10 @@ fn causal_ring_refills_on_the_filling_thread() {
                         open.is_some(),
                         "{what}: a fill outside a producer region: {line}"
                     );
-                    assert!(!line.starts_with('@'), "{what}: a predicated fill: {line}");
+                    assert!(
+                        lead.as_deref().is_some_and(|p| line.starts_with(p)),
+                        "{what}: a fill not on the elected lane: {line}"
+                    );
                 }
                 if open.is_some() && line.starts_with("mbarrier.try_wait.parity") {
                     waits_inside += 1;
@@ -407,7 +427,11 @@ fn causal_ring_refills_on_the_filling_thread() {
                 if line.contains("mbarrier.arrive.expect_tx") {
                     arrivals += 1;
                 }
-                if open.is_some() && line.starts_with("st.shared.u32") {
+                if open.is_some() && line.contains("st.shared.u32") {
+                    assert!(
+                        lead.as_deref().is_some_and(|p| line.starts_with(p)),
+                        "{what}: a valid-row count not stored by the elected lane: {line}"
+                    );
                     counts += 1;
                 }
             }
@@ -417,7 +441,7 @@ fn causal_ring_refills_on_the_filling_thread() {
             );
             assert!(
                 waits_inside >= 1,
-                "{what}: the release wait is not the filling thread's"
+                "{what}: the release wait is not the filling warp's"
             );
             // A masked ring's fill stores its valid-row count for the readers (tma_rows.rs).
             let want = if causal == "1" { arrivals } else { 0 };

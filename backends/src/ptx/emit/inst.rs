@@ -103,6 +103,8 @@ pub enum Operand {
     ArenaStride,
     /// The sink `_` (a result nobody reads).
     Sink,
+    /// `_|p`: a sunk result paired with a predicate result (`elect.sync _|p, mask`).
+    SinkPred(Reg),
     /// A memory address: `[base]`, or `[base+off]` when an offset is given (even 0).
     Addr(Box<Operand>, Option<i64>),
     /// A tensor-map address with its coordinates: `[map, {c0, c1}]`.
@@ -174,6 +176,7 @@ impl fmt::Display for Operand {
             Operand::Scratch(n) => write!(f, "KIRSCRATCH{n}"),
             Operand::ArenaStride => f.write_str("KIRARENASTRIDE"),
             Operand::Sink => f.write_str("_"),
+            Operand::SinkPred(p) => write!(f, "_|{p}"),
             Operand::Addr(base, None) => write!(f, "[{base}]"),
             Operand::Addr(base, Some(off)) => write!(f, "[{base}+{off}]"),
             Operand::Tensor(map, coords) => {

@@ -72,6 +72,8 @@ impl Isa {
     /// `red.add.noftz.bf16` (§9.7.13.6): PTX 7.8, sm_90.
     pub const RED_ADD_BF16: Isa = with("red.add.noftz.bf16", (7, 8), Feature::RedBf16);
     /// `fence.proxy.async` (§9.7.13.4): PTX 8.0, sm_90.
+    /// `elect.sync`: one lane of the warp (the TMA rings' filling warp, producer.rs).
+    pub const ELECT_SYNC: Isa = with("elect.sync", (8, 0), Feature::Elect);
     pub const FENCE_PROXY_ASYNC: Isa = with("fence.proxy.async", (8, 0), Feature::AsyncProxyFence);
     /// `wgmma.mma_async`, `wgmma.fence`, `wgmma.commit_group`, `wgmma.wait_group`
     /// (§9.7.15.5.2, §9.7.15.7): PTX 8.0, sm_90a.

@@ -1,11 +1,11 @@
-//! Producer regions: blocks that one thread runs for the whole block.
+//! Producer regions: blocks that one warp or one thread runs for the whole block.
 //!
 //! - A TMA ring's *producer block* (the body of the ring's `if` that starts a fill: waits, an
 //!   arrival with `tx`, tensor copies, the scalar ops that address them and the tile ops of
-//!   their masks; `tma.rs`) runs on the filling thread alone, so only the thread that refills a
-//!   stage waits for its release; the other threads go on to the stage they read (a block-wide
-//!   wait there would hold every warpgroup to the slowest one each iteration and end their
-//!   ping-pong).
+//!   their masks; `tma.rs`) runs on the filling warp (the block's last) alone, one elected lane
+//!   of it arriving and copying, so only the warp that refills a stage waits for its release;
+//!   the other warps go on to the stage they read (a block-wide wait there would hold every
+//!   warpgroup to the slowest one each iteration and end their ping-pong).
 //! - The producer region of `warp_specialize` (`ws.rs`) runs on thread 0 alone, so it may hold
 //!   only what one thread can lower: scalar ops, loops and ifs over them, waits, arrivals with
 //!   `tx`, tensor copies and the index and mask tiles of those copies.
@@ -16,7 +16,8 @@
 use super::ctx::Ctx;
 use super::region::Regions;
 use super::PtxError;
-use crate::ptx::emit::PtxInst;
+use crate::ptx::emit::isa::Isa;
+use crate::ptx::emit::{Operand, PtxInst, RegClass};
 use kir_ir::{Kernel, Op, OpData, Opcode, Value};
 use std::collections::HashSet;
 
@@ -103,18 +104,44 @@ pub fn scalar_pure(k: &Kernel, od: &OpData) -> bool {
         && od.results.iter().all(|&r| k.dfg.ty(r).is_scalar())
 }
 
-/// Lowers a producer block on the filling thread alone; returns its (empty) yield.
+/// Lowers a producer block on the filling warp (the block's last), one lane of which
+/// (`elect.sync`) arrives and copies; returns its (empty) yield.
+///
+/// The branch around the block is uniform in each warp (`bra.uni` on the warp's index), where
+/// a branch on one thread diverged inside the warp: ptxas then kept what the loop around it
+/// computes from a ring's stage index in thread registers, so each wgmma descriptor took a
+/// 64-bit add on thread registers and two moves into uniform ones (attention_bwd's d128 dK/dV
+/// kernel, whose ring's stage runs on through its loop over heads: 2,960 SASS instructions, 72
+/// of them R2UR, 252 registers; 2,176, 5 and 241 since; ncu, call R5 of 2026-12-07,
+/// docs/benchmarks.md). The other lanes of the warp wait on the empty barrier with the elected
+/// one, which is the wait's only cost to them.
 pub fn lower_producer_block(
     c: &mut Ctx,
     b: kir_ir::Block,
     lower: &dyn Regions,
 ) -> Result<Vec<Value>, PtxError> {
-    let e = super::tma::elected(c);
     let skip = c.b.label("producer_end");
-    c.b.ins_if(e, true, PtxInst::new("bra").op(&skip));
-    let was = std::mem::replace(&mut c.asyncs.tma.in_producer, true);
+    if c.asyncs.tma.in_producer {
+        // Already on one thread (a warp-specialized producer).
+        let r = lower.block(c, b);
+        c.b.place(&skip);
+        return r;
+    }
+    let w = super::tma::filling_warp(c);
+    c.b.ins_if(w, true, PtxInst::new("bra.uni").op(&skip));
+    // One lane arrives and copies; ptxas sees it elected (a lane-0 test there made it move each
+    // copy's operands into uniform registers lane by lane).
+    let lead = c.b.reg(RegClass::Pred);
+    c.b.need(Isa::ELECT_SYNC).ins(
+        PtxInst::new("elect.sync")
+            .op(Operand::SinkPred(lead))
+            .op(Operand::Hex(0xffff_ffff)),
+    );
+    c.asyncs.tma.in_producer = true;
+    c.asyncs.tma.lead = Some(lead);
     let r = lower.block(c, b);
-    c.asyncs.tma.in_producer = was;
+    c.asyncs.tma.in_producer = false;
+    c.asyncs.tma.lead = None;
     c.b.place(&skip);
     r
 }

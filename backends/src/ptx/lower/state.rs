@@ -256,8 +256,14 @@ pub struct TmaState {
     pub(super) elected: Option<Reg>,
     /// `lane == 0`, made on first use.
     pub(super) lane0: Option<Reg>,
-    /// Lowering a producer block (already on the filling thread alone).
+    /// Lowering a producer block (on the filling warp, producer.rs, or a warp-specialized
+    /// producer's thread 0, ws.rs).
     pub in_producer: bool,
+    /// In a producer block run by the filling warp: the predicate of its lane that arrives and
+    /// copies (lane 0); `None` where one thread runs the producer alone.
+    pub(super) lead: Option<Reg>,
+    /// The filling warp (the block's last), made on first use.
+    pub(super) filling_warp: Option<Reg>,
     /// Lowering a warp-specialized producer whose warps copy without tensor maps (ws.rs).
     pub by_warps: bool,
     /// Lowering the body of a ring that is not unrolled (stage indices may be registers).

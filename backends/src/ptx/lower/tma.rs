@@ -50,6 +50,23 @@ pub(super) fn elected(c: &mut Ctx) -> Reg {
     p
 }
 
+/// The predicate of the filling warp, the block's last (in the prologue): uniform in each warp,
+/// and computed from the warp index, which a kernel with wgmma operands broadcasts from lane 0
+/// (kernel.rs), so ptxas knows it is.
+pub(super) fn filling_warp(c: &mut Ctx) -> Reg {
+    if let Some(p) = c.asyncs.tma.filling_warp {
+        return p;
+    }
+    let (p, warp, last) = (
+        c.b.reg(RegClass::Pred),
+        c.thread.warp,
+        c.plan.blk.warps.max(1) - 1,
+    );
+    c.b.in_prologue(|b| b.ins(PtxInst::new("setp.eq.u32").op(p).op(warp).op(last)));
+    c.asyncs.tma.filling_warp = Some(p);
+    p
+}
+
 /// The predicate `lane == 0` (in the prologue).
 fn lane0(c: &mut Ctx) -> Reg {
     if let Some(p) = c.asyncs.tma.lane0 {
@@ -68,10 +85,11 @@ fn lane0(c: &mut Ctx) -> Reg {
     p
 }
 
-/// The filling thread's predicate, unless the code already runs on it alone.
+/// The filling thread's predicate, unless the code already runs on it alone: in a producer
+/// block run by the filling warp, its lane 0.
 fn on_elected(c: &mut Ctx) -> Option<Reg> {
     if c.asyncs.tma.in_producer {
-        None
+        c.asyncs.tma.lead
     } else {
         Some(elected(c))
     }
