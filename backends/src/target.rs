@@ -194,12 +194,10 @@ impl Target {
             | Feature::MbarrierTx
             | Feature::AsyncProxyFence
             | Feature::RedBf16
-            | Feature::Elect => {
-                match self {
-                    Target::Sm90a | Target::Sm100a | Target::Sm120a => true,
-                    Target::Sm80 => false,
-                }
-            }
+            | Feature::Elect => match self {
+                Target::Sm90a | Target::Sm100a | Target::Sm120a => true,
+                Target::Sm80 => false,
+            },
             Feature::Setmaxnreg => match self {
                 Target::Sm90a | Target::Sm100a | Target::Sm120a => true,
                 Target::Sm80 => false,

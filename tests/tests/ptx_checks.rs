@@ -383,7 +383,10 @@ fn causal_ring_refills_on_the_filling_warp() {
             let (mut arrivals, mut counts) = (0, 0);
             let mut lead: Option<String> = None;
             for line in text.lines().map(str::trim) {
-                if let Some(l) = line.strip_suffix(';').and_then(|l| l.split("bra.uni ").nth(1)) {
+                if let Some(l) = line
+                    .strip_suffix(';')
+                    .and_then(|l| l.split("bra.uni ").nth(1))
+                {
                     if l.starts_with("$L_producer_end_") && line.starts_with("@!%p") {
                         assert!(open.is_none(), "{what}: nested producer regions");
                         open = Some(l.to_string());

@@ -57,7 +57,7 @@ pub(super) fn wanted(
 ) -> bool {
     consumers == 1
         && producer_warps >= 2
-        && consumer_warps % 4 == 0
+        && consumer_warps.is_multiple_of(4)
         && c.target.has_tma()
         && kir_ir::edit::contains(&c.k.dfg, cons, &|od| od.opcode == Opcode::AtomicAdd)
         && c.k.dfg.blocks.values().all(|b| {
@@ -199,7 +199,7 @@ fn store(c: &mut Ctx, lead: Reg, mail: Reg, off: u32, ty: &str, v: Reg) {
     c.b.ins_if(
         lead,
         false,
-        PtxInst::new(&format!("st.shared.{ty}"))
+        PtxInst::new(format!("st.shared.{ty}"))
             .addr_off(mail, off)
             .op(v),
     );
