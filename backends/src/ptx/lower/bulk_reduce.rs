@@ -275,20 +275,7 @@ pub(super) fn bulk_add(
     c.b.need(Isa::FENCE_PROXY_ASYNC)
         .ins(PtxInst::new("fence.proxy.async.shared::cta"));
     if let (Some(w), Some(g)) = (writer, claimed) {
-        let zero = c.b.imm32(0);
-        let region = c.shared_at(off, zero);
-        let size = c.b.reg(RegClass::B32);
-        let part_rows = (rows / w.parts as usize) as u32;
-        c.b.ins(PtxInst::new("mul.lo.s32").op(size).op(pitch).op(part_rows));
-        let (skip, skip64, part) = (
-            c.b.reg(RegClass::B32),
-            c.b.reg(RegClass::B64),
-            c.b.reg(RegClass::B32),
-        );
-        c.b.ins(PtxInst::new("mul.lo.s32").op(skip).op(g).op(size));
-        c.b.ins(PtxInst::new("add.u32").op(part).op(region).op(skip));
-        c.b.ins(PtxInst::new("cvt.u64.u32").op(skip64).op(skip));
-        c.b.ins(PtxInst::new("add.s64").op(gaddr).op(gaddr).op(skip64));
+        let (part, size) = part_of(c, off, pitch, rows, split, Some(g), gaddr);
         // The `sem_signal` right after the add is the writer's to give (semaphore.rs skips it
         // on this path).
         let signal = match c.mem.next_op.map(|n| &c.k.dfg.ops[n]) {
@@ -311,31 +298,15 @@ pub(super) fn bulk_add(
     // One thread adds the region (or its warpgroup's part: rows / groups rows from
     // wg · rows / groups on, in shared memory and in the tensor alike); it waits for the read
     // before the next writes (above) or before the kernel returns (`finish`).
-    let zero = c.b.imm32(0);
-    let mut region = c.shared_at(off, zero);
-    let size = c.b.reg(RegClass::B32);
-    let part_rows = match split {
-        Split::Block => rows,
-        Split::Groups { groups, .. } => rows / groups as usize,
-    };
-    c.b.ins(
-        PtxInst::new("mul.lo.s32")
-            .op(size)
-            .op(pitch)
-            .op(part_rows as u32),
+    let (region, size) = part_of(
+        c,
+        off,
+        pitch,
+        rows,
+        split,
+        group_bar.map(|(wg, _)| wg),
+        gaddr,
     );
-    if let Some((wg, _)) = group_bar {
-        let (skip, skip64, part) = (
-            c.b.reg(RegClass::B32),
-            c.b.reg(RegClass::B64),
-            c.b.reg(RegClass::B32),
-        );
-        c.b.ins(PtxInst::new("mul.lo.s32").op(skip).op(wg).op(size));
-        c.b.ins(PtxInst::new("add.u32").op(part).op(region).op(skip));
-        c.b.ins(PtxInst::new("cvt.u64.u32").op(skip64).op(skip));
-        c.b.ins(PtxInst::new("add.s64").op(gaddr).op(gaddr).op(skip64));
-        region = part;
-    }
     c.b.need(Isa::CP_REDUCE_ASYNC_BULK);
     let reduce = PtxInst::new("cp.reduce.async.bulk.global.shared::cta.bulk_group.add.f32")
         .addr(gaddr)
@@ -364,6 +335,46 @@ pub(super) fn bulk_add(
     fallback(c);
     c.b.place(&done);
     true
+}
+
+/// The shared address and bytes of the part that warpgroup `wg` adds (the whole region at shared
+/// offset `off` when `wg` is `None`): `rows / groups` rows of `pitch` bytes, from `wg` parts on
+/// in shared memory; `gaddr` is moved to the part in the tensor alike.
+fn part_of(
+    c: &mut Ctx,
+    off: u32,
+    pitch: Reg,
+    rows: usize,
+    split: Split,
+    wg: Option<Reg>,
+    gaddr: Reg,
+) -> (Reg, Reg) {
+    let zero = c.b.imm32(0);
+    let mut region = c.shared_at(off, zero);
+    let size = c.b.reg(RegClass::B32);
+    let part_rows = match split {
+        Split::Block => rows,
+        Split::Groups { groups, .. } => rows / groups as usize,
+    };
+    c.b.ins(
+        PtxInst::new("mul.lo.s32")
+            .op(size)
+            .op(pitch)
+            .op(part_rows as u32),
+    );
+    if let Some(wg) = wg {
+        let (skip, skip64, part) = (
+            c.b.reg(RegClass::B32),
+            c.b.reg(RegClass::B64),
+            c.b.reg(RegClass::B32),
+        );
+        c.b.ins(PtxInst::new("mul.lo.s32").op(skip).op(wg).op(size));
+        c.b.ins(PtxInst::new("add.u32").op(part).op(region).op(skip));
+        c.b.ins(PtxInst::new("cvt.u64.u32").op(skip64).op(skip));
+        c.b.ins(PtxInst::new("add.s64").op(gaddr).op(gaddr).op(skip64));
+        region = part;
+    }
+    (region, size)
 }
 
 /// The warpgroup's index, and its barrier: with two warpgroups a literal id under a predicate

@@ -260,7 +260,7 @@ pub struct TmaState {
     /// producer's thread 0, ws.rs).
     pub in_producer: bool,
     /// In a producer block run by the filling warp: the predicate of its lane that arrives and
-    /// copies (lane 0); `None` where one thread runs the producer alone.
+    /// copies (elected by `elect.sync`); `None` where one thread runs the producer alone.
     pub(super) lead: Option<Reg>,
     /// The filling warp (the block's last), made on first use.
     pub(super) filling_warp: Option<Reg>,

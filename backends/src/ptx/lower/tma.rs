@@ -86,7 +86,7 @@ fn lane0(c: &mut Ctx) -> Reg {
 }
 
 /// The filling thread's predicate, unless the code already runs on it alone: in a producer
-/// block run by the filling warp, its lane 0.
+/// block run by the filling warp, the lane its `elect.sync` elected (producer.rs).
 fn on_elected(c: &mut Ctx) -> Option<Reg> {
     if c.asyncs.tma.in_producer {
         c.asyncs.tma.lead
