@@ -40,6 +40,7 @@ mod reduce;
 mod region;
 pub mod report;
 mod rescale;
+mod row_compact;
 mod row_reload;
 mod rows;
 mod sched;

@@ -161,7 +161,7 @@ pub(super) fn reload(
 /// The `load` at the root of `v`'s chain and the chain's ops from the load's user up to `v`'s
 /// definition, when every link is a `reshape` or an elementwise op whose other operands are
 /// scalars, and the load reads an `in` tensor with no `mask`.
-fn chain_of(c: &Ctx, v: Value) -> Option<(kir_ir::Op, Vec<kir_ir::Op>)> {
+pub(super) fn chain_of(c: &Ctx, v: Value) -> Option<(kir_ir::Op, Vec<kir_ir::Op>)> {
     let k = c.k;
     let mut chain = Vec::new();
     let mut cur = v;
@@ -202,7 +202,12 @@ fn chain_of(c: &Ctx, v: Value) -> Option<(kir_ir::Op, Vec<kir_ir::Op>)> {
 }
 
 /// The chain's ops, in order, on the element in `x`.
-fn apply_chain(c: &mut Ctx, chain: &[kir_ir::Op], x: Reg, sp: Span) -> Result<Reg, PtxError> {
+pub(super) fn apply_chain(
+    c: &mut Ctx,
+    chain: &[kir_ir::Op],
+    x: Reg,
+    sp: Span,
+) -> Result<Reg, PtxError> {
     let mut r = x;
     for &o in chain {
         r = apply(c, &c.k.dfg.ops[o], r, sp)?;

@@ -21,6 +21,18 @@ pub struct Pending {
     pub aliases: Vec<(Value, u32)>,
 }
 
+/// A 64-column row vector held 2 registers a lane (lane l: columns 2l and 2l + 1), for a
+/// broadcast into an `[M, 64]` `RowMma` tile of `shape` (row_compact.rs).
+#[derive(Clone, Debug)]
+pub struct Compact {
+    /// The lane's 2 values (the chain applied).
+    pub regs: Vec<Reg>,
+    /// The broadcast's result shape.
+    pub shape: Vec<usize>,
+    /// The broadcast's element type.
+    pub dtype: Dtype,
+}
+
 /// What each IR value lowered to.
 #[derive(Default)]
 pub struct ValueState {
@@ -28,6 +40,9 @@ pub struct ValueState {
     /// Cheap integer/mask tiles (iota and index arithmetic) that are recomputed at each use
     /// instead of living in registers across loops.
     pub lazy: HashMap<Value, kir_ir::Op>,
+    /// Row vectors broadcast into accumulator tiles in a warp-specialized consumer, held a few
+    /// registers a lane and spread into the layout at each use (`row_compact.rs`).
+    pub compact: HashMap<Value, Compact>,
     /// i32/i1 scalars whose values are known while lowering: integer constants, the stage
     /// index of the copy of an unrolled ring loop being lowered, and what folds from them.
     pub statics: HashMap<Value, i64>,

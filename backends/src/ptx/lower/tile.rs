@@ -57,6 +57,16 @@ pub fn lower_shape_op(c: &mut Ctx, op: &OpData) -> Result<(), PtxError> {
         }
     }
     let l = result_layout(c, v, sp)?;
+    // A row vector into the accumulator layout in a warp-specialized consumer: a few
+    // registers a lane, spread at each use (row_compact.rs).
+    if op.opcode == Opcode::Broadcast && l == Layout::RowMma {
+        if let Some(&a) = op.operands.first() {
+            if let Some(cv) = super::row_compact::compact(c, v, a, &shape, sp)? {
+                c.values.compact.insert(v, cv);
+                return Ok(());
+            }
+        }
+    }
     let n = layout::slots(l, &shape, c.plan.blk);
     let regs: Vec<Reg> = match op.opcode {
         Opcode::Iota => match iota_val(c, op)? {

@@ -20,6 +20,9 @@ impl Ctx<'_> {
         if let Some(&o) = self.values.lazy.get(&v) {
             return materialize(self, o);
         }
+        if let Some(cv) = self.values.compact.get(&v).cloned() {
+            return super::row_compact::expand(self, &cv, span);
+        }
         if let Some(x) = self.values.vals.get(&v) {
             return Ok(x.clone());
         }
