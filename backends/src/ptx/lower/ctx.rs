@@ -532,3 +532,44 @@ impl Ctx<'_> {
         idx
     }
 }
+
+impl Ctx<'_> {
+    /// The predicate `lane == 0` (set once, in the prologue).
+    pub fn lane0(&mut self) -> Reg {
+        if let Some(p) = self.asyncs.tma.lane0 {
+            return p;
+        }
+        let (p, l, tid) = (
+            self.b.reg(RegClass::Pred),
+            self.b.reg(RegClass::B32),
+            self.thread.tid,
+        );
+        self.b.in_prologue(|b| {
+            b.ins(PtxInst::new("and.b32").op(l).op(tid).op(31));
+            b.ins(PtxInst::new("setp.eq.u32").op(p).op(l).op(0));
+        });
+        self.asyncs.tma.lane0 = Some(p);
+        p
+    }
+
+    /// Lane 0 of this warp arrives on the mbarrier at shared address `a` once every lane of
+    /// the warp is done; returns the lane-0 predicate.
+    pub fn warp_arrive_at(&mut self, a: Reg) -> Reg {
+        let l0 = self.lane0();
+        self.arrive_after_warp(a, l0);
+        l0
+    }
+
+    /// The lanes where `p` holds arrive on the mbarrier at shared address `a` once every lane
+    /// of the warp is done (`bar.warp.sync` orders the lanes' accesses before the arrival's
+    /// release).
+    pub fn arrive_after_warp(&mut self, a: Reg, p: Reg) {
+        self.b.ins(PtxInst::new("bar.warp.sync").op(-1));
+        self.b.need(Isa::MBARRIER_TX).ins(
+            PtxInst::new("mbarrier.arrive.shared::cta.b64")
+                .op(Operand::Sink)
+                .addr(a)
+                .guard(p, false),
+        );
+    }
+}

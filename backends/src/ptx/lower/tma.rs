@@ -67,24 +67,6 @@ pub(super) fn filling_warp(c: &mut Ctx) -> Reg {
     p
 }
 
-/// The predicate `lane == 0` (in the prologue).
-fn lane0(c: &mut Ctx) -> Reg {
-    if let Some(p) = c.asyncs.tma.lane0 {
-        return p;
-    }
-    let (p, l, tid) = (
-        c.b.reg(RegClass::Pred),
-        c.b.reg(RegClass::B32),
-        c.thread.tid,
-    );
-    c.b.in_prologue(|b| {
-        b.ins(PtxInst::new("and.b32").op(l).op(tid).op(31));
-        b.ins(PtxInst::new("setp.eq.u32").op(p).op(l).op(0));
-    });
-    c.asyncs.tma.lane0 = Some(p);
-    p
-}
-
 /// The filling thread's predicate, unless the code already runs on it alone: in a producer
 /// block run by the filling warp, the lane its `elect.sync` elected (producer.rs).
 fn on_elected(c: &mut Ctx) -> Option<Reg> {
@@ -312,16 +294,8 @@ pub fn lower_arrive(c: &mut Ctx, op: &OpData) -> Result<(), PtxError> {
                     .ins(PtxInst::new("wgmma.wait_group.sync.aligned").op(0));
                 c.asyncs.wgmma_in_flight = false;
             }
-            // Lane 0 arrives for its warp once every lane's reads are done (`bar.warp.sync`
-            // orders the lanes' accesses before the arrival's release).
-            let l0 = lane0(c);
-            c.b.ins(PtxInst::new("bar.warp.sync").op(-1));
-            c.b.need(Isa::MBARRIER_TX).ins(
-                PtxInst::new("mbarrier.arrive.shared::cta.b64")
-                    .op(Operand::Sink)
-                    .addr(a)
-                    .guard(l0, false),
-            );
+            // Lane 0 arrives for its warp once every lane's reads are done.
+            let l0 = c.warp_arrive_at(a);
             if c.asyncs.tma.bars.get(&m).is_some_and(|b| b.cluster) {
                 super::cluster::peer_arrive(c, a, l0, sp)?;
             }
@@ -333,14 +307,7 @@ pub fn lower_arrive(c: &mut Ctx, op: &OpData) -> Result<(), PtxError> {
 /// Lane 0 of every warp arrives on `m[s]` once the warp's lanes are done (`bar.warp.sync`).
 pub fn warp_arrive(c: &mut Ctx, m: Value, s: Value, sp: Span) -> Result<(), PtxError> {
     let a = bar_addr(c, m, s, sp)?;
-    let l0 = lane0(c);
-    c.b.ins(PtxInst::new("bar.warp.sync").op(-1));
-    c.b.need(Isa::MBARRIER_TX).ins(
-        PtxInst::new("mbarrier.arrive.shared::cta.b64")
-            .op(Operand::Sink)
-            .addr(a)
-            .guard(l0, false),
-    );
+    c.warp_arrive_at(a);
     Ok(())
 }
 
@@ -364,17 +331,11 @@ fn arrive_owed(c: &mut Ctx, m: Value, owed: Reg, sp: Span) -> Result<(), PtxErro
         .get(&m)
         .ok_or_else(|| PtxError::at(sp, "internal: an mbarrier used before its mbar_alloc"))?;
     let (p, a, smem) = (c.b.reg(RegClass::Pred), c.b.reg(RegClass::B32), c.mem.smem);
-    let l0 = lane0(c);
+    let l0 = c.lane0();
     c.b.ins(PtxInst::new("setp.ge.and.s32").op(p).op(owed).op(0).op(l0));
     c.b.ins(PtxInst::new("mad.lo.s32").op(a).op(owed).op(8).op(smem));
     c.b.ins(PtxInst::new("add.u32").op(a).op(a).op(buf.off));
-    c.b.ins(PtxInst::new("bar.warp.sync").op(-1));
-    c.b.need(Isa::MBARRIER_TX).ins(
-        PtxInst::new("mbarrier.arrive.shared::cta.b64")
-            .op(Operand::Sink)
-            .addr(a)
-            .guard(p, false),
-    );
+    c.arrive_after_warp(a, p);
     if buf.cluster {
         super::cluster::peer_arrive(c, a, p, sp)?;
     }

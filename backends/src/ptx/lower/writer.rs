@@ -208,16 +208,7 @@ fn store(c: &mut Ctx, lead: Reg, mail: Reg, off: u32, ty: &str, v: Reg) {
 /// Lane 0 of each warp arrives on `full[g]` once its lanes are done; the phase flips.
 fn arrive_full(c: &mut Ctx, w: Writer, g: Reg) {
     let full = at(c, w.bars, 8, g);
-    let (l0, lane) = (c.b.reg(RegClass::Pred), c.b.reg(RegClass::B32));
-    c.b.ins(PtxInst::new("and.b32").op(lane).op(c.thread.tid).op(31));
-    c.b.ins(PtxInst::new("setp.eq.u32").op(l0).op(lane).op(0));
-    c.b.ins(PtxInst::new("bar.warp.sync").op(-1));
-    c.b.need(Isa::MBARRIER_TX).ins(
-        PtxInst::new("mbarrier.arrive.shared::cta.b64")
-            .op(Operand::Sink)
-            .addr(full)
-            .guard(l0, false),
-    );
+    c.warp_arrive_at(full);
     c.b.ins(PtxInst::new("xor.b32").op(w.phase).op(w.phase).op(1));
 }
 
