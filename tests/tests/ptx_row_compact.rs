@@ -18,6 +18,11 @@ const SPREAD: &str = ", 799, -1;";
 
 /// attention_bwd's PTX on sm_90a with these constants, warp-specialized or not.
 fn bwd_ptx(d: &[(&str, &str)], ws: bool) -> String {
+    compile(d, ws).text
+}
+
+/// attention_bwd compiled for sm_90a (PTX and reports) with these constants.
+fn compile(d: &[(&str, &str)], ws: bool) -> kir_compiler::internal::compiled::Compiled {
     let src = kir_compiler::internal::oplib::builtin("attention_bwd").expect("attention_bwd");
     let flags = Flags {
         warp_specialize: Some(ws),
@@ -25,9 +30,17 @@ fn bwd_ptx(d: &[(&str, &str)], ws: bool) -> String {
     };
     let plan = CompilePlan::resolve(src, &defs(d), Target::Sm90a, Emit::Ptx, flags)
         .unwrap_or_else(|e| panic!("attention_bwd {d:?}: {e}"));
-    pipeline::compile(src, &plan)
-        .unwrap_or_else(|e| panic!("{d:?}: {e}"))
-        .text
+    pipeline::compile(src, &plan).unwrap_or_else(|e| panic!("{d:?}: {e}"))
+}
+
+/// How many row vectors the dK/dV kernel's report lists as kept compact.
+fn reported(out: &kir_compiler::internal::compiled::Compiled) -> usize {
+    out.reports
+        .iter()
+        .find(|r| r.kernel == "attention_bwd_dkdv")
+        .expect("the dK/dV kernel's report")
+        .compact_rows
+        .len()
 }
 
 /// The dK/dV kernel's PTX (entry to the end of its body) within `ptx`.
@@ -53,8 +66,13 @@ fn spreads(k: &str) -> Vec<u32> {
 #[test]
 fn the_d128_five_dot_consumer_spreads_lse_and_delta_by_shuffles() {
     for mode in [("DETERMINISTIC", "0"), ("ORDERED", "1")] {
-        let ptx = bwd_ptx(&[mode], true);
-        let k = dkdv(&ptx);
+        let out = compile(&[mode], true);
+        assert_eq!(
+            reported(&out),
+            2,
+            "{mode:?}: the report's compact row vectors"
+        );
+        let k = dkdv(&out.text);
         let lanes = spreads(k);
         // Two vectors, 16 columns each (8 lanes 4j, two registers per lane), per body.
         assert!(
@@ -90,8 +108,9 @@ fn consumers_with_registers_to_spare_and_unspecialized_kernels_keep_the_pair_loa
         (&[("HEAD_DIM", "256")], true),
     ];
     for (d, ws) in cases {
-        let ptx = bwd_ptx(d, ws);
-        let k = dkdv(&ptx);
+        let out = compile(d, ws);
+        assert_eq!(reported(&out), 0, "{d:?} ws {ws}: reported compact");
+        let k = dkdv(&out.text);
         assert!(spreads(k).is_empty(), "{d:?} ws {ws}: compact vectors");
         assert!(
             k.contains("ld.global.v2.f32"),

@@ -180,6 +180,14 @@ pub(super) fn note_join_in_flight(c: &mut Ctx, op: &OpData) {
     }
 }
 
+/// Records that broadcast op `op` keeps its row vector compact (row_compact.rs; once per op).
+pub(super) fn note_compact_row(c: &mut Ctx, op: &OpData) {
+    let key = op_index(c.k, op);
+    if !c.report.compact_rows.iter().any(|(i, _)| *i == key) {
+        c.report.compact_rows.push((key, op.span));
+    }
+}
+
 /// The report of the kernel `c` lowered, with the block's origin, the shared bytes (and, with
 /// several consumers, the stride of their arenas) and what its instructions need.
 pub(super) fn build(
@@ -248,6 +256,11 @@ pub(super) fn build(
             let mut j = std::mem::take(&mut c.report.joins);
             j.sort_by_key(|(i, _)| *i);
             j.into_iter().map(|(_, s)| s).collect()
+        },
+        compact_rows: {
+            let mut r = std::mem::take(&mut c.report.compact_rows);
+            r.sort_by_key(|(i, _)| *i);
+            r.into_iter().map(|(_, s)| s).collect()
         },
         ptx_version: isa.version,
         features: isa.features.keys().copied().collect(),

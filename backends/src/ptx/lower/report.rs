@@ -118,6 +118,10 @@ pub struct PtxReport {
     /// ptxas may retire the groups in flight where the branches join, so no overlap reaches
     /// past them (it did in the SASS of docs/benchmarks.md, "FA3's paired overlap").
     pub joins_in_flight: Vec<Span>,
+    /// The broadcasts of row vectors into accumulator tiles kept compact in a warp-specialized
+    /// consumer short of registers (two registers a lane, spread by shuffles at each use:
+    /// backends/src/ptx/lower/row_compact.rs).
+    pub compact_rows: Vec<Span>,
     /// The PTX ISA version the kernel's instructions need (the module declares at least the
     /// target's own minimum).
     pub ptx_version: (u32, u32),
@@ -142,6 +146,7 @@ pub(crate) struct Notes {
     pub(super) dots: Vec<(usize, DotChoice)>,
     pub(super) rescales: Vec<(usize, Rescale)>,
     pub(super) joins: Vec<(usize, Span)>,
+    pub(super) compact_rows: Vec<(usize, Span)>,
 }
 
 impl PtxReport {
@@ -219,6 +224,13 @@ impl PtxReport {
                     let _ = writeln!(o, "  rescale at {}: always applied ({w})", at(r.span));
                 }
             }
+        }
+        for &sp in &self.compact_rows {
+            let _ = writeln!(
+                o,
+                "  row vector at {}: two registers a lane, spread into the accumulator layout by shuffles at each use (the consumer is short of registers)",
+                at(sp)
+            );
         }
         for &sp in &self.joins_in_flight {
             let _ = writeln!(

@@ -63,6 +63,7 @@ pub fn lower_shape_op(c: &mut Ctx, op: &OpData) -> Result<(), PtxError> {
         if let Some(&a) = op.operands.first() {
             if let Some(cv) = super::row_compact::compact(c, v, a, &shape, sp)? {
                 c.values.compact.insert(v, cv);
+                super::notes::note_compact_row(c, op);
                 return Ok(());
             }
         }
