@@ -314,6 +314,42 @@ pub fn sm90a_plan(
     .unwrap_or_else(|e| panic!("plan for {defs:?} {shapes:?}: {e}"))
 }
 
+/// The built-in `op` compiled to PTX for sm_90a with `d` defined, warp-specialized or not
+/// (`--warp-specialize on|off`); panics naming the defines on any error.
+pub fn sm90a_op(
+    op: &str,
+    d: &[(&str, &str)],
+    ws: bool,
+) -> kir_compiler::internal::compiled::Compiled {
+    let src = kir_compiler::internal::oplib::builtin(op).unwrap_or_else(|| panic!("no op {op}"));
+    let flags = kir_compiler::internal::plan::Flags {
+        warp_specialize: Some(ws),
+        ..kir_compiler::internal::plan::Flags::default()
+    };
+    let plan = kir_compiler::internal::plan::CompilePlan::resolve(
+        src,
+        &defs(d),
+        kir_backends::Target::Sm90a,
+        kir_compiler::internal::compile::Emit::Ptx,
+        flags,
+    )
+    .unwrap_or_else(|e| panic!("{op} {d:?}: {e}"));
+    kir_compiler::internal::pipeline::compile(src, &plan)
+        .unwrap_or_else(|e| panic!("{op} {d:?}: {e}"))
+}
+
+/// Kernel `kernel`'s PTX within module text `ptx`: from its `.entry` to the end of its body.
+pub fn entry_body<'p>(ptx: &'p str, kernel: &str) -> &'p str {
+    let at = ptx
+        .find(&format!(".entry {kernel}"))
+        .unwrap_or_else(|| panic!("no entry {kernel}"));
+    let end = ptx[at..]
+        .find("\n}\n")
+        .map(|e| at + e)
+        .unwrap_or_else(|| panic!("no end of {kernel}"));
+    &ptx[at..end]
+}
+
 /// Every `.kir` file in the repository (op library, test inputs, error cases, fusion programs),
 /// sorted.
 pub fn kir_files() -> Vec<std::path::PathBuf> {

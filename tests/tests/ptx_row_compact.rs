@@ -7,12 +7,6 @@
 //! loads. Checked on the PTX text and by the pinned ptxas (no spill in the five-dot atomic
 //! kernel at d128).
 
-use kir_backends::Target;
-use kir_compiler::internal::compile::Emit;
-use kir_compiler::internal::pipeline;
-use kir_compiler::internal::plan::{CompilePlan, Flags};
-use kir_tests::defs;
-
 /// The shuffle of a compact vector's column: segment mask 3, clamp 31 (`(3 << 8) | 31`).
 const SPREAD: &str = ", 799, -1;";
 
@@ -23,14 +17,7 @@ fn bwd_ptx(d: &[(&str, &str)], ws: bool) -> String {
 
 /// attention_bwd compiled for sm_90a (PTX and reports) with these constants.
 fn compile(d: &[(&str, &str)], ws: bool) -> kir_compiler::internal::compiled::Compiled {
-    let src = kir_compiler::internal::oplib::builtin("attention_bwd").expect("attention_bwd");
-    let flags = Flags {
-        warp_specialize: Some(ws),
-        ..Flags::default()
-    };
-    let plan = CompilePlan::resolve(src, &defs(d), Target::Sm90a, Emit::Ptx, flags)
-        .unwrap_or_else(|e| panic!("attention_bwd {d:?}: {e}"));
-    pipeline::compile(src, &plan).unwrap_or_else(|e| panic!("{d:?}: {e}"))
+    kir_tests::sm90a_op("attention_bwd", d, ws)
 }
 
 /// How many row vectors the dK/dV kernel's report lists as kept compact.
@@ -45,11 +32,7 @@ fn reported(out: &kir_compiler::internal::compiled::Compiled) -> usize {
 
 /// The dK/dV kernel's PTX (entry to the end of its body) within `ptx`.
 fn dkdv(ptx: &str) -> &str {
-    let at = ptx
-        .find(".entry attention_bwd_dkdv")
-        .expect("the dK/dV entry");
-    let end = ptx[at..].find("\n}\n").map(|e| at + e).expect("its end");
-    &ptx[at..end]
+    kir_tests::entry_body(ptx, "attention_bwd_dkdv")
 }
 
 /// The shuffles that spread compact vectors, with the source lane (4j) of each.

@@ -6,34 +6,17 @@
 //! kernel has the registers).
 
 use kir_backends::Target;
-use kir_compiler::internal::compile::Emit;
-use kir_compiler::internal::pipeline;
-use kir_compiler::internal::plan::{CompilePlan, Flags};
-use kir_tests::defs;
 
 const ISSUE: &str = "cp.reduce.async.bulk.global.shared::cta.bulk_group.add.f32";
 
 /// attention_bwd's PTX on sm_90a with these constants, warp-specialized or not.
 fn bwd_ptx(d: &[(&str, &str)], ws: bool) -> String {
-    let src = kir_compiler::internal::oplib::builtin("attention_bwd").expect("attention_bwd");
-    let flags = Flags {
-        warp_specialize: Some(ws),
-        ..Flags::default()
-    };
-    let plan = CompilePlan::resolve(src, &defs(d), Target::Sm90a, Emit::Ptx, flags)
-        .unwrap_or_else(|e| panic!("attention_bwd {d:?}: {e}"));
-    pipeline::compile(src, &plan)
-        .unwrap_or_else(|e| panic!("{d:?}: {e}"))
-        .text
+    kir_tests::sm90a_op("attention_bwd", d, ws).text
 }
 
 /// The dK/dV kernel's PTX (entry to the end of its body) within `ptx`.
 fn dkdv(ptx: &str) -> &str {
-    let at = ptx
-        .find(".entry attention_bwd_dkdv")
-        .expect("the dK/dV entry");
-    let end = ptx[at..].find("\n}\n").map(|e| at + e).expect("its end");
-    &ptx[at..end]
+    kir_tests::entry_body(ptx, "attention_bwd_dkdv")
 }
 
 /// The consumer's code (from its label to the writer's) and the writer's (from its label to

@@ -25,7 +25,7 @@
 
 use super::ctx::{dtype, Ctx, Val};
 use super::elem::{element, load_elem, offsets};
-use super::row_reload::{apply_chain, chain_of};
+use super::row_reload::{apply_chain, vector_load};
 use super::state::Compact;
 use super::PtxError;
 use crate::ptx::emit::isa::Isa;
@@ -59,28 +59,13 @@ pub(super) fn compact(
     {
         return Ok(None);
     }
-    let Some((load, chain)) = chain_of(c, src) else {
+    let Some(vl) = vector_load(c, src) else {
         return Ok(None);
     };
-    let k = c.k;
-    let lop = &k.dfg.ops[load];
-    let Some(t) = lop.tensor.as_ref() else {
-        return Ok(None);
-    };
-    let Some(info) = c.params.tensors.get(&t.param).cloned() else {
-        return Ok(None);
-    };
-    if info.dtype != Dtype::F32 {
+    if vl.info.dtype != Dtype::F32 {
         return Ok(None);
     }
-    let other = crate::ptx::plan::ir::lit(lop.attr("other")).unwrap_or(0.0);
-    let load_rank = k
-        .dfg
-        .ty(lop.results[0])
-        .shape()
-        .map(|s| s.len())
-        .unwrap_or(0);
-    let offs = offsets(c, t, sp)?;
+    let offs = offsets(c, vl.tensor, sp)?;
     let p = 2;
     let lane = c.b.reg(RegClass::B32);
     c.b.ins(PtxInst::new("and.b32").op(lane).op(c.thread.tid).op(31));
@@ -94,15 +79,15 @@ pub(super) fn compact(
                 .op(p as u32)
                 .op(e as u32),
         );
-        let coord = if load_rank == 2 {
+        let coord = if vl.rank == 2 {
             vec![c.b.imm32(0), col]
         } else {
             vec![col]
         };
-        let (addr, inb) = element(c, &info, &offs, &coord);
-        let r = super::ctx::constant(c, Dtype::F32, other);
+        let (addr, inb) = element(c, &vl.info, &offs, &coord);
+        let r = super::ctx::constant(c, Dtype::F32, vl.other);
         load_elem(c, Dtype::F32, r, addr, inb);
-        regs.push(apply_chain(c, &chain, r, sp)?);
+        regs.push(apply_chain(c, &vl.chain, r, sp)?);
     }
     let d = dtype(c, v);
     Ok(Some(Compact {

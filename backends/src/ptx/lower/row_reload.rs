@@ -20,7 +20,7 @@
 //! no registers to spare for the per-column loads).
 
 use super::arith::scalar_op;
-use super::ctx::{constant, dtype, Ctx, Val};
+use super::ctx::{constant, dtype, Ctx, TensorInfo, Val};
 use super::elem::{element, load_elem, offsets};
 use super::PtxError;
 use crate::ptx::emit::{PtxInst, Reg, RegClass};
@@ -40,15 +40,14 @@ pub(super) fn reload(
     if shape.len() != 2 || m <= 1 || n % 8 != 0 || rows_cols(&src_shape) != (1, n) {
         return Ok(None);
     }
-    let Some((load, chain)) = chain_of(c, src) else {
-        return Ok(None);
-    };
-    let k = c.k;
-    let lop = &k.dfg.ops[load];
-    let Some(t) = lop.tensor.as_ref() else {
-        return Ok(None);
-    };
-    let Some(info) = c.params.tensors.get(&t.param).cloned() else {
+    let Some(VectorLoad {
+        chain,
+        tensor: t,
+        info,
+        other,
+        rank: load_rank,
+    }) = vector_load(c, src)
+    else {
         return Ok(None);
     };
     let d = info.dtype;
@@ -59,13 +58,6 @@ pub(super) fn reload(
     if matches!(d, kir_ir::Dtype::F16 | kir_ir::Dtype::Bf16) && c.asyncs.ws.raw_tid.is_some() {
         return Ok(None);
     }
-    let other = crate::ptx::plan::ir::lit(lop.attr("other")).unwrap_or(0.0);
-    let load_rank = k
-        .dfg
-        .ty(lop.results[0])
-        .shape()
-        .map(|s| s.len())
-        .unwrap_or(0);
     let offs = offsets(c, t, sp)?;
     let coords = c.coords(Layout::RowMma, shape);
     // The thread's distinct columns (slot column offset, column register), in slot order.
@@ -156,6 +148,40 @@ pub(super) fn reload(
         .collect::<Option<Vec<Reg>>>()
         .ok_or_else(|| PtxError::at(sp, "internal: a slot without its column"))?;
     Ok(Some(regs))
+}
+
+/// A row vector's `load` resolved for per-column reads: the chain from the load to the vector,
+/// the load's tensor reference and tensor, its `other` and the rank of the tile it loads.
+pub(super) struct VectorLoad<'k> {
+    pub(super) chain: Vec<kir_ir::Op>,
+    pub(super) tensor: &'k kir_ir::TensorRef,
+    pub(super) info: TensorInfo,
+    pub(super) other: f64,
+    pub(super) rank: usize,
+}
+
+/// The load at the root of `src`'s chain (`chain_of`), resolved; `None` when there is none or
+/// its tensor is not a kernel param.
+pub(super) fn vector_load<'k>(c: &Ctx<'k>, src: Value) -> Option<VectorLoad<'k>> {
+    let (load, chain) = chain_of(c, src)?;
+    let k = c.k;
+    let lop = &k.dfg.ops[load];
+    let tensor = lop.tensor.as_ref()?;
+    let info = c.params.tensors.get(&tensor.param).cloned()?;
+    let other = crate::ptx::plan::ir::lit(lop.attr("other")).unwrap_or(0.0);
+    let rank = k
+        .dfg
+        .ty(lop.results[0])
+        .shape()
+        .map(|s| s.len())
+        .unwrap_or(0);
+    Some(VectorLoad {
+        chain,
+        tensor,
+        info,
+        other,
+        rank,
+    })
 }
 
 /// The `load` at the root of `v`'s chain and the chain's ops from the load's user up to `v`'s
