@@ -59,7 +59,7 @@ fn the_d128_five_dot_consumer_spreads_lse_and_delta_by_shuffles() {
         let lanes = spreads(k);
         // Two vectors, 16 columns each (8 lanes 4j, two registers per lane), per body.
         assert!(
-            !lanes.is_empty() && lanes.len() % 32 == 0,
+            !lanes.is_empty() && lanes.len().is_multiple_of(32),
             "{mode:?}: {} spreading shuffles",
             lanes.len()
         );
