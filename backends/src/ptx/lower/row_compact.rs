@@ -154,7 +154,8 @@ fn uses_in_own_block(c: &Ctx, v: Value) -> bool {
 /// for each `[1, N]` vector broadcast there into a 2-D tile exceed the consumer's budget
 /// (`setmaxnreg`). attention_bwd d128's five-dot kernel: 224 + 32 > 240; d256's dK/dV kernel,
 /// whose consumers' dk and dv dots sit under the branch of their role: 32 + 32, so it keeps the
-/// per-thread pairs, 2.6–6.5 % faster there than the shuffles (call S3 of 2026-12-07).
+/// per-thread pairs, which ran 3–7 % faster there than the shuffles (call S3 of 2026-12-07:
+/// 388.7–393.0 TFLOP/s against 367.3–377.5).
 fn short_of_registers(c: &Ctx, v: Value) -> bool {
     let dfg = &c.k.dfg;
     let ValueDef::Result(def, _) = dfg.values[v].def else {
