@@ -42,6 +42,7 @@ pub mod report;
 mod rescale;
 mod row_compact;
 mod row_reload;
+mod row_staged;
 mod rows;
 mod sched;
 mod semaphore;

@@ -81,7 +81,8 @@ pub(super) fn reload(
     // per-column loads with their bounds. The pair loads made d64 12 % and d128 at 1k queries
     // 7 % faster unspecialized, and the warp-specialized d256 dK/dV kernel (a 4-warp consumer
     // at 256 registers) 2 % faster (call L3 of 2026-12-07, docs/benchmarks.md; at a 240-register
-    // budget they had cost it 3 %).
+    // budget they had cost it 3 %). The unspecialized dK/dV kernels now take lse and delta from
+    // their TMA ring instead (row_staged.rs).
     let pairs = d == kir_ir::Dtype::F32
         && info.contiguous_last
         && cols

@@ -69,7 +69,7 @@ pub(super) fn filling_warp(c: &mut Ctx) -> Reg {
 
 /// The filling thread's predicate, unless the code already runs on it alone: in a producer
 /// block run by the filling warp, the lane its `elect.sync` elected (producer.rs).
-fn on_elected(c: &mut Ctx) -> Option<Reg> {
+pub(super) fn on_elected(c: &mut Ctx) -> Option<Reg> {
     if c.asyncs.tma.in_producer {
         c.asyncs.tma.lead
     } else {
@@ -197,7 +197,7 @@ pub fn lower_alloc(c: &mut Ctx, op: &OpData) -> Result<(), PtxError> {
 }
 
 /// The shared address of `m[s]` for the stage operand at `op.operands[1]`.
-fn bar_addr(c: &mut Ctx, m: Value, s: Value, sp: Span) -> Result<Reg, PtxError> {
+pub(super) fn bar_addr(c: &mut Ctx, m: Value, s: Value, sp: Span) -> Result<Reg, PtxError> {
     let buf = *c
         .asyncs
         .tma
@@ -264,11 +264,13 @@ pub fn lower_arrive(c: &mut Ctx, op: &OpData) -> Result<(), PtxError> {
         Some(tx) => {
             let pre = on_elected(c);
             super::tma_rows::store_valid_rows(c, op, m, s, pre)?;
+            // The fill's bulk copies announced their own bytes or sent none (row_staged.rs).
+            let tx = (tx as u64).saturating_sub(kir_ir::masks::bulk_bytes(c.k, m, s));
             c.b.need(Isa::MBARRIER_TX).ins(
                 PtxInst::new("mbarrier.arrive.expect_tx.shared::cta.b64")
                     .op(Operand::Sink)
                     .addr(a)
-                    .op(tx as u64)
+                    .op(tx)
                     .guard_opt(pre),
             );
         }
@@ -487,7 +489,11 @@ pub fn tma_rings_lowerable(
             .dfg
             .ops
             .values()
-            .filter(|od| od.opcode == Opcode::AsyncCopy && od.attr("bar").is_some())
+            .filter(|od| {
+                od.opcode == Opcode::AsyncCopy
+                    && od.attr("bar").is_some()
+                    && !kir_ir::masks::is_bulk_copy(k, od)
+            })
             .filter_map(|od| od.operands.first().copied())
             .collect();
         if copies.is_empty() {

@@ -1,0 +1,247 @@
+//! Row vectors that a TMA ring carries beside its tiles: the *bulk copies* of
+//! `kir_ir::masks::is_bulk_copy` (attention_bwd's lse and delta in the dK/dV kernel's ring of
+//! query blocks), and their reads.
+//!
+//! - **The copy** (`async_copy … bar` into a stage of a one-dimensional buffer) is the filling
+//!   thread's. When the vector lies inside its tensor (every leading index in bounds, its last
+//!   element before the innermost dim's end), its first element is 16-byte aligned and the
+//!   innermost dim is contiguous, the thread announces the vector's bytes on the stage's barrier
+//!   (`mbarrier.expect_tx`) and issues one `cp.async.bulk` from global to shared memory that
+//!   completes them there. Otherwise it loads the elements one by one (the load's bounds and
+//!   `other`) and stores them into the stage, then fences them for the async proxy (a bulk copy
+//!   may write the stage a round later). The pipelining pass puts bulk copies before the
+//!   fill's arrival, so in both cases the arrival comes after: its release publishes the stores
+//!   of the element path, and its `tx` is the IR's less the bulk copies' bytes, which each copy
+//!   announced itself or never sent (`kir_ir::masks::bulk_bytes`). A producer run by warps without
+//!   tensor maps (`ws.rs`) copies the elements by warps and arrives per warp, as its tensor
+//!   copies do.
+//! - **The read**: `smem_read` of such a stage is the stage in place (`Val::Shared`, whose stage
+//!   may be a run-time value, so a ring with row vectors still need not be unrolled:
+//!   `sched::dynamic_ring`); a `reshape` to one row is a view of it; a `broadcast` of it into a
+//!   `RowMma` tile is deferred ([`Staged`]): each use reads the columns its thread holds from the
+//!   stage, one `ld.shared.v2.b32` per column pair (2q + 8j, 2q + 8j + 1), so no register keeps
+//!   the vector across the dots between the broadcast and its uses, and no global load's latency
+//!   stands between the score dot and its first use (the vector landed with the stage's tiles).
+
+use super::ctx::{constant, Ctx, Val};
+use super::elem::{element, load_elem, offsets};
+use super::state::StageBuf;
+pub use super::state::Staged;
+use super::PtxError;
+use crate::ptx::emit::isa::Isa;
+use crate::ptx::emit::{PtxInst, Reg, RegClass};
+use crate::ptx::plan::ir::lit;
+use crate::ptx::plan::layout::{rowmma_slot, rows_cols, Layout};
+use kir_ir::{Attr, OpData, Span};
+
+/// A bulk copy of a vector into its stage at shared offset `off` (plus `dyn_off` for a
+/// run-time stage), as the module doc says.
+pub(super) fn copy(
+    c: &mut Ctx,
+    op: &OpData,
+    buf: &StageBuf,
+    off: u32,
+    dyn_off: Option<Reg>,
+) -> Result<(), PtxError> {
+    let sp = op.span;
+    let t = super::memory::copy_tensor(op)?;
+    let info = c
+        .params
+        .tensors
+        .get(&t.param)
+        .cloned()
+        .ok_or_else(|| PtxError::at(sp, format!("unknown tensor `{}`", t.param)))?;
+    let (Some(Attr::Value(m)), Some(&s)) = (op.attr("bar"), op.operands.get(1)) else {
+        return Err(PtxError::at(
+            sp,
+            "internal: a bulk copy without its barrier",
+        ));
+    };
+    let (n, d) = (buf.shape[1], buf.dtype);
+    if buf.shape[0] != 1 || d.size_bytes() != 4 || (n * 4) % 16 != 0 {
+        return Err(PtxError::at(
+            sp,
+            format!(
+                "internal: a bulk copy of {}×{n} {d}: the PTX backend copies rows of 32-bit \
+                 elements whose bytes are a multiple of 16",
+                buf.shape[0]
+            ),
+        ));
+    }
+    let bytes = (n * 4) as u32;
+    let other = lit(op.attr("other")).unwrap_or(0.0);
+    let offs = offsets(c, t, sp)?;
+    let dst = c.b.reg(RegClass::B32);
+    c.b.ins(PtxInst::new("add.u32").op(dst).op(c.mem.smem).op(off));
+    let dst = c.plus_dyn(dst, dyn_off);
+    if c.asyncs.tma.by_warps {
+        let (tid, threads) = (c.thread.tid, c.plan.blk.threads);
+        element_loop(c, &info, &offs, n, other, dst, tid, threads);
+        return super::tma::warp_arrive(c, *m, s, sp);
+    }
+    let mbar = super::tma::bar_addr(c, *m, s, sp)?;
+    let done = c.b.label("bulk_done");
+    if let Some(p) = super::tma::on_elected(c) {
+        c.b.ins_if(p, true, PtxInst::new("bra").op(&done));
+    }
+    if info.contiguous_last {
+        let slow = c.b.label("bulk_elems");
+        let rank = offs.len();
+        let zero = c.b.imm32(0);
+        let (src, inb) = element(c, &info, &offs, &[zero]);
+        let (end, p) = (c.b.reg(RegClass::B32), c.b.reg(RegClass::Pred));
+        c.b.ins(
+            PtxInst::new("add.s32")
+                .op(end)
+                .op(offs[rank - 1])
+                .op(n as u32),
+        );
+        c.b.ins(
+            PtxInst::new("setp.le.u32")
+                .op(p)
+                .op(end)
+                .op(info.dims[rank - 1]),
+        );
+        c.b.ins(PtxInst::new("and.pred").op(p).op(p).op(inb));
+        c.and_aligned(p, src, 16);
+        c.b.ins_if(p, true, PtxInst::new("bra").op(&slow));
+        c.b.need(Isa::MBARRIER_TX).ins(
+            PtxInst::new("mbarrier.expect_tx.relaxed.cta.shared::cta.b64")
+                .addr(mbar)
+                .op(bytes),
+        );
+        c.b.need(Isa::CP_ASYNC_BULK).ins(
+            PtxInst::new("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes")
+                .addr(dst)
+                .addr(src)
+                .op(bytes)
+                .addr(mbar),
+        );
+        c.b.ins(PtxInst::new("bra").op(&done));
+        c.b.place(&slow);
+    }
+    let first = c.b.imm32(0);
+    element_loop(c, &info, &offs, n, other, dst, first, 1);
+    c.b.place(&done);
+    Ok(())
+}
+
+/// Orders this thread's stores into a stage before any later write of it through the async
+/// proxy (a bulk copy into the same stage a round later).
+fn fence_stores(c: &mut Ctx) {
+    c.b.need(Isa::FENCE_PROXY_ASYNC)
+        .ins(PtxInst::new("fence.proxy.async.shared::cta"));
+}
+
+/// Elements `first`, `first + step`, … below `n` of the vector, loaded with their bounds
+/// (`other` outside the tensor) and stored at `dst + 4·e`, then fenced for the async proxy.
+#[allow(clippy::too_many_arguments)]
+fn element_loop(
+    c: &mut Ctx,
+    info: &super::ctx::TensorInfo,
+    offs: &[Reg],
+    n: usize,
+    other: f64,
+    dst: Reg,
+    first: Reg,
+    step: u32,
+) {
+    let d = info.dtype;
+    let (e, p, sa) = (
+        c.b.reg(RegClass::B32),
+        c.b.reg(RegClass::Pred),
+        c.b.reg(RegClass::B32),
+    );
+    let (top, end) = (c.b.label("bulk_elem"), c.b.label("bulk_elem_end"));
+    c.b.ins(PtxInst::new("mov.b32").op(e).op(first));
+    c.b.place(&top);
+    c.b.ins(PtxInst::new("setp.ge.u32").op(p).op(e).op(n as u32));
+    c.b.ins_if(p, false, PtxInst::new("bra").op(&end));
+    let r = constant(c, d, other);
+    let (addr, inb) = element(c, info, offs, &[e]);
+    load_elem(c, d, r, addr, inb);
+    c.b.ins(PtxInst::new("mad.lo.s32").op(sa).op(e).op(4).op(dst));
+    c.b.ins(PtxInst::new("st.shared.b32").addr(sa).op(r));
+    c.b.ins(PtxInst::new("add.s32").op(e).op(e).op(step));
+    c.b.ins(PtxInst::new("bra").op(&top));
+    c.b.place(&end);
+    fence_stores(c);
+}
+
+/// The deferred broadcast of a staged row (`src`, a one-row `Val::Shared` of 32-bit elements)
+/// into a `RowMma` tile of `shape`, or `None` when `src` is not one.
+pub(super) fn staged(src: &Val, shape: &[usize]) -> Option<Staged> {
+    let Val::Shared {
+        off,
+        dyn_off,
+        shape: [1, n],
+        dtype,
+        col_stride: 1,
+        ..
+    } = *src
+    else {
+        return None;
+    };
+    let (m, cols) = rows_cols(shape);
+    (shape.len() == 2 && m > 1 && cols == n && n % 8 == 0 && dtype.size_bytes() == 4).then(|| {
+        Staged {
+            off,
+            dyn_off,
+            shape: shape.to_vec(),
+            dtype,
+        }
+    })
+}
+
+/// The registers of a staged broadcast, read from its stage here (module doc).
+pub(super) fn expand(c: &mut Ctx, st: &Staged, sp: Span) -> Result<Val, PtxError> {
+    let shape = st.shape.clone();
+    let coords = c.coords(Layout::RowMma, &shape);
+    // The thread's distinct columns (slot column offset, column register), in slot order.
+    let mut cols: Vec<(usize, Reg)> = Vec::new();
+    for (s, sc) in coords.iter().enumerate() {
+        let key = rowmma_slot(&shape, s).1;
+        if !cols.iter().any(|(kk, _)| *kk == key) {
+            cols.push((key, sc.idx[1]));
+        }
+    }
+    let at = |c: &mut Ctx, col: Reg| {
+        let rel = c.b.reg(RegClass::B32);
+        c.b.ins(PtxInst::new("mul.lo.s32").op(rel).op(col).op(4));
+        let a = c.shared_at(st.off, rel);
+        c.plus_dyn(a, st.dyn_off)
+    };
+    let pairs = cols
+        .iter()
+        .enumerate()
+        .all(|(i, &(kk, _))| kk == 8 * (i / 2) + i % 2);
+    let regs: Vec<Reg> = cols.iter().map(|_| c.reg(st.dtype)).collect();
+    if pairs {
+        let a = at(c, cols[0].1);
+        for (j, pair) in regs.chunks(2).enumerate() {
+            c.b.ins(
+                PtxInst::new("ld.shared.v2.b32")
+                    .vec([pair[0], pair[1]])
+                    .addr_off(a, 32 * j),
+            );
+        }
+    } else {
+        for (&(_, col), &r) in cols.iter().zip(&regs) {
+            let a = at(c, col);
+            c.b.ins(PtxInst::new("ld.shared.b32").op(r).addr(a));
+        }
+    }
+    let slots = (0..coords.len())
+        .map(|s| {
+            let key = rowmma_slot(&shape, s).1;
+            cols.iter().position(|(kk, _)| *kk == key).map(|i| regs[i])
+        })
+        .collect::<Option<Vec<Reg>>>()
+        .ok_or_else(|| PtxError::at(sp, "internal: a slot without its column"))?;
+    Ok(Val::Tile {
+        layout: Layout::RowMma,
+        shape,
+        dtype: st.dtype,
+        regs: slots,
+    })
+}
