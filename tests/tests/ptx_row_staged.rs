@@ -30,6 +30,15 @@ fn dkdv(ptx: &str) -> &str {
     kir_tests::entry_body(ptx, "attention_bwd_dkdv")
 }
 
+/// An instruction line without its indentation and guard (`@%p7 `).
+fn unguarded(line: &str) -> &str {
+    let l = line.trim();
+    match l.strip_prefix('@') {
+        Some(rest) => rest.split_once(' ').map_or(l, |(_, x)| x),
+        None => l,
+    }
+}
+
 /// The immediate after the last comma of an instruction line (`…, 256;`).
 fn last_imm(line: &str) -> u64 {
     line.trim_end_matches(';')
@@ -90,7 +99,7 @@ fn each_vector_is_one_bulk_copy_and_eight_shared_pair_reads() {
             let out = compile(&[("HEAD_DIM", hd), ("CAUSAL", causal)]);
             let k = dkdv(&out.text);
             let tag = format!("d{hd} causal {causal}");
-            let lines: Vec<&str> = k.lines().map(str::trim).collect();
+            let lines: Vec<&str> = k.lines().map(unguarded).collect();
             let bulk: Vec<usize> = (0..lines.len())
                 .filter(|&i| lines[i].starts_with("cp.async.bulk.shared::cluster.global."))
                 .collect();

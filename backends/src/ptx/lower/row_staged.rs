@@ -7,9 +7,11 @@
 //!   element before the innermost dim's end), its first element is 16-byte aligned and the
 //!   innermost dim is contiguous, the thread announces the vector's bytes on the stage's barrier
 //!   (`mbarrier.expect_tx`) and issues one `cp.async.bulk` from global to shared memory that
-//!   completes them there. Otherwise it loads the elements one by one (the load's bounds and
-//!   `other`) and stores them into the stage, then fences them for the async proxy (a bulk copy
-//!   may write the stage a round later). The pipelining pass puts bulk copies before the
+//!   completes them there. Otherwise the elements are loaded one by one (the load's bounds and
+//!   `other`) and stored into the stage, then fenced for the async proxy (a bulk copy may write
+//!   the stage a round later): by the lanes of the filling warp where the warp runs the fill (an
+//!   unspecialized kernel's producer block, `producer.rs`; then `bar.warp.sync` before the
+//!   elected lane's arrival), else by the one thread. The pipelining pass puts bulk copies before the
 //!   fill's arrival, so in both cases the arrival comes after: its release publishes the stores
 //!   of the element path, and its `tx` is the IR's less the bulk copies' bytes, which each copy
 //!   announced itself or never sent (`kir_ir::masks::bulk_bytes`). A producer run by warps without
@@ -81,7 +83,14 @@ pub(super) fn copy(
     }
     let mbar = super::tma::bar_addr(c, *m, s, sp)?;
     let done = c.b.label("bulk_done");
-    if let Some(p) = super::tma::on_elected(c) {
+    // Who runs this: the filling warp with its elected lane (an unspecialized kernel's producer
+    // block), or one thread (the elected one of the block, or a warp-specialized producer's).
+    let (warp, pre) = match (c.asyncs.tma.in_producer, c.asyncs.tma.lead) {
+        (true, Some(lead)) => (true, Some(lead)),
+        (true, None) => (false, None),
+        (false, _) => (false, Some(super::tma::elected(c))),
+    };
+    if let (false, Some(p)) = (warp, pre) {
         c.b.ins_if(p, true, PtxInst::new("bra").op(&done));
     }
     if info.contiguous_last {
@@ -105,23 +114,35 @@ pub(super) fn copy(
         c.b.ins(PtxInst::new("and.pred").op(p).op(p).op(inb));
         c.and_aligned(p, src, 16);
         c.b.ins_if(p, true, PtxInst::new("bra").op(&slow));
+        let lead = if warp { pre } else { None };
         c.b.need(Isa::MBARRIER_TX).ins(
             PtxInst::new("mbarrier.expect_tx.relaxed.cta.shared::cta.b64")
                 .addr(mbar)
-                .op(bytes),
+                .op(bytes)
+                .guard_opt(lead),
         );
         c.b.need(Isa::CP_ASYNC_BULK).ins(
             PtxInst::new("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes")
                 .addr(dst)
                 .addr(src)
                 .op(bytes)
-                .addr(mbar),
+                .addr(mbar)
+                .guard_opt(lead),
         );
         c.b.ins(PtxInst::new("bra").op(&done));
         c.b.place(&slow);
     }
-    let first = c.b.imm32(0);
-    element_loop(c, &info, &offs, n, other, dst, first, 1);
+    if warp {
+        // Two elements a lane at n = 64, one load latency; the elected lane's arrival after
+        // `bar.warp.sync` publishes every lane's stores.
+        let lane = c.b.reg(RegClass::B32);
+        c.b.ins(PtxInst::new("and.b32").op(lane).op(c.thread.tid).op(31));
+        element_loop(c, &info, &offs, n, other, dst, lane, 32);
+        c.b.ins(PtxInst::new("bar.warp.sync").op(-1));
+    } else {
+        let first = c.b.imm32(0);
+        element_loop(c, &info, &offs, n, other, dst, first, 1);
+    }
     c.b.place(&done);
     Ok(())
 }

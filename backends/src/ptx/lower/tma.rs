@@ -69,7 +69,7 @@ pub(super) fn filling_warp(c: &mut Ctx) -> Reg {
 
 /// The filling thread's predicate, unless the code already runs on it alone: in a producer
 /// block run by the filling warp, the lane its `elect.sync` elected (producer.rs).
-pub(super) fn on_elected(c: &mut Ctx) -> Option<Reg> {
+fn on_elected(c: &mut Ctx) -> Option<Reg> {
     if c.asyncs.tma.in_producer {
         c.asyncs.tma.lead
     } else {
