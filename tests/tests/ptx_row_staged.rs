@@ -1,7 +1,8 @@
 //! Row vectors carried by a TMA ring (compiler/src/passes/schedule/pipelining, "Row vectors";
-//! backends/src/ptx/lower/row_staged.rs): attention_bwd's unspecialized dK/dV kernel on sm_90a
-//! copies lse and delta (64 query rows of f32 each) into its ring beside the q and do tiles, as
-//! bulk copies issued before the fill's arrival, and reads each from the stage where it is used.
+//! backends/src/ptx/lower/bulk_copy.rs and row_staged.rs): attention_bwd's unspecialized dK/dV
+//! kernel on sm_90a copies lse and delta (64 query rows of f32 each) into its ring beside the q
+//! and do tiles, as bulk copies issued before the fill's arrival, and reads each from the stage
+//! where it is used.
 //!
 //! - In the scheduled IR the vectors' copies precede the arrival, whose `tx` counts their bytes.
 //! - In the PTX each copy is `mbarrier.expect_tx` of its 256 bytes and one `cp.async.bulk`

@@ -51,7 +51,7 @@ pub fn lower_sched_op(c: &mut Ctx, op: &OpData) -> Result<(), PtxError> {
                 let (buf, ix) = stage_ix_of(c, op)?;
                 if kir_ir::masks::is_bulk_copy(c.k, op) && c.target.has_tma() {
                     let (off, dyn_off) = buf.stage_off(c, ix);
-                    return super::row_staged::copy(c, op, &buf, off, dyn_off);
+                    return super::bulk_copy::copy(c, op, &buf, off, dyn_off);
                 }
                 if !buf.core || !c.target.has_tma() {
                     return unsupported(

@@ -65,7 +65,7 @@ pub(super) fn buffer(c: &mut Ctx, b: Value, sp: kir_ir::Span) -> Result<StageBuf
     let (Some(shape), Some(d)) = (ty.shape(), ty.dtype()) else {
         return Err(PtxError::at(sp, "internal: a stage buffer of unknown type"));
     };
-    // A buffer of row vectors (bulk copies, row_staged.rs) holds one-row stages.
+    // A buffer of row vectors (bulk copies, bulk_copy.rs) holds one-row stages.
     let (stages, rows, cols, vector) = match shape[..] {
         [stages, rows, cols] => (stages, rows, cols, false),
         [stages, cols] => (stages, 1, cols, true),

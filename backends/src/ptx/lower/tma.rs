@@ -264,7 +264,7 @@ pub fn lower_arrive(c: &mut Ctx, op: &OpData) -> Result<(), PtxError> {
         Some(tx) => {
             let pre = on_elected(c);
             super::tma_rows::store_valid_rows(c, op, m, s, pre)?;
-            // The fill's bulk copies announced their own bytes or sent none (row_staged.rs).
+            // The fill's bulk copies announced their own bytes or sent none (bulk_copy.rs).
             let tx = (tx as u64).saturating_sub(kir_ir::masks::bulk_bytes(c.k, m, s));
             c.b.need(Isa::MBARRIER_TX).ins(
                 PtxInst::new("mbarrier.arrive.expect_tx.shared::cta.b64")
