@@ -4,6 +4,7 @@
 //! Oracles live in [`oracle`], [`oracle_ops`] and [`oracle_attention`] and are plain f64 loops,
 //! independent of the IR.
 
+pub mod bwd_cases;
 pub mod filecheck;
 pub mod inputs;
 pub mod oracle;

@@ -14,11 +14,12 @@
 //! BLOCK_KV ≥ 64 the dK/dV accumulators are split between programs: every feature through both.
 //! And the sm_90a d256 row's tiles, dQ over 80-key blocks, with uneven key lengths.
 
-use kir_backends::interp::{run_with, HostArg, HostTensor, RunOptions};
+use kir_backends::interp::{run_with, HostArg, RunOptions};
 use kir_ir::{Diagnostic, Dtype};
+use kir_tests::bwd_cases::{check, data};
 use kir_tests::oracle_attention::{self as oracle, Input, Problem};
 use kir_tests::F64s;
-use kir_tests::{compare, compare_scaled, dtype, round, t, tolerance, Rng};
+use kir_tests::{compare, dtype, round, t, tolerance, Rng};
 use std::collections::BTreeMap;
 
 const BWD: &str = "attention_bwd";
@@ -121,29 +122,12 @@ fn inputs(
     args
 }
 
-/// The data of tensor argument `name`.
-fn data<'a>(args: &'a BTreeMap<String, HostArg>, name: &str) -> &'a [f64] {
-    match &args[name] {
-        HostArg::Tensor(x) => x.data.f64s(),
-        HostArg::Scalar(_) | HostArg::Int(_) => panic!("`{name}` is a scalar"),
-    }
-}
-
 /// The attention_bwd program for `p` as the pipeline outputs it (what runs), with `extra` `-D`s.
 fn program(p: &Problem, dt: &str, deterministic: bool, extra: &[(&str, &str)]) -> kir_ir::Module {
     let mut defs = defines(p, dt, deterministic);
     defs.extend(extra.iter().map(|(a, b)| (a.to_string(), b.to_string())));
     kir_compiler::internal::pipeline::output(src(), &defs)
         .unwrap_or_else(|e| panic!("{defs:?}:\n{}", e.render("attention_bwd.kir", src())))
-}
-
-/// dq and dk against the size of their terms, dv as is (see `oracle_attention::Grads`).
-fn check(out: &BTreeMap<String, HostTensor>, g: &oracle::Grads, tol: (f64, f64), name: &str) {
-    for (key, r, terms) in [("dq", &g.dq, &g.dq_terms), ("dk", &g.dk, &g.dk_terms)] {
-        let what = format!("{name}: {key}");
-        compare_scaled(&what, out[key].data.f64s(), r, terms, tol);
-    }
-    compare(&format!("{name}: dv"), out["dv"].data.f64s(), &g.dv, tol);
 }
 
 /// One case: fresh inputs, the kernel on the interpreter, the analytic oracle.

@@ -6,12 +6,12 @@
 //! program is bit-identical across parallel, sequential and repeated runs. The kernel's o and lse
 //! inputs are the f64 oracle's forward, rounded as the forward kernel stores them.
 
-use kir_backends::interp::{run_with, HostArg, HostTensor, RunOptions};
+use kir_backends::interp::{run_with, RunOptions};
 use kir_ir::Dtype;
+use kir_tests::bwd_cases::{check, data, inputs};
 use kir_tests::oracle_attention::{self as oracle, Problem};
 use kir_tests::F64s;
-use kir_tests::{compare, compare_scaled, dtype, round, t, tolerance, Rng};
-use std::collections::BTreeMap;
+use kir_tests::{compare, dtype, tolerance, Rng};
 
 const BWD: &str = "attention_bwd";
 
@@ -34,54 +34,6 @@ fn program_with(p: &Problem, dt: &str, det: bool, extra: &[(&str, &str)]) -> kir
     let spec = kir_compiler::internal::pipeline::output(src, &defs)
         .unwrap_or_else(|e| panic!("{defs:?}:\n{}", e.render("attention_bwd.kir", src)));
     spec
-}
-
-/// Inputs of one backward case: q, k, v, do at magnitude `mag`, and the forward's o (rounded to
-/// the dtype) and lse (rounded to f32) from the f64 oracle.
-fn inputs(p: &Problem, dty: Dtype, mag: f64, rng: &mut Rng) -> BTreeMap<String, HostArg> {
-    let (nq, nk) = (p.b * p.hq * p.sq * p.d, p.b * p.hkv * p.cap * p.d);
-    let (q, k, v) = (
-        rng.tensor(nq, mag, dty),
-        rng.tensor(nk, mag, dty),
-        rng.tensor(nk, mag, dty),
-    );
-    let d_o = rng.tensor(nq, mag, dty);
-    let (o, lse) = oracle::attention_fwd(p, &q, &k, &v);
-    let o = o.iter().map(|&x| round(dty, x)).collect();
-    let lse = lse.iter().map(|&x| round(Dtype::F32, x)).collect();
-    let (qs, ks) = ([p.b, p.hq, p.sq, p.d], [p.b, p.hkv, p.cap, p.d]);
-    let mut args = BTreeMap::new();
-    args.insert("q".to_string(), t(dty, &qs, q));
-    args.insert("k".to_string(), t(dty, &ks, k));
-    args.insert("v".to_string(), t(dty, &ks, v));
-    args.insert("o".to_string(), t(dty, &qs, o));
-    args.insert("do".to_string(), t(dty, &qs, d_o));
-    args.insert("lse".to_string(), t(Dtype::F32, &[p.b, p.hq, p.sq], lse));
-    args.insert("scale".to_string(), HostArg::Scalar(p.scale));
-    args
-}
-
-/// The data of tensor argument `name`.
-fn data<'a>(args: &'a BTreeMap<String, HostArg>, name: &str) -> &'a [f64] {
-    match &args[name] {
-        HostArg::Tensor(x) => x.data.f64s(),
-        HostArg::Scalar(_) | HostArg::Int(_) => panic!("`{name}` is a scalar"),
-    }
-}
-
-/// Compares dq, dk and dv of a run with the oracle's gradients at tolerance `tol`: dq and dk
-/// against the size of the terms they are computed from (see [`oracle::Grads`]), dv as is.
-fn check(out: &BTreeMap<String, HostTensor>, g: &oracle::Grads, tol: (f64, f64), name: &str) {
-    for (key, r, terms) in [("dq", &g.dq, &g.dq_terms), ("dk", &g.dk, &g.dk_terms)] {
-        compare_scaled(
-            &format!("{name}: {key}"),
-            out[key].data.f64s(),
-            r,
-            terms,
-            tol,
-        );
-    }
-    compare(&format!("{name}: dv"), out["dv"].data.f64s(), &g.dv, tol);
 }
 
 /// One backward case: the kernel against the analytic f64 oracle.

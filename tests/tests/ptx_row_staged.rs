@@ -14,12 +14,11 @@
 //!   protocol checks and several scheduler seeds) matches the f64 oracle on ragged shapes whose
 //!   last query block is partial.
 
-use kir_backends::interp::{run_with, HostArg, HostTensor, RunOptions};
+use kir_backends::interp::{run_with, RunOptions};
 use kir_ir::Dtype;
+use kir_tests::bwd_cases::{check, data, inputs};
 use kir_tests::oracle_attention::{self as oracle, Problem};
-use kir_tests::F64s;
-use kir_tests::{compare, compare_scaled, round, t, tolerance, Rng};
-use std::collections::BTreeMap;
+use kir_tests::{tolerance, Rng};
 
 /// attention_bwd compiled for sm_90a, unspecialized, with these constants.
 fn compile(d: &[(&str, &str)]) -> kir_compiler::internal::compiled::Compiled {
@@ -154,53 +153,6 @@ fn each_vector_is_one_bulk_copy_and_eight_shared_pair_reads() {
     }
 }
 
-/// Inputs of one backward case at magnitude `mag`, with the forward's o and lse from the f64
-/// oracle (rounded as the forward kernel stores them).
-fn inputs(p: &Problem, mag: f64, rng: &mut Rng) -> BTreeMap<String, HostArg> {
-    let dt = Dtype::Bf16;
-    let (nq, nk) = (p.b * p.hq * p.sq * p.d, p.b * p.hkv * p.cap * p.d);
-    let (q, k, v, d_o) = (
-        rng.tensor(nq, mag, dt),
-        rng.tensor(nk, mag, dt),
-        rng.tensor(nk, mag, dt),
-        rng.tensor(nq, mag, dt),
-    );
-    let (o, lse) = oracle::attention_fwd(p, &q, &k, &v);
-    let o = o.iter().map(|&x| round(dt, x)).collect();
-    let lse = lse.iter().map(|&x| round(Dtype::F32, x)).collect();
-    let (qs, ks) = ([p.b, p.hq, p.sq, p.d], [p.b, p.hkv, p.cap, p.d]);
-    let mut args = BTreeMap::new();
-    args.insert("q".to_string(), t(dt, &qs, q));
-    args.insert("k".to_string(), t(dt, &ks, k));
-    args.insert("v".to_string(), t(dt, &ks, v));
-    args.insert("o".to_string(), t(dt, &qs, o));
-    args.insert("do".to_string(), t(dt, &qs, d_o));
-    args.insert("lse".to_string(), t(Dtype::F32, &[p.b, p.hq, p.sq], lse));
-    args.insert("scale".to_string(), HostArg::Scalar(p.scale));
-    args
-}
-
-fn data<'a>(args: &'a BTreeMap<String, HostArg>, name: &str) -> &'a [f64] {
-    match &args[name] {
-        HostArg::Tensor(x) => x.data.f64s(),
-        HostArg::Scalar(_) | HostArg::Int(_) => panic!("`{name}` is a scalar"),
-    }
-}
-
-fn check(out: &BTreeMap<String, HostTensor>, g: &oracle::Grads, name: &str) {
-    let tol = tolerance(Dtype::Bf16);
-    for (key, r, terms) in [("dq", &g.dq, &g.dq_terms), ("dk", &g.dk, &g.dk_terms)] {
-        compare_scaled(
-            &format!("{name}: {key}"),
-            out[key].data.f64s(),
-            r,
-            terms,
-            tol,
-        );
-    }
-    compare(&format!("{name}: dv"), out["dv"].data.f64s(), &g.dv, tol);
-}
-
 #[test]
 fn the_scheduled_program_matches_the_oracle() {
     // Sq 150: the ring's last query block holds 22 rows; Sk 133 a partial key block; GQA 4/2.
@@ -213,7 +165,7 @@ fn the_scheduled_program_matches_the_oracle() {
         p.scale = p.scale as f32 as f64;
         let name = format!("attention_bwd sm_90a d{hd} causal {causal}");
         let mut rng = Rng::fresh(&name);
-        let args = inputs(&p, 2.0, &mut rng);
+        let args = inputs(&p, Dtype::Bf16, 2.0, &mut rng);
         let x = ["q", "k", "v", "do"].map(|n| data(&args, n));
         let grads = oracle::attention_bwd(&p, x[0], x[1], x[2], x[3]);
         for seed in [1, 7] {
@@ -223,7 +175,8 @@ fn the_scheduled_program_matches_the_oracle() {
             };
             let out = run_with(&module, &args, &opts)
                 .unwrap_or_else(|e| panic!("{name} seed {seed}: {e}"));
-            check(&out, &grads, &format!("{name} seed {seed}"));
+            let tol = tolerance(Dtype::Bf16);
+            check(&out, &grads, tol, &format!("{name} seed {seed}"));
         }
     }
 }

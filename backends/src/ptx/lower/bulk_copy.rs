@@ -19,7 +19,7 @@
 //! copies do.
 
 use super::ctx::{constant, Ctx};
-use super::elem::{element, load_elem, offsets};
+use super::elem::{element, load_elem, offsets, row_inside};
 use super::state::StageBuf;
 use super::PtxError;
 use crate::ptx::emit::isa::Isa;
@@ -37,13 +37,7 @@ pub(super) fn copy(
     dyn_off: Option<Reg>,
 ) -> Result<(), PtxError> {
     let sp = op.span;
-    let t = super::memory::copy_tensor(op)?;
-    let info = c
-        .params
-        .tensors
-        .get(&t.param)
-        .cloned()
-        .ok_or_else(|| PtxError::at(sp, format!("unknown tensor `{}`", t.param)))?;
+    let (t, info) = super::memory::copied_tensor(c, op)?;
     let (Some(Attr::Value(m)), Some(&s)) = (op.attr("bar"), op.operands.get(1)) else {
         return Err(PtxError::at(
             sp,
@@ -86,23 +80,9 @@ pub(super) fn copy(
     }
     if info.contiguous_last {
         let slow = c.b.label("bulk_elems");
-        let rank = offs.len();
         let zero = c.b.imm32(0);
         let (src, inb) = element(c, &info, &offs, &[zero]);
-        let (end, p) = (c.b.reg(RegClass::B32), c.b.reg(RegClass::Pred));
-        c.b.ins(
-            PtxInst::new("add.s32")
-                .op(end)
-                .op(offs[rank - 1])
-                .op(n as u32),
-        );
-        c.b.ins(
-            PtxInst::new("setp.le.u32")
-                .op(p)
-                .op(end)
-                .op(info.dims[rank - 1]),
-        );
-        c.b.ins(PtxInst::new("and.pred").op(p).op(p).op(inb));
+        let p = row_inside(c, &info, &offs, inb, n);
         c.and_aligned(p, src, 16);
         c.b.ins_if(p, true, PtxInst::new("bra").op(&slow));
         let lead = if warp { pre } else { None };

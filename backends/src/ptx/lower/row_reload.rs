@@ -21,9 +21,9 @@
 
 use super::arith::scalar_op;
 use super::ctx::{constant, dtype, Ctx, TensorInfo, Val};
-use super::elem::{element, load_elem, offsets};
+use super::elem::{element, load_elem, offsets, row_inside};
 use super::PtxError;
-use crate::ptx::emit::{PtxInst, Reg, RegClass};
+use crate::ptx::emit::{PtxInst, Reg};
 use crate::ptx::plan::layout::{rowmma_slot, rows_cols, Layout};
 use kir_ir::{Access, OpData, Opcode, ParamKind, Span, Value, ValueDef};
 
@@ -93,23 +93,9 @@ pub(super) fn reload(
     if pairs {
         let raw: Vec<Reg> = cols.iter().map(|_| c.reg(d)).collect();
         let (done, slow) = (c.b.label("row_reload_done"), c.b.label("row_reload_cols"));
-        let rank = offs.len();
         let first = coord_of(c, cols[0].1);
         let (addr, inb) = element(c, &info, &offs, &first);
-        let (end, p) = (c.b.reg(RegClass::B32), c.b.reg(RegClass::Pred));
-        c.b.ins(
-            PtxInst::new("add.s32")
-                .op(end)
-                .op(offs[rank - 1])
-                .op(n as u32),
-        );
-        c.b.ins(
-            PtxInst::new("setp.le.u32")
-                .op(p)
-                .op(end)
-                .op(info.dims[rank - 1]),
-        );
-        c.b.ins(PtxInst::new("and.pred").op(p).op(p).op(inb));
+        let p = row_inside(c, &info, &offs, inb, n);
         c.and_aligned(p, addr, 8);
         c.b.ins_if(p, true, PtxInst::new("bra").op(&slow));
         for (j, pair) in raw.chunks(2).enumerate() {
