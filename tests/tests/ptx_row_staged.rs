@@ -2,13 +2,13 @@
 //! backends/src/ptx/lower/bulk_copy.rs and row_staged.rs): attention_bwd's unspecialized dK/dV
 //! kernel on sm_90a copies lse and delta (64 query rows of f32 each) into its ring beside the q
 //! and do tiles, as bulk copies issued before the fill's arrival, and reads each from the stage
-//! where it is used.
+//! where its broadcast stands.
 //!
 //! - In the scheduled IR the vectors' copies precede the arrival, whose `tx` counts their bytes.
 //! - In the PTX each copy is `mbarrier.expect_tx` of its 256 bytes and one `cp.async.bulk`
 //!   behind a run-time test (in bounds, 16-byte aligned), else an element loop; the arrival
-//!   announces only the tensor copies' bytes; each use reads the thread's 16 columns with 8
-//!   `ld.shared.v2.b32`, and no global load of the vectors remains. 40b63db loaded them with
+//!   announces only the tensor copies' bytes; each broadcast reads the thread's 16 columns with
+//!   8 `ld.shared.v2.b32`, and no global load of the vectors remains. 40b63db loaded them with
 //!   `ld.global.v2.f32` at the top of the loop body.
 //! - On the interpreter, the scheduled program (the module the PTX backend lowers, under its
 //!   protocol checks and several scheduler seeds) matches the f64 oracle on ragged shapes whose

@@ -1,22 +1,29 @@
 //! Reads of the row vectors that a TMA ring carries beside its tiles (`bulk_copy.rs` copies
 //! them): `smem_read` of such a stage is the stage in place (`Val::Shared`, whose stage may be a
 //! run-time value, so a ring with row vectors still need not be unrolled: `sched::dynamic_ring`);
-//! a `reshape` to one row is a view of it; a `broadcast` of it into a `RowMma` tile is deferred
-//! ([`Staged`]): each use reads the columns its thread holds from the stage, one
-//! `ld.shared.v2.b32` per column pair (2q + 8j, 2q + 8j + 1), so no register keeps the vector
-//! across the dots between the broadcast and its uses, and no global load's latency stands
-//! between the score dot and its first use (the vector landed with the stage's tiles).
+//! a `reshape` to one row is a view of it; a `broadcast` of it into a `RowMma` tile reads the
+//! columns its thread holds from the stage where the broadcast stands (right after the stage's
+//! wait, at the top of attention_bwd's loop body), one `ld.shared.v2.b32` per column pair
+//! (2q + 8j, 2q + 8j + 1): no global load's latency stands between the score dot and the
+//! vector's first use, since the vector landed with the stage's tiles. Reading at each use
+//! instead (no register holding the vector across the dots) ran 4–8 % slower (call T2 of
+//! 2026-12-07, docs/benchmarks.md): each read sat between a dot's wait and the math after it.
 
 use super::ctx::{Ctx, Val};
-pub use super::state::Staged;
 use super::PtxError;
 use crate::ptx::emit::{PtxInst, Reg, RegClass};
 use crate::ptx::plan::layout::{rowmma_slot, rows_cols, Layout};
 use kir_ir::Span;
 
-/// The deferred broadcast of a staged row (`src`, a one-row `Val::Shared` of 32-bit elements)
-/// into a `RowMma` tile of `shape`, or `None` when `src` is not one.
-pub(super) fn staged(src: &Val, shape: &[usize]) -> Option<Staged> {
+/// The broadcast of `src` (a one-row `Val::Shared` of 32-bit elements: a ring stage) into a
+/// `RowMma` tile of `shape`, read from the stage here (module doc); `None` when `src` is not
+/// such a row.
+pub(super) fn broadcast(
+    c: &mut Ctx,
+    src: &Val,
+    shape: &[usize],
+    sp: Span,
+) -> Result<Option<Val>, PtxError> {
     let Val::Shared {
         off,
         dyn_off,
@@ -26,22 +33,13 @@ pub(super) fn staged(src: &Val, shape: &[usize]) -> Option<Staged> {
         ..
     } = *src
     else {
-        return None;
+        return Ok(None);
     };
-    let (m, cols) = rows_cols(shape);
-    (shape.len() == 2 && m > 1 && cols == n && n % 8 == 0 && dtype.size_bytes() == 4).then(|| {
-        Staged {
-            off,
-            dyn_off,
-            shape: shape.to_vec(),
-            dtype,
-        }
-    })
-}
-
-/// The registers of a staged broadcast, read from its stage here (module doc).
-pub(super) fn expand(c: &mut Ctx, st: &Staged, sp: Span) -> Result<Val, PtxError> {
-    let shape = st.shape.clone();
+    let (m, ncols) = rows_cols(shape);
+    if shape.len() != 2 || m <= 1 || ncols != n || n % 8 != 0 || dtype.size_bytes() != 4 {
+        return Ok(None);
+    }
+    let shape = shape.to_vec();
     let coords = c.coords(Layout::RowMma, &shape);
     // The thread's distinct columns (slot column offset, column register), in slot order.
     let mut cols: Vec<(usize, Reg)> = Vec::new();
@@ -54,14 +52,14 @@ pub(super) fn expand(c: &mut Ctx, st: &Staged, sp: Span) -> Result<Val, PtxError
     let at = |c: &mut Ctx, col: Reg| {
         let rel = c.b.reg(RegClass::B32);
         c.b.ins(PtxInst::new("mul.lo.s32").op(rel).op(col).op(4));
-        let a = c.shared_at(st.off, rel);
-        c.plus_dyn(a, st.dyn_off)
+        let a = c.shared_at(off, rel);
+        c.plus_dyn(a, dyn_off)
     };
     let pairs = cols
         .iter()
         .enumerate()
         .all(|(i, &(kk, _))| kk == 8 * (i / 2) + i % 2);
-    let regs: Vec<Reg> = cols.iter().map(|_| c.reg(st.dtype)).collect();
+    let regs: Vec<Reg> = cols.iter().map(|_| c.reg(dtype)).collect();
     if pairs {
         let a = at(c, cols[0].1);
         for (j, pair) in regs.chunks(2).enumerate() {
@@ -84,10 +82,10 @@ pub(super) fn expand(c: &mut Ctx, st: &Staged, sp: Span) -> Result<Val, PtxError
         })
         .collect::<Option<Vec<Reg>>>()
         .ok_or_else(|| PtxError::at(sp, "internal: a slot without its column"))?;
-    Ok(Val::Tile {
+    Ok(Some(Val::Tile {
         layout: Layout::RowMma,
         shape,
-        dtype: st.dtype,
+        dtype,
         regs: slots,
-    })
+    }))
 }

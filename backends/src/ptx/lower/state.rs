@@ -33,19 +33,6 @@ pub struct Compact {
     pub dtype: Dtype,
 }
 
-/// A row vector in a ring stage broadcast into a `RowMma` tile of `shape`, read from the stage
-/// at each use (row_staged.rs).
-#[derive(Clone, Debug)]
-pub struct Staged {
-    /// The stage's shared offset, plus a register for a run-time stage.
-    pub off: u32,
-    pub dyn_off: Option<Reg>,
-    /// The broadcast's result shape.
-    pub shape: Vec<usize>,
-    /// The element type (32-bit).
-    pub dtype: Dtype,
-}
-
 /// What each IR value lowered to.
 #[derive(Default)]
 pub struct ValueState {
@@ -56,9 +43,6 @@ pub struct ValueState {
     /// Row vectors broadcast into accumulator tiles in a warp-specialized consumer, held a few
     /// registers a lane and spread into the layout at each use (`row_compact.rs`).
     pub compact: HashMap<Value, Compact>,
-    /// Row vectors broadcast into accumulator tiles from a ring stage, read from it at each use
-    /// (`row_staged.rs`).
-    pub staged: HashMap<Value, Staged>,
     /// i32/i1 scalars whose values are known while lowering: integer constants, the stage
     /// index of the copy of an unrolled ring loop being lowered, and what folds from them.
     pub statics: HashMap<Value, i64>,

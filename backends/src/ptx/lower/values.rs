@@ -23,9 +23,6 @@ impl Ctx<'_> {
         if let Some(cv) = self.values.compact.get(&v).cloned() {
             return super::row_compact::expand(self, &cv, span);
         }
-        if let Some(st) = self.values.staged.get(&v).cloned() {
-            return super::row_staged::expand(self, &st, span);
-        }
         if let Some(x) = self.values.vals.get(&v) {
             return Ok(x.clone());
         }
