@@ -150,9 +150,9 @@ pub fn kernel_abi(k: &Kernel) -> Result<KernelAbi, String> {
 /// Columns of one tensor-copy box: one 128-byte swizzle span of 16-bit elements.
 pub const TMA_BOX_COLS: u32 = 64;
 
-/// The (tensor param, dtype, box) of every `async_copy … bar` of `k` in program order but the
-/// bulk copies (`kir_ir::masks::is_bulk_copy`): such a copy is a tensor copy of boxes
-/// [1, …, 1, rows, 64] (outermost first), one per 64 columns of its [rows, cols] stage tile.
+/// The (tensor param, dtype, box) of every `async_copy … bar` of `k` in program order: a copy
+/// completing on an mbarrier is a tensor copy of boxes [1, …, 1, rows, 64] (outermost first),
+/// one per 64 columns of its [rows, cols] stage tile.
 pub fn tma_copies(k: &Kernel) -> Vec<(String, Dtype, Vec<u32>)> {
     fn walk(k: &Kernel, b: kir_ir::Block, out: &mut Vec<(String, Dtype, Vec<u32>)>) {
         for &o in &k.dfg.blocks[b].ops {
@@ -160,11 +160,7 @@ pub fn tma_copies(k: &Kernel) -> Vec<(String, Dtype, Vec<u32>)> {
             for &r in &od.regions {
                 walk(k, r, out);
             }
-            // A bulk copy (a row vector) reads bytes, not a box: it needs no map.
-            if od.opcode != kir_ir::Opcode::AsyncCopy
-                || od.attr("bar").is_none()
-                || kir_ir::masks::is_bulk_copy(k, od)
-            {
+            if od.opcode != kir_ir::Opcode::AsyncCopy || od.attr("bar").is_none() {
                 continue;
             }
             let (Some(tr), Some(&buf)) = (&od.tensor, od.operands.first()) else {

@@ -1,27 +1,10 @@
-//! Copy shapes that backends and passes recognise in the IR:
-//! - the *row-prefix mask* of a load in a loop, `cmp lt (iota axis 0 + iv), hi`, which keeps the
-//!   rows of a tile before a loop-invariant bound (mask_split's key-range masks on attention's K
-//!   and V loads). A TMA ring copies such a tile whole and zeroes the rows past the bound in
-//!   shared memory (compiler/src/passes/schedule/pipelining/tma.rs, backends/src/ptx/tma.rs);
-//! - the *bulk copy*: an `async_copy … bar` into a buffer of one-dimensional stages
-//!   (`smem<S x N x T>`), a row vector (attention_bwd's lse and delta) that a backend copies as
-//!   one contiguous run of bytes rather than as a tensor-map box ([`is_bulk_copy`]).
+//! Mask shapes that backends and passes recognise in the IR: today the *row-prefix mask* of a
+//! load in a loop, `cmp lt (iota axis 0 + iv), hi`, which keeps the rows of a tile before a
+//! loop-invariant bound (mask_split's key-range masks on attention's K and V loads). A TMA ring
+//! copies such a tile whole and zeroes the rows past the bound in shared memory
+//! (compiler/src/passes/schedule/pipelining/tma.rs, backends/src/ptx/tma.rs).
 
-use crate::{Attr, Block, CmpPred, Kernel, Op, OpData, Opcode, Type, Value, ValueDef};
-
-/// Whether buffer `buf` (an `smem_alloc` result) holds one-dimensional stages, `smem<S x N x T>`.
-pub fn vector_stages(k: &Kernel, buf: Value) -> bool {
-    matches!(k.dfg.ty(buf), Type::Smem(dims, _) if dims.len() == 2)
-}
-
-/// Whether `od` is a bulk copy: an `async_copy` that completes on a barrier (`bar`) and fills a
-/// buffer of one-dimensional stages ([`vector_stages`]). Its bytes count in the `tx` of its
-/// fill's arrival like a tensor copy's; the pipelining pass issues it before that arrival.
-pub fn is_bulk_copy(k: &Kernel, od: &OpData) -> bool {
-    od.opcode == Opcode::AsyncCopy
-        && od.attr("bar").is_some()
-        && od.operands.first().is_some_and(|&b| vector_stages(k, b))
-}
+use crate::{Attr, Block, CmpPred, Kernel, Op, Opcode, Value, ValueDef};
 
 /// The bound `hi` of a row-prefix mask `mask` of a load in loop `l`: `mask` is
 /// `cmp lt (iota axis 0 + iv), hi` (either operand order of the `add`), with `iv` the loop's
@@ -61,26 +44,6 @@ pub fn row_prefix(k: &Kernel, mask: Value) -> Option<(Value, Value)> {
         [a, b] if rows_iota(b) && k.dfg.ty(a).is_scalar() => Some((a, hi)),
         _ => None,
     }
-}
-
-/// Bytes of the bulk copies of one fill: those that complete on barrier `m` at stage operand `s`
-/// (a fill's copies and arrival share both; `pipelining` issues its bulk copies before the
-/// arrival, whose `tx` counts them).
-pub fn bulk_bytes(k: &Kernel, m: Value, s: Value) -> u64 {
-    k.dfg
-        .ops
-        .values()
-        .filter(|od| {
-            is_bulk_copy(k, od)
-                && od.operands.get(1) == Some(&s)
-                && matches!(od.attr("bar"), Some(Attr::Value(b)) if *b == m)
-        })
-        .filter_map(|od| {
-            let ty = k.dfg.ty(*od.operands.first()?);
-            let n = *ty.shape()?.get(1)?;
-            Some((n * ty.dtype()?.size_bytes()) as u64)
-        })
-        .sum()
 }
 
 /// Whether value `v` is defined in block `b` or in a region nested in it.

@@ -3,9 +3,9 @@
 //! loaded two columns a lane and spread into the key-major accumulator layout by shuffles with
 //! an immediate source lane where each is used, instead of 16 registers a vector loaded at the
 //! top of the loop body, where the consumer is short of registers (the five-dot kernel at
-//! d128); the d64 and d256 consumers keep the per-thread pair loads (the unspecialized kernels'
-//! ring carries the vectors: tests/tests/ptx_row_staged.rs). Checked on the PTX text and by the
-//! pinned ptxas (no spill in the five-dot atomic kernel at d128).
+//! d128); the d64 and d256 consumers and the unspecialized kernels keep the per-thread pair
+//! loads. Checked on the PTX text and by the pinned ptxas (no spill in the five-dot atomic
+//! kernel at d128).
 
 /// The shuffle of a compact vector's column: segment mask 3, clamp 31 (`(3 << 8) | 31`).
 const SPREAD: &str = ", 799, -1;";
@@ -81,8 +81,10 @@ fn the_d128_five_dot_consumer_spreads_lse_and_delta_by_shuffles() {
 }
 
 #[test]
-fn consumers_with_registers_to_spare_keep_the_pair_loads() {
-    let cases: [(&[(&str, &str)], bool); 2] = [
+fn consumers_with_registers_to_spare_and_unspecialized_kernels_keep_the_pair_loads() {
+    let cases: [(&[(&str, &str)], bool); 4] = [
+        (&[("HEAD_DIM", "64")], false),
+        (&[("HEAD_DIM", "128")], false),
         // d64's five-dot consumer: 160 accumulator registers and 32 for the vectors.
         (&[("HEAD_DIM", "64"), ("DETERMINISTIC", "0")], true),
         // d256's default: the two consumers' dk and dv dots sit under their role's branch.

@@ -80,9 +80,6 @@ impl Isa {
     pub const WGMMA: Isa = with("wgmma", (8, 0), Feature::Wgmma);
     /// `cp.async.bulk.tensor` with a tensor map (§9.7.9.25.5.2): PTX 8.0, sm_90.
     pub const CP_ASYNC_BULK_TENSOR: Isa = with("cp.async.bulk.tensor", (8, 0), Feature::Tma);
-    /// `cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes` (§9.7.9.25.4.1): PTX
-    /// 8.0, sm_90.
-    pub const CP_ASYNC_BULK: Isa = with("cp.async.bulk", (8, 0), Feature::Tma);
     /// `cp.reduce.async.bulk.global.shared::cta.bulk_group` and `cp.async.bulk.commit_group` /
     /// `wait_group.read` (§9.7.9.25.4.2, §9.7.9.25.4.4): PTX 8.0, sm_90.
     pub const CP_REDUCE_ASYNC_BULK: Isa = with("cp.reduce.async.bulk", (8, 0), Feature::Tma);

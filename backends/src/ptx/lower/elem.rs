@@ -89,27 +89,6 @@ pub(super) fn element(c: &mut Ctx, info: &TensorInfo, offs: &[Reg], coord: &[Reg
     (addr, inb)
 }
 
-/// The predicate that the `n` elements from an element at `offs` (whose in-bounds predicate is
-/// `inb`) along the innermost dim all lie inside the tensor: `inb` and offs[last] + n ≤ its dim.
-pub(super) fn row_inside(c: &mut Ctx, info: &TensorInfo, offs: &[Reg], inb: Reg, n: usize) -> Reg {
-    let rank = offs.len();
-    let (end, p) = (c.b.reg(RegClass::B32), c.b.reg(RegClass::Pred));
-    c.b.ins(
-        PtxInst::new("add.s32")
-            .op(end)
-            .op(offs[rank - 1])
-            .op(n as u32),
-    );
-    c.b.ins(
-        PtxInst::new("setp.le.u32")
-            .op(p)
-            .op(end)
-            .op(info.dims[rank - 1]),
-    );
-    c.b.ins(PtxInst::new("and.pred").op(p).op(p).op(inb));
-    p
-}
-
 /// Loads one element of `dtype` at `addr` into `dst` when `p`, converting to the register form.
 pub(super) fn load_elem(c: &mut Ctx, d: Dtype, dst: Reg, addr: Reg, p: Reg) {
     match d {

@@ -476,21 +476,6 @@ pub(super) fn copy_tensor(op: &OpData) -> Result<&TensorRef, PtxError> {
         .ok_or_else(|| PtxError::at(op.span, "async_copy without a tensor"))
 }
 
-/// The tensor an `async_copy` reads and its kernel parameter's registers.
-pub(super) fn copied_tensor<'k>(
-    c: &Ctx<'k>,
-    op: &'k OpData,
-) -> Result<(&'k TensorRef, TensorInfo), PtxError> {
-    let t = copy_tensor(op)?;
-    let info = c
-        .params
-        .tensors
-        .get(&t.param)
-        .cloned()
-        .ok_or_else(|| PtxError::at(op.span, format!("unknown tensor `{}`", t.param)))?;
-    Ok((t, info))
-}
-
 /// An `async_copy`: the tile its tensor reference reads (a [rows, cols] `shape`, with the op's
 /// `mask` and `other`) into the stage at shared offset `off` (no wait, no barrier).
 pub fn copy_into_stage(
@@ -501,7 +486,13 @@ pub fn copy_into_stage(
     core: bool,
 ) -> Result<(), PtxError> {
     let sp = op.span;
-    let (t, info) = copied_tensor(c, op)?;
+    let t = copy_tensor(op)?;
+    let info = c
+        .params
+        .tensors
+        .get(&t.param)
+        .cloned()
+        .ok_or_else(|| PtxError::at(sp, format!("unknown tensor `{}`", t.param)))?;
     let other = lit(op.attr("other")).unwrap_or(0.0);
     let offs = offsets(c, t, sp)?;
     copy_tile(c, op, &info, &offs, shape, other, off, core)

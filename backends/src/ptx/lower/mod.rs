@@ -8,9 +8,8 @@
 //! `deferred`: the late conversion of 16-bit loads; `bulk_reduce`: tile atomics as one TMA
 //! reduction), `dot`/`wgmma`
 //! (with ping-pong)/`rescale` (dots), `reduce` (reductions), `control` (loops and ifs), `sched`
-//! (the cp.async stage rings of scheduled IR), `tma`/`tma_rows`/`producer`/`bulk_copy` (TMA
-//! rings, mbarriers, the blocks one thread runs and the row vectors a ring carries),
-//! `row_reload`/`row_compact`/`row_staged` (row vectors broadcast into accumulator tiles), `ws`/`consumers` (warp specialization, with one consumer or
+//! (the cp.async stage rings of scheduled IR), `tma`/`tma_rows`/`producer` (TMA rings, mbarriers
+//! and the blocks one thread runs), `ws`/`consumers` (warp specialization, with one consumer or
 //! several), and `report` (the decisions, for
 //! `--report`). Every concern reads values through `values` (`Ctx::val`, `regs_in`, lazy tiles)
 //! and `convert` (layout conversions); the concerns that hold regions lower them through
@@ -18,7 +17,6 @@
 //! never in a cycle (`layers_test.rs`).
 
 mod arith;
-mod bulk_copy;
 mod bulk_reduce;
 mod cluster;
 mod consumers;
@@ -44,7 +42,6 @@ pub mod report;
 mod rescale;
 mod row_compact;
 mod row_reload;
-mod row_staged;
 mod rows;
 mod sched;
 mod semaphore;

@@ -21,9 +21,9 @@
 
 use super::arith::scalar_op;
 use super::ctx::{constant, dtype, Ctx, TensorInfo, Val};
-use super::elem::{element, load_elem, offsets, row_inside};
+use super::elem::{element, load_elem, offsets};
 use super::PtxError;
-use crate::ptx::emit::{PtxInst, Reg};
+use crate::ptx::emit::{PtxInst, Reg, RegClass};
 use crate::ptx::plan::layout::{rowmma_slot, rows_cols, Layout};
 use kir_ir::{Access, OpData, Opcode, ParamKind, Span, Value, ValueDef};
 
@@ -81,8 +81,7 @@ pub(super) fn reload(
     // per-column loads with their bounds. The pair loads made d64 12 % and d128 at 1k queries
     // 7 % faster unspecialized, and the warp-specialized d256 dK/dV kernel (a 4-warp consumer
     // at 256 registers) 2 % faster (call L3 of 2026-12-07, docs/benchmarks.md; at a 240-register
-    // budget they had cost it 3 %). The unspecialized dK/dV kernels now take lse and delta from
-    // their TMA ring instead (row_staged.rs).
+    // budget they had cost it 3 %).
     let pairs = d == kir_ir::Dtype::F32
         && info.contiguous_last
         && cols
@@ -93,9 +92,23 @@ pub(super) fn reload(
     if pairs {
         let raw: Vec<Reg> = cols.iter().map(|_| c.reg(d)).collect();
         let (done, slow) = (c.b.label("row_reload_done"), c.b.label("row_reload_cols"));
+        let rank = offs.len();
         let first = coord_of(c, cols[0].1);
         let (addr, inb) = element(c, &info, &offs, &first);
-        let p = row_inside(c, &info, &offs, inb, n);
+        let (end, p) = (c.b.reg(RegClass::B32), c.b.reg(RegClass::Pred));
+        c.b.ins(
+            PtxInst::new("add.s32")
+                .op(end)
+                .op(offs[rank - 1])
+                .op(n as u32),
+        );
+        c.b.ins(
+            PtxInst::new("setp.le.u32")
+                .op(p)
+                .op(end)
+                .op(info.dims[rank - 1]),
+        );
+        c.b.ins(PtxInst::new("and.pred").op(p).op(p).op(inb));
         c.and_aligned(p, addr, 8);
         c.b.ins_if(p, true, PtxInst::new("bra").op(&slow));
         for (j, pair) in raw.chunks(2).enumerate() {

@@ -49,10 +49,6 @@ pub fn lower_sched_op(c: &mut Ctx, op: &OpData) -> Result<(), PtxError> {
         Opcode::AsyncCopy => {
             if op.attr("bar").is_some() {
                 let (buf, ix) = stage_ix_of(c, op)?;
-                if kir_ir::masks::is_bulk_copy(c.k, op) && c.target.has_tma() {
-                    let (off, dyn_off) = buf.stage_off(c, ix);
-                    return super::bulk_copy::copy(c, op, &buf, off, dyn_off);
-                }
                 if !buf.core || !c.target.has_tma() {
                     return unsupported(
                         c,
@@ -87,12 +83,6 @@ pub fn lower_sched_op(c: &mut Ctx, op: &OpData) -> Result<(), PtxError> {
         Opcode::SmemRead => {
             let (buf, ix) = stage_ix_of(c, op)?;
             let r = result(op)?;
-            // A row vector's stage is read in place (row_staged.rs).
-            if vector_ring(c, op) {
-                let v = buf.stage(c, ix);
-                c.values.vals.insert(r, v);
-                return Ok(());
-            }
             let place = c.plan.places.get(&r).copied().unwrap_or(Place::Scalar);
             if matches!(ix, StageIx::Reg(_)) && !(buf.core && place == Place::Shared) {
                 return Err(PtxError::at(
@@ -346,25 +336,11 @@ pub fn hoisted_wait(k: &Kernel, ops: &[kir_ir::Op]) -> Option<(usize, usize, usi
     None
 }
 
-/// Whether stage op `od` names a buffer of row vectors that bulk copies fill (row_staged.rs):
-/// read in place, at any stage.
-fn vector_ring(c: &Ctx, od: &OpData) -> bool {
-    od.operands.first().is_some_and(|&b| {
-        kir_ir::masks::vector_stages(c.k, b)
-            && c.k
-                .dfg
-                .ops
-                .values()
-                .any(|x| kir_ir::masks::is_bulk_copy(c.k, x) && x.operands.first() == Some(&b))
-    })
-}
-
 /// True when ring loop `op` (its stage index carried as `ring` says) need not be unrolled: a TMA
 /// ring (its copies complete on mbarriers) whose every stage read is a wgmma operand (a
-/// core-layout buffer read in place) or a row vector's stage (read in place at each use), so
-/// every stage address can be a run-time offset (a wgmma descriptor's base, a tensor or bulk
-/// copy's destination, a barrier's address). The loop body is then emitted once, with the stage
-/// index in a register.
+/// core-layout buffer read in place), so every stage address can be a run-time offset (a wgmma
+/// descriptor's base, a tensor copy's destination, a barrier's address). The loop body is then
+/// emitted once, with the stage index in a register.
 pub fn dynamic_ring(c: &Ctx, op: &OpData) -> bool {
     let Some(&body) = op.regions.first() else {
         return false;
@@ -383,7 +359,7 @@ pub fn dynamic_ring(c: &Ctx, op: &OpData) -> bool {
                         .first()
                         .is_some_and(|r| c.plan.places.get(r) == Some(&Place::Shared));
                     let core = od.operands.first().is_some_and(|b| c.plan.core.contains(b));
-                    *ok &= shared && core || vector_ring(c, od);
+                    *ok &= shared && core;
                 }
                 _ => {}
             }

@@ -55,8 +55,7 @@ impl StageBuf {
 }
 
 /// The stages of buffer `b` (an `smem_alloc` result), reserved in shared memory at the first
-/// use: S stages of one tile each, row-padded, in the core layout (wgmma operands) or, for a
-/// buffer of row vectors, one unpadded row.
+/// use: S stages of one tile each, row-padded or (for wgmma operands) in the core layout.
 pub(super) fn buffer(c: &mut Ctx, b: Value, sp: kir_ir::Span) -> Result<StageBuf, PtxError> {
     if let Some(buf) = c.mem.smem_bufs.get(&b) {
         return Ok(buf.clone());
@@ -65,19 +64,14 @@ pub(super) fn buffer(c: &mut Ctx, b: Value, sp: kir_ir::Span) -> Result<StageBuf
     let (Some(shape), Some(d)) = (ty.shape(), ty.dtype()) else {
         return Err(PtxError::at(sp, "internal: a stage buffer of unknown type"));
     };
-    // A buffer of row vectors (bulk copies, bulk_copy.rs) holds one-row stages.
-    let (stages, rows, cols, vector) = match shape[..] {
-        [stages, rows, cols] => (stages, rows, cols, false),
-        [stages, cols] => (stages, 1, cols, true),
-        _ => {
-            return Err(PtxError::at(
-                sp,
-                format!(
-                    "the PTX backend stages 1-D and 2-D tiles in shared memory, not `{ty}` on {}",
-                    c.target.name()
-                ),
-            ))
-        }
+    let [stages, rows, cols] = shape[..] else {
+        return Err(PtxError::at(
+            sp,
+            format!(
+                "the PTX backend stages 2-D tiles in shared memory, not `{ty}` on {}",
+                c.target.name()
+            ),
+        ));
     };
     if !matches!(
         d,
@@ -98,10 +92,6 @@ pub(super) fn buffer(c: &mut Ctx, b: Value, sp: kir_ir::Span) -> Result<StageBuf
             stride,
             c.alloc_shared_aligned(stride * stages as u32, align),
         )
-    } else if vector {
-        // Unpadded, 16-byte aligned: a bulk copy's destination.
-        let stride = ((cols * eb) as u32).div_ceil(16) * 16;
-        (stride, c.alloc_shared_aligned(stride * stages as u32, 16))
     } else {
         let stride = shared_tile_bytes(&[rows, cols], d).div_ceil(16) * 16;
         (stride, c.alloc_shared(stride * stages as u32))

@@ -56,27 +56,7 @@ pub fn lower_shape_op(c: &mut Ctx, op: &OpData) -> Result<(), PtxError> {
             }
         }
     }
-    // A row vector's ring stage, read in place (row_staged.rs): a reshape to one row is a view
-    // of it, and its broadcast into the accumulator layout reads the thread's columns from it.
-    let staged_src = match op.operands.first().and_then(|a| c.values.vals.get(a)) {
-        Some(src @ Val::Shared { shape: [1, n], .. }) if layout::rows_cols(&shape).1 == *n => {
-            Some(src.clone())
-        }
-        _ => None,
-    };
-    if let (Some(src), Opcode::Reshape) = (&staged_src, op.opcode) {
-        if layout::rows_cols(&shape).0 == 1 {
-            c.values.vals.insert(v, src.clone());
-            return Ok(());
-        }
-    }
     let l = result_layout(c, v, sp)?;
-    if let (Some(src), Opcode::Broadcast, Layout::RowMma) = (&staged_src, op.opcode, l) {
-        if let Some(val) = super::row_staged::broadcast(c, src, &shape, sp)? {
-            c.values.vals.insert(v, val);
-            return Ok(());
-        }
-    }
     // A row vector into the accumulator layout in a warp-specialized consumer: a few
     // registers a lane, spread at each use (row_compact.rs).
     if op.opcode == Opcode::Broadcast && l == Layout::RowMma {

@@ -197,7 +197,7 @@ pub fn lower_alloc(c: &mut Ctx, op: &OpData) -> Result<(), PtxError> {
 }
 
 /// The shared address of `m[s]` for the stage operand at `op.operands[1]`.
-pub(super) fn bar_addr(c: &mut Ctx, m: Value, s: Value, sp: Span) -> Result<Reg, PtxError> {
+fn bar_addr(c: &mut Ctx, m: Value, s: Value, sp: Span) -> Result<Reg, PtxError> {
     let buf = *c
         .asyncs
         .tma
@@ -264,13 +264,11 @@ pub fn lower_arrive(c: &mut Ctx, op: &OpData) -> Result<(), PtxError> {
         Some(tx) => {
             let pre = on_elected(c);
             super::tma_rows::store_valid_rows(c, op, m, s, pre)?;
-            // The fill's bulk copies announced their own bytes or sent none (bulk_copy.rs).
-            let tx = (tx as u64).saturating_sub(kir_ir::masks::bulk_bytes(c.k, m, s));
             c.b.need(Isa::MBARRIER_TX).ins(
                 PtxInst::new("mbarrier.arrive.expect_tx.shared::cta.b64")
                     .op(Operand::Sink)
                     .addr(a)
-                    .op(tx)
+                    .op(tx as u64)
                     .guard_opt(pre),
             );
         }
@@ -489,11 +487,7 @@ pub fn tma_rings_lowerable(
             .dfg
             .ops
             .values()
-            .filter(|od| {
-                od.opcode == Opcode::AsyncCopy
-                    && od.attr("bar").is_some()
-                    && !kir_ir::masks::is_bulk_copy(k, od)
-            })
+            .filter(|od| od.opcode == Opcode::AsyncCopy && od.attr("bar").is_some())
             .filter_map(|od| od.operands.first().copied())
             .collect();
         if copies.is_empty() {

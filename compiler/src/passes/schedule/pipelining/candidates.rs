@@ -1,17 +1,13 @@
 //! Which loads `pipelining` rings: the innermost loops of a kernel, and in each the loads
 //! ([`Cand`]) that read a 2-D tile of an `in` tensor, feed a dot operand and have an address
 //! slice of pure ops of the body (see the module doc of `pipelining`), with the key under which
-//! loops share a buffer; and the *row vectors* a TMA ring may carry beside them: unmasked 1-D
-//! loads of 32-bit elements from an `in` tensor without declared strides, whose only readers
-//! are `reshape`s and `broadcast`s (attention_bwd's lse and delta, broadcast over the key-major
-//! score tile).
+//! loops share a buffer.
 
 use kir_ir::{Block, Dtype, ElemType, Expr, Kernel, Op, Opcode, Type, Value, ValueDef};
 use std::collections::{HashMap, HashSet};
 
-/// One pipelined load: the op, the tile it reads (dims and element type), its bytes, the key
-/// under which loops share its buffer, and whether it is a row vector (see the module doc).
-#[derive(Clone)]
+/// One pipelined load: the op, the tile it reads (dims and element type), its bytes, and the
+/// key under which loops share its buffer.
 pub(super) struct Cand {
     pub(super) op: Op,
     pub(super) ty: Type,
@@ -19,7 +15,6 @@ pub(super) struct Cand {
     pub(super) elem: ElemType,
     pub(super) bytes: u64,
     pub(super) key: BufKey,
-    pub(super) vector: bool,
 }
 
 /// Loops share a buffer for loads of one tensor, one tile type and one position among that
@@ -80,10 +75,10 @@ pub(super) fn candidates(k: &Kernel, l: Op) -> Vec<Cand> {
         let (Some(shape), Some(dt)) = (ty.shape(), ty.dtype()) else {
             continue;
         };
-        let vector = shape.len() == 1 && row_vector(k, od);
         if !input
             || dt == Dtype::I1
-            || !(vector || shape.len() == 2 && feeds_dot(k, body, od.results[0]))
+            || shape.len() != 2
+            || !feeds_dot(k, body, od.results[0])
             || slice(k, l, o).is_none()
         {
             continue;
@@ -105,42 +100,9 @@ pub(super) fn candidates(k: &Kernel, l: Op) -> Vec<Cand> {
             ty,
             bytes,
             key,
-            vector,
         });
     }
     out
-}
-
-/// Whether load `od` of a 1-D tile is a row vector a TMA ring may carry (module doc): 32-bit
-/// elements, a multiple of 16 bytes, no `mask`, an `in` tensor that declares no strides, and
-/// only `reshape`s and `broadcast`s reading it.
-fn row_vector(k: &Kernel, od: &kir_ir::OpData) -> bool {
-    fn readers_ok(k: &Kernel, v: Value) -> bool {
-        kir_ir::edit::users(&k.dfg, v).iter().all(|&u| {
-            let ud = &k.dfg.ops[u];
-            match ud.opcode {
-                Opcode::Broadcast => true,
-                Opcode::Reshape => ud.results.iter().all(|&r| readers_ok(k, r)),
-                _ => false,
-            }
-        })
-    }
-    let ty = k.dfg.ty(od.results[0]);
-    let (Some(shape), Some(dt)) = (ty.shape(), ty.dtype()) else {
-        return false;
-    };
-    let contiguous = od.tensor.as_ref().is_some_and(|tr| {
-        k.param(&tr.param).is_some_and(|p| {
-            matches!(&p.kind, kir_ir::ParamKind::Tensor(kir_ir::Access::In, t) if t.strides.is_none())
-        })
-    });
-    matches!(dt, Dtype::F32 | Dtype::I32)
-        && shape.len() == 1
-        && (shape[0] * 4) % 16 == 0
-        && od.attr("mask").is_none()
-        && contiguous
-        && !kir_ir::edit::users(&k.dfg, od.results[0]).is_empty()
-        && readers_ok(k, od.results[0])
 }
 
 /// Whether `v` is operand a or b of a dot in block `b` or in a branch of an `if` there (a dot

@@ -26,12 +26,6 @@
 //! and after the loop `if trips > 0 { smem_release stage (trips − 1) mod S }`). A backend may
 //! then keep the dot of iteration t running until iteration t + 1 ends (docs/backends.md).
 //!
-//! **Row vectors.** A TMA ring also carries its loop's row vectors (`candidates::row_vector`:
-//! 1-D tiles of 32-bit elements read only by reshapes and broadcasts, attention_bwd's lse and
-//! delta) as bulk copies into one-dimensional stages (`kir_ir::masks::is_bulk_copy`), issued in
-//! each fill before the arrival, whose `tx` counts them; they join only a loop whose other loads
-//! make a TMA ring on their own at the same stage count (docs/passes.md).
-//!
 //! Buffers are allocated once at the top of the kernel and shared by every pipelined loop that
 //! reads the same tensor with the same tile type at the same position, since such loops run one
 //! after another and each leaves its ring drained. The stage count is the requested one, or by
@@ -101,39 +95,54 @@ fn kernel(k: &mut Kernel, cfg: &PipelineConfig) -> Result<(), Diagnostic> {
     let base = kernel_smem_bytes(k);
     let mut changed = false;
     for l in loops {
-        let (vectors, dense): (Vec<Cand>, Vec<Cand>) =
-            candidates(k, l).into_iter().partition(|c| c.vector);
-        let Some(ring) = ring_plan(k, l, &dense, &bufs, base, cfg, &key_loops)? else {
+        let cands = candidates(k, l);
+        if cands.is_empty() {
             continue;
-        };
-        // Row vectors ride along in a TMA ring of the same stages (bulk copies), or not at all.
-        let with = || {
-            let mut all = dense.clone();
-            all.extend(vectors.iter().cloned());
-            all
-        };
-        let (cands, ring) = match ring {
-            r if r.tma && !vectors.is_empty() => {
-                match ring_plan(k, l, &with(), &bufs, base, cfg, &key_loops) {
-                    Ok(Some(rv)) if rv.tma && rv.stages == r.stages => (with(), rv),
-                    _ => (dense, r),
-                }
-            }
-            r => (dense, r),
-        };
-        let Ring {
-            stages,
-            held,
-            tma: tma_ring,
-        } = ring;
-        let keyed = |c: &Cand| BufKey {
-            stages,
-            held,
+        }
+        let per_stage: u64 = cands.iter().map(|c| c.bytes).sum();
+        // Buffers already made for earlier loops are reused when their keys match.
+        let carried_dot = has_carried_dot(k, l);
+        let holds = |s: usize| cfg.hold_carried_dots && s >= 3 && carried_dot;
+        let keyed = |c: &Cand, s: usize| BufKey {
+            stages: s,
+            held: holds(s),
             ..c.key.clone()
+        };
+        let used: u64 = base + bufs.values().map(|(_, b)| *b).sum::<u64>();
+        let extra = |s: usize| -> u64 {
+            cands
+                .iter()
+                .filter(|c| !bufs.contains_key(&keyed(c, s)))
+                .map(|c| c.bytes * s as u64)
+                .sum()
+        };
+        let fits = |s: usize| used + extra(s) <= cfg.smem_budget;
+        let stages = match cfg.stages {
+            Some(s) if s < 2 => {
+                return Err(Diagnostic::new(
+                    k.dfg.ops[l].span,
+                    format!("pipelining needs at least 2 stages, {s} requested"),
+                ))
+            }
+            Some(s) if !fits(s) => {
+                let need = used + extra(s);
+                return Err(Diagnostic::new(
+                    k.dfg.ops[l].span,
+                    format!(
+                        "{s} pipeline stages of this loop's loads need {need} bytes of shared memory ({per_stage} bytes per stage), over the target's {} bytes per block",
+                        cfg.smem_budget
+                    ),
+                ));
+            }
+            Some(s) => s,
+            None => match (2..=3).rev().find(|&s| fits(s)) {
+                Some(s) => s,
+                None => continue,
+            },
         };
         let mut stage_bufs = Vec::with_capacity(cands.len());
         for c in &cands {
-            let key = keyed(c);
+            let key = keyed(c, stages);
             let v = match bufs.get(&key) {
                 Some(&(v, _)) => v,
                 None => {
@@ -144,6 +153,10 @@ fn kernel(k: &mut Kernel, cfg: &PipelineConfig) -> Result<(), Diagnostic> {
             };
             stage_bufs.push(v);
         }
+        let held = holds(stages);
+        // A TMA ring owns its buffers: loops that share buffers keep cp.async rings.
+        let shared = cands.iter().any(|c| key_loops.get(&c.key) != Some(&1));
+        let tma_ring = cfg.tma_rings && !held && !shared && tma::eligible(k, l, &cands);
         let bars = tma_ring.then(|| tma::alloc_bars(k, stages));
         let nest = match bars {
             Some(_) => tma::enclosing_loops(k, l).unwrap_or_default(),
@@ -157,79 +170,6 @@ fn kernel(k: &mut Kernel, cfg: &PipelineConfig) -> Result<(), Diagnostic> {
         edit::dce(k);
     }
     Ok(())
-}
-
-/// How one loop's ring is built: its stages, whether it holds each stage an iteration longer,
-/// and whether it is a TMA ring.
-#[derive(Clone, Copy)]
-struct Ring {
-    stages: usize,
-    held: bool,
-    tma: bool,
-}
-
-/// The ring of loop `l` for loads `cands` (module doc: the stages asked for, or the most in
-/// 2..=3 that fit beside the buffers already made, `bufs`, and the kernel's other shared memory,
-/// `base`); `None` when no default ring fits or there is nothing to ring; an error when the stages
-/// asked for do not fit.
-fn ring_plan(
-    k: &Kernel,
-    l: Op,
-    cands: &[Cand],
-    bufs: &HashMap<BufKey, (Value, u64)>,
-    base: u64,
-    cfg: &PipelineConfig,
-    key_loops: &HashMap<BufKey, usize>,
-) -> Result<Option<Ring>, Diagnostic> {
-    if cands.is_empty() {
-        return Ok(None);
-    }
-    let per_stage: u64 = cands.iter().map(|c| c.bytes).sum();
-    // Buffers already made for earlier loops are reused when their keys match.
-    let carried_dot = has_carried_dot(k, l);
-    let holds = |s: usize| cfg.hold_carried_dots && s >= 3 && carried_dot;
-    let keyed = |c: &Cand, s: usize| BufKey {
-        stages: s,
-        held: holds(s),
-        ..c.key.clone()
-    };
-    let used: u64 = base + bufs.values().map(|(_, b)| *b).sum::<u64>();
-    let extra = |s: usize| -> u64 {
-        cands
-            .iter()
-            .filter(|c| !bufs.contains_key(&keyed(c, s)))
-            .map(|c| c.bytes * s as u64)
-            .sum()
-    };
-    let fits = |s: usize| used + extra(s) <= cfg.smem_budget;
-    let stages = match cfg.stages {
-        Some(s) if s < 2 => {
-            return Err(Diagnostic::new(
-                k.dfg.ops[l].span,
-                format!("pipelining needs at least 2 stages, {s} requested"),
-            ))
-        }
-        Some(s) if !fits(s) => {
-            let need = used + extra(s);
-            return Err(Diagnostic::new(
-                k.dfg.ops[l].span,
-                format!(
-                    "{s} pipeline stages of this loop's loads need {need} bytes of shared memory ({per_stage} bytes per stage), over the target's {} bytes per block",
-                    cfg.smem_budget
-                ),
-            ));
-        }
-        Some(s) => s,
-        None => match (2..=3).rev().find(|&s| fits(s)) {
-            Some(s) => s,
-            None => return Ok(None),
-        },
-    };
-    let held = holds(stages);
-    // A TMA ring owns its buffers: loops that share buffers keep cp.async rings.
-    let shared = cands.iter().any(|c| key_loops.get(&c.key) != Some(&1));
-    let tma = cfg.tma_rings && !held && !shared && tma::eligible(k, l, cands);
-    Ok(Some(Ring { stages, held, tma }))
 }
 
 /// `smem_alloc` of `stages` stages of `tile<dims x e>`, at the top of the kernel body.
@@ -280,21 +220,9 @@ fn guarded_copies(
     cl.vmap.insert(iv, at);
     let mut done: HashSet<Op> = HashSet::new();
     if let Some(f) = &fill {
-        f.wait(k, then, stage);
+        f.start(k, then, stage);
     }
-    // A TMA ring's row vectors are copied before the fill's arrival (their bytes are in its
-    // `tx`): a backend that copies one element by element publishes those stores with the
-    // arrival itself. A cp.async ring has none.
-    let mut order: Vec<usize> = (0..cands.len()).filter(|&i| cands[i].vector).collect();
-    order.push(usize::MAX);
-    order.extend((0..cands.len()).filter(|&i| !cands[i].vector));
-    for i in order {
-        let Some((c, &buf)) = cands.get(i).zip(bufs.get(i)) else {
-            if let Some(f) = &fill {
-                f.arrive(k, then, stage);
-            }
-            continue;
-        };
+    for (c, &buf) in cands.iter().zip(bufs) {
         for o in slice(k, l, c.op).unwrap_or_default() {
             if done.insert(o) {
                 cl.op(&mut k.dfg, then, o);

@@ -110,13 +110,10 @@ pub(super) fn flip_bit(k: &mut Kernel, b: Block, pm: Value, s: Value) -> Value {
     op2(k, b, Opcode::Xor, None, pm, bit, Dtype::I32)
 }
 
-/// A row vector (its rules are `candidates::row_vector`'s) is a bulk copy: any `other`, since
-/// a backend copies a vector that leaves its tensor element by element.
 fn copy_ok(k: &Kernel, l: Op, c: &Cand) -> bool {
-    c.vector
-        || tensor_copy_ok(k, &k.dfg.ops[c.op], &c.ty, |m| {
-            kir_ir::masks::row_prefix_bound(k, l, m).is_some()
-        })
+    tensor_copy_ok(k, &k.dfg.ops[c.op], &c.ty, |m| {
+        kir_ir::masks::row_prefix_bound(k, l, m).is_some()
+    })
 }
 
 /// Whether load `od` of tile type `ty` is one a tensor copy makes exactly as `load` defines it
@@ -193,8 +190,8 @@ pub(super) struct Fill {
 }
 
 impl Fill {
-    /// Appends to `b` the fill's wait for the stage's release, if it has one.
-    pub(super) fn wait(&self, k: &mut Kernel, b: Block, stage: Value) {
+    /// Appends to `b` the fill's waits and its arrival with the stage's bytes on `stage`.
+    pub(super) fn start(&self, k: &mut Kernel, b: Block, stage: Value) {
         if let Some((empty, parity)) = self.wait_empty {
             k.dfg.append_op(
                 b,
@@ -202,10 +199,6 @@ impl Fill {
                 vec![],
             );
         }
-    }
-
-    /// Appends to `b` the fill's arrival with the stage's bytes on `stage`.
-    pub(super) fn arrive(&self, k: &mut Kernel, b: Block, stage: Value) {
         let mut arrive = simple(Opcode::MbarArrive, vec![self.full, stage], None);
         arrive.attrs = vec![(
             "tx".into(),
