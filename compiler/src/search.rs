@@ -227,8 +227,11 @@ fn candidate(
     if plan.flags.warp_specialize == Some(true) {
         not_specialized(&m).map_err(|d| Left::Failed(SearchError::Source(d)))?;
     }
-    // Warp-specialized modules and cp.async rings take no tensor-copy layout check.
-    if matches!(opts.warp_specialize, WsChoice::Off) && !opts.no_tma_rings {
+    if !matches!(opts.warp_specialize, WsChoice::Off) {
+        // A producer's copies are tensor copies: their stages must be in the layout they write.
+        specialized_layout(&m, backend).map_err(|d| Left::Failed(SearchError::Source(d)))?;
+    } else if !opts.no_tma_rings {
+        // cp.async rings take no tensor-copy layout check.
         backend.accepts(&m).map_err(Left::Rejected)?;
     }
     lower(backend, m, suffix, passes)
@@ -280,6 +283,43 @@ fn not_specialized(m: &Module) -> Result<(), Diagnostics> {
                     k.name
                 ),
             )
+        })
+        .collect();
+    if errs.is_empty() {
+        Ok(())
+    } else {
+        Err(Diagnostics(errs))
+    }
+}
+
+/// Each warp-specialized kernel of `m` whose producer's tensor copies fill a buffer the backend
+/// would not lay out for them (its dots take mma.sync at the kernel's tiles): an error at the
+/// first such copy. Without this check the backend fails at the copy with its own words.
+fn specialized_layout(m: &Module, backend: &dyn Backend) -> Result<(), Diagnostics> {
+    let errs: Vec<Diagnostic> = m
+        .kernels
+        .values()
+        .filter(|k| has_op(k, k.body, Opcode::WarpSpecialize))
+        .filter_map(|k| {
+            let mut one = m.clone();
+            one.kernels = Default::default();
+            one.kernels.push(k.clone());
+            backend.accepts(&one).err()?;
+            let copy = k
+                .dfg
+                .ops
+                .values()
+                .find(|od| od.opcode == Opcode::AsyncCopy && od.attr("bar").is_some())?;
+            Some(Diagnostic::new(
+                copy.span,
+                format!(
+                    "warp specialization copies this tile with TMA into the layout wgmma reads, \
+                     but kernel `{}`'s dots take mma.sync at its tiles (`kirc compile --report` \
+                     says why): give tiles that wgmma takes with -D, or leave warp \
+                     specialization off",
+                    k.name
+                ),
+            ))
         })
         .collect();
     if errs.is_empty() {

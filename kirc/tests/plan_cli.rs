@@ -122,6 +122,29 @@ fn flags_are_validated_alike_by_run_and_compile() {
     let o = run(&["--target", "sm_90a", "--warp-specialize", "on"]);
     assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
     assert!(stderr(&o).contains("no pipelined loop"), "{}", stderr(&o));
+    // --warp-specialize on where the kernels' dots take mma.sync (a soft cap leaves
+    // attention_bwd's sm_90a row, so its op tiles of 32 rows): an error at the copy naming why,
+    // not the backend's words about a copy it cannot lower.
+    let o = kirc(&[
+        "compile",
+        "attention_bwd",
+        "-D",
+        "SOFTCAP=1",
+        "--warp-specialize",
+        "on",
+        "-o",
+        "-",
+    ]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    let err = stderr(&o);
+    assert!(
+        err.contains(": error: warp specialization copies this tile")
+            && err.contains("attention_bwd.kir:")
+            && err.contains("take mma.sync")
+            && !err.contains("does not lower"),
+        "{err}"
+    );
+    assert!(stdout(&o).is_empty());
     // --overlap on where the target has no wgmma and TMA: an error, not another stage count.
     for t in ["sm_80", "sm_100a", "sm_120a"] {
         let o = kirc(&[

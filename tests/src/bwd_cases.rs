@@ -18,6 +18,19 @@ pub fn inputs(p: &Problem, dty: Dtype, mag: f64, rng: &mut Rng) -> BTreeMap<Stri
         rng.tensor(nk, mag, dty),
     );
     let d_o = rng.tensor(nq, mag, dty);
+    args(p, dty, q, k, v, d_o)
+}
+
+/// The arguments of a backward case from its q, k, v and do: those, the scale, and the forward's
+/// o (rounded to `dty`) and lse (rounded to f32) from the f64 oracle.
+pub fn args(
+    p: &Problem,
+    dty: Dtype,
+    q: Vec<f64>,
+    k: Vec<f64>,
+    v: Vec<f64>,
+    d_o: Vec<f64>,
+) -> BTreeMap<String, HostArg> {
     let (o, lse) = oracle::attention_fwd(p, &q, &k, &v);
     let o = o.iter().map(|&x| round(dty, x)).collect();
     let lse = lse.iter().map(|&x| round(Dtype::F32, x)).collect();

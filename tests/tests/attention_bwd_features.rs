@@ -16,10 +16,10 @@
 
 use kir_backends::interp::{run_with, HostArg, RunOptions};
 use kir_ir::{Diagnostic, Dtype};
-use kir_tests::bwd_cases::{check, data};
+use kir_tests::bwd_cases::{self, check, data};
 use kir_tests::oracle_attention::{self as oracle, Input, Problem};
 use kir_tests::F64s;
-use kir_tests::{compare, dtype, round, t, tolerance, Rng};
+use kir_tests::{compare, dtype, t, tolerance, Rng};
 use std::collections::BTreeMap;
 
 const BWD: &str = "attention_bwd";
@@ -91,18 +91,7 @@ fn inputs(
     if let Some(rows) = mask_rows {
         p.mask = Some((rows, mask_values(p, rows, dty, mag, rng)));
     }
-    let (o, lse) = oracle::attention_fwd(p, &q, &k, &v);
-    let o = o.iter().map(|&x| round(dty, x)).collect();
-    let lse = lse.iter().map(|&x| round(Dtype::F32, x)).collect();
-    let (qs, ks) = ([p.b, p.hq, p.sq, p.d], [p.b, p.hkv, p.cap, p.d]);
-    let mut args = BTreeMap::new();
-    args.insert("q".to_string(), t(dty, &qs, q));
-    args.insert("k".to_string(), t(dty, &ks, k));
-    args.insert("v".to_string(), t(dty, &ks, v));
-    args.insert("o".to_string(), t(dty, &qs, o));
-    args.insert("do".to_string(), t(dty, &qs, d_o));
-    args.insert("lse".to_string(), t(Dtype::F32, &[p.b, p.hq, p.sq], lse));
-    args.insert("scale".to_string(), HostArg::Scalar(p.scale));
+    let mut args = bwd_cases::args(p, dty, q, k, v, d_o);
     let lengths = |v: &[i64]| t(Dtype::I32, &[p.b], v.iter().map(|&x| x as f64).collect());
     if let Some(tl) = &p.total_lengths {
         args.insert("total_lengths".to_string(), lengths(tl));
