@@ -285,11 +285,7 @@ fn not_specialized(m: &Module) -> Result<(), Diagnostics> {
             )
         })
         .collect();
-    if errs.is_empty() {
-        Ok(())
-    } else {
-        Err(Diagnostics(errs))
-    }
+    none_or(errs)
 }
 
 /// Each warp-specialized kernel of `m` whose producer's tensor copies fill a buffer the backend
@@ -322,6 +318,11 @@ fn specialized_layout(m: &Module, backend: &dyn Backend) -> Result<(), Diagnosti
             ))
         })
         .collect();
+    none_or(errs)
+}
+
+/// `Ok` when `errs` is empty, else its errors.
+fn none_or(errs: Vec<Diagnostic>) -> Result<(), Diagnostics> {
     if errs.is_empty() {
         Ok(())
     } else {
