@@ -227,12 +227,18 @@ fn candidate(
     if plan.flags.warp_specialize == Some(true) {
         not_specialized(&m).map_err(|d| Left::Failed(SearchError::Source(d)))?;
     }
-    if !matches!(opts.warp_specialize, WsChoice::Off) {
-        // A producer's copies are tensor copies: their stages must be in the layout they write.
-        specialized_layout(&m, backend).map_err(|d| Left::Failed(SearchError::Source(d)))?;
-    } else if !opts.no_tma_rings {
+    match opts.warp_specialize {
+        // The per-kernel plan keeps each kernel's own block as its consumer, so the backend's
+        // layout plan is the consumer's: a producer's tensor copies must fill stages in the
+        // layout they write. (A named plan's consumers take other warps; its errors are the
+        // backend's.)
+        WsChoice::PerKernel { .. } => {
+            specialized_layout(&m, backend).map_err(|d| Left::Failed(SearchError::Source(d)))?
+        }
+        WsChoice::Auto | WsChoice::Plan(_) => {}
         // cp.async rings take no tensor-copy layout check.
-        backend.accepts(&m).map_err(Left::Rejected)?;
+        WsChoice::Off if !opts.no_tma_rings => backend.accepts(&m).map_err(Left::Rejected)?,
+        WsChoice::Off => {}
     }
     lower(backend, m, suffix, passes)
 }
