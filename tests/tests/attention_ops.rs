@@ -3,12 +3,13 @@
 //! B·Hq, window, softcap, bshd output, key capacity larger than the keys in use) and combined,
 //! over S ∈ {1, 2, 30, 300}, Sq ≠ Sk, GQA 14/2, head dims 64/80/128/256/384, every dtype and
 //! magnitudes 1 and 3; the f32 parity case; an fp16-accumulator regression that must fail;
-//! located specialization errors; canonical IR snapshots. Inputs are fresh per case, capacity
+//! canonical IR snapshots. Inputs are fresh per case, capacity
 //! padding that the kernel must never read holds NaN, and outputs are poisoned by the runner.
-//! The backward's checks are in `attention_bwd_ops.rs`.
+//! The backward's checks are in `attention_bwd_ops.rs`, the located errors of a bad `-D`, a
+//! missing or misshapen argument or a bad scale in `attention_fwd_errors.rs`.
 
 use kir_backends::interp::{self, HostArg, HostTensor};
-use kir_ir::{Diagnostic, Dtype};
+use kir_ir::Dtype;
 use kir_tests::oracle_attention::{self as oracle, Problem};
 use kir_tests::F64s;
 use kir_tests::{compare, dtype, t, tolerance, Rng};
@@ -465,78 +466,6 @@ fn fp16_accumulator_regression_fails() {
     }
 }
 
-/// A `-D` or argument mistake renders as a located error naming the constant or param.
-#[test]
-fn specialization_errors_are_clear() {
-    let src = fwd_src();
-    let file = "attention_fwd.kir";
-    let defs = |pairs: &[(&str, &str)]| -> Vec<(String, String)> {
-        pairs
-            .iter()
-            .map(|(a, b)| (a.to_string(), b.to_string()))
-            .collect()
-    };
-    let err = kir_compiler::internal::pipeline::frontend(src, &defs(&[("HEAD_DIM", "100")]))
-        .expect_err("HEAD_DIM = 100 must be rejected")
-        .render(file, src);
-    assert!(err.starts_with("attention_fwd.kir:"), "{err}");
-    assert!(
-        err.contains("constant `HEAD_DIM` = 100 (set by -D) does not satisfy"),
-        "{err}"
-    );
-    assert!(
-        err.contains("HEAD_DIM == 384") && err.contains('^'),
-        "{err}"
-    );
-
-    // MASK = 1 with no mask, and a mask whose P is none of 1, B, B·Hq.
-    let mut p = pr(2, 2, 1, 5, 7, 64);
-    p.mask = Some((2, vec![0.0; 2 * 5 * 7]));
-    let spec = kir_compiler::internal::pipeline::output(src, &defines(&p, "f32", false))
-        .expect("front end");
-    let inputs = qkv(&p, Dtype::F32, 1.0, &mut Rng::seeded(1));
-    let mut args = BTreeMap::new();
-    for (name, x, s) in [
-        ("q", 0, [2, 2, 5, 64]),
-        ("k", 1, [2, 1, 7, 64]),
-        ("v", 2, [2, 1, 7, 64]),
-    ] {
-        args.insert(name.to_string(), t(Dtype::F32, &s, inputs[x].clone()));
-    }
-    args.insert("scale".to_string(), HostArg::Scalar(0.125));
-    let render = |args: &BTreeMap<String, HostArg>| {
-        let e = interp::run(&spec, args).expect_err("must fail");
-        let span = e
-            .span
-            .unwrap_or_else(|| panic!("error without a location: {e}"));
-        Diagnostic::new(span, e.message).render(file, src)
-    };
-    let err = render(&args);
-    assert!(err.contains("missing argument `mask`"), "{err}");
-    assert!(
-        err.contains("mask: in tensor<DTYPE>[P, Sq, Sk] if MASK == 1"),
-        "{err}"
-    );
-    args.insert(
-        "mask".to_string(),
-        t(Dtype::F32, &[3, 5, 7], vec![0.0; 3 * 5 * 7]),
-    );
-    let err = render(&args);
-    assert!(
-        err.contains("requirement `P == 1 || P == B || P == B * Hq` does not hold"),
-        "{err}"
-    );
-    assert!(
-        err.contains("P = 3") && err.contains("B = 2") && err.contains("Hq = 2"),
-        "{err}"
-    );
-    // The requirement is written once in the source and the caret points at it.
-    assert!(
-        err.contains("MASK == 0 || P == 1 || P == B || P == B * Hq"),
-        "{err}"
-    );
-}
-
 /// Canonical IR of attention_fwd with every switch on.
 #[test]
 fn canonical_ir_snapshot() {
@@ -557,31 +486,6 @@ fn canonical_ir_snapshot() {
     let (_, spec) =
         kir_compiler::internal::pipeline::frontend(fwd_src(), &defs).expect("front end");
     insta::assert_snapshot!("attention_fwd__all_features", kir_ir::text::print(&spec));
-}
-
-/// The plain-score softmax takes its row max before the scale, which is exact only for a
-/// positive scale, so `scale > 0.0` is a requirement of the kernel: a launch with a scale ≤ 0
-/// or NaN is an error located at the requirement and quoting the value, never a silent result.
-#[test]
-fn a_scale_that_is_not_positive_is_a_launch_error() {
-    let mut rng = Rng::fresh("scale requirement");
-    let (b, h, s, d) = (1, 2, 9, 64);
-    let data = |rng: &mut Rng| (0..b * h * s * d).map(|_| rng.normal() * 2.0).collect();
-    for bad in [-0.125, 0.0, f64::NAN] {
-        let args = vec![
-            ("q", t(Dtype::Bf16, &[b, h, s, d], data(&mut rng))),
-            ("k", t(Dtype::Bf16, &[b, h, s, d], data(&mut rng))),
-            ("v", t(Dtype::Bf16, &[b, h, s, d], data(&mut rng))),
-            ("scale", HostArg::Scalar(bad)),
-        ];
-        let e = kir_tests::try_op(FWD, &[("DTYPE", "bf16"), ("HEAD_DIM", "64")], args)
-            .expect_err("a scale that is not positive must not run");
-        assert!(
-            e.contains("requirement `scale > 0.0` does not hold") && e.contains("scale = "),
-            "{bad}: {e}"
-        );
-        assert!(e.contains("attention_fwd.kir:") && e.contains('^'), "{e}");
-    }
 }
 
 /// The running max moves only when a key block's max passes it by more than 8 in the log2
