@@ -300,13 +300,16 @@ impl Ctx<'_> {
             .tensor
             .as_ref()
             .ok_or_else(|| PtxError::at(sp, "memory op without a tensor"))?;
-        let info = self
-            .params
+        Ok((t, self.tensor_info(&t.param, sp)?))
+    }
+
+    /// What the kernel knows of tensor param `param` (an error at `sp` if it has none).
+    pub fn tensor_info(&self, param: &str, sp: kir_ir::Span) -> Result<TensorInfo, PtxError> {
+        self.params
             .tensors
-            .get(&t.param)
+            .get(param)
             .cloned()
-            .ok_or_else(|| PtxError::at(sp, format!("unknown tensor `{}`", t.param)))?;
-        Ok((t, info))
+            .ok_or_else(|| PtxError::at(sp, format!("unknown tensor `{param}`")))
     }
 
     /// Synchronizes (and orders the shared-memory accesses of) every thread that runs the code

@@ -487,12 +487,7 @@ pub fn copy_into_stage(
 ) -> Result<(), PtxError> {
     let sp = op.span;
     let t = copy_tensor(op)?;
-    let info = c
-        .params
-        .tensors
-        .get(&t.param)
-        .cloned()
-        .ok_or_else(|| PtxError::at(sp, format!("unknown tensor `{}`", t.param)))?;
+    let info = c.tensor_info(&t.param, sp)?;
     let other = lit(op.attr("other")).unwrap_or(0.0);
     let offs = offsets(c, t, sp)?;
     copy_tile(c, op, &info, &offs, shape, other, off, core)
