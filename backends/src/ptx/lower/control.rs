@@ -149,8 +149,6 @@ pub(super) fn lower_for(c: &mut Ctx, op: &OpData, lower: &dyn Regions) -> Result
         let bound = bound_in_shared(c, op, dynamic, hi);
         let (top, end) = (c.b.label("for"), c.b.label("endfor"));
         let p = c.b.reg(RegClass::Pred);
-        // Row vectors read one iteration ahead: the first iteration's, before the loop.
-        let ahead = super::row_prefetch::enter(c, body, iv, step, sp)?;
         c.b.place(&top);
         let hi = match bound {
             Some(a) => {
@@ -162,10 +160,9 @@ pub(super) fn lower_for(c: &mut Ctx, op: &OpData, lower: &dyn Regions) -> Result
         };
         c.b.ins(PtxInst::new("setp.ge.s32").op(p).op(iv).op(hi));
         c.b.ins_if(p, false, PtxInst::new("bra.uni").op(&end));
-        iteration(c, body, iv, step, &carried, ahead, sp, lower)?;
+        iteration(c, body, iv, step, &carried, sp, lower)?;
         c.b.ins(PtxInst::new("bra.uni").op(&top));
         c.b.place(&end);
-        super::row_prefetch::leave(c, ahead);
     }
     c.asyncs.tma.dynamic_ring = was_dynamic;
     c.mem.stores = super::store_order::merge(&stores_before, &c.mem.stores);
@@ -221,19 +218,16 @@ fn bound_in_shared(c: &mut Ctx, op: &OpData, dynamic: bool, hi: Reg) -> Option<R
 
 /// One iteration of a loop body: the body, its yielded values into the carried registers, and
 /// the induction variable's step.
-#[allow(clippy::too_many_arguments)]
 fn iteration(
     c: &mut Ctx,
     body: kir_ir::Block,
     iv: Reg,
     step: Reg,
     carried: &[Option<Val>],
-    ahead: usize,
     sp: Span,
     lower: &dyn Regions,
 ) -> Result<(), PtxError> {
     let yielded = lower.block(c, body)?;
-    super::row_prefetch::end_of_body(c, ahead, sp)?;
     // The yield is a parallel copy: a carried argument yielded into another carried slot
     // (`dot_overlap`'s stage of the pending block, `yield …, %stage`) is read before any
     // carried register is overwritten, so it is copied aside first.
@@ -293,7 +287,7 @@ fn lower_ring(
         let done = c.b.reg(RegClass::Pred);
         c.b.ins(PtxInst::new("setp.ge.s32").op(done).op(iv).op(hi));
         c.b.ins_if(done, false, PtxInst::new("bra.uni").op(&end));
-        iteration(c, body, iv, step, carried, 0, sp, lower)?;
+        iteration(c, body, iv, step, carried, sp, lower)?;
     }
     c.b.ins(PtxInst::new("bra.uni").op(&top));
     c.b.place(&end);

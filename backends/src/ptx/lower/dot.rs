@@ -194,7 +194,6 @@ pub fn lower_dot(c: &mut Ctx, op: &OpData) -> Result<(), PtxError> {
             hold,
             asynchronous,
             paired: partner.is_some(),
-            result: Some(v),
         };
         super::wgmma::lower(
             c, w, issue, &a_src, &bs, acc, &acc_regs, &shape, kdim, ab_dtype, sp,

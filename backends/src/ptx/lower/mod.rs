@@ -41,7 +41,6 @@ mod region;
 pub mod report;
 mod rescale;
 mod row_compact;
-mod row_prefetch;
 mod row_reload;
 mod rows;
 mod sched;

@@ -179,9 +179,6 @@ pub struct AsyncState {
     /// A wgmma group left in flight by a held dot (see `wgmma.rs`): the enclosing loop waits
     /// for it when it ends.
     pub wgmma_in_flight: bool,
-    /// Row vectors of the loops being lowered that are read one iteration ahead
-    /// (`row_prefetch.rs`), innermost loop last.
-    pub row_prefetch: Vec<RowPrefetch>,
 }
 
 /// How an IR value is held during lowering.
@@ -360,24 +357,4 @@ pub enum Split {
         part_bytes: u32,
         first_bar: u32,
     },
-}
-
-/// One row vector read one iteration ahead (`row_prefetch.rs`).
-#[derive(Clone, Debug)]
-pub struct RowPrefetch {
-    /// The broadcast's result, its operand (the chain over the load) and its shape.
-    pub(super) bcast: Value,
-    pub(super) src: Value,
-    pub(super) shape: Vec<usize>,
-    /// The registers the loop carries (the distinct column registers, in slot order), and for
-    /// each slot of the broadcast the index of its register.
-    pub(super) regs: Vec<Reg>,
-    pub(super) slots: Vec<usize>,
-    /// The loop's induction variable (the body's first argument), its register and step.
-    pub(super) iv_arg: Value,
-    pub(super) iv: Reg,
-    pub(super) step: Reg,
-    /// The tail whose issue loads the next iteration's values, and whether it has.
-    pub(super) tail: Value,
-    pub(super) issued: bool,
 }

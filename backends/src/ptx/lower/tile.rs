@@ -136,10 +136,7 @@ pub fn lower_shape_op(c: &mut Ctx, op: &OpData) -> Result<(), PtxError> {
                 // [1, N] → [M, N] in the accumulator layout from a read-only load: each thread
                 // loads the columns it holds (row_reload.rs), no shared memory.
                 (Val::Tile { .. }, Opcode::Broadcast) if l == Layout::RowMma => {
-                    match super::row_prefetch::take(c, v) {
-                        Some(regs) => Some(regs),
-                        None => super::row_reload::reload(c, a, &shape, sp)?,
-                    }
+                    super::row_reload::reload(c, a, &shape, sp)?
                 }
                 _ => None,
             };

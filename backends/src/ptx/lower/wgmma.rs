@@ -121,9 +121,6 @@ pub struct Issue {
     /// Issued with the dot right after it (`wgmma_pair.rs`): commit the group and leave it
     /// running; that dot's wait retires both.
     pub paired: bool,
-    /// The dot's result (a ping-pong loop's last tail issues its row vectors' reads of the next
-    /// iteration, `row_prefetch.rs`).
-    pub result: Option<Value>,
 }
 
 /// True when the wgmma dot `op` may stay in flight until the next iteration of its loop ends
@@ -480,9 +477,6 @@ pub fn lower(
     c.b.ins(PtxInst::new("wgmma.commit_group.sync.aligned"));
     if let Some(t) = issue.turn.filter(|t| t.tail) {
         after_issue(c, t);
-        if let (true, Some(v)) = (t.index + 1 == t.count, issue.result) {
-            super::row_prefetch::issue_next(c, v, sp)?;
-        }
     }
     // A dot before the tail of its ping-pong issue group stays in flight: the tail's wait
     // retires the group's dots together (groups retire in issue order).
