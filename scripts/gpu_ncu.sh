@@ -23,5 +23,6 @@ ncu --import "$dir/$name.ncu-rep" --page source --csv --print-source sass >"$dir
 ncu --import "$dir/$name.ncu-rep" --page details --print-details all >"$dir/$name-details.txt" 2>/dev/null \
   || ncu --import "$dir/$name.ncu-rep" --page details >"$dir/$name-details.txt"
 rm -f "$dir/$name.ncu-rep" "$dir/$name.err"
-grep -E "Duration|Compute \(SM\) Thr|Registers Per|Achieved Occ|Warp Cycles Per Issued|Issue Slots Busy|Executed Ipc|Pipe|Shared|Bank" "$dir/$name-details.txt"
+grep -E "Duration|Compute \(SM\) Thr|Registers Per|Achieved Occ|Warp Cycles Per Issued|Issue Slots Busy|Executed Ipc|Pipe|Shared|Bank" "$dir/$name-details.txt" \
+  | grep -vE "Table (Name|Description)|^ +(OPT|INF|WRN) "
 python3 scripts/ncu_lines.py "$dir/$name-src.csv" 25
